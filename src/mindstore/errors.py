@@ -1,0 +1,65 @@
+"""The typed errors of mindstore.
+
+Every failure a caller can act on has its own class under `MindstoreError`, so that
+applications can catch precisely and the CLI can map each kind to a distinct exit code.
+"""
+
+from __future__ import annotations
+
+
+class MindstoreError(Exception):
+    """Base of every error mindstore raises on purpose."""
+
+    exit_code: int = 1
+
+
+class ValidationError(MindstoreError, ValueError):
+    """Input that cannot be stored: malformed message, bad id, bad argument."""
+
+    exit_code = 2
+
+
+class NotFound(MindstoreError, LookupError):
+    """The task, message, tool call or dialog does not exist for this tenant."""
+
+    exit_code = 3
+
+
+class Conflict(MindstoreError):
+    """A guarded write lost its race too many times, or the stored state forbids it."""
+
+    exit_code = 4
+
+
+class InvalidTransition(MindstoreError):
+    """The verb is not allowed in the task's current state or level (e.g. exit at root)."""
+
+    exit_code = 5
+
+
+class TaskTooLarge(MindstoreError):
+    """An append would push the task document past MongoDB's 16 MiB limit."""
+
+    exit_code = 6
+
+    def __init__(self, task_id: str, size_bytes: int, added_bytes: int, limit_bytes: int) -> None:
+        self.task_id = task_id
+        self.size_bytes = size_bytes
+        self.added_bytes = added_bytes
+        self.limit_bytes = limit_bytes
+        super().__init__(
+            f"task {task_id!r} holds {size_bytes} bytes; adding {added_bytes} bytes would pass "
+            f"the limit of {limit_bytes} bytes"
+        )
+
+
+class ConfigurationError(MindstoreError):
+    """Bad connection settings: an unparsable URI, an unreachable server, a missing tenant."""
+
+    exit_code = 7
+
+
+class BackupError(MindstoreError):
+    """A backup cannot be read, verified or restored."""
+
+    exit_code = 8
