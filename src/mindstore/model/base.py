@@ -1,0 +1,46 @@
+"""Shared pydantic plumbing for the message model.
+
+Stored documents outlive the code that wrote them: a newer writer may add fields or
+whole part types that this version does not know. Every model therefore keeps unknown
+fields (`extra="allow"`) and the unions fall back to an `Unknown*` model that keeps the raw
+dict, so reading and rewriting a document never drops data.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import nanoid
+from pydantic import BaseModel, ConfigDict
+
+JSON = dict[str, Any]
+
+# nanoid's default alphabet is URL-safe: [A-Za-z0-9_-].
+ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
+
+
+def new_id() -> str:
+    """A fresh 21-character nanoid, the id format of seed 000."""
+    return nanoid.generate(ID_ALPHABET, 21)
+
+
+def now_ts() -> int:
+    """Epoch seconds as the seeds store them (an int, so durations are plain `$subtract`)."""
+    return int(time.time())
+
+
+class Model(BaseModel):
+    """Base of every stored model: tolerant of unknown fields, strict about known ones."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        validate_assignment=False,
+        ser_json_inf_nan="constants",
+        use_enum_values=True,
+    )
+
+    def to_dict(self) -> JSON:
+        """The stored (BSON-ready) form: plain Python types, aliases, nothing dropped."""
+        return self.model_dump(mode="python", by_alias=True)
