@@ -1,0 +1,178 @@
+"""Beanie documents: the stored shape of tasks, dialog-tree nodes and offloaded payloads.
+
+Beanie owns the schema and the indexes. The hot write paths do not go through Beanie's
+`save()`: repositories send atomic operators to `TaskDoc.get_pymongo_collection()`. The
+message list is typed `list[dict]` here on purpose: validating 10,000 messages on every
+Beanie read would dominate the cost of a read, so repositories parse exactly the messages
+they return, with the role-discriminated adapter.
+
+Every index leads with `tenant`, so each index serves one tenant's queries and `tenant`
+can be the shard key prefix (`{tenant: 1, _id: 1}`) on a sharded cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pymongo
+from beanie import Document
+from pydantic import Field
+from pymongo import IndexModel
+
+from mindstore.model.header import HEADER_FIELDS, TaskHeader
+from mindstore.model.planner import stored_doc
+from mindstore.model.task import Task
+
+TASKS = "tasks"
+DIALOG_NODES = "dialog_nodes"
+PAYLOADS = "payloads"
+
+
+def utcnow() -> datetime:
+    """Millisecond precision, because that is what BSON dates keep."""
+    now = datetime.now(timezone.utc)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+class TaskDoc(Document):
+    """One task (conversation thread): header fields plus the append-only message array."""
+
+    id: str  # type: ignore[assignment]  # nanoid, stored as _id
+    tenant: str
+    owner: str | None = None
+    title: str | None = None
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    state: str = "running"
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    version: int = 0
+    metadata: dict[str, Any] | None = None
+    # header (see mindstore.model.header.TaskHeader)
+    seq: int = 0
+    size_bytes: int = 0
+    scope_stack: list[dict[str, Any]] = Field(default_factory=list)
+    open_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    root_config_index: int | None = None
+    root_model_name: str | None = None
+    last_config_index: int | None = None
+    last_model_name: str | None = None
+    tail: dict[str, Any] | None = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+
+    class Settings:
+        name = TASKS
+        use_state_management = False
+        validate_on_save = False
+        indexes = [
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING),
+                 ("updated_at", pymongo.DESCENDING), ("_id", pymongo.DESCENDING)],
+                name="tenant_owner_updated",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("state", pymongo.ASCENDING),
+                 ("updated_at", pymongo.DESCENDING)],
+                name="tenant_state_updated",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("updated_at", pymongo.DESCENDING),
+                 ("_id", pymongo.DESCENDING)],
+                name="tenant_updated",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("created_at", pymongo.ASCENDING)],
+                name="tenant_created",
+            ),
+        ]  # fmt: skip
+
+
+class DialogNodeDoc(Document):
+    """A dialog's place in its fork tree, linked to its task by id (`_id` = task id)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    owner: str | None = None
+    parent_id: str | None = None
+    root_id: str
+    ancestors: list[str] = Field(default_factory=list)
+    depth: int = 0
+    split_point: int | None = None
+    first_k: int | None = None
+    last_n: int | None = None
+    at_message_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = DIALOG_NODES
+        use_state_management = False
+        indexes = [
+            IndexModel([("tenant", pymongo.ASCENDING), ("parent_id", pymongo.ASCENDING)],
+                       name="tenant_parent"),
+            IndexModel([("tenant", pymongo.ASCENDING), ("ancestors", pymongo.ASCENDING)],
+                       name="tenant_ancestors"),
+            IndexModel([("tenant", pymongo.ASCENDING), ("root_id", pymongo.ASCENDING)],
+                       name="tenant_root"),
+        ]  # fmt: skip
+
+
+class PayloadDoc(Document):
+    """A large value moved out of a message so the task document stays far from 16 MiB."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    task_id: str
+    message_id: str
+    path: str
+    sha256: str
+    size: int
+    data: Any = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = PAYLOADS
+        use_state_management = False
+        indexes = [
+            IndexModel([("tenant", pymongo.ASCENDING), ("task_id", pymongo.ASCENDING)],
+                       name="tenant_task"),
+        ]  # fmt: skip
+
+
+DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc]
+
+
+def header_to_fields(header: TaskHeader) -> dict[str, Any]:
+    """The header as top-level task document fields."""
+    return header.to_dict()
+
+
+def header_from_document(document: dict[str, Any]) -> TaskHeader:
+    return TaskHeader.model_validate({k: document[k] for k in HEADER_FIELDS if k in document})
+
+
+def task_document(
+    task: Task,
+    tenant: str,
+    owner: str | None = None,
+    title: str | None = None,
+    created_at: datetime | None = None,
+    updated_at: datetime | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The stored document of an in-memory task (imports, restores, test fixtures)."""
+    created = created_at or utcnow()
+    return {
+        "_id": task.id,
+        "tenant": tenant,
+        "owner": owner,
+        "title": title,
+        "content": [part.to_dict() for part in task.content],
+        "state": task.state if isinstance(task.state, str) else task.state.value,
+        "created_at": created,
+        "updated_at": updated_at or created,
+        "version": 0,
+        "metadata": metadata,
+        **header_to_fields(task.header),
+        "messages": [stored_doc(message) for message in task.messages],
+    }

@@ -1,0 +1,111 @@
+"""Aggregation pipelines for levels, boundaries and sub-task spans (pure builders).
+
+They rely on the `scope` and `depth` every stored message carries (written once at append
+time), so each is a filter or a group, never a replay of the history. Operators stay in the
+portable subset of DESIGN.md: `$match`, `$unwind` with `includeArrayIndex`, `$project`,
+`$filter`, `$group`, `$cond`, `$sort`, and the basic comparison expressions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Pipeline = list[dict[str, Any]]
+
+
+def _task_match(task_id: str, tenant: str) -> dict[str, Any]:
+    return {"$match": {"_id": task_id, "tenant": tenant}}
+
+
+def _in_level_expr(scope: str | None, var: str = "$$m") -> dict[str, Any]:
+    """True for the messages of level `scope`: its entry, then its own non-entry messages."""
+    own = {"$and": [{"$eq": [f"{var}.scope", scope]}, {"$ne": [f"{var}.role", "taskentry"]}]}
+    if scope is None:
+        return own
+    entry = {"$and": [{"$eq": [f"{var}.id", scope]}, {"$eq": [f"{var}.role", "taskentry"]}]}
+    return {"$or": [entry, own]}
+
+
+def level_messages_pipeline(task_id: str, tenant: str, scope: str | None) -> Pipeline:
+    """The messages of one level, filtered server-side: only they travel over the wire."""
+    return [
+        _task_match(task_id, tenant),
+        {
+            "$project": {
+                "_id": 0,
+                "messages": {
+                    "$filter": {"input": "$messages", "as": "m", "cond": _in_level_expr(scope)}
+                },
+            }
+        },
+    ]
+
+
+def locate_message_pipeline(
+    task_id: str, tenant: str, message_id: str, header_fields: tuple[str, ...] = ()
+) -> Pipeline:
+    """One message and its index (plus, optionally, header fields from the same snapshot)."""
+    projection: dict[str, Any] = {"_id": 0, "index": 1, "message": "$messages"}
+    projection.update({field: 1 for field in header_fields})
+    return [
+        _task_match(task_id, tenant),
+        {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+        {"$match": {"messages.id": message_id}},
+        {"$limit": 1},
+        {"$project": projection},
+    ]
+
+
+def boundaries_pipeline(task_id: str, tenant: str, scope: str) -> Pipeline:
+    """Index of a sub-task's entry and, if it has exited, of its exit."""
+    return [
+        _task_match(task_id, tenant),
+        {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+        {
+            "$match": {
+                "$or": [
+                    {"messages.id": scope, "messages.role": "taskentry"},
+                    {"messages.scope": scope, "messages.role": "taskexit"},
+                ]
+            }
+        },
+        {"$project": {"_id": 0, "index": 1, "role": "$messages.role"}},
+    ]
+
+
+def spans_pipeline(task_id: str, tenant: str) -> Pipeline:
+    """Every sub-task of a task: entry, exit, depth, own message count, start and end."""
+    is_entry = {"$eq": ["$messages.role", "taskentry"]}
+    is_exit = {"$eq": ["$messages.role", "taskexit"]}
+    return [
+        _task_match(task_id, tenant),
+        {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+        {
+            "$match": {
+                "$or": [{"messages.role": "taskentry"}, {"messages.scope": {"$ne": None}}]
+            }
+        },
+        {
+            "$group": {
+                "_id": {"$cond": [is_entry, "$messages.id", "$messages.scope"]},
+                "entry_index": {"$max": {"$cond": [is_entry, "$index", None]}},
+                "exit_index": {"$max": {"$cond": [is_exit, "$index", None]}},
+                "depth": {"$max": {"$cond": [is_entry, {"$add": ["$messages.depth", 1]}, None]}},
+                "parent_scope": {"$max": {"$cond": [is_entry, "$messages.scope", None]}},
+                "message_count": {"$sum": 1},
+                "started_ts": {"$max": {"$cond": [is_entry, "$messages.started_ts", None]}},
+                "finished_ts": {"$max": {"$cond": [is_exit, "$messages.started_ts", None]}},
+            }
+        },
+        {"$match": {"entry_index": {"$ne": None}}},
+        {"$sort": {"entry_index": 1}},
+    ]
+
+
+def slice_projection(header_fields: tuple[str, ...], start: int, count: int) -> dict[str, Any]:
+    """Header fields plus a window of the message array (explicit inclusion on purpose:
+    mongomock returns only `_id` and the slice for a `$slice`-only projection, MongoDB
+    returns every field)."""
+    projection: dict[str, Any] = {field: 1 for field in header_fields}
+    projection["messages"] = {"$slice": [start, count]}
+    return projection

@@ -1,0 +1,89 @@
+"""What repositories return: task headers without messages, pages, spans."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime, timezone
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field, field_validator
+
+from mindstore.errors import ValidationError
+from mindstore.model.header import TaskHeader, UsageTotals
+
+T = TypeVar("T")
+
+
+def as_utc(value: datetime) -> datetime:
+    """MongoDB keeps UTC milliseconds; mongomock hands back its own tzinfo or none at all."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+class TaskRecord(BaseModel):
+    """A task without its messages: what listing and header reads return."""
+
+    id: str
+    tenant: str
+    owner: str | None = None
+    title: str | None = None
+    state: str = "running"
+    created_at: datetime
+    updated_at: datetime
+    version: int = 0
+    seq: int = 0
+    size_bytes: int = 0
+    level: int = 0
+    current_scope: str | None = None
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    open_tool_call_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("created_at", "updated_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any], header: TaskHeader) -> "TaskRecord":
+        return cls(
+            id=document["_id"],
+            tenant=document["tenant"],
+            owner=document.get("owner"),
+            title=document.get("title"),
+            state=document.get("state", "running"),
+            created_at=document["created_at"],
+            updated_at=document["updated_at"],
+            version=document.get("version", 0),
+            seq=header.seq,
+            size_bytes=header.size_bytes,
+            level=header.level,
+            current_scope=header.current_scope,
+            usage=header.usage,
+            open_tool_call_ids=[ref.id for ref in header.open_tool_calls],
+            metadata=document.get("metadata"),
+        )
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None
+
+
+def encode_cursor(updated_at: datetime, task_id: str) -> str:
+    payload = json.dumps({"u": as_utc(updated_at).isoformat(), "i": task_id})
+    return base64.urlsafe_b64encode(payload.encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        updated_at = datetime.fromisoformat(payload["u"])
+        task_id = payload["i"]
+        if not isinstance(task_id, str):
+            raise TypeError("cursor id must be a string")
+        return as_utc(updated_at), task_id
+    except Exception as exc:
+        raise ValidationError(f"invalid page cursor: {cursor!r:.60}") from exc

@@ -1,0 +1,86 @@
+"""`connect()` and the store: one backend, tenant-scoped views over it.
+
+`store.scoped(tenant)` is the only way to reach data: every repository it returns puts
+the tenant into every query it sends, so one tenant can never read or write another's
+tasks (another tenant's id is simply "not found").
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from beanie import init_beanie
+
+from mindstore.backends.connection import Backend, open_backend
+from mindstore.documents import DOCUMENT_MODELS
+from mindstore.model.planner import check_id
+from mindstore.repositories.tasks import RetryPolicy, TaskRepository
+
+
+class TenantStore:
+    """Everything one tenant (optionally one owner) may touch."""
+
+    def __init__(self, store: "Store", tenant: str, owner: str | None) -> None:
+        self.store = store
+        self.tenant = check_id(tenant, "tenant")
+        self.owner = owner
+        self.tasks = TaskRepository(
+            store.database,
+            self.tenant,
+            owner=owner,
+            locks=store._locks,
+            retry=store.retry,
+            offload_threshold=store.offload_threshold,
+        )
+
+
+class Store:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        retry: RetryPolicy | None = None,
+        offload_threshold: int = 256 * 1024,
+    ) -> None:
+        self.backend = backend
+        self.database = backend.database
+        self.retry = retry or RetryPolicy()
+        self.offload_threshold = offload_threshold
+        self._locks: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
+
+    @property
+    def kind(self) -> str:
+        return self.backend.kind
+
+    def scoped(self, tenant: str, owner: str | None = None) -> TenantStore:
+        if owner is not None and not isinstance(owner, str):
+            from mindstore.errors import ValidationError
+
+            raise ValidationError("owner must be a string")
+        return TenantStore(self, tenant, owner)
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    async def __aenter__(self) -> "Store":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def connect(
+    uri: str | None = None,
+    *,
+    database: str | None = None,
+    retry: RetryPolicy | None = None,
+    offload_threshold: int = 256 * 1024,
+) -> Store:
+    """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
+
+    Beanie is initialised here, which creates the indexes of every document model.
+    """
+    backend = await open_backend(uri, database=database)
+    await init_beanie(database=backend.database, document_models=DOCUMENT_MODELS)
+    return Store(backend, retry=retry, offload_threshold=offload_threshold)
