@@ -12,6 +12,7 @@ from typing import Any
 
 from beanie import init_beanie
 
+from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.planner import check_id
@@ -82,5 +83,7 @@ async def connect(
     Beanie is initialised here, which creates the indexes of every document model.
     """
     backend = await open_backend(uri, database=database)
+    if backend.kind == "embedded":
+        speedups.install()
     await init_beanie(database=backend.database, document_models=DOCUMENT_MODELS)
     return Store(backend, retry=retry, offload_threshold=offload_threshold)

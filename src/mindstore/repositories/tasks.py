@@ -200,6 +200,9 @@ class TaskRepository:
         ids = [i for i in ids if i]
         if not ids:
             return None
+        query = {**self._filter(task_id), "messages.id": {"$all": ids}}
+        if await self._tasks.count_documents(query, limit=1) == 0:
+            return None  # the usual case after a lost race: nothing of ours is stored
         stored = await self._stored_messages_by_id(task_id, ids)
         return stored if all(i in stored for i in ids) else None
 
@@ -213,6 +216,7 @@ class TaskRepository:
         on_replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
     ) -> Any:
         """Read header, plan, apply one guarded update; retry lost races; detect replays."""
+        check_id(task_id, "task id")
         ids = [i for i in explicit_ids if i]
         for i in ids:
             check_message_id(i)
