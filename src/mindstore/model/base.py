@@ -9,7 +9,7 @@ dict, so reading and rewriting a document never drops data.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import nanoid
 from pydantic import BaseModel, ConfigDict
@@ -20,14 +20,28 @@ JSON = dict[str, Any]
 ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
 
 
+def _nanoid() -> str:
+    return nanoid.generate(ID_ALPHABET, 21)
+
+
+# The two sources of non-determinism in the model. Tests (and deterministic replays)
+# swap them out; everything else calls `new_id()` and `clock()`.
+ID_SOURCE: Callable[[], str] = _nanoid
+CLOCK: Callable[[], float] = time.time
+
+
 def new_id() -> str:
     """A fresh 21-character nanoid, the id format of seed 000."""
-    return nanoid.generate(ID_ALPHABET, 21)
+    return ID_SOURCE()
+
+
+def clock() -> float:
+    return CLOCK()
 
 
 def now_ts() -> int:
     """Epoch seconds as the seeds store them (an int, so durations are plain `$subtract`)."""
-    return int(time.time())
+    return int(CLOCK())
 
 
 class Model(BaseModel):

@@ -10,12 +10,11 @@ rules (levels, triggering tool calls, finished timestamps) live here, free of I/
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from mindstore.errors import InvalidTransition, NotFound, ValidationError
-from mindstore.model.base import JSON, new_id
+from mindstore.model.base import JSON, clock, new_id
 from mindstore.model.header import ScopeFrame, Tail, TaskHeader, ToolCallRef, UsageTotals
 from mindstore.model.messages import (
     AnyMessage,
@@ -148,7 +147,7 @@ class Planner:
         self.before = header
         self.header = header.model_copy(deep=True)
         self.base = header.seq
-        self.now = int(now if now is not None else time.time())
+        self.now = int(now if now is not None else clock())
         self.transform = transform
         self.appended: list[AnyMessage] = []
         self.docs: list[JSON] = []
@@ -663,7 +662,7 @@ def plan_add_task_entry(
     if not isinstance(initial_task_config, TaskConfigPart):
         raise ValidationError("initial_task_config must be a TaskConfigPart")
     planner = Planner(header, task_id, **kw)
-    entry_ts = float(timestamp if timestamp is not None else time.time())
+    entry_ts = float(timestamp if timestamp is not None else clock())
     entry = TaskEntryMessage(
         id=entry_id or new_id(),
         task_id=task_id,
@@ -753,7 +752,7 @@ def plan_add_task_exit(
             )
     trigger = find_exit_trigger(header)
     planner = Planner(header, task_id, **kw)
-    exit_ts = float(timestamp if timestamp is not None else time.time())
+    exit_ts = float(timestamp if timestamp is not None else clock())
     exit_message = TaskExitMessage(
         id=exit_id or new_id(),
         task_id=task_id,
@@ -831,7 +830,7 @@ def plan_add_reasoning_part(
         raise ValidationError("reasoning part must be a non-empty string")
     _require_role(message, (AssistantMessage,), "add_reasoning_part")
     planner = Planner(header, task_id, **kw)
-    started = round(time.time(), 3)
+    started = round(clock(), 3)
     new = message.model_copy(deep=True)
     paths: list[tuple[str, Any]] = []
     for position in range(len(new.content) - 1, -1, -1):
@@ -864,7 +863,7 @@ def plan_add_tool_call_part(
     for position in range(len(new.content) - 1, -1, -1):
         part = new.content[position]
         if isinstance(part, ReasoningPart) and part.finished_ts is None:
-            part.finished_ts = round(time.time(), 3)
+            part.finished_ts = round(clock(), 3)
             paths.append((f"content.{position}.finished_ts", part.finished_ts))
             break
     position = len(message.content)

@@ -96,7 +96,19 @@ class Task(Model):
         return self._index.get(message_id)
 
     def apply(self, plan: Plan) -> Any:
-        """Apply a plan to the in-memory list (the repository applies it to MongoDB)."""
+        """Apply a plan to the in-memory list (the repository applies it to MongoDB).
+
+        Like the store, a message id that is already in the task is never added twice: if
+        every new id is present the call is a replay and returns what is stored.
+        """
+        present = [i for i in plan.new_ids if self._position(i) is not None]
+        if present:
+            if len(present) != len(plan.new_ids):
+                raise ValidationError(f"message ids already in the task: {sorted(present)}")
+            stored = [self.messages[self._position(i)] for i in plan.new_ids]
+            if isinstance(plan.result, tuple):
+                return tuple(stored[: len(plan.result)])
+            return stored if isinstance(plan.result, list) else stored[0]
         for patch in plan.patches:
             message = self.messages[patch.index]
             if patch.message_id and message.id != patch.message_id:

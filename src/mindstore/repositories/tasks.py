@@ -200,11 +200,14 @@ class TaskRepository:
         ids = [i for i in ids if i]
         if not ids:
             return None
-        query = {**self._filter(task_id), "messages.id": {"$all": ids}}
+        query = {**self._filter(task_id), "messages.id": {"$in": ids}}
         if await self._tasks.count_documents(query, limit=1) == 0:
             return None  # the usual case after a lost race: nothing of ours is stored
         stored = await self._stored_messages_by_id(task_id, ids)
-        return stored if all(i in stored for i in ids) else None
+        if not all(i in stored for i in ids):
+            taken = sorted(i for i in ids if i in stored)
+            raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
+        return stored
 
     async def _mutate(
         self,
