@@ -8,6 +8,7 @@ tasks (another tenant's id is simply "not found").
 from __future__ import annotations
 
 import weakref
+from functools import cached_property
 from typing import Any
 
 from beanie import init_beanie
@@ -34,6 +35,20 @@ class TenantStore:
             retry=store.retry,
             offload_threshold=store.offload_threshold,
         )
+
+    @cached_property
+    def dialogs(self) -> Any:
+        """Dialog trees (seed 002) over this tenant's tasks."""
+        from mindstore.repositories.dialogs import DialogRepository
+
+        return DialogRepository(self)
+
+    @cached_property
+    def analytics(self) -> Any:
+        """Reports over this tenant's sessions (aggregation pipelines)."""
+        from mindstore.analytics import Analytics
+
+        return Analytics(self)
 
 
 class Store:
