@@ -1,0 +1,371 @@
+"""Recording what mindstore sends to the database: bytes and round trips per command.
+
+Wall-clock time on the embedded backend says little about the cost on a server (mongomock
+copies whole documents on every update), so tests and benchmarks compare *what is sent*:
+the BSON size of each command, the size of its reply and the number of round trips.
+
+Two producers fill the same `CommandRecorder` with comparable `RecordedCommand`s:
+
+* the embedded backend (`mindstore.backends.embedded`) builds, for every operation, the
+  command document pymongo would put on the wire (``{"update": coll, "ordered": True,
+  "updates": [{"q": ..., "u": ..., "multi": False, "upsert": False}], "$db": db}``, ...)
+  and the reply a server would send back;
+* `RecorderListener`, a `pymongo.monitoring.CommandListener` registered on a real
+  `AsyncMongoClient`, converts the driver's command events.
+
+Comparable figures: per-connection gossip the driver adds to every command on a real
+server (`lsid`, `$clusterTime`, `txnNumber`, `$readPreference`) and the server adds to
+every reply (`$clusterTime`, `operationTime`, `electionId`, `opTime`, ...) does not depend
+on what mindstore asked for; the listener leaves it out of `bytes_sent`/`bytes_received`
+and reports it in `overhead_bytes` instead (pass ``strip_overhead=False`` for raw sizes).
+A cursor's `getMore` and `killCursors` commands are folded into the record of the
+`find`/`aggregate` that opened it: one record per logical operation, `round_trips`
+counting its batches, on both backends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal, Mapping
+
+import bson
+from pymongo import monitoring
+
+__all__ = [
+    "CommandLog",
+    "CommandRecorder",
+    "IGNORED_COMMANDS",
+    "RecordedCommand",
+    "RecorderListener",
+    "bson_size",
+]
+
+#: Commands that are handshakes, heartbeats, authentication or housekeeping, not work
+#: mindstore asked for. Compared in lower case.
+IGNORED_COMMANDS = frozenset(
+    {
+        "hello",
+        "ismaster",
+        "ping",
+        "buildinfo",
+        "endsessions",
+        "saslstart",
+        "saslcontinue",
+        "authenticate",
+        "getnonce",
+        "getlasterror",
+        "logout",
+        "killallsessions",
+        "refreshsessions",
+        "serverstatus",
+        "getparameter",
+        "getcmdlineopts",
+        "connectionstatus",
+        "replsetgetstatus",
+    }
+)
+
+#: Fields the driver adds to commands that carry no payload of the operation.
+COMMAND_OVERHEAD_FIELDS = ("lsid", "$clusterTime", "txnNumber", "$readPreference")
+#: Fields a server adds to replies that carry no payload of the operation.
+REPLY_OVERHEAD_FIELDS = (
+    "$clusterTime",
+    "operationTime",
+    "electionId",
+    "opTime",
+    "$gleStats",
+    "lastCommittedOpTime",
+    "$configServerState",
+    "$topologyTime",
+)
+
+
+def bson_size(document: Mapping[str, Any]) -> int:
+    """`len(bson.encode(document))`."""
+    return len(bson.encode(document))
+
+
+@dataclass
+class RecordedCommand:
+    """One logical database command (a cursor's getMore batches are folded in).
+
+    `bytes_sent` is the BSON size of the command document as sent (with `$db`),
+    `bytes_received` the BSON size of the reply documents, `round_trips` the number of
+    request/reply exchanges (1, plus one per getMore/killCursors of a cursor).
+    """
+
+    name: str
+    collection: str | None = None
+    filter: dict[str, Any] | None = None
+    update: dict[str, Any] | list[Any] | None = None
+    pipeline: list[Any] | None = None
+    projection: dict[str, Any] | None = None
+    documents: list[Any] | None = None
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    round_trips: int = 1
+    database: str | None = None
+    #: number of statements in a write command (updates/deletes/documents)
+    statements: int = 1
+    #: documents returned (cursor batches, findAndModify value)
+    n_returned: int = 0
+    #: error message if the command failed
+    error: str | None = None
+    #: bytes of driver/server gossip left out of bytes_sent/bytes_received (real server only)
+    overhead_bytes: int = 0
+    backend: Literal["embedded", "mongodb"] = "embedded"
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class CommandLog(list[RecordedCommand]):
+    """A list of recorded commands with totals."""
+
+    @property
+    def bytes_sent(self) -> int:
+        return sum(c.bytes_sent for c in self)
+
+    @property
+    def bytes_received(self) -> int:
+        return sum(c.bytes_received for c in self)
+
+    @property
+    def round_trips(self) -> int:
+        return sum(c.round_trips for c in self)
+
+    def names(self) -> list[str]:
+        return [c.name for c in self]
+
+    def by_name(self, name: str) -> CommandLog:
+        return CommandLog(c for c in self if c.name == name)
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "commands": len(self),
+            "round_trips": self.round_trips,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+        }
+
+
+class CommandRecorder:
+    """Collects `RecordedCommand`s from a backend.
+
+    `records` keeps the last `max_records` commands (None: unbounded); `capture()` collects
+    every command recorded inside a ``with`` block, whatever the bound. A recorder is shared
+    by all coroutines using the backend, so a capture sees their commands too.
+    With ``keep_payloads=False`` filters, updates, pipelines and documents are not kept
+    (sizes still are), which bounds memory in long runs.
+    """
+
+    def __init__(
+        self, *, max_records: int | None = 10_000, keep_payloads: bool = True, enabled: bool = True
+    ) -> None:
+        self.records: CommandLog = CommandLog()
+        self.max_records = max_records
+        self.keep_payloads = keep_payloads
+        self.enabled = enabled
+        self._sinks: list[CommandLog] = []
+
+    def record(self, command: RecordedCommand) -> None:
+        if not self.enabled:
+            return
+        if not self.keep_payloads:
+            command.filter = command.update = command.pipeline = None
+            command.documents = command.projection = None
+        self.records.append(command)
+        if self.max_records is not None and len(self.records) > self.max_records:
+            del self.records[: len(self.records) - self.max_records]
+        for sink in self._sinks:
+            sink.append(command)
+
+    def clear(self) -> None:
+        self.records.clear()
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[CommandLog]:
+        """``with recorder.capture() as log: ...`` -- `log` lists the commands of the block."""
+        log = CommandLog()
+        self._sinks.append(log)
+        try:
+            yield log
+        finally:
+            self._sinks.remove(log)
+
+    # totals over `records`
+    @property
+    def bytes_sent(self) -> int:
+        return self.records.bytes_sent
+
+    @property
+    def bytes_received(self) -> int:
+        return self.records.bytes_received
+
+    @property
+    def round_trips(self) -> int:
+        return self.records.round_trips
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        return f"<CommandRecorder {len(self.records)} commands>"
+
+
+# --------------------------------------------------------------------------- real server
+
+
+def _split_overhead(doc: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[int, int]:
+    """(payload size, overhead size) of a command or reply document."""
+    try:
+        total = bson_size(doc)
+        if any(f in doc for f in fields):
+            stripped = {k: v for k, v in doc.items() if k not in fields}
+            payload = bson_size(stripped)
+        else:
+            payload = total
+    except Exception:  # pragma: no cover - best effort on exotic documents
+        return 0, 0
+    return payload, total - payload
+
+
+def describe_command(name: str, command: Mapping[str, Any]) -> dict[str, Any]:
+    """The RecordedCommand fields (collection, filter, update, ...) of a wire command."""
+    fields: dict[str, Any] = {}
+    target = command.get(name) if name in command else next(iter(command.values()), None)
+    if isinstance(target, str):
+        fields["collection"] = target
+    lname = name.lower()
+    if lname == "find":
+        fields["filter"] = command.get("filter")
+        fields["projection"] = command.get("projection")
+    elif lname == "aggregate":
+        fields["pipeline"] = list(command.get("pipeline") or [])
+    elif lname == "update":
+        updates = list(command.get("updates") or [])
+        fields["statements"] = len(updates)
+        if updates:
+            fields["filter"] = updates[0].get("q")
+            fields["update"] = updates[0].get("u")
+    elif lname == "delete":
+        deletes = list(command.get("deletes") or [])
+        fields["statements"] = len(deletes)
+        if deletes:
+            fields["filter"] = deletes[0].get("q")
+    elif lname == "insert":
+        docs = list(command.get("documents") or [])
+        fields["statements"] = len(docs)
+        fields["documents"] = docs
+    elif lname == "findandmodify":
+        fields["filter"] = command.get("query")
+        fields["update"] = command.get("update")
+        fields["projection"] = command.get("fields")
+    elif lname in ("count", "distinct"):
+        fields["filter"] = command.get("query")
+    return fields
+
+
+def _cursor_info(reply: Mapping[str, Any]) -> tuple[int | None, int]:
+    cursor = reply.get("cursor")
+    if not isinstance(cursor, Mapping):
+        return None, 0
+    batch = cursor.get("firstBatch", cursor.get("nextBatch")) or []
+    return cursor.get("id"), len(batch)
+
+
+class RecorderListener(monitoring.CommandListener):
+    """Feeds a `CommandRecorder` from a real server's command events.
+
+    ``AsyncMongoClient(uri, event_listeners=[RecorderListener(recorder)])``. Handshake,
+    heartbeat, authentication and `admin` database commands are ignored; getMore and
+    killCursors are folded into the record of the cursor's opening command.
+    """
+
+    def __init__(self, recorder: CommandRecorder, *, strip_overhead: bool = True) -> None:
+        self.recorder = recorder
+        self.strip_overhead = strip_overhead
+        self._pending: dict[tuple[Any, int], RecordedCommand] = {}
+        self._cursors: OrderedDict[int, RecordedCommand] = OrderedDict()
+
+    def _ignored(self, name: str, database: str) -> bool:
+        return database == "admin" or name.lower() in IGNORED_COMMANDS
+
+    def _sizes(self, doc: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[int, int]:
+        payload, overhead = _split_overhead(doc, fields)
+        if not self.strip_overhead:
+            return payload + overhead, 0
+        return payload, overhead
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        name = event.command_name
+        if self._ignored(name, event.database_name):
+            return
+        command = event.command
+        sent, overhead = self._sizes(command, COMMAND_OVERHEAD_FIELDS)
+        key = (event.connection_id, event.request_id)
+        lname = name.lower()
+        if lname in ("getmore", "killcursors"):
+            if lname == "getmore":
+                ids = [command.get("getMore")]
+            else:
+                ids = list(command.get("cursors") or [])
+            parent = next((self._cursors[i] for i in ids if i in self._cursors), None)
+            if parent is not None:
+                parent.bytes_sent += sent
+                parent.overhead_bytes += overhead
+                parent.round_trips += 1
+                if lname == "killcursors":
+                    for i in ids:
+                        self._cursors.pop(i, None)
+                self._pending[key] = parent
+                return
+        rec = RecordedCommand(
+            name=name,
+            database=event.database_name,
+            bytes_sent=sent,
+            overhead_bytes=overhead,
+            backend="mongodb",
+            **describe_command(name, command),
+        )
+        self._pending[key] = rec
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        rec = self._pending.pop((event.connection_id, event.request_id), None)
+        if rec is None:
+            return
+        reply = event.reply
+        received, overhead = self._sizes(reply, REPLY_OVERHEAD_FIELDS)
+        rec.bytes_received += received
+        rec.overhead_bytes += overhead
+        cursor_id, n = _cursor_info(reply)
+        rec.n_returned += n
+        if rec.name.lower() == "findandmodify" and reply.get("value") is not None:
+            rec.n_returned += 1
+        name = event.command_name.lower()
+        if name in ("getmore", "killcursors"):
+            if name == "getmore" and not cursor_id:
+                # exhausted: forget the cursor
+                for cid, parent in list(self._cursors.items()):
+                    if parent is rec:
+                        del self._cursors[cid]
+            return
+        if cursor_id:
+            self._cursors[cursor_id] = rec
+            while len(self._cursors) > 10_000:
+                self._cursors.popitem(last=False)
+        self.recorder.record(rec)
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        rec = self._pending.pop((event.connection_id, event.request_id), None)
+        if rec is None:
+            return
+        failure = event.failure
+        message = failure.get("errmsg") if isinstance(failure, Mapping) else None
+        rec.error = str(message or failure)
+        if event.command_name.lower() in ("getmore", "killcursors"):
+            return
+        self.recorder.record(rec)
