@@ -206,3 +206,9 @@ async def test_images_and_human_message_without_content(acme):
     )
     stored = (await acme.tasks.messages(tid))[-1]
     assert message_to_dict(stored) == message_to_dict(message)
+
+
+async def test_task_metadata_with_dollar_keys_round_trips(acme):
+    metadata = {"schema": {"$ref": "#/defs/a", "$id": "x"}, "a.b": 1}
+    tid = (await acme.tasks.create(metadata=metadata)).id
+    assert (await acme.tasks.get(tid)).metadata == metadata

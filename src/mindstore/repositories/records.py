@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from mindstore.errors import ValidationError
 from mindstore.model.header import TaskHeader, UsageTotals
+from mindstore.model.storage_form import unescape_keys
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ class TaskRecord(BaseModel):
             current_scope=header.current_scope,
             usage=header.usage,
             open_tool_call_ids=[ref.id for ref in header.open_tool_calls],
-            metadata=document.get("metadata"),
+            metadata=unescape_keys(document.get("metadata")),
         )
 
 

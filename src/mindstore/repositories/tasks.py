@@ -38,7 +38,7 @@ from mindstore.model.parts import (
     ToolResultContent,
 )
 from mindstore.model.planner import Plan, check_id, check_message_id
-from mindstore.model.storage_form import bson_size, unescape_keys
+from mindstore.model.storage_form import bson_size, escape_keys, unescape_keys
 from mindstore.model.task import Task, check_transition
 from mindstore.model.views import SubTaskSpan
 from mindstore.payloads import Offloader, find_markers, replace_markers
@@ -337,7 +337,7 @@ class TaskRepository:
             "created_at": now,
             "updated_at": now,
             "version": 0,
-            "metadata": metadata,
+            "metadata": escape_keys(metadata) if metadata is not None else None,
             **plan.header.to_dict(),
             "messages": plan.appended_docs,
         }
