@@ -256,17 +256,23 @@ MESSAGE_CLASSES: dict[str, type[MessageBase]] = {
 }
 
 
+_ROLE_TAGS: dict[str, str] = {role: role for role in MESSAGE_CLASSES}
+
+
 def _role_tag(value: Any) -> str:
-    """Route a message to its class by `role`: ~5x faster than trying each union member."""
-    if isinstance(value, dict):
+    """Route a message to its class by `role`: ~4x faster than trying each union member."""
+    if type(value) is dict:
         role = value.get("role")
     elif isinstance(value, UnknownMessage):
         return "unknown"
     else:
         role = getattr(value, "role", None)
-    if isinstance(role, MessageRole):
-        return role.value
-    return role if isinstance(role, str) and role in MESSAGE_CLASSES else "unknown"
+        if isinstance(role, MessageRole):
+            role = role.value
+    try:
+        return _ROLE_TAGS.get(role, "unknown")  # type: ignore[arg-type]
+    except TypeError:
+        return "unknown"
 
 
 Message = Annotated[

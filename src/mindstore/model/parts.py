@@ -319,15 +319,21 @@ KNOWN_PART_TYPES: dict[str, type[Model]] = {
 }
 
 
+_PART_TAGS: dict[str, str] = {kind: kind for kind in KNOWN_PART_TYPES}
+
+
 def _part_tag(value: Any) -> str:
     """Route a part to its class by `type`; anything unrecognised goes to `UnknownPart`."""
-    if isinstance(value, dict):
+    if type(value) is dict:
         kind = value.get("type")
     elif isinstance(value, UnknownPart):
         return "unknown"
     else:
         kind = getattr(value, "type", None)
-    return kind if isinstance(kind, str) and kind in KNOWN_PART_TYPES else "unknown"
+    try:
+        return _PART_TAGS.get(kind, "unknown")  # type: ignore[arg-type]
+    except TypeError:  # an unhashable `type` value (list, dict): unknown
+        return "unknown"
 
 
 Part = Annotated[
