@@ -43,6 +43,7 @@ from mindstore.model.task import Task, check_transition
 from mindstore.model.views import SubTaskSpan
 from mindstore.payloads import Offloader, find_markers, replace_markers
 from mindstore.pipelines import boundaries as pipelines
+from mindstore.pipelines import context as context_pipelines
 from mindstore.repositories.records import Page, TaskRecord, decode_cursor, encode_cursor
 from mindstore.repositories.updates import build_task_update
 
@@ -573,6 +574,33 @@ class TaskRepository:
             )
             for row in rows
         ]
+
+    async def context_source(
+        self, task_id: str
+    ) -> tuple[TaskHeader, AnyMessage | None, list[AnyMessage]]:
+        """(header, latest checkpoint message of the current level or None, the level's
+        messages minus what that checkpoint compressed) — filtered on the server."""
+        header = await self.header(task_id)
+        scope = header.current_scope
+        rows = await (
+            await self._tasks.aggregate(
+                context_pipelines.latest_checkpoint_pipeline(task_id, self.tenant, scope)
+            )
+        ).to_list(length=1)
+        latest = (await self._decode(rows[0]["latest"]))[0] if rows and rows[0]["latest"] else None
+        excluded: list[str] = []
+        if latest is not None:
+            for part in getattr(latest, "content", []):
+                checkpoint = (getattr(part, "metadata", None) or {}).get("checkpoint") or {}
+                excluded.extend(checkpoint.get("compressed_message_ids", []))
+        rows = await (
+            await self._tasks.aggregate(
+                context_pipelines.context_messages_pipeline(task_id, self.tenant, scope, excluded)
+            )
+        ).to_list(length=1)
+        if not rows:
+            raise NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
+        return header, latest, await self._decode(rows[0]["messages"])
 
     async def current_task_config(self, task_id: str) -> TaskConfigPart:
         header = await self.header(task_id)
