@@ -33,14 +33,22 @@ def latest_checkpoint_pipeline(task_id: str, tenant: str, scope: str | None) -> 
             }
         },
         {"$project": {"latest": {"$slice": ["$compressions", -1]}}},
+        # Only what the view needs: the part's own copy of the id lists stays on the server.
+        {"$project": {"latest.id": 1, "latest.content.metadata": 1, "latest.content.cache": 1}},
     ]
 
 
 def context_messages_pipeline(
     task_id: str, tenant: str, scope: str | None, excluded_ids: Sequence[str]
 ) -> Pipeline:
-    """The level's messages minus `excluded_ids` (the latest checkpoint's compressed ids)."""
-    cond: dict[str, Any] = _in_level_expr(scope)
+    """The level's conversation minus `excluded_ids` (the latest checkpoint's compressed ids).
+
+    Compression messages are bookkeeping, not context: they are left out here and their
+    checkpoint comes from `latest_checkpoint_pipeline`.
+    """
+    cond: dict[str, Any] = {
+        "$and": [_in_level_expr(scope), {"$ne": ["$$m.role", "compression"]}]
+    }
     if excluded_ids:
         cond = {
             "$and": [cond, {"$eq": [{"$in": ["$$m.id", list(excluded_ids)]}, False]}]

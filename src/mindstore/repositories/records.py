@@ -88,3 +88,32 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         return as_utc(updated_at), task_id
     except Exception as exc:
         raise ValidationError(f"invalid page cursor: {cursor!r:.60}") from exc
+
+
+class CheckpointRecord(BaseModel):
+    """The latest compression checkpoint of a level, as the context view needs it."""
+
+    message_id: str
+    checkpoint_id: str = ""
+    timestamp: float = 0
+    compressed_message_ids: list[str] = Field(default_factory=list)
+    kept_message_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    cache: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_stored(cls, message: dict[str, Any]) -> "CheckpointRecord":
+        checkpoint: dict[str, Any] = {}
+        cache: dict[str, Any] = {}
+        for part in message.get("content") or []:
+            checkpoint = checkpoint or ((part.get("metadata") or {}).get("checkpoint") or {})
+            cache = cache or (part.get("cache") or {})
+        return cls(
+            message_id=message.get("id", ""),
+            checkpoint_id=checkpoint.get("checkpoint_id", ""),
+            timestamp=checkpoint.get("timestamp", 0),
+            compressed_message_ids=list(checkpoint.get("compressed_message_ids", [])),
+            kept_message_ids=list(checkpoint.get("kept_message_ids", [])),
+            metadata=checkpoint.get("metadata", {}),
+            cache=cache,
+        )

@@ -44,7 +44,13 @@ from mindstore.model.views import SubTaskSpan
 from mindstore.payloads import Offloader, find_markers, replace_markers
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.pipelines import context as context_pipelines
-from mindstore.repositories.records import Page, TaskRecord, decode_cursor, encode_cursor
+from mindstore.repositories.records import (
+    CheckpointRecord,
+    Page,
+    TaskRecord,
+    decode_cursor,
+    encode_cursor,
+)
 from mindstore.repositories.updates import build_task_update
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
@@ -577,9 +583,12 @@ class TaskRepository:
 
     async def context_source(
         self, task_id: str
-    ) -> tuple[TaskHeader, AnyMessage | None, list[AnyMessage]]:
-        """(header, latest checkpoint message of the current level or None, the level's
-        messages minus what that checkpoint compressed) — filtered on the server."""
+    ) -> tuple[TaskHeader, CheckpointRecord | None, list[AnyMessage]]:
+        """The current level as the model should see it, filtered on the server.
+
+        Returns the header, the level's latest checkpoint (or None) and the level's messages
+        minus compression messages and minus what that checkpoint compressed.
+        """
         header = await self.header(task_id)
         scope = header.current_scope
         rows = await (
@@ -587,12 +596,10 @@ class TaskRepository:
                 context_pipelines.latest_checkpoint_pipeline(task_id, self.tenant, scope)
             )
         ).to_list(length=1)
-        latest = (await self._decode(rows[0]["latest"]))[0] if rows and rows[0]["latest"] else None
-        excluded: list[str] = []
-        if latest is not None:
-            for part in getattr(latest, "content", []):
-                checkpoint = (getattr(part, "metadata", None) or {}).get("checkpoint") or {}
-                excluded.extend(checkpoint.get("compressed_message_ids", []))
+        latest = None
+        if rows and rows[0].get("latest"):
+            latest = CheckpointRecord.from_stored(unescape_keys(rows[0]["latest"][0]))
+        excluded = latest.compressed_message_ids if latest is not None else []
         rows = await (
             await self._tasks.aggregate(
                 context_pipelines.context_messages_pipeline(task_id, self.tenant, scope, excluded)
