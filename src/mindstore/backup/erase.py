@@ -1,0 +1,214 @@
+"""`erase(store, tenant, ...)`: delete a tenant's, an owner's or one task's data, with a receipt.
+
+What is erased (always within `tenant`):
+
+* tenant only: every task, dialog node and payload of the tenant;
+* ``owner=O``: the tasks of owner O, the dialog nodes of those tasks and every dialog
+  node recorded with owner O, and the payloads of those tasks;
+* ``task_id=T``: task T, its dialog node (`_id` T) and its payloads (`task_id` T), also
+  if the task itself is already gone (leftovers are erased too).
+
+Order: payloads, then dialog nodes, then tasks, each by `_id` in chunks; every delete
+filter also names the tenant (and the owner, for tasks). If an erase is interrupted, run
+it again: the tasks are still there to be found, and it finishes the job.
+
+Other data is never modified: a remaining dialog node (e.g. another owner's fork) whose
+parent task was erased keeps its `parent_id`, and the receipt lists it under
+``dangling_dialog_nodes`` so the operator knows.
+
+The receipt's ``ids_sha256`` is the sha256 (hex) of the UTF-8 text made of one line per
+erased document, ``<collection>\\t<_id as canonical Extended JSON>\\n`` (a string id
+``abc`` is ``"abc"`` with its quotes), the lines sorted by their UTF-8 bytes. Anyone with
+the list of ids can recompute it; the receipt itself holds no ids of erased data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import mindstore
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
+from mindstore.errors import ValidationError
+from mindstore.model.planner import check_id
+
+from .codec import encode_document
+from .manifest import format_time
+
+__all__ = ["EraseReceipt", "erase", "ids_digest"]
+
+RECEIPT_KIND = "mindstore-erase-receipt"
+RECEIPT_VERSION = 1
+PAGE = 1000
+DELETE_CHUNK = 500
+_DANGLING_LISTED = 1000
+
+
+def _id_json(value: Any) -> str:
+    # the _id inside a one-key document, cut back out: canonical Extended JSON of the id
+    return encode_document({"i": value})[5:-1]
+
+
+def ids_digest(ids: dict[str, list[Any]]) -> str:
+    """sha256 of the sorted ``<collection>\\t<id as Extended JSON>\\n`` lines."""
+    lines = sorted(f"{name}\t{_id_json(i)}\n".encode("utf-8") for name, values in ids.items()
+                   for i in values)
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line)
+    return digest.hexdigest()
+
+
+@dataclass
+class EraseReceipt:
+    tenant: str
+    owner: str | None
+    task_id: str | None
+    dry_run: bool
+    started_at: Any
+    completed_at: Any
+    counts: dict[str, int]
+    messages: int
+    ids_sha256: str
+    dangling_dialog_nodes: list[dict[str, Any]] = field(default_factory=list)
+    dangling_total: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": RECEIPT_KIND,
+            "version": RECEIPT_VERSION,
+            "mindstore_version": getattr(mindstore, "__version__", "unknown"),
+            "dry_run": self.dry_run,
+            "scope": {"tenant": self.tenant, "owner": self.owner, "task_id": self.task_id},
+            "started_at": format_time(self.started_at),
+            "completed_at": format_time(self.completed_at),
+            "counts": dict(self.counts),
+            "total": self.total,
+            "messages": self.messages,
+            "ids_sha256": self.ids_sha256,
+            "ids_hash": "sha256 of sorted lines '<collection>\\t<_id as canonical Extended "
+                        "JSON>\\n'",
+            "dangling_dialog_nodes": list(self.dangling_dialog_nodes),
+            "dangling_total": self.dangling_total,
+        }
+
+
+async def _ids(collection: Any, query: dict[str, Any], fields: dict[str, int] | None = None
+               ) -> list[dict[str, Any]]:
+    """Every matching document's `_id` (and `fields`), by keyset pages (flat per page)."""
+    out: list[dict[str, Any]] = []
+    last: Any = None
+    projection = {"_id": 1, **(fields or {})}
+    while True:
+        page_query = dict(query)
+        if last is not None:
+            page_query["$and"] = [{"_id": {"$gt": last}}]
+        page = await collection.find(page_query, projection, sort=[("_id", 1)],
+                                     limit=PAGE).to_list()
+        out.extend(page)
+        if len(page) < PAGE:
+            return out
+        last = page[-1]["_id"]
+
+
+def _chunks(values: list[Any], size: int = DELETE_CHUNK) -> list[list[Any]]:
+    return [values[i:i + size] for i in range(0, len(values), size)]
+
+
+async def erase(
+    store: Any,
+    tenant: str,
+    *,
+    owner: str | None = None,
+    task_id: str | None = None,
+    dry_run: bool = False,
+) -> EraseReceipt:
+    """Erase a tenant's data, or one owner's, or one task's (see the module docstring).
+
+    With ``dry_run=True`` nothing is deleted and the receipt says what would be.
+    """
+    check_id(tenant, "tenant")
+    if owner is not None and task_id is not None:
+        raise ValidationError("erase takes an owner or a task id, not both")
+    if owner is not None and (not isinstance(owner, str) or not owner):
+        raise ValidationError("owner must be a non-empty string")
+    if task_id is not None:
+        check_id(task_id, "task id")
+    started, clock = utcnow(), time.perf_counter()
+    db = store.database
+    tasks, nodes, payloads = db[TASKS], db[DIALOG_NODES], db[PAYLOADS]
+
+    task_query: dict[str, Any] = {"tenant": tenant}
+    if owner is not None:
+        task_query["owner"] = owner
+    if task_id is not None:
+        task_query["_id"] = task_id
+    task_docs = await _ids(tasks, task_query, {"seq": 1})
+    task_ids = [d["_id"] for d in task_docs]
+    messages = sum(d["seq"] for d in task_docs if isinstance(d.get("seq"), int))
+    del task_docs
+
+    if owner is None and task_id is None:  # the whole tenant
+        node_ids = [d["_id"] for d in await _ids(nodes, {"tenant": tenant})]
+        payload_ids = [d["_id"] for d in await _ids(payloads, {"tenant": tenant})]
+    else:
+        follow = task_ids if task_id is None else [task_id]
+        found: dict[Any, None] = {}
+        for chunk in _chunks(follow):
+            for d in await _ids(nodes, {"tenant": tenant, "_id": {"$in": chunk}}):
+                found[d["_id"]] = None
+        if owner is not None:
+            for d in await _ids(nodes, {"tenant": tenant, "owner": owner}):
+                found[d["_id"]] = None
+        node_ids = sorted(found, key=_id_json)
+        payload_ids = []
+        for chunk in _chunks(follow):
+            payload_ids += [d["_id"] for d in
+                            await _ids(payloads, {"tenant": tenant, "task_id": {"$in": chunk}})]
+
+    erased = {TASKS: task_ids, DIALOG_NODES: node_ids, PAYLOADS: payload_ids}
+    digest = ids_digest(erased)
+
+    # children left behind: remaining dialog nodes whose parent is erased
+    dangling: list[dict[str, Any]] = []
+    dangling_total = 0
+    if owner is not None or task_id is not None:
+        gone = set(task_ids) | set(node_ids)
+        for chunk in _chunks(sorted(gone, key=_id_json)):
+            for d in await _ids(nodes, {"tenant": tenant, "parent_id": {"$in": chunk}},
+                                {"parent_id": 1, "owner": 1}):
+                if d["_id"] in gone:
+                    continue
+                dangling_total += 1
+                if len(dangling) < _DANGLING_LISTED:
+                    dangling.append({"id": d["_id"], "missing_parent": d.get("parent_id"),
+                                     "owner": d.get("owner")})
+
+    if not dry_run:
+        for collection, ids in ((payloads, payload_ids), (nodes, node_ids)):
+            for chunk in _chunks(ids):
+                await collection.delete_many({"tenant": tenant, "_id": {"$in": chunk}})
+        for chunk in _chunks(task_ids):
+            await tasks.delete_many({**task_query, "_id": {"$in": chunk}})
+
+    return EraseReceipt(
+        tenant=tenant,
+        owner=owner,
+        task_id=task_id,
+        dry_run=dry_run,
+        started_at=started,
+        completed_at=utcnow(),
+        counts={TASKS: len(task_ids), DIALOG_NODES: len(node_ids), PAYLOADS: len(payload_ids)},
+        messages=messages,
+        ids_sha256=digest,
+        dangling_dialog_nodes=dangling,
+        dangling_total=dangling_total,
+        elapsed_s=time.perf_counter() - clock,
+    )

@@ -1,0 +1,251 @@
+"""`backup(store, dest, ...)`: stream the tasks in scope, their dialog nodes and payloads.
+
+Tasks are read in `_id` order by keyset pagination: a page of ``(_id, size_bytes)``
+headers (projection, no messages), then the tasks themselves in chunks of at most
+`CHUNK_BYTES` (by their recorded size), each chunk with one query for its dialog nodes
+(`_id` in the chunk) and keyset-paged queries for its payloads (`task_id` in the chunk).
+Every record is encoded and handed to gzip at once, so memory holds one chunk however
+large the data: this works the same on MongoDB and on the embedded backend (whose
+cursors materialise a whole result, so a plain cursor would not stream there).
+
+A backup is not a point-in-time snapshot across documents (MongoDB has no such read
+without a transaction): each document is read atomically, and a task changed during the
+backup is saved as it was when its chunk was read. For incremental backups pass the
+previous manifest's ``created_at`` (taken before the first read) as `since`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import mindstore
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
+from mindstore.errors import BackupError, ValidationError
+from mindstore.model.planner import check_id
+
+from .container import RecordWriter, Staging
+from .manifest import (
+    COLLECTIONS,
+    FILE_NAMES,
+    MANIFEST_NAME,
+    Manifest,
+    Scope,
+    parse_time,
+)
+from .verify import Progress
+
+__all__ = ["backup", "make_scope"]
+
+#: Task headers fetched per page (projection: `_id`, `tenant`, `size_bytes`).
+PAGE_TASKS = 1000
+#: A chunk of full task documents stays under this many (recorded) bytes...
+CHUNK_BYTES = 2 << 20
+#: ... and this many tasks.
+CHUNK_TASKS = 100
+#: Assumed size of a task without `size_bytes` (raw documents).
+UNKNOWN_TASK_BYTES = 256 << 10
+#: Payloads per query page (each can be up to 16 MiB).
+PAGE_PAYLOADS = 16
+
+
+def make_scope(
+    *,
+    tenant: str | None = None,
+    owner: str | None = None,
+    task_ids: Iterable[str] | None = None,
+    since: _dt.datetime | str | None = None,
+) -> Scope:
+    """Validate the scope arguments of `backup` (`ValidationError` on bad input)."""
+    if tenant is not None:
+        check_id(tenant, "tenant")
+    if owner is not None:
+        if not isinstance(owner, str) or not owner:
+            raise ValidationError("owner must be a non-empty string")
+        if tenant is None:
+            raise ValidationError("an owner scope needs its tenant: pass tenant= (--tenant)")
+    ids: tuple[str, ...] | None = None
+    if task_ids is not None:
+        if isinstance(task_ids, str):
+            task_ids = [task_ids]
+        ids = tuple(sorted({check_id(i, "task id") for i in task_ids}))
+        if not ids:
+            raise ValidationError("an empty list of task ids selects nothing; pass None for all")
+    when: _dt.datetime | None = None
+    if since is not None:
+        if isinstance(since, str):
+            try:
+                when = parse_time(since)
+            except ValueError as exc:
+                raise ValidationError(f"since: not an ISO 8601 time: {since!r}") from exc
+        elif isinstance(since, _dt.datetime):
+            when = since if since.tzinfo else since.replace(tzinfo=_dt.timezone.utc)
+            when = when.astimezone(_dt.timezone.utc)
+        else:
+            raise ValidationError("since must be a datetime or an ISO 8601 string")
+        # BSON keeps milliseconds: round down so a task updated at `since` is included
+        when = when.replace(microsecond=when.microsecond // 1000 * 1000)
+    return Scope(tenant=tenant, owner=owner, task_ids=ids, since=when)
+
+
+def _chunks(headers: Sequence[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for header in headers:
+        recorded = header.get("size_bytes")
+        weight = recorded if isinstance(recorded, int) and recorded > 0 else UNKNOWN_TASK_BYTES
+        if chunk and (size + weight > CHUNK_BYTES or len(chunk) >= CHUNK_TASKS):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(header)
+        size += weight
+    if chunk:
+        yield chunk
+
+
+class _Exporter:
+    def __init__(self, store: Any, scope: Scope, staging: Staging,
+                 progress: Progress | None) -> None:
+        db = store.database
+        self.tasks = db[TASKS]
+        self.nodes = db[DIALOG_NODES]
+        self.payloads = db[PAYLOADS]
+        self.scope = scope
+        self.progress = progress
+        self.writers = {name: RecordWriter(staging.file(FILE_NAMES[name])) for name in COLLECTIONS}
+        self.tenants: set[str] = set()
+        self.messages = 0
+        self.found_ids: set[str] = set()
+
+    async def run(self) -> None:
+        task_filter = self.scope.task_filter()
+        total = await self.tasks.count_documents(task_filter) if self.progress else None
+        done = 0
+        if self.progress:
+            self.progress("backup tasks", 0, total)
+        last: Any = None
+        while True:
+            query = dict(task_filter)
+            if last is not None:
+                query["_id"] = {**query.get("_id", {}), "$gt": last}
+            headers = await self.tasks.find(
+                query, {"_id": 1, "size_bytes": 1}, sort=[("_id", 1)], limit=PAGE_TASKS
+            ).to_list()
+            if not headers:
+                break
+            last = headers[-1]["_id"]
+            for chunk in _chunks(headers):
+                done += await self._chunk([h["_id"] for h in chunk], task_filter)
+                if self.progress:
+                    self.progress("backup tasks", done, total)
+            if len(headers) < PAGE_TASKS:
+                break
+
+    async def _chunk(self, ids: list[Any], task_filter: dict[str, Any]) -> int:
+        # the filter again: a task may have changed since its header was read
+        query = dict(task_filter)
+        query["_id"] = {**query.get("_id", {}), "$in": ids}
+        docs = await self.tasks.find(query, sort=[("_id", 1)]).to_list()
+        owners: dict[Any, str] = {}
+        writer = self.writers[TASKS]
+        for doc in docs:
+            tenant = doc.get("tenant")
+            if not isinstance(tenant, str):
+                raise BackupError(f"task {doc.get('_id')!r} has no tenant: every mindstore "
+                                  f"document must have one")
+            owners[doc["_id"]] = tenant
+            self.tenants.add(tenant)
+            messages = doc.get("messages")
+            if isinstance(messages, list):
+                self.messages += len(messages)
+            if self.scope.task_ids is not None:
+                self.found_ids.add(doc["_id"])
+            writer.add(doc)
+        del docs
+        if not owners:
+            return 0
+        task_ids = list(owners)
+        tenants = sorted(set(owners.values()))
+        nodes = await self.nodes.find(
+            {"_id": {"$in": task_ids}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
+        ).to_list()
+        for node in nodes:
+            if owners.get(node["_id"]) == node.get("tenant"):
+                self.writers[DIALOG_NODES].add(node)
+        del nodes
+        last: Any = None
+        while True:
+            query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": task_ids}}
+            if last is not None:
+                query["_id"] = {"$gt": last}
+            page = await self.payloads.find(query, sort=[("_id", 1)], limit=PAGE_PAYLOADS).to_list()
+            for payload in page:
+                if owners.get(payload.get("task_id")) == payload.get("tenant"):
+                    self.writers[PAYLOADS].add(payload)
+            if len(page) < PAGE_PAYLOADS:
+                break
+            last = page[-1]["_id"]
+        return len(owners)
+
+
+async def backup(
+    store: Any,
+    dest: str | os.PathLike[str],
+    *,
+    tenant: str | None = None,
+    owner: str | None = None,
+    task_ids: Iterable[str] | None = None,
+    since: _dt.datetime | str | None = None,
+    tar: bool = False,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Write a backup of the tasks in scope (with their dialog nodes and payloads).
+
+    `dest` is a new (or empty) directory, or with ``tar=True`` (or a ``.tar`` name) a
+    new tar archive. Scope conditions combine with AND: `tenant`, `owner` (needs
+    `tenant`), `task_ids`, `since` (tasks with ``updated_at >= since``); none = the whole
+    database. Returns the manifest written. Raises `ValidationError` for bad arguments
+    and `BackupError` if `dest` exists; nothing is left at `dest` on failure.
+    """
+    scope = make_scope(tenant=tenant, owner=owner, task_ids=task_ids, since=since)
+    target = Path(dest)
+    use_tar = tar or target.suffix.lower() == ".tar"
+    created = utcnow()
+    staging = Staging(target, tar=use_tar)
+    exporter: _Exporter | None = None
+    try:
+        exporter = _Exporter(store, scope, staging, progress)
+        await exporter.run()
+        entries = {name: exporter.writers[name].close() for name in COLLECTIONS}
+        missing = (
+            sorted(set(scope.task_ids) - exporter.found_ids) if scope.task_ids is not None else []
+        )
+        manifest = Manifest(
+            scope=scope,
+            collections=entries,
+            tenants=sorted(exporter.tenants),
+            messages=exporter.messages,
+            created_at=created,
+            completed_at=utcnow(),
+            mindstore_version=getattr(mindstore, "__version__", "unknown"),
+            source={"backend": getattr(store, "kind", "unknown"),
+                    "database": getattr(store.database, "name", None)},
+            missing_task_ids=missing,
+        )
+        staging.write_bytes(MANIFEST_NAME, manifest.to_json())
+        order = [MANIFEST_NAME, *(FILE_NAMES[name] for name in COLLECTIONS)]
+        staging.commit(order, mtime=created.timestamp())
+    except BaseException:
+        if exporter is not None:
+            for writer in exporter.writers.values():
+                try:
+                    writer.abort()
+                except Exception:
+                    pass
+        staging.abort()
+        raise
+    manifest.path = str(target)
+    return manifest

@@ -1,0 +1,274 @@
+"""The backup format: file names, the manifest and its checksum, the scope of a backup.
+
+See docs/backup.md for the complete description. In short, a backup (a directory, or an
+uncompressed tar archive with the same members at its root) holds::
+
+    manifest.json
+    tasks.jsonl.gz
+    dialog_nodes.jsonl.gz
+    payloads.jsonl.gz
+
+and `manifest.json` is a JSON object::
+
+    {"format": "mindstore-backup", "format_version": 1, "mindstore_version": "0.1.0",
+     "created_at": "2026-11-22T17:00:00.000Z", "completed_at": "...",
+     "encoding": {...}, "source": {...},
+     "scope": {"tenant": null, "owner": null, "task_ids": null, "since": null},
+     "tenants": ["acme"], "messages": 1200, "missing_task_ids": [],
+     "collections": {"tasks": {"file": "tasks.jsonl.gz", "count": 12, "bytes": 4711,
+                               "sha256": "..."}, "dialog_nodes": {...}, "payloads": {...}},
+     "manifest_sha256": "..."}
+
+``manifest_sha256`` is the sha256 (hex) of the manifest without that key, serialised as
+``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` in UTF-8.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
+
+from .errors import BackupCorrupt, BackupUnreadable, BackupVersionError
+
+__all__ = [
+    "COLLECTIONS",
+    "FILE_NAMES",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MANIFEST_NAME",
+    "Manifest",
+    "Scope",
+    "format_time",
+    "manifest_checksum",
+    "parse_time",
+]
+
+FORMAT = "mindstore-backup"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+#: Collections in the order verify reads them (tasks first: the others refer to them).
+COLLECTIONS: tuple[str, ...] = (TASKS, DIALOG_NODES, PAYLOADS)
+FILE_NAMES: dict[str, str] = {name: f"{name}.jsonl.gz" for name in COLLECTIONS}
+ENCODING: dict[str, str] = {
+    "records": "jsonl",
+    "json": "extended-json-v2-canonical",
+    "escape": "mindstore-escape-1",
+    "compression": "gzip",
+}
+CHECKSUM_KEY = "manifest_sha256"
+
+
+def format_time(value: _dt.datetime | None) -> str | None:
+    """UTC, millisecond precision, ``Z`` suffix (``2026-11-22T17:00:00.000Z``)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    value = value.astimezone(_dt.timezone.utc)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_time(text: str) -> _dt.datetime:
+    """An ISO 8601 time; a time without an offset is UTC. Raises ValueError."""
+    value = _dt.datetime.fromisoformat(text.strip().replace("z", "Z"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return value.astimezone(_dt.timezone.utc)
+
+
+def manifest_checksum(data: dict[str, Any]) -> str:
+    body = {k: v for k, v in data.items() if k != CHECKSUM_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which tasks a backup holds; dialog nodes and payloads follow their tasks.
+
+    Every condition given must hold (they combine with AND); none given = everything.
+    """
+
+    tenant: str | None = None
+    owner: str | None = None
+    task_ids: tuple[str, ...] | None = None
+    since: _dt.datetime | None = None
+
+    @property
+    def kind(self) -> str:
+        """``all``, or the conditions joined by ``+`` (``tenant+owner+since``)."""
+        names = [name for name, value in (("tenant", self.tenant), ("owner", self.owner),
+                                          ("tasks", self.task_ids), ("since", self.since))
+                 if value is not None]
+        return "+".join(names) or "all"
+
+    def task_filter(self) -> dict[str, Any]:
+        query: dict[str, Any] = {}
+        if self.tenant is not None:
+            query["tenant"] = self.tenant
+        if self.owner is not None:
+            query["owner"] = self.owner
+        if self.task_ids is not None:
+            query["_id"] = {"$in": list(self.task_ids)}
+        if self.since is not None:
+            query["updated_at"] = {"$gte": self.since}
+        return query
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "owner": self.owner,
+            "task_ids": list(self.task_ids) if self.task_ids is not None else None,
+            "since": format_time(self.since),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Scope:
+        if not isinstance(data, dict):
+            raise BackupCorrupt("manifest: scope must be an object")
+        tenant, owner, ids, since = (data.get(k) for k in ("tenant", "owner", "task_ids", "since"))
+        for name, value in (("tenant", tenant), ("owner", owner), ("since", since)):
+            if value is not None and not isinstance(value, str):
+                raise BackupCorrupt(f"manifest: scope.{name} must be a string or null")
+        if ids is not None and not (
+            isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+        ):
+            raise BackupCorrupt("manifest: scope.task_ids must be a list of strings or null")
+        try:
+            when = parse_time(since) if since is not None else None
+        except ValueError as exc:
+            raise BackupCorrupt(f"manifest: scope.since is not a time: {since!r}") from exc
+        return cls(tenant, owner, tuple(ids) if ids is not None else None, when)
+
+    def describe(self) -> str:
+        parts = []
+        if self.tenant is not None:
+            parts.append(f"tenant {self.tenant}")
+        if self.owner is not None:
+            parts.append(f"owner {self.owner}")
+        if self.task_ids is not None:
+            parts.append(f"{len(self.task_ids)} task id(s)")
+        if self.since is not None:
+            parts.append(f"updated since {format_time(self.since)}")
+        return ", ".join(parts) or "everything"
+
+
+@dataclass
+class FileEntry:
+    file: str
+    count: int
+    bytes: int
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "count": self.count, "bytes": self.bytes, "sha256": self.sha256}
+
+
+@dataclass
+class Manifest:
+    """What `backup` wrote and `verify` checks against."""
+
+    scope: Scope
+    collections: dict[str, FileEntry]
+    tenants: list[str]
+    messages: int
+    created_at: _dt.datetime
+    completed_at: _dt.datetime
+    mindstore_version: str
+    source: dict[str, Any] = field(default_factory=dict)
+    missing_task_ids: list[str] = field(default_factory=list)
+    format_version: int = FORMAT_VERSION
+    path: str | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {name: entry.count for name, entry in self.collections.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "format": FORMAT,
+            "format_version": self.format_version,
+            "mindstore_version": self.mindstore_version,
+            "created_at": format_time(self.created_at),
+            "completed_at": format_time(self.completed_at),
+            "encoding": dict(ENCODING),
+            "source": dict(self.source),
+            "scope": self.scope.to_dict(),
+            "tenants": list(self.tenants),
+            "messages": self.messages,
+            "missing_task_ids": list(self.missing_task_ids),
+            "collections": {name: e.to_dict() for name, e in self.collections.items()},
+        }
+        data[CHECKSUM_KEY] = manifest_checksum(data)
+        return data
+
+    def to_json(self) -> bytes:
+        return (json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Manifest:
+        """Parse and check a manifest; raise the typed error `verify` reports."""
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise BackupCorrupt(f"manifest.json is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise BackupUnreadable("not a mindstore backup (manifest.json has no "
+                                   f"\"format\": \"{FORMAT}\")")
+        version = data.get("format_version")
+        if version != FORMAT_VERSION or type(version) is not int:
+            raise BackupVersionError(
+                f"backup format version {version!r} is not supported (this mindstore reads "
+                f"version {FORMAT_VERSION})"
+            )
+        expected = data.get(CHECKSUM_KEY)
+        if not isinstance(expected, str) or manifest_checksum(data) != expected:
+            raise BackupCorrupt("manifest.json was modified (manifest_sha256 does not match)")
+        try:
+            collections = data["collections"]
+            if not isinstance(collections, dict) or set(collections) != set(COLLECTIONS):
+                raise BackupCorrupt(
+                    f"manifest: collections must be exactly {', '.join(COLLECTIONS)}"
+                )
+            entries = {}
+            for name in COLLECTIONS:
+                entry = collections[name]
+                if not (
+                    isinstance(entry, dict)
+                    and entry.get("file") == FILE_NAMES[name]
+                    and type(entry.get("count")) is int and entry["count"] >= 0
+                    and type(entry.get("bytes")) is int and entry["bytes"] >= 0
+                    and isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64
+                ):
+                    raise BackupCorrupt(f"manifest: bad entry for collection {name}")
+                entries[name] = FileEntry(
+                    entry["file"], entry["count"], entry["bytes"], entry["sha256"].lower()
+                )
+            tenants = data["tenants"]
+            if not (isinstance(tenants, list) and all(isinstance(t, str) for t in tenants)):
+                raise BackupCorrupt("manifest: tenants must be a list of strings")
+            messages = data.get("messages", 0)
+            if type(messages) is not int:
+                raise BackupCorrupt("manifest: messages must be an integer")
+            missing = data.get("missing_task_ids") or []
+            created = parse_time(data["created_at"])
+            completed = parse_time(data.get("completed_at") or data["created_at"])
+            return cls(
+                scope=Scope.from_dict(data["scope"]),
+                collections=entries,
+                tenants=list(tenants),
+                messages=messages,
+                created_at=created,
+                completed_at=completed,
+                mindstore_version=str(data.get("mindstore_version")),
+                source=data.get("source") if isinstance(data.get("source"), dict) else {},
+                missing_task_ids=list(missing) if isinstance(missing, list) else [],
+                format_version=version,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BackupCorrupt(f"manifest: missing or malformed field: {exc}") from exc
