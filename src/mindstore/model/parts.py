@@ -161,6 +161,10 @@ class CompressionConfig(Model):
     token_limit: int = 200_000
     strategy: CompressionStrategyType = CompressionStrategyType.tool_compression
     keep_recent_messages: int = 10
+    keep_first_messages: int = 1
+    target_ratio: float = 0.5
+    """truncate_and_summarize drops the oldest messages until the level is this share of
+    `token_limit`."""
     stub_text: str = "[tool result compressed]"
 
 

@@ -16,6 +16,9 @@ from typing import Any, Sequence
 
 from mindstore.pipelines.boundaries import Pipeline, _in_level_expr, _task_match
 
+STUB_SKELETON_FIELDS = ("id", "role", "task_id", "started_ts", "finished_ts", "scope", "depth")
+"""Fields a stubbed tool message keeps (mindstore.compression.view builds stubs from them)."""
+
 
 def latest_checkpoint_pipeline(task_id: str, tenant: str, scope: str | None) -> Pipeline:
     """The last compression message of the level (at most one small document)."""
@@ -39,12 +42,18 @@ def latest_checkpoint_pipeline(task_id: str, tenant: str, scope: str | None) -> 
 
 
 def context_messages_pipeline(
-    task_id: str, tenant: str, scope: str | None, excluded_ids: Sequence[str]
+    task_id: str,
+    tenant: str,
+    scope: str | None,
+    excluded_ids: Sequence[str],
+    stubbed_ids: Sequence[str] = (),
 ) -> Pipeline:
-    """The level's conversation minus `excluded_ids` (the latest checkpoint's compressed ids).
+    """The level's conversation minus `excluded_ids`, with `stubbed_ids` cut to a skeleton.
 
     Compression messages are bookkeeping, not context: they are left out here and their
-    checkpoint comes from `latest_checkpoint_pipeline`.
+    checkpoint comes from `latest_checkpoint_pipeline`. A stubbed tool message keeps only
+    its header fields and the call id and tool name of each result (the client turns
+    that into a short stub), so a long tool output never leaves the server.
     """
     cond: dict[str, Any] = {
         "$and": [_in_level_expr(scope), {"$ne": ["$$m.role", "compression"]}]
@@ -53,12 +62,28 @@ def context_messages_pipeline(
         cond = {
             "$and": [cond, {"$eq": [{"$in": ["$$m.id", list(excluded_ids)]}, False]}]
         }
+    kept: dict[str, Any] = {"$filter": {"input": "$messages", "as": "m", "cond": cond}}
+    if stubbed_ids:
+        skeleton: dict[str, Any] = {name: f"$$m.{name}" for name in STUB_SKELETON_FIELDS}
+        skeleton["content"] = {
+            "$map": {
+                "input": "$$m.content",
+                "as": "p",
+                "in": {
+                    "type": "$$p.type",
+                    "tool_call_id": "$$p.tool_call_id",
+                    "tool_name": "$$p.tool_name",
+                },
+            }
+        }
+        kept = {
+            "$map": {
+                "input": kept,
+                "as": "m",
+                "in": {"$cond": [{"$in": ["$$m.id", list(stubbed_ids)]}, skeleton, "$$m"]},
+            }
+        }
     return [
         _task_match(task_id, tenant),
-        {
-            "$project": {
-                "_id": 0,
-                "messages": {"$filter": {"input": "$messages", "as": "m", "cond": cond}},
-            }
-        },
+        {"$project": {"_id": 0, "messages": kept}},
     ]

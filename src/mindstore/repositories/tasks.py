@@ -587,7 +587,8 @@ class TaskRepository:
         """The current level as the model should see it, filtered on the server.
 
         Returns the header, the level's latest checkpoint (or None) and the level's messages
-        minus compression messages and minus what that checkpoint compressed.
+        minus compression messages and minus what that checkpoint dropped; the tool results
+        it stubbed come back as skeletons (see `mindstore.compression.view`).
         """
         header = await self.header(task_id)
         scope = header.current_scope
@@ -599,15 +600,48 @@ class TaskRepository:
         latest = None
         if rows and rows[0].get("latest"):
             latest = CheckpointRecord.from_stored(unescape_keys(rows[0]["latest"][0]))
-        excluded = latest.compressed_message_ids if latest is not None else []
+        excluded: list[str] = []
+        stubbed: list[str] = []
+        if latest is not None:
+            stubbed = list(latest.metadata.get("stubbed_message_ids") or [])
+            stubbed_set = set(stubbed)
+            excluded = [mid for mid in latest.compressed_message_ids if mid not in stubbed_set]
         rows = await (
             await self._tasks.aggregate(
-                context_pipelines.context_messages_pipeline(task_id, self.tenant, scope, excluded)
+                context_pipelines.context_messages_pipeline(
+                    task_id, self.tenant, scope, excluded, stubbed
+                )
             )
         ).to_list(length=1)
         if not rows:
             raise NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
         return header, latest, await self._decode(rows[0]["messages"])
+
+    async def context(
+        self,
+        task_id: str,
+        *,
+        max_tokens: int | None = None,
+        strategy: Any = None,
+        summarizer: Any = None,
+        token_counter: Any = None,
+        auto_compress: bool = True,
+        safety_buffer: int = 0,
+    ) -> Any:
+        """The messages to send to the model for the current level (a `ContextWindow`).
+
+        Filtering runs on the server; a level past its `CompressionConfig.token_limit` is
+        compressed first; `max_tokens` then trims the view (seed 002's manager) without
+        touching the stored history. See docs/compression.md.
+        """
+        from mindstore.compression.context import build_context
+        from mindstore.compression.tokens import estimate_tokens
+
+        return await build_context(
+            self, task_id, max_tokens=max_tokens, strategy=strategy, summarizer=summarizer,
+            token_counter=token_counter or estimate_tokens, auto_compress=auto_compress,
+            safety_buffer=safety_buffer,
+        )  # fmt: skip
 
     async def current_task_config(self, task_id: str) -> TaskConfigPart:
         header = await self.header(task_id)

@@ -1,0 +1,29 @@
+"""Compression and context windows (seeds 002, 003 and 004).
+
+Pure planning (`strategies`, `view`, `managers`, `reducers`, `toolpairs`, `tokens`) is
+kept apart from the one module that reads and writes a level (`compressor`), and from
+the context entry point behind `tasks.context(...)` (`context`).
+"""
+
+from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in
+from mindstore.compression.compressor import Compressor, LevelSource, MemoryLevel, StoredLevel
+from mindstore.compression.context import ContextWindow, build_context
+from mindstore.compression.managers import DefaultContextManager, MessageContextManager
+from mindstore.compression.reducers import (
+    add_messages,
+    append_items,
+    remove_tool_messages,
+    replace_messages,
+)
+from mindstore.compression.strategies import CompressionPlan, plan_compression
+from mindstore.compression.summarizer import ExtractiveSummarizer, Summarizer
+from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
+from mindstore.compression.view import apply_checkpoint
+
+__all__ = [
+    "CompressionCheckpoint", "CompressionPlan", "Compressor", "ContextWindow",
+    "DefaultContextManager", "ExtractiveSummarizer", "LevelSource", "MemoryLevel",
+    "MessageContextManager", "StoredLevel", "Summarizer", "TokenCounter", "add_messages",
+    "append_items", "apply_checkpoint", "build_context", "checkpoints_in", "count_tokens",
+    "estimate_tokens", "plan_compression", "remove_tool_messages", "replace_messages",
+]  # fmt: skip

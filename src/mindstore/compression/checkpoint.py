@@ -1,0 +1,102 @@
+"""Seed 004's compression checkpoint, and where it lives inside a compression message.
+
+A checkpoint is cumulative: it lists every id of the level that is compressed as of that
+checkpoint, not only what this round added, so the context view needs the latest
+checkpoint of the level and nothing else (one small pipeline read). Messages are never
+deleted; a checkpoint only says how the view treats them:
+
+- *dropped* ids leave the view; a summary (the compression part's `cache["summary"]`)
+  stands in for them, placed after `summary_after_id` (None: at the start of the level);
+- *stubbed* ids (`metadata["stubbed_message_ids"]`) stay in place as short tool-result
+  stubs, so every tool call keeps its answer and provider APIs accept the request.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pydantic import BaseModel, Field
+
+from mindstore.model.base import now_ts
+from mindstore.model.messages import AnyMessage
+
+STUBBED_KEY = "stubbed_message_ids"
+SUMMARY_AFTER_KEY = "summary_after_id"
+STRATEGY_KEY = "strategy"
+
+
+class CompressionCheckpoint(BaseModel):
+    """What one compression round decided, as seed 004 stores it in `metadata["checkpoint"]`."""
+
+    checkpoint_id: str = ""
+    timestamp: int = Field(default_factory=now_ts)
+    compressed_message_ids: list[str] = Field(default_factory=list)
+    kept_message_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    summary: str | None = None
+    """Carried in the compression part's `cache`, not in the checkpoint dict (seed layout)."""
+
+    def is_message_compressed(self, message_id: str) -> bool:
+        return message_id in self.compressed_message_ids
+
+    @property
+    def stubbed_ids(self) -> list[str]:
+        return list(self.metadata.get(STUBBED_KEY, []))
+
+    @property
+    def dropped_ids(self) -> list[str]:
+        stubbed = set(self.stubbed_ids)
+        return [mid for mid in self.compressed_message_ids if mid not in stubbed]
+
+    @property
+    def summary_after_id(self) -> str | None:
+        return self.metadata.get(SUMMARY_AFTER_KEY)
+
+    def message_metadata(self) -> dict[str, Any]:
+        """The compression part's `metadata`: `{"checkpoint": {...}}` as seed 004 reads it."""
+        return {
+            "checkpoint": {
+                "checkpoint_id": self.checkpoint_id,
+                "timestamp": self.timestamp,
+                "compressed_message_ids": list(self.compressed_message_ids),
+                "kept_message_ids": list(self.kept_message_ids),
+                "metadata": dict(self.metadata),
+            }
+        }
+
+    def cache(self) -> dict[str, Any]:
+        return {"summary": self.summary} if self.summary is not None else {}
+
+    @classmethod
+    def from_parts(cls, metadata: dict[str, Any] | None, cache: dict[str, Any] | None) -> "CompressionCheckpoint | None":
+        """Read a checkpoint back from a compression part; None if the part has none."""
+        data = (metadata or {}).get("checkpoint")
+        if not isinstance(data, dict):
+            return None
+        summary = (cache or {}).get("summary")
+        return cls(
+            checkpoint_id=data.get("checkpoint_id", ""),
+            timestamp=int(data.get("timestamp", 0) or 0),
+            compressed_message_ids=list(data.get("compressed_message_ids", [])),
+            kept_message_ids=list(data.get("kept_message_ids", [])),
+            metadata=dict(data.get("metadata", {}) or {}),
+            summary=summary if isinstance(summary, str) else None,
+        )
+
+
+def checkpoints_in(level: Sequence[AnyMessage]) -> list[CompressionCheckpoint]:
+    """Every checkpoint stored in a level's compression messages, oldest first.
+
+    Level order is append order, which is also time order; seed 004 sorted by
+    `started_ts`, whose one-second resolution cannot order two rounds in the same second.
+    """
+    found: list[CompressionCheckpoint] = []
+    for message in level:
+        if getattr(message, "role", None) != "compression":
+            continue
+        for part in message.content:
+            if getattr(part, "type", None) == "compression":
+                checkpoint = CompressionCheckpoint.from_parts(part.metadata, part.cache)
+                if checkpoint is not None:
+                    found.append(checkpoint)
+    return found
