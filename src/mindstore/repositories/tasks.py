@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import PAYLOADS, header_from_document, utcnow
+from mindstore.documents import DIALOG_NODES, PAYLOADS, header_from_document, utcnow
 from mindstore.errors import Conflict, MindstoreError, NotFound, TaskTooLarge, ValidationError
 from mindstore.model import planner as plans
 from mindstore.model.base import JSON, new_id, now_ts
@@ -97,6 +97,7 @@ class TaskRepository:
         self.owner = owner
         self._tasks = database["tasks"]
         self._payloads = database[PAYLOADS]
+        self._nodes = database[DIALOG_NODES]
         self._locks = locks if locks is not None else weakref.WeakValueDictionary()
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
@@ -306,8 +307,13 @@ class TaskRepository:
         task_id: str | None = None,
         state: TaskState | str = TaskState.running,
         metadata: JSON | None = None,
+        replay: bool = False,
     ) -> TaskRecord:
-        """Insert a new task, optionally with its config and first messages, in one write."""
+        """Insert a new task, optionally with its config and first messages, in one write.
+
+        `replay=True` folds `messages` as an existing history (a fork's copies): their
+        timestamps are kept and an exit whose entry was not kept is tolerated.
+        """
         task_id = check_id(task_id, "task id") if task_id is not None else new_id()
         owner = owner if owner is not None else self.owner
         if owner is not None and not isinstance(owner, str):
@@ -329,7 +335,7 @@ class TaskRepository:
         initial.extend(messages)
         offloader = Offloader(task_id, self.offload_threshold)
         plan = plans.plan_add_messages(
-            TaskHeader(), task_id, initial, transform=offloader.transform_document
+            TaskHeader(), task_id, initial, transform=offloader.transform_document, replay=replay
         )
         if document_estimate(plan.header) > self.max_document_bytes:
             raise TaskTooLarge(task_id, 0, plan.header.size_bytes, self.max_document_bytes)
@@ -401,10 +407,21 @@ class TaskRepository:
         return task
 
     async def delete(self, task_id: str) -> bool:
+        """Delete the task, its offloaded payloads and its dialog-tree node.
+
+        A dialog with forks is refused (`Conflict`): deleting it would leave children
+        pointing at a missing parent; `dialogs.delete(id, cascade=True)` removes the subtree.
+        """
+        task_id = check_id(task_id, "task id")
+        if await self._nodes.count_documents({"tenant": self.tenant, "parent_id": task_id}, limit=1):
+            raise Conflict(
+                f"task {task_id!r} has forks; delete them first or use dialogs.delete(..., cascade=True)"
+            )
         result = await self._tasks.delete_one(self._filter(task_id))
         if result.deleted_count == 0:
             raise NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
         await self._payloads.delete_many({"tenant": self.tenant, "task_id": task_id})
+        await self._nodes.delete_one({"_id": task_id, "tenant": self.tenant})
         return True
 
     async def set_state(self, task_id: str, state: TaskState | str) -> TaskRecord:
@@ -485,6 +502,25 @@ class TaskRepository:
         if document is None:
             raise NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
         return await self._decode(document.get("messages", []))
+
+    async def ends(self, task_id: str, first: int, last: int) -> tuple[int, list[AnyMessage], list[AnyMessage]]:
+        """(message count, first `first` messages, last `last` messages) from one snapshot.
+
+        One pipeline with two `$slice`s, so a trimmed fork of a long dialog reads only
+        what it keeps, and the count matches the slices even under concurrent appends.
+        """
+        if first < 0 or last < 1:
+            raise ValidationError("first must be >= 0 and last >= 1")
+        project: dict[str, Any] = {"_id": 0, "seq": 1, "tail": {"$slice": ["$messages", -last]}}
+        if first:
+            project["head"] = {"$slice": ["$messages", first]}
+        rows = await (
+            await self._tasks.aggregate([{"$match": self._filter(task_id)}, {"$project": project}])
+        ).to_list(length=1)
+        if not rows:
+            raise NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
+        row = rows[0]
+        return int(row.get("seq", 0)), await self._decode(row.get("head", [])), await self._decode(row["tail"])
 
     async def tail(self, task_id: str, count: int = 50) -> list[AnyMessage]:
         """The last `count` messages: only they travel over the wire."""

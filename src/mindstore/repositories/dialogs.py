@@ -1,0 +1,373 @@
+"""Dialog trees on the store (seed 002): dialogs are tasks, nodes are separate documents.
+
+Forks are frequent (agents fork at every interrupt iteration), so a fork is two inserts:
+the child task with its copied messages (one insert, header recomputed from what it
+kept), then its node. The node is written last: until it exists the child is invisible to
+every tree query, and `repair()` either finishes it (its task carries the fork's plan in
+`metadata.mindstore_fork`) or removes it. Deletion goes deepest first, task before node,
+so no node ever points at a missing parent.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from pymongo.errors import DuplicateKeyError
+
+from mindstore.documents import DIALOG_NODES, TASKS, utcnow
+from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.model import dialog as tree
+from mindstore.model.base import new_id
+from mindstore.model.dialog import FORK_MARKER, DialogNode
+from mindstore.model.header import UsageTotals
+from mindstore.model.messages import (
+    AnyMessage,
+    AssistantMessage,
+    SystemMessage,
+    UserMessage,
+    parse_message,
+)
+from mindstore.model.parts import ImagePart, TextPart
+from mindstore.model.planner import check_id, check_message_id
+from mindstore.repositories.records import TaskRecord
+
+if TYPE_CHECKING:
+    from mindstore.store import TenantStore
+
+PROMPT_KEY = "prompt_path"
+"""Message metadata key put_prompt writes; the dialog's top prompt is the tail's value."""
+
+ROLE_CLASSES = {"user": UserMessage, "system": SystemMessage, "assistant": AssistantMessage}
+PromptRegistry = Mapping[str, "str | Callable[..., str]"]
+
+
+class DialogRepository:
+    """Seed 002's Dialog verbs and tree queries for one tenant."""
+
+    def __init__(self, tenant_store: "TenantStore") -> None:
+        self.tenant = tenant_store.tenant
+        self.tasks = tenant_store.tasks
+        database = tenant_store.store.database
+        self._nodes = database[DIALOG_NODES]
+        self._tasks = database[TASKS]
+
+    # ------------------------------------------------------------------ nodes
+    def _node_filter(self, dialog_id: str) -> dict[str, Any]:
+        return {"_id": check_id(dialog_id, "dialog id"), "tenant": self.tenant}
+
+    async def _insert_node(self, node: DialogNode) -> None:
+        document = {"_id": node.dialog_id, "tenant": self.tenant,
+                    **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": utcnow()}  # fmt: skip
+        try:
+            await self._nodes.insert_one(document)
+        except DuplicateKeyError as exc:
+            raise Conflict(f"dialog {node.dialog_id!r} already has a tree node") from exc
+
+    async def node(self, dialog_id: str) -> DialogNode:
+        """The dialog's node; a task without one (made by `tasks.create`) is a root."""
+        document = await self._nodes.find_one(self._node_filter(dialog_id))
+        if document is not None:
+            return DialogNode.from_document(document)
+        record = await self.tasks.get(dialog_id)  # NotFound for a missing task
+        if (record.metadata or {}).get(FORK_MARKER):
+            raise NotFound(f"dialog {dialog_id!r} is an unfinished fork; run dialogs.repair()")
+        return DialogNode(dialog_id=record.id, owner=record.owner, root_id=record.id)
+
+    async def _ensure_node(self, dialog_id: str) -> DialogNode:
+        node = await self.node(dialog_id)
+        if node.created_at is None:  # an implicit root: make it real before it gets children
+            try:
+                await self._insert_node(node)
+            except Conflict:
+                pass  # a concurrent fork wrote it first
+            node = await self.node(dialog_id)
+        return node
+
+    async def _subtree_nodes(self, dialog_id: str) -> list[DialogNode]:
+        """The node and all its descendants: one indexed query on `ancestors`."""
+        root = await self.node(dialog_id)
+        cursor = self._nodes.find({"tenant": self.tenant, "ancestors": root.dialog_id})
+        return [root, *[DialogNode.from_document(d) async for d in cursor]]
+
+    async def _message_counts(self, ids: Sequence[str]) -> dict[str, int]:
+        cursor = self._tasks.find({"tenant": self.tenant, "_id": {"$in": list(ids)}}, {"seq": 1})
+        return {document["_id"]: int(document.get("seq", 0)) async for document in cursor}
+
+    # ------------------------------------------------------------------ dialog verbs
+    async def create(
+        self,
+        owner: str,
+        prompt: str | None = None,
+        *,
+        title: str | None = None,
+        dialog_id: str | None = None,
+    ) -> TaskRecord:
+        """A new root dialog owned by an agent, seeded with its system prompt if given."""
+        if not isinstance(owner, str) or not owner:
+            raise ValidationError("a dialog needs an owner (the agent's name)")
+        messages = [SystemMessage(content=[TextPart(text=prompt)], name=owner)] if prompt else []
+        record = await self.tasks.create(owner=owner, title=title, task_id=dialog_id, messages=messages)
+        await self._insert_node(DialogNode(dialog_id=record.id, owner=owner, root_id=record.id))
+        return record
+
+    async def _put(self, dialog_id: str, role: str, content: list[Any], name: str | None,
+                   metadata: dict[str, Any] | None) -> AnyMessage:  # fmt: skip
+        cls = ROLE_CLASSES.get(role)
+        if cls is None:
+            raise ValidationError(f"role must be one of {sorted(ROLE_CLASSES)}, got {role!r}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ValidationError("metadata must be a dict")
+        stamped = {**(metadata or {}), "dialog_id": dialog_id}
+        return await self.tasks.add_message(dialog_id, cls(content=content, name=name, metadata=stamped))
+
+    async def put_text(self, dialog_id: str, text: str, name: str | None = None,
+                       metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:  # fmt: skip
+        """Append raw text (stateless: the top prompt is reset)."""
+        if not isinstance(text, str):
+            raise ValidationError("put_text expects a string")
+        return await self._put(dialog_id, role, [TextPart(text=text)], name, metadata)
+
+    async def put_image(self, dialog_id: str, image: str | Path | bytes, caption: str | None = None,
+                        name: str | None = None, metadata: dict[str, Any] | None = None,
+                        role: str = "user") -> AnyMessage:  # fmt: skip
+        """Append an image: base64 text, raw bytes, or a file path."""
+        mime = None
+        if isinstance(image, bytes):
+            data = base64.b64encode(image).decode()
+        elif isinstance(image, Path) or (isinstance(image, str) and Path(image).is_file()):
+            path = Path(image)
+            data = base64.b64encode(path.read_bytes()).decode()
+            mime = mimetypes.guess_type(path.name)[0]
+        elif isinstance(image, str):
+            data = image
+        else:
+            raise ValidationError("put_image expects base64 text, bytes or a file path")
+        content: list[Any] = [ImagePart(image=data, mime_type=mime)]
+        if caption:
+            content.append(TextPart(text=caption))
+        return await self._put(dialog_id, role, content, name, metadata)
+
+    async def put_prompt(self, dialog_id: str, prompt: str, prompt_args: dict[str, Any] | None = None,
+                         *, registry: PromptRegistry, name: str | None = None,
+                         metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:  # fmt: skip
+        """Render `registry[prompt]` with `prompt_args`, append it, and make it the top prompt.
+
+        A registry value is a `str.format` template or a callable taking the args.
+        """
+        if prompt not in registry:
+            raise NotFound(f"no prompt {prompt!r} in the registry")
+        template = registry[prompt]
+        try:
+            text = template(**(prompt_args or {})) if callable(template) else template.format(**(prompt_args or {}))
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ValidationError(f"prompt {prompt!r} could not be rendered: {exc!r}") from exc
+        return await self._put(dialog_id, role, [TextPart(text=text)], name, {**(metadata or {}), PROMPT_KEY: prompt})
+
+    async def top_prompt(self, dialog_id: str) -> str | None:
+        """The prompt governing the next turn: set by put_prompt, reset by any other append."""
+        tail = await self.tail(dialog_id)
+        return ((getattr(tail, "metadata", None) or {}).get(PROMPT_KEY)) if tail else None
+
+    async def head(self, dialog_id: str) -> AnyMessage | None:
+        messages = await self.tasks.messages(dialog_id, start=0, limit=1)
+        return messages[0] if messages else None
+
+    async def tail(self, dialog_id: str) -> AnyMessage | None:
+        messages = await self.tasks.tail(dialog_id, 1)
+        return messages[-1] if messages else None
+
+    async def cost(self, dialog_id: str) -> UsageTotals:
+        """Token and dollar totals (kept as a running roll-up in the task header)."""
+        return (await self.tasks.get(dialog_id)).usage
+
+    async def overview(self, dialog_id: str) -> str:
+        return tree.message_overview(await self.tasks.messages(dialog_id))
+
+    # ------------------------------------------------------------------ fork
+    async def fork(
+        self,
+        dialog_id: str,
+        last_n: int = 0,
+        first_k: int = 1,
+        owner: str | None = None,
+        at: str | None = None,
+    ) -> TaskRecord:
+        """A child dialog with copies of the kept messages (seed 002's selection).
+
+        `at=message_id` forks from an earlier point: history up to and including that
+        message. The child's header is recomputed from what it kept.
+        """
+        for name, value in (("last_n", last_n), ("first_k", first_k)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValidationError(f"{name} must be an integer")
+        parent = await self._ensure_node(dialog_id)
+        child_id = new_id()
+        if at is None and last_n > 0:  # a trimmed fork reads only the ends it keeps
+            count, head, tail = await self.tasks.ends(dialog_id, max(first_k, 0), last_n)
+            indexes = tree.kept_indexes(count, last_n, first_k)
+            if len(indexes) < count:
+                window = {i: m for i, m in enumerate(head)}
+                window.update({count - len(tail) + i: m for i, m in enumerate(tail)})
+                copies = tree.fork_copies(dialog_id, child_id, window, indexes)
+            else:
+                copies = None
+        else:
+            copies = None
+        if copies is None:
+            history = await self.tasks.messages(dialog_id)
+            if at is not None:
+                check_message_id(at)
+                position = next((i for i, m in enumerate(history) if m.id == at), None)
+                if position is None:
+                    raise NotFound(f"no message {at!r} in dialog {dialog_id!r}")
+                history = history[: position + 1]
+            indexes = tree.kept_indexes(len(history), last_n, first_k)
+            copies = tree.fork_copies(dialog_id, child_id, history, indexes)
+        node = tree.child_node(parent, child_id, owner, len(copies), last_n, first_k, at)
+        source = await self.tasks.get(dialog_id)
+        marker = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
+        record = await self.tasks.create(owner=node.owner, title=source.title, task_id=child_id,
+                                         messages=copies, metadata=marker, replay=True)  # fmt: skip
+        await self._insert_node(node)
+        return record
+
+    # ------------------------------------------------------------------ tree queries
+    async def children(self, dialog_id: str) -> list[DialogNode]:
+        parent = await self.node(dialog_id)
+        cursor = self._nodes.find({"tenant": self.tenant, "parent_id": parent.dialog_id})
+        nodes = [DialogNode.from_document(d) async for d in cursor]
+        return tree.bfs_order(parent.dialog_id, [parent, *nodes])[1:]
+
+    async def ancestors(self, dialog_id: str) -> list[str]:
+        """Ids from the root down to the parent."""
+        return list((await self.node(dialog_id)).ancestors)
+
+    async def depth(self, dialog_id: str) -> int:
+        return (await self.node(dialog_id)).depth
+
+    async def root(self, dialog_id: str) -> str:
+        return (await self.node(dialog_id)).root_id
+
+    async def subtree_ids(self, dialog_id: str) -> list[str]:
+        """The dialog and every descendant, breadth first (seed 002)."""
+        nodes = await self._subtree_nodes(dialog_id)
+        return [n.dialog_id for n in tree.bfs_order(nodes[0].dialog_id, nodes)]
+
+    async def tree_overview(self, dialog_id: str) -> str:
+        """The seed's indented text tree of the subtree under `dialog_id`."""
+        nodes = await self._subtree_nodes(dialog_id)
+        counts = await self._message_counts([n.dialog_id for n in nodes])
+        return tree.tree_overview(nodes[0].dialog_id, nodes, counts)
+
+    async def tree_json(self, dialog_id: str) -> dict[str, Any]:
+        nodes = await self._subtree_nodes(dialog_id)
+        counts = await self._message_counts([n.dialog_id for n in nodes])
+        return tree.tree_json(nodes[0].dialog_id, nodes, counts)
+
+    # ------------------------------------------------------------------ delete and repair
+    async def delete(self, dialog_id: str, cascade: bool = False) -> list[str]:
+        """Delete a dialog (and with `cascade`, its whole subtree); returns deleted ids."""
+        nodes = await self._subtree_nodes(dialog_id)
+        if len(nodes) > 1 and not cascade:
+            raise Conflict(f"dialog {dialog_id!r} has {len(nodes) - 1} descendant(s); pass cascade=True")
+        doomed = [n.dialog_id for n in sorted(nodes, key=lambda n: -n.depth)]
+        for victim in doomed:  # deepest first; each task before its node
+            try:
+                await self.tasks.delete(victim)
+            except NotFound:
+                await self._nodes.delete_one({"_id": victim, "tenant": self.tenant})
+        return doomed
+
+    async def repair(self) -> dict[str, list[str]]:
+        """Finish or remove half-made forks, and drop nodes whose task is gone.
+
+        A fork whose node is missing is finished when its parent's node exists (the plan
+        is in the task's metadata), else its task is removed. Safe to run at any time.
+        """
+        report: dict[str, list[str]] = {"finished": [], "removed_tasks": [], "removed_nodes": []}
+        forks = self._tasks.find(
+            {"tenant": self.tenant, f"metadata.{FORK_MARKER}": {"$exists": True}},
+            {"_id": 1, f"metadata.{FORK_MARKER}": 1},
+        )
+        candidates = {d["_id"]: d["metadata"][FORK_MARKER] async for d in forks}
+        present = {d["_id"] async for d in self._nodes.find(
+            {"tenant": self.tenant, "_id": {"$in": list(candidates)}}, {"_id": 1})}  # fmt: skip
+        for task_id, plan in candidates.items():
+            if task_id in present:
+                continue
+            parent_exists = await self._nodes.count_documents(
+                {"tenant": self.tenant, "_id": plan.get("parent_id")}, limit=1
+            )
+            if parent_exists:
+                await self._insert_node(DialogNode(**plan))
+                report["finished"].append(task_id)
+            else:
+                await self.tasks.delete(task_id)
+                report["removed_tasks"].append(task_id)
+        node_ids = [d["_id"] async for d in self._nodes.find({"tenant": self.tenant}, {"_id": 1})]
+        task_ids = {d["_id"] async for d in self._tasks.find(
+            {"tenant": self.tenant, "_id": {"$in": node_ids}}, {"_id": 1})}  # fmt: skip
+        for node_id in node_ids:
+            if node_id not in task_ids and not await self._nodes.count_documents(
+                {"tenant": self.tenant, "parent_id": node_id}, limit=1
+            ):
+                await self._nodes.delete_one({"_id": node_id, "tenant": self.tenant})
+                report["removed_nodes"].append(node_id)
+        return report
+
+    # ------------------------------------------------------------------ seed 002 dict form
+    async def export_dialog(self, dialog_id: str) -> dict[str, Any]:
+        """Seed 002's `Dialog.to_dict()`: messages, tree node and top prompt path."""
+        node = await self.node(dialog_id)
+        record = await self.tasks.get(dialog_id)
+        messages = await self.tasks.messages(dialog_id)
+        children = [c.dialog_id for c in await self.children(dialog_id)]
+        tail_meta = (getattr(messages[-1], "metadata", None) or {}) if messages else {}
+        return {
+            "dialog_id": dialog_id,
+            "owner": record.owner,
+            "title": record.title,
+            "messages": [m.to_dict() for m in messages],
+            "tree_node": tree.node_to_seed_dict(node, children),
+            "top_prompt_path": tail_meta.get(PROMPT_KEY),
+        }
+
+    async def export_tree(self, dialog_id: str) -> list[dict[str, Any]]:
+        """Every dialog of the subtree, parents before children (re-importable in order)."""
+        return [await self.export_dialog(i) for i in await self.subtree_ids(dialog_id)]
+
+    async def import_dialog(self, data: Mapping[str, Any]) -> TaskRecord:
+        """Store a dialog from its seed 002 dict; its parent (if any) must exist already."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
+            raise ValidationError("a dialog dict needs a 'messages' list")
+        node_data = dict(data.get("tree_node") or {})
+        dialog_id = check_id(str(data.get("dialog_id") or node_data.get("dialog_id") or new_id()), "dialog id")
+        owner = data.get("owner", node_data.get("owner"))
+        parent_id = node_data.get("parent_id")
+        parent = await self.node(parent_id) if parent_id else None
+        messages = [_seed_message(m) for m in data.get("messages", [])]
+        for message in messages:
+            if hasattr(message, "task_id"):
+                message.task_id = dialog_id
+        record = await self.tasks.create(owner=owner, title=data.get("title"), task_id=dialog_id,
+                                         messages=messages, replay=True)  # fmt: skip
+        if parent is None:
+            node = DialogNode(dialog_id=dialog_id, owner=owner, root_id=dialog_id)
+        else:
+            node = tree.child_node(parent, dialog_id, owner, int(node_data.get("split_point") or len(messages)),
+                                   int(node_data.get("last_n") or 0), int(node_data.get("first_k") or 0),
+                                   node_data.get("at_message_id"))  # fmt: skip
+        await self._insert_node(node)
+        return record
+
+
+def _seed_message(data: Any) -> AnyMessage:
+    """A stored-form message, or seed 002's plainer form (content as a string)."""
+    if not isinstance(data, dict):
+        raise ValidationError("each message must be a dict")
+    if isinstance(data.get("content"), str):
+        data = {**data, "content": [{"type": "text", "text": data["content"]}]}
+    return parse_message(data)
