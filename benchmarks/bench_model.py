@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import statistics
 import time
 from typing import Any, Union
 
