@@ -1,18 +1,32 @@
 """The portable operator subset (DESIGN.md), as data, and an auditor for recorded commands.
 
 Everything mindstore sends must behave the same on the embedded backend and on MongoDB
->= 6. The suite records the commands it sends and `audit()` checks each one: every `$`
-operator must be in `ALLOWED`, and every single-document write on `tasks` or
-`dialog_nodes` must name `tenant` and `_id` in its filter, so it targets one shard on a
-cluster sharded on `(tenant, _id)`.
+>= 6, and every write must be routable on a cluster sharded on ``(tenant, _id)``. The
+suite records the commands it sends (`mindstore.backends.recorder`) and `audit()` checks
+each one:
+
+* every ``$`` operator in a filter, projection, update or pipeline is in `ALLOWED`;
+* every single-document write (``updateOne``, ``deleteOne``, ``findAndModify``, replace,
+  upsert) on a sharded collection names ``tenant`` and ``_id`` by equality -- MongoDB 6
+  refuses such a write without the shard key or ``_id``, and an upsert without the full
+  shard key;
+* every multi-document write on a sharded collection names ``tenant`` by equality and
+  either ``_id`` (a value or ``{"$in": [...]}``, as `erase` deletes in id chunks) or a
+  filter shape listed in `TENANT_WIDE_WRITES`, the documented admin paths allowed to
+  reach every chunk of one tenant;
+* every inserted document on a sharded collection carries ``tenant`` and ``_id``.
+
+Pure functions over `RecordedCommand`s: no I/O, unit tested without a store.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from mindstore.backends.recorder import RecordedCommand
+from mindstore.documents import DIALOG_NODES, DOCUMENT_MODELS, PAYLOADS, TASKS
 
 DESIGN_SUBSET = frozenset({
     "$push", "$each", "$slice", "$inc", "$set", "$unset", "$ne", "$unwind", "$match", "$group",
@@ -21,25 +35,48 @@ DESIGN_SUBSET = frozenset({
 })  # fmt: skip
 """Listed in DESIGN.md's portable subset."""
 
-STANDARD_EXTRAS = frozenset({
-    # query operators, standard since MongoDB 3.x, used by mindstore and tested on both paths
-    "$in", "$nin", "$exists", "$gt", "$gte", "$lt", "$lte", "$and", "$or",
-    # expression/accumulator operators used by pipelines (standard since MongoDB 3.x-4.x)
-    "$sum", "$min", "$max", "$first", "$last", "$avg", "$push", "$arrayElemAt", "$ifNull",
-    "$add", "$subtract", "$skip", "$addFields", "$indexOfArray", "$concatArrays",
-    # update operator used by restore (insert-if-missing)
-    "$setOnInsert",
-})  # fmt: skip
-"""Outside DESIGN.md's list, but standard MongoDB >= 6 operators that the suite runs on the
-embedded backend; the audit test shows which of them the code really sends."""
+STANDARD_EXTRAS: Mapping[str, str] = {
+    # query operators, standard since MongoDB 3.x, evaluated alike by mongomock
+    "$in": "id lists: payload lookups, dialog subtrees, erase/restore chunks; also the "
+           "aggregation form in the context view's exclusion list",
+    "$nin": "exactly-once append guard (`messages.id` not among the new ids), updates.py",
+    "$exists": "dialogs.repair() finds half-made forks by their marker",
+    "$gt": "keyset pages over _id (backup export, erase) and `updated_after` in list()",
+    "$gte": "backup scope `since` (updated_at >= since)",
+    "$lt": "list() keyset continuation (updated_at, _id)",
+    "$and": "boundary and context-view conditions; erase pages",
+    "$or": "boundary conditions; list() keyset continuation; picking messages by id",
+    # aggregation accumulators/expressions, standard since MongoDB 3.2
+    "$max": "sub-task spans in $group (pipelines/boundaries.py)",
+    "$sum": "message counts in $group (pipelines/boundaries.py)",
+    "$add": "nesting depth in $group (pipelines/boundaries.py)",
+    # update operator, standard since MongoDB 2.4
+    "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
+}
+"""Outside DESIGN.md's list, but standard in every MongoDB since 3.x (so in 6), used by the
+code, and run on the embedded backend by the suite (whose audit, tests/conftest.py,
+refuses anything not listed here). Add an operator only with the code that uses it."""
 
-ALLOWED = DESIGN_SUBSET | STANDARD_EXTRAS
+ALLOWED = DESIGN_SUBSET | frozenset(STANDARD_EXTRAS)
 
-SHARDED_COLLECTIONS = frozenset({"tasks", "dialog_nodes"})
-"""Collections sharded on (tenant, _id): updates must name both; deletes at least the
-tenant (a tenant-wide delete, as erase does, is a legitimate multi-shard admin write)."""
+SHARDED_COLLECTIONS = frozenset({TASKS, DIALOG_NODES, PAYLOADS})
+"""Collections sharded on ``(tenant, _id)`` (docker/compose.sharded.yaml, docs/operations.md)."""
+
+MINDSTORE_COLLECTIONS = frozenset(model.Settings.name for model in DOCUMENT_MODELS)
+"""The collections mindstore owns (documents.py); the suite-wide audit checks commands on
+these, not the scratch collections of the backend adapter's own tests."""
+
+TENANT_WIDE_WRITES: Mapping[tuple[str, str, frozenset[str]], str] = {
+    ("delete", "payloads", frozenset({"tenant", "task_id"})):
+        "tasks.delete() drops the deleted task's offloaded payloads (deleteMany)",
+}  # fmt: skip
+"""Multi-document writes without ``_id`` that are allowed, keyed by (command, collection,
+filter fields): admin paths that must reach every chunk of one tenant. Anything else
+without ``_id`` is a violation: add it here only with a reason."""
 
 FIELD_PATH_PREFIX = "$$"
+SINGLE_WRITES = frozenset({"findandmodify"})
+WRITE_COMMANDS = frozenset({"update", "delete", "findandmodify", "insert"})
 
 
 @dataclass(frozen=True)
@@ -50,12 +87,15 @@ class Violation:
 
 
 def operators(value: Any) -> set[str]:
-    """Every `$operator` key anywhere in a filter, update, projection or pipeline."""
+    """Every `$operator` key anywhere in a filter, update, projection or pipeline.
+
+    `$$variables` are not operators; field paths such as ``"$messages"`` are values, not keys.
+    """
     found: set[str] = set()
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, dict):
+        if isinstance(item, Mapping):
             for key, child in item.items():
                 if isinstance(key, str) and key.startswith("$") and not key.startswith(FIELD_PATH_PREFIX):
                     found.add(key)
@@ -65,21 +105,103 @@ def operators(value: Any) -> set[str]:
     return found
 
 
+def is_replacement(update: Any) -> bool:
+    """A replacement document (data, not operators): no top-level `$` key, not a pipeline."""
+    return isinstance(update, Mapping) and not any(str(k).startswith("$") for k in update)
+
+
+def _statements(command: RecordedCommand) -> list[dict[str, Any]]:
+    """(filter, update, multi) of every statement of a write command."""
+    lname = command.name.lower()
+    if command.writes is not None:
+        if lname == "delete":
+            return [{"q": w.get("q"), "u": None, "multi": not w.get("limit")} for w in command.writes]
+        return [{"q": w.get("q"), "u": w.get("u"), "multi": bool(w.get("multi"))} for w in command.writes]
+    if lname in ("update", "delete", "findandmodify"):
+        # recorded without statements (hand-built records): the first one, single
+        return [{"q": command.filter, "u": command.update, "multi": False}]
+    return []
+
+
+def sent_operators(command: RecordedCommand) -> set[str]:
+    """Operators of everything the command asks the server to evaluate (not stored data)."""
+    parts: list[Any] = [command.pipeline, command.projection]
+    statements = _statements(command)
+    if statements:
+        for statement in statements:
+            parts.append(statement["q"])
+            if not is_replacement(statement["u"]):
+                parts.append(statement["u"])
+    else:
+        parts.append(command.filter)
+    return operators(parts)
+
+
+def _equality(value: Any) -> bool:
+    return value is not None and not isinstance(value, (Mapping, list, tuple))
+
+
+def _id_targeted(value: Any) -> bool:
+    """`_id` by equality or by an explicit id list."""
+    if _equality(value):
+        return True
+    return (
+        isinstance(value, Mapping)
+        and set(value) == {"$in"}
+        and isinstance(value["$in"], (list, tuple))
+        and all(_equality(v) for v in value["$in"])
+    )
+
+
+def shard_key_problem(name: str, collection: str, query: Any, multi: bool) -> str | None:
+    """Why one write statement could not be routed by ``(tenant, _id)``, or None."""
+    query = query if isinstance(query, Mapping) else {}
+    if not _equality(query.get("tenant")):
+        return "write filter lacks tenant equality (shard key)"
+    if not multi:
+        if not _equality(query.get("_id")):
+            return "single-document write filter lacks _id equality (shard key)"
+        return None
+    if "_id" in query:
+        return None if _id_targeted(query["_id"]) else "multi-document write with an _id that is not a value or $in list"
+    if (name, collection, frozenset(query)) in TENANT_WIDE_WRITES:
+        return None
+    return f"tenant-wide {name} on {collection} with filter {sorted(query)} is not in TENANT_WIDE_WRITES"
+
+
 def check_command(command: RecordedCommand) -> list[Violation]:
     problems: list[Violation] = []
-    parts: list[Any] = [command.filter, command.pipeline, command.projection]
-    if command.name != "insert":
-        parts.append(command.update)  # inserted documents hold data, not operators
-    for op in sorted(operators(parts) - ALLOWED):
+    for op in sorted(sent_operators(command) - ALLOWED):
         problems.append(Violation(command.name, command.collection, f"operator {op} is outside the portable subset"))
-    if command.collection in SHARDED_COLLECTIONS and command.name in {"update", "findAndModify", "delete"}:
-        flt = command.filter or {}
-        needed = {"tenant"} if command.name == "delete" else {"tenant", "_id"}
-        if not needed <= set(flt):
-            problems.append(Violation(command.name, command.collection,
-                                      f"write filter lacks {sorted(needed - set(flt))} (shard key)"))  # fmt: skip
+    lname = command.name.lower()
+    if command.collection not in SHARDED_COLLECTIONS or lname not in WRITE_COMMANDS:
+        return problems
+    if lname == "insert":
+        for doc in command.documents or []:
+            if not (isinstance(doc, Mapping) and _equality(doc.get("tenant")) and "_id" in doc):
+                problems.append(Violation(command.name, command.collection,
+                                          "inserted document lacks tenant or _id (shard key)"))  # fmt: skip
+                break
+        return problems
+    for statement in _statements(command):
+        multi = statement["multi"] and lname not in SINGLE_WRITES
+        problem = shard_key_problem(lname, command.collection, statement["q"], multi)
+        if problem:
+            problems.append(Violation(command.name, command.collection, problem))
     return problems
 
 
-def audit(commands: Iterable[RecordedCommand]) -> list[Violation]:
-    return [v for command in commands for v in check_command(command)]
+def audit(
+    commands: Iterable[RecordedCommand], *, collections: Iterable[str] | None = None
+) -> list[Violation]:
+    """Every violation in `commands` (empty when all are portable and shard-safe).
+
+    With `collections`, only commands on those collections are audited.
+    """
+    wanted = None if collections is None else frozenset(collections)
+    return [
+        v
+        for command in commands
+        if wanted is None or command.collection in wanted
+        for v in check_command(command)
+    ]

@@ -26,9 +26,11 @@ counting its batches, on both backends.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 import bson
 from pymongo import monitoring
@@ -40,6 +42,7 @@ __all__ = [
     "RecordedCommand",
     "RecorderListener",
     "bson_size",
+    "observe_all",
 ]
 
 #: Commands that are handshakes, heartbeats, authentication or housekeeping, not work
@@ -116,6 +119,9 @@ class RecordedCommand:
     #: bytes of driver/server gossip left out of bytes_sent/bytes_received (real server only)
     overhead_bytes: int = 0
     backend: Literal["embedded", "mongodb"] = "embedded"
+    #: every statement of an update/delete command (``{"q", "u", "multi"}`` or ``{"q",
+    #: "limit"}``); `filter`/`update` above only describe the first one
+    writes: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -172,11 +178,16 @@ class CommandRecorder:
         self._sinks: list[CommandLog] = []
 
     def record(self, command: RecordedCommand) -> None:
+        if _OBSERVERS:
+            # a copy when payloads are about to be dropped from the recorded object
+            seen = command if self.keep_payloads else dataclasses.replace(command)
+            for observer in _OBSERVERS:
+                observer.append(seen)
         if not self.enabled:
             return
         if not self.keep_payloads:
             command.filter = command.update = command.pipeline = None
-            command.documents = command.projection = None
+            command.documents = command.projection = command.writes = None
         self.records.append(command)
         if self.max_records is not None and len(self.records) > self.max_records:
             del self.records[: len(self.records) - self.max_records]
@@ -216,6 +227,26 @@ class CommandRecorder:
         return f"<CommandRecorder {len(self.records)} commands>"
 
 
+_OBSERVERS: list[CommandLog] = []
+"""Logs fed by every recorder in the process (see `observe_all`)."""
+
+
+@contextlib.contextmanager
+def observe_all() -> Iterator[CommandLog]:
+    """Every command any `CommandRecorder` receives inside the block, payloads included.
+
+    For process-wide checks such as the test suite's operator audit: a test may open
+    several stores, and a recorder may be disabled or drop payloads; the observer still
+    sees each command whole. Not for production use (it keeps every command).
+    """
+    log = CommandLog()
+    _OBSERVERS.append(log)
+    try:
+        yield log
+    finally:
+        _OBSERVERS.remove(log)
+
+
 # --------------------------------------------------------------------------- real server
 
 
@@ -248,12 +279,16 @@ def describe_command(name: str, command: Mapping[str, Any]) -> dict[str, Any]:
     elif lname == "update":
         updates = list(command.get("updates") or [])
         fields["statements"] = len(updates)
+        fields["writes"] = [
+            {"q": u.get("q"), "u": u.get("u"), "multi": bool(u.get("multi"))} for u in updates
+        ]
         if updates:
             fields["filter"] = updates[0].get("q")
             fields["update"] = updates[0].get("u")
     elif lname == "delete":
         deletes = list(command.get("deletes") or [])
         fields["statements"] = len(deletes)
+        fields["writes"] = [{"q": d.get("q"), "limit": int(d.get("limit") or 0)} for d in deletes]
         if deletes:
             fields["filter"] = deletes[0].get("q")
     elif lname == "insert":
