@@ -161,6 +161,16 @@ async def test_observe_all_sees_every_recorder_whole():
     assert len(quiet) == 0 and lean.records[0].filter is None
 
 
+async def test_observed_commands_name_the_code_that_sent_them(acme, store):
+    with observe_all() as log:
+        task = await acme.tasks.create(title="t")
+        await store.database["tasks"].update_one({"_id": task.id}, {"$set": {"title": "raw"}})
+    library, direct = log[0].origin or "", log[-1].origin or ""
+    assert library.startswith(str(SRC)), library  # the repository, not beanie or the adapter
+    assert direct.startswith(__file__ + ":"), direct
+    assert audit(log[-1:]) != []  # the raw write lacks the tenant: the fixture skips it by origin
+
+
 def test_the_suite_wide_audit_is_active():
     assert recorder_module._OBSERVERS, "tests/conftest.py's portable_audit fixture is not observing"
 

@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import sys
+import sysconfig
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -122,6 +125,9 @@ class RecordedCommand:
     #: every statement of an update/delete command (``{"q", "u", "multi"}`` or ``{"q",
     #: "limit"}``); `filter`/`update` above only describe the first one
     writes: list[dict[str, Any]] | None = None
+    #: ``file:line`` of the code that sent the command (first frame outside the driver,
+    #: the adapters and the standard library); set on the copies `observe_all` sees
+    origin: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -179,8 +185,8 @@ class CommandRecorder:
 
     def record(self, command: RecordedCommand) -> None:
         if _OBSERVERS:
-            # a copy when payloads are about to be dropped from the recorded object
-            seen = command if self.keep_payloads else dataclasses.replace(command)
+            # a copy: payloads may be dropped from the recorded object below
+            seen = dataclasses.replace(command, origin=command.origin or _origin())
             for observer in _OBSERVERS:
                 observer.append(seen)
         if not self.enabled:
@@ -230,6 +236,24 @@ class CommandRecorder:
 _OBSERVERS: list[CommandLog] = []
 """Logs fed by every recorder in the process (see `observe_all`)."""
 
+_PLUMBING = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,  # adapters and this recorder
+    sysconfig.get_paths()["stdlib"] + os.sep,
+    sysconfig.get_paths()["purelib"] + os.sep,  # pymongo, beanie, mongomock, pytest
+    "<",  # <frozen ...>, <string>
+)
+
+
+def _origin() -> str | None:
+    """``file:line`` of the first caller that is not plumbing (see `RecordedCommand.origin`)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_PLUMBING) and "site-packages" not in path:
+            return f"{path}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
 
 @contextlib.contextmanager
 def observe_all() -> Iterator[CommandLog]:
@@ -237,7 +261,8 @@ def observe_all() -> Iterator[CommandLog]:
 
     For process-wide checks such as the test suite's operator audit: a test may open
     several stores, and a recorder may be disabled or drop payloads; the observer still
-    sees each command whole. Not for production use (it keeps every command).
+    sees each command whole, with its `origin` (who sent it). Not for production use: it
+    keeps every command and walks the stack for each.
     """
     log = CommandLog()
     _OBSERVERS.append(log)
