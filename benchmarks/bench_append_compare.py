@@ -199,7 +199,10 @@ def _ratios(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 async def run(results: dict[str, Any], *, sizes: tuple[int, ...] = SIZES) -> None:
     uri = os.environ.get("MINDSTORE_URI")
-    store = await mindstore.connect(uri or "embedded", database=f"bench_{uuid.uuid4().hex[:8]}")
+    # a named database (e.g. one sharded on (tenant, _id)) is kept; a generated one is dropped
+    named = os.environ.get("MINDSTORE_BENCH_DATABASE")
+    store = await mindstore.connect(uri or "embedded", database=named or f"bench_{uuid.uuid4().hex[:8]}")
+    harness: Harness | None = None
     try:
         await init_beanie(database=store.database, document_models=[NaiveConversation])
         harness = Harness(store, uri)
@@ -246,6 +249,11 @@ async def run(results: dict[str, Any], *, sizes: tuple[int, ...] = SIZES) -> Non
             ],
         }
     finally:
+        if uri and harness is not None:
+            harness.raw_sync.drop_database(harness.sync_db)
+            harness.raw_sync.close()
+        if uri and not named:
+            await store.backend.client.drop_database(store.database.name)
         await store.close()
 
 
