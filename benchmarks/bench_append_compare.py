@@ -57,6 +57,11 @@ class NaiveConversation(Document):
         name = "naive_conversations"
 
 
+def _plain(message: Any) -> dict[str, Any]:
+    """A message as the peers get it: plain JSON types (no enums for their serializers)."""
+    return message.model_dump(mode="json", by_alias=True)
+
+
 def _summary(samples: list[dict[str, float]]) -> dict[str, float]:
     return {
         "ms_per_append": round(statistics.mean(s["ms"] for s in samples), 3),
@@ -117,12 +122,12 @@ async def bench_mindstore(h: Harness, messages: list[Any], window: int) -> dict[
 
 async def bench_beanie(h: Harness, messages: list[Any], window: int) -> dict[str, Any]:
     prefix, tail = messages[:-window], messages[-window:]
-    doc = NaiveConversation(messages=[m.to_dict() for m in prefix])
+    doc = NaiveConversation(messages=[_plain(m) for m in prefix])
     await doc.insert()
 
     async def append(message: Any) -> None:
         loaded = await NaiveConversation.get(doc.id)
-        loaded.messages.append(message.to_dict())
+        loaded.messages.append(_plain(message))
         await loaded.save()
 
     samples = [await _timed(h.recorder, lambda m=m: append(m)) for m in tail]
@@ -135,7 +140,7 @@ async def bench_langgraph(h: Harness, messages: list[Any], window: int) -> dict[
     saver = MongoDBSaver(h.sync_client, db_name=h.sync_db)
     thread = uuid.uuid4().hex
     config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    state = [m.to_dict() for m in messages[:-window]]
+    state = [_plain(m) for m in messages[:-window]]
 
     def put(step: int) -> None:
         nonlocal config
@@ -150,7 +155,7 @@ async def bench_langgraph(h: Harness, messages: list[Any], window: int) -> dict[
     h.recorder.enabled = recorder_enabled
     samples = []
     for step, message in enumerate(messages[-window:], start=1):
-        state.append(message.to_dict())
+        state.append(_plain(message))
         samples.append(await _timed(h.recorder, lambda s=step: put(s)))
     read = await _timed(h.recorder, lambda: saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}))
     stored = _stored(h.raw_sync[h.sync_db]["checkpoints"], {"thread_id": thread})
@@ -164,7 +169,7 @@ async def bench_langchain(h: Harness, messages: list[Any], window: int) -> dict[
                                         create_index=False, history_size=LAST)  # fmt: skip
 
     def as_chat(message: Any) -> ChatMessage:
-        return ChatMessage(role=str(message.role), content=json.dumps(message.to_dict()))
+        return ChatMessage(role=str(message.role), content=json.dumps(_plain(message)))
 
     raw = h.raw_sync[h.sync_db][history.collection.name]
     raw.insert_many([{history.session_id_key: session, history.history_key: json.dumps(
