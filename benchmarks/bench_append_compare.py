@@ -108,14 +108,25 @@ async def bench_mindstore(h: Harness, messages: list[Any], window: int) -> dict[
     tasks = h.store.scoped("bench").tasks
     prefix, tail = messages[:-window], messages[-window:]
     tid = (await tasks.create(messages=[m.model_copy(deep=True) for m in prefix], replay=True)).id
-    samples = [await _timed(h.recorder, lambda m=m: tasks.add_message(tid, m.model_copy(deep=True))) for m in tail]
+    samples, commands = [], []
+    for m in tail:
+        with h.recorder.capture() as log:
+            samples.append(await _timed(h.recorder, lambda m=m: tasks.add_message(tid, m.model_copy(deep=True))))
+        commands.append(log)
     read = await _timed(h.recorder, lambda: tasks.tail(tid, LAST))
     raw = await h.store.database["tasks"].find_one({"_id": tid})
     sizes = [len(bson.encode(plans.stored_doc(m))) for m in tail]
     total = [s["sent"] - size for s, size in zip(samples, sizes)]
     write = [s["write_sent"] - size for s, size in zip(samples, sizes)]
+    worst = max(range(len(tail)), key=lambda i: write[i])
+    updates = commands[worst].by_name("update")
+    header_fields = sorted(k for k in (updates[0].update or {}).get("$set", {}) if not k.startswith("messages."))
+    reads = [sum(c.bytes_sent for c in log if c.name != "update") for log in commands]
     return {**_summary(samples), "bytes_stored": len(bson.encode(raw)), "read_last_50_bytes": read["received"],
             "message_bson": round(statistics.mean(sizes)),
+            "header_read_bytes_per_append": round(statistics.mean(reads)),
+            "largest_overhead_append": {"role": str(tail[worst].role), "overhead": write[worst],
+                                        "header_fields_set": header_fields},
             "overhead": {"total_mean": round(statistics.mean(total)), "total_max": max(total),
                          "write_mean": round(statistics.mean(write)), "write_max": max(write)}}  # fmt: skip
 

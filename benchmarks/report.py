@@ -29,6 +29,14 @@ def _overhead_table(compare: dict[str, Any]) -> list[str]:
         lines.append(f"| {block['stored_before_window']:,} (+{block['window']}) | {mind['message_bson']:,} "
                      f"| {over['write_mean']:,} / {over['write_max']:,} | {over['total_mean']:,} / "
                      f"{over['total_max']:,} | {mind['round_trips_per_append']} | {verdict} |")  # fmt: skip
+    last = list(compare["sizes"].values())[-1]["rows"]["mindstore"]
+    worst = last.get("largest_overhead_append")
+    if worst:
+        lines += ["", f"Where the bytes go (largest size): each append first reads the task header "
+                  f"({last['header_read_bytes_per_append']:,} B sent), then sends the guarded update; the "
+                  f"largest update overhead ({worst['overhead']:,} B) is the {worst['role']} message, whose "
+                  f"update also sets {', '.join(worst['header_fields_set'])} and carries the "
+                  "`_id`/`tenant`/`version`/`messages.id $nin` guard and the command envelope."]  # fmt: skip
     return lines + [""]
 
 
