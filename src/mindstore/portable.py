@@ -41,15 +41,26 @@ STANDARD_EXTRAS: Mapping[str, str] = {
            "aggregation form in the context view's exclusion list",
     "$nin": "exactly-once append guard (`messages.id` not among the new ids), updates.py",
     "$exists": "dialogs.repair() finds half-made forks by their marker",
-    "$gt": "keyset pages over _id (backup export, erase) and `updated_after` in list()",
-    "$gte": "backup scope `since` (updated_at >= since)",
-    "$lt": "list() keyset continuation (updated_at, _id)",
+    "$gt": "keyset pages over _id (backup export, erase) and `updated_after` in list(); in "
+           "analytics `{$gt: [x, null]}` inside `$cond` tests 'present and not null' (a fork "
+           "copy's `origin`, a usage object)",
+    "$gte": "backup scope `since` (updated_at >= since); analytics time ranges",
+    "$lt": "list() keyset continuation (updated_at, _id); analytics time ranges",
     "$and": "boundary and context-view conditions; erase pages",
     "$or": "boundary conditions; list() keyset continuation; picking messages by id",
     # aggregation accumulators/expressions, standard since MongoDB 3.2
-    "$max": "sub-task spans in $group (pipelines/boundaries.py)",
-    "$sum": "message counts in $group (pipelines/boundaries.py)",
-    "$add": "nesting depth in $group (pipelines/boundaries.py)",
+    "$max": "sub-task spans in $group (pipelines/boundaries.py, pipelines/analytics.py)",
+    "$min": "first message / first call time in analytics $group (pipelines/analytics.py)",
+    "$sum": "message counts in $group (pipelines/boundaries.py); analytics sums",
+    "$add": "nesting depth in $group (pipelines/boundaries.py, pipelines/analytics.py)",
+    "$subtract": "durations and latencies (epoch-second timestamps, DESIGN.md) and day "
+                 "buckets in analytics",
+    "$mod": "UTC day bucket `ts - ts mod 86400` in analytics ($dateTrunc is not portable)",
+    "$isNumber": "analytics: only numeric timestamps reach $min/$max (MongoDB >= 4.4)",
+    "$ifNull": "analytics: a message without `content` filters as an empty list",
+    "$year": "analytics: tasks created per day (DESIGN.md: works on the embedded backend)",
+    "$month": "analytics: tasks created per day",
+    "$dayOfMonth": "analytics: tasks created per day",
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
 }

@@ -1,0 +1,73 @@
+"""Periods and time bounds for reports (pure).
+
+Pipelines bucket time by UTC day (epoch seconds of the day start); this module names the
+day, ISO week or month a day belongs to, and turns what callers pass as a time bound
+(datetime, date, epoch seconds, ISO 8601 text) into epoch seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from enum import Enum
+
+from mindstore.errors import ValidationError
+
+TimeBound = datetime | date | int | float | str | None
+
+
+class Period(str, Enum):
+    day = "day"
+    week = "week"
+    month = "month"
+
+
+def period_key(day_start: float | None, period: Period | None) -> str | None:
+    """The label of the period a UTC day falls in: 2026-10-05, 2026-W41 or 2026-10."""
+    if period is None or day_start is None:
+        return None
+    day = datetime.fromtimestamp(int(day_start), tz=timezone.utc).date()
+    if period == Period.day:
+        return day.isoformat()
+    if period == Period.week:
+        year, week, _ = day.isocalendar()
+        return f"{year}-W{week:02d}"
+    return f"{day.year}-{day.month:02d}"
+
+
+def to_period(value: Period | str | None) -> Period | None:
+    if value is None or isinstance(value, Period):
+        return value
+    try:
+        return Period(value)
+    except ValueError:
+        raise ValidationError(f"unknown period {value!r}; choose from day, week, month") from None
+
+
+def epoch_seconds(value: TimeBound, name: str = "time") -> float | None:
+    """Epoch seconds of a time bound; naive datetimes and dates are taken as UTC."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValidationError(f"{name} must be a time, not a boolean")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValidationError(
+                f"{name} {value!r} is not a time: use ISO 8601 (2026-10-05 or "
+                f"2026-10-05T12:00:00Z) or epoch seconds"
+            ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.timestamp()
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
+    raise ValidationError(f"{name} must be a datetime, date, epoch seconds or ISO 8601 text")

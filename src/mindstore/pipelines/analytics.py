@@ -1,0 +1,428 @@
+"""Aggregation pipelines for analytics over all of a tenant's sessions (pure builders).
+
+Every report starts from the tasks of one tenant (optionally one owner and state),
+narrows each task to the message fields it needs, unwinds the messages and groups them.
+Three rules hold for all of them:
+
+* **Copies are never counted.** A fork copies the messages it keeps and marks each copy
+  with `origin`; only messages whose `origin` is null (the task's own) are counted, so a
+  shared prefix counts once, in the task that wrote it.
+* **Time is bucketed by day on the server**, as epoch seconds of the UTC day start
+  (`ts - ts mod 86400`), because `$dateTrunc`/`$isoWeek`/`$toDate` are outside the portable
+  subset (DESIGN.md). `mindstore.analytics` rolls days up into weeks and months, which is
+  exact for sums, counts and distinct sets.
+* **Percentiles are exact and computed client-side.** `$percentile` is not portable, so
+  the server returns a value histogram (value -> count) per group, which is as small as
+  the number of distinct values and gives exact nearest-rank percentiles.
+
+Operators: the portable subset of DESIGN.md plus the standard extras listed in
+`mindstore.portable` (`$sum`, `$min`, `$max`, `$mod`, `$subtract`, `$ifNull`, `$gt`,
+`$gte`, `$lt`, `$in`, `$or`, `$and`). Two embedded-backend traps shape the expressions:
+comparisons against null only inside `$cond` (never as a `$filter` condition, where
+mongomock drops the field), and `$ifNull` around arrays handed to `$filter`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from mindstore.errors import ValidationError
+
+Pipeline = list[dict[str, Any]]
+
+DAY_SECONDS = 86400
+GROUP_DIMENSIONS = ("period", "model", "owner")
+"""What usage and latency rows can be grouped by (any combination)."""
+
+
+@dataclass(frozen=True)
+class ReportFilter:
+    """Which sessions a report covers.
+
+    `since` (inclusive) and `until` (exclusive) are epoch seconds. They select messages by
+    `started_ts` in message reports, tool calls by the call's time, sub-tasks by their
+    entry's time, and tasks by `created_at` in task reports (sessions, tasks created).
+    `model` selects assistant messages by `model_id` (usage, latency), tool calls by the
+    model of the message that made them, sub-tasks by the model of their own config, and
+    tasks by their root config's model (sessions, activity).
+    """
+
+    tenant: str
+    owner: str | None = None
+    state: str | None = None
+    model: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tenant", "owner", "state", "model"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValidationError(f"{name} must be a string, got {type(value).__name__}")
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValidationError(f"{name} must be epoch seconds, got {type(value).__name__}")
+        if self.since is not None and self.until is not None and self.until <= self.since:
+            raise ValidationError("until must be later than since")
+
+
+# ---------------------------------------------------------------- shared stages
+def _task_match(f: ReportFilter, *, by_root_model: bool = False, by_created: bool = False) -> dict[str, Any]:
+    query: dict[str, Any] = {"tenant": f.tenant}
+    if f.owner is not None:
+        query["owner"] = f.owner
+    if f.state is not None:
+        query["state"] = f.state
+    if by_root_model and f.model is not None:
+        query["$or"] = [
+            {"root_model_name": f.model},
+            {"root_model_name": None, "last_model_name": f.model},
+        ]
+    if by_created and (f.since is not None or f.until is not None):
+        query["created_at"] = _range(_as_datetime(f.since), _as_datetime(f.until))
+    return {"$match": query}
+
+
+def _as_datetime(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def _range(low: Any, high: Any) -> dict[str, Any]:
+    bounds: dict[str, Any] = {}
+    if low is not None:
+        bounds["$gte"] = low
+    if high is not None:
+        bounds["$lt"] = high
+    return bounds
+
+
+def _narrow(fields: Iterable[str], top: Iterable[str] = ("owner",)) -> dict[str, Any]:
+    """Keep only the message fields a report reads, before `$unwind` copies them around."""
+    projection: dict[str, Any] = {name: 1 for name in top}
+    projection.update({f"messages.{name}": 1 for name in ("origin", "started_ts", *fields)})
+    return {"$project": projection}
+
+
+def _own_messages(f: ReportFilter, *, timed: bool, **conditions: Any) -> list[dict[str, Any]]:
+    """Unwind the messages and keep the task's own ones (not fork copies) that match.
+
+    `timed` adds the `[since, until)` range on `started_ts`, and also requires a numeric
+    `started_ts` (range comparisons only match numbers) so it can be bucketed by day.
+    """
+    query: dict[str, Any] = {"messages.origin": None}
+    if timed:
+        query["messages.started_ts"] = _range(f.since if f.since is not None else 0, f.until)
+    query.update({f"messages.{name}": value for name, value in conditions.items()})
+    return [{"$unwind": "$messages"}, {"$match": query}]
+
+
+def day_of(path: str) -> dict[str, Any]:
+    """Epoch seconds of the UTC day that `path` (epoch seconds) falls in."""
+    return {"$subtract": [path, {"$mod": [path, DAY_SECONDS]}]}
+
+
+def _check_dimensions(group_by: Iterable[str], allowed: tuple[str, ...]) -> tuple[str, ...]:
+    dims = tuple(dict.fromkeys(group_by))
+    unknown = [d for d in dims if d not in allowed]
+    if unknown:
+        raise ValidationError(f"cannot group by {unknown}; choose from {list(allowed)}")
+    return dims
+
+
+def _key(dims: Iterable[str], sources: dict[str, Any]) -> dict[str, Any]:
+    return {dim: sources[dim] for dim in dims}
+
+
+# ---------------------------------------------------------------- usage and cost
+_USAGE_FIELDS = {
+    "tokens_in": ("input_tokens", "tokens_in"),
+    "tokens_out": ("output_tokens", "tokens_out"),
+    "cache_reads": ("cache_read_tokens", "cache_reads"),
+    "cache_writes": ("cache_write_tokens", "cache_writes"),
+    "cost": ("cost.total", "cost"),
+}
+"""Report field -> (path inside a seed-001 `usage` object, seed-000 assistant field)."""
+
+
+def _usage_values() -> dict[str, Any]:
+    """A message's usage as the store rolls it up: its `usage` object if set, else the
+    seed-000 fields of an assistant message (`mindstore.model.planner.message_usage`)."""
+    has_object = {"$gt": ["$messages.usage", None]}
+    return {
+        name: {"$cond": [has_object, f"$messages.usage.{inner}", f"$messages.{flat}"]}
+        for name, (inner, flat) in _USAGE_FIELDS.items()
+    }
+
+
+def _usage_stages(f: ReportFilter, dims: tuple[str, ...], extra_key: dict[str, Any] | None = None) -> Pipeline:
+    conditions: dict[str, Any] = {}
+    if f.model is not None:
+        conditions["model_id"] = f.model
+    fields = ("role", "model_id", "usage", *(flat for _, flat in _USAGE_FIELDS.values()))
+    stages: Pipeline = [
+        _task_match(f),
+        _narrow(fields),
+        *_own_messages(f, timed="period" in dims or f.since is not None or f.until is not None,
+                       **conditions),
+        # messages that carry usage: every assistant turn, and any message with a usage object
+        {"$match": {"$or": [{"messages.role": "assistant"}, {"messages.usage": {"$ne": None}}]}},
+    ]  # fmt: skip
+    sources = {"period": day_of("$messages.started_ts"), "model": "$messages.model_id", "owner": "$owner"}
+    key = _key(dims, sources)
+    key.update(extra_key or {})
+    values = _usage_values()
+    stages.append(
+        {
+            "$group": {
+                "_id": key,
+                "messages": {"$sum": 1},
+                **{name: {"$sum": expression} for name, expression in values.items()},
+            }
+        }
+    )
+    return stages
+
+
+def usage_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> Pipeline:
+    """Tokens in/out, cache reads/writes and cost, grouped by any of period (day), model
+    and owner. Rows: `{_id: {period?, model?, owner?}, messages, tokens_in, ...}`."""
+    return _usage_stages(f, _check_dimensions(group_by, GROUP_DIMENSIONS))
+
+
+def top_owners_pipeline(f: ReportFilter, limit: int = 10, by: str = "cost") -> Pipeline:
+    """Owners ranked by cost (or tokens), with how many tasks their usage came from."""
+    if by not in _USAGE_FIELDS:
+        raise ValidationError(f"cannot rank owners by {by!r}; choose from {list(_USAGE_FIELDS)}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
+        raise ValidationError("limit must be an integer between 1 and 10000")
+    per_task = _usage_stages(f, ("owner",), extra_key={"task": "$_id"})
+    totals = {name: {"$sum": f"${name}"} for name in ("messages", *_USAGE_FIELDS)}
+    return [
+        *per_task,
+        {"$group": {"_id": "$_id.owner", "tasks": {"$sum": 1}, **totals}},
+        {"$sort": {by: -1, "_id": 1}},
+        {"$limit": limit},
+    ]
+
+
+# ---------------------------------------------------------------- latency
+def latency_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> Pipeline:
+    """Assistant response time (`finished_ts - started_ts`, seconds) as a value histogram
+    per group: rows `{_id: {period?, model?, owner?, latency}, count}`."""
+    dims = _check_dimensions(group_by, GROUP_DIMENSIONS)
+    conditions: dict[str, Any] = {"role": "assistant", "finished_ts": {"$gte": 0}}
+    if f.model is not None:
+        conditions["model_id"] = f.model
+    latency = {"$subtract": ["$messages.finished_ts", "$messages.started_ts"]}
+    sources = {"period": day_of("$messages.started_ts"), "model": "$messages.model_id", "owner": "$owner"}
+    return [
+        _task_match(f),
+        _narrow(("role", "model_id", "finished_ts")),
+        *_own_messages(f, timed=True, **conditions),
+        {"$group": {"_id": {**_key(dims, sources), "latency": latency}, "count": {"$sum": 1}}},
+    ]
+
+
+# ---------------------------------------------------------------- tools
+def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
+    """Tool calls by tool name, with results and errors; optionally by period and model.
+
+    The unit is one tool call id within a task: its call (an assistant `toolCall` part)
+    and its result (a `toolResult` part). A result is an error when it has `is_error` or
+    its message carries an `error` part. The unit's time and model are its call's (its
+    result's time when the call is not the task's own). Rows:
+    `{_id: {tool, period?, model?}, calls, results, errors}`.
+    """
+    dims = _check_dimensions(group_by, ("period", "model"))
+    content = {"$ifNull": ["$messages.content", []]}
+    is_call = {"$eq": ["$part.type", "toolCall"]}
+    is_result = {"$eq": ["$part.type", "toolResult"]}
+    failed = {"$or": [{"$eq": ["$part.is_error", True]}, "$error_part"]}
+    stages: Pipeline = [
+        _task_match(f),
+        _narrow(("role", "model_id", "content.type", "content.tool_call_id", "content.tool_name",
+                 "content.is_error"), top=()),  # fmt: skip
+        *_own_messages(f, timed=False),
+        {"$match": {"messages.role": {"$in": ["assistant", "tool"]}}},
+        {
+            "$project": {
+                "ts": "$messages.started_ts",
+                "model": "$messages.model_id",
+                "error_part": {
+                    "$gt": [
+                        {"$size": {"$filter": {"input": content, "as": "p",
+                                               "cond": {"$eq": ["$$p.type", "error"]}}}},
+                        0,
+                    ]
+                },
+                "part": {
+                    "$filter": {
+                        "input": content,
+                        "as": "p",
+                        "cond": {"$or": [{"$eq": ["$$p.type", "toolCall"]},
+                                         {"$eq": ["$$p.type", "toolResult"]}]},
+                    }
+                },
+            }
+        },  # fmt: skip
+        {"$unwind": "$part"},
+        {
+            "$group": {
+                "_id": {"task": "$_id", "call": "$part.tool_call_id"},
+                "tool": {"$max": "$part.tool_name"},
+                "calls": {"$max": {"$cond": [is_call, 1, 0]}},
+                "results": {"$max": {"$cond": [is_result, 1, 0]}},
+                "errors": {"$max": {"$cond": [{"$and": [is_result, failed]}, 1, 0]}},
+                "call_ts": {"$min": {"$cond": [is_call, "$ts", None]}},
+                "result_ts": {"$min": {"$cond": [is_result, "$ts", None]}},
+                "model": {"$max": {"$cond": [is_call, "$model", None]}},
+            }
+        },
+        {
+            "$project": {
+                "tool": 1, "calls": 1, "results": 1, "errors": 1, "model": 1,
+                "ts": {"$cond": [{"$gt": ["$call_ts", None]}, "$call_ts", "$result_ts"]},
+            }
+        },  # fmt: skip
+    ]
+    unit_match: dict[str, Any] = {}
+    if f.since is not None or f.until is not None or "period" in dims:
+        unit_match["ts"] = _range(f.since if f.since is not None else 0, f.until)
+    if f.model is not None:
+        unit_match["model"] = f.model
+    if unit_match:
+        stages.append({"$match": unit_match})
+    sources = {"period": day_of("$ts"), "model": "$model"}
+    stages.append(
+        {
+            "$group": {
+                "_id": {"tool": "$tool", **_key(dims, sources)},
+                "calls": {"$sum": "$calls"},
+                "results": {"$sum": "$results"},
+                "errors": {"$sum": "$errors"},
+            }
+        }
+    )
+    return stages
+
+
+# ---------------------------------------------------------------- sessions
+def sessions_pipeline(f: ReportFilter) -> Pipeline:
+    """Per-session length (own messages) and duration, as a histogram of
+    `{_id: {messages, first, last_started, last_finished}, count}` rows.
+
+    Tasks with no own message (an untouched fork) are kept, with `messages: 0`.
+    """
+    copied = {"$gt": ["$messages.origin", None]}
+    present = {"$gt": ["$messages", None]}
+    own = {"$cond": [copied, False, present]}
+
+    def own_number(path: str) -> dict[str, Any]:
+        # `$min`/`$max` order mixed types the BSON way (a text timestamp beats any number)
+        return {"$cond": [{"$and": [own, {"$isNumber": path}]}, path, None]}
+
+    return [
+        _task_match(f, by_root_model=True, by_created=True),
+        _narrow(("finished_ts",), top=()),
+        {"$unwind": {"path": "$messages", "preserveNullAndEmptyArrays": True}},
+        {
+            "$group": {
+                "_id": "$_id",
+                "messages": {"$sum": {"$cond": [own, 1, 0]}},
+                "first": {"$min": own_number("$messages.started_ts")},
+                "last_started": {"$max": own_number("$messages.started_ts")},
+                "last_finished": {"$max": own_number("$messages.finished_ts")},
+            }
+        },
+        {
+            "$group": {
+                "_id": {
+                    "messages": "$messages",
+                    "first": "$first",
+                    "last_started": "$last_started",
+                    "last_finished": "$last_finished",
+                },
+                "count": {"$sum": 1},
+            }
+        },
+    ]
+
+
+# ---------------------------------------------------------------- sub-tasks
+def subtasks_pipeline(f: ReportFilter) -> Pipeline:
+    """Sub-task spans of every task (the spans of `pipelines.boundaries`, over all tasks),
+    as a histogram `{_id: {depth, duration}, spans, messages}`; `duration` is null for a
+    sub-task that has not exited. Only spans whose entry is the task's own count."""
+    is_entry = {"$eq": ["$messages.role", "taskentry"]}
+    is_exit = {"$eq": ["$messages.role", "taskexit"]}
+    stages: Pipeline = [
+        _task_match(f),
+        _narrow(("id", "role", "scope", "depth", "content.initial_task_config.model_name"), top=()),
+        *_own_messages(f, timed=False),
+        {"$match": {"$or": [{"messages.role": "taskentry"}, {"messages.scope": {"$ne": None}}]}},
+        {
+            "$group": {
+                "_id": {"task": "$_id",
+                        "span": {"$cond": [is_entry, "$messages.id", "$messages.scope"]}},
+                "entered": {"$max": {"$cond": [is_entry, 1, 0]}},
+                "depth": {"$max": {"$cond": [is_entry, {"$add": ["$messages.depth", 1]}, None]}},
+                "started": {"$max": {"$cond": [is_entry, "$messages.started_ts", None]}},
+                "finished": {"$max": {"$cond": [is_exit, "$messages.started_ts", None]}},
+                "model": {"$max": {"$cond": [
+                    is_entry, "$messages.content.initial_task_config.model_name", None]}},
+                "messages": {"$sum": 1},
+            }
+        },  # fmt: skip
+    ]
+    span_match: dict[str, Any] = {"entered": 1}
+    if f.since is not None or f.until is not None:
+        span_match["started"] = _range(f.since if f.since is not None else 0, f.until)
+    if f.model is not None:
+        span_match["model"] = f.model  # an array of the entry's config models
+    stages.append({"$match": span_match})
+    duration = {"$cond": [{"$gt": ["$finished", None]}, {"$subtract": ["$finished", "$started"]}, None]}
+    stages.append(
+        {
+            "$group": {
+                "_id": {"depth": "$depth", "duration": duration},
+                "spans": {"$sum": 1},
+                "messages": {"$sum": "$messages"},
+            }
+        }
+    )
+    return stages
+
+
+# ---------------------------------------------------------------- activity
+def message_activity_pipeline(f: ReportFilter) -> Pipeline:
+    """Own messages per day, role and owner: message counts by role and period, and the
+    owners active in each period. Rows `{_id: {day, role, owner}, messages}`."""
+    return [
+        _task_match(f, by_root_model=True),
+        _narrow(("role",)),
+        *_own_messages(f, timed=True),
+        {
+            "$group": {
+                "_id": {"day": day_of("$messages.started_ts"), "role": "$messages.role",
+                        "owner": "$owner"},
+                "messages": {"$sum": 1},
+            }
+        },  # fmt: skip
+    ]
+
+
+def tasks_created_pipeline(f: ReportFilter) -> Pipeline:
+    """Tasks created per UTC day (`$year`/`$month`/`$dayOfMonth` of `created_at`)."""
+    return [
+        _task_match(f, by_root_model=True, by_created=True),
+        {
+            "$group": {
+                "_id": {"year": {"$year": "$created_at"}, "month": {"$month": "$created_at"},
+                        "day": {"$dayOfMonth": "$created_at"}},
+                "tasks": {"$sum": 1},
+            }
+        },  # fmt: skip
+    ]
