@@ -26,6 +26,7 @@ from benchmarks.report import markdown
 
 HERE = Path(__file__).parent
 QUICK_ARGS: dict[str, dict[str, Any]] = {
+    "bench_analytics": {"quick": True},
     "bench_append_compare": {"sizes": (10, 100, 1_000)},
     "bench_backup": {"messages": 10_000},
     "bench_dialogs": {"sizes": (10, 1_000)},

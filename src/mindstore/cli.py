@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +105,3 @@ def _register_command_groups() -> None:
 
 
 _register_command_groups()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())

@@ -43,6 +43,7 @@ from typing import Any
 
 import bson
 import mongomock
+import mongomock.aggregate
 import mongomock.helpers
 from bson import ObjectId
 from bson.codec_options import CodecOptions
@@ -636,6 +637,48 @@ class EmbeddedCursor(_BatchedCursor):
 # --------------------------------------------------------------------------- collection
 
 
+def _holds_datetime(value: Any) -> bool:
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds_datetime(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_datetime(v) for v in value)
+    return False
+
+
+def _is_inclusion(projection: Any) -> bool:
+    return (
+        isinstance(projection, Mapping)
+        and bool(projection)
+        and all(isinstance(k, str) and not k.startswith("$") and v in (1, True) for k, v in projection.items())
+    )
+
+
+def _run_pipeline(collection: Any, pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """mongomock's aggregate, with a leading `$match` (and an inclusion `$project` right
+    after it) run as a `find`.
+
+    mongomock's aggregate copies every document of the collection, then its `$match`
+    walks each whole document to patch datetimes before comparing: an analytics report
+    over one tenant paid for copying every message of every tenant. `find` filters first
+    and copies only the projected fields of the matching documents, with the same result
+    for the filters mindstore sends (a `$match` holding a datetime keeps mongomock's own
+    path, whose datetime handling differs from `find`'s).
+    """
+    stages = list(pipeline)
+    if not stages or set(stages[0]) != {"$match"} or _holds_datetime(stages[0]["$match"]):
+        return list(collection.aggregate(stages))
+    query = stages.pop(0)["$match"]
+    projection = None
+    if stages and set(stages[0]) == {"$project"} and _is_inclusion(stages[0]["$project"]):
+        projection = stages.pop(0)["$project"]
+    documents = list(collection.find(query, projection))
+    if not stages:
+        return documents
+    return list(mongomock.aggregate.process_pipeline(documents, collection.database, stages, None))
+
+
 class EmbeddedCollection:
     """pymongo `AsyncCollection` surface over a mongomock collection."""
 
@@ -836,7 +879,7 @@ class EmbeddedCollection:
             cmd["comment"] = comment
         decoded, record = self._begin("aggregate", cmd)
         try:
-            raw = list(self._sync.aggregate(decoded["pipeline"]))
+            raw = _run_pipeline(self._sync, decoded["pipeline"])
         except Exception as exc:
             self._fail(record, exc)
             raise

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from mindstore.cli import open_store, require_tenant, run
+from mindstore.commands.output import progress_bar
 
 
 class RestoreMode(str, Enum):
@@ -29,41 +29,6 @@ class RestoreMode(str, Enum):
 
 def _stdout() -> Console:
     return Console(width=120, highlight=False, soft_wrap=True)
-
-
-@contextmanager
-def _progress_bar() -> Iterator[Any]:
-    """A rich progress bar on stderr when it is a terminal; otherwise no callback."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description:<24}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        steps: dict[str, Any] = {}
-
-        def update(step: str, done: int, total: int | None) -> None:
-            if step not in steps:
-                steps[step] = bar.add_task(step, total=total)
-            bar.update(steps[step], completed=done, total=total)
-
-        yield update
 
 
 def _interactive() -> bool:
@@ -106,7 +71,7 @@ def register(app: typer.Typer) -> None:
 
         async def body() -> Any:
             async with open_store(ctx, save=False) as store:
-                with _progress_bar() as progress:
+                with progress_bar() as progress:
                     return await backup(store, dest, tenant=tenant, owner=owner,
                                         task_ids=task or None, since=since, tar=tar,
                                         progress=progress)
@@ -137,7 +102,7 @@ def register(app: typer.Typer) -> None:
         from mindstore.backup import verify
 
         async def body() -> Any:
-            with _progress_bar() as progress:
+            with progress_bar() as progress:
                 return await verify(backup_path, progress=progress)
 
         report = run(body())
@@ -171,7 +136,7 @@ def register(app: typer.Typer) -> None:
 
         async def body() -> Any:
             async with open_store(ctx, save=not dry_run) as store:
-                with _progress_bar() as progress:
+                with progress_bar() as progress:
                     return await restore(store, backup_path, mode=mode.value,
                                          as_tenant=as_tenant, dry_run=dry_run, progress=progress)
 

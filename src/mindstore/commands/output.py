@@ -1,13 +1,14 @@
-"""Render rows as a rich table, JSON or CSV (`--format`)."""
+"""Render rows as a rich table, JSON or CSV (`--format`); progress bars for long commands."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+from contextlib import contextmanager
 from datetime import datetime
 from enum import Enum
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import typer
 from pydantic import BaseModel
@@ -61,3 +62,38 @@ def render(items: Iterable[Any], fmt: OutputFormat, *, title: str | None = None,
     for row in rows:
         table.add_row(*("" if row.get(n) is None else str(row.get(n)) for n in names))
     Console(width=200).print(table)
+
+
+@contextmanager
+def progress_bar() -> Iterator[Any]:
+    """A rich progress bar on stderr when it is a terminal; otherwise no callback."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        steps: dict[str, Any] = {}
+
+        def update(step: str, done: int, total: int | None) -> None:
+            if step not in steps:
+                steps[step] = bar.add_task(step, total=total)
+            bar.update(steps[step], completed=done, total=total)
+
+        yield update

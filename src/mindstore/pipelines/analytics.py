@@ -35,6 +35,8 @@ Pipeline = list[dict[str, Any]]
 DAY_SECONDS = 86400
 GROUP_DIMENSIONS = ("period", "model", "owner")
 """What usage and latency rows can be grouped by (any combination)."""
+TOOL_DIMENSIONS = ("period", "model")
+"""What tool rows can be grouped by besides the tool (a call has no owner of its own)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ def _key(dims: Iterable[str], sources: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- usage and cost
-_USAGE_FIELDS = {
+USAGE_FIELDS = {
     "tokens_in": ("input_tokens", "tokens_in"),
     "tokens_out": ("output_tokens", "tokens_out"),
     "cache_reads": ("cache_read_tokens", "cache_reads"),
@@ -153,7 +155,7 @@ def _usage_values() -> dict[str, Any]:
     has_object = {"$gt": ["$messages.usage", None]}
     return {
         name: {"$cond": [has_object, f"$messages.usage.{inner}", f"$messages.{flat}"]}
-        for name, (inner, flat) in _USAGE_FIELDS.items()
+        for name, (inner, flat) in USAGE_FIELDS.items()
     }
 
 
@@ -161,7 +163,7 @@ def _usage_stages(f: ReportFilter, dims: tuple[str, ...], extra_key: dict[str, A
     conditions: dict[str, Any] = {}
     if f.model is not None:
         conditions["model_id"] = f.model
-    fields = ("role", "model_id", "usage", *(flat for _, flat in _USAGE_FIELDS.values()))
+    fields = ("role", "model_id", "usage", *(flat for _, flat in USAGE_FIELDS.values()))
     stages: Pipeline = [
         _task_match(f),
         _narrow(fields),
@@ -194,12 +196,12 @@ def usage_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> Pip
 
 def top_owners_pipeline(f: ReportFilter, limit: int = 10, by: str = "cost") -> Pipeline:
     """Owners ranked by cost (or tokens), with how many tasks their usage came from."""
-    if by not in _USAGE_FIELDS:
-        raise ValidationError(f"cannot rank owners by {by!r}; choose from {list(_USAGE_FIELDS)}")
+    if by not in USAGE_FIELDS:
+        raise ValidationError(f"cannot rank owners by {by!r}; choose from {list(USAGE_FIELDS)}")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
         raise ValidationError("limit must be an integer between 1 and 10000")
     per_task = _usage_stages(f, ("owner",), extra_key={"task": "$_id"})
-    totals = {name: {"$sum": f"${name}"} for name in ("messages", *_USAGE_FIELDS)}
+    totals = {name: {"$sum": f"${name}"} for name in ("messages", *USAGE_FIELDS)}
     return [
         *per_task,
         {"$group": {"_id": "$_id.owner", "tasks": {"$sum": 1}, **totals}},
@@ -236,7 +238,7 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
     result's time when the call is not the task's own). Rows:
     `{_id: {tool, period?, model?}, calls, results, errors}`.
     """
-    dims = _check_dimensions(group_by, ("period", "model"))
+    dims = _check_dimensions(group_by, TOOL_DIMENSIONS)
     content = {"$ifNull": ["$messages.content", []]}
     is_call = {"$eq": ["$part.type", "toolCall"]}
     is_result = {"$eq": ["$part.type", "toolResult"]}
