@@ -72,7 +72,12 @@ class ReportFilter:
 
 
 # ---------------------------------------------------------------- shared stages
-def _task_match(f: ReportFilter, *, by_root_model: bool = False, by_created: bool = False) -> dict[str, Any]:
+def _task_match(f: ReportFilter, *, by_root_model: bool = False, by_created: bool = False,
+                by_message_time: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The tasks a report reads. `by_message_time` keeps only tasks with some message
+    started in the range: a superset of what the message filter after `$unwind` keeps
+    (on an array the two bounds may be met by different messages), so it is exact, and it
+    lets a `(tenant, messages.started_ts)` index (docs/analytics.md) skip idle tasks."""
     query: dict[str, Any] = {"tenant": f.tenant}
     if f.owner is not None:
         query["owner"] = f.owner
@@ -85,6 +90,8 @@ def _task_match(f: ReportFilter, *, by_root_model: bool = False, by_created: boo
         ]
     if by_created and (f.since is not None or f.until is not None):
         query["created_at"] = _range(_as_datetime(f.since), _as_datetime(f.until))
+    if by_message_time and (f.since is not None or f.until is not None):
+        query["messages.started_ts"] = _range(f.since, f.until)
     return {"$match": query}
 
 
@@ -165,7 +172,7 @@ def _usage_stages(f: ReportFilter, dims: tuple[str, ...], extra_key: dict[str, A
         conditions["model_id"] = f.model
     fields = ("role", "model_id", "usage", *(flat for _, flat in USAGE_FIELDS.values()))
     stages: Pipeline = [
-        _task_match(f),
+        _task_match(f, by_message_time=True),
         _narrow(fields),
         *_own_messages(f, timed="period" in dims or f.since is not None or f.until is not None,
                        **conditions),
@@ -221,7 +228,7 @@ def latency_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> P
     latency = {"$subtract": ["$messages.finished_ts", "$messages.started_ts"]}
     sources = {"period": day_of("$messages.started_ts"), "model": "$messages.model_id", "owner": "$owner"}
     return [
-        _task_match(f),
+        _task_match(f, by_message_time=True),
         _narrow(("role", "model_id", "finished_ts")),
         *_own_messages(f, timed=True, **conditions),
         {"$group": {"_id": {**_key(dims, sources), "latency": latency}, "count": {"$sum": 1}}},
@@ -244,7 +251,7 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
     is_result = {"$eq": ["$part.type", "toolResult"]}
     failed = {"$or": [{"$eq": ["$part.is_error", True]}, "$error_part"]}
     stages: Pipeline = [
-        _task_match(f),
+        _task_match(f, by_message_time=True),
         _narrow(("role", "model_id", "content.type", "content.tool_call_id", "content.tool_name",
                  "content.is_error"), top=()),  # fmt: skip
         *_own_messages(f, timed=False),
@@ -361,7 +368,7 @@ def subtasks_pipeline(f: ReportFilter) -> Pipeline:
     is_entry = {"$eq": ["$messages.role", "taskentry"]}
     is_exit = {"$eq": ["$messages.role", "taskexit"]}
     stages: Pipeline = [
-        _task_match(f),
+        _task_match(f, by_message_time=True),
         _narrow(("id", "role", "scope", "depth", "content.initial_task_config.model_name"), top=()),
         *_own_messages(f, timed=False),
         {"$match": {"$or": [{"messages.role": "taskentry"}, {"messages.scope": {"$ne": None}}]}},
@@ -403,7 +410,7 @@ def message_activity_pipeline(f: ReportFilter) -> Pipeline:
     """Own messages per day, role and owner: message counts by role and period, and the
     owners active in each period. Rows `{_id: {day, role, owner}, messages}`."""
     return [
-        _task_match(f, by_root_model=True),
+        _task_match(f, by_root_model=True, by_message_time=True),
         _narrow(("role",)),
         *_own_messages(f, timed=True),
         {
