@@ -17,6 +17,7 @@ from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.planner import check_id
+from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.tasks import RetryPolicy, TaskRepository
 
 
@@ -34,6 +35,7 @@ class TenantStore:
             locks=store._locks,
             retry=store.retry,
             offload_threshold=store.offload_threshold,
+            headers=store.headers,
         )
 
     @cached_property
@@ -58,11 +60,13 @@ class Store:
         *,
         retry: RetryPolicy | None = None,
         offload_threshold: int = 256 * 1024,
+        header_cache_size: int = 10_000,
     ) -> None:
         self.backend = backend
         self.database = backend.database
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
+        self.headers = HeaderCache(header_cache_size)
         self._locks: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
 
     @property
@@ -92,13 +96,17 @@ async def connect(
     database: str | None = None,
     retry: RetryPolicy | None = None,
     offload_threshold: int = 256 * 1024,
+    header_cache_size: int = 10_000,
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
     Beanie is initialised here, which creates the indexes of every document model.
+    `header_cache_size` bounds how many task headers this process remembers from its own
+    writes, so that appending to a task it wrote last needs no read (0: always read).
     """
     backend = await open_backend(uri, database=database)
     if backend.kind == "embedded":
         speedups.install()
     await init_beanie(database=backend.database, document_models=DOCUMENT_MODELS)
-    return Store(backend, retry=retry, offload_threshold=offload_threshold)
+    return Store(backend, retry=retry, offload_threshold=offload_threshold,
+                 header_cache_size=header_cache_size)

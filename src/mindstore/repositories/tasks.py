@@ -44,6 +44,7 @@ from mindstore.model.views import SubTaskSpan
 from mindstore.payloads import Offloader, find_markers, replace_markers
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.pipelines import context as context_pipelines
+from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.repositories.records import (
     CheckpointRecord,
     Page,
@@ -92,6 +93,7 @@ class TaskRepository:
         retry: RetryPolicy | None = None,
         offload_threshold: int = 256 * 1024,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
+        headers: HeaderCache | None = None,
     ) -> None:
         self.tenant = check_id(tenant, "tenant")
         self.owner = owner
@@ -102,6 +104,7 @@ class TaskRepository:
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
         self.max_document_bytes = max_document_bytes
+        self._headers = headers if headers is not None else HeaderCache()
 
     # ------------------------------------------------------------------ plumbing
     def _lock(self, task_id: str) -> asyncio.Lock:
@@ -217,6 +220,12 @@ class TaskRepository:
             raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
         return stored
 
+    def _remember(self, task_id: str, version: int, updated_at: datetime, header: TaskHeader) -> None:
+        self._headers.put((self.tenant, task_id), CachedHeader(version, updated_at, header))
+
+    def _forget(self, task_id: str) -> None:
+        self._headers.forget((self.tenant, task_id))
+
     async def _mutate(
         self,
         task_id: str,
@@ -226,23 +235,37 @@ class TaskRepository:
         explicit_ids: Sequence[str | None] = (),
         on_replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
     ) -> Any:
-        """Read header, plan, apply one guarded update; retry lost races; detect replays."""
+        """Plan from the header, apply one guarded update; retry lost races; detect replays.
+
+        The header is the one this process last wrote (`HeaderCache`) when it has it, else
+        a fresh read. A cached header is only a guess: if planning from it fails or the
+        guarded update matches nothing, it is dropped and the verb goes on from a read.
+        """
         check_id(task_id, "task id")
         ids = [i for i in explicit_ids if i]
         for i in ids:
             check_message_id(i)
         async with self._lock(task_id):
-            for attempt in range(self.retry.attempts):
-                if locate is not None:
+            attempt = 0
+            while attempt < self.retry.attempts:
+                cached = self._headers.get((self.tenant, task_id)) if locate is None else None
+                if cached is not None:
+                    document: dict[str, Any] = {"version": cached.version}
+                    header, located = cached.header, None
+                elif locate is not None:
                     document, index, message = await self._locate(task_id, locate)
-                    located: dict[str, Any] | None = {"index": index, "message": message}
+                    located = {"index": index, "message": message}
+                    header = header_from_document(document)
                 else:
                     document, located = await self._read_header_doc(task_id), None
-                header = header_from_document(document)
+                    header = header_from_document(document)
                 offloader = Offloader(task_id, self.offload_threshold)
                 try:
                     plan = plan_fn(header, located, offloader)  # type: ignore[call-arg]
                 except MindstoreError:
+                    if cached is not None:  # maybe stale: decide on what is stored
+                        self._forget(task_id)
+                        continue
                     replay = await self._replayed(task_id, ids)
                     if replay is not None and on_replay is not None:
                         return on_replay(replay)
@@ -250,26 +273,41 @@ class TaskRepository:
                 if plan.is_empty:
                     return plan.result
                 if document_estimate(plan.header) > self.max_document_bytes:
+                    if cached is not None:
+                        self._forget(task_id)
+                        continue
                     added = plan.header.size_bytes - header.size_bytes
                     raise TaskTooLarge(task_id, header.size_bytes, added, self.max_document_bytes)
+                now = utcnow()
+                version = document.get("version", 0)
                 query, update = build_task_update(
                     plan,
                     task_id=task_id,
                     tenant=self.tenant,
-                    version=document.get("version", 0),
-                    now=utcnow(),
+                    version=version,
+                    now=now,
                     transform=offloader.transform_value,
                 )
+                if cached is not None:
+                    query["updated_at"] = cached.updated_at
                 if self.owner is not None:
                     query["owner"] = self.owner
                 await self._store_payloads(task_id, offloader)
-                result = await self._tasks.update_one(query, update)
+                try:
+                    result = await self._tasks.update_one(query, update)
+                except BaseException:
+                    self._forget(task_id)  # applied or not, the cached header is now a guess
+                    raise
                 if result.matched_count == 1:
+                    self._remember(task_id, version + 1, now, plan.header)
                     return plan.result
+                self._forget(task_id)
                 replay = await self._replayed(task_id, ids or plan.new_ids)
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
-                await asyncio.sleep(self.retry.delay(attempt))
+                if cached is None:  # a cache miss is not a lost race: no backoff for it
+                    await asyncio.sleep(self.retry.delay(attempt))
+                    attempt += 1
         raise Conflict(
             f"task {task_id!r}: gave up after {self.retry.attempts} attempts lost to concurrent writers"
         )
@@ -359,10 +397,12 @@ class TaskRepository:
             await self._tasks.insert_one(document)
         except DuplicateKeyError as exc:
             raise Conflict(f"task id {task_id!r} is already in use") from exc
+        self._remember(task_id, 0, now, plan.header)
         return TaskRecord.from_document(document, plan.header)
 
     async def import_task(self, task: Task, *, owner: str | None = None, title: str | None = None) -> TaskRecord:
         """Store an in-memory task (with its whole history) as a new task."""
+        self._forget(task.id)
         history = [message.model_copy(deep=True) for message in task.messages]
         header = plans.derive_header(task.id, history)
         record = await self.create(
@@ -382,6 +422,7 @@ class TaskRepository:
                 {**self._filter(task.id), "version": 0},
                 {"$set": {**header.to_dict(), "messages": docs}, "$inc": {"version": 1}},
             )
+            self._forget(task.id)
         return await self.get(record.id)
 
     async def get(self, task_id: str) -> TaskRecord:
@@ -413,6 +454,7 @@ class TaskRepository:
         pointing at a missing parent; `dialogs.delete(id, cascade=True)` removes the subtree.
         """
         task_id = check_id(task_id, "task id")
+        self._forget(task_id)
         if await self._nodes.count_documents({"tenant": self.tenant, "parent_id": task_id}, limit=1):
             raise Conflict(
                 f"task {task_id!r} has forks; delete them first or use dialogs.delete(..., cascade=True)"
@@ -427,6 +469,7 @@ class TaskRepository:
     async def set_state(self, task_id: str, state: TaskState | str) -> TaskRecord:
         """Allowed transitions only; guarded by the state read, so two racing changes
         cannot both succeed from the same starting state."""
+        self._forget(task_id)
         for attempt in range(self.retry.attempts):
             document = await self._read_header_doc(task_id)
             target = check_transition(document.get("state", "running"), state)
@@ -444,6 +487,7 @@ class TaskRepository:
     async def set_title(self, task_id: str, title: str | None) -> None:
         if title is not None and not isinstance(title, str):
             raise ValidationError("title must be a string")
+        self._forget(task_id)
         result = await self._tasks.update_one(
             self._filter(task_id), {"$set": {"title": title, "updated_at": utcnow()}}
         )

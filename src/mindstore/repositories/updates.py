@@ -17,7 +17,7 @@ from mindstore.errors import MindstoreError
 from mindstore.model.base import Model
 from mindstore.model.header import TaskHeader
 from mindstore.model.planner import Plan
-from mindstore.model.storage_form import escape_keys
+from mindstore.model.storage_form import element_size, escape_keys
 
 ValueTransform = Callable[[Any, str, str], Any]
 """(stored value, message id, path inside the message) -> value actually written."""
@@ -38,9 +38,35 @@ def check_disjoint(paths: list[str]) -> None:
             raise MindstoreError(f"internal error: conflicting update paths {first!r} and {second!r}")
 
 
+def _smaller_of(key: str, old: Any, new: Any) -> dict[str, Any]:
+    """`key: new`, or `key.sub: value` for just the changed entries of a sub-document when
+    that encodes smaller (usage after one turn changes 3 of its 5 counters). Dotted
+    entries are used only when both sides have the same keys, so nothing needs `$unset`."""
+    whole = {key: new}
+    if not (isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys()):
+        return whole
+    dotted = {f"{key}.{sub}": value for sub, value in new.items() if old[sub] != value}
+    if sum(element_size(k, v) for k, v in dotted.items()) < element_size(key, new):
+        return dotted
+    return whole
+
+
 def changed_header_fields(before: TaskHeader, after: TaskHeader) -> dict[str, Any]:
+    """The header fields a plan changed, as compact `$set` entries."""
     old, new = before.to_dict(), after.to_dict()
-    return {key: value for key, value in new.items() if old.get(key) != value}
+    sets: dict[str, Any] = {}
+    for key, value in new.items():
+        if old.get(key) != value:
+            sets.update(_smaller_of(key, old.get(key), value))
+    return sets
+
+
+def exactly_once_guard(new_ids: list[str]) -> dict[str, Any]:
+    """Match only if none of the new message ids is stored yet (`$ne` for one id is the
+    same test as `$nin`, and 9 bytes shorter on every single-message append)."""
+    if len(new_ids) == 1:
+        return {"$ne": new_ids[0]}
+    return {"$nin": new_ids}
 
 
 def build_task_update(
@@ -57,7 +83,7 @@ def build_task_update(
     query: dict[str, Any] = {"_id": task_id, "tenant": tenant, "version": version}
     if plan.appended:
         # Exactly-once: a message id already stored makes the whole update match nothing.
-        query["messages.id"] = {"$nin": plan.new_ids}
+        query["messages.id"] = exactly_once_guard(plan.new_ids)
     sets: dict[str, Any] = {}
     for offset, doc in enumerate(plan.appended_docs):
         sets[f"messages.{plan.base_index + offset}"] = doc
@@ -70,7 +96,9 @@ def build_task_update(
         sets[f"messages.{patch.index}.{patch.path}"] = value
     sets.update(changed_header_fields(plan.header_before, plan.header))
     sets["updated_at"] = now
+    # the guard pins the version, so setting the next one is `$inc` without its sub-document
+    sets["version"] = version + 1
     if extra_set:
         sets.update(extra_set)
-    check_disjoint(list(sets) + ["version"])
-    return query, {"$set": sets, "$inc": {"version": 1}}
+    check_disjoint(list(sets))
+    return query, {"$set": sets}
