@@ -22,7 +22,7 @@ import mindstore
 from mindstore.workload import WorkloadSpec, generate, load
 
 REPEAT = 2
-FULL = WorkloadSpec(tenants=1, owners_per_tenant=50, tasks=910, mean_messages=121, days=90, seed=21)
+FULL = WorkloadSpec(tenants=1, owners_per_tenant=50, tasks=910, mean_messages=128, days=90, seed=21)
 QUICK = WorkloadSpec(tenants=1, owners_per_tenant=20, tasks=91, mean_messages=100, days=90, seed=21)
 
 

@@ -102,8 +102,24 @@ async def scenario(console: Console) -> dict[str, object]:
         console.print(f"tool answer written by the exit: {json.dumps(answer.content[0].result)}")
         console.print(f"state: {record.state}; seq: {record.seq}; version: {record.version}; "
                       f"size: {record.size_bytes} bytes; usage: {record.usage.model_dump()}")
+
+        # analytics over this run's sessions (message timestamps are whole epoch seconds)
+        since = int(record.created_at.timestamp())
+        usage = await acme.analytics.usage(group_by=("model",), since=since)
+        tools = await acme.analytics.tools(since=since)
+        report = Table(title="analytics: usage by model, tool calls")
+        for column in ("model / tool", "turns / calls", "tokens in", "tokens out", "cost / errors"):
+            report.add_column(column)
+        for row in usage:
+            report.add_row(str(row.model), str(row.messages), str(row.tokens_in), str(row.tokens_out),
+                           f"${row.cost:.4f}")
+        for tool in tools:
+            report.add_row(str(tool.tool), str(tool.calls), "", "", f"{tool.errors} errors")
+        console.print(report)
         return {"task_id": tid, "messages": len(messages), "state": record.state,
-                "spans": len(spans), "cost": record.usage.cost}
+                "spans": len(spans), "cost": record.usage.cost,
+                "cost_by_model": {row.model: row.cost for row in usage},
+                "tool_calls": {tool.tool: tool.calls for tool in tools}}
     finally:
         await store.close()
 

@@ -11,30 +11,28 @@ class Row(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
-class UsageRow(Row):
+class UsageSums(Row):
     """Usage summed over the task's own messages that carry usage (assistant turns and
     messages with a usage object); a turn without usage counts as a message with zeros."""
 
+    messages: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_reads: int = 0
+    cache_writes: int = 0
+    cost: float = 0.0
+
+
+class UsageRow(UsageSums):
     period: str | None = None
     model: str | None = None
     owner: str | None = None
-    messages: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cache_reads: int = 0
-    cache_writes: int = 0
-    cost: float = 0.0
 
 
-class OwnerRow(Row):
+class OwnerRow(UsageSums):
     owner: str | None = None
     tasks: int = 0
-    messages: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cache_reads: int = 0
-    cache_writes: int = 0
-    cost: float = 0.0
+    """Tasks the owner's counted usage came from."""
 
 
 class LatencyRow(Row):
