@@ -17,7 +17,7 @@ import pytest
 
 import analytics_reference as ref
 from mindstore.errors import ValidationError
-from mindstore.model.parts import TaskConfigPart, TextPart
+from mindstore.model.parts import TaskConfigPart
 from mindstore.workload import MODELS, Workload, WorkloadSpec, generate, load
 
 SPECS = {

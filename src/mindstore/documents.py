@@ -20,6 +20,7 @@ from beanie import Document
 from pydantic import Field
 from pymongo import IndexModel
 
+from mindstore.model.dialog import DialogNode
 from mindstore.model.header import HEADER_FIELDS, TaskHeader
 from mindstore.model.planner import stored_doc
 from mindstore.model.task import Task
@@ -149,6 +150,12 @@ def header_to_fields(header: TaskHeader) -> dict[str, Any]:
 
 def header_from_document(document: dict[str, Any]) -> TaskHeader:
     return TaskHeader.model_validate({k: document[k] for k in HEADER_FIELDS if k in document})
+
+
+def node_document(node: DialogNode, tenant: str, created_at: datetime | None = None) -> dict[str, Any]:
+    """The stored document of a dialog-tree node (forks, imports, generated workloads)."""
+    return {"_id": node.dialog_id, "tenant": tenant,
+            **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": created_at or utcnow()}  # fmt: skip
 
 
 def task_document(

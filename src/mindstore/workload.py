@@ -18,10 +18,10 @@ import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, TASKS, task_document
+from mindstore.documents import DIALOG_NODES, TASKS, node_document, task_document
 from mindstore.model import base
 from mindstore.model.dialog import DialogNode, child_node, fork_copies, kept_indexes
 from mindstore.model.header import TaskState
@@ -244,11 +244,6 @@ def _when(ts: float) -> datetime:
     return datetime.fromtimestamp(int(ts), tz=timezone.utc)
 
 
-def _node(node: DialogNode, tenant: str, created: float) -> dict[str, Any]:
-    return {"_id": node.dialog_id, "tenant": tenant,
-            **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": _when(created)}  # fmt: skip
-
-
 def generate(spec: WorkloadSpec = WorkloadSpec(), progress: ProgressFn | None = None) -> Workload:
     """Build the workload in memory (deterministic for a given spec)."""
     rng = random.Random(spec.seed)
@@ -291,8 +286,8 @@ def _add_fork(workload: Workload, parent: Task, tenant: str, owner: str, title: 
     document = _document(child, tenant, owner, title, TaskState.completed)
     document["created_at"] = _when(fork_started)
     workload.tasks.append(document)
-    workload.nodes.append(_node(root, tenant, parent.messages[0].started_ts))
-    workload.nodes.append(_node(node, tenant, fork_started))
+    workload.nodes.append(node_document(root, tenant, _when(parent.messages[0].started_ts)))
+    workload.nodes.append(node_document(node, tenant, _when(fork_started)))
 
 
 async def load(store: Any, workload: Workload, progress: ProgressFn | None = None,

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mindstore.cli import open_store, require_tenant, run
-from mindstore.commands.output import progress_bar
+from mindstore.commands.output import echo_json, progress_bar
 
 
 class RestoreMode(str, Enum):
@@ -34,10 +34,6 @@ def _stdout() -> Console:
 def _interactive() -> bool:
     """Can erase ask for confirmation? (stdin and stdout are a terminal)"""
     return sys.stdin.isatty() and sys.stdout.isatty()
-
-
-def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def _counts_table(title: str, rows: dict[str, dict[str, Any]], columns: list[str]) -> Table:
@@ -78,7 +74,7 @@ def register(app: typer.Typer) -> None:
 
         manifest = run(body())
         if as_json:
-            _echo_json(manifest.to_dict())
+            echo_json(manifest.to_dict())
             return
         console = _stdout()
         console.print(f"backup written to {manifest.path} ({manifest.scope.describe()})")
@@ -107,7 +103,7 @@ def register(app: typer.Typer) -> None:
 
         report = run(body())
         if as_json:
-            _echo_json(report.to_dict())
+            echo_json(report.to_dict())
             return
         console = _stdout()
         console.print(f"ok: {report.path} ({report.container}, format {report.manifest.format_version}, "
@@ -142,7 +138,7 @@ def register(app: typer.Typer) -> None:
 
         report = run(body())
         if as_json:
-            _echo_json(report.to_dict())
+            echo_json(report.to_dict())
             return
         console = _stdout()
         what = "dry run: would restore" if dry_run else "restored"
@@ -193,7 +189,7 @@ def register(app: typer.Typer) -> None:
         if receipt is not None:
             receipt.parent.mkdir(parents=True, exist_ok=True)
             receipt.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        _echo_json(data)
+        echo_json(data)
         if result.dangling_total:
             typer.echo(f"warning: {result.dangling_total} remaining dialog node(s) now have a "
                        f"missing parent (listed in the receipt)", err=True)

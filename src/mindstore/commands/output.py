@@ -40,11 +40,16 @@ def rows_of(items: Iterable[Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def echo_json(data: Any) -> None:
+    """Print data as indented JSON: non-ASCII kept readable, anything else as its str."""
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
 def render(items: Iterable[Any], fmt: OutputFormat, *, title: str | None = None,
            columns: Sequence[str] | None = None) -> None:
     rows = rows_of(items)
     if fmt == OutputFormat.json:
-        typer.echo(json.dumps(rows, indent=2, default=str, ensure_ascii=False))
+        echo_json(rows)
         return
     names = list(columns) if columns else (list(rows[0]) if rows else [])
     if fmt == OutputFormat.csv:

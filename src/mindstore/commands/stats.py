@@ -14,7 +14,6 @@ table shows, so a script sees what a person sees.
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import contextmanager
 from typing import Annotated, Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
@@ -26,7 +25,7 @@ from mindstore.analytics.periods import Period, to_period
 from mindstore.analytics.rows import ActivityRow, HistogramBin, SessionReport, SubtaskRow
 from mindstore.analytics.service import Analytics
 from mindstore.cli import open_store, require_tenant, run
-from mindstore.commands.output import OutputFormat, render
+from mindstore.commands.output import OutputFormat, echo_json, render
 from mindstore.errors import ValidationError
 from mindstore.pipelines.analytics import GROUP_DIMENSIONS, TOOL_DIMENSIONS, USAGE_FIELDS
 
@@ -313,7 +312,7 @@ def sessions_command(
     if fmt == OutputFormat.table:
         _print_sessions_table(report)
     elif fmt == OutputFormat.json:
-        typer.echo(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        echo_json(report.model_dump(mode="json"))
     else:
         render(_dumped(report.length_histogram), fmt, columns=HISTOGRAM_CSV_COLUMNS)
 

@@ -8,7 +8,6 @@ stderr so stdout stays machine-readable.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Annotated, Any, Awaitable, Callable, Iterator, Optional, TypeVar
 
@@ -17,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mindstore.cli import open_store, require_tenant, run
-from mindstore.commands.output import OutputFormat, render
+from mindstore.commands.output import OutputFormat, echo_json, render
 from mindstore.errors import ValidationError
 from mindstore.model.header import TaskState
 
@@ -59,10 +58,6 @@ def _read(ctx: typer.Context, tenant: str | None, query: Callable[[Any], Awaitab
             return await query(store.scoped(name))
 
     return run(body())
-
-
-def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 # ---------------------------------------------------------------------- rows
@@ -157,7 +152,7 @@ def show_command(ctx: typer.Context, task_id: TaskId, tenant: Tenant = None,
     record, spans = _read(ctx, tenant, lambda scope: _record_and_spans(scope, task_id))
     data, span_rows = _record_dict(record), [_span_dict(s) for s in spans]
     if fmt == OutputFormat.json:
-        _echo_json({**data, "sub_tasks": span_rows})
+        echo_json({**data, "sub_tasks": span_rows})
     elif fmt == OutputFormat.csv:
         render([{**data, "sub_tasks": span_rows}], fmt, columns=[*data, "sub_tasks"])
     else:
@@ -200,7 +195,7 @@ def messages_command(
 
     first, messages = _read(ctx, tenant, query)
     if fmt == OutputFormat.json:
-        _echo_json([m.model_dump(mode="json") for m in messages])
+        echo_json([m.model_dump(mode="json") for m in messages])
         return
     rows = [_message_row(first + i, m) for i, m in enumerate(messages)]
     render(rows, fmt, title=f"messages of {task_id}", columns=MESSAGE_COLUMNS)
@@ -229,6 +224,6 @@ def tree_command(
     if fmt == OutputFormat.table:
         typer.echo(tree)
     elif fmt == OutputFormat.json:
-        _echo_json(tree)
+        echo_json(tree)
     else:
         render(list(_tree_rows(tree)), fmt, columns=TREE_COLUMNS)

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from mindstore.errors import ValidationError
+from mindstore.pipelines import boundaries as spans
 
 Pipeline = list[dict[str, Any]]
 
@@ -365,40 +366,35 @@ def subtasks_pipeline(f: ReportFilter) -> Pipeline:
     """Sub-task spans of every task (the spans of `pipelines.boundaries`, over all tasks),
     as a histogram `{_id: {depth, duration}, spans, messages}`; `duration` is null for a
     sub-task that has not exited. Only spans whose entry is the task's own count."""
-    is_entry = {"$eq": ["$messages.role", "taskentry"]}
-    is_exit = {"$eq": ["$messages.role", "taskexit"]}
     stages: Pipeline = [
         _task_match(f, by_message_time=True),
         _narrow(("id", "role", "scope", "depth", "content.initial_task_config.model_name"), top=()),
         *_own_messages(f, timed=False),
-        {"$match": {"$or": [{"messages.role": "taskentry"}, {"messages.scope": {"$ne": None}}]}},
+        spans.span_members(),
         {
             "$group": {
-                "_id": {"task": "$_id",
-                        "span": {"$cond": [is_entry, "$messages.id", "$messages.scope"]}},
-                "entered": {"$max": {"$cond": [is_entry, 1, 0]}},
-                "depth": {"$max": {"$cond": [is_entry, {"$add": ["$messages.depth", 1]}, None]}},
-                "started": {"$max": {"$cond": [is_entry, "$messages.started_ts", None]}},
-                "finished": {"$max": {"$cond": [is_exit, "$messages.started_ts", None]}},
+                "_id": {"task": "$_id", "span": spans.SPAN_ID},
+                "entered": {"$max": {"$cond": [spans.IS_ENTRY, 1, 0]}},
                 "model": {"$max": {"$cond": [
-                    is_entry, "$messages.content.initial_task_config.model_name", None]}},
-                "messages": {"$sum": 1},
+                    spans.IS_ENTRY, "$messages.content.initial_task_config.model_name", None]}},
+                **spans.span_accumulators(),
             }
         },  # fmt: skip
     ]
     span_match: dict[str, Any] = {"entered": 1}
     if f.since is not None or f.until is not None:
-        span_match["started"] = _range(f.since if f.since is not None else 0, f.until)
+        span_match["started_ts"] = _range(f.since if f.since is not None else 0, f.until)
     if f.model is not None:
         span_match["model"] = f.model  # an array of the entry's config models
     stages.append({"$match": span_match})
-    duration = {"$cond": [{"$gt": ["$finished", None]}, {"$subtract": ["$finished", "$started"]}, None]}
+    duration = {"$cond": [{"$gt": ["$finished_ts", None]},
+                          {"$subtract": ["$finished_ts", "$started_ts"]}, None]}  # fmt: skip
     stages.append(
         {
             "$group": {
                 "_id": {"depth": "$depth", "duration": duration},
                 "spans": {"$sum": 1},
-                "messages": {"$sum": "$messages"},
+                "messages": {"$sum": "$message_count"},
             }
         }
     )

@@ -73,28 +73,42 @@ def boundaries_pipeline(task_id: str, tenant: str, scope: str) -> Pipeline:
     ]
 
 
+IS_ENTRY = {"$eq": ["$messages.role", "taskentry"]}
+IS_EXIT = {"$eq": ["$messages.role", "taskexit"]}
+SPAN_ID = {"$cond": [IS_ENTRY, "$messages.id", "$messages.scope"]}
+"""An unwound message's sub-task: its own id for an entry, else its scope."""
+
+
+def span_members() -> dict[str, Any]:
+    """`$match` the unwound messages that belong to some sub-task: entries and scoped ones."""
+    return {"$match": {"$or": [{"messages.role": "taskentry"}, {"messages.scope": {"$ne": None}}]}}
+
+
+def span_accumulators() -> dict[str, Any]:
+    """`$group` fields of a span grouped by `SPAN_ID`: depth, own message count (entry and
+    exit included), the entry's start and the exit's start (None while it runs). Shared by
+    `spans_pipeline` and the analytics sub-task report."""
+    return {
+        "depth": {"$max": {"$cond": [IS_ENTRY, {"$add": ["$messages.depth", 1]}, None]}},
+        "message_count": {"$sum": 1},
+        "started_ts": {"$max": {"$cond": [IS_ENTRY, "$messages.started_ts", None]}},
+        "finished_ts": {"$max": {"$cond": [IS_EXIT, "$messages.started_ts", None]}},
+    }
+
+
 def spans_pipeline(task_id: str, tenant: str) -> Pipeline:
     """Every sub-task of a task: entry, exit, depth, own message count, start and end."""
-    is_entry = {"$eq": ["$messages.role", "taskentry"]}
-    is_exit = {"$eq": ["$messages.role", "taskexit"]}
     return [
         _task_match(task_id, tenant),
         {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
-        {
-            "$match": {
-                "$or": [{"messages.role": "taskentry"}, {"messages.scope": {"$ne": None}}]
-            }
-        },
+        span_members(),
         {
             "$group": {
-                "_id": {"$cond": [is_entry, "$messages.id", "$messages.scope"]},
-                "entry_index": {"$max": {"$cond": [is_entry, "$index", None]}},
-                "exit_index": {"$max": {"$cond": [is_exit, "$index", None]}},
-                "depth": {"$max": {"$cond": [is_entry, {"$add": ["$messages.depth", 1]}, None]}},
-                "parent_scope": {"$max": {"$cond": [is_entry, "$messages.scope", None]}},
-                "message_count": {"$sum": 1},
-                "started_ts": {"$max": {"$cond": [is_entry, "$messages.started_ts", None]}},
-                "finished_ts": {"$max": {"$cond": [is_exit, "$messages.started_ts", None]}},
+                "_id": SPAN_ID,
+                "entry_index": {"$max": {"$cond": [IS_ENTRY, "$index", None]}},
+                "exit_index": {"$max": {"$cond": [IS_EXIT, "$index", None]}},
+                "parent_scope": {"$max": {"$cond": [IS_ENTRY, "$messages.scope", None]}},
+                **span_accumulators(),
             }
         },
         {"$match": {"entry_index": {"$ne": None}}},

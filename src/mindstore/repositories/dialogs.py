@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import DIALOG_NODES, TASKS, utcnow
+from mindstore.documents import DIALOG_NODES, TASKS, node_document
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.model import dialog as tree
 from mindstore.model.base import new_id
@@ -59,8 +59,7 @@ class DialogRepository:
         return {"_id": check_id(dialog_id, "dialog id"), "tenant": self.tenant}
 
     async def _insert_node(self, node: DialogNode) -> None:
-        document = {"_id": node.dialog_id, "tenant": self.tenant,
-                    **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": utcnow()}  # fmt: skip
+        document = node_document(node, self.tenant)
         try:
             await self._nodes.insert_one(document)
         except DuplicateKeyError as exc:

@@ -402,7 +402,6 @@ class TaskRepository:
 
     async def import_task(self, task: Task, *, owner: str | None = None, title: str | None = None) -> TaskRecord:
         """Store an in-memory task (with its whole history) as a new task."""
-        self._forget(task.id)
         history = [message.model_copy(deep=True) for message in task.messages]
         header = plans.derive_header(task.id, history)
         record = await self.create(
