@@ -142,6 +142,11 @@ def _check_dimensions(group_by: Iterable[str], allowed: tuple[str, ...]) -> tupl
     return dims
 
 
+def _message_groups() -> dict[str, Any]:
+    """What an unwound message is grouped by, per dimension (usage, latency)."""
+    return {"period": day_of("$messages.started_ts"), "model": "$messages.model_id", "owner": "$owner"}
+
+
 def _key(dims: Iterable[str], sources: dict[str, Any]) -> dict[str, Any]:
     return {dim: sources[dim] for dim in dims}
 
@@ -180,8 +185,7 @@ def _usage_stages(f: ReportFilter, dims: tuple[str, ...], extra_key: dict[str, A
         # messages that carry usage: every assistant turn, and any message with a usage object
         {"$match": {"$or": [{"messages.role": "assistant"}, {"messages.usage": {"$ne": None}}]}},
     ]  # fmt: skip
-    sources = {"period": day_of("$messages.started_ts"), "model": "$messages.model_id", "owner": "$owner"}
-    key = _key(dims, sources)
+    key = _key(dims, _message_groups())
     key.update(extra_key or {})
     values = _usage_values()
     stages.append(
@@ -227,12 +231,11 @@ def latency_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> P
     if f.model is not None:
         conditions["model_id"] = f.model
     latency = {"$subtract": ["$messages.finished_ts", "$messages.started_ts"]}
-    sources = {"period": day_of("$messages.started_ts"), "model": "$messages.model_id", "owner": "$owner"}
     return [
         _task_match(f, by_message_time=True),
         _narrow(("role", "model_id", "finished_ts")),
         *_own_messages(f, timed=True, **conditions),
-        {"$group": {"_id": {**_key(dims, sources), "latency": latency}, "count": {"$sum": 1}}},
+        {"$group": {"_id": {**_key(dims, _message_groups()), "latency": latency}, "count": {"$sum": 1}}},
     ]
 
 
