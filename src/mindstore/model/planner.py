@@ -9,11 +9,11 @@ rules (levels, triggering tool calls, finished timestamps) live here, free of I/
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from mindstore.errors import InvalidTransition, NotFound, ValidationError
+from mindstore.ids import check_key, check_name
 from mindstore.model.base import JSON, clock, new_id
 from mindstore.model.header import ScopeFrame, Tail, TaskHeader, ToolCallRef, UsageTotals
 from mindstore.model.messages import (
@@ -48,25 +48,16 @@ from mindstore.model.parts import (
 )
 from mindstore.model.storage_form import bson_size, escape_keys
 
-MAX_ID_LENGTH = 128
-_ID_PATTERN = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}$")
 
 
 def check_id(value: Any, what: str = "id") -> str:
-    """Refuse anything but a short plain string before it can reach a query filter."""
-    if not isinstance(value, str) or not _ID_PATTERN.match(value):
-        raise ValidationError(
-            f"invalid {what}: expected 1-{MAX_ID_LENGTH} characters of [A-Za-z0-9_-.:], "
-            f"got {value!r:.80}"
-        )
-    return value
+    """A tenant, task or dialog id (the key alphabet of `mindstore.ids`)."""
+    return check_key(value, what)
 
 
-def check_message_id(value: Any) -> str:
-    """Message ids come from many frameworks (nanoid, UUID, provider ids): any short string."""
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH or "\x00" in value:
-        raise ValidationError(f"invalid message id: {value!r:.80}")
-    return value
+def check_message_id(value: Any, what: str = "message id") -> str:
+    """Message ids come from many frameworks (nanoid, UUID, provider ids): the name alphabet."""
+    return check_name(value, what)
 
 
 def message_usage(message: AnyMessage) -> UsageTotals:
