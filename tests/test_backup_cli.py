@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from mindstore.backends.snapshot import load_snapshot, save_snapshot
 from mindstore.cli import app
-from test_backup_support import new_store, raw_dump
+from test_backup_support import keyed, new_store, raw_dump, writes_task_keys
 
 runner = CliRunner()
 
@@ -88,7 +88,7 @@ def test_backup_verify_erase_restore(data, tmp_path):
     result = invoke(data, "restore", str(tmp_path / "acme"))
     assert result.exit_code == 0, result.output
     assert "inserted" in result.output and "total" in result.output
-    assert dump(data) == original
+    assert keyed(dump(data)) == keyed(original)  # restore writes per-tenant task keys
 
     result = invoke(data, "restore", str(tmp_path / "acme"), "--mode", "fail", "--json")
     assert result.exit_code == 0
@@ -130,10 +130,23 @@ def test_usage_errors(data, tmp_path):
     assert invoke(data, "erase", "--yes").exit_code == 7  # no tenant
     assert invoke(data, "erase", "--tenant", "acme", "--owner", "a", "--task", "t", "--yes").exit_code == 2
     assert invoke(data, "restore", str(tmp_path / "y"), "--mode", "merge").exit_code == 2
-    # restoring into another tenant next to the source tenant: collision, exit 14
+    # a copy into another tenant next to the source tenant: fine once task ids are per
+    # tenant; while they are global the ids collide, exit 14 and nothing written
     assert invoke(data, "backup", str(tmp_path / "acme"), "--tenant", "acme").exit_code == 0
-    result = invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma")
-    assert result.exit_code == 14 and "another tenant" in result.output
+    before = dump(data)
+    result = invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma", "--json")
+    if asyncio.run(writes_task_keys()):
+        assert result.exit_code == 0 and json.loads(result.output)["totals"]["inserted"] == 2
+        after = dump(data)
+        assert len(after["tasks"]) == len(before["tasks"]) + 2
+        result = invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma", "--mode", "fail", "--json")
+        assert result.exit_code == 0 and json.loads(result.output)["totals"]["unchanged"] == 2
+    else:
+        assert result.exit_code == 14 and "another tenant" in result.output
+        assert dump(data) == before
+    after = dump(data)
+    assert invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "$gamma").exit_code == 2
+    assert dump(data) == after
 
 
 def test_task_and_since_scopes_from_the_cli(data, tmp_path):

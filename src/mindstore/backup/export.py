@@ -25,7 +25,8 @@ from typing import Any
 import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
-from mindstore.model.planner import check_id
+from mindstore.ids import check_key as check_id
+from mindstore.ids import check_name, task_id_of, task_key
 
 from .container import RecordWriter, Staging
 from .manifest import (
@@ -63,8 +64,7 @@ def make_scope(
     if tenant is not None:
         check_id(tenant, "tenant")
     if owner is not None:
-        if not isinstance(owner, str) or not owner:
-            raise ValidationError("owner must be a non-empty string")
+        check_name(owner, "owner")
         if tenant is None:
             raise ValidationError("an owner scope needs its tenant: pass tenant= (--tenant)")
     ids: tuple[str, ...] | None = None
@@ -120,8 +120,21 @@ class _Exporter:
         self.messages = 0
         self.found_ids: set[str] = set()
 
+    async def _task_filter(self) -> dict[str, Any]:
+        """The scope as a filter; task ids match both stored forms (the legacy bare `_id`
+        and ``task_key(tenant, id)`` of every tenant in scope)."""
+        query = self.scope.task_filter()
+        if self.scope.task_ids is not None:
+            tenants = ([self.scope.tenant] if self.scope.tenant is not None
+                       else sorted(await self.tasks.distinct("tenant")))
+            ids = list(self.scope.task_ids)
+            keys = [task_key(tenant, i) for tenant in tenants if isinstance(tenant, str)
+                    for i in ids]
+            query["_id"] = {"$in": sorted({*ids, *keys})}
+        return query
+
     async def run(self) -> None:
-        task_filter = self.scope.task_filter()
+        task_filter = await self._task_filter()
         total = await self.tasks.count_documents(task_filter) if self.progress else None
         done = 0
         if self.progress:
@@ -149,46 +162,55 @@ class _Exporter:
         query = dict(task_filter)
         query["_id"] = {**query.get("_id", {}), "$in": ids}
         docs = await self.tasks.find(query, sort=[("_id", 1)]).to_list()
-        owners: dict[Any, str] = {}
+        identities: set[str] = set()  # task_key(tenant, task id) of every task in the chunk
+        chunk_tenants: set[str] = set()
         writer = self.writers[TASKS]
         for doc in docs:
             tenant = doc.get("tenant")
-            if not isinstance(tenant, str):
-                raise BackupError(f"task {doc.get('_id')!r} has no tenant: every mindstore "
-                                  f"document must have one")
-            owners[doc["_id"]] = tenant
+            if not isinstance(tenant, str) or not isinstance(doc.get("_id"), str):
+                raise BackupError(f"task {doc.get('_id')!r} has no tenant or a non-string "
+                                  f"_id: mindstore never writes such a document")
+            identities.add(task_key(tenant, task_id_of(doc["_id"])))
+            chunk_tenants.add(tenant)
             self.tenants.add(tenant)
             messages = doc.get("messages")
             if isinstance(messages, list):
                 self.messages += len(messages)
             if self.scope.task_ids is not None:
-                self.found_ids.add(doc["_id"])
+                self.found_ids.add(task_id_of(doc["_id"]))
             writer.add(doc)
+        count = len(docs)
         del docs
-        if not owners:
+        if not identities:
             return 0
-        task_ids = list(owners)
-        tenants = sorted(set(owners.values()))
+        # nodes and payloads refer to their task by either stored form
+        refs = sorted({*identities, *(task_id_of(identity) for identity in identities)})
+        tenants = sorted(chunk_tenants)
+
+        def mine(ref: Any, tenant: Any) -> bool:
+            return (isinstance(ref, str) and isinstance(tenant, str)
+                    and task_key(tenant, task_id_of(ref)) in identities)
+
         nodes = await self.nodes.find(
-            {"_id": {"$in": task_ids}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
+            {"_id": {"$in": refs}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
         ).to_list()
         for node in nodes:
-            if owners.get(node["_id"]) == node.get("tenant"):
+            if mine(node["_id"], node.get("tenant")):
                 self.writers[DIALOG_NODES].add(node)
         del nodes
         last: Any = None
         while True:
-            query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": task_ids}}
+            query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": refs}}
             if last is not None:
                 query["_id"] = {"$gt": last}
             page = await self.payloads.find(query, sort=[("_id", 1)], limit=PAGE_PAYLOADS).to_list()
             for payload in page:
-                if owners.get(payload.get("task_id")) == payload.get("tenant"):
+                if mine(payload.get("task_id"), payload.get("tenant")):
                     self.writers[PAYLOADS].add(payload)
             if len(page) < PAGE_PAYLOADS:
                 break
             last = page[-1]["_id"]
-        return len(owners)
+        return count
 
 
 async def backup(
