@@ -236,7 +236,10 @@ async def backup(
     target = Path(dest)
     use_tar = tar or target.suffix.lower() == ".tar"
     created = utcnow()
-    staging = Staging(target, tar=use_tar)
+    try:
+        staging = Staging(target, tar=use_tar)
+    except OSError as exc:
+        raise BackupError(f"cannot write a backup at {target}: {exc.strerror or exc}") from None
     exporter: _Exporter | None = None
     try:
         exporter = _Exporter(store, scope, staging, progress)
@@ -260,7 +263,7 @@ async def backup(
         staging.write_bytes(MANIFEST_NAME, manifest.to_json())
         order = [MANIFEST_NAME, *(FILE_NAMES[name] for name in COLLECTIONS)]
         staging.commit(order, mtime=created.timestamp())
-    except BaseException:
+    except BaseException as exc:
         if exporter is not None:
             for writer in exporter.writers.values():
                 try:
@@ -268,6 +271,8 @@ async def backup(
                 except Exception:
                     pass
         staging.abort()
+        if isinstance(exc, OSError):  # disk full, permissions changed, ...: nothing left behind
+            raise BackupError(f"cannot write the backup at {target}: {exc.strerror or exc}") from exc
         raise
     manifest.path = str(target)
     return manifest

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from mindstore.cli import open_store, require_tenant, run
-from mindstore.commands.output import echo_json, progress_bar
+from mindstore.cli import check_writable, note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.output import console, echo_json, progress_bar
+from mindstore.commands.sanitize import plain, terminal_text
 
 
 class RestoreMode(str, Enum):
@@ -27,8 +27,18 @@ class RestoreMode(str, Enum):
     fail = "fail"
 
 
-def _stdout() -> Console:
-    return Console(width=120, highlight=False, soft_wrap=True)
+class _Out:
+    """Plain lines and tables on stdout; paths and ids are escaped, never markup."""
+
+    def __init__(self) -> None:
+        self._console = console(width=120)
+
+    def print(self, item: Any) -> None:
+        self._console.print(terminal_text(item) if isinstance(item, str) else item)
+
+
+def _stdout() -> _Out:
+    return _Out()
 
 
 def _interactive() -> bool:
@@ -37,12 +47,12 @@ def _interactive() -> bool:
 
 
 def _counts_table(title: str, rows: dict[str, dict[str, Any]], columns: list[str]) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=plain(title), title_justify="left")
     table.add_column("collection")
     for column in columns:
         table.add_column(column, justify="right")
     for name, values in rows.items():
-        table.add_row(name, *(str(values.get(c, "")) for c in columns))
+        table.add_row(plain(name), *(plain(values.get(c, "")) for c in columns))
     return table
 
 
@@ -163,7 +173,7 @@ def register(app: typer.Typer) -> None:
         it cannot ask.
         """
         from mindstore.backup import EraseNotConfirmed, erase
-        from mindstore.errors import ValidationError
+        from mindstore.errors import BackupError, ValidationError
 
         async def body() -> Any:
             name = require_tenant(tenant)
@@ -174,22 +184,32 @@ def register(app: typer.Typer) -> None:
                     "erase needs confirmation: pass --yes (or --dry-run to see what it would "
                     "erase)"
                 )
-            async with open_store(ctx, save=not dry_run) as store:
+            if receipt is not None:  # before anything is erased: the receipt must land
+                check_writable(receipt, "receipt file", BackupError)
+            async with open_store(ctx, save=not dry_run, create=False) as store:
+                await note_unknown_tenant(store, name)
                 if not (dry_run or yes):
                     preview = await erase(store, name, owner=owner, task_id=task, dry_run=True)
                     counts = ", ".join(f"{c} {n}" for n, c in preview.counts.items())
-                    if not typer.confirm(f"erase {counts} of tenant {name}"
-                                         + (f" owner {owner}" if owner else "")
-                                         + (f" task {task}" if task else "") + "?"):
+                    if not typer.confirm(terminal_text(
+                            f"erase {counts} of tenant {name}" + (f" owner {owner}" if owner else "")
+                            + (f" task {task}" if task else "") + "?")):  # fmt: skip
                         raise EraseNotConfirmed("erase cancelled: nothing was erased")
                 return await erase(store, name, owner=owner, task_id=task, dry_run=dry_run)
 
         result = run(body())
         data = result.to_dict()
-        if receipt is not None:
-            receipt.parent.mkdir(parents=True, exist_ok=True)
-            receipt.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         echo_json(data)
+        if receipt is not None:
+
+            async def keep() -> None:
+                try:
+                    receipt.write_text(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
+                except OSError as exc:
+                    raise BackupError(f"erased, but the receipt could not be written to "
+                                      f"{receipt}: {exc.strerror or exc} (it is printed above)") from None
+
+            run(keep())
         if result.dangling_total:
             typer.echo(f"warning: {result.dangling_total} remaining dialog node(s) now have a "
                        f"missing parent (listed in the receipt)", err=True)
