@@ -77,6 +77,8 @@ def register(app: typer.Typer) -> None:
 
         async def body() -> Any:
             async with open_store(ctx, save=False) as store:
+                if tenant is not None:
+                    await note_unknown_tenant(store, require_tenant(tenant))
                 with progress_bar() as progress:
                     return await backup(store, dest, tenant=tenant, owner=owner,
                                         task_ids=task or None, since=since, tar=tar,
@@ -100,7 +102,7 @@ def register(app: typer.Typer) -> None:
         backup_path: Path = typer.Argument(..., metavar="BACKUP", help="Backup directory or tar."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
-        """Check a backup: hashes, every record, counts, cross-references, scope.
+        """Check a backup: hashes, the shape of every record, references, counts, scope.
 
         Exit codes: 0 intact, 10 corrupt, 11 incomplete, 12 unreadable, 13 wrong format
         version.
