@@ -142,9 +142,11 @@ async def repositories_use_task_keys() -> bool:
     """
     global _KEYED
     if _KEYED is None:
-        from mindstore.store import connect
+        from mindstore.backends.connection import open_backend
+        from mindstore.store import Store
 
-        probe = await connect("embedded", database="mindstore_key_probe")
+        # not `connect()`: initialising Beanie again would rebind its document models
+        probe = Store(await open_backend("embedded", database="mindstore_key_probe"))
         try:
             await probe.scoped("probe").tasks.create(task_id="probe")
             stored = await probe.database[TASKS].find_one({"tenant": "probe"}, {"_id": 1})
