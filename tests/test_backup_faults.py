@@ -9,6 +9,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from test_backup_support import (
+    COLLECTIONS,
+    new_store,
+    raw_dump,
+    read_file_records,
+    resign,
+    rewrite_file,
+)
 
 from mindstore.backup import (
     BackupCorrupt,
@@ -19,7 +27,7 @@ from mindstore.backup import (
     restore,
     verify,
 )
-from test_backup_support import COLLECTIONS, new_store, raw_dump, read_file_records, resign, rewrite_file
+from mindstore.ids import task_key
 
 CORRUPT, INCOMPLETE, UNREADABLE, VERSION = 10, 11, 12, 13
 
@@ -33,7 +41,7 @@ async def good(store, tmp_path) -> Path:
             for i in range(30):
                 await scoped.tasks.add_human_message(task.id, f"message {i} of {owner} " * 5)
             await store.database["dialog_nodes"].insert_one(
-                {"_id": task.id, "tenant": tenant, "owner": owner, "parent_id": None, "root_id": task.id})
+                {"_id": task_key(tenant, task.id), "tenant": tenant, "owner": owner, "parent_id": None, "root_id": task.id})
             await store.database["payloads"].insert_one(
                 {"_id": f"p-{task.id}", "tenant": tenant, "task_id": task.id, "data": b"\x00" * 100})
     path = tmp_path / "good"

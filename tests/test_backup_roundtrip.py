@@ -13,16 +13,6 @@ import pytest
 from bson import Binary, Decimal128, Int64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from mindstore.backup import (
-    BackupError,
-    RestoreConflict,
-    backup,
-    restore,
-    verify,
-)
-from mindstore.errors import ValidationError
-from mindstore.model.parts import TaskConfigPart, ToolCallPart, ToolMetadata
 from test_backup_support import (
     COLLECTIONS,
     keys,
@@ -32,6 +22,17 @@ from test_backup_support import (
     read_file_records,
     values,
 )
+
+from mindstore.backup import (
+    BackupError,
+    RestoreConflict,
+    backup,
+    restore,
+    verify,
+)
+from mindstore.errors import ValidationError
+from mindstore.ids import task_key
+from mindstore.model.parts import TaskConfigPart, ToolCallPart, ToolMetadata
 
 UTC = dt.timezone.utc
 
@@ -60,10 +61,10 @@ def datasets(draw):
     docs = {name: [] for name in COLLECTIONS}
     for index, task in enumerate(tasks):
         task_id = f"task-{index}"
-        docs["tasks"].append({"_id": task_id, **task})
+        docs["tasks"].append({"_id": task_key(task["tenant"], task_id), **task})
         if draw(st.booleans()):
             parent = draw(st.one_of(st.none(), st.sampled_from([f"task-{i}" for i in range(len(tasks))])))
-            docs["dialog_nodes"].append({"_id": task_id, "tenant": task["tenant"], "owner": task["owner"],
+            docs["dialog_nodes"].append({"_id": task_key(task["tenant"], task_id), "tenant": task["tenant"], "owner": task["owner"],
                                          "parent_id": parent, "root_id": task_id,
                                          "ancestors": [] if parent is None else [parent],
                                          "extra": draw(values(8))})
@@ -118,7 +119,7 @@ async def test_realistic_conversations_survive_backup_and_restore(tmp_path):
                                            "at": dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)})
     other = await source.scoped("beta").tasks.create(owner="carol", content="hello")
     await source.database["dialog_nodes"].insert_one(
-        {"_id": task.id, "tenant": "acme", "owner": "alice", "parent_id": None, "root_id": task.id,
+        {"_id": task_key("acme", task.id), "tenant": "acme", "owner": "alice", "parent_id": None, "root_id": task.id,
          "ancestors": [], "depth": 0, "created_at": dt.datetime(2026, 1, 1, tzinfo=UTC)})
     assert await source.database["payloads"].count_documents({}) >= 1
 
@@ -146,7 +147,7 @@ async def _two_tenants(store):
             record = await store.scoped(tenant).tasks.create(owner=owner, title=f"{tenant}/{owner}")
             await store.scoped(tenant).tasks.add_human_message(record.id, f"hello from {owner}")
             await store.database["dialog_nodes"].insert_one(
-                {"_id": record.id, "tenant": tenant, "owner": owner, "parent_id": None, "root_id": record.id})
+                {"_id": task_key(tenant, record.id), "tenant": tenant, "owner": owner, "parent_id": None, "root_id": record.id})
             await store.database["payloads"].insert_one(
                 {"_id": f"p-{record.id}", "tenant": tenant, "task_id": record.id, "data": b"x" * 10})
             ids[(tenant, owner)] = record.id
@@ -172,20 +173,26 @@ async def test_owner_task_and_since_scopes(store, tmp_path):
     ids = await _two_tenants(store)
     owner = await backup(store, tmp_path / "bob", tenant="acme", owner="bob")
     assert owner.counts == {"tasks": 1, "dialog_nodes": 1, "payloads": 1}
-    assert [r["_id"] for r in read_file_records(tmp_path / "bob" / "tasks.jsonl.gz")] == [ids[("acme", "bob")]]
+    assert [r["_id"] for r in read_file_records(tmp_path / "bob" / "tasks.jsonl.gz")] == \
+        [task_key("acme", ids[("acme", "bob")])]
 
-    wanted = [ids[("acme", "alice")], ids[("beta-secret", "zed")]]
-    chosen = await backup(store, tmp_path / "two", task_ids=wanted + ["no-such-task"])
+    wanted = [task_key("acme", ids[("acme", "alice")]), task_key("beta-secret", ids[("beta-secret", "zed")])]
+    chosen = await backup(store, tmp_path / "two", task_ids=wanted + ["acme/no-such-task"])
     assert sorted(r["_id"] for r in read_file_records(tmp_path / "two" / "tasks.jsonl.gz")) == sorted(wanted)
-    assert chosen.missing_task_ids == ["no-such-task"]
+    assert chosen.missing_task_ids == ["acme/no-such-task"]
+    with pytest.raises(ValidationError):  # a bare task id is ambiguous without its tenant
+        await backup(store, tmp_path / "three", task_ids=[ids[("acme", "alice")]])
+    by_tenant = await backup(store, tmp_path / "four", tenant="acme", task_ids=[ids[("acme", "alice")]])
+    assert by_tenant.counts["tasks"] == 1
     assert chosen.tenants == ["acme", "beta-secret"]
 
     # incremental: only what changed since the previous backup started
     since = owner.created_at
     await store.database["tasks"].update_one(
-        {"_id": ids[("acme", "alice")]}, {"$set": {"updated_at": since + dt.timedelta(seconds=5)}})
+        {"_id": task_key("acme", ids[("acme", "alice")])}, {"$set": {"updated_at": since + dt.timedelta(seconds=5)}})
     await store.database["tasks"].update_many(
-        {"_id": {"$ne": ids[("acme", "alice")]}}, {"$set": {"updated_at": since - dt.timedelta(seconds=5)}})
+        {"_id": {"$ne": task_key("acme", ids[("acme", "alice")])}},
+        {"$set": {"updated_at": since - dt.timedelta(seconds=5)}})
     incremental = await backup(store, tmp_path / "inc", since=since.isoformat())
     assert incremental.counts == {"tasks": 1, "dialog_nodes": 1, "payloads": 1}
     assert incremental.scope.since == since
@@ -242,10 +249,10 @@ async def test_restore_is_idempotent_and_dry_run_reports_real_counts(store, tmp_
 async def test_conflict_modes(store, tmp_path):
     ids = await _two_tenants(store)
     await backup(store, tmp_path / "b", tenant="acme")
-    alice = ids[("acme", "alice")]
+    alice = task_key("acme", ids[("acme", "alice")])
     tasks = store.database["tasks"]
     await tasks.update_one({"_id": alice}, {"$set": {"title": "changed"}})
-    await tasks.delete_one({"_id": ids[("acme", "bob")]})
+    await tasks.delete_one({"_id": task_key("acme", ids[("acme", "bob")])})
     before = await raw_dump(store)
 
     with pytest.raises(RestoreConflict) as failed:
@@ -270,13 +277,17 @@ async def test_restore_as_another_tenant(store, tmp_path):
     await backup(store, tmp_path / "acme", tenant="acme")
     await backup(store, tmp_path / "all")
 
-    # same database, source tenant still there: ids collide -> refused, nothing written
+    # same database, source tenant still there: task ids are per tenant, so the copy goes in
+    # beside it and neither tenant sees the other's
     before = await raw_dump(store)
-    for mode in ("skip", "overwrite"):
-        with pytest.raises(RestoreConflict) as refused:
-            await restore(store, tmp_path / "acme", as_tenant="gamma", mode=mode)
-        assert "another tenant" in str(refused.value)
-    assert await raw_dump(store) == before
+    copied = await restore(store, tmp_path / "acme", as_tenant="gamma")
+    assert copied.totals["inserted"] == 6
+    after = await raw_dump(store)
+    for name, docs in before.items():  # acme's and beta's documents untouched, byte for byte
+        assert set(docs) <= set(after[name])
+    gamma_bob = await store.scoped("gamma").tasks.get(ids[("acme", "bob")])
+    assert gamma_bob.title == "acme/bob" and gamma_bob.tenant == "gamma"
+    assert (await store.scoped("acme").tasks.get(ids[("acme", "bob")])).tenant == "acme"
     with pytest.raises(BackupError):
         await restore(store, tmp_path / "all", as_tenant="gamma")  # several tenants
 
@@ -288,9 +299,9 @@ async def test_restore_as_another_tenant(store, tmp_path):
     assert (await target.scoped("gamma").tasks.get(ids[("acme", "bob")])).title == "acme/bob"
     # idempotent under the new tenant too
     assert (await restore(target, tmp_path / "acme", as_tenant="gamma", mode="fail")).totals["unchanged"] == 6
-    # and the original tenant restored next to it collides, in any mode
-    with pytest.raises(RestoreConflict):
-        await restore(target, tmp_path / "acme")
+    # and the original tenant restored next to it goes in beside it
+    assert (await restore(target, tmp_path / "acme", mode="fail")).totals["inserted"] == 6
+    assert sorted(await target.database["tasks"].distinct("tenant")) == ["acme", "gamma"]
     await target.close()
 
 

@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import bson
-from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson import (
+    Binary,
+    Code,
+    Decimal128,
+    Int64,
+    MaxKey,
+    MinKey,
+    ObjectId,
+    Regex,
+    Timestamp,
+)
 from hypothesis import strategies as st
 
 import mindstore

@@ -8,8 +8,8 @@ from collections import deque
 import pytest
 
 import mindstore
-
 from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.ids import task_key
 from mindstore.model.dialog import FORK_MARKER, kept_indexes
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 
@@ -237,10 +237,10 @@ async def test_repair_finishes_or_removes_half_made_forks(acme, store):
     stranded = (await d.fork(orphan_parent)).id
     nodes = store.database["dialog_nodes"]
     # simulate crashes between the task insert and the node insert
-    await nodes.delete_one({"_id": finished, "tenant": "acme"})
-    await nodes.delete_one({"_id": stranded, "tenant": "acme"})
-    await nodes.delete_one({"_id": orphan_parent, "tenant": "acme"})
-    await store.database["tasks"].delete_one({"_id": orphan_parent, "tenant": "acme"})
+    await nodes.delete_one({"_id": task_key("acme", finished), "tenant": "acme"})
+    await nodes.delete_one({"_id": task_key("acme", stranded), "tenant": "acme"})
+    await nodes.delete_one({"_id": task_key("acme", orphan_parent), "tenant": "acme"})
+    await store.database["tasks"].delete_one({"_id": task_key("acme", orphan_parent), "tenant": "acme"})
     assert await d.subtree_ids(root) == [root]  # readers ignore half-made forks
     with pytest.raises(NotFound, match="unfinished fork"):
         await d.node(finished)

@@ -9,11 +9,10 @@ one-line message on stderr and its class's exit code (see docs/cli.md).
 from __future__ import annotations
 
 import asyncio
-import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, TypeVar
 
 import typer
 

@@ -20,6 +20,7 @@ from beanie import Document
 from pydantic import Field
 from pymongo import IndexModel
 
+from mindstore.ids import task_key
 from mindstore.model.dialog import DialogNode
 from mindstore.model.header import HEADER_FIELDS, TaskHeader
 from mindstore.model.planner import stored_doc
@@ -39,7 +40,7 @@ def utcnow() -> datetime:
 class TaskDoc(Document):
     """One task (conversation thread): header fields plus the append-only message array."""
 
-    id: str  # type: ignore[assignment]  # nanoid, stored as _id
+    id: str  # type: ignore[assignment]  # task_key(tenant, task id), stored as _id
     tenant: str
     owner: str | None = None
     title: str | None = None
@@ -90,7 +91,8 @@ class TaskDoc(Document):
 
 
 class DialogNodeDoc(Document):
-    """A dialog's place in its fork tree, linked to its task by id (`_id` = task id)."""
+    """A dialog's place in its fork tree, linked to its task by id (`_id` = the task's key,
+    `task_key(tenant, task id)`; `parent_id`, `root_id` and `ancestors` hold plain task ids)."""
 
     id: str  # type: ignore[assignment]
     tenant: str
@@ -154,7 +156,7 @@ def header_from_document(document: dict[str, Any]) -> TaskHeader:
 
 def node_document(node: DialogNode, tenant: str, created_at: datetime | None = None) -> dict[str, Any]:
     """The stored document of a dialog-tree node (forks, imports, generated workloads)."""
-    return {"_id": node.dialog_id, "tenant": tenant,
+    return {"_id": task_key(tenant, node.dialog_id), "tenant": tenant,
             **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": created_at or utcnow()}  # fmt: skip
 
 
@@ -170,7 +172,7 @@ def task_document(
     """The stored document of an in-memory task (imports, restores, test fixtures)."""
     created = created_at or utcnow()
     return {
-        "_id": task.id,
+        "_id": task_key(tenant, task.id),
         "tenant": tenant,
         "owner": owner,
         "title": title,

@@ -61,6 +61,8 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$year": "analytics: tasks created per day (DESIGN.md: works on the embedded backend)",
     "$month": "analytics: tasks created per day",
     "$dayOfMonth": "analytics: tasks created per day",
+    "$literal": "every caller id inside an aggregation expression (level scopes, replay and "
+                "checkpoint id lists), so no stored id is ever read as a field path or variable",
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
 }

@@ -5,7 +5,14 @@ repositories use), `.kind` ("embedded" | "mongodb") and `.recorder` (bytes and r
 of every command, comparable across both kinds).
 """
 
-from .connection import DEFAULT_DATABASE, ENV_URI, Backend, connect, open_backend, redact_uri
+from .connection import (
+    DEFAULT_DATABASE,
+    ENV_URI,
+    Backend,
+    connect,
+    open_backend,
+    redact_uri,
+)
 from .embedded import (
     EmbeddedClient,
     EmbeddedCollection,
@@ -14,7 +21,13 @@ from .embedded import (
     EmbeddedDatabase,
     EmbeddedSession,
 )
-from .recorder import CommandLog, CommandRecorder, RecordedCommand, RecorderListener, bson_size
+from .recorder import (
+    CommandLog,
+    CommandRecorder,
+    RecordedCommand,
+    RecorderListener,
+    bson_size,
+)
 from .snapshot import load_snapshot, save_snapshot
 
 __all__ = [

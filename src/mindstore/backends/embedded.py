@@ -72,7 +72,12 @@ from pymongo.results import (
     UpdateResult,
 )
 
-from .recorder import IGNORED_COMMANDS, CommandRecorder, RecordedCommand, describe_command
+from .recorder import (
+    IGNORED_COMMANDS,
+    CommandRecorder,
+    RecordedCommand,
+    describe_command,
+)
 
 try:  # private helper of mongomock-motor; applied by its own get_collection too
     from mongomock_motor.patches import _patch_collection_internals

@@ -32,6 +32,7 @@ from typing import Any
 import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
 from mindstore.errors import ValidationError
+from mindstore.ids import task_id_of, task_key
 from mindstore.model.planner import check_id
 
 from .codec import encode_document
@@ -148,10 +149,11 @@ async def erase(
     task_query: dict[str, Any] = {"tenant": tenant}
     if owner is not None:
         task_query["owner"] = owner
-    if task_id is not None:
-        task_query["_id"] = task_id
+    if task_id is not None:  # its stored key, or the bare id of a task stored before per-tenant keys
+        task_query["_id"] = {"$in": [task_key(tenant, task_id), task_id]}
     task_docs = await _ids(tasks, task_query, {"seq": 1})
     task_ids = [d["_id"] for d in task_docs]
+    plain_ids = [task_id_of(i) if isinstance(i, str) else i for i in task_ids]
     messages = sum(d["seq"] for d in task_docs if isinstance(d.get("seq"), int))
     del task_docs
 
@@ -159,9 +161,10 @@ async def erase(
         node_ids = [d["_id"] for d in await _ids(nodes, {"tenant": tenant})]
         payload_ids = [d["_id"] for d in await _ids(payloads, {"tenant": tenant})]
     else:
-        follow = task_ids if task_id is None else [task_id]
+        follow = plain_ids if task_id is None else [task_id]
+        node_keys = [key for plain in follow for key in (task_key(tenant, plain), plain)]
         found: dict[Any, None] = {}
-        for chunk in _chunks(follow):
+        for chunk in _chunks(node_keys):
             for d in await _ids(nodes, {"tenant": tenant, "_id": {"$in": chunk}}):
                 found[d["_id"]] = None
         if owner is not None:
@@ -180,15 +183,15 @@ async def erase(
     dangling: list[dict[str, Any]] = []
     dangling_total = 0
     if owner is not None or task_id is not None:
-        gone = set(task_ids) | set(node_ids)
+        gone = {task_id_of(i) if isinstance(i, str) else i for i in [*task_ids, *node_ids]}
         for chunk in _chunks(sorted(gone, key=_id_json)):
             for d in await _ids(nodes, {"tenant": tenant, "parent_id": {"$in": chunk}},
                                 {"parent_id": 1, "owner": 1}):
-                if d["_id"] in gone:
+                if task_id_of(d["_id"]) in gone:
                     continue
                 dangling_total += 1
                 if len(dangling) < _DANGLING_LISTED:
-                    dangling.append({"id": d["_id"], "missing_parent": d.get("parent_id"),
+                    dangling.append({"id": task_id_of(d["_id"]), "missing_parent": d.get("parent_id"),
                                      "owner": d.get("owner")})
 
     if not dry_run:

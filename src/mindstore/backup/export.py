@@ -25,6 +25,7 @@ from typing import Any
 import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
+from mindstore.ids import task_id_of, task_key
 from mindstore.model.planner import check_id
 
 from .container import RecordWriter, Staging
@@ -71,7 +72,7 @@ def make_scope(
     if task_ids is not None:
         if isinstance(task_ids, str):
             task_ids = [task_ids]
-        ids = tuple(sorted({check_id(i, "task id") for i in task_ids}))
+        ids = tuple(sorted({stored_task_key(i, tenant) for i in task_ids}))
         if not ids:
             raise ValidationError("an empty list of task ids selects nothing; pass None for all")
     when: _dt.datetime | None = None
@@ -89,6 +90,22 @@ def make_scope(
         # BSON keeps milliseconds: round down so a task updated at `since` is included
         when = when.replace(microsecond=when.microsecond // 1000 * 1000)
     return Scope(tenant=tenant, owner=owner, task_ids=ids, since=when)
+
+
+def stored_task_key(value: Any, tenant: str | None) -> str:
+    """A task named in a backup scope, as its stored key: ``tenant/id`` as given, or a bare
+    id within `tenant` (a task id alone is ambiguous across tenants)."""
+    if isinstance(value, str) and "/" in value:
+        tenant_part, _, task_part = value.partition("/")
+        check_id(tenant_part, "task key tenant")
+        check_id(task_part, "task id")
+        return value
+    check_id(value, "task id")
+    if tenant is None:
+        raise ValidationError(
+            f"task id {value!r} needs its tenant: pass tenant= (--tenant), or give tenant/{value}"
+        )
+    return task_key(tenant, value)
 
 
 def _chunks(headers: Sequence[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
@@ -149,14 +166,16 @@ class _Exporter:
         query = dict(task_filter)
         query["_id"] = {**query.get("_id", {}), "$in": ids}
         docs = await self.tasks.find(query, sort=[("_id", 1)]).to_list()
-        owners: dict[Any, str] = {}
+        owners: dict[Any, str] = {}  # plain task id -> tenant (payloads name the plain id)
+        keys: list[Any] = []
         writer = self.writers[TASKS]
         for doc in docs:
             tenant = doc.get("tenant")
             if not isinstance(tenant, str):
                 raise BackupError(f"task {doc.get('_id')!r} has no tenant: every mindstore "
                                   f"document must have one")
-            owners[doc["_id"]] = tenant
+            owners[task_id_of(doc["_id"]) if isinstance(doc["_id"], str) else doc["_id"]] = tenant
+            keys.append(doc["_id"])
             self.tenants.add(tenant)
             messages = doc.get("messages")
             if isinstance(messages, list):
@@ -170,10 +189,10 @@ class _Exporter:
         task_ids = list(owners)
         tenants = sorted(set(owners.values()))
         nodes = await self.nodes.find(
-            {"_id": {"$in": task_ids}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
+            {"_id": {"$in": keys}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
         ).to_list()
         for node in nodes:
-            if owners.get(node["_id"]) == node.get("tenant"):
+            if owners.get(task_id_of(node["_id"])) == node.get("tenant"):
                 self.writers[DIALOG_NODES].add(node)
         del nodes
         last: Any = None

@@ -32,6 +32,7 @@ or renaming them.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -43,12 +44,22 @@ from pymongo.operations import ReplaceOne
 
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
 from mindstore.errors import BackupError, ValidationError
+from mindstore.ids import task_id_of, task_key
 from mindstore.model.planner import check_id
+from mindstore.payloads import MARKER_PREFIX
 
 from .container import open_backup
 from .errors import RestoreConflict
 from .manifest import COLLECTIONS, Manifest, format_time
-from .verify import BATCH_BYTES, BATCH_RECORDS, Progress, _key, read_manifest, read_records, scan
+from .verify import (
+    BATCH_BYTES,
+    BATCH_RECORDS,
+    Progress,
+    _key,
+    read_manifest,
+    read_records,
+    scan,
+)
 
 __all__ = ["RestoreReport", "restore"]
 
@@ -96,6 +107,47 @@ class RestoreReport:
         }
 
 
+def moved_payload_id(payload_id: str, tenant: str) -> str:
+    """A payload's id under another tenant: deterministic, so restoring twice is idempotent."""
+    return hashlib.sha256(f"{tenant}\x00{payload_id}".encode()).hexdigest()[:32]
+
+
+def _move_markers(value: Any, tenant: str) -> Any:
+    if isinstance(value, str):
+        if value.startswith(MARKER_PREFIX):
+            return MARKER_PREFIX + moved_payload_id(value[len(MARKER_PREFIX):], tenant)
+        return value
+    if isinstance(value, dict):
+        return {key: _move_markers(item, tenant) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_move_markers(item, tenant) for item in value]
+    return value
+
+
+def rekey_record(name: str, record: dict[str, Any], as_tenant: str | None) -> None:
+    """Give a backup record the keys it has in its (new) tenant, in place.
+
+    Tasks and dialog nodes are keyed ``tenant/task id``: a backup written before per-tenant
+    keys (bare ids) restores into that form, and ``as_tenant`` moves the key with the
+    tenant. Moved payloads get new ids (`moved_payload_id`) and the markers that name them
+    follow, so two tenants restored from one backup never share a payload.
+    """
+    source = record.get("tenant")
+    tenant = as_tenant if as_tenant is not None else source
+    if not isinstance(tenant, str) or not isinstance(record.get("_id"), str):
+        return  # verify refuses such records before restore writes anything
+    moved = as_tenant is not None and as_tenant != source
+    record["tenant"] = tenant
+    if name in (TASKS, DIALOG_NODES):
+        record["_id"] = task_key(tenant, task_id_of(record["_id"]))
+        if moved and name == TASKS:
+            for field_name in ("messages", "content"):
+                if field_name in record:
+                    record[field_name] = _move_markers(record[field_name], tenant)
+    elif moved:
+        record["_id"] = moved_payload_id(record["_id"], tenant)
+
+
 @dataclass
 class _Plan:
     inserts: list[dict[str, Any]] = field(default_factory=list)
@@ -117,13 +169,12 @@ class _Restorer:
         self.examples: list[str] = []
         self.collision_examples: list[str] = []
 
-    def _retarget(self, records: list[dict[str, Any]]) -> None:
-        if self.as_tenant is not None:
-            for record in records:
-                record["tenant"] = self.as_tenant
+    def _retarget(self, name: str, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            rekey_record(name, record, self.as_tenant)
 
     async def plan(self, name: str, records: list[dict[str, Any]]) -> _Plan:
-        self._retarget(records)
+        self._retarget(name, records)
         full = self.mode != "skip"
         ids = [record["_id"] for record in records]
         projection = None if full else {"_id": 1, "tenant": 1}

@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable, Hashable, Iterator
 import bson
 
 from mindstore.documents import DIALOG_NODES, TASKS
+from mindstore.ids import task_key as stored_key
 
 from .codec import RecordError, decode_line
 from .container import BackupReader, HashingReader, open_backup
@@ -220,8 +221,13 @@ def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, A
         if isinstance(messages, list):
             state.messages += len(messages)
         return
-    task_key = key if name == DIALOG_NODES else _key(record.get("task_id"))
-    owner = state.tasks.get(task_key)
+    if name == DIALOG_NODES:
+        owner = state.tasks.get(key)
+    else:  # payloads name the plain task id: its task is stored as tenant/id (or, legacy, id)
+        plain = record.get("task_id")
+        owner = state.tasks.get(_key(stored_key(tenant, plain))) if isinstance(plain, str) else None
+        if owner is None:
+            owner = state.tasks.get(_key(plain))
     if owner is None:
         what = "dialog node" if name == DIALOG_NODES else "payload"
         raise BackupCorrupt(f"{where}: {what} {record['_id']!r} refers to a task that is not "
@@ -231,7 +237,9 @@ def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, A
                             f"another tenant")
     if name == DIALOG_NODES:
         parent = record.get("parent_id")
-        if parent is not None and _key(parent) not in state.tasks:
+        if parent is not None and _key(parent) not in state.tasks and (
+            not isinstance(parent, str) or _key(stored_key(tenant, parent)) not in state.tasks
+        ):
             state.external_parents += 1
 
 

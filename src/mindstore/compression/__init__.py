@@ -6,7 +6,12 @@ the context entry point behind `tasks.context(...)` (`context`).
 """
 
 from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in
-from mindstore.compression.compressor import Compressor, LevelSource, MemoryLevel, StoredLevel
+from mindstore.compression.compressor import (
+    Compressor,
+    LevelSource,
+    MemoryLevel,
+    StoredLevel,
+)
 from mindstore.compression.context import ContextWindow, build_context
 from mindstore.compression.managers import DefaultContextManager, MessageContextManager
 from mindstore.compression.reducers import (

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from mindstore.errors import ValidationError
+from mindstore.ids import task_id_of
 from mindstore.model.messages import AnyMessage, Origin
 
 FORK_MARKER = "mindstore_fork"
@@ -39,7 +40,7 @@ class DialogNode(BaseModel):
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> "DialogNode":
-        return cls(dialog_id=doc["_id"], **{k: v for k, v in doc.items() if k not in {"_id", "tenant"}})
+        return cls(dialog_id=task_id_of(doc["_id"]), **{k: v for k, v in doc.items() if k not in {"_id", "tenant"}})
 
 
 def kept_indexes(length: int, last_n: int = 0, first_k: int = 1) -> list[int]:

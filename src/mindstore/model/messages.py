@@ -14,7 +14,14 @@ import copy
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Discriminator, Field, Tag, TypeAdapter, model_serializer, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    model_serializer,
+    model_validator,
+)
 
 from mindstore.errors import ValidationError
 from mindstore.model.base import JSON, Model, new_id, now_ts
@@ -313,7 +320,7 @@ def parse_message(data: Any) -> AnyMessage:
     try:
         return MESSAGE_ADAPTER.validate_python(data)
     except Exception as exc:  # pydantic.ValidationError and friends
-        raise ValidationError(f"invalid message: {exc}") from exc
+        raise ValidationError(f"invalid message: {str(exc)[:300]}") from None
 
 
 def parse_messages(data: list[Any]) -> list[AnyMessage]:

@@ -9,13 +9,22 @@ rules (levels, triggering tool calls, finished timestamps) live here, free of I/
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
+
+import pydantic
 
 from mindstore.errors import InvalidTransition, NotFound, ValidationError
 from mindstore.ids import check_key, check_name
 from mindstore.model.base import JSON, clock, new_id
-from mindstore.model.header import ScopeFrame, Tail, TaskHeader, ToolCallRef, UsageTotals
+from mindstore.model.header import (
+    ScopeFrame,
+    Tail,
+    TaskHeader,
+    ToolCallRef,
+    UsageTotals,
+)
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
@@ -47,6 +56,34 @@ from mindstore.model.parts import (
     ToolResultPart,
 )
 from mindstore.model.storage_form import bson_size, escape_keys
+from mindstore.validation import (
+    check_bool,
+    check_int,
+    check_number,
+    check_optional_int,
+    check_optional_json,
+    check_optional_text,
+    check_text,
+    check_timestamp,
+    describe_pydantic,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def typed_errors(function: F) -> F:
+    """Planning errors are mindstore's: a pydantic error from building a model becomes a
+    `ValidationError` naming the field, so callers catch one family whichever home
+    (the in-memory Task or the store) ran the verb."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except pydantic.ValidationError as exc:
+            raise ValidationError(describe_pydantic(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 
@@ -80,6 +117,25 @@ def message_usage(message: AnyMessage) -> UsageTotals:
             cost=float(message.cost or 0),
         )
     return UsageTotals()
+
+
+USAGE_COUNTS = ("tokens_in", "tokens_out", "cache_reads", "cache_writes")
+
+
+def check_message_values(message: AnyMessage) -> None:
+    """Refuse numbers that would poison the header roll-ups or every analytics report:
+    timestamps outside epoch seconds, NaN/inf or negative token counts and costs."""
+    for name in ("started_ts", "finished_ts"):
+        value = getattr(message, name, None)
+        if value is not None:
+            check_timestamp(value, name)
+    try:
+        usage = message_usage(message)
+    except (ValueError, OverflowError, TypeError, ArithmeticError):
+        raise ValidationError("usage holds a value that is not a finite number") from None
+    for name in USAGE_COUNTS:
+        check_int(getattr(usage, name), f"usage {name}")
+    check_number(usage.cost, "cost")
 
 
 def stored_doc(message: AnyMessage) -> JSON:
@@ -151,6 +207,7 @@ class Planner:
             raise ValidationError(f"expected a message, got {type(message).__name__}")
         if not self.replay:
             check_message_id(message.id)
+            check_message_values(message)
             if message.id in self._ids:
                 raise ValidationError(f"message id {message.id!r} appears twice in one write")
             self._ids.add(message.id)
@@ -316,9 +373,11 @@ class Planner:
 
 
 def _ts(timestamp: float | None, now: int) -> int:
-    return int(timestamp if timestamp is not None else now)
+    checked = check_timestamp(timestamp)
+    return int(checked if checked is not None else now)
 
 
+@typed_errors
 def derive_header(task_id: str, messages: Sequence[AnyMessage]) -> TaskHeader:
     """Fold a whole history into its header (loading, importing, forking).
 
@@ -331,11 +390,13 @@ def derive_header(task_id: str, messages: Sequence[AnyMessage]) -> TaskHeader:
     return planner.header
 
 
+@typed_errors
 def plan_add_message(header: TaskHeader, task_id: str, message: AnyMessage, **kw: Any) -> Plan:
     planner = Planner(header, task_id, **kw)
     return planner.finish(planner.append(message))
 
 
+@typed_errors
 def plan_add_messages(
     header: TaskHeader, task_id: str, messages: Sequence[AnyMessage], **kw: Any
 ) -> Plan:
@@ -343,9 +404,12 @@ def plan_add_messages(
     return planner.finish([planner.append(message) for message in messages])
 
 
+@typed_errors
 def plan_add_task_config(
     header: TaskHeader, task_id: str, part: TaskConfigPart, timestamp: float | None = None, **kw: Any
 ) -> Plan:
+    if not isinstance(part, TaskConfigPart):
+        raise ValidationError(f"part must be a TaskConfigPart, got {type(part).__name__}")
     planner = Planner(header, task_id, **kw)
     ts = _ts(timestamp, planner.now)
     message = TaskConfigMessage(task_id=task_id, started_ts=ts, finished_ts=ts, content=[part])
@@ -362,11 +426,19 @@ def build_human_message(
 ) -> UserMessage | None:
     content: list[Any] = []
     if isinstance(text, str):
-        content.append(TextPart(text=text))
+        content.append(TextPart(text=check_text(text, "text")))
+    elif isinstance(text, (list, tuple)):
+        content.extend(TextPart(text=check_text(t, "text item")) for t in text)
     elif text is not None:
-        content.extend(TextPart(text=t) for t in text if isinstance(t, str))
-    if images:
-        content.extend(image for image in images if isinstance(image, ImagePart))
+        raise ValidationError(f"text must be a string or a list of strings, got {type(text).__name__}")
+    if images is not None:
+        if not isinstance(images, (list, tuple)):
+            raise ValidationError("images must be a list of ImagePart")
+        for image in images:
+            if not isinstance(image, ImagePart):
+                raise ValidationError(f"images must hold ImagePart, got {type(image).__name__}")
+            content.append(image)
+    check_bool(is_ui_hidden, "is_ui_hidden")
     if not content:
         return None
     return UserMessage(
@@ -378,6 +450,7 @@ def build_human_message(
     )
 
 
+@typed_errors
 def plan_add_human_message(
     header: TaskHeader,
     task_id: str,
@@ -396,6 +469,7 @@ def plan_add_human_message(
     return planner.finish(planner.append(message) if message is not None else None)
 
 
+@typed_errors
 def plan_add_system_message(
     header: TaskHeader,
     task_id: str,
@@ -404,6 +478,7 @@ def plan_add_system_message(
     timestamp: float | None = None,
     **kw: Any,
 ) -> Plan:
+    check_text(text, "text")
     planner = Planner(header, task_id, **kw)
     ts = _ts(timestamp, planner.now)
     message = SystemMessage(
@@ -416,6 +491,7 @@ def plan_add_system_message(
     return planner.finish(planner.append(message))
 
 
+@typed_errors
 def plan_add_assistant_message(
     header: TaskHeader,
     task_id: str,
@@ -457,6 +533,13 @@ def build_tool_result_message(
     terminate: bool = False,
     metadata: JSON | None = None,
 ) -> ToolMessage:
+    check_message_id(tool_call_id, "tool_call_id")
+    check_text(tool_name, "tool_name")
+    for flag, value in (("is_error", is_error), ("is_approved", is_approved), ("is_loading", is_loading),
+                        ("has_feedback", has_feedback), ("terminate", terminate)):  # fmt: skip
+        check_bool(value, flag)
+    check_optional_text(error_message, "error_message")
+    check_optional_json(metadata, "metadata")
     part = ToolResultPart(
         tool_call_id=tool_call_id,
         tool_name=tool_name,
@@ -480,6 +563,7 @@ def build_tool_result_message(
     )
 
 
+@typed_errors
 def plan_add_tool_result_message(
     header: TaskHeader,
     task_id: str,
@@ -508,6 +592,7 @@ def plan_add_tool_result_message(
     return planner.finish(planner.append(message))
 
 
+@typed_errors
 def plan_add_informational_message(
     header: TaskHeader,
     task_id: str,
@@ -520,6 +605,12 @@ def plan_add_informational_message(
     message_id: str | None = None,
     **kw: Any,
 ) -> Plan:
+    check_text(informational_type, "informational_type")
+    check_text(details, "details")
+    check_bool(is_visible_ai, "is_visible_ai")
+    check_bool(is_visible_ui, "is_visible_ui")
+    if additional_data is not None and not isinstance(additional_data, (dict, list)):
+        raise ValidationError("additional_data must be a dict or a list of dicts")
     planner = Planner(header, task_id, **kw)
     ts = _ts(timestamp, planner.now)
     message = InformationalMessage(
@@ -540,6 +631,45 @@ def plan_add_informational_message(
     return planner.finish(planner.append(message))
 
 
+def compression_ids(compressed_message_ids: Any, kept_message_ids: Any) -> set[str]:
+    """The distinct message ids a checkpoint refers to (each must name a stored message)."""
+    ids: set[str] = set()
+    for name, values in (("compressed_message_ids", compressed_message_ids),
+                         ("kept_message_ids", kept_message_ids)):  # fmt: skip
+        if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+            raise ValidationError(f"{name} must be a list of message ids")
+        ids.update(check_message_id(value, f"{name} item") for value in values)
+    return ids
+
+
+def check_compression_marker(
+    header: TaskHeader,
+    start_idx: Any,
+    end_idx: Any,
+    reason: Any,
+    strategies: Any,
+    compressed_message_ids: Any,
+    kept_message_ids: Any,
+    cache: Any,
+    metadata: Any,
+) -> None:
+    """A checkpoint must describe a real range of this task: indexes inside the history,
+    start <= end, and ids in the name alphabet (the store also checks that they exist)."""
+    check_int(start_idx, "start_idx", maximum=max(header.seq - 1, 0))
+    check_int(end_idx, "end_idx", maximum=max(header.seq - 1, 0))
+    if start_idx > end_idx:
+        raise ValidationError(f"start_idx {start_idx} is after end_idx {end_idx}")
+    check_text(reason, "reason")
+    if isinstance(strategies, (str, bytes)) or not isinstance(strategies, (list, tuple)):
+        raise ValidationError("strategies must be a list of strings")
+    for value in strategies:
+        check_text(value, "strategies item")
+    compression_ids(compressed_message_ids, kept_message_ids)
+    check_optional_json(cache, "cache", max_bytes=1024 * 1024)
+    check_optional_json(metadata, "metadata", max_bytes=1024 * 1024)
+
+
+@typed_errors
 def plan_add_compression_message(
     header: TaskHeader,
     task_id: str,
@@ -555,6 +685,8 @@ def plan_add_compression_message(
     message_id: str | None = None,
     **kw: Any,
 ) -> Plan:
+    check_compression_marker(header, start_idx, end_idx, reason, strategies,
+                             compressed_message_ids, kept_message_ids, cache, metadata)  # fmt: skip
     planner = Planner(header, task_id, **kw)
     ts = _ts(timestamp, planner.now)
     message = CompressionMessage(
@@ -598,6 +730,7 @@ def _answer_call(
     return tool_message
 
 
+@typed_errors
 def plan_answer_tool_call(
     header: TaskHeader,
     task_id: str,
@@ -634,6 +767,7 @@ def plan_answer_tool_call(
     return planner.finish(message)
 
 
+@typed_errors
 def plan_add_task_entry(
     header: TaskHeader,
     task_id: str,
@@ -653,7 +787,8 @@ def plan_add_task_entry(
     if not isinstance(initial_task_config, TaskConfigPart):
         raise ValidationError("initial_task_config must be a TaskConfigPart")
     planner = Planner(header, task_id, **kw)
-    entry_ts = float(timestamp if timestamp is not None else clock())
+    checked = check_timestamp(timestamp)
+    entry_ts = float(checked if checked is not None else clock())
     entry = TaskEntryMessage(
         id=entry_id or new_id(),
         task_id=task_id,
@@ -718,6 +853,7 @@ def find_exit_trigger(header: TaskHeader) -> ToolCallRef | None:
     return None
 
 
+@typed_errors
 def plan_add_task_exit(
     header: TaskHeader,
     task_id: str,
@@ -743,7 +879,8 @@ def plan_add_task_exit(
             )
     trigger = find_exit_trigger(header)
     planner = Planner(header, task_id, **kw)
-    exit_ts = float(timestamp if timestamp is not None else clock())
+    checked = check_timestamp(timestamp)
+    exit_ts = float(checked if checked is not None else clock())
     exit_message = TaskExitMessage(
         id=exit_id or new_id(),
         task_id=task_id,
@@ -791,6 +928,7 @@ def _require_role(message: AnyMessage, allowed: tuple[type, ...], verb: str) -> 
         raise InvalidTransition(f"{verb} is not allowed on a {role} message")
 
 
+@typed_errors
 def plan_add_text_part(
     header: TaskHeader, task_id: str, index: int, message: AnyMessage, text: str, **kw: Any
 ) -> Plan:
@@ -808,6 +946,7 @@ def plan_add_text_part(
     return planner.finish(new)
 
 
+@typed_errors
 def plan_add_reasoning_part(
     header: TaskHeader,
     task_id: str,
@@ -837,6 +976,7 @@ def plan_add_reasoning_part(
     return planner.finish(new)
 
 
+@typed_errors
 def plan_add_tool_call_part(
     header: TaskHeader,
     task_id: str,
@@ -868,6 +1008,7 @@ def plan_add_tool_call_part(
     return planner.finish(new)
 
 
+@typed_errors
 def plan_finish_assistant_message(
     header: TaskHeader,
     task_id: str,
@@ -885,27 +1026,29 @@ def plan_finish_assistant_message(
 ) -> Plan:
     """Close an assistant turn: status, usage and finish time; usage rolls up in the same write."""
     _require_role(message, (AssistantMessage,), "finish_assistant_message")
-    if status not in {"loading", "completed", "error", "interrupted"}:
+    if not isinstance(status, str) or status not in {"loading", "completed", "error", "interrupted"}:
         raise ValidationError(f"unknown assistant status {status!r}")
     planner = Planner(header, task_id, **kw)
     new = message.model_copy(deep=True)
     paths: list[tuple[str, Any]] = [("status", status)]
     new.status = status
-    for name, value in (
-        ("tokens_in", tokens_in),
-        ("tokens_out", tokens_out),
-        ("cache_reads", cache_reads),
-        ("cache_writes", cache_writes),
-        ("cost", cost),
-    ):
+    counts = {name: check_optional_int(value, name) for name, value in (
+        ("tokens_in", tokens_in), ("tokens_out", tokens_out),
+        ("cache_reads", cache_reads), ("cache_writes", cache_writes),
+    )}  # fmt: skip
+    if cost is not None:
+        check_number(cost, "cost")
+    check_timestamp(finished_ts, "finished_ts")
+    if usage is not None and not isinstance(usage, Usage):
+        raise ValidationError(f"usage must be a Usage, got {type(usage).__name__}")
+    for name, value in (*counts.items(), ("cost", cost)):
         if value is not None:
-            if value < 0:
-                raise ValidationError(f"{name} must not be negative")
             setattr(new, name, value)
             paths.append((name, value))
     if usage is not None:
         new.usage = usage
         paths.append(("usage", usage))
+    check_message_values(new)
     if finished_ts is not None or new.finished_ts is None:
         new.finished_ts = int(finished_ts if finished_ts is not None else planner.now)
         paths.append(("finished_ts", new.finished_ts))

@@ -12,7 +12,12 @@ from typing import Any, Sequence
 
 from pydantic import Field, PrivateAttr, model_validator
 
-from mindstore.errors import InvalidTransition, MindstoreError, NotFound, ValidationError
+from mindstore.errors import (
+    InvalidTransition,
+    MindstoreError,
+    NotFound,
+    ValidationError,
+)
 from mindstore.model import planner as plans
 from mindstore.model.base import JSON, Model, new_id
 from mindstore.model.header import ALLOWED_TRANSITIONS, TaskHeader, TaskState
@@ -40,7 +45,12 @@ from mindstore.model.parts import (
     ToolResultContent,
 )
 from mindstore.model.planner import Plan
-from mindstore.model.views import SubTaskSpan, level_boundaries, level_messages, sub_task_spans
+from mindstore.model.views import (
+    SubTaskSpan,
+    level_boundaries,
+    level_messages,
+    sub_task_spans,
+)
 
 
 def apply_path(target: Any, path: str, value: Any) -> None:

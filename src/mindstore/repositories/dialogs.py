@@ -19,6 +19,7 @@ from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import DIALOG_NODES, TASKS, node_document
 from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.ids import task_id_of, task_key
 from mindstore.model import dialog as tree
 from mindstore.model.base import new_id
 from mindstore.model.dialog import FORK_MARKER, DialogNode
@@ -33,6 +34,12 @@ from mindstore.model.messages import (
 from mindstore.model.parts import ImagePart, TextPart
 from mindstore.model.planner import check_id, check_message_id
 from mindstore.repositories.records import TaskRecord
+from mindstore.validation import (
+    check_int,
+    check_optional_int,
+    check_optional_text,
+    check_owner,
+)
 
 if TYPE_CHECKING:
     from mindstore.store import TenantStore
@@ -49,14 +56,22 @@ class DialogRepository:
 
     def __init__(self, tenant_store: "TenantStore") -> None:
         self.tenant = tenant_store.tenant
+        self.owner = tenant_store.owner
         self.tasks = tenant_store.tasks
         database = tenant_store.store.database
         self._nodes = database[DIALOG_NODES]
         self._tasks = database[TASKS]
 
     # ------------------------------------------------------------------ nodes
+    def _scope(self, **fields: Any) -> dict[str, Any]:
+        """A node (or task) filter in this view's scope: the tenant, and the owner if set."""
+        query: dict[str, Any] = {"tenant": self.tenant, **fields}
+        if self.owner is not None:
+            query["owner"] = self.owner
+        return query
+
     def _node_filter(self, dialog_id: str) -> dict[str, Any]:
-        return {"_id": check_id(dialog_id, "dialog id"), "tenant": self.tenant}
+        return self._scope(_id=task_key(self.tenant, check_id(dialog_id, "dialog id")))
 
     async def _insert_node(self, node: DialogNode) -> None:
         document = node_document(node, self.tenant)
@@ -88,12 +103,13 @@ class DialogRepository:
     async def _subtree_nodes(self, dialog_id: str) -> list[DialogNode]:
         """The node and all its descendants: one indexed query on `ancestors`."""
         root = await self.node(dialog_id)
-        cursor = self._nodes.find({"tenant": self.tenant, "ancestors": root.dialog_id})
+        cursor = self._nodes.find(self._scope(ancestors=root.dialog_id))
         return [root, *[DialogNode.from_document(d) async for d in cursor]]
 
     async def _message_counts(self, ids: Sequence[str]) -> dict[str, int]:
-        cursor = self._tasks.find({"tenant": self.tenant, "_id": {"$in": list(ids)}}, {"seq": 1})
-        return {document["_id"]: int(document.get("seq", 0)) async for document in cursor}
+        keys = [task_key(self.tenant, i) for i in ids]
+        cursor = self._tasks.find(self._scope(_id={"$in": keys}), {"seq": 1})
+        return {task_id_of(document["_id"]): int(document.get("seq", 0)) async for document in cursor}
 
     # ------------------------------------------------------------------ dialog verbs
     async def create(
@@ -105,8 +121,10 @@ class DialogRepository:
         dialog_id: str | None = None,
     ) -> TaskRecord:
         """A new root dialog owned by an agent, seeded with its system prompt if given."""
-        if not isinstance(owner, str) or not owner:
-            raise ValidationError("a dialog needs an owner (the agent's name)")
+        if owner is None:
+            raise ValidationError("owner: a dialog needs an owner (the agent's name)")
+        check_owner(owner)
+        check_optional_text(prompt, "prompt")
         messages = [SystemMessage(content=[TextPart(text=prompt)], name=owner)] if prompt else []
         record = await self.tasks.create(owner=owner, title=title, task_id=dialog_id, messages=messages)
         await self._insert_node(DialogNode(dialog_id=record.id, owner=owner, root_id=record.id))
@@ -199,9 +217,11 @@ class DialogRepository:
         `at=message_id` forks from an earlier point: history up to and including that
         message. The child's header is recomputed from what it kept.
         """
-        for name, value in (("last_n", last_n), ("first_k", first_k)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValidationError(f"{name} must be an integer")
+        check_int(last_n, "last_n")
+        check_int(first_k, "first_k")
+        owner = check_owner(owner)
+        if at is not None:
+            check_message_id(at, "at")
         parent = await self._ensure_node(dialog_id)
         child_id = new_id()
         if at is None and last_n > 0:  # a trimmed fork reads only the ends it keeps
@@ -236,7 +256,7 @@ class DialogRepository:
     # ------------------------------------------------------------------ tree queries
     async def children(self, dialog_id: str) -> list[DialogNode]:
         parent = await self.node(dialog_id)
-        cursor = self._nodes.find({"tenant": self.tenant, "parent_id": parent.dialog_id})
+        cursor = self._nodes.find(self._scope(parent_id=parent.dialog_id))
         nodes = [DialogNode.from_document(d) async for d in cursor]
         return tree.bfs_order(parent.dialog_id, [parent, *nodes])[1:]
 
@@ -277,7 +297,7 @@ class DialogRepository:
             try:
                 await self.tasks.delete(victim)
             except NotFound:
-                await self._nodes.delete_one({"_id": victim, "tenant": self.tenant})
+                await self._nodes.delete_one({"_id": task_key(self.tenant, victim), "tenant": self.tenant})
         return doomed
 
     async def repair(self) -> dict[str, list[str]]:
@@ -288,17 +308,18 @@ class DialogRepository:
         """
         report: dict[str, list[str]] = {"finished": [], "removed_tasks": [], "removed_nodes": []}
         forks = self._tasks.find(
-            {"tenant": self.tenant, f"metadata.{FORK_MARKER}": {"$exists": True}},
+            self._scope(**{f"metadata.{FORK_MARKER}": {"$exists": True}}),
             {"_id": 1, f"metadata.{FORK_MARKER}": 1},
         )
-        candidates = {d["_id"]: d["metadata"][FORK_MARKER] async for d in forks}
-        present = {d["_id"] async for d in self._nodes.find(
-            {"tenant": self.tenant, "_id": {"$in": list(candidates)}}, {"_id": 1})}  # fmt: skip
+        candidates = {task_id_of(d["_id"]): d["metadata"][FORK_MARKER] async for d in forks}
+        present = {task_id_of(d["_id"]) async for d in self._nodes.find(
+            self._scope(_id={"$in": [task_key(self.tenant, i) for i in candidates]}), {"_id": 1})}  # fmt: skip
         for task_id, plan in candidates.items():
             if task_id in present:
                 continue
-            parent_exists = await self._nodes.count_documents(
-                {"tenant": self.tenant, "_id": plan.get("parent_id")}, limit=1
+            parent_id = plan.get("parent_id")
+            parent_exists = isinstance(parent_id, str) and await self._nodes.count_documents(
+                {"tenant": self.tenant, "_id": task_key(self.tenant, parent_id)}, limit=1
             )
             if parent_exists:
                 await self._insert_node(DialogNode(**plan))
@@ -306,14 +327,15 @@ class DialogRepository:
             else:
                 await self.tasks.delete(task_id)
                 report["removed_tasks"].append(task_id)
-        node_ids = [d["_id"] async for d in self._nodes.find({"tenant": self.tenant}, {"_id": 1})]
-        task_ids = {d["_id"] async for d in self._tasks.find(
-            {"tenant": self.tenant, "_id": {"$in": node_ids}}, {"_id": 1})}  # fmt: skip
+        node_ids = [task_id_of(d["_id"]) async for d in self._nodes.find(self._scope(), {"_id": 1})]
+        task_ids = {task_id_of(d["_id"]) async for d in self._tasks.find(
+            {"tenant": self.tenant, "_id": {"$in": [task_key(self.tenant, i) for i in node_ids]}},
+            {"_id": 1})}  # fmt: skip
         for node_id in node_ids:
             if node_id not in task_ids and not await self._nodes.count_documents(
                 {"tenant": self.tenant, "parent_id": node_id}, limit=1
             ):
-                await self._nodes.delete_one({"_id": node_id, "tenant": self.tenant})
+                await self._nodes.delete_one({"_id": task_key(self.tenant, node_id), "tenant": self.tenant})
                 report["removed_nodes"].append(node_id)
         return report
 
@@ -342,12 +364,25 @@ class DialogRepository:
         """Store a dialog from its seed 002 dict; its parent (if any) must exist already."""
         if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
             raise ValidationError("a dialog dict needs a 'messages' list")
-        node_data = dict(data.get("tree_node") or {})
-        dialog_id = check_id(str(data.get("dialog_id") or node_data.get("dialog_id") or new_id()), "dialog id")
-        owner = data.get("owner", node_data.get("owner"))
+        tree_node = data.get("tree_node") or {}
+        if not isinstance(tree_node, Mapping):
+            raise ValidationError("tree_node must be a dict")
+        node_data = dict(tree_node)
+        dialog_id = check_id(data.get("dialog_id") or node_data.get("dialog_id") or new_id(), "dialog id")
+        owner = check_owner(data.get("owner", node_data.get("owner")))
         parent_id = node_data.get("parent_id")
-        parent = await self.node(parent_id) if parent_id else None
+        if parent_id is not None:
+            check_id(parent_id, "tree_node.parent_id")
+        split_point = check_optional_int(node_data.get("split_point"), "tree_node.split_point")
+        last_n = check_optional_int(node_data.get("last_n"), "tree_node.last_n") or 0
+        first_k = check_optional_int(node_data.get("first_k"), "tree_node.first_k") or 0
+        at_message_id = node_data.get("at_message_id")
+        if at_message_id is not None:
+            check_message_id(at_message_id, "tree_node.at_message_id")
         messages = [_seed_message(m) for m in data.get("messages", [])]
+        # Everything is checked before the first write: the parent's node, then one insert
+        # for the task, then its node (a crash in between is what `repair()` finishes).
+        parent = await self.node(parent_id) if parent_id else None
         for message in messages:
             if hasattr(message, "task_id"):
                 message.task_id = dialog_id
@@ -356,9 +391,8 @@ class DialogRepository:
         if parent is None:
             node = DialogNode(dialog_id=dialog_id, owner=owner, root_id=dialog_id)
         else:
-            node = tree.child_node(parent, dialog_id, owner, int(node_data.get("split_point") or len(messages)),
-                                   int(node_data.get("last_n") or 0), int(node_data.get("first_k") or 0),
-                                   node_data.get("at_message_id"))  # fmt: skip
+            node = tree.child_node(parent, dialog_id, owner, split_point or len(messages),
+                                   last_n, first_k, at_message_id)  # fmt: skip
         await self._insert_node(node)
         return record
 
