@@ -5,10 +5,22 @@ kept apart from the one module that reads and writes a level (`compressor`), and
 the context entry point behind `tasks.context(...)` (`context`).
 """
 
-from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in
+from mindstore.compression.base import (
+    AnyCompressionConfig,
+    BaseCompressionConfig,
+    CompressionStrategy,
+    LevelSnapshot,
+)
+from mindstore.compression.builtin import CompactSummarization, ToolCompression, TruncateAndSummarize
+from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in, merge_round
 from mindstore.compression.compressor import Compressor, LevelSource, MemoryLevel, StoredLevel
 from mindstore.compression.context import ContextWindow, build_context
 from mindstore.compression.managers import DefaultContextManager, MessageContextManager
+from mindstore.compression.registry import (
+    StrategyRegistry,
+    register_compression_strategy,
+    resolve_strategy,
+)
 from mindstore.compression.reducers import (
     add_messages,
     append_items,
@@ -21,6 +33,9 @@ from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_to
 from mindstore.compression.view import apply_checkpoint
 
 __all__ = [
+    "AnyCompressionConfig", "BaseCompressionConfig", "CompactSummarization", "CompressionStrategy",
+    "LevelSnapshot", "StrategyRegistry", "ToolCompression", "TruncateAndSummarize", "merge_round",
+    "register_compression_strategy", "resolve_strategy",
     "CompressionCheckpoint", "CompressionPlan", "Compressor", "ContextWindow",
     "DefaultContextManager", "ExtractiveSummarizer", "LevelSource", "MemoryLevel",
     "MessageContextManager", "StoredLevel", "Summarizer", "TokenCounter", "add_messages",

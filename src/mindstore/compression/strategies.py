@@ -23,6 +23,7 @@ from mindstore.compression.checkpoint import (
     STRATEGY_KEY,
     STUBBED_KEY,
     SUMMARY_AFTER_KEY,
+    SUMMARY_ID_KEY,
     CompressionCheckpoint,
 )
 from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
@@ -33,7 +34,6 @@ from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import CompressionConfig, CompressionStrategyType
 
 SETUP_ROLES = frozenset({"system", "taskconfig", "taskentry", "informational"})
-SUMMARY_ID_KEY = "summary_message_id"
 
 
 @dataclass(frozen=True)
