@@ -6,8 +6,8 @@ bookkeeping, dropped messages and the bodies of stubbed tool results never trave
    its `token_limit`, one compression round runs first (and is stored), with the
    strategy the config names or the `strategy=` argument (a type or any
    `CompressionStrategy` object);
-2. if `max_tokens` is given, seed 002's default manager fits the view into it (the
-   stored history is not touched).
+2. if `max_tokens` is given, the dialog document's default manager fits the view into
+   it (the stored history is not touched).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ async def build_context(
         if not window.compressed_now:
             window.notes.append(f"over token_limit but {compressor.strategy_type} found nothing to compress")
     if max_tokens is not None and window.tokens > max_tokens - safety_buffer:
-        manager = DefaultContextManager(max_tokens, safety_buffer=safety_buffer, counter=token_counter)
+        manager = DefaultContextManager(max_tokens=max_tokens, safety_buffer=safety_buffer, counter=token_counter)
         window.messages = manager(window.messages)
         window.tokens = count_tokens(window.messages, token_counter)
         window.trimmed = True
