@@ -246,6 +246,15 @@ def test_overrides_deep_merge_and_auto_detect_the_window(keep_last_registered):
     assert nested.settings_for("x") == {"type": "keep_last", "options": {"a": 1, "b": 3}}
     assert nested.context_manager_for("x").options == {"a": 1, "b": 3}
     assert ContextConfig.from_dict({}).context_manager_for("anyone") is None  # no block: no pruning
+    # another type than the global one: the global options (another class's) do not carry over
+    switched = ContextConfig.from_dict({
+        "global": {"context_manager": {"type": "default", "max_tokens": 1_000}},
+        "agent_configs": [{"name": "r", "context_manager": {"type": "keep_last", "keep": 3}},
+                          {"name": "same", "context_manager": {"type": "default", "safety_buffer": 0}}],
+    })  # fmt: skip
+    assert switched.settings_for("r") == {"type": "keep_last", "keep": 3}
+    assert switched.context_manager_for("r").keep == 3
+    assert switched.settings_for("same") == {"type": "default", "max_tokens": 1_000, "safety_buffer": 0}
 
 
 def test_bad_configurations_are_typed_errors(tmp_path):

@@ -1,4 +1,4 @@
-"""Seed 004's compression checkpoint, and where it lives inside a compression message.
+"""The compression document's checkpoint, and where it lives inside a compression message.
 
 A checkpoint is cumulative: it lists every id of the level that is compressed as of that
 checkpoint, not only what this round added, so the context view needs the latest
@@ -30,7 +30,7 @@ ROUND_KEY = "round"
 
 
 class CompressionCheckpoint(BaseModel):
-    """What one compression round decided, as seed 004 stores it in `metadata["checkpoint"]`."""
+    """What one compression round decided, as the compression document stores it in `metadata["checkpoint"]`."""
 
     checkpoint_id: str = ""
     timestamp: int = Field(default_factory=now_ts)
@@ -38,7 +38,7 @@ class CompressionCheckpoint(BaseModel):
     kept_message_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     summary: str | None = None
-    """Carried in the compression part's `cache`, not in the checkpoint dict (seed layout)."""
+    """Carried in the compression part's `cache`, not in the checkpoint dict (the document's layout)."""
 
     def is_message_compressed(self, message_id: str) -> bool:
         return message_id in self.compressed_message_ids
@@ -57,7 +57,7 @@ class CompressionCheckpoint(BaseModel):
         return self.metadata.get(SUMMARY_AFTER_KEY)
 
     def message_metadata(self) -> dict[str, Any]:
-        """The compression part's `metadata`: `{"checkpoint": {...}}` as seed 004 reads it."""
+        """The compression part's `metadata`: `{"checkpoint": {...}}` as the compression document reads it."""
         return {
             "checkpoint": {
                 "checkpoint_id": self.checkpoint_id,
@@ -91,7 +91,7 @@ class CompressionCheckpoint(BaseModel):
 def checkpoints_in(level: Sequence[AnyMessage]) -> list[CompressionCheckpoint]:
     """Every checkpoint stored in a level's compression messages, oldest first.
 
-    Level order is append order, which is also time order; seed 004 sorted by
+    Level order is append order, which is also time order; the compression document sorted by
     `started_ts`, whose one-second resolution cannot order two rounds in the same second.
     """
     found: list[CompressionCheckpoint] = []

@@ -10,6 +10,7 @@ checkpoints are stored, read back and served by `tasks.context(...)` the same wa
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mindstore.compression.base import (
@@ -133,6 +134,7 @@ class Compressor:
         self.checkpoints: list[CompressionCheckpoint] = []
         self._source: LevelSource | None = None
         self._task: TaskLevel | None = None
+        self.logger = logging.getLogger(__name__)
 
     @property
     def latest(self) -> CompressionCheckpoint | None:
@@ -166,6 +168,7 @@ class Compressor:
         """
         self._source = _as_source(task)
         await self._refresh()
+        self.logger.debug("loaded %d compression checkpoints from the current task level", len(self.checkpoints))
 
     # ---------------------------------------------------------------- document helpers
     def get_task_messages(self) -> list[AnyMessage]:

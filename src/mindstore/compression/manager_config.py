@@ -10,6 +10,8 @@ agent_configs:
   - name: cheap_agent
     model_name: gpt-4o-mini
     context_manager: {max_tokens: 16000}   # merged: type default, max_tokens 16000
+  - name: reader
+    context_manager: {type: keep_last}     # another type: the global options do not apply
   - name: no_prune_agent
     model_name: gpt-4o
     context_manager: {type: null}          # pruning disabled for this agent
@@ -184,13 +186,18 @@ class ContextConfig:
         """The agent's `context_manager` block merged over the global one (None: no pruning).
 
         An agent that sets `context_manager: null` outright opts out, like `type: null`.
+        An agent block that names another type than the global one starts from nothing:
+        the global options belong to another class's constructor.
         """
         merged = dict(self._model.global_.context_manager or {})
         agent = self._agents.get(agent_name)
         if agent is not None and "context_manager" in agent.model_fields_set:
-            if agent.context_manager is None:
+            override = agent.context_manager
+            if override is None:
                 return None
-            merged = deep_merge(merged, agent.context_manager)
+            if override.get(TYPE_KEY) not in (None, merged.get(TYPE_KEY)):
+                merged = {}
+            merged = deep_merge(merged, override)
         if not merged or merged.get(TYPE_KEY, ...) is None:
             return None
         return merged
