@@ -238,3 +238,14 @@ def test_state_transitions_match_a_plain_dict_model(ops):
         stored = state.to_document("acme")
         assert AgentState.from_document(stored) == state
         assert stored["_id"] == "acme/coder" and stored["tenant"] == "acme"
+
+
+def test_state_refuses_bad_ids_before_anything_is_planned():
+    state = AgentState(name="coder")
+    with pytest.raises(ValidationError, match="dialog id"):
+        state.with_dialog("main", "$where")
+    with pytest.raises(ValidationError, match="alias"):
+        state.with_dialog("a/b", "d1")
+    with pytest.raises(NotFound, match="alias 'main'"):
+        state.dialog_id("main")
+    assert state.dialogs == {} and not state.exists

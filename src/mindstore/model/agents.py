@@ -99,7 +99,7 @@ class AgentState(BaseModel):
         it elsewhere would hide the dialog it named.
         """
         self.check_free(alias, replace=replace)
-        check_key(dialog_id, "dialog id")
+        check_name(dialog_id, "dialog id")  # comes from a stored dialog; any stored id form passes
         entry = AgentDialog(alias=alias, dialog_id=dialog_id, forked_from=forked_from)
         entries = [e for e in self.entries if e.alias != alias]
         position = next((i for i, e in enumerate(self.entries) if e.alias == alias), len(entries))
