@@ -1,4 +1,5 @@
-"""Beanie documents: the stored shape of tasks, dialog-tree nodes and offloaded payloads.
+"""Beanie documents: the stored shape of tasks, dialog-tree nodes, offloaded payloads and
+agents' dialog aliases.
 
 Beanie owns the schema and the indexes. The hot write paths do not go through Beanie's
 `save()`: repositories send atomic operators to `TaskDoc.get_pymongo_collection()`. The
@@ -29,6 +30,7 @@ from mindstore.model.task import Task
 TASKS = "tasks"
 DIALOG_NODES = "dialog_nodes"
 PAYLOADS = "payloads"
+AGENTS = "agents"
 
 
 def utcnow() -> datetime:
@@ -142,7 +144,28 @@ class PayloadDoc(Document):
         ]  # fmt: skip
 
 
-DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc]
+class AgentDoc(Document):
+    """An agent's dialog aliases (`_id` = "<tenant>/<agent name>"): a few small fields,
+    changed only by version-guarded updates (repositories/agents.py)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    owner: str  # the agent's name: the owner of every dialog it opens
+    dialogs: list[dict[str, Any]] = Field(default_factory=list)
+    active_alias: str | None = None
+    version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = AGENTS
+        use_state_management = False
+        indexes = [
+            IndexModel([("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)], name="tenant_owner"),
+        ]  # fmt: skip
+
+
+DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc]
 
 
 def header_to_fields(header: TaskHeader) -> dict[str, Any]:

@@ -46,6 +46,13 @@ class TenantStore:
         return DialogRepository(self)
 
     @cached_property
+    def agents(self) -> Any:
+        """Agents' dialogs by alias (`acme.agents.get(name)`), over this tenant's dialogs."""
+        from mindstore.repositories.agents import AgentRepository
+
+        return AgentRepository(self)
+
+    @cached_property
     def analytics(self) -> Any:
         """Reports over this tenant's sessions (aggregation pipelines)."""
         from mindstore.analytics import Analytics
