@@ -28,7 +28,13 @@ from mindstore.compression.strategies import conversation
 from mindstore.compression.toolpairs import call_ids, result_ids, safe_cut
 from mindstore.errors import MindstoreError, ValidationError
 from mindstore.model.messages import UserMessage, message_to_dict
-from mindstore.model.parts import CompressionConfig, TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
+from mindstore.model.parts import (
+    CompressionConfig,
+    TaskConfigPart,
+    TextPart,
+    ToolCallPart,
+    ToolMetadata,
+)
 
 SMALL = CompressionConfig(token_limit=400, keep_recent_messages=3, keep_first_messages=1)
 CONFIG = TaskConfigPart(model_name="m", compression_config=SMALL,

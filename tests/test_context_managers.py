@@ -21,7 +21,10 @@ from mindstore.compression import (
 )
 from mindstore.compression.manager_config import DEFAULT_MANAGERS, deep_merge
 from mindstore.compression.managers import SAFETY_BUFFER, TRUNCATION_PREFIX
-from mindstore.compression.model_windows import KNOWN_CONTEXT_WINDOWS, forget_context_window
+from mindstore.compression.model_windows import (
+    KNOWN_CONTEXT_WINDOWS,
+    forget_context_window,
+)
 from mindstore.errors import ConfigurationError, MindstoreError, ValidationError
 from mindstore.model.messages import SystemMessage, UserMessage, message_to_dict
 from mindstore.model.parts import TextPart

@@ -14,27 +14,44 @@ from mindstore.compression.base import (
     CompressionStrategy,
     LevelSnapshot,
 )
-from mindstore.compression.builtin import CompactSummarization, ToolCompression, TruncateAndSummarize
-from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in, merge_round
-from mindstore.compression.compressor import Compressor, LevelSource, MemoryLevel, StoredLevel
+from mindstore.compression.builtin import (
+    CompactSummarization,
+    ToolCompression,
+    TruncateAndSummarize,
+)
+from mindstore.compression.checkpoint import (
+    CompressionCheckpoint,
+    checkpoints_in,
+    merge_round,
+)
+from mindstore.compression.compressor import (
+    Compressor,
+    LevelSource,
+    MemoryLevel,
+    StoredLevel,
+)
 from mindstore.compression.context import ContextWindow, build_context
 from mindstore.compression.manager_config import (
     ContextConfig,
     ContextManagerRegistry,
     register_context_manager,
 )
-from mindstore.compression.managers import ContextManager, DefaultContextManager, MessageContextManager
-from mindstore.compression.model_windows import context_window, register_context_window
-from mindstore.compression.registry import (
-    StrategyRegistry,
-    register_compression_strategy,
-    resolve_strategy,
+from mindstore.compression.managers import (
+    ContextManager,
+    DefaultContextManager,
+    MessageContextManager,
 )
+from mindstore.compression.model_windows import context_window, register_context_window
 from mindstore.compression.reducers import (
     add_messages,
     append_items,
     remove_tool_messages,
     replace_messages,
+)
+from mindstore.compression.registry import (
+    StrategyRegistry,
+    register_compression_strategy,
+    resolve_strategy,
 )
 from mindstore.compression.strategies import CompressionPlan, plan_compression
 from mindstore.compression.summarizer import ExtractiveSummarizer, Summarizer

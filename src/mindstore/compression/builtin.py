@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from mindstore.compression.base import AnyCompressionConfig, CompressionStrategy, TaskLevel
+from mindstore.compression.base import (
+    AnyCompressionConfig,
+    CompressionStrategy,
+    TaskLevel,
+)
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.strategies import plan_compression
 from mindstore.compression.summarizer import ExtractiveSummarizer, Summarizer

@@ -20,8 +20,18 @@ from mindstore.compression.base import (
     TaskLevel,
     strategy_name,
 )
-from mindstore.compression.checkpoint import SPAN_KEY, STRATEGY_KEY, CompressionCheckpoint, checkpoints_in, merge_round
-from mindstore.compression.registry import StrategyArgument, StrategyRegistry, resolve_strategy
+from mindstore.compression.checkpoint import (
+    SPAN_KEY,
+    STRATEGY_KEY,
+    CompressionCheckpoint,
+    checkpoints_in,
+    merge_round,
+)
+from mindstore.compression.registry import (
+    StrategyArgument,
+    StrategyRegistry,
+    resolve_strategy,
+)
 from mindstore.compression.strategies import conversation
 from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens

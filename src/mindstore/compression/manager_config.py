@@ -32,7 +32,11 @@ from typing import Any, Mapping
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindstore.compression.managers import ContextManager, DefaultContextManager, MessageContextManager
+from mindstore.compression.managers import (
+    ContextManager,
+    DefaultContextManager,
+    MessageContextManager,
+)
 from mindstore.errors import ConfigurationError, ValidationError
 
 TYPE_KEY = "type"

@@ -12,7 +12,11 @@ import inspect
 from enum import Enum
 from typing import Any, Callable, Union
 
-from mindstore.compression.base import AnyCompressionConfig, CompressionStrategy, strategy_name
+from mindstore.compression.base import (
+    AnyCompressionConfig,
+    CompressionStrategy,
+    strategy_name,
+)
 from mindstore.compression.builtin import BUILTIN_STRATEGIES
 from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens

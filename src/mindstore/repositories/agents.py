@@ -22,8 +22,20 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import AGENTS, utcnow
-from mindstore.errors import Conflict, InvalidTransition, MindstoreError, NotFound, ValidationError
-from mindstore.model.agents import AgentState, agent_key, check_agent_name, check_alias, render_prompt
+from mindstore.errors import (
+    Conflict,
+    InvalidTransition,
+    MindstoreError,
+    NotFound,
+    ValidationError,
+)
+from mindstore.model.agents import (
+    AgentState,
+    agent_key,
+    check_agent_name,
+    check_alias,
+    render_prompt,
+)
 from mindstore.model.messages import AnyMessage
 from mindstore.repositories.records import TaskRecord
 

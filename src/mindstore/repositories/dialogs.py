@@ -222,7 +222,7 @@ class DialogRepository:
         owner = check_owner(owner)
         if at is not None:
             check_message_id(at, "at")
-        parent = await self._ensure_node(dialog_id)
+        parent = await self.node(dialog_id)  # reads first: a refused fork writes nothing
         child_id = new_id()
         if at is None and last_n > 0:  # a trimmed fork reads only the ends it keeps
             count, head, tail = await self.tasks.ends(dialog_id, max(first_k, 0), last_n)
@@ -238,15 +238,16 @@ class DialogRepository:
         if copies is None:
             history = await self.tasks.messages(dialog_id)
             if at is not None:
-                check_message_id(at)
                 position = next((i for i, m in enumerate(history) if m.id == at), None)
                 if position is None:
                     raise NotFound(f"no message {at!r} in dialog {dialog_id!r}")
                 history = history[: position + 1]
             indexes = tree.kept_indexes(len(history), last_n, first_k)
             copies = tree.fork_copies(dialog_id, child_id, history, indexes)
-        node = tree.child_node(parent, child_id, owner, len(copies), last_n, first_k, at)
         source = await self.tasks.get(dialog_id)
+        if parent.created_at is None:  # an implicit root becomes real before it gets a child
+            parent = await self._ensure_node(dialog_id)
+        node = tree.child_node(parent, child_id, owner, len(copies), last_n, first_k, at)
         marker = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
         record = await self.tasks.create(owner=node.owner, title=source.title, task_id=child_id,
                                          messages=copies, metadata=marker, replay=True)  # fmt: skip

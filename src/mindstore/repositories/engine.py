@@ -417,6 +417,7 @@ class TaskEngine:
         return await self._mutate(task_id, plan, explicit_ids=ids, on_replay=replay)
 
     async def _part_verb(self, task_id: str, message_id: str, planner_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        check_name(message_id, "message id")
         def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
             assert located is not None
             return planner_fn(  # type: ignore[no-any-return]

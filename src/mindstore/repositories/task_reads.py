@@ -192,6 +192,9 @@ class TaskReads(TaskEngine):
         """The messages of one level: `scope` is the entry id of a sub-task, None the root."""
         if scope is not None:
             check_name(scope, "scope")
+        return await self._level_messages(task_id, scope)
+
+    async def _level_messages(self, task_id: str, scope: str | None) -> list[AnyMessage]:
         rows = await self._aggregate_task(
             task_id, lambda query: pipelines.level_messages_pipeline(query, scope)
         )
@@ -199,7 +202,7 @@ class TaskReads(TaskEngine):
 
     async def current_task_messages(self, task_id: str) -> list[AnyMessage]:
         header = await self.header(task_id)
-        return await self.level_messages(task_id, header.current_scope)
+        return await self._level_messages(task_id, header.current_scope)
 
     async def find_current_task_boundaries(self, task_id: str) -> tuple[int | None, int | None]:
         header = await self.header(task_id)
