@@ -387,13 +387,15 @@ class DialogRepository:
         for message in messages:
             if hasattr(message, "task_id"):
                 message.task_id = dialog_id
-        record = await self.tasks.create(owner=owner, title=data.get("title"), task_id=dialog_id,
-                                         messages=messages, replay=True)  # fmt: skip
         if parent is None:
             node = DialogNode(dialog_id=dialog_id, owner=owner, root_id=dialog_id)
-        else:
+            metadata = None
+        else:  # like a fork: the plan rides in the task, so `repair()` can finish the node
             node = tree.child_node(parent, dialog_id, owner, split_point or len(messages),
                                    last_n, first_k, at_message_id)  # fmt: skip
+            metadata = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
+        record = await self.tasks.create(owner=owner, title=data.get("title"), task_id=dialog_id,
+                                         messages=messages, metadata=metadata, replay=True)  # fmt: skip
         await self._insert_node(node)
         return record
 
