@@ -18,7 +18,7 @@ _DATA_URL = re.compile(r"data:(?P<mime>[^;,]*)(?P<params>(;[^;,]*)*?);base64,(?P
 # The first base64 characters of the formats the seeds detect from magic bytes.
 _BASE64_MAGIC = (
     ("/9j/", "image/jpeg"),
-    ("iVBORw0KGgo", "image/png"),
+    ("iVBORw0KGg", "image/png"),
     ("R0lGOD", "image/gif"),
     ("UklGR", "image/webp"),
     ("JVBERi0", "application/pdf"),
