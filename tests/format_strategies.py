@@ -9,6 +9,7 @@ the round trip must give each back as it came.
 
 from __future__ import annotations
 
+import base64
 import json
 import string
 from datetime import datetime, timezone
@@ -218,7 +219,7 @@ def gemini_payloads(draw: Any) -> dict[str, Any]:
             if call_id is not None:
                 call["id"] = call_id
             part: dict[str, Any] = {"functionCall": call}
-            maybe(draw, part, "thoughtSignature", st.text(ID_CHARS, min_size=4, max_size=12))
+            maybe(draw, part, "thoughtSignature", st.binary(min_size=3, max_size=9).map(lambda b: base64.b64encode(b).decode()))
             model.append(part)
         contents.append({"role": "model", "parts": model})
     payload["contents"] = contents
