@@ -288,3 +288,17 @@ def test_a_changed_rendering_is_never_overwritten(original: dict[str, Any], cano
     for key in delta.get("swap", {}):
         changed = dict(canonical, **{key: ["edited in the store", edited]})
         assert patch(changed, delta)[key] == changed[key]
+
+
+def test_messages_with_nothing_a_provider_carries_are_left_out() -> None:
+    from mindstore.model.parts import AudioPart
+
+    messages = [
+        UserMessage(content=[TextPart(text="hi")]),
+        AssistantMessage(content=[ReasoningPart(reasoning="unsigned thoughts")]),
+        UserMessage(content=[AudioPart(audio=["file:clip.mp3"])]),
+    ]
+    assert formats.to_openai_chat(messages) == [{"role": "user", "content": "hi"}]
+    assert formats.to_anthropic(messages) == {"messages": [{"role": "user", "content": "hi"}]}
+    assert formats.to_responses(messages) == [{"type": "message", "role": "user", "content": "hi"}]
+    assert formats.to_gemini(messages)["contents"][0] == {"role": "user", "parts": [{"text": "hi"}]}

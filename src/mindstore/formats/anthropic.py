@@ -216,8 +216,11 @@ def to_anthropic(messages: Sequence[AnyMessage]) -> JSON:
     if systems:
         first = read_entry(systems[0].metadata, FORMAT)
         out.update(patch({"system": _render_system(systems, bool(first.get("blocks")))}, first.get("delta")))
-    out["messages"] = [patch(_render_turn(role, group, bool(entry.get("blocks"))), entry.get("delta"))
-                       for role, group, entry in turns]  # fmt: skip
+    rendered = [(patch(_render_turn(role, group, bool(entry.get("blocks"))), entry.get("delta")), entry)
+                for role, group, entry in turns]  # fmt: skip
+    # A turn with nothing this format carries (only unsigned reasoning, say) is refused
+    # by the API: it is left out unless it was imported that way.
+    out["messages"] = [turn for turn, entry in rendered if entry or turn["content"] != []]
     return out
 
 

@@ -196,7 +196,8 @@ def to_gemini(messages: Sequence[AnyMessage]) -> JSON:
     if systems:
         delta = read_entry(systems[0].metadata, FORMAT).get("delta")
         out.update(patch({SYSTEM_KEYS[0]: _render_system(systems)}, delta))
-    out["contents"] = [patch(_render_content(side, group), entry.get("delta")) for side, group, entry in turns]
+    rendered = [(patch(_render_content(side, group), entry.get("delta")), entry) for side, group, entry in turns]
+    out["contents"] = [content for content, entry in rendered if entry or content["parts"]]
     return out
 
 

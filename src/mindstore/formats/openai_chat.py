@@ -187,8 +187,13 @@ def to_openai_chat(messages: Sequence[AnyMessage]) -> list[JSON]:
         rendered = _render(message, bool(entry.get("blocks")))
         if rendered:
             rendered[0] = patch(rendered[0], entry.get("delta"))
-        out.extend(rendered)
+        out.extend(m for m in rendered if entry or not _empty(m))
     return out
+
+
+def _empty(message: JSON) -> bool:
+    """Nothing this format can carry (say, only reasoning): the API would refuse it."""
+    return message.get("content") in (None, []) and not message.get("tool_calls")
 
 
 def _render(message: MessageBase, blocks: bool = False) -> list[JSON]:

@@ -211,7 +211,8 @@ def to_responses(messages: Sequence[AnyMessage]) -> list[JSON]:
         rendered = _render(message, bool(entry.get("blocks")))
         if rendered and not isinstance(message, AssistantMessage):
             rendered[0] = patch(rendered[0], entry.get("delta"))
-        out.extend(rendered)
+        # a message with nothing this format carries would be refused by the API
+        out.extend(item for item in rendered if entry or item.get("content") != [])
     return out
 
 
