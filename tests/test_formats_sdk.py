@@ -124,7 +124,9 @@ def test_drawn_payloads_are_valid(strategy: Any, check: Any) -> None:
 
 def test_the_sdk_types_do_refuse_a_bad_payload() -> None:
     """The checks above can fail: a tool message without its call id is refused."""
-    with pytest.raises(Exception):
+    from pydantic import ValidationError as PydanticError
+
+    with pytest.raises(PydanticError):
         openai_chat_check()([{"role": "tool", "content": "x"}])
-    with pytest.raises(Exception):
+    with pytest.raises(PydanticError):
         gemini_check()({"contents": [{"role": "model", "parts": [{"function_call_x": {}}]}]})

@@ -22,7 +22,6 @@ from mindstore.model.messages import (
 )
 from mindstore.model.parts import (
     ImagePart,
-    InformationalPart,
     ReasoningPart,
     RedactedThinkingPart,
     TextPart,

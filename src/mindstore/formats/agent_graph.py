@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence, TypeVar
 from pydantic import ValidationError as PydanticError
 
 from mindstore.formats.checks import as_dict, as_int, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import finished, load_args, result_text, settle, usage_of
+from mindstore.formats.conversation import Built, finished, load_args, result_text, settle, usage_of
 from mindstore.formats.stash import FORMAT_KEYS, diff, patch, read_entry, with_entry, without_entries
 from mindstore.model.base import JSON, Model, now_ts
 from mindstore.model.messages import (
@@ -90,7 +90,7 @@ def from_agent_graph(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
     return finished(settle(out))
 
 
-def _import_message(data: Mapping[str, Any], path: str) -> tuple[MessageBase, JSON]:
+def _import_message(data: Mapping[str, Any], path: str) -> tuple[Built, JSON]:
     role = data.get("role")
     if role not in ROLES:
         raise fail(f"{path}.role", f"expected user, assistant, system or tool, got {shown(role)}")
@@ -162,8 +162,8 @@ def _import_block(raw: Any, path: str, position: int) -> Any:
         return ImagePart(media=_model(MediaRef, block.get("media"), f"{path}.media"),
                          alt_text=block.get("alt_text"), bbox=block.get("bbox"))  # fmt: skip
     if kind in ("audio", "video", "document", "data", "annotation", "error"):
-        cls = {"audio": AudioPart, "video": VideoPart, "document": DocumentPart, "data": DataPart,
-               "annotation": AnnotationPart, "error": ErrorPart}[kind]  # fmt: skip
+        cls: Any = {"audio": AudioPart, "video": VideoPart, "document": DocumentPart, "data": DataPart,
+                            "annotation": AnnotationPart, "error": ErrorPart}[kind]  # fmt: skip
         fields = {"kind": "citation", **block} if kind == "annotation" else dict(block)
         return _model(cls, fields, path)
     if kind in ("tool_call", "remote_tool_call"):
@@ -187,7 +187,8 @@ def _derived_calls(tools_calls: Any, path: str, parts: list[Any]) -> list[ToolCa
     derived: list[ToolCallPart] = []
     for position, raw in enumerate(as_list(tools_calls, path)):
         call = as_dict(raw, f"{path}[{position}]")
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        nested = call.get("function")
+        function: Mapping[str, Any] = nested if isinstance(nested, Mapping) else call
         call_id = call.get("id")
         if not call_id or call_id in known:
             continue
@@ -219,7 +220,7 @@ def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
     usage = usage_of(message)
     return {
         "message_id": message.id,
-        "role": message.role,
+        "role": getattr(message, "role"),
         "content": [block for position, part in enumerate(message.content) if position not in skip
                     for block in _render_part(part, position in remote)],  # fmt: skip
         "delta": False,

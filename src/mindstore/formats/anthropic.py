@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import finished, model_messages, result_text, settle
+from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle
 from mindstore.formats.media import inline_image, sniff_mime
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON
@@ -81,7 +81,7 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
             raise fail(f"{path}.role", f"expected user or assistant, got {shown(role)}")
         parts = _import_content(turn.get("content"), f"{path}.content")
         if role == "assistant":
-            message: MessageBase = AssistantMessage(content=parts)
+            message: Built = AssistantMessage(content=parts)
         elif any(isinstance(part, ToolResultPart) for part in parts):
             message = ToolMessage(content=parts)
         else:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, Union
 
 from mindstore.model.messages import (
     AnyMessage,
@@ -28,6 +28,9 @@ from mindstore.model.messages import (
     UserMessage,
 )
 from mindstore.model.parts import InformationalPart, TextPart, ToolCallPart, ToolResultPart
+
+Built = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, InformationalMessage]
+"""The messages an import builds (all of them typed: never an unknown message)."""
 
 
 def model_messages(messages: Sequence[AnyMessage]) -> Iterator[MessageBase]:

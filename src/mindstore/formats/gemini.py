@@ -30,7 +30,7 @@ import mimetypes
 from typing import Any, Mapping, Sequence
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import finished, model_messages, result_text, settle
+from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle
 from mindstore.formats.media import inline_image
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
@@ -92,7 +92,7 @@ def from_gemini(payload: Mapping[str, Any]) -> list[AnyMessage]:
         ]
         side = "model" if role == "model" else "user"
         if side == "model":
-            message: MessageBase = AssistantMessage(content=parts)
+            message: Built = AssistantMessage(content=parts)
         elif any(isinstance(part, ToolResultPart) for part in parts):
             message = ToolMessage(content=parts)
         else:

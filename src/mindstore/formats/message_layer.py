@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import ValidationError as PydanticError
 
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import result_text, settle
+from mindstore.formats.conversation import Built, result_text, settle
 from mindstore.formats.media import sniff_mime
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, now_ts
@@ -84,7 +84,7 @@ def from_message_layer(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage
     return settle(out)
 
 
-def _import_message(data: Mapping[str, Any], path: str) -> tuple[MessageBase, JSON]:
+def _import_message(data: Mapping[str, Any], path: str) -> tuple[Built, JSON]:
     role = data.get("role")
     entry: JSON = {}
     parts: list[Any] = []
@@ -200,7 +200,7 @@ def _extra_role(message: InformationalMessage) -> InformationalPart | None:
 
 def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
     parts = list(message.content)
-    rendered: JSON = {"role": message.role}
+    rendered: JSON = {"role": getattr(message, "role")}
     marker: InformationalPart | None = None
     if isinstance(message, InformationalMessage):
         marker = _extra_role(message)

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
+from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (
+    Built,
     dump_args,
     finished,
     load_args,
@@ -81,7 +82,7 @@ def from_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
     return finished(settle(out))
 
 
-def _import_message(data: Mapping[str, Any], path: str) -> MessageBase:
+def _import_message(data: Mapping[str, Any], path: str) -> Built:
     role = data.get("role")
     name = data.get("name")
     if name is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import dump_args, finished, load_args, model_messages, result_text, settle
+from mindstore.formats.conversation import Built, dump_args, finished, load_args, model_messages, result_text, settle
 from mindstore.formats.media import data_url, image_file_id, image_from_url, image_url, parse_data_url
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
@@ -99,7 +99,7 @@ def from_responses(items: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
             if role not in INPUT_ROLES:
                 raise fail(f"{path}.role", f"expected user, system, developer or assistant, got {shown(role)}")
             cls = SystemMessage if role in ("system", "developer") else UserMessage
-            message: MessageBase = cls(id=_fresh(item_id, used), content=_input_parts(item.get("content"), f"{path}.content"))
+            message: Built = cls(id=_fresh(item_id, used), content=_input_parts(item.get("content"), f"{path}.content"))
         elif kind == "function_call_output":
             message = ToolMessage(id=_fresh(item_id, used), content=[_import_output(item, path)])
         else:

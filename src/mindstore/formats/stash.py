@@ -43,7 +43,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
 
 
@@ -70,11 +70,11 @@ def diff(original: Mapping[str, Any], canonical: Mapping[str, Any]) -> JSON:
             isinstance(value, list)
             and isinstance(rendered, list)
             and len(value) == len(rendered)
-            and all(isinstance(x, dict) and isinstance(y, dict) for x, y in zip(value, rendered))
+            and all(isinstance(x, dict) and isinstance(y, dict) for x, y in zip(value, rendered, strict=True))
         ):
             items = {
                 str(i): [fingerprint(y), diff(x, y)]
-                for i, (x, y) in enumerate(zip(value, rendered))
+                for i, (x, y) in enumerate(zip(value, rendered, strict=True))
                 if not _same(x, y)
             }
             out.setdefault("items", {})[key] = items
