@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mindstore import formats
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.compressor import Compressor, StoredLevel
 from mindstore.compression.managers import DefaultContextManager
@@ -23,6 +24,7 @@ from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
 from mindstore.compression.view import apply_checkpoint
 from mindstore.errors import NotFound
+from mindstore.model.base import JSON
 from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import CompressionConfig
 
@@ -42,6 +44,24 @@ class ContextWindow:
     trimmed: bool = False
     scope: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    # The window in the formats model APIs take (mindstore.formats): only what the model
+    # must see, with tool results' `terminate` flags and metadata left behind.
+    def to_openai_chat(self) -> list[JSON]:
+        """`client.chat.completions.create(messages=window.to_openai_chat(), ...)`."""
+        return formats.to_openai_chat(self.messages)
+
+    def to_responses(self) -> list[JSON]:
+        """`client.responses.create(input=window.to_responses(), ...)`."""
+        return formats.to_responses(self.messages)
+
+    def to_anthropic(self) -> JSON:
+        """`client.messages.create(**window.to_anthropic(), model=..., max_tokens=...)`."""
+        return formats.to_anthropic(self.messages)
+
+    def to_gemini(self) -> JSON:
+        """`{"system_instruction": ..., "contents": [...]}` for Gemini's generateContent."""
+        return formats.to_gemini(self.messages)
 
 
 def checkpoint_from_record(record: "CheckpointRecord | None") -> CompressionCheckpoint | None:
