@@ -18,7 +18,6 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from ..errors import ConfigurationError
-from .embedded import EmbeddedClient
 from .recorder import CommandRecorder, RecorderListener
 
 __all__ = ["Backend", "DEFAULT_DATABASE", "ENV_URI", "connect", "open_backend", "redact_uri"]
@@ -110,6 +109,8 @@ async def open_backend(
         uri = os.environ.get(ENV_URI) or None
     recorder = CommandRecorder()
     if uri is None or _is_embedded(uri):
+        from .embedded import EmbeddedClient  # loads mongomock: only when asked for
+
         name = database or (_uri_database(uri) if uri else None) or DEFAULT_DATABASE
         client = EmbeddedClient(recorder=recorder, default_database=name)
         return Backend(
