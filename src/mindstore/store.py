@@ -15,6 +15,7 @@ from beanie import init_beanie
 
 from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
+from mindstore.backends.recorder import CommandRecorder
 from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.planner import check_id
 from mindstore.repositories.header_cache import HeaderCache
@@ -97,14 +98,16 @@ async def connect(
     retry: RetryPolicy | None = None,
     offload_threshold: int = 256 * 1024,
     header_cache_size: int = 10_000,
+    recorder: CommandRecorder | None = None,
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
     Beanie is initialised here, which creates the indexes of every document model.
     `header_cache_size` bounds how many task headers this process remembers from its own
     writes, so that appending to a task it wrote last needs no read (0: always read).
+    `recorder` receives every command (`store.backend.recorder`; default: sizes only).
     """
-    backend = await open_backend(uri, database=database)
+    backend = await open_backend(uri, database=database, recorder=recorder)
     if backend.kind == "embedded":
         speedups.install()
     await init_beanie(database=backend.database, document_models=DOCUMENT_MODELS)

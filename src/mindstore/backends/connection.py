@@ -98,16 +98,27 @@ def _is_embedded(uri: str) -> bool:
 
 
 async def open_backend(
-    uri: str | None = None, *, database: str | None = None, timeout_ms: int = 5000
+    uri: str | None = None,
+    *,
+    database: str | None = None,
+    timeout_ms: int = 5000,
+    recorder: CommandRecorder | None = None,
 ) -> Backend:
     """Open the embedded backend or connect to MongoDB (see the module docstring).
 
     Database name: `database`, else the URI's default database, else ``"mindstore"``.
+    `recorder`: where every command is reported (default: a new sizes-only
+    `CommandRecorder`; pass ``CommandRecorder(keep_payloads=True)`` to keep what was sent).
     Raises `ConfigurationError` for an unsupported, unparsable or unreachable URI.
     """
     if uri is None:
         uri = os.environ.get(ENV_URI) or None
-    recorder = CommandRecorder()
+    if recorder is None:
+        recorder = CommandRecorder()
+    elif not isinstance(recorder, CommandRecorder):
+        raise ConfigurationError(
+            f"recorder must be a CommandRecorder, not {type(recorder).__name__}"
+        )
     if uri is None or _is_embedded(uri):
         from .embedded import EmbeddedClient  # loads mongomock: only when asked for
 

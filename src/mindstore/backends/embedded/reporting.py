@@ -9,8 +9,9 @@ it (`extra_round_trip`), as `RecorderListener` does on a real server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..recorder import (
@@ -30,6 +31,7 @@ class Operation:
 
     record: RecordedCommand
     counted: bool = True
+    started: float = field(default_factory=time.perf_counter)
 
 
 class CommandReporter:
@@ -92,5 +94,6 @@ class CommandReporter:
         op.record.n_returned += n_returned
 
     def _record(self, op: Operation) -> None:
+        op.record.duration_ms = (time.perf_counter() - op.started) * 1000
         if op.counted and self.recorder is not None:
             self.recorder.record(op.record)
