@@ -46,14 +46,16 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import bson
 from pymongo import monitoring
 
 __all__ = [
+    "LISTENER_TYPES",
     "CommandLog",
     "CommandRecorder",
+    "EventListener",
     "IGNORED_COMMANDS",
     "RecordedCommand",
     "RecorderListener",
@@ -86,6 +88,23 @@ IGNORED_COMMANDS = frozenset(
         "connectionstatus",
         "replsetgetstatus",
     }
+)
+
+#: The listener kinds pymongo accepts in a client's ``event_listeners``.
+LISTENER_TYPES = (
+    monitoring.CommandListener,
+    monitoring.ServerListener,
+    monitoring.ServerHeartbeatListener,
+    monitoring.TopologyListener,
+    monitoring.ConnectionPoolListener,
+)
+#: Any of them (pymongo's own name for the union is private).
+EventListener: TypeAlias = (
+    monitoring.CommandListener
+    | monitoring.ServerListener
+    | monitoring.ServerHeartbeatListener
+    | monitoring.TopologyListener
+    | monitoring.ConnectionPoolListener
 )
 
 #: Fields the driver adds to commands that carry no payload of the operation.

@@ -14,6 +14,7 @@ optimistic retry loop only pays for races with *other* processes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import weakref
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ READ_FIELDS: tuple[str, ...] = (
 )  # fmt: skip
 
 PlanFn = Callable[[TaskHeader, dict[str, Any] | None], Plan]
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -306,8 +310,12 @@ class TaskRepository:
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
                 if cached is None:  # a cache miss is not a lost race: no backoff for it
+                    logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
+                                 task_id, attempt + 1, self.retry.attempts)
                     await asyncio.sleep(self.retry.delay(attempt))
                     attempt += 1
+        logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
+                     task_id, self.retry.attempts)
         raise Conflict(
             f"task {task_id!r}: gave up after {self.retry.attempts} attempts lost to concurrent writers"
         )

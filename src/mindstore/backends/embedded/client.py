@@ -7,16 +7,18 @@ report every command to (and through it the optional `CommandRecorder`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import mongomock
 from bson.codec_options import CodecOptions
 from mongomock_motor import AsyncMongoMockClient
+from pymongo import monitoring
 
-from ..recorder import CommandRecorder
+from ..recorder import LISTENER_TYPES, CommandRecorder
 from .codec import OUT_CODEC_OPTIONS
 from .database import EmbeddedDatabase
-from .reporting import CommandReporter
+from .reporting import CommandReporter, registered_listeners
 
 __all__ = ["EmbeddedClient", "EmbeddedSession"]
 
@@ -52,15 +54,29 @@ class EmbeddedClient:
     """pymongo `AsyncMongoClient` surface over ``AsyncMongoMockClient(tz_aware=True)``.
 
     Each client is its own in-memory store. `recorder` (optional) receives a
-    `RecordedCommand` for every operation.
+    `RecordedCommand` for every operation. `event_listeners`, as pymongo's: command
+    listeners (and those registered with `pymongo.monitoring.register`) receive an event
+    per command (see `reporting`); server, heartbeat, topology and pool listeners are
+    accepted and never called, as there is no server, topology or pool to watch.
     """
 
     kind = "embedded"
 
     def __init__(
-        self, *, recorder: CommandRecorder | None = None, default_database: str = "mindstore"
+        self,
+        *,
+        recorder: CommandRecorder | None = None,
+        default_database: str = "mindstore",
+        event_listeners: Sequence[Any] | None = None,
     ) -> None:
-        self.reporter = CommandReporter(recorder)
+        listeners = list(event_listeners or [])
+        for listener in listeners:
+            if not isinstance(listener, LISTENER_TYPES):
+                raise TypeError(
+                    f"listeners must be pymongo monitoring listeners, not {type(listener).__name__}"
+                )
+        commands = [item for item in listeners if isinstance(item, monitoring.CommandListener)]
+        self.reporter = CommandReporter(recorder, [*registered_listeners(), *commands])
         self._default_database = default_database
         self._sync: Any = mongomock.MongoClient(tz_aware=True)
         self._motor: Any = AsyncMongoMockClient(mock_mongo_client=self._sync)

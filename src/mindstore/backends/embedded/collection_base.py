@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeAlias
 from bson.codec_options import CodecOptions
 
 from .codec import OUT_CODEC_OPTIONS
-from .reporting import CommandReporter, Operation
+from .reporting import CommandReporter, Operation, ReplySource
 
 try:  # private helper of mongomock-motor; applied by its own get_collection too
     from mongomock_motor.patches import _patch_collection_internals
@@ -112,8 +112,14 @@ class CollectionBase:
         """Encode the command as sent; return what the server decodes and its operation."""
         return self.reporter.begin(name, command, self._database.name)
 
-    def _finish(self, op: Operation, reply: Mapping[str, Any] | int | None = None) -> None:
-        self.reporter.finish(op, reply)
+    def _finish(
+        self,
+        op: Operation,
+        reply: Mapping[str, Any] | int | None = None,
+        *,
+        event_reply: ReplySource = None,
+    ) -> None:
+        self.reporter.finish(op, reply, event_reply=event_reply)
 
     def _fail(self, op: Operation, exc: BaseException) -> None:
         self.reporter.fail(op, exc)

@@ -18,6 +18,7 @@ from pymongo.errors import InvalidOperation
 from .codec import (
     DEFAULT_FIRST_BATCH,
     as_returned,
+    cursor_reply,
     cursor_reply_size,
     new_cursor_id,
     plan_batches,
@@ -117,10 +118,21 @@ class BatchedCursor:
             if self._get_more_batch_size:
                 cmd["batchSize"] = self._get_more_batch_size
             cmd["$db"] = coll.database_name
-            reply_size = cursor_reply_size(
-                "nextBatch", 0 if last else self._cursor_id, self._ns, self._sizes[start:end]
+            next_id = 0 if last else self._cursor_id
+            reply_size = cursor_reply_size("nextBatch", next_id, self._ns, self._sizes[start:end])
+            docs = self._docs or []
+
+            def reply() -> dict[str, Any]:
+                return cursor_reply("nextBatch", next_id, self._ns, docs[start:end])
+
+            coll.reporter.extra_round_trip(
+                self._op, cmd, reply_size, end - start, event_reply=reply
             )
-            coll.reporter.extra_round_trip(self._op, cmd, reply_size, end - start)
+
+    def first_reply(self) -> dict[str, Any]:
+        """The reply that carried the first batch (what listeners are shown)."""
+        batch = (self._docs or [])[: self._ends[0]]
+        return cursor_reply("firstBatch", self._cursor_id, self._ns, batch)
 
     @property
     def alive(self) -> bool:
@@ -199,7 +211,7 @@ class BatchedCursor:
                 "cursorsUnknown": [],
                 "ok": 1.0,
             }
-            coll.reporter.extra_round_trip(self._op, cmd, size_of(reply))
+            coll.reporter.extra_round_trip(self._op, cmd, size_of(reply), event_reply=reply)
 
     async def __aenter__(self) -> BatchedCursor:
         return self
@@ -424,7 +436,7 @@ class EmbeddedCursor(BatchedCursor):
         if self._batch_size or limit:
             self._get_more_batch_size = self._batch_size or limit
         self._set_results(raw, first, following, single)
-        reporter.finish(op)
+        reporter.finish(op, event_reply=self.first_reply)
 
     async def distinct(self, key: str) -> list[Any]:
         return await self._collection.distinct(key, self._filter)

@@ -93,7 +93,9 @@ class FindAndModify(CollectionBase):
         if out is not None:
             reply_size += size  # a document instead of null (which has no payload bytes)
             op.record.n_returned = 1
-        self._finish(op, reply_size)
+        self._finish(
+            op, reply_size, event_reply=lambda: {"lastErrorObject": leo, "value": out, "ok": 1.0}
+        )
         return out
 
     async def find_one_and_update(

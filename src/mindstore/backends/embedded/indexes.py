@@ -94,7 +94,7 @@ class Indexes(CollectionBase):
         _, op = self._begin("listIndexes", {"listIndexes": self._name, "cursor": {}})
         docs = list(self._sync.list_indexes())
         cursor = EmbeddedCommandCursor(self, self.full_name, docs, op)
-        self._finish(op)
+        self._finish(op, event_reply=cursor.first_reply)
         return cursor
 
     async def index_information(self, session: Any = None, comment: Any = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .codec import as_returned, cursor_reply_size, size_of
+from .codec import as_returned, cursor_reply, cursor_reply_size, size_of
 from .collection_base import CollectionBase
 from .cursors import EmbeddedCommandCursor, EmbeddedCursor
 from .pipeline import run_pipeline
@@ -121,7 +121,7 @@ class Reads(CollectionBase):
             self._fail(op, exc)
             raise
         cursor = EmbeddedCommandCursor(self, self.full_name, raw, op, batch_size)
-        self._finish(op)
+        self._finish(op, event_reply=cursor.first_reply)
         return cursor
 
     async def aggregate_raw_batches(self, *args: Any, **kwargs: Any) -> Any:
@@ -159,7 +159,11 @@ class Reads(CollectionBase):
         batch = [{"_id": 1, "n": n}] if n else []
         op.record.n_returned = len(batch)
         sizes = [size_of(d) for d in batch]
-        self._finish(op, cursor_reply_size("firstBatch", 0, self.full_name, sizes))
+        self._finish(
+            op,
+            cursor_reply_size("firstBatch", 0, self.full_name, sizes),
+            event_reply=lambda: cursor_reply("firstBatch", 0, self.full_name, batch),
+        )
         return n
 
     async def estimated_document_count(self, comment: Any = None, **kwargs: Any) -> int:
