@@ -8,6 +8,8 @@ import datetime as dt
 import logging
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -431,7 +433,8 @@ async def test_connecting_logs_the_server_with_its_password_masked(
         assert backend.kind == "mongodb" and backend.database.name == "appdb"
         given = backend.client.options.event_listeners
         assert listener in given
-        assert any(isinstance(g, RecorderListener) and g.recorder is backend.recorder for g in given)
+        fed = [g.recorder for g in given if isinstance(g, RecorderListener)]
+        assert fed == [backend.recorder]
         assert "connected to MongoDB at mongodb://app:***@127.0.0.1:1/appdb" in caplog.text
         assert "s3cret" not in caplog.text and "s3cret" not in repr(backend)
     finally:
@@ -485,3 +488,22 @@ async def test_an_unreachable_client_fails_in_one_line_and_stays_open() -> None:
             await open_backend(client=client)
     finally:
         await client.close()
+
+
+# --------------------------------------------------------------------------- --version
+
+
+def test_the_cli_prints_the_installed_version() -> None:
+    from typer.testing import CliRunner
+
+    from mindstore.cli import app
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["version"]
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"mindstore {declared}"
+    assert mindstore.__version__ == declared
+    assert CliRunner().invoke(app, ["--version", "tasks", "list"]).output.strip() == (
+        f"mindstore {declared}"  # eager: nothing else runs
+    )
