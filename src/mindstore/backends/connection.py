@@ -35,7 +35,8 @@ from urllib.parse import unquote, urlsplit
 from pymongo import AsyncMongoClient
 
 from ..errors import ConfigurationError
-from .recorder import LISTENER_TYPES, CommandRecorder, EventListener, RecorderListener
+from .recorder import CommandRecorder, RecorderListener
+from .wire import LISTENER_TYPES, EventListener
 
 __all__ = ["DEFAULT_DATABASE", "ENV_URI", "Backend", "connect", "open_backend", "redact_uri"]
 

@@ -15,7 +15,8 @@ from bson.codec_options import CodecOptions
 from mongomock_motor import AsyncMongoMockClient
 from pymongo import monitoring
 
-from ..recorder import LISTENER_TYPES, CommandRecorder
+from ..recorder import CommandRecorder
+from ..wire import LISTENER_TYPES
 from .codec import OUT_CODEC_OPTIONS
 from .database import EmbeddedDatabase
 from .reporting import CommandReporter, registered_listeners

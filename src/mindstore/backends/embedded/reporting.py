@@ -29,7 +29,8 @@ from typing import Any
 
 from pymongo import monitoring
 
-from ..recorder import IGNORED_COMMANDS, CommandRecorder, RecordedCommand, describe_command
+from ..recorder import CommandRecorder, RecordedCommand
+from ..wire import IGNORED_COMMANDS, describe_command
 from .codec import size_of, to_server
 
 __all__ = ["ADDRESS", "CommandReporter", "Operation", "ReplySource", "registered_listeners"]
