@@ -9,10 +9,12 @@ one-line message on stderr and its class's exit code (see docs/cli.md).
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import typer
 
@@ -39,9 +41,18 @@ class Settings:
     database: str | None = None
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"mindstore {importlib.metadata.version('mindstore')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
+    ),
     uri: str = typer.Option(
         None, "--uri", envvar="MINDSTORE_URI", help="mongodb:// URI; default: embedded store."
     ),

@@ -398,10 +398,12 @@ class TaskEngine:
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
                 if cached is None:  # a cache miss is not a lost race: no backoff for it
-                    logger.debug("task %r: lost a race (attempt %d), retrying", task_id, attempt + 1)
+                    logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
+                                 task_id, attempt + 1, self.retry.attempts)  # fmt: skip
                     await asyncio.sleep(self.retry.delay(attempt))
                     attempt += 1
-        logger.warning("task %r: gave up after %d attempts", task_id, self.retry.attempts)
+        logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
+                     task_id, self.retry.attempts)  # fmt: skip
         raise Conflict(
             f"task {task_id!r}: gave up after {self.retry.attempts} attempts lost to concurrent writers"
         )
