@@ -59,6 +59,7 @@ class TaskDoc(Document):
     open_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     root_config_index: int | None = None
     root_model_name: str | None = None
+    root_entry_tools: list[str] = Field(default_factory=list)
     last_config_index: int | None = None
     last_model_name: str | None = None
     tail: dict[str, Any] | None = None

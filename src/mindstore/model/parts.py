@@ -208,11 +208,16 @@ class TaskEntryPart(Model):
     initial_context: list[Union[TextPart, ImagePart, InformationalPart]] = Field(
         default_factory=list
     )
+    # The open tool call this sub-task answers when it exits (None: none was found).
+    trigger_call_id: str | None = None
 
 
 class TaskExitPart(Model):
     type: Literal["taskexit"] = "taskexit"
     handoff_description: list[Union[TextPart, ImagePart]] = Field(default_factory=list)
+    # The call this exit answered and the ToolMessage that answered it (None: nothing).
+    tool_call_id: str | None = None
+    answer_id: str | None = None
 
 
 class AudioPart(Model):

@@ -15,7 +15,13 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import pydantic
 
-from mindstore.errors import InvalidTransition, NotFound, ValidationError
+from mindstore.errors import (
+    InvalidTransition,
+    NoConfigForTurn,
+    UnknownToolCall,
+    ValidationError,
+    WrongType,
+)
 from mindstore.ids import check_key, check_name
 from mindstore.model.base import JSON, clock, new_id
 from mindstore.model.header import (
@@ -40,12 +46,12 @@ from mindstore.model.messages import (
     Usage,
     UserMessage,
     message_to_dict,
+    parse_messages,
 )
 from mindstore.model.parts import (
     CompressionPart,
     ImagePart,
     InformationalPart,
-    ObserverResult,
     ReasoningPart,
     TaskConfigPart,
     TaskEntryPart,
@@ -55,14 +61,15 @@ from mindstore.model.parts import (
     ToolResultContent,
     ToolResultPart,
 )
-from mindstore.model.storage_form import bson_size, escape_keys
+from mindstore.model.roles import check_role_content
+from mindstore.model.specs import ToolResultSpec
+from mindstore.model.storage_form import KEY_MARK, bson_size, escape_keys, unescape_keys
 from mindstore.validation import (
     check_bool,
     check_int,
     check_number,
     check_optional_int,
     check_optional_json,
-    check_optional_text,
     check_text,
     check_timestamp,
     describe_pydantic,
@@ -138,9 +145,67 @@ def check_message_values(message: AnyMessage) -> None:
     check_number(usage.cost, "cost")
 
 
+DERIVED_KEY = KEY_MARK + "derived"
+"""Lists the store's own fields added to an unknown-role message. No caller key can be
+stored under this name: an escaped key is the mark plus a percent-quoted *unsafe* key, and
+`derived` is safe, so `escape_keys` never produces it."""
+
+
 def stored_doc(message: AnyMessage) -> JSON:
-    """The document stored for a message: its dict with user keys escaped."""
-    return escape_keys(message_to_dict(message))
+    """The document stored for a message: its dict with user keys escaped (an unknown-role
+    message also carries the store's fields, and the list of those it added)."""
+    if isinstance(message, UnknownMessage):
+        form, added = message.stored_form()
+        document = escape_keys(form)
+        if added:
+            document[DERIVED_KEY] = added
+        return document  # type: ignore[no-any-return]
+    return escape_keys(message_to_dict(message))  # type: ignore[no-any-return]
+
+
+def parse_stored(documents: list[JSON], rewrite: Callable[[JSON], JSON] | None = None) -> list[AnyMessage]:
+    """Stored message documents -> messages as the caller wrote them (keys unescaped,
+    `rewrite` applied to each document, unknown roles stripped of the store's fields)."""
+    derived = [doc.get(DERIVED_KEY) for doc in documents]
+    plain = []
+    for document in documents:
+        if DERIVED_KEY in document:
+            document = {key: value for key, value in document.items() if key != DERIVED_KEY}
+        document = unescape_keys(document)
+        plain.append(rewrite(document) if rewrite is not None else document)
+    messages = parse_messages(plain)
+    for position, names in enumerate(derived):
+        message = messages[position]
+        if names and isinstance(message, UnknownMessage):
+            messages[position] = UnknownMessage.from_stored(message.raw, list(names))
+    return messages
+
+
+def choose_trigger(header: TaskHeader, config: TaskConfigPart, entry_index: int) -> ToolCallRef | None:
+    """The open tool call a new sub-task answers when it exits, decided at its entry.
+
+    Among the open calls of the current level that no open sub-task has claimed: the
+    latest call of a task-entry tool (named by the sub-task's config or by the current
+    level's), else the latest call of the assistant message right before the entry (the
+    Mind Map's fallback). Another message between the call and the entry, or a sub-task
+    config that does not list the tool, no longer loses the trigger; a caller who knows
+    better passes `trigger_call_id`.
+    """
+    claimed = {frame.trigger.id for frame in header.scope_stack if frame.trigger is not None}
+    floor = header.scope_stack[-1].index if header.scope_stack else -1
+    level_calls = [ref for ref in header.open_tool_calls
+                   if ref.id not in claimed and floor < ref.index < entry_index]  # fmt: skip
+    names = set(config.task_entry_tool_names())
+    names.update(header.scope_stack[-1].entry_tools if header.scope_stack else header.root_entry_tools)
+    by_name = [ref for ref in level_calls if ref.name in names]
+    if by_name:
+        return max(by_name, key=lambda ref: (ref.index, ref.part))
+    tail = header.tail
+    if tail is not None and tail.index == entry_index - 1 and tail.role == "assistant":
+        just_before = [ref for ref in level_calls if ref.index == tail.index]
+        if just_before:
+            return max(just_before, key=lambda ref: ref.part)
+    return None
 
 
 @dataclass
@@ -208,6 +273,7 @@ class Planner:
         if not self.replay:
             check_message_id(message.id)
             check_message_values(message)
+            check_role_content(message)
             if message.id in self._ids:
                 raise ValidationError(f"message id {message.id!r} appears twice in one write")
             self._ids.add(message.id)
@@ -217,9 +283,8 @@ class Planner:
             message.task_id = self.task_id
         if isinstance(message, MessageBase) and not message.started_ts and not self.replay:
             message.started_ts = self.now
-        if isinstance(message, UnknownMessage):
-            message.raw.setdefault("id", message.id)
-            message.raw.setdefault("finished_ts", None)
+        if isinstance(message, UnknownMessage) and message.finished_ts is None:
+            message.finished_ts = None  # the store keeps the key (patched when the next arrives)
 
         if not self.replay:
             self._finish_tail(message.started_ts)
@@ -238,6 +303,19 @@ class Planner:
             entry = message.entry()
             if entry is None:
                 raise ValidationError("a task entry message needs a taskentry part")
+            recorded = "trigger_call_id" in entry.model_fields_set
+            if not self.replay:
+                if entry.trigger_call_id is not None:
+                    check_message_id(entry.trigger_call_id, "trigger_call_id")
+                    if header.open_call(entry.trigger_call_id) is None:
+                        raise UnknownToolCall(
+                            f"trigger_call_id {entry.trigger_call_id!r} is not an open tool call"
+                        )
+                elif not recorded:
+                    chosen = choose_trigger(header, entry.initial_task_config, index)
+                    entry.trigger_call_id = chosen.id if chosen is not None else None
+                recorded = True
+            trigger = header.open_call(entry.trigger_call_id) if entry.trigger_call_id else None
             header.scope_stack.append(
                 ScopeFrame(
                     entry_id=message.id,
@@ -245,6 +323,8 @@ class Planner:
                     model_name=entry.initial_task_config.model_name,
                     entry_tools=entry.initial_task_config.task_entry_tool_names(),
                     fallback=self._tail_last_call(index),
+                    trigger=trigger,
+                    trigger_recorded=recorded,
                 )
             )
         elif exits:
@@ -255,6 +335,7 @@ class Planner:
                 if header.level == 0:
                     header.root_config_index = index
                     header.root_model_name = config.model_name
+                    header.root_entry_tools = config.task_entry_tool_names()
                 header.last_config_index = index
                 header.last_model_name = config.model_name
         elif isinstance(message, AssistantMessage):
@@ -321,9 +402,12 @@ class Planner:
         )
         self.header.open_tool_calls.append(ref)
         for frame in self.header.scope_stack:
-            # A call streamed into the message right before an entry is that entry's fallback.
+            # A call streamed into the message right before an entry is that entry's fallback
+            # (or, when the entry found no trigger when it was written, its trigger).
             if frame.index == index + 1 and (frame.fallback is None or frame.fallback.part < position):
                 frame.fallback = ref
+                if frame.trigger_recorded and frame.trigger is None:
+                    frame.trigger = ref
 
     def _close_call(self, tool_call_id: str) -> None:
         self.header.open_tool_calls = [
@@ -502,7 +586,7 @@ def plan_add_assistant_message(
     """An empty, loading assistant message whose model comes from the current config."""
     model_name = header.current_model_name()
     if model_name is None:
-        raise InvalidTransition(
+        raise NoConfigForTurn(
             "no task configuration found: add a task config before an assistant message"
         )
     planner = Planner(header, task_id, **kw)
@@ -517,45 +601,27 @@ def plan_add_assistant_message(
 
 
 def build_tool_result_message(
-    task_id: str,
-    tool_call_id: str,
-    tool_name: str,
-    result: Any,
-    observer_results: Sequence[ObserverResult] | None,
-    is_error: bool,
-    is_approved: bool,
-    tool_result_contents: Sequence[ToolResultContent] | None,
-    error_message: str | None,
-    is_loading: bool,
-    has_feedback: bool,
-    ts: int,
-    message_id: str | None = None,
-    terminate: bool = False,
-    metadata: JSON | None = None,
+    task_id: str, tool_call_id: str, tool_name: str, result: Any, spec: ToolResultSpec, ts: int
 ) -> ToolMessage:
+    """The ToolMessage of one tool result (both `add_tool_result_message` and the answers)."""
     check_message_id(tool_call_id, "tool_call_id")
     check_text(tool_name, "tool_name")
-    for flag, value in (("is_error", is_error), ("is_approved", is_approved), ("is_loading", is_loading),
-                        ("has_feedback", has_feedback), ("terminate", terminate)):  # fmt: skip
-        check_bool(value, flag)
-    check_optional_text(error_message, "error_message")
-    check_optional_json(metadata, "metadata")
     part = ToolResultPart(
         tool_call_id=tool_call_id,
         tool_name=tool_name,
         result=result,
-        observer_results=list(observer_results or []),
-        is_error=is_error,
-        is_approved=is_approved,
-        is_loading=is_loading,
-        has_feedback=has_feedback,
-        tool_result_contents=list(tool_result_contents or []),
-        error=error_message if is_error else None,
-        terminate=terminate,
-        metadata=dict(metadata or {}),
+        observer_results=list(spec.observer_results),
+        is_error=spec.is_error,
+        is_approved=spec.is_approved,
+        is_loading=spec.is_loading,
+        has_feedback=spec.has_feedback,
+        tool_result_contents=list(spec.tool_result_contents),
+        error=spec.error_message if spec.is_error else None,
+        terminate=spec.terminate,
+        metadata=dict(spec.metadata),
     )
     return ToolMessage(
-        id=message_id or new_id(),
+        id=spec.message_id or new_id(),
         task_id=task_id,
         started_ts=ts,
         finished_ts=ts,
@@ -565,30 +631,13 @@ def build_tool_result_message(
 
 @typed_errors
 def plan_add_tool_result_message(
-    header: TaskHeader,
-    task_id: str,
-    tool_call_id: str,
-    tool_name: str,
-    result: Any,
-    observer_results: Sequence[ObserverResult] | None = None,
-    is_error: bool = False,
-    is_approved: bool = True,
-    tool_result_contents: Sequence[ToolResultContent] | None = None,
-    error_message: str | None = None,
-    is_loading: bool = False,
-    has_feedback: bool = False,
-    timestamp: float | None = None,
-    message_id: str | None = None,
-    terminate: bool = False,
-    metadata: JSON | None = None,
-    **kw: Any,
-) -> Plan:
+    header: TaskHeader, task_id: str, tool_call_id: str, tool_name: str, result: Any,
+    spec: ToolResultSpec, **kw: Any,
+) -> Plan:  # fmt: skip
     planner = Planner(header, task_id, **kw)
     message = build_tool_result_message(
-        task_id, tool_call_id, tool_name, result, observer_results, is_error, is_approved,
-        tool_result_contents, error_message, is_loading, has_feedback,
-        _ts(timestamp, planner.now), message_id, terminate, metadata,
-    )  # fmt: skip
+        task_id, tool_call_id, tool_name, result, spec, _ts(spec.timestamp, planner.now)
+    )
     return planner.finish(planner.append(message))
 
 
@@ -732,23 +781,9 @@ def _answer_call(
 
 @typed_errors
 def plan_answer_tool_call(
-    header: TaskHeader,
-    task_id: str,
-    tool_call_id: str,
-    result: Any,
-    observer_results: Sequence[ObserverResult] | None = None,
-    is_error: bool = False,
-    is_approved: bool = True,
-    tool_result_contents: Sequence[ToolResultContent] | None = None,
-    error_message: str | None = None,
-    is_loading: bool = False,
-    has_feedback: bool = False,
-    timestamp: float | None = None,
-    message_id: str | None = None,
-    terminate: bool = False,
-    metadata: JSON | None = None,
+    header: TaskHeader, task_id: str, tool_call_id: str, result: Any, spec: ToolResultSpec,
     **kw: Any,
-) -> Plan:
+) -> Plan:  # fmt: skip
     """Answer an open tool call: one update flips its flags and appends the ToolMessage.
 
     The patch is guarded by the id of the message holding the call, so a stale index can
@@ -756,14 +791,12 @@ def plan_answer_tool_call(
     """
     ref = header.open_call(tool_call_id)
     if ref is None:
-        raise NotFound(f"no open tool call with id {tool_call_id!r} (unknown or already answered)")
+        raise UnknownToolCall(f"no open tool call with id {tool_call_id!r} (unknown or already answered)")
     planner = Planner(header, task_id, **kw)
     message = build_tool_result_message(
-        task_id, tool_call_id, ref.name, result, observer_results, is_error, is_approved,
-        tool_result_contents, error_message, is_loading, has_feedback,
-        _ts(timestamp, planner.now), message_id, terminate, metadata,
-    )  # fmt: skip
-    _answer_call(planner, ref, message, is_loading)
+        task_id, tool_call_id, ref.name, result, spec, _ts(spec.timestamp, planner.now)
+    )
+    _answer_call(planner, ref, message, spec.is_loading)
     return planner.finish(message)
 
 
@@ -775,9 +808,14 @@ def plan_add_task_entry(
     initial_task_config: TaskConfigPart,
     entry_id: str | None = None,
     timestamp: float | None = None,
+    trigger_call_id: str | None = None,
     **kw: Any,
 ) -> Plan:
-    """Seed 000 `add_task_entry`: entry, config, hidden user context, informational parts."""
+    """The Mind Map's `add_task_entry`: entry, config, hidden user context, informational
+    parts. The entry records the open call it answers at its exit (`choose_trigger`, or
+    `trigger_call_id` when the caller names it)."""
+    if isinstance(task_description, (str, bytes)) or not isinstance(task_description, Sequence):
+        raise WrongType("task_description must be a list of parts")
     description = list(task_description)
     for part in description:
         if not isinstance(part, (TextPart, ImagePart, InformationalPart)):
@@ -785,7 +823,7 @@ def plan_add_task_entry(
                 f"task description parts must be text, image or informational, got {type(part).__name__}"
             )
     if not isinstance(initial_task_config, TaskConfigPart):
-        raise ValidationError("initial_task_config must be a TaskConfigPart")
+        raise WrongType("initial_task_config must be a TaskConfigPart")
     planner = Planner(header, task_id, **kw)
     checked = check_timestamp(timestamp)
     entry_ts = float(checked if checked is not None else clock())
@@ -794,8 +832,9 @@ def plan_add_task_entry(
         task_id=task_id,
         started_ts=int(entry_ts),
         finished_ts=int(entry_ts),
-        content=[TaskEntryPart(initial_task_config=initial_task_config, initial_context=description)],
-    )
+        content=[TaskEntryPart(initial_task_config=initial_task_config, initial_context=description,
+                               **({"trigger_call_id": trigger_call_id} if trigger_call_id else {}))],
+    )  # fmt: skip
     planner.append(entry)
     ts = int(entry_ts + 0.001)
     planner.append(
@@ -871,13 +910,20 @@ def plan_add_task_exit(
     """
     if not header.scope_stack:
         raise InvalidTransition("task exit at the root level: no sub-task is open")
+    check_text(payload_key, "payload_key", empty=False)
+    if isinstance(handoff_description, (str, bytes)) or not isinstance(handoff_description, Sequence):
+        raise WrongType("handoff_description must be a list of parts")
     handoff = list(handoff_description)
     for part in handoff:
         if not isinstance(part, (TextPart, ImagePart)):
             raise ValidationError(
                 f"handoff parts must be text or image, got {type(part).__name__}"
             )
-    trigger = find_exit_trigger(header)
+    frame = header.scope_stack[-1]
+    if frame.trigger_recorded:  # decided at the entry; already answered -> nothing to answer
+        trigger = header.open_call(frame.trigger.id) if frame.trigger is not None else None
+    else:  # an entry written before triggers were recorded: the Mind Map's search
+        trigger = find_exit_trigger(header)
     planner = Planner(header, task_id, **kw)
     checked = check_timestamp(timestamp)
     exit_ts = float(checked if checked is not None else clock())
@@ -886,10 +932,10 @@ def plan_add_task_exit(
         task_id=task_id,
         started_ts=int(exit_ts),
         finished_ts=int(exit_ts),
-        content=[TaskExitPart(handoff_description=handoff)],
+        content=[TaskExitPart(handoff_description=handoff, tool_call_id=trigger.id if trigger else None)],
     )
-    planner.append(exit_message)
     if trigger is None:
+        planner.append(exit_message)
         return planner.finish((exit_message, None))
     text = "".join(part.text for part in handoff if isinstance(part, TextPart))
     contents = [
@@ -899,21 +945,15 @@ def plan_add_task_exit(
     ]
     if text:
         contents.append(ToolResultContent(type="text", text=text))
+    answer = ToolResultSpec(tool_result_contents=tuple(contents), has_feedback=True,
+                            message_id=result_message_id)  # fmt: skip
     tool_message = build_tool_result_message(
-        task_id,
-        trigger.id,
-        trigger.name,
+        task_id, trigger.id, trigger.name,
         {payload_key: text, "status": "completed", "message": text},
-        [],
-        False,
-        True,
-        contents,
-        None,
-        False,
-        True,
-        int(exit_ts + 0.001),
-        result_message_id,
-    )
+        answer, int(exit_ts + 0.001),
+    )  # fmt: skip
+    exit_message.content[0].answer_id = tool_message.id
+    planner.append(exit_message)
     # The fallback trigger may already be answered: closing it again is a no-op.
     _answer_call(planner, trigger, tool_message, False)
     return planner.finish((exit_message, tool_message))

@@ -44,9 +44,8 @@ from mindstore.errors import (
 )
 from mindstore.ids import check_key, check_name, legacy_key, task_key
 from mindstore.model.header import HEADER_FIELDS, TaskHeader
-from mindstore.model.messages import AnyMessage, parse_messages
-from mindstore.model.planner import Plan
-from mindstore.model.storage_form import unescape_keys
+from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
+from mindstore.model.planner import Plan, parse_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
@@ -229,7 +228,7 @@ class TaskEngine:
         """Stored message documents -> messages in their stored form (for planning only:
         markers and escaped strings stay as stored, so a patch's size is computed on the
         same form as the stored document)."""
-        return parse_messages([unescape_keys(doc) for doc in documents])
+        return parse_stored(documents)
 
     async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
         """Stored message documents -> messages as the caller stored them.
@@ -247,7 +246,7 @@ class TaskEngine:
             )
             async for payload in cursor:
                 found[payload["_id"]] = payload["data"]
-        return parse_messages([read_value(unescape_keys(doc), found) for doc in documents])
+        return parse_stored(documents, lambda document: read_value(document, found))  # type: ignore[no-any-return]
 
     def _caller_form(self, message: AnyMessage) -> AnyMessage:
         """A planned message (stored form) as the caller wrote it, escapes removed; a
@@ -255,7 +254,7 @@ class TaskEngine:
         document = message.to_dict()
         if not _has_reserved(document):
             return message
-        return parse_messages([read_value(document, {})])[0]
+        return parse_messages([read_value(document, {})])[0] if not isinstance(message, UnknownMessage) else message
 
     async def _store_payloads(self, task_id: str, offloader: Offloader) -> None:
         for payload in offloader.pending.values():
