@@ -21,17 +21,21 @@ from mindstore.backends.recorder import CommandRecorder, EventListener
 from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.planner import check_id
 from mindstore.repositories.header_cache import HeaderCache
-from mindstore.repositories.tasks import RetryPolicy, TaskRepository
+from mindstore.analytics.service import Analytics
+from mindstore.repositories.dialogs import DialogRepository
+from mindstore.repositories.engine import RetryPolicy
+from mindstore.services.agents import AgentRepository
+from mindstore.services.tasks import TaskService
 
 
 class TenantStore:
     """Everything one tenant (optionally one owner) may touch."""
 
-    def __init__(self, store: "Store", tenant: str, owner: str | None) -> None:
+    def __init__(self, store: Store, tenant: str, owner: str | None) -> None:
         self.store = store
         self.tenant = check_id(tenant, "tenant")
         self.owner = owner
-        self.tasks = TaskRepository(
+        self.tasks = TaskService(
             store.database,
             self.tenant,
             owner=owner,
@@ -42,25 +46,19 @@ class TenantStore:
         )
 
     @cached_property
-    def dialogs(self) -> Any:
-        """Dialog trees (seed 002) over this tenant's tasks."""
-        from mindstore.repositories.dialogs import DialogRepository
-
-        return DialogRepository(self)
+    def dialogs(self) -> DialogRepository:
+        """Dialog trees (the dialog document) over this tenant's tasks."""
+        return DialogRepository(self.tasks)
 
     @cached_property
-    def agents(self) -> Any:
+    def agents(self) -> AgentRepository:
         """Agents' dialogs by alias (`acme.agents.get(name)`), over this tenant's dialogs."""
-        from mindstore.repositories.agents import AgentRepository
-
-        return AgentRepository(self)
+        return AgentRepository(self.tasks, self.dialogs)
 
     @cached_property
-    def analytics(self) -> Any:
+    def analytics(self) -> Analytics:
         """Reports over this tenant's sessions (aggregation pipelines)."""
-        from mindstore.analytics import Analytics
-
-        return Analytics(self)
+        return Analytics(self.store.database, self.tenant, self.owner)
 
 
 class Store:

@@ -64,7 +64,7 @@ class ScopeFrame(Model):
     index: int
     model_name: str | None = None
     entry_tools: list[str] = Field(default_factory=list)
-    # The last tool call of the message right before the entry: seed 000's fallback
+    # The last tool call of the message right before the entry: the Mind Map's fallback
     # trigger when no task-entry tool call is found by name (frames written before the
     # trigger was recorded at entry time).
     fallback: ToolCallRef | None = None
@@ -126,7 +126,7 @@ class TaskHeader(Model):
         return self.scope_stack[-1].entry_id if self.scope_stack else None
 
     def current_model_name(self) -> str | None:
-        """Model of the current level's config (seed 000 `current_task_config`)."""
+        """Model of the current level's config (the Mind Map `current_task_config`)."""
         if self.scope_stack:
             return self.scope_stack[-1].model_name
         if self.root_config_index is not None:

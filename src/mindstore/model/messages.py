@@ -1,7 +1,7 @@
 """Messages: role-discriminated, with a catch-all that never drops data.
 
-Every message carries the seed-000 metadata (id, task_id, timestamps, world state, error)
-plus what the other seeds put on a message (usage with cost, name, logprobs, metadata).
+Every message carries the Mind Map metadata (id, task_id, timestamps, world state, error)
+plus what the other formats put on a message (usage with cost, name, logprobs, metadata).
 Three fields belong to the store and are written once at append time: `scope` (the id of
 the task entry whose sub-task the message belongs to, None at the root), `depth` (nesting
 depth) and `origin` (where a forked copy came from). Because they are materialized,
@@ -60,7 +60,7 @@ class UsageCost(Model):
 
 
 class Usage(Model):
-    """Token usage of one model call (seeds 001/003)."""
+    """Token usage of one model call (the message-layer and agent-graph formats)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -113,7 +113,7 @@ class UserMessage(MessageBase):
 
 class AssistantMessage(MessageBase):
     role: Literal["assistant"] = "assistant"
-    # Seed 000 lists loading/completed/error/interrupted; other values are kept, not refused.
+    # The Mind Map lists loading/completed/error/interrupted; other values are kept, not refused.
     status: str = "loading"
     cost: float | None = 0.0
     cache_writes: int | None = 0
@@ -359,7 +359,7 @@ def parse_messages(data: list[Any]) -> list[AnyMessage]:
 
 
 def create_message_from_dict(data: dict[str, Any]) -> AnyMessage:
-    """Seed 000's factory: a known role gives its class; a missing or unknown role is an error.
+    """The Mind Map's factory: a known role gives its class; a missing or unknown role is an error.
 
     Use `parse_message` to accept unknown roles (the store does, when reading).
     """

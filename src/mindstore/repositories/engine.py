@@ -114,6 +114,7 @@ class TaskEngine:
     ) -> None:
         self.tenant = check_key(tenant, "tenant")
         self.owner = check_owner(owner)
+        self.database = database
         self._tasks = database[TASKS]
         self._payloads = database[PAYLOADS]
         self._nodes = database[DIALOG_NODES]

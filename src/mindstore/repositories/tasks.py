@@ -215,33 +215,6 @@ class TaskRepository(TaskReads):
             if result.matched_count == 0:
                 raise self._not_found(task_id)
 
-    async def context(
-        self,
-        task_id: str,
-        *,
-        max_tokens: int | None = None,
-        strategy: Any = None,
-        summarizer: Any = None,
-        token_counter: Any = None,
-        auto_compress: bool = True,
-        safety_buffer: int = 0,
-    ) -> Any:
-        """The messages to send to the model for the current level (a `ContextWindow`).
-
-        Filtering runs on the server; a level past its `CompressionConfig.token_limit` is
-        compressed first; `max_tokens` then trims the view (seed 002's manager) without
-        touching the stored history. See docs/compression.md.
-        """
-        from mindstore.compression.context import build_context
-        from mindstore.compression.tokens import estimate_tokens
-
-        return await build_context(
-            self, task_id, max_tokens=max_tokens, strategy=strategy, summarizer=summarizer,
-            token_counter=token_counter or estimate_tokens, auto_compress=auto_compress,
-            safety_buffer=safety_buffer,
-        )  # fmt: skip
-
-
     # ------------------------------------------------------------------ verbs
     # The same names, defaults, replays and errors as the in-memory `Task` (docs/contract.md).
     async def add_message(self, task_id: str, message: AnyMessage | JSON) -> AnyMessage:
