@@ -13,9 +13,9 @@ import functools
 import random
 from typing import Any
 
+import analytics_reference as ref
 import pytest
 
-import analytics_reference as ref
 from mindstore.errors import ValidationError
 from mindstore.model.parts import TaskConfigPart
 from mindstore.workload import MODELS, Workload, WorkloadSpec, generate, load

@@ -9,9 +9,9 @@ import pytest
 from bson import DBRef, Int64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_backup_support import keys, values
 
 from mindstore.backup.codec import RecordError, decode_line, encode_line
-from test_backup_support import keys, values
 
 
 def as_stored(document: dict) -> dict:

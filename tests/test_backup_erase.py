@@ -10,6 +10,7 @@ import pytest
 
 from mindstore.backup import erase, ids_digest
 from mindstore.errors import ValidationError
+from mindstore.ids import task_key
 
 OWNERS = ("alice", "bob", "carol")
 
@@ -28,10 +29,10 @@ async def _populate(store):
                     {"_id": f"p-{task.id}", "tenant": tenant, "task_id": task.id, "data": b"\x01" * 8})
     nodes = store.database["dialog_nodes"]
     alice_root = ids[("acme", "alice")][0]
-    await nodes.insert_one({"_id": alice_root, "tenant": "acme", "owner": "alice", "parent_id": None,
+    await nodes.insert_one({"_id": task_key("acme", alice_root), "tenant": "acme", "owner": "alice", "parent_id": None,
                             "root_id": alice_root, "ancestors": []})
     bob_fork = ids[("acme", "bob")][0]  # bob forked alice's dialog: another owner's child
-    await nodes.insert_one({"_id": bob_fork, "tenant": "acme", "owner": "bob", "parent_id": alice_root,
+    await nodes.insert_one({"_id": task_key("acme", bob_fork), "tenant": "acme", "owner": "bob", "parent_id": alice_root,
                             "root_id": alice_root, "ancestors": [alice_root]})
     # an orphan node of alice whose task was already deleted: erased with her data
     await nodes.insert_one({"_id": "gone-task", "tenant": "acme", "owner": "alice", "parent_id": None,
@@ -53,7 +54,8 @@ async def test_erasing_one_owner_leaves_everyone_else_byte_identical(store):
     receipt = await erase(store, "acme", owner="alice")
     after = await _snapshot(store)
 
-    erased = {"tasks": set(alice), "dialog_nodes": {alice[0], "gone-task"},
+    erased = {"tasks": {task_key("acme", t) for t in alice},
+              "dialog_nodes": {task_key("acme", alice[0]), "gone-task"},
               "payloads": {f"p-{t}" for t in alice}}
     for name, docs in before.items():
         assert set(after[name]) == set(docs) - erased[name]
@@ -62,7 +64,7 @@ async def test_erasing_one_owner_leaves_everyone_else_byte_identical(store):
     assert receipt.counts == {"tasks": 2, "dialog_nodes": 2, "payloads": 2}
     assert receipt.messages == 4
     # beta's alice is another tenant's user: untouched
-    assert set(ids[("beta", "alice")]) <= set(after["tasks"])
+    assert {task_key("beta", t) for t in ids[("beta", "alice")]} <= set(after["tasks"])
     # bob's fork lost its parent: said so in the receipt
     assert receipt.dangling_total == 1
     assert receipt.dangling_dialog_nodes == [
@@ -95,11 +97,11 @@ async def test_erase_one_task_and_a_whole_tenant(store):
     carol = ids[("acme", "carol")][1]
     receipt = await erase(store, "acme", task_id=carol)
     assert receipt.counts == {"tasks": 1, "dialog_nodes": 0, "payloads": 1}
-    assert await store.database["tasks"].find_one({"_id": carol}) is None
+    assert await store.database["tasks"].find_one({"_id": task_key("acme", carol)}) is None
     # a task of another tenant is not found under this tenant
     other = ids[("beta", "alice")][0]
     assert (await erase(store, "acme", task_id=other)).total == 0
-    assert await store.database["tasks"].find_one({"_id": other}) is not None
+    assert await store.database["tasks"].find_one({"_id": task_key("beta", other)}) is not None
 
     beta_before = {k: {i: v for i, v in d.items()} for k, d in (await _snapshot(store)).items()}
     whole = await erase(store, "acme")

@@ -38,7 +38,6 @@ from test_backup_support import (
     payload_hex,
     raw_dump,
     read_file_records,
-    seed,
     values,
     writes_task_keys,
 )
@@ -190,7 +189,7 @@ async def test_realistic_conversations_survive_backup_and_restore(tmp_path, form
                                            "at": dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)})
     other = await source.scoped("beta").tasks.create(owner="carol", content="hello")
     await source.database["dialog_nodes"].insert_one(
-        {"_id": task.id, "tenant": "acme", "owner": "alice", "parent_id": None, "root_id": task.id,
+        {"_id": task_key("acme", task.id), "tenant": "acme", "owner": "alice", "parent_id": None, "root_id": task.id,
          "ancestors": [], "depth": 0, "created_at": dt.datetime(2026, 1, 1, tzinfo=UTC)})
     assert await source.database["payloads"].count_documents({}) >= 1
 
@@ -253,14 +252,25 @@ async def test_owner_task_and_since_scopes(store, tmp_path):
     assert [task_id_of(r["_id"]) for r in read_file_records(tmp_path / "bob" / "tasks.jsonl.gz")] == \
         [ids[("acme", "bob")]]
 
-    wanted = [ids[("acme", "alice")], ids[("beta-secret", "zed")]]
-    chosen = await backup(store, tmp_path / "two", task_ids=wanted + ["no-such-task"])
-    assert sorted(task_id_of(r["_id"]) for r in read_file_records(tmp_path / "two" / "tasks.jsonl.gz")) == \
-        sorted(wanted)
+    # tasks across tenants are named by their per-tenant key ...
+    wanted = [task_key("acme", ids[("acme", "alice")]), task_key("beta-secret", ids[("beta-secret", "zed")])]
+    chosen = await backup(store, tmp_path / "two", task_ids=wanted + ["acme/no-such-task"])
+    assert sorted(task_key(r["tenant"], task_id_of(r["_id"]))
+                  for r in read_file_records(tmp_path / "two" / "tasks.jsonl.gz")) == sorted(wanted)
     assert chosen.counts == {"tasks": 2, "dialog_nodes": 2, "payloads": 2}
-    assert chosen.missing_task_ids == ["no-such-task"]
+    assert chosen.missing_task_ids == ["acme/no-such-task"]
     assert chosen.tenants == ["acme", "beta-secret"]
     await verify(tmp_path / "two")
+    # ... a bare id is ambiguous without its tenant, and is resolved within the one given
+    with pytest.raises(ValidationError, match="needs its tenant"):
+        await backup(store, tmp_path / "three", task_ids=[ids[("acme", "alice")]])
+    with pytest.raises(ValidationError, match="not in tenant"):
+        await backup(store, tmp_path / "three", tenant="acme", task_ids=[wanted[1]])
+    assert not (tmp_path / "three").exists()
+    by_tenant = await backup(store, tmp_path / "four", tenant="acme", task_ids=[ids[("acme", "alice")]])
+    assert by_tenant.counts == {"tasks": 1, "dialog_nodes": 1, "payloads": 1}
+    assert by_tenant.scope.task_ids == (wanted[0],)
+    assert (await verify(tmp_path / "four")).counts["tasks"] == 1
 
     # incremental: only what changed since the previous backup started
     since = owner.created_at
@@ -371,12 +381,14 @@ async def test_restore_as_another_tenant_next_to_the_source(store, tmp_path, for
         await restore(store, tmp_path / "acme", as_tenant="$gamma")
 
     if not form.keys:
-        # task ids still global: the copy would collide, so it is refused
+        # the legacy form: bare task ids are global, so a second copy (into another
+        # tenant) collides with the first and is refused, nothing written
+        assert (await restore(store, tmp_path / "acme", as_tenant="gamma")).totals["inserted"] == 6
+        before = await raw_dump(store)
         with pytest.raises(RestoreConflict, match="another tenant"):
-            await restore(store, tmp_path / "acme", as_tenant="gamma")
-        assert {name: [d for d in docs if bson.decode(d)["tenant"] == "acme"]
-                for name, docs in (await raw_dump(store)).items()} == acme_before
-        assert await store.database["tasks"].count_documents({"tenant": "gamma"}) == 0
+            await restore(store, tmp_path / "acme", as_tenant="delta")
+        assert await raw_dump(store) == before
+        assert await store.database["tasks"].count_documents({"tenant": "delta"}) == 0
         return
     # the same database, the source tenant still there: a copy under the new tenant
     report = await restore(store, tmp_path / "acme", as_tenant="gamma")

@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import bson
-from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson import (
+    Binary,
+    Code,
+    Decimal128,
+    Int64,
+    MaxKey,
+    MinKey,
+    ObjectId,
+    Regex,
+    Timestamp,
+)
 from hypothesis import strategies as st
 
 import mindstore
@@ -59,11 +69,16 @@ def keyed(dump: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
 
 
 async def writes_task_keys() -> bool:
-    """Does this version store tasks under ``task_key(tenant, id)`` (restore then writes
-    that form), or under the legacy bare id? Tests that depend on it assert either way."""
-    from mindstore.backup.restore import repositories_use_task_keys
-
-    return await repositories_use_task_keys()
+    """Does this version's repositories store tasks under ``task_key(tenant, id)``, or
+    under the legacy bare id? Asked of a real store (a task created and read back raw), so
+    tests can check that restore writes the form the repositories write."""
+    probe = await new_store()
+    try:
+        await probe.scoped("probe").tasks.create(task_id="probe")
+        stored = await probe.database["tasks"].find_one({"tenant": "probe"}, {"_id": 1})
+        return bool(stored) and stored["_id"] == task_key("probe", "probe")
+    finally:
+        await probe.close()
 
 
 def payload_hex(seed: str) -> str:

@@ -150,3 +150,27 @@ def test_the_uri_check_leaves_good_and_embedded_uris_alone():
     with pytest.raises(ConfigurationError) as bad:
         check_uri("mongodb://user:secret@h/?serverSelectionTimeoutMS=abc")
     assert "secret" not in str(bad.value)  # the password is redacted
+
+
+@pytest.mark.parametrize("uri", [
+    "mongodb://user:secret@127.0.0.1:1/?serverSelectionTimeoutMS=abc",
+    "mongodb://127.0.0.1:1/?w=-7",
+    "mongodb+srv://cluster.invalid/?connectTimeoutMS=soon",
+])  # fmt: skip
+async def test_the_library_connect_refuses_bad_uri_options_before_connecting(uri, monkeypatch):
+    """`connect()` runs the same check as the CLI: a typo in an option is a one-line
+    ConfigurationError at once, not a warning and a 30-second default wait; no client is
+    ever built (a port nobody listens on would otherwise be tried)."""
+    import time
+
+    import pymongo
+
+    import mindstore
+
+    built: list[str] = []
+    monkeypatch.setattr(pymongo, "AsyncMongoClient", lambda *a, **k: built.append(a[0]))
+    started = time.perf_counter()
+    with pytest.raises(ConfigurationError, match="invalid MongoDB URI") as refused:
+        await mindstore.connect(uri)
+    assert time.perf_counter() - started < 2 and built == []
+    assert "secret" not in str(refused.value)

@@ -11,11 +11,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mindstore
-from mindstore.compression import Compressor, MemoryLevel, StoredLevel, apply_checkpoint, checkpoints_in
+from mindstore.compression import (
+    Compressor,
+    MemoryLevel,
+    StoredLevel,
+    apply_checkpoint,
+    checkpoints_in,
+)
 from mindstore.compression.toolpairs import call_ids, result_ids
 from mindstore.errors import NotFound, ValidationError
 from mindstore.model.messages import message_to_dict
-from mindstore.model.parts import CompressionConfig, TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
+from mindstore.model.parts import (
+    CompressionConfig,
+    TaskConfigPart,
+    TextPart,
+    ToolCallPart,
+    ToolMetadata,
+)
 
 SMALL = CompressionConfig(token_limit=400, keep_recent_messages=3, keep_first_messages=1)
 CONFIG = TaskConfigPart(model_name="m", compression_config=SMALL,

@@ -20,10 +20,25 @@ from mindstore.compression import (
     replace_messages,
 )
 from mindstore.compression.managers import TRUNCATION_PREFIX
-from mindstore.compression.toolpairs import call_ids, drop_orphan_results, result_ids, safe_cut
+from mindstore.compression.toolpairs import (
+    call_ids,
+    drop_orphan_results,
+    result_ids,
+    safe_cut,
+)
 from mindstore.errors import ValidationError
-from mindstore.model.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from mindstore.model.parts import CompressionConfig, TextPart, ToolCallPart, ToolResultPart
+from mindstore.model.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from mindstore.model.parts import (
+    CompressionConfig,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 
 def user(mid: str, text: str = "hi") -> UserMessage:

@@ -8,8 +8,8 @@ from collections import deque
 import pytest
 
 import mindstore
-
 from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.ids import task_key
 from mindstore.model.dialog import FORK_MARKER, kept_indexes
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 
@@ -237,10 +237,10 @@ async def test_repair_finishes_or_removes_half_made_forks(acme, store):
     stranded = (await d.fork(orphan_parent)).id
     nodes = store.database["dialog_nodes"]
     # simulate crashes between the task insert and the node insert
-    await nodes.delete_one({"_id": finished, "tenant": "acme"})
-    await nodes.delete_one({"_id": stranded, "tenant": "acme"})
-    await nodes.delete_one({"_id": orphan_parent, "tenant": "acme"})
-    await store.database["tasks"].delete_one({"_id": orphan_parent, "tenant": "acme"})
+    await nodes.delete_one({"_id": task_key("acme", finished), "tenant": "acme"})
+    await nodes.delete_one({"_id": task_key("acme", stranded), "tenant": "acme"})
+    await nodes.delete_one({"_id": task_key("acme", orphan_parent), "tenant": "acme"})
+    await store.database["tasks"].delete_one({"_id": task_key("acme", orphan_parent), "tenant": "acme"})
     assert await d.subtree_ids(root) == [root]  # readers ignore half-made forks
     with pytest.raises(NotFound, match="unfinished fork"):
         await d.node(finished)
@@ -307,3 +307,30 @@ async def test_a_trimmed_fork_reads_only_the_ends_it_keeps(acme, store):
         trimmed = await d.fork(root, last_n=5, first_k=1)
     assert trimmed_log.bytes_received * 10 < full_log.bytes_received
     assert [m.origin.index for m in await acme.tasks.messages(trimmed.id)] == [0, 195, 196, 197, 198, 199]
+
+
+async def test_an_import_cut_between_its_two_writes_is_finished_by_repair(acme, store, monkeypatch):
+    d = acme.dialogs
+    root = await dialog_with(d, 3)
+    exported = await d.export_dialog((await d.fork(root, last_n=1)).id)
+    exported["dialog_id"] = "imported-child"
+    calls = {"n": 0}
+    original = d._insert_node
+
+    async def crash_once(node):
+        calls["n"] += 1
+        raise RuntimeError("process died between the task insert and the node insert")
+
+    monkeypatch.setattr(d, "_insert_node", crash_once)
+    with pytest.raises(RuntimeError):
+        await d.import_dialog(exported)
+    monkeypatch.setattr(d, "_insert_node", original)
+    assert "imported-child" not in await d.subtree_ids(root)  # readers ignore the half-import
+    report = await d.repair()
+    assert report["finished"] == ["imported-child"]
+    assert (await d.node("imported-child")).parent_id == root
+    # a bad tree node is refused before anything is written
+    before = await store.database["tasks"].count_documents({})
+    with pytest.raises(ValidationError):
+        await d.import_dialog({**exported, "dialog_id": "bad", "tree_node": {"parent_id": {"$ne": 1}}})
+    assert await store.database["tasks"].count_documents({}) == before

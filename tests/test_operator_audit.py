@@ -26,6 +26,7 @@ from mindstore.backends.recorder import (
 )
 from mindstore.backup import backup, erase, restore
 from mindstore.compression import Compressor, StoredLevel
+from mindstore.ids import task_key
 from mindstore.model.parts import (
     CompressionConfig,
     TaskConfigPart,
@@ -164,7 +165,7 @@ async def test_observe_all_sees_every_recorder_whole():
 async def test_observed_commands_name_the_code_that_sent_them(acme, store):
     with observe_all() as log:
         task = await acme.tasks.create(title="t")
-        await store.database["tasks"].update_one({"_id": task.id}, {"$set": {"title": "raw"}})
+        await store.database["tasks"].update_one({"_id": task_key("acme", task.id)}, {"$set": {"title": "raw"}})
     library, direct = log[0].origin or "", log[-1].origin or ""
     assert library.startswith(str(SRC)), library  # the repository, not beanie or the adapter
     assert direct.startswith(__file__ + ":"), direct
@@ -226,7 +227,7 @@ async def _workload(store: mindstore.Store, tmp: Path) -> None:
 
 
 async def test_a_full_workload_stays_portable_and_shard_safe(store, tmp_path):
-    with store.backend.recorder.capture() as log:
+    with store.backend.recorder.capture(payloads=True) as log:
         await _workload(store, tmp_path)
     assert audit(log) == []
     used = Counter(op for command in log for op in sent_operators(command))

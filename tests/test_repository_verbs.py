@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mindstore import Conflict, InvalidTransition, NotFound, TaskState, ValidationError
+from mindstore.ids import task_key
 from mindstore.model.messages import AssistantMessage, UserMessage, message_to_dict
 from mindstore.model.parts import (
     ImagePart,
@@ -14,9 +15,8 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolMetadata,
 )
-from mindstore.model.planner import derive_header
+from mindstore.model.planner import derive_header, stored_doc
 from mindstore.model.storage_form import bson_size
-from mindstore.model.planner import stored_doc
 
 ROOT = TaskConfigPart(
     model_name="openai/gpt-4o",
@@ -29,7 +29,7 @@ SUB = TaskConfigPart(
 
 
 async def stored_document(store, task_id):
-    return await store.database["tasks"].find_one({"_id": task_id})
+    return await store.database["tasks"].find_one({"_id": task_key("acme", task_id)})
 
 
 async def assert_header_matches_messages(acme, task_id):

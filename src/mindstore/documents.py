@@ -1,4 +1,5 @@
-"""Beanie documents: the stored shape of tasks, dialog-tree nodes and offloaded payloads.
+"""Beanie documents: the stored shape of tasks, dialog-tree nodes, offloaded payloads and
+agents' dialog aliases.
 
 Beanie owns the schema and the indexes. The hot write paths do not go through Beanie's
 `save()`: repositories send atomic operators to `TaskDoc.get_pymongo_collection()`. The
@@ -20,6 +21,7 @@ from beanie import Document
 from pydantic import Field
 from pymongo import IndexModel
 
+from mindstore.ids import task_key
 from mindstore.model.dialog import DialogNode
 from mindstore.model.header import HEADER_FIELDS, TaskHeader
 from mindstore.model.planner import stored_doc
@@ -28,6 +30,7 @@ from mindstore.model.task import Task
 TASKS = "tasks"
 DIALOG_NODES = "dialog_nodes"
 PAYLOADS = "payloads"
+AGENTS = "agents"
 
 
 def utcnow() -> datetime:
@@ -39,7 +42,7 @@ def utcnow() -> datetime:
 class TaskDoc(Document):
     """One task (conversation thread): header fields plus the append-only message array."""
 
-    id: str  # type: ignore[assignment]  # nanoid, stored as _id
+    id: str  # type: ignore[assignment]  # task_key(tenant, task id), stored as _id
     tenant: str
     owner: str | None = None
     title: str | None = None
@@ -56,6 +59,7 @@ class TaskDoc(Document):
     open_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     root_config_index: int | None = None
     root_model_name: str | None = None
+    root_entry_tools: list[str] = Field(default_factory=list)
     last_config_index: int | None = None
     last_model_name: str | None = None
     tail: dict[str, Any] | None = None
@@ -90,7 +94,8 @@ class TaskDoc(Document):
 
 
 class DialogNodeDoc(Document):
-    """A dialog's place in its fork tree, linked to its task by id (`_id` = task id)."""
+    """A dialog's place in its fork tree, linked to its task by id (`_id` = the task's key,
+    `task_key(tenant, task id)`; `parent_id`, `root_id` and `ancestors` hold plain task ids)."""
 
     id: str  # type: ignore[assignment]
     tenant: str
@@ -140,7 +145,28 @@ class PayloadDoc(Document):
         ]  # fmt: skip
 
 
-DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc]
+class AgentDoc(Document):
+    """An agent's dialog aliases (`_id` = "<tenant>/<agent name>"): a few small fields,
+    changed only by version-guarded updates (repositories/agents.py)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    owner: str  # the agent's name: the owner of every dialog it opens
+    dialogs: list[dict[str, Any]] = Field(default_factory=list)
+    active_alias: str | None = None
+    version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = AGENTS
+        use_state_management = False
+        indexes = [
+            IndexModel([("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)], name="tenant_owner"),
+        ]  # fmt: skip
+
+
+DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc]
 
 
 def header_to_fields(header: TaskHeader) -> dict[str, Any]:
@@ -154,7 +180,7 @@ def header_from_document(document: dict[str, Any]) -> TaskHeader:
 
 def node_document(node: DialogNode, tenant: str, created_at: datetime | None = None) -> dict[str, Any]:
     """The stored document of a dialog-tree node (forks, imports, generated workloads)."""
-    return {"_id": node.dialog_id, "tenant": tenant,
+    return {"_id": task_key(tenant, node.dialog_id), "tenant": tenant,
             **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": created_at or utcnow()}  # fmt: skip
 
 
@@ -170,7 +196,7 @@ def task_document(
     """The stored document of an in-memory task (imports, restores, test fixtures)."""
     created = created_at or utcnow()
     return {
-        "_id": task.id,
+        "_id": task_key(tenant, task.id),
         "tenant": tenant,
         "owner": owner,
         "title": title,

@@ -11,6 +11,7 @@ from datetime import date, datetime, timezone
 from enum import Enum
 
 from mindstore.errors import ValidationError
+from mindstore.validation import check_timestamp
 
 TimeBound = datetime | date | int | float | str | None
 
@@ -43,6 +44,14 @@ def to_period(value: Period | str | None) -> Period | None:
         raise ValidationError(f"unknown period {value!r}; choose from day, week, month") from None
 
 
+def _finite_seconds(value: int | float, name: str) -> float:
+    """Epoch seconds a datetime can hold (0 to the end of year 9999), never NaN or inf."""
+    try:
+        return float(check_timestamp(value, name) or 0.0)
+    except OverflowError:
+        raise ValidationError(f"{name} is out of range: {value!r}") from None
+
+
 def epoch_seconds(value: TimeBound, name: str = "time") -> float | None:
     """Epoch seconds of a time bound; naive datetimes and dates are taken as UTC."""
     if value is None:
@@ -50,13 +59,15 @@ def epoch_seconds(value: TimeBound, name: str = "time") -> float | None:
     if isinstance(value, bool):
         raise ValidationError(f"{name} must be a time, not a boolean")
     if isinstance(value, (int, float)):
-        return float(value)
+        return _finite_seconds(value, name)
     if isinstance(value, str):
         text = value.strip()
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
-            pass
+            number = None
+        if number is not None:
+            return _finite_seconds(number, name)
         try:
             value = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:

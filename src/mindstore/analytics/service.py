@@ -37,10 +37,10 @@ class Analytics:
     `ReportFilter` for what each filter selects in each report, and docs/analytics.md.
     """
 
-    def __init__(self, tenant_store: Any) -> None:
-        self.tenant = tenant_store.tenant
-        self.scoped_owner: str | None = tenant_store.owner
-        self._tasks = tenant_store.store.database[TASKS]
+    def __init__(self, database: Any, tenant: str, owner: str | None = None) -> None:
+        self.tenant = tenant
+        self.scoped_owner: str | None = owner
+        self._tasks = database[TASKS]
 
     # ------------------------------------------------------------------ plumbing
     def _filter(self, owner: str | None, state: TaskState | str | None, model: str | None,

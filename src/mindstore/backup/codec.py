@@ -43,8 +43,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from bson import DBRef
-from bson.decimal128 import Decimal128
 from bson.code import Code
+from bson.decimal128 import Decimal128
 from bson.int64 import Int64
 from bson.json_util import CANONICAL_JSON_OPTIONS
 from bson.json_util import default as _ejson_default

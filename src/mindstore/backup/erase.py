@@ -203,7 +203,8 @@ async def erase(
                     continue
                 dangling_total += 1
                 if len(dangling) < _DANGLING_LISTED:
-                    dangling.append({"id": d["_id"], "missing_parent": d.get("parent_id"),
+                    plain = task_id_of(d["_id"]) if isinstance(d["_id"], str) else d["_id"]
+                    dangling.append({"id": plain, "missing_parent": d.get("parent_id"),
                                      "owner": d.get("owner")})
 
     if not dry_run:

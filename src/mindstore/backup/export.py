@@ -26,7 +26,7 @@ import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key as check_id
-from mindstore.ids import check_name, task_id_of, task_key
+from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 
 from .container import RecordWriter, Staging
 from .manifest import (
@@ -39,7 +39,7 @@ from .manifest import (
 )
 from .verify import Progress
 
-__all__ = ["backup", "make_scope"]
+__all__ = ["backup", "make_scope", "stored_task_key"]
 
 #: Task headers fetched per page (projection: `_id`, `tenant`, `size_bytes`).
 PAGE_TASKS = 1000
@@ -71,7 +71,7 @@ def make_scope(
     if task_ids is not None:
         if isinstance(task_ids, str):
             task_ids = [task_ids]
-        ids = tuple(sorted({check_id(i, "task id") for i in task_ids}))
+        ids = tuple(sorted({stored_task_key(i, tenant) for i in task_ids}))
         if not ids:
             raise ValidationError("an empty list of task ids selects nothing; pass None for all")
     when: _dt.datetime | None = None
@@ -89,6 +89,26 @@ def make_scope(
         # BSON keeps milliseconds: round down so a task updated at `since` is included
         when = when.replace(microsecond=when.microsecond // 1000 * 1000)
     return Scope(tenant=tenant, owner=owner, task_ids=ids, since=when)
+
+
+def stored_task_key(value: Any, tenant: str | None) -> str:
+    """A task named in a backup scope, as its per-tenant key: ``tenant/id`` as given, or a
+    bare id within `tenant` (a task id alone is ambiguous across tenants)."""
+    if isinstance(value, str) and KEY_SEPARATOR in value:
+        tenant_part, _, task_part = value.partition(KEY_SEPARATOR)
+        check_id(tenant_part, "task key tenant")
+        check_id(task_part, "task id")
+        if tenant is not None and tenant_part != tenant:
+            raise ValidationError(
+                f"task {value!r} is not in tenant {tenant!r}: give its bare id or {tenant}/id"
+            )
+        return value
+    check_id(value, "task id")
+    if tenant is None:
+        raise ValidationError(
+            f"task id {value!r} needs its tenant: pass tenant= (--tenant), or give tenant/{value}"
+        )
+    return task_key(tenant, value)
 
 
 def _chunks(headers: Sequence[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
@@ -120,21 +140,20 @@ class _Exporter:
         self.messages = 0
         self.found_ids: set[str] = set()
 
-    async def _task_filter(self) -> dict[str, Any]:
-        """The scope as a filter; task ids match both stored forms (the legacy bare `_id`
-        and ``task_key(tenant, id)`` of every tenant in scope)."""
+    def _task_filter(self) -> dict[str, Any]:
+        """The scope as a filter; a task named by ``tenant/id`` matches both stored forms
+        (that key, and the legacy bare id, kept only when its tenant matches: `_chunk`)."""
         query = self.scope.task_filter()
         if self.scope.task_ids is not None:
-            tenants = ([self.scope.tenant] if self.scope.tenant is not None
-                       else sorted(await self.tasks.distinct("tenant")))
-            ids = list(self.scope.task_ids)
-            keys = [task_key(tenant, i) for tenant in tenants if isinstance(tenant, str)
-                    for i in ids]
-            query["_id"] = {"$in": sorted({*ids, *keys})}
+            keys = self.scope.task_ids
+            query["_id"] = {"$in": sorted({*keys, *(task_id_of(k) for k in keys)})}
+            tenants = sorted({k.partition(KEY_SEPARATOR)[0] for k in keys})
+            if "tenant" not in query:
+                query["tenant"] = tenants[0] if len(tenants) == 1 else {"$in": tenants}
         return query
 
     async def run(self) -> None:
-        task_filter = await self._task_filter()
+        task_filter = self._task_filter()
         total = await self.tasks.count_documents(task_filter) if self.progress else None
         done = 0
         if self.progress:
@@ -170,16 +189,19 @@ class _Exporter:
             if not isinstance(tenant, str) or not isinstance(doc.get("_id"), str):
                 raise BackupError(f"task {doc.get('_id')!r} has no tenant or a non-string "
                                   f"_id: mindstore never writes such a document")
-            identities.add(task_key(tenant, task_id_of(doc["_id"])))
+            identity = task_key(tenant, task_id_of(doc["_id"]))
+            if self.scope.task_ids is not None and identity not in self.scope.task_ids:
+                continue  # a legacy bare id of the same name in another tenant
+            identities.add(identity)
             chunk_tenants.add(tenant)
             self.tenants.add(tenant)
             messages = doc.get("messages")
             if isinstance(messages, list):
                 self.messages += len(messages)
             if self.scope.task_ids is not None:
-                self.found_ids.add(task_id_of(doc["_id"]))
+                self.found_ids.add(identity)
             writer.add(doc)
-        count = len(docs)
+        count = len(identities)
         del docs
         if not identities:
             return 0

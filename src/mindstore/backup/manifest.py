@@ -33,7 +33,7 @@ from typing import Any
 
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
 from mindstore.errors import MindstoreError
-from mindstore.ids import check_key, is_name
+from mindstore.ids import KEY_SEPARATOR, check_key, is_name
 
 from .errors import BackupCorrupt, BackupUnreadable, BackupVersionError
 
@@ -108,6 +108,14 @@ def is_key(value: Any) -> bool:
     return True
 
 
+def is_task_ref(value: Any) -> bool:
+    """A task in a backup scope: its per-tenant key ``tenant/id`` (or, in backups written
+    before per-tenant keys, a bare task id)."""
+    if not isinstance(value, str):
+        return False
+    return all(is_key(part) for part in value.split(KEY_SEPARATOR, 1))
+
+
 def manifest_checksum(data: dict[str, Any]) -> str:
     body = {k: v for k, v in data.items() if k != CHECKSUM_KEY}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -163,7 +171,7 @@ class Scope:
                                    ("since", since, lambda v: isinstance(v, str))):
             if value is not None and not valid(value):
                 raise BackupCorrupt(f"manifest: scope.{name} is not a valid {name}: {value!r:.60}")
-        if ids is not None and not (isinstance(ids, list) and all(is_key(i) for i in ids)):
+        if ids is not None and not (isinstance(ids, list) and all(is_task_ref(i) for i in ids)):
             raise BackupCorrupt("manifest: scope.task_ids must be a list of task ids or null")
         try:
             when = parse_time(since) if since is not None else None

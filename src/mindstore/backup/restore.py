@@ -48,10 +48,9 @@ from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 
 from .container import open_backup
-from .errors import RestoreConflict
+from .errors import BackupCorrupt, RestoreConflict
 from .manifest import COLLECTIONS, Manifest, format_time
 from .rekey import rekey_record
-from .errors import BackupCorrupt
 from .verify import (
     BATCH_BYTES,
     BATCH_RECORDS,
@@ -127,32 +126,17 @@ def _literal(value: Any) -> str:
     return value
 
 
-_KEYED: bool | None = None
+_KEYED = True
+"""Write tasks and dialog nodes under ``task_key(tenant, id)``, the form the repositories
+write and read. Tests set it to False to write the legacy bare ``_id`` (a database of an
+older version) and check that both forms restore, compare and stay apart."""
 
 
-async def repositories_use_task_keys() -> bool:
-    """Do this version's repositories store tasks under ``task_key(tenant, id)``?
+def repositories_use_task_keys() -> bool:
+    """The key form restore writes (`_KEYED`): the per-tenant key in this version.
 
-    Transitional. Restore writes the form the repositories read, so restored data is
-    readable either way: the per-tenant key once the repositories use it (then every
-    record is written in that form, legacy backups included), the bare task id before.
-    Answered once per process by creating a task in a throwaway in-memory store (a few
-    milliseconds, no I/O). When every supported version writes per-tenant keys, this
-    becomes the constant True.
+    A constant, not a probe: backup sits below the store layer and never opens one.
     """
-    global _KEYED
-    if _KEYED is None:
-        from mindstore.backends.connection import open_backend
-        from mindstore.store import Store
-
-        # not `connect()`: initialising Beanie again would rebind its document models
-        probe = Store(await open_backend("embedded", database="mindstore_key_probe"))
-        try:
-            await probe.scoped("probe").tasks.create(task_id="probe")
-            stored = await probe.database[TASKS].find_one({"tenant": "probe"}, {"_id": 1})
-            _KEYED = bool(stored) and stored["_id"] == task_key("probe", "probe")
-        finally:
-            await probe.close()
     return _KEYED
 
 
@@ -310,7 +294,7 @@ async def restore(
                 f"as_tenant needs a backup of one tenant; this one holds {len(manifest.tenants)} "
                 f"({', '.join(manifest.tenants[:5])}{', ...' if len(manifest.tenants) > 5 else ''})"
             )
-        keyed = await repositories_use_task_keys()
+        keyed = repositories_use_task_keys()
         planner = _Restorer(store, mode, as_tenant, keyed)
         state = await scan(reader, manifest, on_batch=planner.plan_batch, progress=progress,
                            step="check")

@@ -36,10 +36,9 @@ import bson
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name, task_key
 from mindstore.model.header import HEADER_FIELDS, TaskHeader, TaskState
-from mindstore.model.messages import AssistantMessage, ToolMessage, parse_messages
+from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
-from mindstore.model.planner import derive_header
-from mindstore.model.storage_form import unescape_keys
+from mindstore.model.planner import derive_header, parse_stored
 from mindstore.payloads import find_markers
 
 __all__ = [
@@ -218,7 +217,7 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
         raise ShapeError(f"header seq is {_shown(record.get('seq', 0))} but the task holds "
                          f"{len(raw)} messages")
     try:
-        parsed = parse_messages([unescape_keys(message) for message in raw])
+        parsed = parse_stored(raw)  # as the repositories read them (keys, derived fields)
         _tool_call_ids(parsed)
         derived = derive_header(task_id, parsed)
     except MindstoreError as exc:

@@ -281,7 +281,9 @@ def _check_task(state: _State, where: str, record: dict[str, Any], facts: TaskFa
     if scope.owner is not None and record.get("owner") != scope.owner:
         raise BackupCorrupt(f"{where}: task of owner {record.get('owner')!r} is outside "
                             f"the backup's scope ({scope.describe()})")
-    if state.task_ids is not None and facts.task_id not in state.task_ids:
+    # scope task ids are per-tenant keys (bare ids in backups written before them)
+    if state.task_ids is not None and facts.identity not in state.task_ids \
+            and facts.task_id not in state.task_ids:
         raise BackupCorrupt(f"{where}: task {record['_id']!r} is outside the backup's "
                             f"scope ({scope.describe()})")
     if scope.since is not None:

@@ -1,6 +1,6 @@
 """`mindstore backup | verify | restore | erase`: the CLI over `mindstore.backup`.
 
-Exit codes (besides the common ones of `mindstore.cli`): 8 backup refused (e.g. the
+Exit codes (besides the common ones of `mindstore.commands.common`): 8 backup refused (e.g. the
 destination exists), 10 corrupt, 11 incomplete, 12 unreadable, 13 wrong format
 version, 14 restore conflict, 15 erase not confirmed. See docs/backup.md.
 """
@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from mindstore.cli import check_writable, note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.common import check_writable, note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.output import console, echo_json, progress_bar
 from mindstore.commands.sanitize import plain, terminal_text
 
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         dest: Path = typer.Argument(..., help="New directory (or .tar file) to write."),
         tenant: Optional[str] = typer.Option(None, "--tenant", help="Only this tenant."),
         owner: Optional[str] = typer.Option(None, "--owner", help="Only this owner (needs --tenant)."),
-        task: Optional[List[str]] = typer.Option(None, "--task", help="Only these task ids (repeat)."),
+        task: Optional[List[str]] = typer.Option(None, "--task", help="Only these tasks (repeat): tenant/id, or a bare id with --tenant."),
         since: Optional[str] = typer.Option(
             None, "--since", help="Only tasks updated at or after this ISO 8601 time (incremental)."
         ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from mindstore.cli import open_store, run, settings
+from mindstore.commands.common import open_store, run, settings
 from mindstore.commands.output import console, progress_bar
 from mindstore.commands.sanitize import terminal_text
 from mindstore.documents import TASKS

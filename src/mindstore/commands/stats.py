@@ -16,18 +16,37 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Annotated, Any, Awaitable, Callable, Iterable, Iterator, Optional, Sequence, TypeVar
+from typing import (
+    Annotated,
+    Any,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Optional,
+    Sequence,
+    TypeVar,
+)
 
 import typer
 
 from mindstore.analytics.periods import Period, to_period
-from mindstore.analytics.rows import ActivityRow, HistogramBin, SessionReport, SubtaskRow
+from mindstore.analytics.rows import (
+    ActivityRow,
+    HistogramBin,
+    SessionReport,
+    SubtaskRow,
+)
 from mindstore.analytics.service import Analytics
-from mindstore.cli import note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.arguments import time_bound
 from mindstore.commands.output import OutputFormat, console, echo_json, render
 from mindstore.errors import ValidationError
-from mindstore.pipelines.analytics import GROUP_DIMENSIONS, TOOL_DIMENSIONS, USAGE_FIELDS
+from mindstore.pipelines.analytics import (
+    GROUP_DIMENSIONS,
+    TOOL_DIMENSIONS,
+    USAGE_FIELDS,
+)
 
 T = TypeVar("T")
 Rows = list[dict[str, Any]]

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Awaitable, Callable, Iterator, Optional, Type
 import typer
 from rich.table import Table
 
-from mindstore.cli import note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.arguments import MAX_COUNT
 from mindstore.commands.output import OutputFormat, console, echo_json, echo_text, render
 from mindstore.commands.sanitize import plain

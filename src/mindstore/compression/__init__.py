@@ -1,19 +1,57 @@
-"""Compression and context windows (seeds 002, 003 and 004).
+"""Compression and context windows: the compression document's framework (pluggable
+strategies, checkpoints, the Compressor), the dialog document's context managers (and
+their registry and configuration) and the agent-graph format's reducers.
 
-Pure planning (`strategies`, `view`, `managers`, `reducers`, `toolpairs`, `tokens`) is
-kept apart from the one module that reads and writes a level (`compressor`), and from
-the context entry point behind `tasks.context(...)` (`context`).
+Pure planning (`strategies`, `builtin`, `checkpoint`, `view`, `managers`, `model_windows`,
+`reducers`, `toolpairs`, `tokens`) is kept apart from the one module that reads and
+writes a level (`compressor`), and from the context entry point behind
+`tasks.context(...)` (`context`).
 """
 
-from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in
-from mindstore.compression.compressor import Compressor, LevelSource, MemoryLevel, StoredLevel
+from mindstore.compression.base import (
+    AnyCompressionConfig,
+    BaseCompressionConfig,
+    CompressionStrategy,
+    LevelSnapshot,
+)
+from mindstore.compression.builtin import (
+    CompactSummarization,
+    ToolCompression,
+    TruncateAndSummarize,
+)
+from mindstore.compression.checkpoint import (
+    CompressionCheckpoint,
+    checkpoints_in,
+    merge_round,
+)
+from mindstore.compression.compressor import (
+    Compressor,
+    LevelSource,
+    MemoryLevel,
+    StoredLevel,
+)
 from mindstore.compression.context import ContextWindow, build_context
-from mindstore.compression.managers import DefaultContextManager, MessageContextManager
+from mindstore.compression.manager_config import (
+    ContextConfig,
+    ContextManagerRegistry,
+    register_context_manager,
+)
+from mindstore.compression.managers import (
+    ContextManager,
+    DefaultContextManager,
+    MessageContextManager,
+)
+from mindstore.compression.model_windows import context_window, register_context_window
 from mindstore.compression.reducers import (
     add_messages,
     append_items,
     remove_tool_messages,
     replace_messages,
+)
+from mindstore.compression.registry import (
+    StrategyRegistry,
+    register_compression_strategy,
+    resolve_strategy,
 )
 from mindstore.compression.strategies import CompressionPlan, plan_compression
 from mindstore.compression.summarizer import ExtractiveSummarizer, Summarizer
@@ -21,6 +59,10 @@ from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_to
 from mindstore.compression.view import apply_checkpoint
 
 __all__ = [
+    "AnyCompressionConfig", "BaseCompressionConfig", "CompactSummarization", "CompressionStrategy",
+    "LevelSnapshot", "StrategyRegistry", "ToolCompression", "TruncateAndSummarize", "merge_round",
+    "register_compression_strategy", "resolve_strategy", "ContextConfig", "ContextManager",
+    "ContextManagerRegistry", "context_window", "register_context_manager", "register_context_window",
     "CompressionCheckpoint", "CompressionPlan", "Compressor", "ContextWindow",
     "DefaultContextManager", "ExtractiveSummarizer", "LevelSource", "MemoryLevel",
     "MessageContextManager", "StoredLevel", "Summarizer", "TokenCounter", "add_messages",

@@ -1,4 +1,4 @@
-"""Seed 004's compression checkpoint, and where it lives inside a compression message.
+"""The compression document's checkpoint, and where it lives inside a compression message.
 
 A checkpoint is cumulative: it lists every id of the level that is compressed as of that
 checkpoint, not only what this round added, so the context view needs the latest
@@ -17,16 +17,20 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from mindstore.model.base import now_ts
+from mindstore.errors import ValidationError
+from mindstore.model.base import new_id, now_ts
 from mindstore.model.messages import AnyMessage
 
 STUBBED_KEY = "stubbed_message_ids"
 SUMMARY_AFTER_KEY = "summary_after_id"
 STRATEGY_KEY = "strategy"
+SUMMARY_ID_KEY = "summary_message_id"
+SPAN_KEY = "span"
+ROUND_KEY = "round"
 
 
 class CompressionCheckpoint(BaseModel):
-    """What one compression round decided, as seed 004 stores it in `metadata["checkpoint"]`."""
+    """What one compression round decided, as the compression document stores it in `metadata["checkpoint"]`."""
 
     checkpoint_id: str = ""
     timestamp: int = Field(default_factory=now_ts)
@@ -34,7 +38,7 @@ class CompressionCheckpoint(BaseModel):
     kept_message_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     summary: str | None = None
-    """Carried in the compression part's `cache`, not in the checkpoint dict (seed layout)."""
+    """Carried in the compression part's `cache`, not in the checkpoint dict (the document's layout)."""
 
     def is_message_compressed(self, message_id: str) -> bool:
         return message_id in self.compressed_message_ids
@@ -53,7 +57,7 @@ class CompressionCheckpoint(BaseModel):
         return self.metadata.get(SUMMARY_AFTER_KEY)
 
     def message_metadata(self) -> dict[str, Any]:
-        """The compression part's `metadata`: `{"checkpoint": {...}}` as seed 004 reads it."""
+        """The compression part's `metadata`: `{"checkpoint": {...}}` as the compression document reads it."""
         return {
             "checkpoint": {
                 "checkpoint_id": self.checkpoint_id,
@@ -87,7 +91,7 @@ class CompressionCheckpoint(BaseModel):
 def checkpoints_in(level: Sequence[AnyMessage]) -> list[CompressionCheckpoint]:
     """Every checkpoint stored in a level's compression messages, oldest first.
 
-    Level order is append order, which is also time order; seed 004 sorted by
+    Level order is append order, which is also time order; the compression document sorted by
     `started_ts`, whose one-second resolution cannot order two rounds in the same second.
     """
     found: list[CompressionCheckpoint] = []
@@ -100,3 +104,69 @@ def checkpoints_in(level: Sequence[AnyMessage]) -> list[CompressionCheckpoint]:
                 if checkpoint is not None:
                     found.append(checkpoint)
     return found
+
+
+def _default_anchor(order: Sequence[str], dropped: set[str]) -> str | None:
+    """Where a summary goes when the strategy did not say: after the last message that
+    stays in the view before the first dropped one (None: at the start of the level)."""
+    anchor = None
+    for message_id in order:
+        if message_id in dropped:
+            return anchor
+        anchor = message_id
+    return anchor
+
+
+def merge_round(
+    previous: CompressionCheckpoint | None,
+    new: CompressionCheckpoint,
+    conversation: Sequence[AnyMessage],
+    strategy_type: str,
+) -> CompressionCheckpoint | None:
+    """The level's next cumulative checkpoint: `previous` plus what one round recorded in
+    `new`, or None when the round compressed nothing new (nothing is written then).
+
+    Any strategy may record only what its round adds; the built-in ones record everything
+    so far, which merges to the same result. A dropped id stays dropped and a stubbed id
+    may later be dropped, never the reverse, so views only ever shrink.
+    """
+    order = [m.id for m in conversation]
+    known = set(order)
+    stray = [mid for mid in new.compressed_message_ids if mid not in known]
+    if stray:
+        raise ValidationError(
+            f"strategy {strategy_type!r} compressed ids that are not in the current level's "
+            f"conversation: {stray[:5]}"
+        )
+    new_stubbed = set(new.stubbed_ids) & set(new.compressed_message_ids)
+    prev_dropped = set(previous.dropped_ids) if previous else set()
+    prev_stubbed = set(previous.stubbed_ids) if previous else set()
+    prev_summary = previous.summary if previous else None
+    dropped = prev_dropped | (set(new.compressed_message_ids) - new_stubbed)
+    stubbed = (prev_stubbed | new_stubbed) - dropped
+    summary = new.summary if new.summary is not None else prev_summary
+    if dropped == prev_dropped and stubbed == prev_stubbed and summary == prev_summary:
+        return None
+    changed = (dropped - prev_dropped) | (stubbed - prev_stubbed)
+    positions = [i for i, mid in enumerate(order) if mid in changed] or [
+        i for i, mid in enumerate(order) if mid in dropped | stubbed
+    ] or [0]
+    metadata: dict[str, Any] = {**(previous.metadata if previous else {}), **new.metadata}
+    metadata[STRATEGY_KEY] = strategy_type
+    metadata[STUBBED_KEY] = [mid for mid in order if mid in stubbed]
+    metadata[SPAN_KEY] = [positions[0], positions[-1]]
+    previous_round = int((previous.metadata if previous else {}).get(ROUND_KEY, 0) or 0)
+    metadata[ROUND_KEY] = int(new.metadata.get(ROUND_KEY) or previous_round + 1)
+    if SUMMARY_AFTER_KEY not in new.metadata and metadata.get(SUMMARY_AFTER_KEY) in dropped | {None}:
+        metadata[SUMMARY_AFTER_KEY] = _default_anchor(order, dropped)  # unset, or now dropped
+    if dropped - prev_dropped and SUMMARY_ID_KEY not in new.metadata:
+        metadata[SUMMARY_ID_KEY] = new_id()
+    compressed = dropped | stubbed
+    return CompressionCheckpoint(
+        checkpoint_id=new.checkpoint_id or (order[-1] if order else ""),
+        timestamp=new.timestamp,
+        compressed_message_ids=[mid for mid in order if mid in compressed],
+        kept_message_ids=[mid for mid in order if mid not in compressed],
+        metadata=metadata,
+        summary=summary,
+    )

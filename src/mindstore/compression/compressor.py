@@ -1,28 +1,44 @@
-"""Seed 004's `Compressor`: load a level's checkpoints, compress, transform.
+"""The compression document's `Compressor`: load a level's checkpoints, compress, transform.
 
-The only compression module that does I/O, and only through a `LevelSource`: the stored
+The only compression module that does I/O, and only through a `LevelSource`: a stored
 task (`StoredLevel`, which appends checkpoints with the repository's atomic append) or an
-in-memory `Task` (`MemoryLevel`). Both run the same pure strategy planning, so a stored
-task and its in-memory twin compress identically.
+in-memory `Task` (`MemoryLevel`; `load(task)` wraps one itself). The strategy is any
+`CompressionStrategy` object, or a type looked up in a registry; the Compressor merges
+what a round records into the level's cumulative checkpoint, so every strategy's
+checkpoints are stored, read back and served by `tasks.context(...)` the same way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in
-from mindstore.compression.strategies import (
-    CompressionPlan,
-    conversation,
-    parse_strategy,
-    plan_compression,
+from mindstore.compression.base import (
+    AnyCompressionConfig,
+    CompressionStrategy,
+    LevelSnapshot,
+    TaskLevel,
+    strategy_name,
 )
-from mindstore.compression.summarizer import ExtractiveSummarizer, Summarizer
+from mindstore.compression.checkpoint import (
+    SPAN_KEY,
+    STRATEGY_KEY,
+    CompressionCheckpoint,
+    checkpoints_in,
+    merge_round,
+)
+from mindstore.compression.registry import (
+    StrategyArgument,
+    StrategyRegistry,
+    resolve_strategy,
+)
+from mindstore.compression.strategies import conversation
+from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens
-from mindstore.compression.view import apply_checkpoint
+from mindstore.compression.view import DEFAULT_STUB_TEXT, apply_checkpoint
 from mindstore.errors import ValidationError
 from mindstore.model.messages import AnyMessage
-from mindstore.model.parts import CompressionConfig, CompressionStrategyType
+from mindstore.model.parts import CompressionConfig
 
 if TYPE_CHECKING:
     from mindstore.model.task import Task
@@ -34,19 +50,18 @@ REASON = "compression"
 class LevelSource(Protocol):
     """The current level of one task, and a way to append a checkpoint to it."""
 
-    async def level(self) -> list[AnyMessage]: ...
+    async def snapshot(self) -> TaskLevel: ...
 
-    async def append_checkpoint(self, plan: CompressionPlan, reason: str) -> AnyMessage: ...
+    async def append_checkpoint(self, checkpoint: CompressionCheckpoint, reason: str) -> AnyMessage: ...
 
 
-def _compression_args(plan: CompressionPlan, reason: str) -> dict:
-    start, end = plan.compressed_positions
-    checkpoint = plan.checkpoint
+def _compression_args(checkpoint: CompressionCheckpoint, reason: str) -> dict[str, Any]:
+    start, end = checkpoint.metadata[SPAN_KEY]
     return {
         "start_idx": start,
         "end_idx": end,
         "reason": reason,
-        "strategies": [checkpoint.metadata["strategy"]],
+        "strategies": [checkpoint.metadata[STRATEGY_KEY]],
         "compressed_message_ids": list(checkpoint.compressed_message_ids),
         "kept_message_ids": list(checkpoint.kept_message_ids),
         "cache": checkpoint.cache(),
@@ -61,91 +76,149 @@ class StoredLevel:
         self.tasks = tasks
         self.task_id = task_id
 
+    async def snapshot(self) -> LevelSnapshot:
+        """The level and its boundaries from one header read (two round trips in all)."""
+        header = await self.tasks.header(self.task_id)
+        start = header.scope_stack[-1].index if header.scope_stack else 0
+        messages = await self.tasks.level_messages(self.task_id, header.current_scope)
+        return LevelSnapshot(self.task_id, messages, (start, None))
+
     async def level(self) -> list[AnyMessage]:
         return await self.tasks.current_task_messages(self.task_id)
 
-    async def append_checkpoint(self, plan: CompressionPlan, reason: str) -> AnyMessage:
-        return await self.tasks.add_compression_message(self.task_id, **_compression_args(plan, reason))
+    async def append_checkpoint(self, checkpoint: CompressionCheckpoint, reason: str) -> AnyMessage:
+        return await self.tasks.add_compression_message(self.task_id, **_compression_args(checkpoint, reason))
 
 
 class MemoryLevel:
-    """The current level of an in-memory `Task` (seed 004 ran on these)."""
+    """The current level of an in-memory `Task` (the object the document's strategies run on)."""
 
     def __init__(self, task: "Task") -> None:
         self.task = task
 
+    async def snapshot(self) -> "Task":
+        return self.task
+
     async def level(self) -> list[AnyMessage]:
         return self.task.current_task_messages()
 
-    async def append_checkpoint(self, plan: CompressionPlan, reason: str) -> AnyMessage:
-        return self.task.add_compression_message(**_compression_args(plan, reason))
+    async def append_checkpoint(self, checkpoint: CompressionCheckpoint, reason: str) -> AnyMessage:
+        return self.task.add_compression_message(**_compression_args(checkpoint, reason))
+
+
+def _as_source(target: Any) -> LevelSource:
+    from mindstore.model.task import Task
+
+    if isinstance(target, Task):
+        return MemoryLevel(target)
+    if callable(getattr(target, "snapshot", None)) and callable(getattr(target, "append_checkpoint", None)):
+        return target
+    raise ValidationError(
+        f"task: expected a mindstore.Task, StoredLevel or MemoryLevel, got {type(target).__name__}"
+    )
 
 
 class Compressor:
-    """Compress one task level with one strategy (seed 004).
+    """Compress one task level with one strategy (the compression document's Compressor).
 
-    `load` reads the level's checkpoints; `compress` plans one more round, summarises what
-    it drops, appends the checkpoint (messages are never deleted) and returns the new
-    view; `transform` returns the view of the latest checkpoint without writing.
+    `load` reads the level's checkpoints; `compress` runs one more round, merges it into
+    the level's cumulative checkpoint, appends it (messages are never deleted) and returns
+    the view the store serves from then on; `transform` asks the strategy for the view of
+    the latest checkpoint without writing. `get_task_messages`, `get_task_boundaries` and
+    `get_compression_messages_in_task` are the document's helpers over the loaded level.
     """
 
     def __init__(
         self,
-        strategy: CompressionStrategyType | str,
-        config: CompressionConfig | None = None,
+        strategy: StrategyArgument = None,
+        config: AnyCompressionConfig | None = None,
         *,
         summarizer: Summarizer | None = None,
         token_counter: TokenCounter = estimate_tokens,
+        registry: StrategyRegistry | None = None,
     ) -> None:
-        self.strategy = parse_strategy(strategy)
-        self.config = config or CompressionConfig()
-        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.token_counter = token_counter
+        self.config: AnyCompressionConfig = config if config is not None else CompressionConfig()
+        self.strategy: CompressionStrategy = resolve_strategy(
+            strategy, self.config, summarizer=summarizer, token_counter=token_counter, registry=registry
+        )
         self.checkpoints: list[CompressionCheckpoint] = []
         self._source: LevelSource | None = None
-        self._level: list[AnyMessage] = []
+        self._task: TaskLevel | None = None
+        self.logger = logging.getLogger(__name__)
 
     @property
     def latest(self) -> CompressionCheckpoint | None:
         return self.checkpoints[-1] if self.checkpoints else None
 
+    @property
+    def strategy_type(self) -> str:
+        return strategy_name(self.strategy.strategy_type)
+
+    @property
+    def task(self) -> TaskLevel:
+        """What the strategy reads: the in-memory Task, or the stored level's snapshot."""
+        if self._task is None:
+            raise ValidationError("Compressor.load(task) must be called before compress/transform")
+        return self._task
+
     def _require_source(self) -> LevelSource:
         if self._source is None:
-            raise ValidationError("Compressor.load(...) must be called before compress/transform")
+            raise ValidationError("Compressor.load(task) must be called before compress/transform")
         return self._source
 
-    async def load(self, source: LevelSource) -> None:
-        """Read the current level and the checkpoints stored in it (this level only)."""
-        self._source = source
-        self._level = await source.level()
-        self.checkpoints = checkpoints_in(self._level)
+    async def _refresh(self) -> TaskLevel:
+        self._task = await self._require_source().snapshot()
+        self.checkpoints = checkpoints_in(self._task.current_task_messages())
+        return self._task
+
+    async def load(self, task: "Task | LevelSource") -> None:
+        """Read the current level and its checkpoints (this level only).
+
+        `task` is an in-memory `mindstore.Task`, or a `StoredLevel(acme.tasks, task_id)`.
+        """
+        self._source = _as_source(task)
+        await self._refresh()
+        self.logger.debug("loaded %d compression checkpoints from the current task level", len(self.checkpoints))
+
+    # ---------------------------------------------------------------- document helpers
+    def get_task_messages(self) -> list[AnyMessage]:
+        """Every message of the loaded level, compression messages included."""
+        return self.task.current_task_messages()
+
+    def get_task_boundaries(self) -> tuple[int | None, int | None]:
+        """(start, end) of the loaded level in the whole task; end is None while open."""
+        return self.task.find_current_task_boundaries()
+
+    def get_compression_messages_in_task(self) -> list[AnyMessage]:
+        return [m for m in self.get_task_messages() if getattr(m, "role", None) == "compression"]
 
     def task_messages(self) -> list[AnyMessage]:
         """The loaded level's conversation (compression messages left out)."""
-        return conversation(self._level)
+        return conversation(self.get_task_messages()) if self._task is not None else []
 
+    # ---------------------------------------------------------------- rounds
     async def compress(self, reason: str = REASON) -> list[AnyMessage]:
         """One more round; returns the level's view after it. Writes nothing when the
-        strategy finds nothing left to compress."""
+        strategy finds nothing new to compress."""
         source = self._require_source()
-        self._level = await source.level()
-        self.checkpoints = checkpoints_in(self._level)
-        plan = plan_compression(
-            self.strategy, self._level, self.config, self.latest, self.token_counter
-        )
-        if plan is None:
+        task = await self._refresh()
+        level = task.current_task_messages()
+        conv = conversation(level)
+        candidate = CompressionCheckpoint(checkpoint_id=conv[-1].id if conv else "")
+        await self.strategy.compress(task, candidate, self.config)
+        merged = merge_round(self.latest, candidate, conv, self.strategy_type)
+        if merged is None:
             return self.view()
-        if plan.to_summarize:
-            plan.checkpoint.summary = await self.summarizer(plan.to_summarize, plan.previous_summary)
-        await source.append_checkpoint(plan, reason)
-        self.checkpoints.append(plan.checkpoint)
-        return self.view()
+        await source.append_checkpoint(merged, reason)
+        self.checkpoints.append(merged)
+        return self.view()  # The compression message itself is never part of a view
 
     async def transform(self) -> list[AnyMessage]:
-        """The view of the latest checkpoint over the level as it is now."""
-        source = self._require_source()
-        self._level = await source.level()
-        return self.view()
+        """The strategy's view of the latest checkpoint over the level as it is now."""
+        task = await self._refresh()
+        return await self.strategy.compress(task, None, self.config)
 
     def view(self) -> list[AnyMessage]:
-        return apply_checkpoint(self._level, self.latest, self.config.stub_text)
+        """The loaded level with its latest checkpoint applied (what the store serves)."""
+        stub_text = getattr(self.config, "stub_text", None) or DEFAULT_STUB_TEXT
+        return apply_checkpoint(self.get_task_messages() if self._task else [], self.latest, stub_text)

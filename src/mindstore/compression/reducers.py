@@ -1,4 +1,4 @@
-"""Seed 003's state reducers, as pure functions over message lists.
+"""The agent-graph format's state reducers, as pure functions over message lists.
 
 A reducer merges a node's output into graph state. They are the building blocks agent
 frameworks use to keep a working context, and `remove_tool_messages` is what the

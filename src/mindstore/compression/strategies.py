@@ -1,4 +1,4 @@
-"""The three compression strategies of seed 004, as pure planning over one task level.
+"""The three built-in compression strategies of the compression document, as pure planning over one task level.
 
 A strategy looks at the level's conversation and its latest checkpoint and decides which
 further messages to drop (replaced by a summary) or stub (tool results shortened in
@@ -23,6 +23,7 @@ from mindstore.compression.checkpoint import (
     STRATEGY_KEY,
     STUBBED_KEY,
     SUMMARY_AFTER_KEY,
+    SUMMARY_ID_KEY,
     CompressionCheckpoint,
 )
 from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
@@ -33,7 +34,6 @@ from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import CompressionConfig, CompressionStrategyType
 
 SETUP_ROLES = frozenset({"system", "taskconfig", "taskentry", "informational"})
-SUMMARY_ID_KEY = "summary_message_id"
 
 
 @dataclass(frozen=True)

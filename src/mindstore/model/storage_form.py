@@ -58,8 +58,8 @@ def bson_size(document: dict[str, Any]) -> int:
     """Encoded size of a document; un-encodable values are a caller error."""
     try:
         return len(bson.encode(document))
-    except (bson.errors.InvalidDocument, OverflowError, TypeError) as exc:
-        raise ValidationError(f"value cannot be stored in MongoDB: {exc}") from exc
+    except (bson.errors.InvalidDocument, OverflowError, TypeError, UnicodeEncodeError) as exc:
+        raise ValidationError(f"value cannot be stored in MongoDB: {str(exc)[:200]}") from None
 
 
 def value_size(value: Any) -> int:

@@ -2,7 +2,7 @@
 
 They rely on the `scope` and `depth` every stored message carries (written once at append
 time), so each is a filter or a group, never a replay of the history. Operators stay in the
-portable subset of DESIGN.md: `$match`, `$unwind` with `includeArrayIndex`, `$project`,
+portable subset of docs/design.md: `$match`, `$unwind` with `includeArrayIndex`, `$project`,
 `$filter`, `$group`, `$cond`, `$sort`, and the basic comparison expressions.
 """
 
@@ -13,23 +13,38 @@ from typing import Any
 Pipeline = list[dict[str, Any]]
 
 
-def _task_match(task_id: str, tenant: str) -> dict[str, Any]:
-    return {"$match": {"_id": task_id, "tenant": tenant}}
+TaskFilter = dict[str, Any]
+"""The repository's filter for one task: stored key, tenant and (when scoped) owner."""
+
+
+def literal(value: Any) -> dict[str, Any]:
+    """A caller's value inside an aggregation expression, never read as one.
+
+    A string such as ``"$$m.scope"`` or ``"$seq"`` is a variable or a field path to the
+    expression language; ids are data, so every id an expression compares is wrapped.
+    """
+    return {"$literal": value}
+
+
+def _task_match(task: TaskFilter) -> dict[str, Any]:
+    return {"$match": dict(task)}
 
 
 def _in_level_expr(scope: str | None, var: str = "$$m") -> dict[str, Any]:
     """True for the messages of level `scope`: its entry, then its own non-entry messages."""
-    own = {"$and": [{"$eq": [f"{var}.scope", scope]}, {"$ne": [f"{var}.role", "taskentry"]}]}
+    own = {
+        "$and": [{"$eq": [f"{var}.scope", literal(scope)]}, {"$ne": [f"{var}.role", "taskentry"]}]
+    }
     if scope is None:
         return own
-    entry = {"$and": [{"$eq": [f"{var}.id", scope]}, {"$eq": [f"{var}.role", "taskentry"]}]}
+    entry = {"$and": [{"$eq": [f"{var}.id", literal(scope)]}, {"$eq": [f"{var}.role", "taskentry"]}]}
     return {"$or": [entry, own]}
 
 
-def level_messages_pipeline(task_id: str, tenant: str, scope: str | None) -> Pipeline:
+def level_messages_pipeline(task: TaskFilter, scope: str | None) -> Pipeline:
     """The messages of one level, filtered server-side: only they travel over the wire."""
     return [
-        _task_match(task_id, tenant),
+        _task_match(task),
         {
             "$project": {
                 "_id": 0,
@@ -42,13 +57,13 @@ def level_messages_pipeline(task_id: str, tenant: str, scope: str | None) -> Pip
 
 
 def locate_message_pipeline(
-    task_id: str, tenant: str, message_id: str, header_fields: tuple[str, ...] = ()
+    task: TaskFilter, message_id: str, header_fields: tuple[str, ...] = ()
 ) -> Pipeline:
     """One message and its index (plus, optionally, header fields from the same snapshot)."""
     projection: dict[str, Any] = {"_id": 0, "index": 1, "message": "$messages"}
     projection.update({field: 1 for field in header_fields})
     return [
-        _task_match(task_id, tenant),
+        _task_match(task),
         {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
         {"$match": {"messages.id": message_id}},
         {"$limit": 1},
@@ -56,10 +71,10 @@ def locate_message_pipeline(
     ]
 
 
-def boundaries_pipeline(task_id: str, tenant: str, scope: str) -> Pipeline:
+def boundaries_pipeline(task: TaskFilter, scope: str) -> Pipeline:
     """Index of a sub-task's entry and, if it has exited, of its exit."""
     return [
-        _task_match(task_id, tenant),
+        _task_match(task),
         {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
         {
             "$match": {
@@ -96,10 +111,10 @@ def span_accumulators() -> dict[str, Any]:
     }
 
 
-def spans_pipeline(task_id: str, tenant: str) -> Pipeline:
+def spans_pipeline(task: TaskFilter) -> Pipeline:
     """Every sub-task of a task: entry, exit, depth, own message count, start and end."""
     return [
-        _task_match(task_id, tenant),
+        _task_match(task),
         {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
         span_members(),
         {

@@ -14,19 +14,25 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from mindstore.pipelines.boundaries import Pipeline, _in_level_expr, _task_match
+from mindstore.pipelines.boundaries import (
+    Pipeline,
+    TaskFilter,
+    _in_level_expr,
+    _task_match,
+    literal,
+)
 
 STUB_SKELETON_FIELDS = ("id", "role", "task_id", "started_ts", "finished_ts", "scope", "depth")
 """Fields a stubbed tool message keeps (mindstore.compression.view builds stubs from them)."""
 
 
-def latest_checkpoint_pipeline(task_id: str, tenant: str, scope: str | None) -> Pipeline:
+def latest_checkpoint_pipeline(task: TaskFilter, scope: str | None) -> Pipeline:
     """The last compression message of the level (at most one small document)."""
     is_compression = {
         "$and": [_in_level_expr(scope), {"$eq": ["$$m.role", "compression"]}]
     }
     return [
-        _task_match(task_id, tenant),
+        _task_match(task),
         {
             "$project": {
                 "_id": 0,
@@ -42,8 +48,7 @@ def latest_checkpoint_pipeline(task_id: str, tenant: str, scope: str | None) -> 
 
 
 def context_messages_pipeline(
-    task_id: str,
-    tenant: str,
+    task: TaskFilter,
     scope: str | None,
     excluded_ids: Sequence[str],
     stubbed_ids: Sequence[str] = (),
@@ -60,7 +65,7 @@ def context_messages_pipeline(
     }
     if excluded_ids:
         cond = {
-            "$and": [cond, {"$eq": [{"$in": ["$$m.id", list(excluded_ids)]}, False]}]
+            "$and": [cond, {"$eq": [{"$in": ["$$m.id", literal(list(excluded_ids))]}, False]}]
         }
     kept: dict[str, Any] = {"$filter": {"input": "$messages", "as": "m", "cond": cond}}
     if stubbed_ids:
@@ -80,10 +85,10 @@ def context_messages_pipeline(
             "$map": {
                 "input": kept,
                 "as": "m",
-                "in": {"$cond": [{"$in": ["$$m.id", list(stubbed_ids)]}, skeleton, "$$m"]},
+                "in": {"$cond": [{"$in": ["$$m.id", literal(list(stubbed_ids))]}, skeleton, "$$m"]},
             }
         }
     return [
-        _task_match(task_id, tenant),
+        _task_match(task),
         {"$project": {"_id": 0, "messages": kept}},
     ]

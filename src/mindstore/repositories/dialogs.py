@@ -1,4 +1,4 @@
-"""Dialog trees on the store (seed 002): dialogs are tasks, nodes are separate documents.
+"""Dialog trees on the store (the dialog document): dialogs are tasks, nodes are separate documents.
 
 Forks are frequent (agents fork at every interrupt iteration), so a fork is two inserts:
 the child task with its copied messages (one insert, header recomputed from what it
@@ -13,12 +13,13 @@ from __future__ import annotations
 import base64
 import mimetypes
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import DIALOG_NODES, TASKS, node_document
 from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.ids import task_id_of, task_key
 from mindstore.model import dialog as tree
 from mindstore.model.base import new_id
 from mindstore.model.dialog import FORK_MARKER, DialogNode
@@ -33,9 +34,14 @@ from mindstore.model.messages import (
 from mindstore.model.parts import ImagePart, TextPart
 from mindstore.model.planner import check_id, check_message_id
 from mindstore.repositories.records import TaskRecord
+from mindstore.repositories.tasks import TaskRepository
+from mindstore.validation import (
+    check_int,
+    check_optional_int,
+    check_optional_text,
+    check_owner,
+)
 
-if TYPE_CHECKING:
-    from mindstore.store import TenantStore
 
 PROMPT_KEY = "prompt_path"
 """Message metadata key put_prompt writes; the dialog's top prompt is the tail's value."""
@@ -45,18 +51,26 @@ PromptRegistry = Mapping[str, "str | Callable[..., str]"]
 
 
 class DialogRepository:
-    """Seed 002's Dialog verbs and tree queries for one tenant."""
+    """The dialog document's Dialog verbs and tree queries for one tenant."""
 
-    def __init__(self, tenant_store: "TenantStore") -> None:
-        self.tenant = tenant_store.tenant
-        self.tasks = tenant_store.tasks
-        database = tenant_store.store.database
+    def __init__(self, tasks: TaskRepository) -> None:
+        self.tenant = tasks.tenant
+        self.owner = tasks.owner
+        self.tasks = tasks
+        database = tasks.database
         self._nodes = database[DIALOG_NODES]
         self._tasks = database[TASKS]
 
     # ------------------------------------------------------------------ nodes
+    def _scope(self, **fields: Any) -> dict[str, Any]:
+        """A node (or task) filter in this view's scope: the tenant, and the owner if set."""
+        query: dict[str, Any] = {"tenant": self.tenant, **fields}
+        if self.owner is not None:
+            query["owner"] = self.owner
+        return query
+
     def _node_filter(self, dialog_id: str) -> dict[str, Any]:
-        return {"_id": check_id(dialog_id, "dialog id"), "tenant": self.tenant}
+        return self._scope(_id=task_key(self.tenant, check_id(dialog_id, "dialog id")))
 
     async def _insert_node(self, node: DialogNode) -> None:
         document = node_document(node, self.tenant)
@@ -88,12 +102,13 @@ class DialogRepository:
     async def _subtree_nodes(self, dialog_id: str) -> list[DialogNode]:
         """The node and all its descendants: one indexed query on `ancestors`."""
         root = await self.node(dialog_id)
-        cursor = self._nodes.find({"tenant": self.tenant, "ancestors": root.dialog_id})
+        cursor = self._nodes.find(self._scope(ancestors=root.dialog_id))
         return [root, *[DialogNode.from_document(d) async for d in cursor]]
 
     async def _message_counts(self, ids: Sequence[str]) -> dict[str, int]:
-        cursor = self._tasks.find({"tenant": self.tenant, "_id": {"$in": list(ids)}}, {"seq": 1})
-        return {document["_id"]: int(document.get("seq", 0)) async for document in cursor}
+        keys = [task_key(self.tenant, i) for i in ids]
+        cursor = self._tasks.find(self._scope(_id={"$in": keys}), {"seq": 1})
+        return {task_id_of(document["_id"]): int(document.get("seq", 0)) async for document in cursor}
 
     # ------------------------------------------------------------------ dialog verbs
     async def create(
@@ -105,8 +120,10 @@ class DialogRepository:
         dialog_id: str | None = None,
     ) -> TaskRecord:
         """A new root dialog owned by an agent, seeded with its system prompt if given."""
-        if not isinstance(owner, str) or not owner:
-            raise ValidationError("a dialog needs an owner (the agent's name)")
+        if owner is None:
+            raise ValidationError("owner: a dialog needs an owner (the agent's name)")
+        check_owner(owner)
+        check_optional_text(prompt, "prompt")
         messages = [SystemMessage(content=[TextPart(text=prompt)], name=owner)] if prompt else []
         record = await self.tasks.create(owner=owner, title=title, task_id=dialog_id, messages=messages)
         await self._insert_node(DialogNode(dialog_id=record.id, owner=owner, root_id=record.id))
@@ -194,15 +211,17 @@ class DialogRepository:
         owner: str | None = None,
         at: str | None = None,
     ) -> TaskRecord:
-        """A child dialog with copies of the kept messages (seed 002's selection).
+        """A child dialog with copies of the kept messages (the dialog document's selection).
 
         `at=message_id` forks from an earlier point: history up to and including that
         message. The child's header is recomputed from what it kept.
         """
-        for name, value in (("last_n", last_n), ("first_k", first_k)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValidationError(f"{name} must be an integer")
-        parent = await self._ensure_node(dialog_id)
+        check_int(last_n, "last_n")
+        check_int(first_k, "first_k")
+        owner = check_owner(owner)
+        if at is not None:
+            check_message_id(at, "at")
+        parent = await self.node(dialog_id)  # reads first: a refused fork writes nothing
         child_id = new_id()
         if at is None and last_n > 0:  # a trimmed fork reads only the ends it keeps
             count, head, tail = await self.tasks.ends(dialog_id, max(first_k, 0), last_n)
@@ -218,15 +237,16 @@ class DialogRepository:
         if copies is None:
             history = await self.tasks.messages(dialog_id)
             if at is not None:
-                check_message_id(at)
                 position = next((i for i, m in enumerate(history) if m.id == at), None)
                 if position is None:
                     raise NotFound(f"no message {at!r} in dialog {dialog_id!r}")
                 history = history[: position + 1]
             indexes = tree.kept_indexes(len(history), last_n, first_k)
             copies = tree.fork_copies(dialog_id, child_id, history, indexes)
-        node = tree.child_node(parent, child_id, owner, len(copies), last_n, first_k, at)
         source = await self.tasks.get(dialog_id)
+        if parent.created_at is None:  # an implicit root becomes real before it gets a child
+            parent = await self._ensure_node(dialog_id)
+        node = tree.child_node(parent, child_id, owner, len(copies), last_n, first_k, at)
         marker = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
         record = await self.tasks.create(owner=node.owner, title=source.title, task_id=child_id,
                                          messages=copies, metadata=marker, replay=True)  # fmt: skip
@@ -236,7 +256,7 @@ class DialogRepository:
     # ------------------------------------------------------------------ tree queries
     async def children(self, dialog_id: str) -> list[DialogNode]:
         parent = await self.node(dialog_id)
-        cursor = self._nodes.find({"tenant": self.tenant, "parent_id": parent.dialog_id})
+        cursor = self._nodes.find(self._scope(parent_id=parent.dialog_id))
         nodes = [DialogNode.from_document(d) async for d in cursor]
         return tree.bfs_order(parent.dialog_id, [parent, *nodes])[1:]
 
@@ -251,12 +271,12 @@ class DialogRepository:
         return (await self.node(dialog_id)).root_id
 
     async def subtree_ids(self, dialog_id: str) -> list[str]:
-        """The dialog and every descendant, breadth first (seed 002)."""
+        """The dialog and every descendant, breadth first (the dialog document)."""
         nodes = await self._subtree_nodes(dialog_id)
         return [n.dialog_id for n in tree.bfs_order(nodes[0].dialog_id, nodes)]
 
     async def tree_overview(self, dialog_id: str) -> str:
-        """The seed's indented text tree of the subtree under `dialog_id`."""
+        """The dialog document's indented text tree of the subtree under `dialog_id`."""
         nodes = await self._subtree_nodes(dialog_id)
         counts = await self._message_counts([n.dialog_id for n in nodes])
         return tree.tree_overview(nodes[0].dialog_id, nodes, counts)
@@ -277,7 +297,7 @@ class DialogRepository:
             try:
                 await self.tasks.delete(victim)
             except NotFound:
-                await self._nodes.delete_one({"_id": victim, "tenant": self.tenant})
+                await self._nodes.delete_one({"_id": task_key(self.tenant, victim), "tenant": self.tenant})
         return doomed
 
     async def repair(self) -> dict[str, list[str]]:
@@ -288,17 +308,18 @@ class DialogRepository:
         """
         report: dict[str, list[str]] = {"finished": [], "removed_tasks": [], "removed_nodes": []}
         forks = self._tasks.find(
-            {"tenant": self.tenant, f"metadata.{FORK_MARKER}": {"$exists": True}},
+            self._scope(**{f"metadata.{FORK_MARKER}": {"$exists": True}}),
             {"_id": 1, f"metadata.{FORK_MARKER}": 1},
         )
-        candidates = {d["_id"]: d["metadata"][FORK_MARKER] async for d in forks}
-        present = {d["_id"] async for d in self._nodes.find(
-            {"tenant": self.tenant, "_id": {"$in": list(candidates)}}, {"_id": 1})}  # fmt: skip
+        candidates = {task_id_of(d["_id"]): d["metadata"][FORK_MARKER] async for d in forks}
+        present = {task_id_of(d["_id"]) async for d in self._nodes.find(
+            self._scope(_id={"$in": [task_key(self.tenant, i) for i in candidates]}), {"_id": 1})}  # fmt: skip
         for task_id, plan in candidates.items():
             if task_id in present:
                 continue
-            parent_exists = await self._nodes.count_documents(
-                {"tenant": self.tenant, "_id": plan.get("parent_id")}, limit=1
+            parent_id = plan.get("parent_id")
+            parent_exists = isinstance(parent_id, str) and await self._nodes.count_documents(
+                {"tenant": self.tenant, "_id": task_key(self.tenant, parent_id)}, limit=1
             )
             if parent_exists:
                 await self._insert_node(DialogNode(**plan))
@@ -306,20 +327,21 @@ class DialogRepository:
             else:
                 await self.tasks.delete(task_id)
                 report["removed_tasks"].append(task_id)
-        node_ids = [d["_id"] async for d in self._nodes.find({"tenant": self.tenant}, {"_id": 1})]
-        task_ids = {d["_id"] async for d in self._tasks.find(
-            {"tenant": self.tenant, "_id": {"$in": node_ids}}, {"_id": 1})}  # fmt: skip
+        node_ids = [task_id_of(d["_id"]) async for d in self._nodes.find(self._scope(), {"_id": 1})]
+        task_ids = {task_id_of(d["_id"]) async for d in self._tasks.find(
+            {"tenant": self.tenant, "_id": {"$in": [task_key(self.tenant, i) for i in node_ids]}},
+            {"_id": 1})}  # fmt: skip
         for node_id in node_ids:
             if node_id not in task_ids and not await self._nodes.count_documents(
                 {"tenant": self.tenant, "parent_id": node_id}, limit=1
             ):
-                await self._nodes.delete_one({"_id": node_id, "tenant": self.tenant})
+                await self._nodes.delete_one({"_id": task_key(self.tenant, node_id), "tenant": self.tenant})
                 report["removed_nodes"].append(node_id)
         return report
 
-    # ------------------------------------------------------------------ seed 002 dict form
+    # ------------------------------------------------------------------ the dialog document dict form
     async def export_dialog(self, dialog_id: str) -> dict[str, Any]:
-        """Seed 002's `Dialog.to_dict()`: messages, tree node and top prompt path."""
+        """The dialog document's `Dialog.to_dict()`: messages, tree node and top prompt path."""
         node = await self.node(dialog_id)
         record = await self.tasks.get(dialog_id)
         messages = await self.tasks.messages(dialog_id)
@@ -339,32 +361,46 @@ class DialogRepository:
         return [await self.export_dialog(i) for i in await self.subtree_ids(dialog_id)]
 
     async def import_dialog(self, data: Mapping[str, Any]) -> TaskRecord:
-        """Store a dialog from its seed 002 dict; its parent (if any) must exist already."""
+        """Store a dialog from its the dialog document dict; its parent (if any) must exist already."""
         if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
             raise ValidationError("a dialog dict needs a 'messages' list")
-        node_data = dict(data.get("tree_node") or {})
-        dialog_id = check_id(str(data.get("dialog_id") or node_data.get("dialog_id") or new_id()), "dialog id")
-        owner = data.get("owner", node_data.get("owner"))
+        tree_node = data.get("tree_node") or {}
+        if not isinstance(tree_node, Mapping):
+            raise ValidationError("tree_node must be a dict")
+        node_data = dict(tree_node)
+        dialog_id = check_id(data.get("dialog_id") or node_data.get("dialog_id") or new_id(), "dialog id")
+        owner = check_owner(data.get("owner", node_data.get("owner")))
         parent_id = node_data.get("parent_id")
-        parent = await self.node(parent_id) if parent_id else None
+        if parent_id is not None:
+            check_id(parent_id, "tree_node.parent_id")
+        split_point = check_optional_int(node_data.get("split_point"), "tree_node.split_point")
+        last_n = check_optional_int(node_data.get("last_n"), "tree_node.last_n") or 0
+        first_k = check_optional_int(node_data.get("first_k"), "tree_node.first_k") or 0
+        at_message_id = node_data.get("at_message_id")
+        if at_message_id is not None:
+            check_message_id(at_message_id, "tree_node.at_message_id")
         messages = [_seed_message(m) for m in data.get("messages", [])]
+        # Everything is checked before the first write: the parent's node, then one insert
+        # for the task, then its node (a crash in between is what `repair()` finishes).
+        parent = await self.node(parent_id) if parent_id else None
         for message in messages:
             if hasattr(message, "task_id"):
                 message.task_id = dialog_id
-        record = await self.tasks.create(owner=owner, title=data.get("title"), task_id=dialog_id,
-                                         messages=messages, replay=True)  # fmt: skip
         if parent is None:
             node = DialogNode(dialog_id=dialog_id, owner=owner, root_id=dialog_id)
-        else:
-            node = tree.child_node(parent, dialog_id, owner, int(node_data.get("split_point") or len(messages)),
-                                   int(node_data.get("last_n") or 0), int(node_data.get("first_k") or 0),
-                                   node_data.get("at_message_id"))  # fmt: skip
+            metadata = None
+        else:  # like a fork: the plan rides in the task, so `repair()` can finish the node
+            node = tree.child_node(parent, dialog_id, owner, split_point or len(messages),
+                                   last_n, first_k, at_message_id)  # fmt: skip
+            metadata = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
+        record = await self.tasks.create(owner=owner, title=data.get("title"), task_id=dialog_id,
+                                         messages=messages, metadata=metadata, replay=True)  # fmt: skip
         await self._insert_node(node)
         return record
 
 
 def _seed_message(data: Any) -> AnyMessage:
-    """A stored-form message, or seed 002's plainer form (content as a string)."""
+    """A stored-form message, or the dialog document's plainer form (content as a string)."""
     if not isinstance(data, dict):
         raise ValidationError("each message must be a dict")
     if isinstance(data.get("content"), str):

@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, Field, field_validator
 
 from mindstore.errors import ValidationError
+from mindstore.ids import task_id_of
 from mindstore.model.header import TaskHeader, UsageTotals
 from mindstore.model.storage_form import unescape_keys
 
@@ -50,7 +51,7 @@ class TaskRecord(BaseModel):
     @classmethod
     def from_document(cls, document: dict[str, Any], header: TaskHeader) -> "TaskRecord":
         return cls(
-            id=document["_id"],
+            id=task_id_of(document["_id"]),
             tenant=document["tenant"],
             owner=document.get("owner"),
             title=document.get("title"),

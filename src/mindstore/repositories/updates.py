@@ -72,7 +72,7 @@ def exactly_once_guard(new_ids: list[str]) -> dict[str, Any]:
 def build_task_update(
     plan: Plan,
     *,
-    task_id: str,
+    key: str,
     tenant: str,
     version: int,
     now: datetime,
@@ -80,7 +80,7 @@ def build_task_update(
     extra_set: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(filter, update) for one plan, guarded by version, message ids and patch targets."""
-    query: dict[str, Any] = {"_id": task_id, "tenant": tenant, "version": version}
+    query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version}
     if plan.appended:
         # Exactly-once: a message id already stored makes the whole update match nothing.
         query["messages.id"] = exactly_once_guard(plan.new_ids)

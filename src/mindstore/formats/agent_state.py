@@ -1,0 +1,156 @@
+"""The agent-graph layer's execution state, typed: `AgentState` with `ExecutionState`.
+
+An agent graph keeps, next to its messages, where the run is: the current node, the step
+count, whether it is running, interrupted (before or after a node, with a reason and
+data), completed or failed, and whether a stop was requested. These models hold that state
+so it can be stored with a task and loaded back typed; they are pure (no I/O) and mirror
+The agent-graph semantics: `clear_interrupt` resumes running, `error` records its message
+in `internal_data["error"]`, a dict in the agent graph's own serialised form (with
+`_internal_data`) is read by `ExecutionState.from_dict`.
+
+`AgentState.context` holds agent-graph messages as dicts (the format of
+`mindstore.formats.agent_graph`); `messages()` converts them to typed mindstore messages.
+Subclasses may add application fields, as agent graphs allow; unknown fields are kept.
+Enum fields hold their string values (as every stored mindstore model does), so
+`state.to_dict()` is ready for a document.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Mapping
+
+from pydantic import Field
+
+from mindstore.errors import ValidationError
+from mindstore.model.base import JSON, Model
+from mindstore.model.messages import AnyMessage
+
+START = "__start__"
+"""The node an agent graph starts from."""
+
+
+class ExecutionStatus(str, Enum):
+    running = "running"
+    interrupted_before = "interrupted_before"
+    interrupted_after = "interrupted_after"
+    completed = "completed"
+    error = "error"
+
+
+class StopRequestStatus(str, Enum):
+    none = "none"
+    stop_requested = "stop_requested"
+    stopped = "stopped"
+
+
+INTERRUPTED = (ExecutionStatus.interrupted_before, ExecutionStatus.interrupted_after)
+
+
+class ExecutionState(Model):
+    """Progress and interrupt state of one agent-graph run."""
+
+    current_node: str = START
+    step: int = Field(default=0, ge=0)
+    status: ExecutionStatus = ExecutionStatus.running
+    interrupted_node: str | None = None
+    interrupt_reason: str | None = None
+    interrupt_data: JSON | None = None
+    thread_id: str | None = None
+    stop_current_execution: StopRequestStatus = StopRequestStatus.none
+    internal_data: JSON = Field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ExecutionState":
+        """Read the agent graph's serialised form (`_internal_data`) or this model's own."""
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"execution state must be an object, got {type(data).__name__}")
+        fields = dict(data)
+        if "_internal_data" in fields:
+            fields["internal_data"] = fields.pop("_internal_data") or {}
+        try:
+            return cls.model_validate(fields)
+        except Exception as exc:  # pydantic's ValidationError
+            raise ValidationError(f"invalid execution state: {exc}") from exc
+
+    def set_interrupt(self, node: str, reason: str, status: ExecutionStatus | str,
+                      data: JSON | None = None) -> None:  # fmt: skip
+        status = ExecutionStatus(status)
+        if status not in INTERRUPTED:
+            raise ValidationError(f"status: an interrupt is interrupted_before or interrupted_after, got {status.value!r}")
+        self.interrupted_node, self.interrupt_reason = node, reason
+        self.status, self.interrupt_data = status.value, data  # type: ignore[assignment]
+
+    def clear_interrupt(self) -> None:
+        """Resume: the interrupt is forgotten and the run is running again."""
+        self.interrupted_node = self.interrupt_reason = None
+        self.interrupt_data = None
+        self.status = ExecutionStatus.running.value  # type: ignore[assignment]
+
+    def is_interrupted(self) -> bool:
+        return self.status in INTERRUPTED
+
+    def is_running(self) -> bool:
+        return self.status == ExecutionStatus.running
+
+    def advance_step(self) -> None:
+        self.step += 1
+
+    def set_current_node(self, node: str) -> None:
+        self.current_node = node
+
+    def complete(self) -> None:
+        self.status = ExecutionStatus.completed.value  # type: ignore[assignment]
+
+    def error(self, error_msg: str) -> None:
+        self.status = ExecutionStatus.error.value  # type: ignore[assignment]
+        self.internal_data["error"] = error_msg
+
+    def request_stop(self) -> None:
+        self.stop_current_execution = StopRequestStatus.stop_requested.value  # type: ignore[assignment]
+
+    def is_stopped_requested(self) -> bool:
+        return self.stop_current_execution == StopRequestStatus.stop_requested
+
+
+class AgentState(Model):
+    """Messages, their running summary and the execution state of an agent graph."""
+
+    context: list[JSON] = Field(default_factory=list)
+    context_summary: str | None = None
+    execution_meta: ExecutionState = Field(default_factory=ExecutionState)
+
+    def messages(self) -> list[AnyMessage]:
+        """The context as typed mindstore messages (ids, usage and tool calls kept)."""
+        from mindstore.formats.agent_graph import from_agent_graph
+
+        return from_agent_graph(self.context)
+
+    # The agent graph's own delegating API, so code written against it reads the same.
+    def set_interrupt(self, node: str, reason: str, status: ExecutionStatus | str,
+                      data: JSON | None = None) -> None:  # fmt: skip
+        self.execution_meta.set_interrupt(node, reason, status, data)
+
+    def clear_interrupt(self) -> None:
+        self.execution_meta.clear_interrupt()
+
+    def is_running(self) -> bool:
+        return self.execution_meta.is_running()
+
+    def is_interrupted(self) -> bool:
+        return self.execution_meta.is_interrupted()
+
+    def advance_step(self) -> None:
+        self.execution_meta.advance_step()
+
+    def set_current_node(self, node: str) -> None:
+        self.execution_meta.set_current_node(node)
+
+    def complete(self) -> None:
+        self.execution_meta.complete()
+
+    def error(self, error_msg: str) -> None:
+        self.execution_meta.error(error_msg)
+
+    def is_stopped_requested(self) -> bool:
+        return self.execution_meta.is_stopped_requested()

@@ -1,0 +1,149 @@
+"""What every format shares about a conversation as a whole.
+
+* **Exports to a model** (`model_messages`): only what the model must see. System, user,
+  assistant and tool messages go; an informational message goes only when one of its
+  parts is `is_visible_ai` (as user text); task configs, entries and exits, compression
+  markers and unknown messages are bookkeeping and never leave the store this way.
+* **Imports** (`settle`): provider payloads pair a result with its call by id only. Once a
+  whole payload is converted, each result gets its call's tool name and each answered call
+  is marked answered (`is_loading` and `is_approval_pending` false), as `answer_tool_call`
+  would have left it; unanswered calls stay open, so the store tracks them.
+* **Tool results as text** (`result_text`): what a provider that wants a string gets. A
+  result's `terminate` flag and `metadata` are for the agent, not the model: never sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, Sequence, Union
+
+from mindstore.model.messages import (
+    AnyMessage,
+    AssistantMessage,
+    InformationalMessage,
+    MessageBase,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from mindstore.model.parts import InformationalPart, TextPart, ToolCallPart, ToolResultPart
+
+Built = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, InformationalMessage]
+"""The messages an import builds (all of them typed: never an unknown message)."""
+
+
+def model_messages(messages: Sequence[AnyMessage]) -> Iterator[MessageBase]:
+    """The messages a model may see, in order (see the module docstring)."""
+    for message in messages:
+        if isinstance(message, (SystemMessage, UserMessage, AssistantMessage, ToolMessage)):
+            yield message
+        elif isinstance(message, InformationalMessage) and visible_informational(message):
+            yield UserMessage(
+                id=message.id,
+                task_id=message.task_id,
+                started_ts=message.started_ts,
+                content=informational_text_parts(message),
+            )
+
+
+def visible_informational(message: InformationalMessage) -> bool:
+    return any(isinstance(p, InformationalPart) and p.is_visible_ai for p in message.content)
+
+
+def informational_text_parts(message: InformationalMessage) -> list[Any]:
+    """The text a model sees of a visible informational message: its text parts if it has
+    any (a summary imported from another framework), else its visible parts' details."""
+    texts = [part for part in message.content if isinstance(part, TextPart)]
+    if texts:
+        return texts
+    return [
+        TextPart(text=part.details)
+        for part in message.content
+        if isinstance(part, InformationalPart) and part.is_visible_ai and part.details
+    ]
+
+
+def usage_of(message: MessageBase) -> Usage | None:
+    """The message's usage: its `usage`, else the flat counters of an assistant message."""
+    if message.usage is not None:
+        return message.usage
+    if isinstance(message, AssistantMessage):
+        counters = (message.tokens_in, message.tokens_out, message.cache_reads, message.cache_writes)
+        if any(counters):
+            return Usage(
+                input_tokens=message.tokens_in or 0,
+                output_tokens=message.tokens_out or 0,
+                cache_read_tokens=message.cache_reads or 0,
+                cache_write_tokens=message.cache_writes or 0,
+            )
+    return None
+
+
+# -- tool calls and results ---------------------------------------------------------
+
+
+def dump_args(args: Any) -> str:
+    """Tool arguments as the JSON string OpenAI's APIs carry (compact, key order kept)."""
+    return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+
+
+def load_args(arguments: Any) -> dict[str, Any]:
+    """Arguments from their JSON string; `{}` when the model produced no JSON object
+    (the exact string still round-trips through the format's stash)."""
+    if isinstance(arguments, dict):
+        return dict(arguments)
+    if not isinstance(arguments, str):
+        return {}
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def result_text(part: ToolResultPart) -> str:
+    """A tool result as one string: its text contents, else its result (JSON unless it is
+    already text), else its error."""
+    texts = [c.text for c in part.tool_result_contents if c.type == "text" and c.text is not None]
+    if texts:
+        return "".join(texts)
+    result = part.result
+    if isinstance(result, str):
+        text = result
+    elif result is None or result == {}:
+        text = ""
+    else:
+        text = json.dumps(result, ensure_ascii=False, default=str)
+    if not text and part.is_error and part.error:
+        return part.error
+    return text
+
+
+def settle(messages: list[AnyMessage]) -> list[AnyMessage]:
+    """Name each result after its call and mark answered calls answered (in place)."""
+    names: dict[str, str] = {}
+    answered: set[str] = set()
+    for message in messages:
+        for part in getattr(message, "content", ()):
+            if isinstance(part, ToolCallPart):
+                names.setdefault(part.tool_call_id, part.tool_name)
+            elif isinstance(part, ToolResultPart) and isinstance(message, ToolMessage):
+                answered.add(part.tool_call_id)
+                if not part.tool_name:
+                    part.tool_name = names.get(part.tool_call_id, "")
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            for part in message.content:
+                if isinstance(part, ToolCallPart) and part.tool_call_id in answered:
+                    part.is_loading = False
+                    part.is_approval_pending = False
+    return messages
+
+
+def finished(messages: list[AnyMessage]) -> list[AnyMessage]:
+    """Imported assistant turns are complete answers, not loading ones."""
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.status == "loading":
+            message.status = "completed"
+    return messages

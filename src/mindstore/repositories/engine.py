@@ -1,0 +1,431 @@
+"""The task repository's mutation engine: scope, plan, guard, retry, replay, header cache.
+
+A verb reads the task header (a projection that leaves the message array on the server),
+asks the pure planner what to write, and applies the plan with one `update_one` whose
+filter pins the header `version` and, for patches, the id of each patched message. A lost
+race matches nothing: the verb re-reads and re-plans (bounded, jittered) and finally
+raises `Conflict`. Multi-message verbs (task entry, task exit with its tool answer) are a
+single update, so a reader never sees half of one.
+
+Within one process, writers to the same task queue on a per-task lock first, so the
+optimistic retry loop only pays for races with *other* processes.
+
+Scope is applied here, once, for every read and write: the stored key is
+``task_key(tenant, task_id)`` and, on an owner-scoped view, every filter also names the
+owner. Documents written before per-tenant keys (``_id`` = the bare task id) are adopted
+the first time a read misses them (`_adopt_legacy`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import weakref
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+from pymongo.errors import DuplicateKeyError
+
+from mindstore.documents import (
+    DIALOG_NODES,
+    PAYLOADS,
+    TASKS,
+    header_from_document,
+    utcnow,
+)
+from mindstore.errors import (
+    Conflict,
+    MindstoreError,
+    NotFound,
+    TaskTooLarge,
+    ValidationError,
+)
+from mindstore.ids import check_key, check_name, legacy_key, task_key
+from mindstore.model.header import HEADER_FIELDS, TaskHeader
+from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
+from mindstore.model.planner import Plan, parse_stored
+from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
+from mindstore.pipelines import boundaries as pipelines
+from mindstore.repositories.header_cache import CachedHeader, HeaderCache
+from mindstore.repositories.updates import build_task_update
+from mindstore.validation import check_owner
+
+logger = logging.getLogger(__name__)
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+# Room kept for the header fields and the array's index keys, which `size_bytes` excludes:
+# title (<= 4,096 characters), metadata (<= 64 KiB), the scope stack and open calls.
+HEADER_BUDGET_BYTES = 192 * 1024
+MAX_SLICE = 2**31 - 1
+"""`$slice` takes a 32-bit count on a server: larger requests are clamped to it."""
+READ_FIELDS: tuple[str, ...] = (
+    "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
+    "metadata", *HEADER_FIELDS,
+)  # fmt: skip
+
+PlanFn = Callable[[TaskHeader, "dict[str, Any] | None", Offloader], Plan]
+"""(header, located message or None, offloader) -> Plan."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded optimistic retries with jittered exponential backoff."""
+
+    attempts: int = 30
+    base_delay: float = 0.0005
+    max_delay: float = 0.05
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
+
+
+def document_estimate(header: TaskHeader) -> int:
+    """Upper estimate of the stored document size: messages, their array keys, the header."""
+    return header.size_bytes + header.seq * 8 + HEADER_BUDGET_BYTES
+
+
+def _has_reserved(value: Any) -> bool:
+    """True if a stored value holds a marker or an escaped string (rare: then decode it)."""
+    if isinstance(value, str):
+        return value.startswith(RESERVED_PREFIX)
+    if isinstance(value, dict):
+        return any(_has_reserved(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_reserved(item) for item in value)
+    return False
+
+
+class TaskEngine:
+    """Plumbing shared by the task repository's reads and verbs (one tenant, one owner)."""
+
+    def __init__(
+        self,
+        database: Any,
+        tenant: str,
+        *,
+        owner: str | None = None,
+        locks: weakref.WeakValueDictionary[Any, asyncio.Lock] | None = None,
+        retry: RetryPolicy | None = None,
+        offload_threshold: int = 256 * 1024,
+        max_document_bytes: int = MAX_DOCUMENT_BYTES,
+        headers: HeaderCache | None = None,
+    ) -> None:
+        self.tenant = check_key(tenant, "tenant")
+        self.owner = check_owner(owner)
+        self.database = database
+        self._tasks = database[TASKS]
+        self._payloads = database[PAYLOADS]
+        self._nodes = database[DIALOG_NODES]
+        self._locks: weakref.WeakValueDictionary[Any, asyncio.Lock] = (
+            locks if locks is not None else weakref.WeakValueDictionary()
+        )
+        self.retry = retry or RetryPolicy()
+        self.offload_threshold = offload_threshold
+        self.max_document_bytes = max_document_bytes
+        self._headers = headers if headers is not None else HeaderCache()
+
+    # ------------------------------------------------------------------ scope
+    def _lock(self, task_id: str) -> asyncio.Lock:
+        key = (self.tenant, task_id)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+    def _key(self, task_id: Any) -> str:
+        """The stored `_id` of one of this tenant's tasks (checks the id first)."""
+        return task_key(self.tenant, check_key(task_id, "task id"))
+
+    def _filter(self, task_id: Any) -> dict[str, Any]:
+        query: dict[str, Any] = {"_id": self._key(task_id), "tenant": self.tenant}
+        if self.owner is not None:
+            query["owner"] = self.owner
+        return query
+
+    def _not_found(self, task_id: str) -> NotFound:
+        return NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
+
+    def _offloader(self, task_id: str) -> Offloader:
+        return Offloader(task_id, self.offload_threshold, tenant=self.tenant)
+
+    async def _adopt_legacy(self, task_id: str) -> bool:
+        """Re-key a task stored before per-tenant ids (``_id`` = bare id) to its tenant key.
+
+        Copy first, then drop the old document, so a crash in between leaves both (the
+        next adoption, or `mindstore migrate`, finishes) and never neither. Its dialog
+        node moves the same way. True if this tenant had such a task.
+        """
+        old = {"_id": legacy_key(task_id), "tenant": self.tenant}
+        moved = False
+        for collection in (self._tasks, self._nodes):
+            document = await collection.find_one(old)
+            if document is None:
+                continue
+            document["_id"] = self._key(task_id)
+            try:
+                await collection.insert_one(document)
+            except DuplicateKeyError:
+                pass  # adopted by a concurrent reader
+            await collection.delete_one(old)
+            moved = moved or collection is self._tasks
+        if moved:
+            logger.info("adopted legacy task %r of tenant %r", task_id, self.tenant)
+        return moved
+
+    async def _find_task(self, task_id: str, projection: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One task document (projected); NotFound outside this view's scope."""
+        query = self._filter(task_id)
+        document = await self._tasks.find_one(query, projection)
+        if document is None and await self._adopt_legacy(task_id):
+            document = await self._tasks.find_one(query, projection)
+        if document is None:
+            raise self._not_found(task_id)
+        return document
+
+    async def _aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
+                              length: int | None = 1) -> list[dict[str, Any]]:  # fmt: skip
+        """Rows of a pipeline that starts by matching this task (filter from `_filter`).
+
+        No rows means no such task in scope (the pipelines here always yield a row for an
+        existing task), after adopting a legacy document if there is one.
+        """
+        query = self._filter(task_id)
+        rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
+        if not rows and await self._adopt_legacy(task_id):
+            rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
+        if not rows:
+            raise self._not_found(task_id)
+        return rows
+
+    async def _read_header_doc(self, task_id: str, *, tail: bool = False) -> dict[str, Any]:
+        projection: dict[str, Any] = {field: 1 for field in READ_FIELDS}
+        if tail:
+            projection["messages"] = {"$slice": [-1, 1]}
+        return await self._find_task(task_id, projection)
+
+    async def _locate(self, task_id: str, message_id: str) -> tuple[dict[str, Any], int, AnyMessage]:
+        """The header and one message (with its index) from the same document snapshot."""
+        check_name(message_id, "message id")
+        document = await self._read_header_doc(task_id, tail=True)
+        tail = document.get("tail") or {}
+        if tail.get("id") == message_id and document.get("messages"):
+            return document, tail["index"], self._decode_raw(document["messages"])[0]
+        query = self._filter(task_id)
+        cursor = await self._tasks.aggregate(
+            pipelines.locate_message_pipeline(query, message_id, READ_FIELDS)
+        )
+        rows = await cursor.to_list(length=1)
+        if not rows:
+            raise NotFound(f"no message {message_id!r} in task {task_id!r}")
+        row = rows[0]
+        row["_id"] = query["_id"]
+        return row, int(row["index"]), self._decode_raw([row["message"]])[0]
+
+    # ------------------------------------------------------------------ decoding
+    def _decode_raw(self, documents: list[dict[str, Any]]) -> list[AnyMessage]:
+        """Stored message documents -> messages in their stored form (for planning only:
+        markers and escaped strings stay as stored, so a patch's size is computed on the
+        same form as the stored document)."""
+        return parse_stored(documents)
+
+    async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
+        """Stored message documents -> messages as the caller stored them.
+
+        Markers resolve only against this task's payloads (tenant and task id in the
+        query): a marker-shaped string can never fetch another task's payload.
+        """
+        markers: set[str] = set()
+        find_markers(documents, markers)
+        found: dict[str, Any] = {}
+        if markers:
+            cursor = self._payloads.find(
+                {"_id": {"$in": sorted(markers)}, "tenant": self.tenant, "task_id": task_id},
+                {"data": 1},
+            )
+            async for payload in cursor:
+                found[payload["_id"]] = payload["data"]
+        return parse_stored(documents, lambda document: read_value(document, found))  # type: ignore[no-any-return]
+
+    def _caller_form(self, message: AnyMessage) -> AnyMessage:
+        """A planned message (stored form) as the caller wrote it, escapes removed; a
+        marker stays a marker (resolving it would cost a read for a value the caller has)."""
+        document = message.to_dict()
+        if not _has_reserved(document):
+            return message
+        return parse_messages([read_value(document, {})])[0] if not isinstance(message, UnknownMessage) else message
+
+    async def _store_payloads(self, task_id: str, offloader: Offloader) -> None:
+        for payload in offloader.pending.values():
+            await self._payloads.update_one(
+                {"_id": payload.id, "tenant": self.tenant},
+                {
+                    "$setOnInsert": {
+                        "task_id": task_id,
+                        "message_id": payload.message_id,
+                        "path": payload.path,
+                        "sha256": payload.sha256,
+                        "size": payload.size,
+                        "data": payload.data,
+                        "created_at": utcnow(),
+                    }
+                },
+                upsert=True,
+            )
+
+    # ------------------------------------------------------------------ replays
+    async def _stored_messages_by_id(self, task_id: str, ids: Sequence[str]) -> dict[str, AnyMessage]:
+        def build(query: dict[str, Any]) -> list[Any]:
+            return [
+                {"$match": query},
+                {"$project": {"_id": 0, "messages": {"$filter": {
+                    "input": "$messages", "as": "m",
+                    "cond": {"$in": ["$$m.id", pipelines.literal(list(ids))]},
+                }}}},
+            ]  # fmt: skip
+
+        rows = await (await self._tasks.aggregate(build(self._filter(task_id)))).to_list(length=1)
+        if not rows:
+            return {}
+        return {message.id: message for message in await self._decode(task_id, rows[0]["messages"])}
+
+    async def _replayed(self, task_id: str, ids: Sequence[str]) -> dict[str, AnyMessage] | None:
+        """If every given id is already stored, this call is a replay: return the stored ones."""
+        ids = [i for i in ids if i]
+        if not ids:
+            return None
+        query = {**self._filter(task_id), "messages.id": {"$in": ids}}
+        if await self._tasks.count_documents(query, limit=1) == 0:
+            return None  # the usual case after a lost race: nothing of ours is stored
+        stored = await self._stored_messages_by_id(task_id, ids)
+        if not all(i in stored for i in ids):
+            taken = sorted(i for i in ids if i in stored)
+            raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
+        return stored
+
+    async def _count_stored_ids(self, task_id: str, ids: set[str]) -> int:
+        """How many of `ids` the task holds (one number travels back, not the messages)."""
+
+        def build(query: dict[str, Any]) -> list[Any]:
+            present = {"$filter": {"input": "$messages", "as": "m",
+                                   "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]}}}  # fmt: skip
+            return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present}}}]
+
+        rows = await self._aggregate_task(task_id, build)
+        return int(rows[0]["found"])
+
+    def _remember(self, task_id: str, version: int, updated_at: datetime, header: TaskHeader) -> None:
+        self._headers.put((self.tenant, task_id), CachedHeader(version, updated_at, header))
+
+    def _forget(self, task_id: str) -> None:
+        self._headers.forget((self.tenant, task_id))
+
+    # ------------------------------------------------------------------ the write loop
+    async def _mutate(
+        self,
+        task_id: str,
+        plan_fn: PlanFn,
+        *,
+        locate: str | None = None,
+        explicit_ids: Sequence[str | None] = (),
+        on_replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
+    ) -> Any:
+        """Plan from the header, apply one guarded update; retry lost races; detect replays.
+
+        The header is the one this process last wrote (`HeaderCache`) when it has it, else
+        a fresh read. A cached header is only a guess: if planning from it fails or the
+        guarded update matches nothing, it is dropped and the verb goes on from a read.
+        """
+        key = self._key(task_id)
+        ids = [check_name(i, "message id") for i in explicit_ids if i is not None]
+        async with self._lock(task_id):
+            attempt = 0
+            while attempt < self.retry.attempts:
+                cached = self._headers.get((self.tenant, task_id)) if locate is None else None
+                located: dict[str, Any] | None = None
+                if cached is not None:
+                    document: dict[str, Any] = {"version": cached.version}
+                    header = cached.header
+                elif locate is not None:
+                    document, index, message = await self._locate(task_id, locate)
+                    located = {"index": index, "message": message}
+                    header = header_from_document(document)
+                else:
+                    document = await self._read_header_doc(task_id)
+                    header = header_from_document(document)
+                offloader = self._offloader(task_id)
+                try:
+                    plan = plan_fn(header, located, offloader)
+                except MindstoreError:
+                    if cached is not None:  # maybe stale: decide on what is stored
+                        self._forget(task_id)
+                        continue
+                    replay = await self._replayed(task_id, ids)
+                    if replay is not None and on_replay is not None:
+                        return on_replay(replay)
+                    raise
+                if plan.is_empty:
+                    return plan.result
+                if document_estimate(plan.header) > self.max_document_bytes:
+                    if cached is not None:
+                        self._forget(task_id)
+                        continue
+                    added = plan.header.size_bytes - header.size_bytes
+                    raise TaskTooLarge(task_id, header.size_bytes, added, self.max_document_bytes)
+                now = utcnow()
+                version = document.get("version", 0)
+                query, update = build_task_update(
+                    plan, key=key, tenant=self.tenant, version=version, now=now,
+                    transform=offloader.transform_value,
+                )  # fmt: skip
+                if cached is not None:
+                    query["updated_at"] = cached.updated_at
+                if self.owner is not None:
+                    query["owner"] = self.owner
+                await self._store_payloads(task_id, offloader)
+                try:
+                    result = await self._tasks.update_one(query, update)
+                except BaseException:
+                    self._forget(task_id)  # applied or not, the cached header is now a guess
+                    raise
+                if result.matched_count == 1:
+                    self._remember(task_id, version + 1, now, plan.header)
+                    return plan.result
+                self._forget(task_id)
+                replay = await self._replayed(task_id, ids or plan.new_ids)
+                if replay is not None:
+                    return on_replay(replay) if on_replay is not None else plan.result
+                if cached is None:  # a cache miss is not a lost race: no backoff for it
+                    logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
+                                 task_id, attempt + 1, self.retry.attempts)  # fmt: skip
+                    await asyncio.sleep(self.retry.delay(attempt))
+                    attempt += 1
+        logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
+                     task_id, self.retry.attempts)  # fmt: skip
+        raise Conflict(
+            f"task {task_id!r}: gave up after {self.retry.attempts} attempts lost to concurrent writers"
+        )
+
+    async def _verb(self, task_id: str, planner_fn: Any, *args: Any, ids: Sequence[str | None] = (),
+                    replay: Callable[[dict[str, AnyMessage]], Any] | None = None, **kwargs: Any) -> Any:  # fmt: skip
+        def plan(header: TaskHeader, _located: Any, offloader: Offloader) -> Plan:
+            return planner_fn(header, task_id, *args, transform=offloader.transform_document, **kwargs)  # type: ignore[no-any-return]
+
+        if replay is None and ids:
+            first = ids[0]
+            replay = (lambda stored: stored.get(first)) if first else None
+        return await self._mutate(task_id, plan, explicit_ids=ids, on_replay=replay)
+
+    async def _part_verb(self, task_id: str, message_id: str, planner_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        check_name(message_id, "message id")
+        def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
+            assert located is not None
+            return planner_fn(  # type: ignore[no-any-return]
+                header, task_id, located["index"], located["message"], *args,
+                transform=offloader.transform_document, **kwargs,
+            )  # fmt: skip
+
+        result = await self._mutate(task_id, plan, locate=message_id)
+        return self._caller_form(result)

@@ -1,0 +1,263 @@
+"""Agents' dialog aliases on the store: `acme.agents.get(name)`.
+
+One small document per agent (`agents` collection, `_id` = "<tenant>/<agent name>")
+holds its aliases and the active one; the dialogs are ordinary stored dialogs
+(`acme.dialogs`), which the document only names. Every change is one write: the first
+an insert (its unique `_id` is the guard), every later one an `update_one` whose filter
+pins the `version` it was planned from and whose `$set` writes the new state and
+`version + 1`. A writer that lost a race matches nothing, re-reads and re-plans (bounded,
+jittered), so two coroutines or processes changing one agent never lose an update.
+
+Dialog first, pointer second: `open` and `fork` store the dialog, then claim the alias;
+if the claim fails (the alias was taken meanwhile) the new dialog is deleted again, and a
+crash in between leaves an unreferenced dialog owned by the agent, never an alias that
+points at nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Mapping
+
+from pymongo.errors import DuplicateKeyError
+
+from mindstore.documents import AGENTS, utcnow
+from mindstore.errors import (
+    Conflict,
+    InvalidTransition,
+    MindstoreError,
+    NotFound,
+    ValidationError,
+)
+from mindstore.model.agents import (
+    AgentState,
+    agent_key,
+    check_agent_name,
+    check_alias,
+    render_prompt,
+)
+from mindstore.model.messages import AnyMessage
+from mindstore.compression.managers import ContextManager
+from mindstore.repositories.dialogs import DialogRepository
+from mindstore.repositories.records import TaskRecord
+from mindstore.services.tasks import TaskService
+
+
+Change = Callable[[AgentState], AgentState]
+
+
+class AgentRepository:
+    """The agents of one tenant (and, in an owner-scoped view, only the owner's agent)."""
+
+    def __init__(self, tasks: TaskService, dialogs: DialogRepository) -> None:
+        self.tenant = tasks.tenant
+        self.owner = tasks.owner
+        self.tasks = tasks
+        self.dialogs = dialogs
+        self.retry = tasks.retry
+        self._agents = tasks.database[AGENTS]
+        self.lost_races = 0
+        """Guarded writes that matched nothing and were planned again (for monitoring)."""
+
+    def _name(self, name: Any) -> str:
+        name = check_agent_name(name)
+        if self.owner is not None and name != self.owner:
+            # an agent's dialogs are owned by it, so an owner-scoped view reaches only its own
+            raise NotFound(f"no agent {name!r} for owner {self.owner!r}")
+        return name
+
+    def _filter(self, name: str) -> dict[str, Any]:
+        return {"_id": agent_key(self.tenant, name), "tenant": self.tenant}
+
+    async def state(self, name: str) -> AgentState:
+        """The stored state (an empty, version-0 state for an agent never changed)."""
+        name = self._name(name)
+        document = await self._agents.find_one(self._filter(name))
+        return AgentState.from_document(document) if document else AgentState(name=name)
+
+    async def get(
+        self,
+        name: str,
+        *,
+        system_prompt: str | None = None,
+        context_manager: "ContextManager | None" = None,
+    ) -> "Agent":
+        """The agent `name` with its stored aliases (creates nothing until the first change).
+
+        `system_prompt` (a `str.format` template) seeds every dialog `open` creates;
+        `context_manager` is applied by `Agent.context()` before a model call.
+        """
+        return Agent(self, await self.state(name), system_prompt=system_prompt, context_manager=context_manager)
+
+    async def list(self) -> list[str]:
+        """Names of this tenant's agents that have stored aliases (the owner's, if scoped)."""
+        query: dict[str, Any] = {"tenant": self.tenant}
+        if self.owner is not None:
+            query["owner"] = self.owner
+        cursor = self._agents.find(query, {"owner": 1})
+        return sorted([document["owner"] async for document in cursor])
+
+    async def delete(self, name: str) -> bool:
+        """Forget an agent's aliases (its dialogs stay; delete them with `dialogs.delete`)."""
+        result = await self._agents.delete_one(self._filter(self._name(name)))
+        return result.deleted_count == 1
+
+    async def apply(self, name: str, change: Change) -> AgentState:
+        """Apply a pure transition as one guarded write, re-planning after a lost race.
+
+        Errors the transition raises (`Conflict`, `NotFound`, ...) are not retried; after
+        `retry.attempts` lost races the call raises `Conflict`.
+        """
+        name = self._name(name)
+        for attempt in range(self.retry.attempts):
+            document = await self._agents.find_one(self._filter(name))
+            current = AgentState.from_document(document) if document else AgentState(name=name)
+            planned = change(current)
+            if planned.changed_fields() == current.changed_fields():
+                return current
+            now = utcnow()
+            if document is None:
+                new = planned.model_copy(update={"version": 1, "created_at": now, "updated_at": now})
+                try:
+                    await self._agents.insert_one(new.to_document(self.tenant))
+                    return new
+                except DuplicateKeyError:
+                    pass  # created meanwhile: plan again on what is stored
+            else:
+                new = planned.model_copy(update={"version": current.version + 1, "updated_at": now})
+                result = await self._agents.update_one(
+                    {**self._filter(name), "version": current.version},
+                    {"$set": {**new.changed_fields(), "version": new.version, "updated_at": now}},
+                )
+                if result.matched_count == 1:
+                    return new
+            self.lost_races += 1
+            await asyncio.sleep(self.retry.delay(attempt))
+        raise Conflict(f"agent {name!r}: too many concurrent changes, gave up after {self.retry.attempts} attempts")
+
+
+class Agent:
+    """An agent's dialogs by alias (the dialog document's agent-level access).
+
+    `dialogs`, `active_alias` and `current_dialog` are the state as of this handle's last
+    read or write (`refresh()` reads again); every change re-reads what it changes, so a
+    stale handle never overwrites another writer's change.
+    """
+
+    def __init__(
+        self,
+        repository: AgentRepository,
+        state: AgentState,
+        *,
+        system_prompt: str | None = None,
+        context_manager: "ContextManager | None" = None,
+    ) -> None:
+        self.repository = repository
+        self.state = state
+        self.system_prompt = system_prompt
+        self.context_manager = context_manager
+
+    # -- the document's names ---------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def dialogs(self) -> dict[str, str]:
+        """Alias -> dialog id."""
+        return self.state.dialogs
+
+    @property
+    def active_alias(self) -> str | None:
+        return self.state.active_alias
+
+    @property
+    def current_dialog(self) -> str | None:
+        """The active dialog's id; read and write it with `acme.dialogs` / `acme.tasks`."""
+        return self.state.current_dialog
+
+    async def refresh(self) -> "Agent":
+        self.state = await self.repository.state(self.name)
+        return self
+
+    def _require_current(self) -> str:
+        if self.current_dialog is None:
+            raise InvalidTransition(f"agent {self.name!r} has no active dialog: open one first")
+        return self.current_dialog
+
+    # -- changes ----------------------------------------------------------------------
+    async def _claim(self, alias: str, dialog: TaskRecord, **options: Any) -> TaskRecord:
+        """Point `alias` at a dialog just stored; delete that dialog if the claim fails."""
+        try:
+            self.state = await self.repository.apply(
+                self.name, lambda state: state.with_dialog(alias, dialog.id, **options)
+            )
+        except MindstoreError:
+            try:
+                await self.repository.dialogs.delete(dialog.id)
+            except MindstoreError:  # pragma: no cover - the claim's error is the one to report
+                pass
+            raise
+        return dialog
+
+    async def open(
+        self,
+        alias: str,
+        prompt_args: Mapping[str, Any] | None = None,
+        *,
+        system_prompt: str | None = None,
+        title: str | None = None,
+        switch: bool = True,
+        replace: bool = False,
+    ) -> TaskRecord:
+        """A new dialog under `alias`, seeded with the agent's system prompt, made active.
+
+        The prompt is `system_prompt` (else the agent's) rendered with `prompt_args`. An
+        alias already open is a `Conflict` unless `replace` (the old dialog stays stored).
+        """
+        check_alias(alias)
+        template = system_prompt if system_prompt is not None else self.system_prompt
+        if template is None and prompt_args:
+            raise ValidationError(f"prompt_args: agent {self.name!r} has no system prompt to render")
+        prompt = render_prompt(template, prompt_args) if template is not None else None
+        self.state = await self.repository.state(self.name)
+        self.state.check_free(alias, replace=replace)  # fail before storing anything
+        dialog = await self.repository.dialogs.create(self.name, prompt, title=title)
+        return await self._claim(alias, dialog, activate=switch, replace=replace)
+
+    async def switch(self, alias: str) -> None:
+        """Make `alias` the active dialog (NotFound for an alias the agent does not have)."""
+        check_alias(alias)
+        self.state = await self.repository.apply(self.name, lambda state: state.switched(alias))
+
+    async def fork(
+        self,
+        alias: str,
+        new_alias: str,
+        last_n: int = 0,
+        first_k: int = 1,
+        *,
+        switch: bool = False,
+        replace: bool = False,
+    ) -> TaskRecord:
+        """Fork the dialog under `alias` into a new one under `new_alias` (`dialogs.fork`:
+        `last_n=0` copies everything, else the first `first_k` and the last `last_n`)."""
+        check_alias(new_alias)
+        self.state = await self.repository.state(self.name)
+        source = self.state.dialog_id(alias)
+        self.state.check_free(new_alias, replace=replace)
+        child = await self.repository.dialogs.fork(source, last_n=last_n, first_k=first_k, owner=self.name)
+        return await self._claim(new_alias, child, activate=switch, replace=replace, forked_from=alias)
+
+    # -- working with the active dialog -------------------------------------------------
+    async def receive(self, text: str, name: str = "user") -> AnyMessage:
+        """Append a user message to the active dialog."""
+        return await self.repository.dialogs.put_text(self._require_current(), text, name=name)
+
+    async def context(self) -> list[AnyMessage]:
+        """The active dialog's messages as they should go to the model: the stored view
+        (compression checkpoints applied, nothing compressed here), then the agent's
+        context manager, if it has one. The stored dialog is never changed."""
+        window = await self.repository.tasks.context(self._require_current(), auto_compress=False)
+        messages = window.messages
+        return self.context_manager(messages) if self.context_manager is not None else messages
