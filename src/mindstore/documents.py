@@ -31,6 +31,7 @@ TASKS = "tasks"
 DIALOG_NODES = "dialog_nodes"
 PAYLOADS = "payloads"
 AGENTS = "agents"
+POLICIES = "policies"
 
 
 def utcnow() -> datetime:
@@ -166,7 +167,20 @@ class AgentDoc(Document):
         ]  # fmt: skip
 
 
-DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc]
+class PolicyDoc(Document):
+    """A tenant's stored policies (`_id` = the tenant): retention, applied by
+    `mindstore erase --apply-policy` (docs/operations.md)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    retention: dict[str, Any] | None = None
+
+    class Settings:
+        name = POLICIES
+        use_state_management = False
+
+
+DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc, PolicyDoc]
 
 
 def header_to_fields(header: TaskHeader) -> dict[str, Any]:

@@ -15,15 +15,16 @@ from typing import Any
 from beanie import init_beanie
 from pymongo import AsyncMongoClient
 
+from mindstore.analytics.service import Analytics
 from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.backends.recorder import CommandRecorder, EventListener
 from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.planner import check_id
-from mindstore.repositories.header_cache import HeaderCache
-from mindstore.analytics.service import Analytics
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.engine import RetryPolicy
+from mindstore.repositories.feed import Notifier
+from mindstore.repositories.header_cache import HeaderCache
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -43,6 +44,7 @@ class TenantStore:
             retry=store.retry,
             offload_threshold=store.offload_threshold,
             headers=store.headers,
+            notifier=store.notifier,
         )
 
     @cached_property
@@ -75,6 +77,7 @@ class Store:
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
         self.headers = HeaderCache(header_cache_size)
+        self.notifier = Notifier()
         self._locks: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
 
     @property

@@ -405,14 +405,26 @@ class Planner:
         old: AnyMessage,
         new: AnyMessage,
         paths: Sequence[tuple[str, Any]],
+        *,
+        replaces_content: bool = False,
     ) -> None:
-        """Record field-level patches of a stored message and their effect on the header."""
+        """Record field-level patches of a stored message and their effect on the header.
+
+        `old` is the message as stored (markers, escapes). Usually `new` is `old` plus new
+        caller data, so both go through the write transform and what was already stored
+        cancels out; a patch that replaces the content (redaction) sizes the stored `old`
+        as it is and only the new content through the transform.
+        """
         if index >= self.base:
             raise ValidationError("cannot patch a message appended in the same write")
         for path, value in paths:
             self.patches.append(Patch(index, old.id, path, value))
         old_doc, new_doc = stored_doc(old), stored_doc(new)
-        if self.transform is not None:
+        if replaces_content:
+            if self.transform is not None:
+                wrapped = self.transform({"id": new.id, "content": new_doc.get("content", [])})
+                new_doc["content"] = wrapped["content"]
+        elif self.transform is not None:
             old_doc, new_doc = self.transform(old_doc), self.transform(new_doc)
         self.header.size_bytes += bson_size(new_doc) - bson_size(old_doc)
         self.header.usage = self.header.usage.plus(message_usage(new)).plus(

@@ -42,7 +42,6 @@ from mindstore.validation import (
     check_owner,
 )
 
-
 PROMPT_KEY = "prompt_path"
 """Message metadata key put_prompt writes; the dialog's top prompt is the tail's value."""
 

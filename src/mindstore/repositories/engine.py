@@ -48,6 +48,7 @@ from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
 from mindstore.pipelines import boundaries as pipelines
+from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.repositories.updates import build_task_update
 from mindstore.validation import check_owner
@@ -111,6 +112,7 @@ class TaskEngine:
         offload_threshold: int = 256 * 1024,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
         headers: HeaderCache | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.tenant = check_key(tenant, "tenant")
         self.owner = check_owner(owner)
@@ -125,6 +127,7 @@ class TaskEngine:
         self.offload_threshold = offload_threshold
         self.max_document_bytes = max_document_bytes
         self._headers = headers if headers is not None else HeaderCache()
+        self._notifier = notifier if notifier is not None else Notifier()
 
     # ------------------------------------------------------------------ scope
     def _lock(self, task_id: str) -> asyncio.Lock:
@@ -392,6 +395,7 @@ class TaskEngine:
                     raise
                 if result.matched_count == 1:
                     self._remember(task_id, version + 1, now, plan.header)
+                    self._notifier.notify((self.tenant, task_id))
                     return plan.result
                 self._forget(task_id)
                 replay = await self._replayed(task_id, ids or plan.new_ids)

@@ -17,8 +17,8 @@ from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import TaskConfigPart
-from mindstore.model.storage_form import unescape_keys
 from mindstore.model.specs import resolve_alias
+from mindstore.model.storage_form import unescape_keys
 from mindstore.model.task import Task
 from mindstore.model.views import SubTaskSpan
 from mindstore.pipelines import boundaries as pipelines
