@@ -27,6 +27,7 @@ from mindstore.errors import ValidationError
 from mindstore.model.header import TaskState
 from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines.analytics import Pipeline, ReportFilter
+from mindstore.validation import check_optional_text, check_owner
 
 
 class Analytics:
@@ -45,6 +46,10 @@ class Analytics:
     # ------------------------------------------------------------------ plumbing
     def _filter(self, owner: str | None, state: TaskState | str | None, model: str | None,
                 since: TimeBound, until: TimeBound) -> ReportFilter:  # fmt: skip
+        # filters end up in a pipeline: a value BSON cannot encode (a lone surrogate) must be
+        # a typed error naming the argument, not an encoder's exception
+        owner = check_owner(owner)
+        model = check_optional_text(model, "model")
         if self.scoped_owner is not None:
             if owner is not None and owner != self.scoped_owner:
                 raise ValidationError(f"this view is scoped to owner {self.scoped_owner!r}")
