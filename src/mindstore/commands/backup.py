@@ -165,6 +165,10 @@ def register(app: typer.Typer) -> None:
         tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant to erase from."),
         owner: Optional[str] = typer.Option(None, "--owner", help="Erase this owner's data only."),
         task: Optional[str] = typer.Option(None, "--task", help="Erase this task only."),
+        before: Optional[str] = typer.Option(
+            None, "--before", help="Retention: erase tasks not updated since this date (ISO 8601)."),
+        apply_policy: bool = typer.Option(
+            False, "--apply-policy", help="Retention: erase what the tenant's stored policy says."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be erased."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
         receipt: Optional[Path] = typer.Option(None, "--receipt", help="Also write the JSON receipt here."),
@@ -175,12 +179,24 @@ def register(app: typer.Typer) -> None:
         it cannot ask.
         """
         from mindstore.backup import EraseNotConfirmed, erase
+        from mindstore.backup import retention
         from mindstore.errors import BackupError, ValidationError
+
+        async def sweep(store: Any, name: str, dry: bool) -> Any:
+            if apply_policy:
+                return await retention.apply_policy(store, name, dry_run=dry)
+            if before is not None:
+                return await retention.erase_before(store, name, before=before, owner=owner, dry_run=dry)
+            return await erase(store, name, owner=owner, task_id=task, dry_run=dry)
 
         async def body() -> Any:
             name = require_tenant(tenant)
             if owner is not None and task is not None:
                 raise ValidationError("pass --owner or --task, not both")
+            if sum(x for x in (before is not None, apply_policy, task is not None)) > 1:
+                raise ValidationError("pass one of --before, --apply-policy and --task")
+            if apply_policy and owner is not None:
+                raise ValidationError("--apply-policy applies to the whole tenant: drop --owner")
             if not (dry_run or yes or _interactive()):
                 raise EraseNotConfirmed(
                     "erase needs confirmation: pass --yes (or --dry-run to see what it would "
@@ -191,13 +207,13 @@ def register(app: typer.Typer) -> None:
             async with open_store(ctx, save=not dry_run, create=False) as store:
                 await note_unknown_tenant(store, name)
                 if not (dry_run or yes):
-                    preview = await erase(store, name, owner=owner, task_id=task, dry_run=True)
+                    preview = await sweep(store, name, True)
                     counts = ", ".join(f"{c} {n}" for n, c in preview.counts.items())
                     if not typer.confirm(terminal_text(
                             f"erase {counts} of tenant {name}" + (f" owner {owner}" if owner else "")
                             + (f" task {task}" if task else "") + "?")):  # fmt: skip
                         raise EraseNotConfirmed("erase cancelled: nothing was erased")
-                return await erase(store, name, owner=owner, task_id=task, dry_run=dry_run)
+                return await sweep(store, name, dry_run)
 
         result = run(body())
         data = result.to_dict()
