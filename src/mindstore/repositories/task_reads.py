@@ -9,15 +9,16 @@ the features built on them. Scope (tenant, owner) comes from the engine's `_filt
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.documents import header_from_document
 from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader, TaskState
-from mindstore.model.messages import AnyMessage
+from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
-from mindstore.model.storage_form import unescape_keys
+from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.model.task import Task
 from mindstore.model.views import SubTaskSpan
 from mindstore.pipelines import boundaries as pipelines
@@ -37,6 +38,9 @@ from mindstore.validation import (
     check_optional_int,
     check_owner,
 )
+
+if TYPE_CHECKING:
+    from mindstore.compression.window import LevelRead
 
 MAX_PAGE = 1000
 
@@ -271,6 +275,54 @@ class TaskReads(TaskEngine):
         )
         return header, latest, await self._decode(task_id, rows[0]["messages"])
 
+    async def context_read(self, task_id: str, header: TaskHeader, *, head: int, tail: int) -> "LevelRead":
+        """One window read of the current level (`header`'s): its first `head` view
+        messages, its later system messages, its last `tail` visible messages and the
+        counts of the rest, its latest checkpoint without the id lists, and its task
+        config; one pipeline, so one snapshot and one round trip (plus one for offloaded
+        payloads, if the messages read hold markers)."""
+        from mindstore.compression.window import LevelRead
+
+        scope = header.current_scope
+        check_int(head, "head", minimum=1)
+        check_int(tail, "tail", minimum=1)
+        location = header.current_config_index()
+        config_index = location[0] if location is not None and location[1] == "config" and location[0] >= head else None
+        rows = await self._aggregate_task(task_id, lambda query: context_pipelines.context_window_pipeline(
+            query, scope, head=head, tail=tail, config_index=config_index))  # fmt: skip
+        row = rows[0]
+        raw = [*row.get("head", []), *row.get("systems", []), *row.get("tail", []), *row.get("config", [])]
+        decoded = await self._decode(task_id, raw)
+        cuts = [len(row.get(name, [])) for name in ("head", "systems", "tail")]
+        head_msgs = decoded[: cuts[0]]
+        systems = decoded[cuts[0] : cuts[0] + cuts[1]]
+        tail_msgs = decoded[cuts[0] + cuts[1] : sum(cuts)]
+        config_msgs = decoded[sum(cuts):]
+        read = LevelRead(
+            scope=scope, head=head_msgs, systems=systems, tail=tail_msgs,
+            level_count=int(row.get("level_count", 0)), view_count=int(row.get("view_count", 0)),
+            visible_count=int(row.get("visible_count", 0)), model_count=int(row.get("model_count", 0)),
+            checkpoint=_window_checkpoint(row), checkpoint_message_id=row.get("mark_id"),
+            stubbed_ids=set(row.get("stubbed_read", [])),
+            config=_level_config(scope, location, head_msgs, config_msgs),
+        )  # fmt: skip
+        read.read_bytes = sum(bson_size(doc) for doc in raw[: sum(cuts)])
+        return read
+
+    async def context_range(
+        self, task_id: str, scope: str | None, start: int, count: int
+    ) -> tuple[str | None, int, list[AnyMessage], set[str]]:
+        """Visible messages ``[start, start + count)`` of a level, for a window read that fell
+        short: (checkpoint message id, visible count, messages, stubbed ids among them)."""
+        check_int(start, "start")
+        check_int(count, "count", minimum=1)
+        rows = await self._aggregate_task(
+            task_id, lambda query: context_pipelines.context_range_pipeline(query, scope, start, count)
+        )
+        row = rows[0]
+        messages = await self._decode(task_id, row.get("range", []))
+        return row.get("mark_id"), int(row.get("visible_count", 0)), messages, set(row.get("stubbed_read", []))
+
     async def current_task_config(self, task_id: str) -> TaskConfigPart:
         header = await self.header(task_id)
         location = header.current_config_index()
@@ -285,3 +337,28 @@ class TaskReads(TaskEngine):
         if callable(config) and config() is not None:
             return config()  # type: ignore[no-any-return]
         raise NotFound(f"task {task_id!r} has no task configuration")
+
+
+def _window_checkpoint(row: dict[str, Any]) -> CompressionCheckpoint | None:
+    """The latest checkpoint of a window read (its id lists were left on the server)."""
+    part = row.get("cp")
+    if not isinstance(part, dict):
+        return None
+    part = unescape_keys(part)
+    return CompressionCheckpoint.from_parts(part.get("metadata"), part.get("cache"))
+
+
+def _level_config(
+    scope: str | None, location: tuple[int, str] | None, head: list[AnyMessage], extra: list[AnyMessage]
+) -> TaskConfigPart | None:
+    """The current level's task config from what a window read holds: the entry (a
+    sub-task's level starts with it), the root's config message, or the one read apart."""
+    if location is None:
+        return None
+    for message in [*extra, *head]:
+        entry = message.entry() if isinstance(message, TaskEntryMessage) and message.id == scope else None
+        if entry is not None:
+            return entry.initial_task_config
+        if scope is None and isinstance(message, TaskConfigMessage) and message.config() is not None:
+            return message.config()
+    return None
