@@ -115,6 +115,7 @@ def _finish(read: LevelRead, assembled: Assembled, budget: int | None, counter: 
     left_out = LeftOut(
         bookkeeping=read.view_count - read.model_count + assembled.emptied,
         compressed=read.level_count - read.view_count,
+        stubbed=read.stubbed_count,
         trimmed=max(read.model_count - assembled.emptied - from_level, 0),
         ui_parts=assembled.ui_parts,
         unpaired=tuple(unpaired),

@@ -111,7 +111,8 @@ def compression_due(
     unread stored bytes at the read's tokens per byte: an estimate from above).
     """
     grown = visible_count - outcome.visible_count if outcome is not None else None
-    if outcome is not None and not outcome.reached and grown is not None and 0 <= grown < outcome.retry_after:
+    waiting = outcome is not None and not outcome.reached and outcome.token_limit == token_limit
+    if outcome is not None and waiting and grown is not None and 0 <= grown < outcome.retry_after:
         left = outcome.retry_after - grown
         return Due(False, None, f"{outcome.note()}; tried again after {left} more message(s)")
     if complete_tokens is not None:

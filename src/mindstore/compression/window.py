@@ -133,6 +133,8 @@ class LeftOut:
     markers, informational messages not marked `is_visible_ai`, unknown roles)."""
     compressed: int = 0
     """Messages the checkpoint dropped; its summary stands in for them."""
+    stubbed: int = 0
+    """Tool results the checkpoint cut to a stub (they are sent, shortened)."""
     trimmed: int = 0
     """Older messages the token budget left out."""
     ui_parts: int = 0
@@ -215,6 +217,8 @@ class LevelRead:
     checkpoint: CompressionCheckpoint | None = None
     checkpoint_message_id: str | None = None
     stubbed_ids: set[str] = field(default_factory=set)
+    stubbed_count: int = 0
+    """Tool results the checkpoint stubbed in the whole level."""
     config: TaskConfigPart | None = None
     read_bytes: int = 0
     """Stored bytes of the messages read (for the estimate of what was not)."""
@@ -264,6 +268,7 @@ def read_from_level(
     read.tail = [m for m in view if read.in_visible(m)]
     read.visible_count = len(read.tail)
     read.model_count = sum(1 for m in view if model_visible(m))
+    read.stubbed_count = len(read.stubbed_ids)
     return read
 
 

@@ -204,10 +204,10 @@ def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) 
     ]  # fmt: skip
 
 
-def _stubbed_among(*id_arrays: Any) -> dict[str, Any]:
-    """The stubbed ids found in the given id arrays (what the client must stub)."""
-    return {"$filter": {"input": "$stubbed", "as": "i",
-                        "cond": {"$or": [{"$in": ["$$i", ids]} for ids in id_arrays]}}}  # fmt: skip
+def _stubbed_among(ids: Any) -> dict[str, Any]:
+    """The ids of `ids` (an id array expression, evaluated once) that the checkpoint
+    stubbed: the client stubs those messages."""
+    return {"$filter": {"input": ids, "as": "i", "cond": {"$in": ["$$i", "$stubbed"]}}}
 
 
 def _strip() -> dict[str, Any]:
@@ -227,7 +227,8 @@ def context_window_pipeline(
     not read, the latest checkpoint without its id lists, and optionally the message at
     `config_index` (the level's task config, when it is not at the level's start).
 
-    Row fields: `head`, `systems`, `tail`, `stubbed_read` (ids in `head`/`tail` to stub),
+    Row fields: `head`, `systems`, `tail`, `stubbed_head` / `stubbed_tail` (ids to stub
+    there), `stubbed_count`,
     `level_count` (level messages, compression messages aside), `view_count` (after the
     checkpoint's drops), `visible_count`, `mark_id` (the checkpoint's message id, absent
     without one), `cp` (its compression part), `config`.
@@ -246,7 +247,9 @@ def context_window_pipeline(
             "systems": {"$filter": {"input": {"$slice": ["$view", head, MAX_SLICE]}, "as": "m",
                                     "cond": {"$eq": ["$$m.role", "system"]}}},
             "tail": {"$slice": ["$visible", -tail]},
-            "stubbed_read": _stubbed_among({"$slice": ["$view.id", head]}, {"$slice": ["$visible.id", -tail]}),
+            "stubbed_count": {"$size": "$stubbed"},
+            "stubbed_head": _stubbed_among({"$slice": ["$view.id", head]}),
+            "stubbed_tail": _stubbed_among({"$slice": ["$visible.id", -tail]}),
         }},
         _strip(),
     ]  # fmt: skip
@@ -264,7 +267,7 @@ def context_range_pipeline(task: TaskFilter, scope: str | None, start: int, coun
             "mark_id": 1,
             "visible_count": {"$size": "$visible"},
             "range": {"$slice": ["$visible", start, count]},
-            "stubbed_read": _stubbed_among({"$slice": ["$visible.id", start, count]}),
+            "stubbed_range": _stubbed_among({"$slice": ["$visible.id", start, count]}),
         }},
         _strip(),
     ]  # fmt: skip

@@ -303,7 +303,8 @@ class TaskReads(TaskEngine):
             level_count=int(row.get("level_count", 0)), view_count=int(row.get("view_count", 0)),
             visible_count=int(row.get("visible_count", 0)), model_count=int(row.get("model_count", 0)),
             checkpoint=_window_checkpoint(row), checkpoint_message_id=row.get("mark_id"),
-            stubbed_ids=set(row.get("stubbed_read", [])),
+            stubbed_ids={*row.get("stubbed_head", []), *row.get("stubbed_tail", [])},
+            stubbed_count=int(row.get("stubbed_count", 0)),
             config=_level_config(scope, location, head_msgs, config_msgs),
         )  # fmt: skip
         read.read_bytes = sum(bson_size(doc) for doc in raw[: sum(cuts)])
@@ -321,7 +322,7 @@ class TaskReads(TaskEngine):
         )
         row = rows[0]
         messages = await self._decode(task_id, row.get("range", []))
-        return row.get("mark_id"), int(row.get("visible_count", 0)), messages, set(row.get("stubbed_read", []))
+        return row.get("mark_id"), int(row.get("visible_count", 0)), messages, set(row.get("stubbed_range", []))
 
     async def current_task_config(self, task_id: str) -> TaskConfigPart:
         header = await self.header(task_id)
