@@ -366,6 +366,7 @@ async def test_an_outcome_carried_into_a_later_round_is_void(acme):
 # ---------------------------------------------------------------- stored == in memory
 
 
+STRATEGIES = ["tool_compression", "truncate_and_summarize", "compact_summarization"]
 STEPS = st.lists(
     st.one_of(
         st.tuples(st.just("round"), st.integers(0, 900)),
@@ -375,8 +376,7 @@ STEPS = st.lists(
         st.tuples(st.just("enter"), st.integers(0, 1)),
         st.tuples(st.just("exit"), st.integers(0, 1)),
         st.tuples(st.just("open"), st.integers(0, 1)),
-        st.tuples(st.just("compress"), st.sampled_from(["tool_compression", "truncate_and_summarize",
-                                                        "compact_summarization"])),  # fmt: skip
+        st.tuples(st.just("compress"), st.sampled_from(STRATEGIES)),
     ),
     min_size=6,
     max_size=40,
@@ -491,8 +491,8 @@ def test_compression_due_decides_from_what_was_read():
     from mindstore.compression.outcome import CompressionOutcome, Due, compression_due
 
     def due(**kw):
-        base = dict(token_limit=1_000, outcome=None, visible_count=50, complete_tokens=None,
-                    newest_tokens=[10] * 20, read_tokens=200, bound=900.0)  # fmt: skip
+        base = {"token_limit": 1_000, "outcome": None, "visible_count": 50, "complete_tokens": None,
+                "newest_tokens": [10] * 20, "read_tokens": 200, "bound": 900.0}
         return compression_due(**{**base, **kw})
 
     assert due(complete_tokens=1_001).compress is True and due(complete_tokens=1_000).compress is False

@@ -91,7 +91,7 @@ def _chain(strategy: Any, config: AnyCompressionConfig | None, summarizer: Summa
     return [resolve_strategy(strategy, config, summarizer=summarizer, token_counter=counter)]
 
 
-async def _level_config(tasks: "TaskRepository", task_id: str, header: TaskHeader, read: LevelRead) -> CompressionConfig:
+async def _level_config(tasks: TaskRepository, task_id: str, header: TaskHeader, read: LevelRead) -> CompressionConfig:
     """The current level's compression config (defaults without a task config)."""
     if read.config is not None:
         return read.config.compression_config
@@ -133,7 +133,7 @@ def _finish(read: LevelRead, assembled: Assembled, budget: int | None, counter: 
 
 
 async def build_context(
-    tasks: "TaskRepository",
+    tasks: TaskRepository,
     task_id: str,
     *,
     max_tokens: int | None = None,
@@ -186,7 +186,7 @@ async def build_context(
     return _finish(read, assembled, budget, token_counter, scope, notes)
 
 
-async def _widened(tasks: "TaskRepository", task_id: str, read: LevelRead, assembled: Assembled,
+async def _widened(tasks: TaskRepository, task_id: str, read: LevelRead, assembled: Assembled,
                    budget: int | None, counter: TokenCounter, stub_text: str) -> tuple[LevelRead, Assembled]:  # fmt: skip
     """Read older visible messages until the budget is filled or the level is read whole."""
     while budget is not None and not read.complete:
@@ -208,7 +208,7 @@ async def _widened(tasks: "TaskRepository", task_id: str, read: LevelRead, assem
 
 
 async def _compress_and_build(
-    tasks: "TaskRepository",
+    tasks: TaskRepository,
     task_id: str,
     header: TaskHeader,
     config: CompressionConfig,

@@ -36,7 +36,7 @@ from mindstore.compression.tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKEN
 from mindstore.compression.toolpairs import role_of
 from mindstore.compression.view import DEFAULT_STUB_TEXT, stub_message, summary_message
 from mindstore.model.base import JSON
-from mindstore.model.messages import AnyMessage, AssistantMessage, InformationalMessage, ToolMessage
+from mindstore.model.messages import AnyMessage, AssistantMessage, ToolMessage
 from mindstore.model.parts import InformationalPart, TaskConfigPart, ToolCallPart, ToolResultPart
 
 HEAD_READ = 6

@@ -162,13 +162,12 @@ def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) 
     summary after it, then drops it if it is bookkeeping).
     """
     in_level = _in_level_expr(scope)
-    marks = {"$filter": {"input": "$messages", "as": "m",
-                         "cond": {"$and": [in_level, {"$eq": ["$$m.role", "compression"]}]}}}  # fmt: skip
+    is_mark = {"$and": [in_level, {"$eq": ["$$m.role", "compression"]}]}
+    not_mark = {"$and": [in_level, {"$ne": ["$$m.role", "compression"]}]}
     first: dict[str, Any] = {
         "_id": 0,
-        "level": {"$filter": {"input": "$messages", "as": "m",
-                              "cond": {"$and": [in_level, {"$ne": ["$$m.role", "compression"]}]}}},  # fmt: skip
-        "marks": {"$slice": [marks, -1]},
+        "level": {"$filter": {"input": "$messages", "as": "m", "cond": not_mark}},
+        "marks": {"$slice": [{"$filter": {"input": "$messages", "as": "m", "cond": is_mark}}, -1]},
     }
     if config_index is not None:
         first["config"] = {"$slice": ["$messages", min(config_index, MAX_SLICE), 1]}

@@ -275,7 +275,7 @@ class TaskReads(TaskEngine):
         )
         return header, latest, await self._decode(task_id, rows[0]["messages"])
 
-    async def context_read(self, task_id: str, header: TaskHeader, *, head: int, tail: int) -> "LevelRead":
+    async def context_read(self, task_id: str, header: TaskHeader, *, head: int, tail: int) -> LevelRead:
         """One window read of the current level (`header`'s): its first `head` view
         messages, its later system messages, its last `tail` visible messages and the
         counts of the rest, its latest checkpoint without the id lists, and its task
@@ -291,13 +291,10 @@ class TaskReads(TaskEngine):
         rows = await self._aggregate_task(task_id, lambda query: context_pipelines.context_window_pipeline(
             query, scope, head=head, tail=tail, config_index=config_index))  # fmt: skip
         row = rows[0]
-        raw = [*row.get("head", []), *row.get("systems", []), *row.get("tail", []), *row.get("config", [])]
-        decoded = await self._decode(task_id, raw)
-        cuts = [len(row.get(name, [])) for name in ("head", "systems", "tail")]
-        head_msgs = decoded[: cuts[0]]
-        systems = decoded[cuts[0] : cuts[0] + cuts[1]]
-        tail_msgs = decoded[cuts[0] + cuts[1] : sum(cuts)]
-        config_msgs = decoded[sum(cuts):]
+        names = ("head", "systems", "tail", "config")
+        raw = [doc for name in names for doc in row.get(name, [])]
+        head_msgs, systems, tail_msgs, config_msgs = _split(
+            await self._decode(task_id, raw), [len(row.get(name, [])) for name in names])
         read = LevelRead(
             scope=scope, head=head_msgs, systems=systems, tail=tail_msgs,
             level_count=int(row.get("level_count", 0)), view_count=int(row.get("view_count", 0)),
@@ -307,7 +304,7 @@ class TaskReads(TaskEngine):
             stubbed_count=int(row.get("stubbed_count", 0)),
             config=_level_config(scope, location, head_msgs, config_msgs),
         )  # fmt: skip
-        read.read_bytes = sum(bson_size(doc) for doc in raw[: sum(cuts)])
+        read.read_bytes = sum(bson_size(doc) for doc in raw[: len(raw) - len(config_msgs)])
         return read
 
     async def context_range(
@@ -338,6 +335,15 @@ class TaskReads(TaskEngine):
         if callable(config) and config() is not None:
             return config()  # type: ignore[no-any-return]
         raise NotFound(f"task {task_id!r} has no task configuration")
+
+
+def _split(messages: list[AnyMessage], sizes: list[int]) -> list[list[AnyMessage]]:
+    """`messages` cut into consecutive runs of the given sizes."""
+    runs, start = [], 0
+    for size in sizes:
+        runs.append(messages[start : start + size])
+        start += size
+    return runs
 
 
 def _window_checkpoint(row: dict[str, Any]) -> CompressionCheckpoint | None:
