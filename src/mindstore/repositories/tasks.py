@@ -448,3 +448,12 @@ class TaskRepository(TaskReads):
             tokens_out, cache_reads, cache_writes, cost, finished_ts,
         )  # fmt: skip
 
+    # ------------------------------------------------------------------ streaming
+    def stream(self, task_id: str, message_id: str | None = None, *, flush_ms: int = 200,
+               flush_bytes: int = 1024) -> Any:  # fmt: skip
+        """`async with tasks.stream(task_id, message_id) as s: await s.text(delta)`: a
+        model's deltas coalesced into one part, written at most every `flush_ms` or
+        `flush_bytes` (a new assistant message when `message_id` is None). docs/streaming.md."""
+        from mindstore.repositories.streaming import MessageStream
+
+        return MessageStream(self, task_id, message_id, flush_ms=flush_ms, flush_bytes=flush_bytes)
