@@ -193,6 +193,26 @@ async def test_a_crash_loses_at_most_the_unwritten_interval(acme):
     assert await header_is_consistent(acme, tid)
 
 
+async def test_a_delta_arriving_while_a_write_is_in_flight_is_not_lost(acme, monkeypatch):
+    from mindstore.repositories import streaming
+
+    tid, mid = await new_turn(acme)
+    planned = streaming.plan_stream_write
+    arrivals = ["b", "c"]
+
+    def plan_then_receive(*args, **kwargs):
+        result = planned(*args, **kwargs)
+        if arrivals:  # the model sends more while the write is on its way
+            stream.state.add("text", arrivals.pop(0))
+        return result
+
+    monkeypatch.setattr(streaming, "plan_stream_write", plan_then_receive)
+    async with acme.tasks.stream(tid, mid, flush_bytes=1, flush_ms=3_600_000) as stream:
+        await stream.text("a")
+        assert (await stored(acme, tid, mid)).text() == "a"  # "b" came after the plan
+    assert (await stored(acme, tid, mid)).text() == "abc"
+
+
 # ---------------------------------------------------------------- what a write carries
 
 
@@ -324,7 +344,7 @@ def test_state_coalesces_and_counts_pending_bytes():
     state.add("text", "é")
     state.add("text", "a")
     assert len(state.parts) == 1 and state.pending_bytes == 3 and state.places_parts
-    state.committed({0: 4})
+    state.committed(state.snapshot(), {0: 4})
     assert state.parts[0].index == 4 and state.parts[0].stored == "éa" and not state.needs_write
     state.add("reasoning", "", now=10.0)
     state.add("text", "b", now=11.0)

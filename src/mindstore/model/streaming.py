@@ -22,7 +22,7 @@ never with the message or the task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from mindstore.errors import InvalidTransition, ValidationError
@@ -122,14 +122,21 @@ class StreamState:
         """A write now would append a part (it must know the message's current content)."""
         return any(part.index is None and part.needs_write for part in self.parts)
 
-    def committed(self, placed: dict[int, int]) -> None:
-        """The planned write was applied: pending text is stored, new parts have an index."""
-        for position, part in enumerate(self.parts):
+    def snapshot(self) -> StreamState:
+        """What one write will carry: a copy, so deltas that arrive while it is in flight
+        stay pending for the next write instead of being taken as written."""
+        return StreamState([replace(part, pending=list(part.pending), dirty=set(part.dirty)) for part in self.parts])
+
+    def committed(self, written: StreamState, placed: dict[int, int]) -> None:
+        """`written` (a snapshot of this state) was applied: its text is stored, its new
+        parts have an index; what arrived since stays pending."""
+        for position, done in enumerate(written.parts):
+            part = self.parts[position]
             if position in placed:
                 part.index = placed[position]
-            part.stored = part.text
-            part.pending.clear()
-            part.dirty.clear()
+            part.stored = done.text
+            del part.pending[: len(done.pending)]
+            part.dirty = {name for name in part.dirty if getattr(part, name) != getattr(done, name)}
 
 
 def check_delta(delta: Any, name: str = "delta") -> str:

@@ -88,7 +88,8 @@ class MessageStream:
         self._closed = True
         self.state.close()
         try:
-            await self.flush()
+            while self.state.needs_write and self._message is not None:  # and what came during a write
+                await self.flush()
         except Exception:
             if error is None:
                 raise
@@ -136,21 +137,22 @@ class MessageStream:
             if not self.state.needs_write or self._message is None or self._index is None:
                 return
             placing = self.state.places_parts
+            written = self.state.snapshot()
             outcome: dict[str, Any] = {}
 
             def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
                 base = located["message"] if located is not None else self._message
                 index = located["index"] if located is not None else self._index
                 assert base is not None and index is not None
-                planned, stored, placed = plan_stream_write(header, self.task_id, index, base, self.state,
+                planned, stored, placed = plan_stream_write(header, self.task_id, index, base, written,
                                                             transform=offloader.transform_document)  # fmt: skip
                 outcome.update(stored=stored, placed=placed)
                 return planned
 
             await self.tasks._mutate(self.task_id, plan, locate=self.message_id if placing else None)
-            self.state.committed(outcome["placed"])
+            self.state.committed(written, outcome["placed"])
             self._message = outcome["stored"]
-            self._oldest = None
+            self._oldest = time.monotonic() if self.state.pending_bytes else None
             self.writes += 1
             timer = self._timer
             if timer is not None and timer is not asyncio.current_task():
