@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from mindstore.compression.base import AnyCompressionConfig, CompressionStrategy, LevelSnapshot, strategy_name
 from mindstore.compression.checkpoint import (
     ROUND_KEY,
+    SPAN_KEY,
     CompressionCheckpoint,
     checkpoints_in,
     merge_round,
@@ -232,7 +233,9 @@ async def _compress_and_build(
         if due.note and due.note not in notes:
             notes.append(due.note)
         return _finish(read, assemble(read, stub_text), budget, counter, scope, notes)
-    final, changed, outcome = await _rounds(task_id, level, scope, latest, config, chain, counter, stub_text, before)
+    start = header.scope_stack[-1].index if header.scope_stack else 0
+    final, changed, outcome = await _rounds(task_id, level, scope, (start, None), latest, config, chain, counter,
+                                            stub_text, before)  # fmt: skip
     strategies = [attempt.strategy for attempt in outcome.tried]
     await tasks.add_compression_message(task_id, **_marker_args(final, strategies))
     if not outcome.reached:
@@ -247,6 +250,7 @@ async def _rounds(
     task_id: str,
     level: list[AnyMessage],
     scope: str | None,
+    boundaries: tuple[int | None, int | None],
     latest: CompressionCheckpoint | None,
     config: AnyCompressionConfig,
     chain: StrategyChain,
@@ -256,7 +260,6 @@ async def _rounds(
 ) -> tuple[CompressionCheckpoint, bool, CompressionOutcome]:
     """Run the chain on the level in memory; the checkpoint to append (with its outcome)."""
     conv = conversation(level)
-    boundaries = (None, None)
     current, working, tokens, changed = latest, list(level), before, False
     attempts: list[Attempt] = []
     for strategy in chain:
@@ -286,8 +289,7 @@ async def _rounds(
 
 
 def _marker_args(checkpoint: CompressionCheckpoint, strategies: list[str]) -> dict[str, Any]:
-    from mindstore.compression.checkpoint import SPAN_KEY
-
+    """`add_compression_message` arguments for the checkpoint a round appends."""
     start, end = checkpoint.metadata.get(SPAN_KEY, [0, 0])
     return {
         "start_idx": start,

@@ -37,7 +37,7 @@ from mindstore.compression.toolpairs import role_of
 from mindstore.compression.view import DEFAULT_STUB_TEXT, stub_message, summary_message
 from mindstore.model.base import JSON
 from mindstore.model.messages import AnyMessage, AssistantMessage, ToolMessage
-from mindstore.model.parts import InformationalPart, TaskConfigPart, ToolCallPart, ToolResultPart
+from mindstore.model.parts import InformationalPart, TaskConfigPart, ToolCallPart, ToolResultPart, UnknownPart
 
 HEAD_READ = 6
 """Messages read from the level's start: its setup block (config, system prompt, entry
@@ -60,8 +60,14 @@ def model_visible(message: AnyMessage) -> bool:
     if role in MODEL_ROLES:
         return True
     if role == "informational":
-        return any(getattr(part, "is_visible_ai", False) is True for part in message.content)
+        return any(_visible_ai(part) for part in message.content)
     return False
+
+
+def _visible_ai(part: Any) -> bool:
+    if isinstance(part, UnknownPart):  # as stored: the server reads the raw field too
+        return part.raw.get("is_visible_ai") is True
+    return getattr(part, "is_visible_ai", False) is True
 
 
 def ui_only(part: Any) -> bool:
