@@ -203,6 +203,8 @@ async def _widened(tasks: TaskRepository, task_id: str, read: LevelRead, assembl
             header = await tasks.header(task_id)
             read = await tasks.context_read(task_id, header, head=HEAD_READ, tail=MAX_READ)
             return read, assemble(read, stub_text)
+        if not older:  # nothing more to read (cannot happen while the checkpoint stays)
+            break
         read.widen(older, stubbed)
         assembled = assemble(read, stub_text)
     return read, assembled
