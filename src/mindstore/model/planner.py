@@ -778,6 +778,8 @@ def plan_add_task_entry(
     **kw: Any,
 ) -> Plan:
     """Seed 000 `add_task_entry`: entry, config, hidden user context, informational parts."""
+    if isinstance(task_description, (str, bytes, dict)) or not isinstance(task_description, Sequence):
+        raise ValidationError("task_description must be a list of text, image or informational parts")
     description = list(task_description)
     for part in description:
         if not isinstance(part, (TextPart, ImagePart, InformationalPart)):
