@@ -64,6 +64,33 @@ def _append_tables(compare: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _context_tables(context: dict[str, Any]) -> list[str]:
+    """`tasks.context(max_tokens=...)` next to reading the whole level, per size."""
+    lines = [f"## Model context windows, max_tokens={context['max_tokens']:,} ({context['backend']} backend)", "",
+             "| stored messages (level) | read | round trips | bytes received | bytes sent | window messages / tokens "
+             "| window bytes | received per window byte | writes |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for size, block in context["sizes"].items():
+        label = f"{block['stored_messages']:,} ({block['level_messages']:,})"
+        whole = block["whole_level"]
+        lines.append(f"| {label} | whole level | {whole['round_trips']} | {whole['bytes_received']:,} | "
+                     f"{whole['bytes_sent']:,} | {block['level_messages']:,} / - | {whole['level_bytes']:,} | - | 0 |")
+        rows = (("context, auto_compress=False", block["read_only"]),
+                ("context, first call (compresses)", block["auto_compress"]["first"]),
+                ("context, next calls", block["auto_compress"]["next"]))
+        for name, row in rows:
+            lines.append(f"| {label} | {name} | {row['round_trips']} | {row['bytes_received']:,} | "
+                         f"{row['bytes_sent']:,} | {row['messages']:,} / {row['tokens']:,} | {row['window_bytes']:,} | "
+                         f"{row['received_per_window_byte']} | {row['writes']} |")
+    stream = context.get("streaming")
+    if stream:
+        lines += ["", f"Streaming {stream['deltas']:,} deltas ({stream['text_bytes']:,} B of text, "
+                  f"flush_bytes={stream['flush_bytes']}): {stream['writes']} writes, {stream['round_trips']} round "
+                  f"trips, {stream['bytes_sent']:,} B sent; each write carries the part's text so far plus at most "
+                  f"{stream['max_bytes_beyond_the_text_per_write']} B."]  # fmt: skip
+    return lines + [""]
+
+
 def markdown(document: dict[str, Any]) -> str:
     results = document["results"]
     lines = ["# mindstore benchmarks", "",
@@ -72,8 +99,10 @@ def markdown(document: dict[str, Any]) -> str:
              " (add `--quick` for smaller sizes). Ratios are peer / mindstore, measured in the same run.", ""]  # fmt: skip
     if "append_compare" in results:
         lines += _append_tables(results["append_compare"])
+    if "context" in results:
+        lines += _context_tables(results["context"])
     for key, value in results.items():
-        if key == "append_compare":
+        if key in ("append_compare", "context"):
             continue
         lines += [f"## {key}", "", "```json", json.dumps(value, indent=2), "```", ""]
     if document["failures"]:

@@ -30,7 +30,7 @@ from mindstore.compression.compressor import (
     MemoryLevel,
     StoredLevel,
 )
-from mindstore.compression.context import ContextWindow, build_context
+from mindstore.compression.context import ContextWindow, LeftOut, build_context
 from mindstore.compression.manager_config import (
     ContextConfig,
     ContextManagerRegistry,
@@ -42,6 +42,7 @@ from mindstore.compression.managers import (
     MessageContextManager,
 )
 from mindstore.compression.model_windows import context_window, register_context_window
+from mindstore.compression.outcome import CompressionOutcome
 from mindstore.compression.reducers import (
     add_messages,
     append_items,
@@ -57,6 +58,7 @@ from mindstore.compression.strategies import CompressionPlan, plan_compression
 from mindstore.compression.summarizer import ExtractiveSummarizer, Summarizer
 from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
 from mindstore.compression.view import apply_checkpoint
+from mindstore.compression.window import model_view
 
 __all__ = [
     "AnyCompressionConfig", "BaseCompressionConfig", "CompactSummarization", "CompressionStrategy",
@@ -68,4 +70,5 @@ __all__ = [
     "MessageContextManager", "StoredLevel", "Summarizer", "TokenCounter", "add_messages",
     "append_items", "apply_checkpoint", "build_context", "checkpoints_in", "count_tokens",
     "estimate_tokens", "plan_compression", "remove_tool_messages", "replace_messages",
+    "CompressionOutcome", "LeftOut", "model_view",
 ]  # fmt: skip

@@ -92,3 +92,181 @@ def context_messages_pipeline(
         _task_match(task),
         {"$project": {"_id": 0, "messages": kept}},
     ]
+
+
+# ---------------------------------------------------------------------------------------
+# The model window read: the level's start and its newest messages, from one snapshot.
+# ---------------------------------------------------------------------------------------
+
+MODEL_ROLES = ("system", "user", "assistant", "tool")
+"""Roles a model sees as they are; an informational message only when a part says so."""
+MAX_SLICE = 2**31 - 1
+"""`$slice` takes a 32-bit count on a server."""
+CHECKPOINT_PATH = "cp.metadata.checkpoint"
+HEAVY_FIELDS = ("level", "view", "visible", "compressed", "stubbed")
+"""Working arrays of the window pipelines: computed on the server, never sent."""
+CHECKPOINT_ID_LISTS = (
+    "cp.compressed_message_ids",
+    "cp.kept_message_ids",
+    f"{CHECKPOINT_PATH}.compressed_message_ids",
+    f"{CHECKPOINT_PATH}.kept_message_ids",
+    f"{CHECKPOINT_PATH}.metadata.stubbed_message_ids",
+)
+"""A checkpoint's id lists grow with the level (thousands of ids): they are used on the
+server to filter the view and left there; the client gets counts instead."""
+
+
+def _if_null(expression: Any, default: Any) -> dict[str, Any]:
+    return {"$ifNull": [expression, default]}
+
+
+def model_visible_expr(var: str = "$$m") -> dict[str, Any]:
+    """True for a message the model may see: a model role, or an informational message
+    with a part marked `is_visible_ai` (mirrors `mindstore.compression.window.model_visible`).
+    A missing `is_visible_ai` reads as false (`$ifNull`: comparing a missing field raises
+    on the embedded backend)."""
+    visible_part = {
+        "$filter": {
+            "input": _if_null(f"{var}.content", []),
+            "as": "p",
+            "cond": {"$eq": [_if_null("$$p.is_visible_ai", False), True]},
+        }
+    }
+    return {
+        "$or": [
+            {"$in": [f"{var}.role", literal(list(MODEL_ROLES))]},
+            {"$and": [{"$eq": [f"{var}.role", "informational"]}, {"$gt": [{"$size": visible_part}, 0]}]},
+        ]
+    }
+
+
+def _stub_skeleton() -> dict[str, Any]:
+    skeleton: dict[str, Any] = {name: f"$$m.{name}" for name in STUB_SKELETON_FIELDS}
+    skeleton["content"] = {
+        "$map": {
+            "input": "$$m.content",
+            "as": "p",
+            "in": {"type": "$$p.type", "tool_call_id": "$$p.tool_call_id", "tool_name": "$$p.tool_name"},
+        }
+    }
+    return skeleton
+
+
+def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) -> Pipeline:
+    """Stages leaving one row with the level's view and its visible part (working fields).
+
+    `level`: the level without compression messages; `cp`: the latest checkpoint's part
+    (`$unwind` of at most one element, so always one row); `view`: `level` minus the ids
+    the checkpoint dropped, stubbed tool results cut to a skeleton; `visible`: what a
+    model may see of `view`, plus the checkpoint's summary anchor (the client places the
+    summary after it, then drops it if it is bookkeeping).
+    """
+    in_level = _in_level_expr(scope)
+    is_mark = {"$and": [in_level, {"$eq": ["$$m.role", "compression"]}]}
+    not_mark = {"$and": [in_level, {"$ne": ["$$m.role", "compression"]}]}
+    first: dict[str, Any] = {
+        "_id": 0,
+        "level": {"$filter": {"input": "$messages", "as": "m", "cond": not_mark}},
+        "marks": {"$slice": [{"$filter": {"input": "$messages", "as": "m", "cond": is_mark}}, -1]},
+    }
+    if config_index is not None:
+        first["config"] = {"$slice": ["$messages", min(config_index, MAX_SLICE), 1]}
+    has_checkpoint = {"$ne": [_if_null("$$p.metadata.checkpoint", None), None]}
+    dropped = {"$and": [{"$in": ["$$m.id", "$compressed"]}, {"$eq": [{"$in": ["$$m.id", "$stubbed"]}, False]}]}
+    kept = {"$filter": {"input": "$level", "as": "m", "cond": {"$eq": [dropped, False]}}}
+    stubbed = {"$cond": [{"$in": ["$$m.id", "$stubbed"]}, _stub_skeleton(), "$$m"]}
+    return [
+        _task_match(task),
+        {"$project": first},
+        {"$unwind": {"path": "$marks", "preserveNullAndEmptyArrays": True}},
+        {"$project": {
+            "level": 1, "config": 1, "mark_id": _if_null("$marks.id", None),
+            "cp": {"$slice": [{"$filter": {"input": _if_null("$marks.content", []), "as": "p",
+                                           "cond": has_checkpoint}}, 1]},
+        }},
+        {"$unwind": {"path": "$cp", "preserveNullAndEmptyArrays": True}},
+        {"$project": {
+            "level": 1, "config": 1, "mark_id": 1, "cp": 1,
+            "compressed": _if_null(f"${CHECKPOINT_PATH}.compressed_message_ids", []),
+            "stubbed": _if_null(f"${CHECKPOINT_PATH}.metadata.stubbed_message_ids", []),
+            "anchor": _if_null(f"${CHECKPOINT_PATH}.metadata.summary_after_id", None),
+        }},
+        {"$project": {
+            "level": 1, "config": 1, "mark_id": 1, "cp": 1, "compressed": 1, "stubbed": 1, "anchor": 1,
+            "view": {"$map": {"input": kept, "as": "m", "in": stubbed}},
+        }},
+        {"$project": {
+            "level": 1, "view": 1, "config": 1, "mark_id": 1, "cp": 1, "compressed": 1, "stubbed": 1, "anchor": 1,
+            "visible": {"$filter": {"input": "$view", "as": "m", "cond": {
+                "$or": [model_visible_expr(), {"$eq": ["$$m.id", "$anchor"]}]}}},
+        }},
+    ]  # fmt: skip
+
+
+def _stubbed_among(ids: Any) -> dict[str, Any]:
+    """The ids of `ids` (an id array expression, evaluated once) that the checkpoint
+    stubbed: the client stubs those messages."""
+    return {"$filter": {"input": ids, "as": "i", "cond": {"$in": ["$$i", "$stubbed"]}}}
+
+
+def _strip() -> dict[str, Any]:
+    return {"$project": {**{name: 0 for name in HEAVY_FIELDS}, **{path: 0 for path in CHECKPOINT_ID_LISTS}}}
+
+
+def context_window_pipeline(
+    task: TaskFilter,
+    scope: str | None,
+    *,
+    head: int,
+    tail: int,
+    config_index: int | None = None,
+) -> Pipeline:
+    """One row: the level's first `head` view messages (bookkeeping included), the system
+    messages after them, the last `tail` visible messages, the counts that say what was
+    not read, the latest checkpoint without its id lists, and optionally the message at
+    `config_index` (the level's task config, when it is not at the level's start).
+
+    Row fields: `head`, `systems`, `tail`, `stubbed_head` / `stubbed_tail` (ids to stub
+    there), `stubbed_count`,
+    `level_count` (level messages, compression messages aside), `view_count` (after the
+    checkpoint's drops), `visible_count`, `mark_id` (the checkpoint's message id, absent
+    without one), `cp` (its compression part), `config`.
+    """
+    head = max(1, min(head, MAX_SLICE))
+    tail = max(1, min(tail, MAX_SLICE))
+    return [
+        *_view_stages(task, scope, config_index),
+        {"$project": {
+            "mark_id": 1, "cp": 1, "config": 1,
+            "level_count": {"$size": "$level"},
+            "view_count": {"$size": "$view"},
+            "visible_count": {"$size": "$visible"},
+            "model_count": {"$size": {"$filter": {"input": "$visible", "as": "m", "cond": model_visible_expr()}}},
+            "head": {"$slice": ["$view", head]},
+            "systems": {"$filter": {"input": {"$slice": ["$view", head, MAX_SLICE]}, "as": "m",
+                                    "cond": {"$eq": ["$$m.role", "system"]}}},
+            "tail": {"$slice": ["$visible", -tail]},
+            "stubbed_count": {"$size": "$stubbed"},
+            "stubbed_head": _stubbed_among({"$slice": ["$view.id", head]}),
+            "stubbed_tail": _stubbed_among({"$slice": ["$visible.id", -tail]}),
+        }},
+        _strip(),
+    ]  # fmt: skip
+
+
+def context_range_pipeline(task: TaskFilter, scope: str | None, start: int, count: int) -> Pipeline:
+    """One row: visible messages ``[start, start + count)`` of the level (what a window
+    read that fell short adds), with `mark_id` and `visible_count` so the caller can tell
+    that the checkpoint it read with is still the latest one."""
+    start = max(0, min(start, MAX_SLICE))
+    count = max(1, min(count, MAX_SLICE))
+    return [
+        *_view_stages(task, scope, None),
+        {"$project": {
+            "mark_id": 1,
+            "visible_count": {"$size": "$visible"},
+            "range": {"$slice": ["$visible", start, count]},
+            "stubbed_range": _stubbed_among({"$slice": ["$visible.id", start, count]}),
+        }},
+        _strip(),
+    ]  # fmt: skip

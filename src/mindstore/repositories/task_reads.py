@@ -289,3 +289,4 @@ class TaskReads(TaskEngine):
         if callable(config) and config() is not None:
             return config()  # type: ignore[no-any-return]
         raise MissingConfig(f"task {task_id!r} has no task configuration")
+

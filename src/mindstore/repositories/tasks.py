@@ -469,6 +469,7 @@ class TaskRepository(TaskReads):
         except Exception:  # a standalone server has no change streams: in-process + heartbeat
             return None
 
+
 @dataclass(frozen=True)
 class _Replayed:
     """A replayed exit, so its answer can be read after the write loop."""

@@ -13,6 +13,7 @@ from mindstore.compression.context import ContextWindow, build_context
 from mindstore.compression.registry import StrategyArgument
 from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens
+from mindstore.repositories.streaming import MessageStream
 from mindstore.repositories.tasks import TaskRepository
 from mindstore.validation import check_bool, check_int, check_optional_int
 
@@ -45,3 +46,11 @@ class TaskService(TaskRepository):
             token_counter=token_counter or estimate_tokens, auto_compress=auto_compress,
             safety_buffer=safety_buffer,
         )  # fmt: skip
+
+    # ------------------------------------------------------------------ streaming
+    def stream(self, task_id: str, message_id: str | None = None, *, flush_ms: int = 200,
+               flush_bytes: int = 1024) -> MessageStream:  # fmt: skip
+        """`async with tasks.stream(task_id, message_id) as s: await s.text(delta)`: a
+        model's deltas coalesced into one part, written at most every `flush_ms` or
+        `flush_bytes` (a new assistant message when `message_id` is None). docs/streaming.md."""
+        return MessageStream(self, task_id, message_id, flush_ms=flush_ms, flush_bytes=flush_bytes)

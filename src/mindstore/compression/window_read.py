@@ -1,0 +1,102 @@
+"""The context window's read of a level: one pipeline through the task repository.
+
+It lives in the compression layer (above the repository): it turns the rows of
+`pipelines.context.context_window_pipeline` into a `LevelRead`, decoding messages with the
+repository's decoder (markers resolved against the task's own payloads, scope applied by
+the repository's filter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindstore.compression.checkpoint import CompressionCheckpoint
+from mindstore.compression.window import LevelRead
+from mindstore.model.header import TaskHeader
+from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
+from mindstore.model.parts import TaskConfigPart
+from mindstore.model.storage_form import bson_size, unescape_keys
+from mindstore.pipelines import context as context_pipelines
+from mindstore.repositories.task_reads import TaskReads
+from mindstore.validation import check_int
+
+
+async def read_level_window(tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int) -> LevelRead:
+    """One window read of the current level (`header`'s): its first `head` view
+    messages, its later system messages, its last `tail` visible messages and the
+    counts of the rest, its latest checkpoint without the id lists, and its task
+    config; one pipeline, so one snapshot and one round trip (plus one for offloaded
+    payloads, if the messages read hold markers)."""
+
+    scope = header.current_scope
+    check_int(head, "head", minimum=1)
+    check_int(tail, "tail", minimum=1)
+    location = header.current_config_index()
+    config_index = location[0] if location is not None and location[1] == "config" and location[0] >= head else None
+    rows = await tasks._aggregate_task(task_id, lambda query: context_pipelines.context_window_pipeline(
+        query, scope, head=head, tail=tail, config_index=config_index))  # fmt: skip
+    row = rows[0]
+    names = ("head", "systems", "tail", "config")
+    raw = [doc for name in names for doc in row.get(name, [])]
+    head_msgs, systems, tail_msgs, config_msgs = _split(
+        await tasks._decode(task_id, raw), [len(row.get(name, [])) for name in names])
+    read = LevelRead(
+        scope=scope, head=head_msgs, systems=systems, tail=tail_msgs,
+        level_count=int(row.get("level_count", 0)), view_count=int(row.get("view_count", 0)),
+        visible_count=int(row.get("visible_count", 0)), model_count=int(row.get("model_count", 0)),
+        checkpoint=_window_checkpoint(row), checkpoint_message_id=row.get("mark_id"),
+        stubbed_ids={*row.get("stubbed_head", []), *row.get("stubbed_tail", [])},
+        stubbed_count=int(row.get("stubbed_count", 0)),
+        config=_level_config(scope, location, head_msgs, config_msgs),
+    )  # fmt: skip
+    read.read_bytes = sum(bson_size(doc) for doc in raw[: len(raw) - len(config_msgs)])
+    return read
+
+
+async def read_level_range(
+    tasks: TaskReads, task_id: str, scope: str | None, start: int, count: int
+) -> tuple[str | None, int, list[AnyMessage], set[str]]:
+    """Visible messages ``[start, start + count)`` of a level, for a window read that fell
+    short: (checkpoint message id, visible count, messages, stubbed ids among them)."""
+    check_int(start, "start")
+    check_int(count, "count", minimum=1)
+    rows = await tasks._aggregate_task(
+        task_id, lambda query: context_pipelines.context_range_pipeline(query, scope, start, count)
+    )
+    row = rows[0]
+    messages = await tasks._decode(task_id, row.get("range", []))
+    return row.get("mark_id"), int(row.get("visible_count", 0)), messages, set(row.get("stubbed_range", []))
+
+
+def _split(messages: list[AnyMessage], sizes: list[int]) -> list[list[AnyMessage]]:
+    """`messages` cut into consecutive runs of the given sizes."""
+    runs, start = [], 0
+    for size in sizes:
+        runs.append(messages[start : start + size])
+        start += size
+    return runs
+
+
+def _window_checkpoint(row: dict[str, Any]) -> CompressionCheckpoint | None:
+    """The latest checkpoint of a window read (its id lists were left on the server)."""
+    part = row.get("cp")
+    if not isinstance(part, dict):
+        return None
+    part = unescape_keys(part)
+    return CompressionCheckpoint.from_parts(part.get("metadata"), part.get("cache"))
+
+
+def _level_config(
+    scope: str | None, location: tuple[int, str] | None, head: list[AnyMessage], extra: list[AnyMessage]
+) -> TaskConfigPart | None:
+    """The current level's task config from what a window read holds: the entry (a
+    sub-task's level starts with it), the root's config message, or the one read apart."""
+    if location is None:
+        return None
+    for message in [*extra, *head]:
+        entry = message.entry() if isinstance(message, TaskEntryMessage) and message.id == scope else None
+        if entry is not None:
+            return entry.initial_task_config
+        if scope is None and isinstance(message, TaskConfigMessage) and message.config() is not None:
+            return message.config()
+    return None

@@ -1,0 +1,191 @@
+"""`tasks.stream(task_id, message_id)`: write a model's token deltas into one message.
+
+    async with acme.tasks.stream(task_id, assistant.id) as s:
+        async for event in model_stream:
+            await s.text(event.delta)          # or s.reasoning(delta), s.signature(sig)
+
+Deltas are buffered and written together: when `flush_bytes` bytes are waiting, or
+`flush_ms` milliseconds after the oldest waiting delta arrived (a timer writes them even
+if no further delta comes), whichever is first; and on leaving the block, also when it
+is left by an exception. Each write is one guarded update of the parts that changed
+(`mindstore.model.streaming`), through the engine every verb uses (version guard,
+per-task lock, header cache, retries), so a write from this process that wrote last is
+one round trip. The stored text is always a prefix of the deltas' concatenation, and
+equal to it once the block is left; a crash loses at most what arrived in the last
+`flush_ms`, and never more than `flush_bytes` bytes.
+
+While a stream is open, it owns the parts it grows; other verbs may still append parts
+to the message (a stream places each new part after reading the message, so it never
+overwrites one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from mindstore.errors import ValidationError
+from mindstore.ids import check_key, check_name
+from mindstore.model.header import TaskHeader
+from mindstore.model.messages import AnyMessage
+from mindstore.model.planner import Plan
+from mindstore.model.streaming import (
+    StreamKind,
+    StreamState,
+    check_delta,
+    check_streamable,
+    plan_stream_write,
+)
+from mindstore.payloads import Offloader
+from mindstore.validation import check_int
+
+if TYPE_CHECKING:
+    from mindstore.repositories.tasks import TaskRepository
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FLUSH_MS = 200
+DEFAULT_FLUSH_BYTES = 1024
+
+
+class MessageStream:
+    """Coalescing writer of one message's streamed parts (use it as `async with`)."""
+
+    def __init__(
+        self,
+        tasks: TaskRepository,
+        task_id: str,
+        message_id: str | None = None,
+        *,
+        flush_ms: int = DEFAULT_FLUSH_MS,
+        flush_bytes: int = DEFAULT_FLUSH_BYTES,
+    ) -> None:
+        self.flush_ms = check_int(flush_ms, "flush_ms", maximum=3_600_000)
+        self.flush_bytes = check_int(flush_bytes, "flush_bytes", minimum=1)
+        self.tasks = tasks
+        self.task_id = check_key(task_id, "task id")
+        self.message_id = None if message_id is None else check_name(message_id, "message id")
+        self.state = StreamState()
+        self.writes = 0
+        self._message: AnyMessage | None = None
+        self._index: int | None = None
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self._oldest: float | None = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        if self.message_id is None:
+            created = await self.tasks.add_assistant_message(self.task_id)
+            self.message_id = created.id
+        _document, index, message = await self.tasks._locate(self.task_id, self.message_id)
+        self._message, self._index = check_streamable(message), index
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        _tb: TracebackType | None) -> None:  # fmt: skip
+        await self._stop_timer()
+        self._closed = True
+        self.state.close()
+        try:
+            while self.state.needs_write and self._message is not None:  # and what came during a write
+                await self.flush()
+        except Exception:
+            if error is None:
+                raise
+            logger.warning("stream into %r of task %r: the final write failed after an error",
+                           self.message_id, self.task_id, exc_info=True)  # fmt: skip
+
+    # -- deltas ---------------------------------------------------------------------------
+    async def text(self, delta: str) -> None:
+        """Append `delta` to the message's current text part (a new one after reasoning)."""
+        await self._add("text", check_delta(delta))
+
+    async def reasoning(self, delta: str, *, signature: str | None = None) -> None:
+        """Append `delta` to the current reasoning part (a new one after text)."""
+        await self._add("reasoning", check_delta(delta))
+        if signature is not None:
+            self.state.sign(check_delta(signature, "signature"))
+
+    async def signature(self, signature: str) -> None:
+        """The current reasoning part's signature (written with the next write)."""
+        self.state.sign(check_delta(signature, "signature"))
+
+    @property
+    def message(self) -> AnyMessage | None:
+        """The message as this stream last wrote it (None before the block is entered)."""
+        return self._message
+
+    async def _add(self, kind: StreamKind, delta: str) -> None:
+        self._raise_failure()
+        if self._message is None or self._closed:
+            raise ValidationError("stream: use it inside `async with` (text and reasoning go to an open stream)")
+        self.state.add(kind, delta)
+        if self._oldest is None:
+            self._oldest = time.monotonic()
+        due = self.flush_ms == 0 or time.monotonic() - self._oldest >= self.flush_ms / 1000
+        if self.state.pending_bytes >= self.flush_bytes or due:
+            await self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.create_task(self._flush_later())
+
+    # -- writing --------------------------------------------------------------------------
+    async def flush(self) -> None:
+        """Write everything pending now (one guarded update; nothing if nothing is pending)."""
+        self._raise_failure()
+        async with self._lock:
+            if not self.state.needs_write or self._message is None or self._index is None:
+                return
+            placing = self.state.places_parts
+            written = self.state.snapshot()
+            outcome: dict[str, Any] = {}
+
+            def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
+                base = located["message"] if located is not None else self._message
+                index = located["index"] if located is not None else self._index
+                assert base is not None and index is not None
+                planned, stored, placed = plan_stream_write(header, self.task_id, index, base, written,
+                                                            transform=offloader.transform_document)  # fmt: skip
+                outcome.update(stored=stored, placed=placed)
+                return planned
+
+            await self.tasks._mutate(self.task_id, plan, locate=self.message_id if placing else None)
+            self.state.committed(written, outcome["placed"])
+            self._message = outcome["stored"]
+            self._oldest = time.monotonic() if self.state.pending_bytes else None
+            self.writes += 1
+            timer = self._timer
+            if timer is not None and timer is not asyncio.current_task():
+                timer.cancel()  # what it was to write is written; the next delta starts a new one
+                self._timer = None
+
+    async def _flush_later(self) -> None:
+        try:
+            await asyncio.sleep(self.flush_ms / 1000)
+            self._timer = None
+            await self.flush()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - kept for the next call: a timer task has no caller
+            self._failure = exc
+        finally:
+            if self._timer is asyncio.current_task():
+                self._timer = None
+
+    async def _stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None and timer is not asyncio.current_task():
+            timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
+
+    def _raise_failure(self) -> None:
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
