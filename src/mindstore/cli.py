@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import os
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import typer
 

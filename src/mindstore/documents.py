@@ -13,7 +13,7 @@ can be the shard key prefix (`{tenant: 1, _id: 1}`) on a sharded cluster.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pymongo
@@ -35,7 +35,7 @@ AGENTS = "agents"
 
 def utcnow() -> datetime:
     """Millisecond precision, because that is what BSON dates keep."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 

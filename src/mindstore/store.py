@@ -15,15 +15,15 @@ from typing import Any
 from beanie import init_beanie
 from pymongo import AsyncMongoClient
 
+from mindstore.analytics.service import Analytics
 from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.backends.recorder import CommandRecorder, EventListener
 from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.planner import check_id
-from mindstore.repositories.header_cache import HeaderCache
-from mindstore.analytics.service import Analytics
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.engine import RetryPolicy
+from mindstore.repositories.header_cache import HeaderCache
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -91,7 +91,7 @@ class Store:
     async def close(self) -> None:
         await self.backend.close()
 
-    async def __aenter__(self) -> "Store":
+    async def __aenter__(self) -> Store:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.documents import DIALOG_NODES, TASKS, node_document, task_document
@@ -53,11 +53,7 @@ PRICES: dict[str, tuple[float, float]] = {
     "anthropic/claude-sonnet-4": (3.0, 15.0),
     "google/gemini-2.5-pro": (1.25, 10.0),
 }
-WORDS = (
-    "lisbon hotel flight budget weekend museum train ticket restaurant review price compare "
-    "summary report agent search result page table chart python error retry calendar meeting "
-    "invoice customer order refund policy contract draft email schedule weather map route"
-).split()
+WORDS = ["lisbon", "hotel", "flight", "budget", "weekend", "museum", "train", "ticket", "restaurant", "review", "price", "compare", "summary", "report", "agent", "search", "result", "page", "table", "chart", "python", "error", "retry", "calendar", "meeting", "invoice", "customer", "order", "refund", "policy", "contract", "draft", "email", "schedule", "weather", "map", "route"]
 
 ProgressFn = Callable[[str, int, int | None], None]
 
@@ -72,7 +68,7 @@ class WorkloadSpec:
     mean_messages: int = 40
     """Average messages per (non-fork) task; each task draws its own length around it."""
     days: int = 28
-    start: datetime = datetime(2026, 10, 1, tzinfo=timezone.utc)
+    start: datetime = datetime(2026, 10, 1, tzinfo=UTC)
     fork_every: int = 10
     """Every n-th task gets a fork that keeps its first message and last few (0: none)."""
     tool_error_rate: float = 0.12
@@ -241,7 +237,7 @@ def _document(task: Task, tenant: str, owner: str, title: str, state: TaskState)
 
 
 def _when(ts: float) -> datetime:
-    return datetime.fromtimestamp(int(ts), tz=timezone.utc)
+    return datetime.fromtimestamp(int(ts), tz=UTC)
 
 
 def generate(spec: WorkloadSpec = WorkloadSpec(), progress: ProgressFn | None = None) -> Workload:

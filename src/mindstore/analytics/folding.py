@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.analytics.periods import Period, period_key
@@ -58,7 +58,7 @@ def fold_usage(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
             merged[key][name] += _number(group.get(name))
     rows = []
     for key, sums in sorted(merged.items(), key=lambda item: _sort_key(item[0])):
-        labels = dict(zip(dims, key))
+        labels = dict(zip(dims, key, strict=True))
         rows.append(UsageRow(**labels, **{n: int(sums[n]) for n in USAGE_SUMS},
                              cost=round(sums["cost"], 9)))  # fmt: skip
     return rows
@@ -69,7 +69,7 @@ def fold_owners(groups: Iterable[Mapping[str, Any]]) -> list[OwnerRow]:
     return [
         OwnerRow(owner=group.get("_id"), tasks=int(_number(group.get("tasks"))),
                  **{n: int(_number(group.get(n))) for n in USAGE_SUMS},
-                 cost=round(_number(group.get("cost")), 9))  # fmt: skip
+                 cost=round(_number(group.get("cost")), 9))
         for group in groups
         if _number(group.get("messages"))
     ]
@@ -87,7 +87,7 @@ def fold_latency(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
     rows = []
     for key, counts in sorted(histograms.items(), key=lambda item: _sort_key(item[0])):
         summary = distribution(counts)
-        rows.append(LatencyRow(**dict(zip(dims, key)), count=summary.count, mean=summary.mean,
+        rows.append(LatencyRow(**dict(zip(dims, key, strict=True)), count=summary.count, mean=summary.mean,
                                min=summary.min, p50=summary.p50, p90=summary.p90,
                                p99=summary.p99, max=summary.max))  # fmt: skip
     return rows
@@ -106,7 +106,7 @@ def fold_tools(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
     rows = []
     for key, sums in sorted(merged.items(), key=lambda item: _sort_key(item[0])):
         rate = sums["errors"] / sums["results"] if sums["results"] else None
-        rows.append(ToolRow(**dict(zip(keys, key)), calls=sums["calls"], results=sums["results"],
+        rows.append(ToolRow(**dict(zip(keys, key, strict=True)), calls=sums["calls"], results=sums["results"],
                             errors=sums["errors"], error_rate=rate))  # fmt: skip
     return rows
 
@@ -165,7 +165,7 @@ def fold_subtasks(groups: Iterable[Mapping[str, Any]]) -> list[SubtaskRow]:
             entry["open"] += spans
     return [
         SubtaskRow(depth=depth, spans=e["spans"], finished=e["spans"] - e["open"], open=e["open"],
-                   messages=e["messages"], duration=distribution(e["durations"]))  # fmt: skip
+                   messages=e["messages"], duration=distribution(e["durations"]))
         for depth, e in sorted(by_depth.items())
     ]
 
@@ -192,7 +192,7 @@ def fold_activity(message_groups: Iterable[Mapping[str, Any]], task_groups: Iter
         raw = group["_id"] or {}
         key = None
         if period is not None and all(isinstance(raw.get(k), int) for k in ("year", "month", "day")):
-            day = datetime(raw["year"], raw["month"], raw["day"], tzinfo=timezone.utc)
+            day = datetime(raw["year"], raw["month"], raw["day"], tzinfo=UTC)
             key = period_key(day.timestamp(), period)
         created[key] += int(_number(group.get("tasks")))
     rows = []
@@ -208,6 +208,6 @@ def fold_active_owners(message_groups: Iterable[Mapping[str, Any]], period: Peri
     _, owners = _owner_sets(message_groups, period)
     return [
         ActiveOwnersRow(period=key, active_owners=len(found),
-                        owners=sorted(found, key=lambda o: _sort_key([o])))  # fmt: skip
+                        owners=sorted(found, key=lambda o: _sort_key([o])))
         for key, found in sorted(owners.items(), key=lambda item: _sort_key([item[0]]))
     ]

@@ -13,8 +13,9 @@ import os
 import secrets
 import shutil
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any
 
 from mindstore.errors import BackupError
 

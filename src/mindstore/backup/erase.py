@@ -54,7 +54,7 @@ def _id_json(value: Any) -> str:
 
 def ids_digest(ids: dict[str, list[Any]]) -> str:
     """sha256 of the sorted ``<collection>\\t<id as Extended JSON>\\n`` lines."""
-    lines = sorted(f"{name}\t{_id_json(i)}\n".encode("utf-8") for name, values in ids.items()
+    lines = sorted(f"{name}\t{_id_json(i)}\n".encode() for name, values in ids.items()
                    for i in values)
     digest = hashlib.sha256()
     for line in lines:

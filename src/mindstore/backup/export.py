@@ -16,6 +16,7 @@ previous manifest's ``created_at`` (taken before the first read) as `since`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 from collections.abc import Iterable, Sequence
@@ -83,8 +84,8 @@ def make_scope(
             except ValueError as exc:
                 raise ValidationError(f"since: not an ISO 8601 time: {since!r}") from exc
         elif isinstance(since, _dt.datetime):
-            when = since if since.tzinfo else since.replace(tzinfo=_dt.timezone.utc)
-            when = when.astimezone(_dt.timezone.utc)
+            when = since if since.tzinfo else since.replace(tzinfo=_dt.UTC)
+            when = when.astimezone(_dt.UTC)
         else:
             raise ValidationError("since must be a datetime or an ISO 8601 string")
         # BSON keeps milliseconds: round down so a task updated at `since` is included
@@ -260,10 +261,8 @@ async def backup(
     except BaseException:
         if exporter is not None:
             for writer in exporter.writers.values():
-                try:
+                with contextlib.suppress(Exception):
                     writer.abort()
-                except Exception:
-                    pass
         staging.abort()
         raise
     manifest.path = str(target)

@@ -68,8 +68,8 @@ def format_time(value: _dt.datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)
-    value = value.astimezone(_dt.timezone.utc)
+        value = value.replace(tzinfo=_dt.UTC)
+    value = value.astimezone(_dt.UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
@@ -77,8 +77,8 @@ def parse_time(text: str) -> _dt.datetime:
     """An ISO 8601 time; a time without an offset is UTC. Raises ValueError."""
     value = _dt.datetime.fromisoformat(text.strip().replace("z", "Z"))
     if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)
-    return value.astimezone(_dt.timezone.utc)
+        value = value.replace(tzinfo=_dt.UTC)
+    return value.astimezone(_dt.UTC)
 
 
 def manifest_checksum(data: dict[str, Any]) -> str:

@@ -24,8 +24,9 @@ import os
 import tarfile
 import time
 import zlib
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Hashable, Iterator
+from typing import Any
 
 import bson
 

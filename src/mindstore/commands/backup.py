@@ -11,7 +11,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -53,10 +53,10 @@ def register(app: typer.Typer) -> None:
     def backup_command(
         ctx: typer.Context,
         dest: Path = typer.Argument(..., help="New directory (or .tar file) to write."),
-        tenant: Optional[str] = typer.Option(None, "--tenant", help="Only this tenant."),
-        owner: Optional[str] = typer.Option(None, "--owner", help="Only this owner (needs --tenant)."),
-        task: Optional[List[str]] = typer.Option(None, "--task", help="Only these task ids (repeat)."),
-        since: Optional[str] = typer.Option(
+        tenant: str | None = typer.Option(None, "--tenant", help="Only this tenant."),
+        owner: str | None = typer.Option(None, "--owner", help="Only this owner (needs --tenant)."),
+        task: list[str] | None = typer.Option(None, "--task", help="Only these task ids (repeat)."),
+        since: str | None = typer.Option(
             None, "--since", help="Only tasks updated at or after this ISO 8601 time (incremental)."
         ),
         tar: bool = typer.Option(False, "--tar", help="Write one tar archive instead of a directory."),
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
         mode: RestoreMode = typer.Option(
             RestoreMode.skip, "--mode", help="When a stored document differs: skip, overwrite or fail."
         ),
-        as_tenant: Optional[str] = typer.Option(
+        as_tenant: str | None = typer.Option(
             None, "--as-tenant", help="Restore a one-tenant backup into this tenant."
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be written."),
@@ -150,12 +150,12 @@ def register(app: typer.Typer) -> None:
     @app.command("erase")
     def erase_command(
         ctx: typer.Context,
-        tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant to erase from."),
-        owner: Optional[str] = typer.Option(None, "--owner", help="Erase this owner's data only."),
-        task: Optional[str] = typer.Option(None, "--task", help="Erase this task only."),
+        tenant: str | None = typer.Option(None, "--tenant", help="Tenant to erase from."),
+        owner: str | None = typer.Option(None, "--owner", help="Erase this owner's data only."),
+        task: str | None = typer.Option(None, "--task", help="Erase this task only."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be erased."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-        receipt: Optional[Path] = typer.Option(None, "--receipt", help="Also write the JSON receipt here."),
+        receipt: Path | None = typer.Option(None, "--receipt", help="Also write the JSON receipt here."),
     ) -> None:
         """Erase a tenant's, an owner's or a task's data; prints a JSON receipt.
 

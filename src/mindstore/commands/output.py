@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from enum import Enum
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import typer
 from pydantic import BaseModel

@@ -15,16 +15,11 @@ table shows, so a script sees what a person sees.
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import (
     Annotated,
     Any,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Optional,
-    Sequence,
     TypeVar,
 )
 
@@ -69,28 +64,28 @@ ACTIVITY_COLUMNS = ("period", "tasks_created", "messages", "active_owners")
 
 NO_DATA = "no data for these filters"
 
-Tenant = Annotated[Optional[str], typer.Option(
+Tenant = Annotated[str | None, typer.Option(
     "--tenant", envvar="MINDSTORE_TENANT", help="Tenant to report on (default: MINDSTORE_TENANT).")]
-Owner = Annotated[Optional[str], typer.Option("--owner", help="Only this owner's tasks.")]
-State = Annotated[Optional[str], typer.Option(
+Owner = Annotated[str | None, typer.Option("--owner", help="Only this owner's tasks.")]
+State = Annotated[str | None, typer.Option(
     "--state", help="Only tasks in this state (running, completed, failed, paused, ...).")]
-Model = Annotated[Optional[str], typer.Option(
+Model = Annotated[str | None, typer.Option(
     "--model", help="Only this model (assistant turns, tool calls, sub-tasks or root tasks, "
                     "depending on the report).")]  # fmt: skip
-Since = Annotated[Optional[str], typer.Option(
+Since = Annotated[str | None, typer.Option(
     "--since", help="From this time, inclusive: ISO 8601 (2026-10-05, 2026-10-05T12:00:00Z) "
                     "or epoch seconds.")]  # fmt: skip
-Until = Annotated[Optional[str], typer.Option(
+Until = Annotated[str | None, typer.Option(
     "--until", help="Up to this time, exclusive (same forms as --since).")]
 Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table, json or csv.")]
-PeriodOption = Annotated[Optional[str], typer.Option(
+PeriodOption = Annotated[str | None, typer.Option(
     "--period", help="Also bucket by time: day, week (ISO) or month (UTC).")]
-By = Annotated[Optional[list[str]], typer.Option(
+By = Annotated[list[str] | None, typer.Option(
     "--by", help="Group by model and/or owner: comma-separated or repeated (default: model).")]
 
 stats_app = typer.Typer(
     help="Analyse a tenant's sessions: usage and cost, tools, latency, session sizes, "
-         "sub-tasks, top owners and activity over time.",  # fmt: skip
+         "sub-tasks, top owners and activity over time.",
     no_args_is_help=True,
 )
 
@@ -265,7 +260,7 @@ def _percent(row: dict[str, Any]) -> dict[str, Any]:
 def tools_command(
     ctx: typer.Context,
     tenant: Tenant = None,
-    by: Annotated[Optional[list[str]], typer.Option(
+    by: Annotated[list[str] | None, typer.Option(
         "--by", help="Also group by model (default: by tool only).")] = None,
     period: PeriodOption = None,
     owner: Owner = None,

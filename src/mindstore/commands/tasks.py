@@ -8,8 +8,9 @@ stderr so stdout stays machine-readable.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict
-from typing import Annotated, Any, Awaitable, Callable, Iterator, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,7 +33,7 @@ MESSAGE_COLUMNS = ("index", "id", "role", "scope", "depth", "started_ts", "finis
                    "tokens_in", "tokens_out", "text")  # fmt: skip
 TREE_COLUMNS = ("id", "parent_id", "depth", "messages")
 
-Tenant = Annotated[Optional[str], typer.Option(
+Tenant = Annotated[str | None, typer.Option(
     "--tenant", envvar="MINDSTORE_TENANT", help="Tenant to read (default: MINDSTORE_TENANT).")]
 Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table, json or csv.")]
 TaskId = Annotated[str, typer.Argument(metavar="TASK_ID", help="The task (dialog) id.")]
@@ -115,10 +116,10 @@ def _tree_rows(node: dict[str, Any], parent_id: str | None = None) -> Iterator[d
 def list_command(
     ctx: typer.Context,
     tenant: Tenant = None,
-    owner: Annotated[Optional[str], typer.Option("--owner", help="Only this owner's tasks.")] = None,
-    state: Annotated[Optional[TaskState], typer.Option("--state", help="Only tasks in this state.")] = None,
+    owner: Annotated[str | None, typer.Option("--owner", help="Only this owner's tasks.")] = None,
+    state: Annotated[TaskState | None, typer.Option("--state", help="Only tasks in this state.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Page size.")] = 50,
-    cursor: Annotated[Optional[str], typer.Option("--cursor", help="Continue after a previous page.")] = None,
+    cursor: Annotated[str | None, typer.Option("--cursor", help="Continue after a previous page.")] = None,
     fmt: Format = OutputFormat.table,
 ) -> None:
     """One page of tasks, newest first; the next page's --cursor is printed on stderr."""
@@ -182,9 +183,9 @@ def messages_command(
     ctx: typer.Context,
     task_id: TaskId,
     tenant: Tenant = None,
-    start: Annotated[Optional[int], typer.Option("--start", min=0, help="First message index.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many.")] = None,
-    tail: Annotated[Optional[int], typer.Option("--tail", min=1, help="Only the last N messages.")] = None,
+    start: Annotated[int | None, typer.Option("--start", min=0, help="First message index.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many.")] = None,
+    tail: Annotated[int | None, typer.Option("--tail", min=1, help="Only the last N messages.")] = None,
     fmt: Format = OutputFormat.table,
 ) -> None:
     """A task's messages: previews in table/csv, the full stored messages in json."""

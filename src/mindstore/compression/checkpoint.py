@@ -13,7 +13,8 @@ deleted; a checkpoint only says how the view treats them:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -72,7 +73,7 @@ class CompressionCheckpoint(BaseModel):
         return {"summary": self.summary} if self.summary is not None else {}
 
     @classmethod
-    def from_parts(cls, metadata: dict[str, Any] | None, cache: dict[str, Any] | None) -> "CompressionCheckpoint | None":
+    def from_parts(cls, metadata: dict[str, Any] | None, cache: dict[str, Any] | None) -> CompressionCheckpoint | None:
         """Read a checkpoint back from a compression part; None if the part has none."""
         data = (metadata or {}).get("checkpoint")
         if not isinstance(data, dict):

@@ -72,7 +72,7 @@ def _compression_args(checkpoint: CompressionCheckpoint, reason: str) -> dict[st
 class StoredLevel:
     """The current level of a stored task; checkpoints go in with one atomic append."""
 
-    def __init__(self, tasks: "TaskRepository", task_id: str) -> None:
+    def __init__(self, tasks: TaskRepository, task_id: str) -> None:
         self.tasks = tasks
         self.task_id = task_id
 
@@ -93,10 +93,10 @@ class StoredLevel:
 class MemoryLevel:
     """The current level of an in-memory `Task` (the object the document's strategies run on)."""
 
-    def __init__(self, task: "Task") -> None:
+    def __init__(self, task: Task) -> None:
         self.task = task
 
-    async def snapshot(self) -> "Task":
+    async def snapshot(self) -> Task:
         return self.task
 
     async def level(self) -> list[AnyMessage]:
@@ -171,7 +171,7 @@ class Compressor:
         self.checkpoints = checkpoints_in(self._task.current_task_messages())
         return self._task
 
-    async def load(self, task: "Task | LevelSource") -> None:
+    async def load(self, task: Task | LevelSource) -> None:
         """Read the current level and its checkpoints (this level only).
 
         `task` is an in-memory `mindstore.Task`, or a `StoredLevel(acme.tasks, task_id)`.

@@ -64,7 +64,7 @@ class ContextWindow:
         return formats.to_gemini(self.messages)
 
 
-def checkpoint_from_record(record: "CheckpointRecord | None") -> CompressionCheckpoint | None:
+def checkpoint_from_record(record: CheckpointRecord | None) -> CompressionCheckpoint | None:
     if record is None:
         return None
     summary = record.cache.get("summary")
@@ -78,7 +78,7 @@ def checkpoint_from_record(record: "CheckpointRecord | None") -> CompressionChec
     )
 
 
-async def level_compression_config(tasks: "TaskRepository", task_id: str) -> CompressionConfig:
+async def level_compression_config(tasks: TaskRepository, task_id: str) -> CompressionConfig:
     """The compression config of the current level's task config (defaults without one)."""
     try:
         return (await tasks.current_task_config(task_id)).compression_config
@@ -87,7 +87,7 @@ async def level_compression_config(tasks: "TaskRepository", task_id: str) -> Com
 
 
 async def build_context(
-    tasks: "TaskRepository",
+    tasks: TaskRepository,
     task_id: str,
     *,
     max_tokens: int | None = None,

@@ -26,8 +26,9 @@ plus the agent's `model_name` when the constructor takes one. `type: null`, or n
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -155,11 +156,11 @@ class ContextConfig:
         self._agents = {agent.name: agent for agent in self._model.agent_configs}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ContextConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> ContextConfig:
         return cls(data)
 
     @classmethod
-    def from_yaml(cls, text: str) -> "ContextConfig":
+    def from_yaml(cls, text: str) -> ContextConfig:
         """Parse YAML text (needs PyYAML: `pip install 'mindstore[yaml]'`)."""
         try:
             import yaml
@@ -172,7 +173,7 @@ class ContextConfig:
         return cls(data)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "ContextConfig":
+    def from_file(cls, path: str | Path) -> ContextConfig:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:

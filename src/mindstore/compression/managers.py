@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping, Sequence, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from mindstore.compression.model_windows import context_window
 from mindstore.compression.reducers import remove_tool_messages

@@ -18,7 +18,7 @@ that is a known model plus a suffix (`gpt-4o-2024-08-06`, `claude-sonnet-4-5-202
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from mindstore.errors import ValidationError
 

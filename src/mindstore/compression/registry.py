@@ -9,8 +9,9 @@ meaning "the one the config names") into a strategy object.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from enum import Enum
-from typing import Any, Callable, Union
+from typing import Any
 
 from mindstore.compression.base import (
     AnyCompressionConfig,
@@ -22,8 +23,8 @@ from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens
 from mindstore.errors import ValidationError
 
-StrategyEntry = Union[CompressionStrategy, type[CompressionStrategy]]
-StrategyArgument = Union[CompressionStrategy, str, Enum, None]
+StrategyEntry = CompressionStrategy | type[CompressionStrategy]
+StrategyArgument = CompressionStrategy | str | Enum | None
 
 
 def _accepted(factory: Callable[..., Any], offered: dict[str, Any]) -> dict[str, Any]:

@@ -16,8 +16,8 @@ Shared rules:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from mindstore.compression.checkpoint import (
     STRATEGY_KEY,

@@ -7,7 +7,7 @@ its cut with these helpers instead of cutting at an arbitrary message.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from mindstore.model.messages import AnyMessage
 

@@ -7,7 +7,8 @@ server, stubbed tool results already reduced to their skeleton) and an in-memory
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.strategies import SUMMARY_ID_KEY, conversation

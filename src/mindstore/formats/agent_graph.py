@@ -25,14 +25,22 @@ A reasoning signature and a result's `terminate` flag have no place in this form
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence, TypeVar
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from pydantic import ValidationError as PydanticError
 
 from mindstore.formats.checks import as_dict, as_int, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import Built, finished, load_args, result_text, settle, usage_of
-from mindstore.formats.stash import FORMAT_KEYS, diff, patch, read_entry, with_entry, without_entries
+from mindstore.formats.stash import (
+    FORMAT_KEYS,
+    diff,
+    patch,
+    read_entry,
+    with_entry,
+    without_entries,
+)
 from mindstore.model.base import JSON, Model, now_ts
 from mindstore.model.messages import (
     AnyMessage,
@@ -133,7 +141,7 @@ def _timestamp(value: Any, path: str) -> int | float | None:
         except ValueError as exc:
             raise fail(path, f"expected epoch seconds or an ISO 8601 time, got {shown(value)}") from exc
     if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         return aware.timestamp()
     raise fail(path, f"expected epoch seconds or an ISO 8601 time, got {shown(value)}")
 
@@ -220,9 +228,9 @@ def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
     usage = usage_of(message)
     return {
         "message_id": message.id,
-        "role": getattr(message, "role"),
+        "role": message.role,
         "content": [block for position, part in enumerate(message.content) if position not in skip
-                    for block in _render_part(part, position in remote)],  # fmt: skip
+                    for block in _render_part(part, position in remote)],
         "delta": False,
         "tools_calls": None,
         "reasoning": None,

@@ -26,7 +26,8 @@ content is a string when a turn is exactly one text, `is_error` appears only whe
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle

@@ -7,7 +7,8 @@ says where (`messages[3].content[0].source`), so the caller can find the bad ele
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from mindstore.errors import ValidationError
 from mindstore.ids import is_name

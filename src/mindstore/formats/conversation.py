@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Sequence, Union
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from mindstore.model.messages import (
     AnyMessage,
@@ -29,7 +30,7 @@ from mindstore.model.messages import (
 )
 from mindstore.model.parts import InformationalPart, TextPart, ToolCallPart, ToolResultPart
 
-Built = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, InformationalMessage]
+Built = SystemMessage | UserMessage | AssistantMessage | ToolMessage | InformationalMessage
 """The messages an import builds (all of them typed: never an unknown message)."""
 
 

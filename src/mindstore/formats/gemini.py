@@ -27,7 +27,8 @@ responses to a turn's calls together, as the API requires) and every system mess
 from __future__ import annotations
 
 import mimetypes
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle

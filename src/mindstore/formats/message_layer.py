@@ -30,7 +30,8 @@ given back as bytes; PIL images cannot be stored and are refused.
 from __future__ import annotations
 
 import base64
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError as PydanticError
 
@@ -200,7 +201,7 @@ def _extra_role(message: InformationalMessage) -> InformationalPart | None:
 
 def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
     parts = list(message.content)
-    rendered: JSON = {"role": getattr(message, "role")}
+    rendered: JSON = {"role": message.role}
     marker: InformationalPart | None = None
     if isinstance(message, InformationalMessage):
         marker = _extra_role(message)

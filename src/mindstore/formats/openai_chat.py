@@ -21,7 +21,8 @@ results, follow as a user message.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (

@@ -21,14 +21,36 @@ one string). Images need a `detail`: `"auto"` unless the import said otherwise.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import Built, dump_args, finished, load_args, model_messages, result_text, settle
-from mindstore.formats.media import data_url, image_file_id, image_from_url, image_url, parse_data_url
+from mindstore.formats.conversation import (
+    Built,
+    dump_args,
+    finished,
+    load_args,
+    model_messages,
+    result_text,
+    settle,
+)
+from mindstore.formats.media import (
+    data_url,
+    image_file_id,
+    image_from_url,
+    image_url,
+    parse_data_url,
+)
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
-from mindstore.model.messages import AnyMessage, AssistantMessage, MessageBase, SystemMessage, ToolMessage, UserMessage
+from mindstore.model.messages import (
+    AnyMessage,
+    AssistantMessage,
+    MessageBase,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 from mindstore.model.parts import (
     DocumentPart,
     FilePart,

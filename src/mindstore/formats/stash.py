@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from mindstore.model.base import JSON
 
@@ -106,9 +107,12 @@ def patch(canonical: JSON, delta: Mapping[str, Any] | None) -> JSON:
         current = list(current)
         for index, (mark, nested) in items.items():
             position = int(index)
-            if position < len(current) and isinstance(current[position], dict):
-                if fingerprint(current[position]) == mark:
-                    current[position] = patch(current[position], nested)
+            if (
+                position < len(current)
+                and isinstance(current[position], dict)
+                and fingerprint(current[position]) == mark
+            ):
+                current[position] = patch(current[position], nested)
         result[key] = current
     for key, mark in (delta.get("drop") or {}).items():
         if key in result and fingerprint(result[key]) == mark:

@@ -9,7 +9,8 @@ dict, so reading and rewriting a document never drops data.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import nanoid
 from pydantic import BaseModel, ConfigDict

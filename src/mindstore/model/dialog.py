@@ -5,8 +5,9 @@ and the dialog document's `to_dict` form. No I/O; `repositories/dialogs.py` does
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -39,7 +40,7 @@ class DialogNode(BaseModel):
         return self.parent_id is None
 
     @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> "DialogNode":
+    def from_document(cls, doc: dict[str, Any]) -> DialogNode:
         return cls(dialog_id=task_id_of(doc["_id"]), **{k: v for k, v in doc.items() if k not in {"_id", "tenant"}})
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Discriminator,
@@ -311,33 +311,22 @@ def _role_tag(value: Any) -> str:
 
 
 Message = Annotated[
-    Union[
-        Annotated[SystemMessage, Tag("system")],
-        Annotated[UserMessage, Tag("user")],
-        Annotated[AssistantMessage, Tag("assistant")],
-        Annotated[ToolMessage, Tag("tool")],
-        Annotated[InformationalMessage, Tag("informational")],
-        Annotated[CompressionMessage, Tag("compression")],
-        Annotated[TaskConfigMessage, Tag("taskconfig")],
-        Annotated[TaskEntryMessage, Tag("taskentry")],
-        Annotated[TaskExitMessage, Tag("taskexit")],
-        Annotated[UnknownMessage, Tag("unknown")],
-    ],
+    Annotated[SystemMessage, Tag("system")] | Annotated[UserMessage, Tag("user")] | Annotated[AssistantMessage, Tag("assistant")] | Annotated[ToolMessage, Tag("tool")] | Annotated[InformationalMessage, Tag("informational")] | Annotated[CompressionMessage, Tag("compression")] | Annotated[TaskConfigMessage, Tag("taskconfig")] | Annotated[TaskEntryMessage, Tag("taskentry")] | Annotated[TaskExitMessage, Tag("taskexit")] | Annotated[UnknownMessage, Tag("unknown")],
     Discriminator(_role_tag),
 ]
 
-AnyMessage = Union[
-    SystemMessage,
-    UserMessage,
-    AssistantMessage,
-    ToolMessage,
-    InformationalMessage,
-    CompressionMessage,
-    TaskConfigMessage,
-    TaskEntryMessage,
-    TaskExitMessage,
-    UnknownMessage,
-]
+AnyMessage = (
+    SystemMessage
+    | UserMessage
+    | AssistantMessage
+    | ToolMessage
+    | InformationalMessage
+    | CompressionMessage
+    | TaskConfigMessage
+    | TaskEntryMessage
+    | TaskExitMessage
+    | UnknownMessage
+)
 
 MESSAGE_ADAPTER: TypeAdapter[AnyMessage] = TypeAdapter(Message)
 MESSAGE_LIST_ADAPTER: TypeAdapter[list[AnyMessage]] = TypeAdapter(list[Message])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_serializer, model_validator
 
@@ -205,7 +205,7 @@ class TaskConfigPart(Model):
 class TaskEntryPart(Model):
     type: Literal["taskentry"] = "taskentry"
     initial_task_config: TaskConfigPart
-    initial_context: list[Union[TextPart, ImagePart, InformationalPart]] = Field(
+    initial_context: list[TextPart | ImagePart | InformationalPart] = Field(
         default_factory=list
     )
     # The open tool call this sub-task answers when it exits (None: none was found).
@@ -214,7 +214,7 @@ class TaskEntryPart(Model):
 
 class TaskExitPart(Model):
     type: Literal["taskexit"] = "taskexit"
-    handoff_description: list[Union[TextPart, ImagePart]] = Field(default_factory=list)
+    handoff_description: list[TextPart | ImagePart] = Field(default_factory=list)
     # The call this exit answered and the ToolMessage that answered it (None: nothing).
     tool_call_id: str | None = None
     answer_id: str | None = None
@@ -346,27 +346,6 @@ def _part_tag(value: Any) -> str:
 
 
 Part = Annotated[
-    Union[
-        Annotated[TextPart, Tag("text")],
-        Annotated[ImagePart, Tag("image")],
-        Annotated[FilePart, Tag("file")],
-        Annotated[ReasoningPart, Tag("reasoning")],
-        Annotated[RedactedThinkingPart, Tag("redacted_thinking")],
-        Annotated[ThinkingPart, Tag("thinking")],
-        Annotated[ToolCallPart, Tag("toolCall")],
-        Annotated[ToolResultPart, Tag("toolResult")],
-        Annotated[InformationalPart, Tag("informational")],
-        Annotated[CompressionPart, Tag("compression")],
-        Annotated[TaskConfigPart, Tag("taskconfig")],
-        Annotated[TaskEntryPart, Tag("taskentry")],
-        Annotated[TaskExitPart, Tag("taskexit")],
-        Annotated[AudioPart, Tag("audio")],
-        Annotated[VideoPart, Tag("video")],
-        Annotated[DocumentPart, Tag("document")],
-        Annotated[DataPart, Tag("data")],
-        Annotated[AnnotationPart, Tag("annotation")],
-        Annotated[ErrorPart, Tag("error")],
-        Annotated[UnknownPart, Tag("unknown")],
-    ],
+    Annotated[TextPart, Tag("text")] | Annotated[ImagePart, Tag("image")] | Annotated[FilePart, Tag("file")] | Annotated[ReasoningPart, Tag("reasoning")] | Annotated[RedactedThinkingPart, Tag("redacted_thinking")] | Annotated[ThinkingPart, Tag("thinking")] | Annotated[ToolCallPart, Tag("toolCall")] | Annotated[ToolResultPart, Tag("toolResult")] | Annotated[InformationalPart, Tag("informational")] | Annotated[CompressionPart, Tag("compression")] | Annotated[TaskConfigPart, Tag("taskconfig")] | Annotated[TaskEntryPart, Tag("taskentry")] | Annotated[TaskExitPart, Tag("taskexit")] | Annotated[AudioPart, Tag("audio")] | Annotated[VideoPart, Tag("video")] | Annotated[DocumentPart, Tag("document")] | Annotated[DataPart, Tag("data")] | Annotated[AnnotationPart, Tag("annotation")] | Annotated[ErrorPart, Tag("error")] | Annotated[UnknownPart, Tag("unknown")],
     Discriminator(_part_tag),
 ]

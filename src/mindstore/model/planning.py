@@ -13,8 +13,9 @@ appended message passes, and the stored form of a message; the verbs are in
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import pydantic
 

@@ -5,7 +5,8 @@ and returns a `Plan`; timestamps are int epoch seconds, as the Mind Map stores t
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mindstore.errors import (
     NoConfigForTurn,

@@ -4,7 +4,8 @@ answer), each one `Plan` so a reader never sees half of either.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mindstore.errors import (
     InvalidTransition,

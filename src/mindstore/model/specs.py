@@ -74,7 +74,7 @@ class ToolResultSpec:
         """The spec from a verb's extra positional arguments and keywords, checked."""
         if len(args) > len(TOOL_RESULT_ORDER):
             raise WrongType(f"too many positional arguments: {len(args)} after the result")
-        values: dict[str, Any] = dict(zip(TOOL_RESULT_ORDER, args))
+        values: dict[str, Any] = dict(zip(TOOL_RESULT_ORDER, args, strict=False))
         options = dict(options)
         alias = options.pop("id", None)
         for name, value in options.items():

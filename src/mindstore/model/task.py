@@ -10,7 +10,8 @@ are kept, and `finished_ts` bookkeeping is part of the append itself.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, Unpack
+from collections.abc import Callable, Sequence
+from typing import Any, Unpack
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -112,9 +113,8 @@ class Task(Model):
         """The Mind Map dropped messages it could not type; here they stay, as unknown
         messages. Only a `messages` value that is not a list is refused, with a typed error.
         """
-        if isinstance(data, dict) and "messages" in data:
-            if not isinstance(data["messages"], list):
-                raise ValueError("task messages must be a list")
+        if isinstance(data, dict) and not isinstance(data.get("messages", []), list):
+            raise ValueError("task messages must be a list")
         return data
 
     # -- header and plan application -------------------------------------------------
@@ -360,7 +360,7 @@ class Task(Model):
         exit_id: str | None = None,
         result_message_id: str | None = None,
         *,
-        payloadKey: str | None = None,  # noqa: N803 - the Mind Map's spelling, an alias
+        payloadKey: str | None = None,  # the Mind Map's spelling, an alias
     ) -> tuple[TaskExitMessage, ToolMessage | None]:
         payload_key = resolve_alias(payload_key, payloadKey, "payload_key", "payloadKey", "task_result")
         return self._verb(  # type: ignore[no-any-return]

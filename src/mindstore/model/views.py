@@ -12,8 +12,8 @@ entries of sub-tasks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from mindstore.model.messages import AnyMessage
 
@@ -27,7 +27,7 @@ def level_messages(messages: Sequence[AnyMessage], scope: str | None) -> list[An
     return [
         message
         for message in messages
-        if message.id == scope and scope is not None and _role(message) == "taskentry"
+        if (message.id == scope and scope is not None and _role(message) == "taskentry")
         or (message.scope == scope and _role(message) != "taskentry")
     ]
 

@@ -24,9 +24,10 @@ mongomock drops the field), and `$ifNull` around arrays handed to `$filter`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from mindstore.errors import ValidationError
 from mindstore.pipelines import boundaries as spans
@@ -97,7 +98,7 @@ def _task_match(f: ReportFilter, *, by_root_model: bool = False, by_created: boo
 
 
 def _as_datetime(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
 
 
 def _range(low: Any, high: Any) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def _range(low: Any, high: Any) -> dict[str, Any]:
 
 def _narrow(fields: Iterable[str], top: Iterable[str] = ("owner",)) -> dict[str, Any]:
     """Keep only the message fields a report reads, before `$unwind` copies them around."""
-    projection: dict[str, Any] = {name: 1 for name in top}
+    projection: dict[str, Any] = dict.fromkeys(top, 1)
     projection.update({f"messages.{name}": 1 for name in ("origin", "started_ts", *fields)})
     return {"$project": projection}
 
@@ -257,7 +258,7 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
     stages: Pipeline = [
         _task_match(f, by_message_time=True),
         _narrow(("role", "model_id", "content.type", "content.tool_call_id", "content.tool_name",
-                 "content.is_error"), top=()),  # fmt: skip
+                 "content.is_error"), top=()),
         *_own_messages(f, timed=False),
         {"$match": {"messages.role": {"$in": ["assistant", "tool"]}}},
         {
@@ -280,7 +281,7 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
                     }
                 },
             }
-        },  # fmt: skip
+        },
         {"$unwind": "$part"},
         {
             "$group": {
@@ -299,7 +300,7 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
                 "tool": 1, "calls": 1, "results": 1, "errors": 1, "model": 1,
                 "ts": {"$cond": [{"$gt": ["$call_ts", None]}, "$call_ts", "$result_ts"]},
             }
-        },  # fmt: skip
+        },
     ]
     unit_match: dict[str, Any] = {}
     if f.since is not None or f.until is not None or "period" in dims:
@@ -382,7 +383,7 @@ def subtasks_pipeline(f: ReportFilter) -> Pipeline:
                     spans.IS_ENTRY, "$messages.content.initial_task_config.model_name", None]}},
                 **spans.span_accumulators(),
             }
-        },  # fmt: skip
+        },
     ]
     span_match: dict[str, Any] = {"entered": 1}
     if f.since is not None or f.until is not None:
@@ -418,7 +419,7 @@ def message_activity_pipeline(f: ReportFilter) -> Pipeline:
                         "owner": "$owner"},
                 "messages": {"$sum": 1},
             }
-        },  # fmt: skip
+        },
     ]
 
 
@@ -432,5 +433,5 @@ def tasks_created_pipeline(f: ReportFilter) -> Pipeline:
                         "day": {"$dayOfMonth": "$created_at"}},
                 "tasks": {"$sum": 1},
             }
-        },  # fmt: skip
+        },
     ]

@@ -12,7 +12,8 @@ array form of `$not` wrongly inside `$filter`.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mindstore.pipelines.boundaries import (
     Pipeline,

@@ -10,10 +10,13 @@ so no node ever points at a missing parent.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import mimetypes
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
@@ -41,7 +44,6 @@ from mindstore.validation import (
     check_optional_text,
     check_owner,
 )
-
 
 PROMPT_KEY = "prompt_path"
 """Message metadata key put_prompt writes; the dialog's top prompt is the tail's value."""
@@ -92,10 +94,8 @@ class DialogRepository:
     async def _ensure_node(self, dialog_id: str) -> DialogNode:
         node = await self.node(dialog_id)
         if node.created_at is None:  # an implicit root: make it real before it gets children
-            try:
+            with contextlib.suppress(Conflict):  # a concurrent fork wrote it first
                 await self._insert_node(node)
-            except Conflict:
-                pass  # a concurrent fork wrote it first
             node = await self.node(dialog_id)
         return node
 
@@ -153,9 +153,11 @@ class DialogRepository:
         mime = None
         if isinstance(image, bytes):
             data = base64.b64encode(image).decode()
-        elif isinstance(image, Path) or (isinstance(image, str) and Path(image).is_file()):
-            path = Path(image)
-            data = base64.b64encode(path.read_bytes()).decode()
+        elif isinstance(image, Path) or (
+            isinstance(image, str) and await asyncio.to_thread(Path(image).is_file)
+        ):
+            path = Path(image)  # read off the event loop: a file can be large or slow to read
+            data = base64.b64encode(await asyncio.to_thread(path.read_bytes)).decode()
             mime = mimetypes.guess_type(path.name)[0]
         elif isinstance(image, str):
             data = image
@@ -227,7 +229,7 @@ class DialogRepository:
             count, head, tail = await self.tasks.ends(dialog_id, max(first_k, 0), last_n)
             indexes = tree.kept_indexes(count, last_n, first_k)
             if len(indexes) < count:
-                window = {i: m for i, m in enumerate(head)}
+                window = dict(enumerate(head))
                 window.update({count - len(tail) + i: m for i, m in enumerate(tail)})
                 copies = tree.fork_copies(dialog_id, child_id, window, indexes)
             else:

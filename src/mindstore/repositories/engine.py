@@ -19,12 +19,14 @@ the first time a read misses them (`_adopt_legacy`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
@@ -165,10 +167,8 @@ class TaskEngine:
             if document is None:
                 continue
             document["_id"] = self._key(task_id)
-            try:
+            with contextlib.suppress(DuplicateKeyError):  # adopted by a concurrent reader
                 await collection.insert_one(document)
-            except DuplicateKeyError:
-                pass  # adopted by a concurrent reader
             await collection.delete_one(old)
             moved = moved or collection is self._tasks
         if moved:
@@ -201,7 +201,7 @@ class TaskEngine:
         return rows
 
     async def _read_header_doc(self, task_id: str, *, tail: bool = False) -> dict[str, Any]:
-        projection: dict[str, Any] = {field: 1 for field in READ_FIELDS}
+        projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
         if tail:
             projection["messages"] = {"$slice": [-1, 1]}
         return await self._find_task(task_id, projection)

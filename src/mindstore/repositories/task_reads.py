@@ -17,8 +17,8 @@ from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import TaskConfigPart
-from mindstore.model.storage_form import unescape_keys
 from mindstore.model.specs import resolve_alias
+from mindstore.model.storage_form import unescape_keys
 from mindstore.model.task import Task
 from mindstore.model.views import SubTaskSpan
 from mindstore.pipelines import boundaries as pipelines
@@ -96,7 +96,7 @@ class TaskReads(TaskEngine):
                 {"updated_at": {"$lt": cursor_time}},
                 {"updated_at": cursor_time, "_id": {"$lt": cursor_id}},
             ]
-        projection = {field: 1 for field in READ_FIELDS}
+        projection = dict.fromkeys(READ_FIELDS, 1)
         rows = await self._tasks.find(query, projection).sort(
             [("updated_at", -1), ("_id", -1)]
         ).limit(limit + 1).to_list(length=limit + 1)

@@ -10,8 +10,9 @@ leaves the database as it was.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, Unpack
+from typing import Any, Unpack
 
 from pymongo.errors import DuplicateKeyError
 
@@ -357,7 +358,7 @@ class TaskRepository(TaskReads):
         exit_id: str | None = None,
         result_message_id: str | None = None,
         *,
-        payloadKey: str | None = None,  # noqa: N803 - the Mind Map's spelling, an alias
+        payloadKey: str | None = None,  # the Mind Map's spelling, an alias
     ) -> tuple[AnyMessage, AnyMessage | None]:
         """The exit and the answer to its triggering tool call: one write. A replay returns
         the stored exit and the answer it wrote."""

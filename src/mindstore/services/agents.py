@@ -17,10 +17,13 @@ points at nothing.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from mindstore.compression.managers import ContextManager
 from mindstore.documents import AGENTS, utcnow
 from mindstore.errors import (
     Conflict,
@@ -37,11 +40,9 @@ from mindstore.model.agents import (
     render_prompt,
 )
 from mindstore.model.messages import AnyMessage
-from mindstore.compression.managers import ContextManager
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.records import TaskRecord
 from mindstore.services.tasks import TaskService
-
 
 Change = Callable[[AgentState], AgentState]
 
@@ -80,8 +81,8 @@ class AgentRepository:
         name: str,
         *,
         system_prompt: str | None = None,
-        context_manager: "ContextManager | None" = None,
-    ) -> "Agent":
+        context_manager: ContextManager | None = None,
+    ) -> Agent:
         """The agent `name` with its stored aliases (creates nothing until the first change).
 
         `system_prompt` (a `str.format` template) seeds every dialog `open` creates;
@@ -150,7 +151,7 @@ class Agent:
         state: AgentState,
         *,
         system_prompt: str | None = None,
-        context_manager: "ContextManager | None" = None,
+        context_manager: ContextManager | None = None,
     ) -> None:
         self.repository = repository
         self.state = state
@@ -176,7 +177,7 @@ class Agent:
         """The active dialog's id; read and write it with `acme.dialogs` / `acme.tasks`."""
         return self.state.current_dialog
 
-    async def refresh(self) -> "Agent":
+    async def refresh(self) -> Agent:
         self.state = await self.repository.state(self.name)
         return self
 
@@ -193,10 +194,9 @@ class Agent:
                 self.name, lambda state: state.with_dialog(alias, dialog.id, **options)
             )
         except MindstoreError:
-            try:
+            # a failed clean-up is dropped: the claim's error is the one to report
+            with contextlib.suppress(MindstoreError):
                 await self.repository.dialogs.delete(dialog.id)
-            except MindstoreError:  # pragma: no cover - the claim's error is the one to report
-                pass
             raise
         return dialog
 
