@@ -21,6 +21,7 @@ from mindstore.model.parts import (
     TextPart,
     ToolCallPart,
     ToolMetadata,
+    ToolResultPart,
 )
 
 ROOT_CONFIG = TaskConfigPart(
@@ -99,7 +100,8 @@ async def scenario(console: Console) -> dict[str, object]:
         console.print(table)
         console.print(f"level inside the sub-task: {level}; messages it saw: {len(sub_messages)}")
         console.print(f"sub-task spans: {[(s.entry_index, s.exit_index, s.depth, s.message_count) for s in spans]}")
-        console.print(f"tool answer written by the exit: {json.dumps(answer.content[0].result)}")
+        results = [p.result for p in answer.content if isinstance(p, ToolResultPart)] if answer else []
+        console.print(f"tool answer written by the exit: {json.dumps(results[0] if results else None)}")
         console.print(f"state: {record.state}; seq: {record.seq}; version: {record.version}; "
                       f"size: {record.size_bytes} bytes; usage: {record.usage.model_dump()}")
 

@@ -58,9 +58,9 @@ def fold_usage(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
             merged[key][name] += _number(group.get(name))
     rows = []
     for key, sums in sorted(merged.items(), key=lambda item: _sort_key(item[0])):
-        labels = dict(zip(dims, key, strict=True))
-        rows.append(UsageRow(**labels, **{n: int(sums[n]) for n in USAGE_SUMS},
-                             cost=round(sums["cost"], 9)))  # fmt: skip
+        fields: dict[str, Any] = dict(zip(dims, key, strict=True))
+        fields.update({n: int(sums[n]) for n in USAGE_SUMS})
+        rows.append(UsageRow(**fields, cost=round(sums["cost"], 9)))
     return rows
 
 

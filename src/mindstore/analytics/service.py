@@ -61,7 +61,8 @@ class Analytics:
 
     async def _run(self, pipeline: Pipeline) -> list[dict[str, Any]]:
         cursor = await self._tasks.aggregate(pipeline)
-        return await cursor.to_list(length=None)
+        rows: list[dict[str, Any]] = await cursor.to_list(length=None)
+        return rows
 
     @staticmethod
     def _dims(group_by: Iterable[str] | str, period: Period | None) -> tuple[str, ...]:

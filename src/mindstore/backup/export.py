@@ -198,7 +198,7 @@ class _Exporter:
         del nodes
         last: Any = None
         while True:
-            query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": task_ids}}
+            query = {"tenant": {"$in": tenants}, "task_id": {"$in": task_ids}}
             if last is not None:
                 query["_id"] = {"$gt": last}
             page = await self.payloads.find(query, sort=[("_id", 1)], limit=PAGE_PAYLOADS).to_list()

@@ -266,7 +266,7 @@ class Manifest:
                 created_at=created,
                 completed_at=completed,
                 mindstore_version=str(data.get("mindstore_version")),
-                source=data.get("source") if isinstance(data.get("source"), dict) else {},
+                source=source if isinstance(source := data.get("source"), dict) else {},
                 missing_task_ids=list(missing) if isinstance(missing, list) else [],
                 format_version=version,
             )

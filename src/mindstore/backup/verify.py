@@ -149,7 +149,8 @@ def read_records(reader: BackupReader, manifest: Manifest, name: str) -> Iterato
     hashing = HashingReader(raw)
     count = 0
     try:
-        with gzip.GzipFile(fileobj=hashing, mode="rb") as lines:  # type: ignore[arg-type]
+        # HashingReader reads forward only; GzipFile's stub also wants seek(), used to rewind
+        with gzip.GzipFile(fileobj=hashing, mode="rb") as lines:  # type: ignore[call-overload]
             lineno = 0
             try:
                 for lineno, line in enumerate(lines, start=1):

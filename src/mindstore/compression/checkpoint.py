@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from mindstore.errors import ValidationError
 from mindstore.model.base import new_id, now_ts
-from mindstore.model.messages import AnyMessage
+from mindstore.model.messages import AnyMessage, CompressionMessage
+from mindstore.model.parts import CompressionPart
 
 STUBBED_KEY = "stubbed_message_ids"
 SUMMARY_AFTER_KEY = "summary_after_id"
@@ -97,10 +98,10 @@ def checkpoints_in(level: Sequence[AnyMessage]) -> list[CompressionCheckpoint]:
     """
     found: list[CompressionCheckpoint] = []
     for message in level:
-        if getattr(message, "role", None) != "compression":
+        if not isinstance(message, CompressionMessage):
             continue
         for part in message.content:
-            if getattr(part, "type", None) == "compression":
+            if isinstance(part, CompressionPart):
                 checkpoint = CompressionCheckpoint.from_parts(part.metadata, part.cache)
                 if checkpoint is not None:
                     found.append(checkpoint)

@@ -112,7 +112,8 @@ def _as_source(target: Any) -> LevelSource:
     if isinstance(target, Task):
         return MemoryLevel(target)
     if callable(getattr(target, "snapshot", None)) and callable(getattr(target, "append_checkpoint", None)):
-        return target
+        source: LevelSource = target  # duck-typed: any object with the two methods
+        return source
     raise ValidationError(
         f"task: expected a mindstore.Task, StoredLevel or MemoryLevel, got {type(target).__name__}"
     )

@@ -114,6 +114,8 @@ class DefaultContextManager(ContextManager):
         if max_tokens is None:
             if model_name is None:
                 raise ValidationError("model_name or max_tokens is required")
+            if not isinstance(model_name, str):  # a bool: an int subclass, not a count
+                raise ValidationError(f"model_name must be a non-empty string, got {model_name!r}")
             max_tokens = context_window(model_name, context_windows)
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0:
             raise ValidationError(f"max_tokens must be a positive integer, got {max_tokens!r}")

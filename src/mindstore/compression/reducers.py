@@ -7,13 +7,19 @@ message-count context manager uses to shed finished tool traffic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Hashable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from mindstore.compression.toolpairs import call_ids, role_of
 from mindstore.model.messages import AnyMessage
 
-T = TypeVar("T")
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> Hashable: ...
+
+
+T = TypeVar("T", bound=_HasId)
 
 
 def _unique_by_id(left: Sequence[T], right: Sequence[T]) -> list[T]:

@@ -45,8 +45,9 @@ def _type_of(entry: StrategyEntry) -> str:
     declared = inspect.getattr_static(entry, "strategy_type", None)
     if isinstance(declared, (str, Enum)):
         return strategy_name(declared)
-    if getattr(entry, "kind", None) is not None:  # the built-ins declare it as `kind`
-        return strategy_name(entry.kind)
+    kind = getattr(entry, "kind", None)
+    if kind is not None:  # the built-ins declare it as `kind`
+        return strategy_name(kind)
     try:
         return strategy_name(entry().strategy_type)
     except TypeError as exc:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mindstore.compression.checkpoint import CompressionCheckpoint
-from mindstore.compression.strategies import SUMMARY_ID_KEY, conversation
+from mindstore.compression.checkpoint import SUMMARY_ID_KEY, CompressionCheckpoint
+from mindstore.compression.strategies import conversation
 from mindstore.model.messages import AnyMessage, ToolMessage, UserMessage
-from mindstore.model.parts import TextPart, ToolResultPart
+from mindstore.model.parts import Part, TextPart, ToolResultPart
 from mindstore.pipelines.context import STUB_SKELETON_FIELDS
 
 DEFAULT_STUB_TEXT = "[tool result compressed]"
@@ -29,10 +29,10 @@ def stub_message(message: AnyMessage, stub_text: str = DEFAULT_STUB_TEXT) -> Too
     fields the context pipeline projects, so both paths build identical stubs."""
     fields: dict[str, Any] = {name: getattr(message, name, None) for name in STUB_SKELETON_FIELDS}
     fields["depth"] = fields["depth"] or 0
-    results = [
+    results: list[Part] = [
         ToolResultPart(tool_call_id=part.tool_call_id, tool_name=part.tool_name, result=stub_text)
         for part in message.content
-        if getattr(part, "type", None) == "toolResult"
+        if isinstance(part, ToolResultPart)
     ]
     fields.pop("role")
     return ToolMessage(**{k: v for k, v in fields.items() if v is not None}, content=results)

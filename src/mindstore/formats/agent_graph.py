@@ -45,7 +45,6 @@ from mindstore.model.base import JSON, Model, now_ts
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
-    MessageBase,
     SystemMessage,
     ToolMessage,
     Usage,
@@ -222,7 +221,7 @@ def to_agent_graph(messages: Sequence[AnyMessage]) -> list[JSON]:
     return out
 
 
-def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
+def _render(message: Built, entry: Mapping[str, Any]) -> JSON:
     skip = set(entry.get("derived") or [])
     remote = set(entry.get("remote") or [])
     usage = usage_of(message)

@@ -44,7 +44,6 @@ from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
     InformationalMessage,
-    MessageBase,
     SystemMessage,
     ToolMessage,
     Usage,
@@ -199,7 +198,7 @@ def _extra_role(message: InformationalMessage) -> InformationalPart | None:
     return None
 
 
-def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
+def _render(message: Built, entry: Mapping[str, Any]) -> JSON:
     parts = list(message.content)
     rendered: JSON = {"role": message.role}
     marker: InformationalPart | None = None

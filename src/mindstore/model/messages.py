@@ -260,7 +260,7 @@ class UnknownMessage(Model):
 
     @property
     def task_id(self) -> str:
-        return self._get("task_id") or ""  # type: ignore[no-any-return]
+        return self._get("task_id") or ""
 
     @task_id.setter
     def task_id(self, value: str) -> None:
@@ -278,7 +278,7 @@ class UnknownMessage(Model):
         return ""
 
 
-MESSAGE_CLASSES: dict[str, type[MessageBase]] = {
+MESSAGE_CLASSES: dict[str, type[AnyMessage]] = {
     MessageRole.system.value: SystemMessage,
     MessageRole.user.value: UserMessage,
     MessageRole.assistant.value: AssistantMessage,
@@ -368,4 +368,5 @@ def create_message_from_dict(data: dict[str, Any]) -> AnyMessage:
 
 def message_to_dict(message: AnyMessage) -> JSON:
     """The stored form of a message."""
-    return MESSAGE_ADAPTER.dump_python(message, mode="python", by_alias=True)
+    document: JSON = MESSAGE_ADAPTER.dump_python(message, mode="python", by_alias=True)
+    return document

@@ -31,6 +31,7 @@ from mindstore.model.parts import (
     InformationalPart,
     TaskConfigPart,
     TextPart,
+    ToolCallPart,
     ToolResultPart,
 )
 from mindstore.model.planning import (
@@ -350,6 +351,7 @@ def answer_call(
     else:  # the call was appended in this same write
         call_message = planner.appended[ref.index - planner.base]
         part = call_message.content[ref.part]
+        assert isinstance(part, ToolCallPart), "a ToolCallRef points at a tool call part"
         part.is_loading, part.is_approval_pending = is_loading, False
     planner.append(tool_message)
     return tool_message

@@ -79,7 +79,7 @@ def plan_add_task_entry(
         started_ts=int(entry_ts),
         finished_ts=int(entry_ts),
         content=[TaskEntryPart(initial_task_config=initial_task_config, initial_context=description,
-                               **({"trigger_call_id": trigger_call_id} if trigger_call_id else {}))],
+                               trigger_call_id=trigger_call_id or None)],
     )  # fmt: skip
     planner.append(entry)
     ts = int(entry_ts + 0.001)
@@ -198,7 +198,9 @@ def plan_add_task_exit(
         {payload_key: text, "status": "completed", "message": text},
         answer, int(exit_ts + 0.001),
     )  # fmt: skip
-    exit_message.content[0].answer_id = tool_message.id
+    exit_part = exit_message.content[0]
+    assert isinstance(exit_part, TaskExitPart)  # built just above
+    exit_part.answer_id = tool_message.id
     planner.append(exit_message)
     # The fallback trigger may already be answered: closing it again is a no-op.
     answer_call(planner, trigger, tool_message, False)

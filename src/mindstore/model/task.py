@@ -202,16 +202,19 @@ class Task(Model):
             raise MissingConfig("no task configuration message found in history")
         index, kind = location
         message = self.messages[index]
-        if kind == "entry" and isinstance(message, TaskEntryMessage) and message.entry():
-            return message.entry().initial_task_config
-        if isinstance(message, TaskConfigMessage) and message.config():
-            return message.config()
+        entry = message.entry() if isinstance(message, TaskEntryMessage) else None
+        if kind == "entry" and entry is not None:
+            return entry.initial_task_config
+        config = message.config() if isinstance(message, TaskConfigMessage) else None
+        if config is not None:
+            return config
         return self.get_current_config()
 
     def get_current_config(self) -> TaskConfigPart:
         for message in reversed(self.messages):
-            if isinstance(message, TaskConfigMessage) and message.config() is not None:
-                return message.config()
+            config = message.config() if isinstance(message, TaskConfigMessage) else None
+            if config is not None:
+                return config
         raise MissingConfig("no task configuration message found in history")
 
     def current_task_messages(self) -> list[AnyMessage]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mindstore.model.messages import AnyMessage
 
@@ -69,7 +70,7 @@ class SubTaskSpan:
 def sub_task_spans(messages: Sequence[AnyMessage]) -> list[SubTaskSpan]:
     """Every sub-task in entry order; `message_count` counts the level's own messages
     (entry and exit included, children's messages not)."""
-    spans: dict[str, dict] = {}
+    spans: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for index, message in enumerate(messages):
         role = _role(message)

@@ -178,7 +178,7 @@ class TaskEngine:
     async def _find_task(self, task_id: str, projection: dict[str, Any] | None = None) -> dict[str, Any]:
         """One task document (projected); NotFound outside this view's scope."""
         query = self._filter(task_id)
-        document = await self._tasks.find_one(query, projection)
+        document: dict[str, Any] | None = await self._tasks.find_one(query, projection)
         if document is None and await self._adopt_legacy(task_id):
             document = await self._tasks.find_one(query, projection)
         if document is None:
@@ -193,7 +193,9 @@ class TaskEngine:
         existing task), after adopting a legacy document if there is one.
         """
         query = self._filter(task_id)
-        rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
+        rows: list[dict[str, Any]] = await (await self._tasks.aggregate(build(query))).to_list(
+            length=length
+        )
         if not rows and await self._adopt_legacy(task_id):
             rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
         if not rows:
@@ -247,7 +249,7 @@ class TaskEngine:
             )
             async for payload in cursor:
                 found[payload["_id"]] = payload["data"]
-        return parse_stored(documents, lambda document: read_value(document, found))  # type: ignore[no-any-return]
+        return parse_stored(documents, lambda document: read_value(document, found))
 
     def _caller_form(self, message: AnyMessage) -> AnyMessage:
         """A planned message (stored form) as the caller wrote it, escapes removed; a

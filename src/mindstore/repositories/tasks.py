@@ -246,7 +246,7 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> AnyMessage | None:
-        return await self._verb(
+        return await self._verb(  # type: ignore[no-any-return]
             task_id, plans.plan_add_human_message, text, images, is_ui_hidden, timestamp,
             message_id, ids=[message_id],
         )  # fmt: skip

@@ -61,11 +61,11 @@ class AgentRepository:
         """Guarded writes that matched nothing and were planned again (for monitoring)."""
 
     def _name(self, name: Any) -> str:
-        name = check_agent_name(name)
-        if self.owner is not None and name != self.owner:
+        checked = check_agent_name(name)
+        if self.owner is not None and checked != self.owner:
             # an agent's dialogs are owned by it, so an owner-scoped view reaches only its own
-            raise NotFound(f"no agent {name!r} for owner {self.owner!r}")
-        return name
+            raise NotFound(f"no agent {checked!r} for owner {self.owner!r}")
+        return checked
 
     def _filter(self, name: str) -> dict[str, Any]:
         return {"_id": agent_key(self.tenant, name), "tenant": self.tenant}
@@ -101,7 +101,7 @@ class AgentRepository:
     async def delete(self, name: str) -> bool:
         """Forget an agent's aliases (its dialogs stay; delete them with `dialogs.delete`)."""
         result = await self._agents.delete_one(self._filter(self._name(name)))
-        return result.deleted_count == 1
+        return bool(result.deleted_count == 1)
 
     async def apply(self, name: str, change: Change) -> AgentState:
         """Apply a pure transition as one guarded write, re-planning after a lost race.
