@@ -99,7 +99,8 @@ async def scenario(console: Console) -> dict[str, object]:
                           (message.scope or "")[:8], summary[:70])
         console.print(table)
         console.print(f"level inside the sub-task: {level}; messages it saw: {len(sub_messages)}")
-        console.print(f"sub-task spans: {[(s.entry_index, s.exit_index, s.depth, s.message_count) for s in spans]}")
+        shapes = [(s.entry_index, s.exit_index, s.depth, s.message_count) for s in spans]
+        console.print(f"sub-task spans: {shapes}")
         results = [p.result for p in answer.content if isinstance(p, ToolResultPart)] if answer else []
         console.print(f"tool answer written by the exit: {json.dumps(results[0] if results else None)}")
         console.print(f"state: {record.state}; seq: {record.seq}; version: {record.version}; "

@@ -163,7 +163,7 @@ class AgentDoc(Document):
         use_state_management = False
         indexes = [
             IndexModel([("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)], name="tenant_owner"),
-        ]  # fmt: skip
+        ]
 
 
 DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc]
@@ -181,7 +181,7 @@ def header_from_document(document: dict[str, Any]) -> TaskHeader:
 def node_document(node: DialogNode, tenant: str, created_at: datetime | None = None) -> dict[str, Any]:
     """The stored document of a dialog-tree node (forks, imports, generated workloads)."""
     return {"_id": task_key(tenant, node.dialog_id), "tenant": tenant,
-            **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": created_at or utcnow()}  # fmt: skip
+            **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": created_at or utcnow()}
 
 
 def task_document(

@@ -179,7 +179,10 @@ def shard_key_problem(name: str, collection: str, query: Any, multi: bool) -> st
         return None if _id_targeted(query["_id"]) else "multi-document write with an _id that is not a value or $in list"
     if (name, collection, frozenset(query)) in TENANT_WIDE_WRITES:
         return None
-    return f"tenant-wide {name} on {collection} with filter {sorted(query)} is not in TENANT_WIDE_WRITES"
+    return (
+        f"tenant-wide {name} on {collection} with filter {sorted(query)} "
+        "is not in TENANT_WIDE_WRITES"
+    )
 
 
 def check_command(command: RecordedCommand) -> list[Violation]:
@@ -193,7 +196,7 @@ def check_command(command: RecordedCommand) -> list[Violation]:
         for doc in command.documents or []:
             if not (isinstance(doc, Mapping) and _equality(doc.get("tenant")) and "_id" in doc):
                 problems.append(Violation(command.name, command.collection,
-                                          "inserted document lacks tenant or _id (shard key)"))  # fmt: skip
+                                          "inserted document lacks tenant or _id (shard key)"))
                 break
         return problems
     for statement in _statements(command):

@@ -89,7 +89,7 @@ def fold_latency(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
         summary = distribution(counts)
         rows.append(LatencyRow(**dict(zip(dims, key, strict=True)), count=summary.count, mean=summary.mean,
                                min=summary.min, p50=summary.p50, p90=summary.p90,
-                               p99=summary.p99, max=summary.max))  # fmt: skip
+                               p99=summary.p99, max=summary.max))
     return rows
 
 
@@ -107,7 +107,7 @@ def fold_tools(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
     for key, sums in sorted(merged.items(), key=lambda item: _sort_key(item[0])):
         rate = sums["errors"] / sums["results"] if sums["results"] else None
         rows.append(ToolRow(**dict(zip(keys, key, strict=True)), calls=sums["calls"], results=sums["results"],
-                            errors=sums["errors"], error_rate=rate))  # fmt: skip
+                            errors=sums["errors"], error_rate=rate))
     return rows
 
 
@@ -171,7 +171,7 @@ def fold_subtasks(groups: Iterable[Mapping[str, Any]]) -> list[SubtaskRow]:
 
 
 def _owner_sets(message_groups: Iterable[Mapping[str, Any]], period: Period | None
-                ) -> tuple[dict[str | None, dict[str, int]], dict[str | None, set[str | None]]]:  # fmt: skip
+                ) -> tuple[dict[str | None, dict[str, int]], dict[str | None, set[str | None]]]:
     by_role: dict[str | None, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     owners: dict[str | None, set[str | None]] = defaultdict(set)
     for group in message_groups:
@@ -185,7 +185,7 @@ def _owner_sets(message_groups: Iterable[Mapping[str, Any]], period: Period | No
 
 
 def fold_activity(message_groups: Iterable[Mapping[str, Any]], task_groups: Iterable[Mapping[str, Any]],
-                  period: Period | None) -> list[ActivityRow]:  # fmt: skip
+                  period: Period | None) -> list[ActivityRow]:
     by_role, owners = _owner_sets(message_groups, period)
     created: dict[str | None, int] = defaultdict(int)
     for group in task_groups:
@@ -200,7 +200,7 @@ def fold_activity(message_groups: Iterable[Mapping[str, Any]], task_groups: Iter
         roles = dict(sorted(by_role.get(key, {}).items()))
         rows.append(ActivityRow(period=key, tasks_created=created.get(key, 0),
                                 messages=sum(roles.values()), active_owners=len(owners.get(key, ())),
-                                by_role=roles))  # fmt: skip
+                                by_role=roles))
     return rows
 
 

@@ -57,7 +57,7 @@ class Analytics:
                     f"unknown state {state!r}; choose from {[s.value for s in TaskState]}"
                 ) from None
         return ReportFilter(tenant=self.tenant, owner=owner, state=state, model=model,
-                            since=epoch_seconds(since, "since"), until=epoch_seconds(until, "until"))  # fmt: skip
+                            since=epoch_seconds(since, "since"), until=epoch_seconds(until, "until"))
 
     async def _run(self, pipeline: Pipeline) -> list[dict[str, Any]]:
         cursor = await self._tasks.aggregate(pipeline)
@@ -77,7 +77,7 @@ class Analytics:
     async def usage(self, *, group_by: Iterable[str] | str = ("model",), period: Period | str | None = None,
                     owner: str | None = None, state: TaskState | str | None = None,
                     model: str | None = None, since: TimeBound = None,
-                    until: TimeBound = None) -> list[UsageRow]:  # fmt: skip
+                    until: TimeBound = None) -> list[UsageRow]:
         """Tokens in/out, cache reads/writes and cost by model, owner and/or period."""
         period = to_period(period)
         dims = self._dims(group_by, period)
@@ -87,7 +87,7 @@ class Analytics:
 
     async def top_owners(self, *, limit: int = 10, by: str = "cost", owner: str | None = None,
                          state: TaskState | str | None = None, model: str | None = None,
-                         since: TimeBound = None, until: TimeBound = None) -> list[OwnerRow]:  # fmt: skip
+                         since: TimeBound = None, until: TimeBound = None) -> list[OwnerRow]:
         """Owners ranked by cost (or tokens_in, tokens_out, ...), largest first."""
         f = self._filter(owner, state, model, since, until)
         return folding.fold_owners(await self._run(pipelines.top_owners_pipeline(f, limit, by)))
@@ -95,7 +95,7 @@ class Analytics:
     async def latency(self, *, group_by: Iterable[str] | str = ("model",), period: Period | str | None = None,
                       owner: str | None = None, state: TaskState | str | None = None,
                       model: str | None = None, since: TimeBound = None,
-                      until: TimeBound = None) -> list[LatencyRow]:  # fmt: skip
+                      until: TimeBound = None) -> list[LatencyRow]:
         """Assistant response times with exact p50/p90/p99 (seconds)."""
         period = to_period(period)
         dims = self._dims(group_by, period)
@@ -128,7 +128,7 @@ class Analytics:
 
     async def activity(self, *, period: Period | str | None = "day", owner: str | None = None,
                        state: TaskState | str | None = None, model: str | None = None,
-                       since: TimeBound = None, until: TimeBound = None) -> list[ActivityRow]:  # fmt: skip
+                       since: TimeBound = None, until: TimeBound = None) -> list[ActivityRow]:
         """Tasks created, messages by role and active owners, per period."""
         period = to_period(period)
         f = self._filter(owner, state, model, since, until)
@@ -138,7 +138,7 @@ class Analytics:
 
     async def active_owners(self, *, period: Period | str | None = "day", owner: str | None = None,
                             state: TaskState | str | None = None, model: str | None = None,
-                            since: TimeBound = None, until: TimeBound = None) -> list[ActiveOwnersRow]:  # fmt: skip
+                            since: TimeBound = None, until: TimeBound = None) -> list[ActiveOwnersRow]:
         """Owners with at least one message of their own in each period."""
         period = to_period(period)
         f = self._filter(owner, state, model, since, until)

@@ -41,7 +41,7 @@ def _summary(workload: Workload, data: Any) -> None:
     forks = sum(1 for node in workload.nodes if node.get("parent_id"))
     console = Console(highlight=False, soft_wrap=True)
     console.print(f"loaded {len(workload.tasks)} tasks ({forks} forks) with "
-                  f"{workload.message_count} messages for tenants {', '.join(tenants)}")  # fmt: skip
+                  f"{workload.message_count} messages for tenants {', '.join(tenants)}")
     where = f"--data {data} " if data else ""
     console.print(f"try: mindstore {where}stats usage --tenant {tenants[0]} --by model --period week")
 

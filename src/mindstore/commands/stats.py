@@ -165,7 +165,7 @@ def _report(ctx: typer.Context, tenant: str | None, report: str,
 
 
 def _emit(rows: Iterable[Any], fmt: OutputFormat, *, title: str, columns: Sequence[str],
-          table_cells: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:  # fmt: skip
+          table_cells: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
     """Print rows cut to `columns` in every format (json included); `table_cells` only
     changes how values look to a person, never what json and csv carry."""
     projected = [{name: row.get(name) for name in columns} for row in rows]
@@ -190,7 +190,7 @@ GroupedReport = Callable[[Analytics], Callable[..., Awaitable[list[Any]]]]
 
 def _grouped(ctx: typer.Context, tenant: str | None, name: str, report: GroupedReport,
              by: Sequence[str] | None, period: str | None, filters: dict[str, Any], *,
-             groups: tuple[str, ...], default: tuple[str, ...]) -> tuple[Rows, tuple[str, ...]]:  # fmt: skip
+             groups: tuple[str, ...], default: tuple[str, ...]) -> tuple[Rows, tuple[str, ...]]:
     """(rows, their grouping columns) of a report grouped by `--by` and `--period`; usage,
     latency and tools differ only in which groupings they allow and what they measure."""
     dims = _checked(lambda: _dimensions(by, groups, default))
@@ -245,7 +245,7 @@ def latency_command(
     """
     rows, grouping = _grouped(ctx, tenant, "latency", lambda analytics: analytics.latency, by, period,
                               _filters(owner, state, model, since, until),
-                              groups=GROUPS, default=("model",))  # fmt: skip
+                              groups=GROUPS, default=("model",))
     _emit(rows, fmt, title="latency (s)", columns=(*grouping, *LATENCY_MEASURES))
 
 

@@ -32,7 +32,8 @@ ROUND_KEY = "round"
 
 
 class CompressionCheckpoint(BaseModel):
-    """What one compression round decided, as the compression document stores it in `metadata["checkpoint"]`."""
+    """What one compression round decided, as the compression document stores it in
+    `metadata["checkpoint"]`."""
 
     checkpoint_id: str = ""
     timestamp: int = Field(default_factory=now_ts)
@@ -40,7 +41,8 @@ class CompressionCheckpoint(BaseModel):
     kept_message_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     summary: str | None = None
-    """Carried in the compression part's `cache`, not in the checkpoint dict (the document's layout)."""
+    """Carried in the compression part's `cache`, not in the checkpoint dict (the document's
+    layout)."""
 
     def is_message_compressed(self, message_id: str) -> bool:
         return message_id in self.compressed_message_ids
@@ -59,7 +61,8 @@ class CompressionCheckpoint(BaseModel):
         return self.metadata.get(SUMMARY_AFTER_KEY)
 
     def message_metadata(self) -> dict[str, Any]:
-        """The compression part's `metadata`: `{"checkpoint": {...}}` as the compression document reads it."""
+        """The compression part's `metadata`: `{"checkpoint": {...}}` as the compression
+        document reads it."""
         return {
             "checkpoint": {
                 "checkpoint_id": self.checkpoint_id,

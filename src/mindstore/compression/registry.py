@@ -142,6 +142,7 @@ def resolve_strategy(
             raise ValidationError("strategy: pass a strategy, or a config whose strategy names one")
     if not isinstance(strategy, (str, Enum)):
         raise ValidationError(
-            f"strategy must be a CompressionStrategy or a strategy type name, got {type(strategy).__name__}"
+            "strategy must be a CompressionStrategy or a strategy type name, "
+            f"got {type(strategy).__name__}"
         )
     return chosen.create(strategy, summarizer=summarizer, token_counter=token_counter)

@@ -1,4 +1,5 @@
-"""The three built-in compression strategies of the compression document, as pure planning over one task level.
+"""The three built-in compression strategies of the compression document, as pure planning
+over one task level.
 
 A strategy looks at the level's conversation and its latest checkpoint and decides which
 further messages to drop (replaced by a summary) or stub (tool results shortened in

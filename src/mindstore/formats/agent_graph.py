@@ -21,7 +21,7 @@ user / assistant / system / tool and typed content blocks.
 The canonical form is the full dump of the agent-graph model (every field, defaults
 included); a payload that leaves defaults out, or adds fields, comes back exactly as given.
 A reasoning signature and a result's `terminate` flag have no place in this format.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
@@ -102,9 +102,9 @@ def _import_message(data: Mapping[str, Any], path: str) -> tuple[Built, JSON]:
     if role not in ROLES:
         raise fail(f"{path}.role", f"expected user, assistant, system or tool, got {shown(role)}")
     parts = [_import_block(raw, f"{path}.content[{i}]", i)
-             for i, raw in enumerate(as_list(data.get("content", []), f"{path}.content"))]  # fmt: skip
+             for i, raw in enumerate(as_list(data.get("content", []), f"{path}.content"))]
     entry: JSON = {"remote": [i for i, raw in enumerate(data.get("content") or [])
-                              if isinstance(raw, Mapping) and raw.get("type") == "remote_tool_call"]}  # fmt: skip
+                              if isinstance(raw, Mapping) and raw.get("type") == "remote_tool_call"]}
     derived = _derived_calls(data.get("tools_calls"), f"{path}.tools_calls", parts)
     if derived:
         entry["derived"] = list(range(len(parts), len(parts) + len(derived)))
@@ -170,17 +170,17 @@ def _import_block(raw: Any, path: str, position: int) -> Any:
                          alt_text=block.get("alt_text"), bbox=block.get("bbox"))  # fmt: skip
     if kind in ("audio", "video", "document", "data", "annotation", "error"):
         cls: Any = {"audio": AudioPart, "video": VideoPart, "document": DocumentPart, "data": DataPart,
-                            "annotation": AnnotationPart, "error": ErrorPart}[kind]  # fmt: skip
+                            "annotation": AnnotationPart, "error": ErrorPart}[kind]
         fields = {"kind": "citation", **block} if kind == "annotation" else dict(block)
         return _model(cls, fields, path)
     if kind in ("tool_call", "remote_tool_call"):
         tool_type = block.get("tool_type", "remote" if kind == "remote_tool_call" else None)
         return ToolCallPart(tool_call_id=as_name(block.get("id"), f"{path}.id"),
                             tool_name=as_str(block.get("name"), f"{path}.name"),
-                            args=dict(as_dict(block.get("args", {}), f"{path}.args")), kind=tool_type)  # fmt: skip
+                            args=dict(as_dict(block.get("args", {}), f"{path}.args")), kind=tool_type)
     if kind == "tool_result":
         return ToolResultPart(tool_call_id=as_name(block.get("call_id"), f"{path}.call_id"), tool_name="",
-                              result=block.get("output"), is_error=bool(block.get("is_error", False)))  # fmt: skip
+                              result=block.get("output"), is_error=bool(block.get("is_error", False)))
     if kind == "reasoning":
         return ReasoningPart(reasoning=as_str(block.get("summary"), f"{path}.summary"))
     return UnknownPart.model_validate(dict(block))
@@ -203,7 +203,7 @@ def _derived_calls(tools_calls: Any, path: str, parts: list[Any]) -> list[ToolCa
         name = function.get("name", "")
         args = function.get("arguments", function.get("args", {}))
         derived.append(ToolCallPart(tool_call_id=call_id, tool_name=name if isinstance(name, str) else "",
-                                    args=load_args(args)))  # fmt: skip
+                                    args=load_args(args)))
     return derived
 
 
@@ -272,9 +272,9 @@ def _render_part(part: Any, remote: bool) -> list[JSON]:
             medias = [part.media]
         else:
             medias = [MediaRef(kind="data", data_base64=clip, mime_type=part.mime_type)
-                      for clip in part.audio if isinstance(clip, str) and not clip.startswith("file:")]  # fmt: skip
+                      for clip in part.audio if isinstance(clip, str) and not clip.startswith("file:")]
         return [{"type": "audio", "media": _media(media), "transcript": part.transcript,
-                 "sample_rate": part.sample_rate, "channels": part.channels} for media in medias]  # fmt: skip
+                 "sample_rate": part.sample_rate, "channels": part.channels} for media in medias]
     if isinstance(part, VideoPart):
         return [{"type": "video", "media": _media(part.media), "thumbnail": _media(part.thumbnail)}]
     if isinstance(part, DocumentPart):
@@ -297,7 +297,7 @@ def _render_part(part: Any, remote: bool) -> list[JSON]:
     if isinstance(part, AnnotationPart):
         spans = [list(span) for span in part.spans] if part.spans is not None else None
         return [{"type": "annotation", "kind": part.kind, "refs": [ref.to_dict() for ref in part.refs],
-                 "spans": spans}]  # fmt: skip
+                 "spans": spans}]
     if isinstance(part, ErrorPart):
         return [{"type": "error", "message": part.message, "code": part.code, "data": part.data}]
     return []

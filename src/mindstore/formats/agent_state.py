@@ -78,7 +78,8 @@ class ExecutionState(Model):
                       data: JSON | None = None) -> None:  # fmt: skip
         status = ExecutionStatus(status)
         if status not in INTERRUPTED:
-            raise ValidationError(f"status: an interrupt is interrupted_before or interrupted_after, got {status.value!r}")
+            raise ValidationError("status: an interrupt is interrupted_before or interrupted_after, "
+                f"got {status.value!r}")
         self.interrupted_node, self.interrupt_reason = node, reason
         self.status, self.interrupt_data = status.value, data  # type: ignore[assignment]
 

@@ -22,7 +22,7 @@ API requires; every system message joins the top-level `system`. Reasoning witho
 signature cannot be sent back (the API verifies it) and is left out. Canonical form:
 content is a string when a turn is exactly one text, `is_error` appears only when true,
 `system` only when there is one.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def to_anthropic(messages: Sequence[AnyMessage]) -> JSON:
         first = read_entry(systems[0].metadata, FORMAT)
         out.update(patch({"system": _render_system(systems, bool(first.get("blocks")))}, first.get("delta")))
     rendered = [(patch(_render_turn(role, group, bool(entry.get("blocks"))), entry.get("delta")), entry)
-                for role, group, entry in turns]  # fmt: skip
+                for role, group, entry in turns]
     # A turn with nothing this format carries (only unsigned reasoning, say) is refused
     # by the API: it is left out unless it was imported that way.
     out["messages"] = [turn for turn, entry in rendered if entry or turn["content"] != []]

@@ -22,7 +22,7 @@ responses to a turn's calls together, as the API requires) and every system mess
 `system_instruction`. A result that is not an object is sent as `{"result": text}`
 (`{"error": text}` when it is an error). snake_case spellings (`function_call`,
 `inline_data`, ...) are read too and given back as they came.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 

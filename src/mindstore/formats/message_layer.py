@@ -25,7 +25,7 @@ roles a model sees there are `custom` (with `custom_type`), `branch_summary` and
 This is a storage format, not a model request: `terminate` and a result's `metadata` are
 kept both ways (the provider exports strip them). Image bytes are stored as base64 and
 given back as bytes; PIL images cannot be stored and are refused.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def _import_content(raw: Any, path: str, entry: JSON, offset: int) -> list[Any]:
         return [AudioPart(audio=as_list(item.get("audio", []), f"{path}.audio"))]
     if kind == "thinking":
         return [ThinkingPart(content=as_str(item.get("content", ""), f"{path}.content"),
-                             signature=as_str(item.get("signature", ""), f"{path}.signature"))]  # fmt: skip
+                             signature=as_str(item.get("signature", ""), f"{path}.signature"))]
     if kind == "tool_call":
         args = item.get("args", {})
         return [ToolCallPart(tool_call_id=as_name(item.get("id"), f"{path}.id"),
@@ -157,7 +157,7 @@ def _import_content(raw: Any, path: str, entry: JSON, offset: int) -> list[Any]:
         return [ToolResultPart(tool_call_id=as_name(item.get("id"), f"{path}.id"), tool_name="",
                                result=item.get("content", ""), is_error=bool(item.get("is_error", False)),
                                metadata=dict(as_dict(metadata, f"{path}.metadata")),
-                               terminate=bool(item.get("terminate", False)))]  # fmt: skip
+                               terminate=bool(item.get("terminate", False)))]
     return [UnknownPart.model_validate(dict(item))]
 
 
@@ -270,9 +270,9 @@ def _render_part(part: Any) -> list[JSON]:
         return [{"type": "thinking", "content": part.reasoning, "signature": part.signature or ""}]
     if isinstance(part, ToolCallPart):
         return [{"type": "tool_call", "id": part.tool_call_id, "name": part.tool_name, "kind": part.kind,
-                 "args": part.args}]  # fmt: skip
+                 "args": part.args}]
     if isinstance(part, ToolResultPart):
         content = part.result if isinstance(part.result, str) and not part.tool_result_contents else result_text(part)
         return [{"type": "tool_result", "id": part.tool_call_id, "content": content, "is_error": part.is_error,
-                 "metadata": part.metadata, "terminate": part.terminate}]  # fmt: skip
+                 "metadata": part.metadata, "terminate": part.terminate}]
     return []

@@ -17,7 +17,7 @@ when it calls tools; arguments are compact JSON. Anything else (`detail`, `refus
 list with one text part, unknown part types) is kept in the stash and given back as it was.
 A tool message carries only text: images in a tool result, and user content stored with
 results, follow as a user message.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ by item. A message item's id becomes the message id. Reasoning can only be sent 
 the item it came from (the API needs its `rs_` id), so reasoning from elsewhere is left
 out. An assistant text without an item id is sent as an easy input message (content as
 one string). Images need a `detail`: `"auto"` unless the import said otherwise.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def _import_assistant_item(item: Mapping[str, Any], kind: str | None, path: str)
                  for i, s in enumerate(summary)]  # fmt: skip
         signature = item.get("encrypted_content")
         return [ReasoningPart(reasoning=SUMMARY_SEPARATOR.join(texts),
-                              signature=signature if isinstance(signature, str) else None)]  # fmt: skip
+                              signature=signature if isinstance(signature, str) else None)]
     if kind == "function_call":
         return [
             ToolCallPart(
@@ -295,7 +295,7 @@ def _render_item(kind: str | None, parts: Sequence[Any], item_id: Any) -> JSON:
         part = parts[0]
         texts = part.reasoning.split(SUMMARY_SEPARATOR) if part.reasoning else []
         item: JSON = {"type": "reasoning", "id": item_id,
-                      "summary": [{"type": "summary_text", "text": text} for text in texts]}  # fmt: skip
+                      "summary": [{"type": "summary_text", "text": text} for text in texts]}
         if part.signature is not None:
             item["encrypted_content"] = part.signature
         return item

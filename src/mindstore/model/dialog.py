@@ -1,5 +1,6 @@
-"""Dialog trees (the dialog document), the pure part: fork selection, tree shapes, overview text,
-and the dialog document's `to_dict` form. No I/O; `repositories/dialogs.py` does the reads and writes.
+"""Dialog trees (the dialog document), the pure part: fork selection, tree shapes, overview
+text, and the dialog document's `to_dict` form. No I/O; `repositories/dialogs.py` does the
+reads and writes.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def _children_map(nodes: Iterable[DialogNode]) -> dict[str | None, list[DialogNo
 
 
 def bfs_order(root_id: str, nodes: Iterable[DialogNode]) -> list[DialogNode]:
-    """The subtree of `root_id` in breadth-first order, siblings oldest first (the dialog document)."""
+    """The subtree of `root_id` in breadth-first order, siblings oldest first (the dialog
+    document)."""
     nodes = list(nodes)
     by_id = {n.dialog_id: n for n in nodes}
     if root_id not in by_id:

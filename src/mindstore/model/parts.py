@@ -2,10 +2,11 @@
 
 The Mind Map defines the core parts (text, image, file, reasoning, redacted thinking, tool call,
 tool result, informational, compression, task config, task entry, task exit). The content
-kinds that only the message-layer and agent-graph formats know (audio, thinking with signature, video, document,
-data, annotation, error) are added here so one store can hold conversations from any of
-those agent frameworks. The `Part` union dispatches on `type` with a callable
-discriminator; an unknown `type` becomes an `UnknownPart` that serialises back unchanged.
+kinds that only the message-layer and agent-graph formats know (audio, thinking with
+signature, video, document, data, annotation, error) are added here so one store can hold
+conversations from any of those agent frameworks. The `Part` union dispatches on `type` with
+a callable discriminator; an unknown `type` becomes an `UnknownPart` that serialises back
+unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from mindstore.model.base import JSON, Model
 
 
 class MediaRef(Model):
-    """Where media lives (the agent-graph format): a URL, a provider file id, or small inline base64."""
+    """Where media lives (the agent-graph format): a URL, a provider file id, or small inline
+    base64."""
 
     kind: Literal["url", "file_id", "data"] = "url"
     url: str | None = None
@@ -82,7 +84,8 @@ class RedactedThinkingPart(Model):
 
 
 class ThinkingPart(Model):
-    """Anthropic-style extended thinking (the message-layer format); the signature must survive untouched."""
+    """Anthropic-style extended thinking (the message-layer format); the signature must
+    survive untouched."""
 
     type: Literal["thinking"] = "thinking"
     content: str = ""
@@ -107,7 +110,8 @@ class ToolResultContent(Model):
 
 
 class ToolResultPart(Model):
-    """Result of a tool call (the Mind Map) plus the message-layer format's `terminate` and `metadata`."""
+    """Result of a tool call (the Mind Map) plus the message-layer format's `terminate` and
+    `metadata`."""
 
     type: Literal["toolResult"] = "toolResult"
     tool_call_id: str
@@ -221,7 +225,8 @@ class TaskExitPart(Model):
 
 
 class AudioPart(Model):
-    """Audio clips (the message-layer format: base64, `file:` paths or bytes; the agent-graph format: media ref)."""
+    """Audio clips (the message-layer format: base64, `file:` paths or bytes; the agent-graph
+    format: media ref)."""
 
     type: Literal["audio"] = "audio"
     audio: list[str | bytes] = Field(default_factory=list)

@@ -64,4 +64,4 @@ __all__ = [
     "plan_add_task_config", "plan_add_task_entry", "plan_add_task_exit", "plan_add_text_part",
     "plan_add_tool_call_part", "plan_add_tool_result_message", "plan_answer_tool_call",
     "plan_finish_assistant_message", "resolve_ts", "stored_doc", "typed_errors",
-]  # fmt: skip
+]

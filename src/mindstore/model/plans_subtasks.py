@@ -66,7 +66,8 @@ def plan_add_task_entry(
     for part in description:
         if not isinstance(part, (TextPart, ImagePart, InformationalPart)):
             raise ValidationError(
-                f"task description parts must be text, image or informational, got {type(part).__name__}"
+                "task description parts must be text, image or informational, "
+                f"got {type(part).__name__}"
             )
     if not isinstance(initial_task_config, TaskConfigPart):
         raise WrongType("initial_task_config must be a TaskConfigPart")

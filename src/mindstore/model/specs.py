@@ -91,7 +91,7 @@ class ToolResultSpec:
         observers = values.get("observer_results") or ()
         contents = values.get("tool_result_contents") or ()
         for name, items, kind in (("observer_results", observers, ObserverResult),
-                                  ("tool_result_contents", contents, ToolResultContent)):  # fmt: skip
+                                  ("tool_result_contents", contents, ToolResultContent)):
             if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
                 raise WrongType(f"{name} must be a list of {kind.__name__}")
             for item in items:
@@ -106,7 +106,7 @@ class ToolResultSpec:
             check_name(values["message_id"], "message_id")
         metadata = check_optional_json(values.get("metadata"), "metadata") or {}
         return cls(**{**values, "observer_results": tuple(observers),
-                      "tool_result_contents": tuple(contents), "metadata": dict(metadata)})  # fmt: skip
+                      "tool_result_contents": tuple(contents), "metadata": dict(metadata)})
 
 
 def resolve_alias(canonical: Any, alias: Any, canonical_name: str, alias_name: str,

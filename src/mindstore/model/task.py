@@ -240,18 +240,18 @@ class Task(Model):
             message = parse_message(message)
         if not isinstance(message, (MessageBase, UnknownMessage)):
             raise WrongType(f"expected a message, got {type(message).__name__}")
-        return self._verb(plans.plan_add_message, message, ids=[message.id])  # type: ignore[no-any-return]
+        return self._verb(plans.plan_add_message, message, ids=[message.id])
 
     def add_messages(self, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         """Several messages in one step (all or nothing)."""
         if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
             raise WrongType("messages must be a list of messages")
         ids = [getattr(m, "id", None) for m in messages]
-        return self._verb(plans.plan_add_messages, list(messages), ids=ids,  # type: ignore[no-any-return]
-                          on_replay=lambda stored: [stored[i] for i in ids if i])  # fmt: skip
+        return self._verb(plans.plan_add_messages, list(messages), ids=ids,
+                          on_replay=lambda stored: [stored[i] for i in ids if i])
 
     def add_task_config(self, part: TaskConfigPart, timestamp: float | None = None) -> TaskConfigMessage:
-        return self._verb(plans.plan_add_task_config, part, timestamp)  # type: ignore[no-any-return]
+        return self._verb(plans.plan_add_task_config, part, timestamp)
 
     def add_human_message(
         self,
@@ -261,7 +261,7 @@ class Task(Model):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> UserMessage | None:
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_human_message, text, images, is_ui_hidden, timestamp, message_id,
             ids=[message_id],
         )  # fmt: skip
@@ -271,13 +271,13 @@ class Task(Model):
         *, id: str | None = None,
     ) -> SystemMessage:  # fmt: skip
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return self._verb(plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id])  # type: ignore[no-any-return]
+        return self._verb(plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id])
 
     def add_assistant_message(
         self, message_id: str | None = None, timestamp: float | None = None, *, id: str | None = None
     ) -> AssistantMessage:
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return self._verb(plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id])  # type: ignore[no-any-return]
+        return self._verb(plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id])
 
     def add_tool_result_message(
         self, tool_call_id: str, tool_name: str, result: Any, *args: Any,
@@ -286,7 +286,7 @@ class Task(Model):
         """A tool result; the optional block (`observer_results`, flags, contents, error,
         `timestamp`, `message_id`, `terminate`, `metadata`) is `ToolResultSpec`."""
         spec = ToolResultSpec.from_call(args, dict(options))
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
             ids=[spec.message_id],
         )  # fmt: skip
@@ -301,7 +301,7 @@ class Task(Model):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> InformationalMessage:
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_informational_message, informational_type, details, is_visible_ai,
             is_visible_ui, additional_data, timestamp, message_id, ids=[message_id],
         )  # fmt: skip
@@ -322,9 +322,10 @@ class Task(Model):
         referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
         if any(self._position(i) is None for i in referenced):
             raise ValidationError(
-                "compressed_message_ids / kept_message_ids name messages that the task does not hold"
+                "compressed_message_ids / kept_message_ids name messages "
+                "that the task does not hold"
             )
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
             compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
             ids=[message_id],
@@ -338,7 +339,7 @@ class Task(Model):
         `add_tool_result_message`)."""
         tool_call_id = tool_call_id_of(tool_call)
         spec = ToolResultSpec.from_call(args, dict(options))
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
         )
 
@@ -350,7 +351,7 @@ class Task(Model):
         timestamp: float | None = None,
         trigger_call_id: str | None = None,
     ) -> TaskEntryMessage:
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_task_entry, task_description, initial_task_config, entry_id, timestamp,
             trigger_call_id, ids=[entry_id],
         )  # fmt: skip
@@ -366,7 +367,7 @@ class Task(Model):
         payloadKey: str | None = None,  # the Mind Map's spelling, an alias
     ) -> tuple[TaskExitMessage, ToolMessage | None]:
         payload_key = resolve_alias(payload_key, payloadKey, "payload_key", "payloadKey", "task_result")
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_task_exit, handoff_description, payload_key, timestamp, exit_id,
             result_message_id, ids=[exit_id], on_replay=self._exit_replay(exit_id),
         )  # fmt: skip
@@ -414,7 +415,7 @@ class Task(Model):
         finished_ts: float | None = None,
     ) -> AssistantMessage:
         index, message = self._located(message_id)
-        return self.apply(  # type: ignore[no-any-return]
+        return self.apply(
             plans.plan_finish_assistant_message(
                 self.header, self.id, index, message, status, usage, tokens_in, tokens_out,
                 cache_reads, cache_writes, cost, finished_ts,

@@ -140,7 +140,7 @@ class DialogRepository:
         return await self.tasks.add_message(dialog_id, cls(content=content, name=name, metadata=stamped))
 
     async def put_text(self, dialog_id: str, text: str, name: str | None = None,
-                       metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:  # fmt: skip
+                       metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:
         """Append raw text (stateless: the top prompt is reset)."""
         if not isinstance(text, str):
             raise ValidationError("put_text expects a string")
@@ -170,7 +170,7 @@ class DialogRepository:
 
     async def put_prompt(self, dialog_id: str, prompt: str, prompt_args: dict[str, Any] | None = None,
                          *, registry: PromptRegistry, name: str | None = None,
-                         metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:  # fmt: skip
+                         metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:
         """Render `registry[prompt]` with `prompt_args`, append it, and make it the top prompt.
 
         A registry value is a `str.format` template or a callable taking the args.
@@ -315,7 +315,7 @@ class DialogRepository:
         )
         candidates = {task_id_of(d["_id"]): d["metadata"][FORK_MARKER] async for d in forks}
         present = {task_id_of(d["_id"]) async for d in self._nodes.find(
-            self._scope(_id={"$in": [task_key(self.tenant, i) for i in candidates]}), {"_id": 1})}  # fmt: skip
+            self._scope(_id={"$in": [task_key(self.tenant, i) for i in candidates]}), {"_id": 1})}
         for task_id, plan in candidates.items():
             if task_id in present:
                 continue
@@ -341,7 +341,7 @@ class DialogRepository:
                 report["removed_nodes"].append(node_id)
         return report
 
-    # ------------------------------------------------------------------ the dialog document dict form
+    # -- the dialog document dict form ----------------------------------------------------
     async def export_dialog(self, dialog_id: str) -> dict[str, Any]:
         """The dialog document's `Dialog.to_dict()`: messages, tree node and top prompt path."""
         node = await self.node(dialog_id)
@@ -363,7 +363,8 @@ class DialogRepository:
         return [await self.export_dialog(i) for i in await self.subtree_ids(dialog_id)]
 
     async def import_dialog(self, data: Mapping[str, Any]) -> TaskRecord:
-        """Store a dialog from its the dialog document dict; its parent (if any) must exist already."""
+        """Store a dialog from its dialog document dict; its parent (if any) must exist
+        already."""
         if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
             raise ValidationError("a dialog dict needs a 'messages' list")
         tree_node = data.get("tree_node") or {}
@@ -396,7 +397,7 @@ class DialogRepository:
                                    last_n, first_k, at_message_id)  # fmt: skip
             metadata = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
         record = await self.tasks.create(owner=owner, title=data.get("title"), task_id=dialog_id,
-                                         messages=messages, metadata=metadata, replay=True)  # fmt: skip
+                                         messages=messages, metadata=metadata, replay=True)
         await self._insert_node(node)
         return record
 

@@ -312,7 +312,7 @@ class TaskEngine:
 
         def build(query: dict[str, Any]) -> list[Any]:
             present = {"$filter": {"input": "$messages", "as": "m",
-                                   "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]}}}  # fmt: skip
+                                   "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]}}}
             return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present}}}]
 
         rows = await self._aggregate_task(task_id, build)
@@ -407,24 +407,27 @@ class TaskEngine:
         logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
                      task_id, self.retry.attempts)  # fmt: skip
         raise Conflict(
-            f"task {task_id!r}: gave up after {self.retry.attempts} attempts lost to concurrent writers"
+            f"task {task_id!r}: gave up after {self.retry.attempts} attempts "
+            "lost to concurrent writers"
         )
 
-    async def _verb(self, task_id: str, planner_fn: Any, *args: Any, ids: Sequence[str | None] = (),
-                    replay: Callable[[dict[str, AnyMessage]], Any] | None = None, **kwargs: Any) -> Any:  # fmt: skip
+    async def _verb(self, task_id: str, planner_fn: Callable[..., Plan], *args: Any, ids: Sequence[str | None] = (),
+                    replay: Callable[[dict[str, AnyMessage]], Any] | None = None, **kwargs: Any) -> Any:
         def plan(header: TaskHeader, _located: Any, offloader: Offloader) -> Plan:
-            return planner_fn(header, task_id, *args, transform=offloader.transform_document, **kwargs)  # type: ignore[no-any-return]
+            return planner_fn(header, task_id, *args, transform=offloader.transform_document, **kwargs)
 
         if replay is None and ids:
             first = ids[0]
             replay = (lambda stored: stored.get(first)) if first else None
         return await self._mutate(task_id, plan, explicit_ids=ids, on_replay=replay)
 
-    async def _part_verb(self, task_id: str, message_id: str, planner_fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _part_verb(
+        self, task_id: str, message_id: str, planner_fn: Callable[..., Plan], *args: Any, **kwargs: Any
+    ) -> Any:
         check_name(message_id, "message id")
         def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
             assert located is not None
-            return planner_fn(  # type: ignore[no-any-return]
+            return planner_fn(
                 header, task_id, located["index"], located["message"], *args,
                 transform=offloader.transform_document, **kwargs,
             )  # fmt: skip

@@ -170,7 +170,7 @@ class TaskReads(TaskEngine):
         return (await self._decode(task_id, [rows[0]["message"]]))[0]
 
     async def get_updates(self, task_id: str, since_id: str | None = None, *,
-                          since_message_id: str | None = None) -> builtins.list[AnyMessage]:  # fmt: skip
+                          since_message_id: str | None = None) -> builtins.list[AnyMessage]:
         """Messages after `since_id` (the Mind Map's `since_message_id`); all of them if it
         is empty or unknown, as in the Mind Map."""
         since_id = resolve_alias(since_id, since_message_id, "since_id", "since_message_id")

@@ -176,7 +176,8 @@ class TaskRepository(TaskReads):
         await self._read_header_doc(task_id)  # NotFound outside the scope; adopts legacy
         if await self._nodes.count_documents({"tenant": self.tenant, "parent_id": task_id}, limit=1):
             raise Conflict(
-                f"task {task_id!r} has forks; delete them first or use dialogs.delete(..., cascade=True)"
+                f"task {task_id!r} has forks; "
+                "delete them first or use dialogs.delete(..., cascade=True)"
             )
         result = await self._tasks.delete_one(query)
         if result.deleted_count == 0:
@@ -223,19 +224,19 @@ class TaskRepository(TaskReads):
         if isinstance(message, dict):
             message = parse_message(message)
         message = _check_messages([message])[0]
-        return await self._verb(task_id, plans.plan_add_message, message, ids=[message.id])  # type: ignore[no-any-return]
+        return await self._verb(task_id, plans.plan_add_message, message, ids=[message.id])
 
     async def add_messages(self, task_id: str, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         """Several messages in one atomic write (all or nothing)."""
         messages = _check_messages(messages)
         ids = [check_name(m.id, "message id") for m in messages]
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_messages, messages, ids=ids,
             replay=lambda stored: [stored[i] for i in ids],
         )  # fmt: skip
 
     async def add_task_config(self, task_id: str, part: TaskConfigPart, timestamp: float | None = None) -> AnyMessage:
-        return await self._verb(task_id, plans.plan_add_task_config, part, timestamp)  # type: ignore[no-any-return]
+        return await self._verb(task_id, plans.plan_add_task_config, part, timestamp)
 
     async def add_human_message(
         self,
@@ -246,7 +247,7 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> AnyMessage | None:
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_human_message, text, images, is_ui_hidden, timestamp,
             message_id, ids=[message_id],
         )  # fmt: skip
@@ -256,7 +257,7 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None, *, id: str | None = None,
     ) -> AnyMessage:  # fmt: skip
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id]
         )
 
@@ -265,7 +266,7 @@ class TaskRepository(TaskReads):
         *, id: str | None = None,
     ) -> AnyMessage:  # fmt: skip
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id]
         )
 
@@ -276,7 +277,7 @@ class TaskRepository(TaskReads):
         """A tool result; the optional block (`observer_results`, flags, contents, error,
         `timestamp`, `message_id`, `terminate`, `metadata`) is `ToolResultSpec`."""
         spec = ToolResultSpec.from_call(args, dict(options))
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
             ids=[spec.message_id],
         )  # fmt: skip
@@ -292,7 +293,7 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> AnyMessage:
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_informational_message, informational_type, details,
             is_visible_ai, is_visible_ui, additional_data, timestamp, message_id, ids=[message_id],
         )  # fmt: skip
@@ -314,9 +315,10 @@ class TaskRepository(TaskReads):
         referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
         if referenced and await self._count_stored_ids(task_id, referenced) < len(referenced):
             raise ValidationError(
-                "compressed_message_ids / kept_message_ids name messages that the task does not hold"
+                "compressed_message_ids / kept_message_ids name messages "
+                "that the task does not hold"
             )
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
             compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
             ids=[message_id],
@@ -329,7 +331,7 @@ class TaskRepository(TaskReads):
         """Flip the call's flags and append its result, in one write."""
         tool_call_id = check_name(tool_call_id_of(tool_call), "tool_call_id")
         spec = ToolResultSpec.from_call(args, dict(options))
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
         )
 
@@ -344,7 +346,7 @@ class TaskRepository(TaskReads):
     ) -> AnyMessage:
         """Entry, config, hidden context and informational messages: one write. The entry
         records the open call its exit will answer (`trigger_call_id` names it)."""
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_task_entry, task_description, initial_task_config,
             entry_id, timestamp, trigger_call_id, ids=[entry_id],
         )  # fmt: skip
@@ -372,20 +374,20 @@ class TaskRepository(TaskReads):
             answer_id = exit_answer_id(result.message)
             answer = await self.get_message(task_id, answer_id) if answer_id else None
             return result.message, answer
-        return result  # type: ignore[no-any-return]
+        return result
 
     async def add_text_part(self, task_id: str, message_id: str, text: str) -> AnyMessage:
-        return await self._part_verb(task_id, message_id, plans.plan_add_text_part, text)  # type: ignore[no-any-return]
+        return await self._part_verb(task_id, message_id, plans.plan_add_text_part, text)
 
     async def add_reasoning_part(
         self, task_id: str, message_id: str, reasoning: str, signature: str | None = None
     ) -> AnyMessage:
-        return await self._part_verb(  # type: ignore[no-any-return]
+        return await self._part_verb(
             task_id, message_id, plans.plan_add_reasoning_part, reasoning, signature
         )
 
     async def add_tool_call_part(self, task_id: str, message_id: str, tool_call: ToolCallPart) -> AnyMessage:
-        return await self._part_verb(task_id, message_id, plans.plan_add_tool_call_part, tool_call)  # type: ignore[no-any-return]
+        return await self._part_verb(task_id, message_id, plans.plan_add_tool_call_part, tool_call)
 
     async def finish_assistant_message(
         self,
@@ -401,7 +403,7 @@ class TaskRepository(TaskReads):
         finished_ts: float | None = None,
     ) -> AnyMessage:
         """Close an assistant turn; its usage rolls up into the task in the same write."""
-        return await self._part_verb(  # type: ignore[no-any-return]
+        return await self._part_verb(
             task_id, message_id, plans.plan_finish_assistant_message, status, usage, tokens_in,
             tokens_out, cache_reads, cache_writes, cost, finished_ts,
         )  # fmt: skip

@@ -134,7 +134,10 @@ class AgentRepository:
                     return new
             self.lost_races += 1
             await asyncio.sleep(self.retry.delay(attempt))
-        raise Conflict(f"agent {name!r}: too many concurrent changes, gave up after {self.retry.attempts} attempts")
+        raise Conflict(
+            f"agent {name!r}: too many concurrent changes, "
+            f"gave up after {self.retry.attempts} attempts"
+        )
 
 
 class Agent:
