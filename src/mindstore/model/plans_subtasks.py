@@ -79,8 +79,13 @@ def plan_add_task_entry(
         task_id=task_id,
         started_ts=int(entry_ts),
         finished_ts=int(entry_ts),
-        content=[TaskEntryPart(initial_task_config=initial_task_config, initial_context=description,
-                               trigger_call_id=trigger_call_id or None)],
+        content=[
+            # set only when named: a set trigger_call_id (even None) marks a recorded trigger
+            TaskEntryPart(initial_task_config=initial_task_config, initial_context=description,
+                          trigger_call_id=trigger_call_id)
+            if trigger_call_id
+            else TaskEntryPart(initial_task_config=initial_task_config, initial_context=description)
+        ],
     )  # fmt: skip
     planner.append(entry)
     ts = int(entry_ts + 0.001)
