@@ -13,7 +13,7 @@ can be the shard key prefix (`{tenant: 1, _id: 1}`) on a sharded cluster.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pymongo
@@ -36,7 +36,7 @@ POLICIES = "policies"
 
 def utcnow() -> datetime:
     """Millisecond precision, because that is what BSON dates keep."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
@@ -163,8 +163,10 @@ class AgentDoc(Document):
         name = AGENTS
         use_state_management = False
         indexes = [
-            IndexModel([("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)], name="tenant_owner"),
-        ]  # fmt: skip
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)], name="tenant_owner"
+            ),
+        ]
 
 
 class PolicyDoc(Document):
@@ -192,10 +194,16 @@ def header_from_document(document: dict[str, Any]) -> TaskHeader:
     return TaskHeader.model_validate({k: document[k] for k in HEADER_FIELDS if k in document})
 
 
-def node_document(node: DialogNode, tenant: str, created_at: datetime | None = None) -> dict[str, Any]:
+def node_document(
+    node: DialogNode, tenant: str, created_at: datetime | None = None
+) -> dict[str, Any]:
     """The stored document of a dialog-tree node (forks, imports, generated workloads)."""
-    return {"_id": task_key(tenant, node.dialog_id), "tenant": tenant,
-            **node.model_dump(exclude={"dialog_id", "created_at"}), "created_at": created_at or utcnow()}  # fmt: skip
+    return {
+        "_id": task_key(tenant, node.dialog_id),
+        "tenant": tenant,
+        **node.model_dump(exclude={"dialog_id", "created_at"}),
+        "created_at": created_at or utcnow(),
+    }
 
 
 def task_document(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import Any, TypeGuard
 
 from mindstore.errors import ValidationError
 
@@ -48,7 +48,7 @@ def check_key(value: Any, what: str = "id") -> str:
     return value
 
 
-def is_name(value: Any) -> bool:
+def is_name(value: Any) -> TypeGuard[str]:
     """True for a string in the name alphabet (see the module docstring)."""
     if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_LENGTH:
         return False

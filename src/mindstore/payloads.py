@@ -83,7 +83,10 @@ class Offloader:
     pending: dict[str, PendingPayload] = field(default_factory=dict)
 
     def transform_document(self, message_doc: dict[str, Any]) -> dict[str, Any]:
-        return self.transform_value(message_doc, str(message_doc.get("id", "")), "")
+        document: dict[str, Any] = self.transform_value(
+            message_doc, str(message_doc.get("id", "")), ""
+        )  # a dict walks back as a dict
+        return document
 
     def transform_value(self, value: Any, message_id: str, path: str) -> Any:
         """Offload a large value, escape a caller's string that looks like ours, walk the rest.

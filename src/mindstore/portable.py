@@ -38,12 +38,12 @@ DESIGN_SUBSET = frozenset({
 STANDARD_EXTRAS: Mapping[str, str] = {
     # query operators, standard since MongoDB 3.x, evaluated alike by mongomock
     "$in": "id lists: payload lookups, dialog subtrees, erase/restore chunks; also the "
-           "aggregation form in the context view's exclusion list",
+    "aggregation form in the context view's exclusion list",
     "$nin": "exactly-once append guard (`messages.id` not among the new ids), updates.py",
     "$exists": "dialogs.repair() finds half-made forks by their marker",
     "$gt": "keyset pages over _id (backup export, erase) and `updated_after` in list(); in "
-           "analytics `{$gt: [x, null]}` inside `$cond` tests 'present and not null' (a fork "
-           "copy's `origin`, a usage object)",
+    "analytics `{$gt: [x, null]}` inside `$cond` tests 'present and not null' (a fork "
+    "copy's `origin`, a usage object)",
     "$gte": "backup scope `since` (updated_at >= since); analytics time ranges",
     "$lt": "list() keyset continuation (updated_at, _id); analytics time ranges",
     "$and": "boundary and context-view conditions; erase pages",
@@ -54,7 +54,7 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$sum": "message counts in $group (pipelines/boundaries.py); analytics sums",
     "$add": "nesting depth in $group (pipelines/boundaries.py, pipelines/analytics.py)",
     "$subtract": "durations and latencies (epoch-second timestamps, docs/design.md) and day "
-                 "buckets in analytics",
+    "buckets in analytics",
     "$mod": "UTC day bucket `ts - ts mod 86400` in analytics ($dateTrunc is not portable)",
     "$isNumber": "analytics: only numeric timestamps reach $min/$max (MongoDB >= 4.4)",
     "$ifNull": "analytics: a message without `content` filters as an empty list",
@@ -62,7 +62,7 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$month": "analytics: tasks created per day",
     "$dayOfMonth": "analytics: tasks created per day",
     "$literal": "every caller id inside an aggregation expression (level scopes, replay and "
-                "checkpoint id lists), so no stored id is ever read as a field path or variable",
+    "checkpoint id lists), so no stored id is ever read as a field path or variable",
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
 }
@@ -110,7 +110,11 @@ def operators(value: Any) -> set[str]:
         item = stack.pop()
         if isinstance(item, Mapping):
             for key, child in item.items():
-                if isinstance(key, str) and key.startswith("$") and not key.startswith(FIELD_PATH_PREFIX):
+                if (
+                    isinstance(key, str)
+                    and key.startswith("$")
+                    and not key.startswith(FIELD_PATH_PREFIX)
+                ):
                     found.add(key)
                 stack.append(child)
         elif isinstance(item, (list, tuple)):
@@ -128,8 +132,13 @@ def _statements(command: RecordedCommand) -> list[dict[str, Any]]:
     lname = command.name.lower()
     if command.writes is not None:
         if lname == "delete":
-            return [{"q": w.get("q"), "u": None, "multi": not w.get("limit")} for w in command.writes]
-        return [{"q": w.get("q"), "u": w.get("u"), "multi": bool(w.get("multi"))} for w in command.writes]
+            return [
+                {"q": w.get("q"), "u": None, "multi": not w.get("limit")} for w in command.writes
+            ]
+        return [
+            {"q": w.get("q"), "u": w.get("u"), "multi": bool(w.get("multi"))}
+            for w in command.writes
+        ]
     if lname in ("update", "delete", "findandmodify"):
         # recorded without statements (hand-built records): the first one, single
         return [{"q": command.filter, "u": command.update, "multi": False}]
@@ -176,24 +185,40 @@ def shard_key_problem(name: str, collection: str, query: Any, multi: bool) -> st
             return "single-document write filter lacks _id equality (shard key)"
         return None
     if "_id" in query:
-        return None if _id_targeted(query["_id"]) else "multi-document write with an _id that is not a value or $in list"
+        return (
+            None
+            if _id_targeted(query["_id"])
+            else "multi-document write with an _id that is not a value or $in list"
+        )
     if (name, collection, frozenset(query)) in TENANT_WIDE_WRITES:
         return None
-    return f"tenant-wide {name} on {collection} with filter {sorted(query)} is not in TENANT_WIDE_WRITES"
+    return (
+        f"tenant-wide {name} on {collection} with filter {sorted(query)} "
+        "is not in TENANT_WIDE_WRITES"
+    )
 
 
 def check_command(command: RecordedCommand) -> list[Violation]:
     problems: list[Violation] = []
     for op in sorted(sent_operators(command) - ALLOWED):
-        problems.append(Violation(command.name, command.collection, f"operator {op} is outside the portable subset"))
+        problems.append(
+            Violation(
+                command.name, command.collection, f"operator {op} is outside the portable subset"
+            )
+        )
     lname = command.name.lower()
     if command.collection not in SHARDED_COLLECTIONS or lname not in WRITE_COMMANDS:
         return problems
     if lname == "insert":
         for doc in command.documents or []:
             if not (isinstance(doc, Mapping) and _equality(doc.get("tenant")) and "_id" in doc):
-                problems.append(Violation(command.name, command.collection,
-                                          "inserted document lacks tenant or _id (shard key)"))  # fmt: skip
+                problems.append(
+                    Violation(
+                        command.name,
+                        command.collection,
+                        "inserted document lacks tenant or _id (shard key)",
+                    )
+                )
                 break
         return problems
     for statement in _statements(command):

@@ -94,7 +94,7 @@ class Store:
     async def close(self) -> None:
         await self.backend.close()
 
-    async def __aenter__(self) -> "Store":
+    async def __aenter__(self) -> Store:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -128,5 +128,9 @@ async def connect(
     if backend.kind == "embedded":
         speedups.install()
     await init_beanie(database=backend.database, document_models=DOCUMENT_MODELS)
-    return Store(backend, retry=retry, offload_threshold=offload_threshold,
-                 header_cache_size=header_cache_size)
+    return Store(
+        backend,
+        retry=retry,
+        offload_threshold=offload_threshold,
+        header_cache_size=header_cache_size,
+    )

@@ -42,9 +42,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_int(
-    value: Any, name: str, *, minimum: int = 0, maximum: int = MAX_COUNT
-) -> int:
+def check_int(value: Any, name: str, *, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
     """An integer (not a bool, not a float) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise WrongType(f"{name} must be an integer, got {_shown(value)}")
@@ -53,11 +51,15 @@ def check_int(
     return value
 
 
-def check_optional_int(value: Any, name: str, *, minimum: int = 0, maximum: int = MAX_COUNT) -> int | None:
+def check_optional_int(
+    value: Any, name: str, *, minimum: int = 0, maximum: int = MAX_COUNT
+) -> int | None:
     return None if value is None else check_int(value, name, minimum=minimum, maximum=maximum)
 
 
-def check_number(value: Any, name: str, *, minimum: float = 0.0, maximum: float = math.inf) -> float:
+def check_number(
+    value: Any, name: str, *, minimum: float = 0.0, maximum: float = math.inf
+) -> float:
     """A finite real number (int or float, not a bool) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise WrongType(f"{name} must be a number, got {_shown(value)}")
@@ -122,7 +124,9 @@ def check_json(value: Any, name: str, *, max_bytes: int = MAX_METADATA_BYTES) ->
     return value
 
 
-def check_optional_json(value: Any, name: str, *, max_bytes: int = MAX_METADATA_BYTES) -> dict[str, Any] | None:
+def check_optional_json(
+    value: Any, name: str, *, max_bytes: int = MAX_METADATA_BYTES
+) -> dict[str, Any] | None:
     return None if value is None else check_json(value, name, max_bytes=max_bytes)
 
 

@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.documents import DIALOG_NODES, TASKS, node_document, task_document
@@ -53,11 +53,45 @@ PRICES: dict[str, tuple[float, float]] = {
     "anthropic/claude-sonnet-4": (3.0, 15.0),
     "google/gemini-2.5-pro": (1.25, 10.0),
 }
-WORDS = (
-    "lisbon hotel flight budget weekend museum train ticket restaurant review price compare "
-    "summary report agent search result page table chart python error retry calendar meeting "
-    "invoice customer order refund policy contract draft email schedule weather map route"
-).split()
+WORDS = [
+    "lisbon",
+    "hotel",
+    "flight",
+    "budget",
+    "weekend",
+    "museum",
+    "train",
+    "ticket",
+    "restaurant",
+    "review",
+    "price",
+    "compare",
+    "summary",
+    "report",
+    "agent",
+    "search",
+    "result",
+    "page",
+    "table",
+    "chart",
+    "python",
+    "error",
+    "retry",
+    "calendar",
+    "meeting",
+    "invoice",
+    "customer",
+    "order",
+    "refund",
+    "policy",
+    "contract",
+    "draft",
+    "email",
+    "schedule",
+    "weather",
+    "map",
+    "route",
+]
 
 ProgressFn = Callable[[str, int, int | None], None]
 
@@ -72,7 +106,7 @@ class WorkloadSpec:
     mean_messages: int = 40
     """Average messages per (non-fork) task; each task draws its own length around it."""
     days: int = 28
-    start: datetime = datetime(2026, 10, 1, tzinfo=timezone.utc)
+    start: datetime = datetime(2026, 10, 1, tzinfo=UTC)
     fork_every: int = 10
     """Every n-th task gets a fork that keeps its first message and last few (0: none)."""
     tool_error_rate: float = 0.12
@@ -113,7 +147,9 @@ def _seeded_ids_and_clock(rng: random.Random, clock: list[float]) -> Iterator[No
 class _Conversation:
     """Drives one in-memory task through turns, advancing a simulated clock."""
 
-    def __init__(self, task: Task, rng: random.Random, spec: WorkloadSpec, clock: list[float]) -> None:
+    def __init__(
+        self, task: Task, rng: random.Random, spec: WorkloadSpec, clock: list[float]
+    ) -> None:
         self.task = task
         self.rng = rng
         self.spec = spec
@@ -176,7 +212,9 @@ class _Conversation:
             result = ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name,
                                     result={"partial": True})  # fmt: skip
             error = ErrorPart(message="rate limited", code="429")
-            self.task.add_message(ToolMessage(started_ts=ts, finished_ts=ts, content=[result, error]))
+            self.task.add_message(
+                ToolMessage(started_ts=ts, finished_ts=ts, content=[result, error])
+            )
         else:
             self.task.answer_tool_call(call.tool_call_id, {"hits": self.words(3, 12).split()},
                                        timestamp=ts)  # fmt: skip
@@ -198,7 +236,9 @@ class _Conversation:
         """Delegate: a research call, a nested level with its own model, usually an exit."""
         self.assistant_turn(DELEGATE_TOOL)
         config = task_config(self.rng.choice(MODELS))
-        self.task.add_task_entry([TextPart(text=self.words(3, 12))], config, timestamp=self.tick(1, 3))
+        self.task.add_task_entry(
+            [TextPart(text=self.words(3, 12))], config, timestamp=self.tick(1, 3)
+        )
         for _ in range(self.rng.randint(1, 3)):
             if not self.stalled:
                 self.turn(depth + 1, allow_subtask=True)
@@ -210,7 +250,9 @@ class _Conversation:
 
 def task_config(model: str) -> TaskConfigPart:
     tools = [ToolMetadata(name=name) for name in TOOLS]
-    tools.append(ToolMetadata(name=DELEGATE_TOOL, description="Delegate a sub-task", is_task_entry=True))
+    tools.append(
+        ToolMetadata(name=DELEGATE_TOOL, description="Delegate a sub-task", is_task_entry=True)
+    )
     return TaskConfigPart(model_name=model, tool_metadata=tools)
 
 
@@ -241,7 +283,7 @@ def _document(task: Task, tenant: str, owner: str, title: str, state: TaskState)
 
 
 def _when(ts: float) -> datetime:
-    return datetime.fromtimestamp(int(ts), tz=timezone.utc)
+    return datetime.fromtimestamp(int(ts), tz=UTC)
 
 
 def generate(spec: WorkloadSpec = WorkloadSpec(), progress: ProgressFn | None = None) -> Workload:
@@ -296,7 +338,7 @@ async def load(store: Any, workload: Workload, progress: ProgressFn | None = Non
     database = store.database
     total = len(workload.tasks)
     for start in range(0, total, batch):
-        await database[TASKS].insert_many(workload.tasks[start:start + batch])
+        await database[TASKS].insert_many(workload.tasks[start : start + batch])
         if progress is not None:
             progress("inserting", min(total, start + batch), total)
     if workload.nodes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.analytics.periods import Period, period_key
@@ -43,8 +43,12 @@ def _sort_key(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple((value is not None, value if value is not None else "") for value in values)
 
 
-def _group_key(raw: Mapping[str, Any], dims: Sequence[str], period: Period | None) -> tuple[Any, ...]:
-    return tuple(period_key(raw.get("period"), period) if d == "period" else raw.get(d) for d in dims)
+def _group_key(
+    raw: Mapping[str, Any], dims: Sequence[str], period: Period | None
+) -> tuple[Any, ...]:
+    return tuple(
+        period_key(raw.get("period"), period) if d == "period" else raw.get(d) for d in dims
+    )
 
 
 def fold_usage(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
@@ -58,18 +62,21 @@ def fold_usage(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
             merged[key][name] += _number(group.get(name))
     rows = []
     for key, sums in sorted(merged.items(), key=lambda item: _sort_key(item[0])):
-        labels = dict(zip(dims, key))
-        rows.append(UsageRow(**labels, **{n: int(sums[n]) for n in USAGE_SUMS},
-                             cost=round(sums["cost"], 9)))  # fmt: skip
+        fields: dict[str, Any] = dict(zip(dims, key, strict=True))
+        fields.update({n: int(sums[n]) for n in USAGE_SUMS})
+        rows.append(UsageRow(**fields, cost=round(sums["cost"], 9)))
     return rows
 
 
 def fold_owners(groups: Iterable[Mapping[str, Any]]) -> list[OwnerRow]:
     """Top owners come sorted and limited by the server; only the shape changes here."""
     return [
-        OwnerRow(owner=group.get("_id"), tasks=int(_number(group.get("tasks"))),
-                 **{n: int(_number(group.get(n))) for n in USAGE_SUMS},
-                 cost=round(_number(group.get("cost")), 9))  # fmt: skip
+        OwnerRow(
+            owner=group.get("_id"),
+            tasks=int(_number(group.get("tasks"))),
+            **{n: int(_number(group.get(n))) for n in USAGE_SUMS},
+            cost=round(_number(group.get("cost")), 9),
+        )
         for group in groups
         if _number(group.get("messages"))
     ]
@@ -87,9 +94,18 @@ def fold_latency(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
     rows = []
     for key, counts in sorted(histograms.items(), key=lambda item: _sort_key(item[0])):
         summary = distribution(counts)
-        rows.append(LatencyRow(**dict(zip(dims, key)), count=summary.count, mean=summary.mean,
-                               min=summary.min, p50=summary.p50, p90=summary.p90,
-                               p99=summary.p99, max=summary.max))  # fmt: skip
+        rows.append(
+            LatencyRow(
+                **dict(zip(dims, key, strict=True)),
+                count=summary.count,
+                mean=summary.mean,
+                min=summary.min,
+                p50=summary.p50,
+                p90=summary.p90,
+                p99=summary.p99,
+                max=summary.max,
+            )
+        )
     return rows
 
 
@@ -106,25 +122,40 @@ def fold_tools(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
     rows = []
     for key, sums in sorted(merged.items(), key=lambda item: _sort_key(item[0])):
         rate = sums["errors"] / sums["results"] if sums["results"] else None
-        rows.append(ToolRow(**dict(zip(keys, key)), calls=sums["calls"], results=sums["results"],
-                            errors=sums["errors"], error_rate=rate))  # fmt: skip
+        rows.append(
+            ToolRow(
+                **dict(zip(keys, key, strict=True)),
+                calls=sums["calls"],
+                results=sums["results"],
+                errors=sums["errors"],
+                error_rate=rate,
+            )
+        )
     return rows
 
 
 def session_duration(raw: Mapping[str, Any]) -> float | None:
     """Last own message's end (its finish, else its start) minus the first one's start."""
     first = raw.get("first")
-    ends = [v for v in (raw.get("last_started"), raw.get("last_finished")) if isinstance(v, (int, float))]
+    ends = [
+        v
+        for v in (raw.get("last_started"), raw.get("last_finished"))
+        if isinstance(v, (int, float))
+    ]
     if not isinstance(first, (int, float)) or not ends:
         return None
     return max(ends) - first
 
 
-def length_bins(lengths: Mapping[int, int], edges: Sequence[int] = LENGTH_EDGES) -> list[HistogramBin]:
+def length_bins(
+    lengths: Mapping[int, int], edges: Sequence[int] = LENGTH_EDGES
+) -> list[HistogramBin]:
     bins = []
     for position, low in enumerate(edges):
         high = edges[position + 1] if position + 1 < len(edges) else None
-        count = sum(n for length, n in lengths.items() if length >= low and (high is None or length < high))
+        count = sum(
+            n for length, n in lengths.items() if length >= low and (high is None or length < high)
+        )
         bins.append(HistogramBin(low=low, high=high, sessions=count))
     return bins
 
@@ -154,7 +185,9 @@ def fold_subtasks(groups: Iterable[Mapping[str, Any]]) -> list[SubtaskRow]:
         if not _number(group.get("spans")):
             continue
         depth = int(_number(raw.get("depth")))
-        entry = by_depth.setdefault(depth, {"spans": 0, "open": 0, "messages": 0, "durations": defaultdict(int)})
+        entry = by_depth.setdefault(
+            depth, {"spans": 0, "open": 0, "messages": 0, "durations": defaultdict(int)}
+        )
         spans = int(_number(group.get("spans")))
         entry["spans"] += spans
         entry["messages"] += int(_number(group.get("messages")))
@@ -164,14 +197,21 @@ def fold_subtasks(groups: Iterable[Mapping[str, Any]]) -> list[SubtaskRow]:
         else:
             entry["open"] += spans
     return [
-        SubtaskRow(depth=depth, spans=e["spans"], finished=e["spans"] - e["open"], open=e["open"],
-                   messages=e["messages"], duration=distribution(e["durations"]))  # fmt: skip
+        SubtaskRow(
+            depth=depth,
+            spans=e["spans"],
+            finished=e["spans"] - e["open"],
+            open=e["open"],
+            messages=e["messages"],
+            duration=distribution(e["durations"]),
+        )
         for depth, e in sorted(by_depth.items())
     ]
 
 
-def _owner_sets(message_groups: Iterable[Mapping[str, Any]], period: Period | None
-                ) -> tuple[dict[str | None, dict[str, int]], dict[str | None, set[str | None]]]:  # fmt: skip
+def _owner_sets(
+    message_groups: Iterable[Mapping[str, Any]], period: Period | None
+) -> tuple[dict[str | None, dict[str, int]], dict[str | None, set[str | None]]]:
     by_role: dict[str | None, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     owners: dict[str | None, set[str | None]] = defaultdict(set)
     for group in message_groups:
@@ -184,30 +224,44 @@ def _owner_sets(message_groups: Iterable[Mapping[str, Any]], period: Period | No
     return by_role, owners
 
 
-def fold_activity(message_groups: Iterable[Mapping[str, Any]], task_groups: Iterable[Mapping[str, Any]],
-                  period: Period | None) -> list[ActivityRow]:  # fmt: skip
+def fold_activity(
+    message_groups: Iterable[Mapping[str, Any]],
+    task_groups: Iterable[Mapping[str, Any]],
+    period: Period | None,
+) -> list[ActivityRow]:
     by_role, owners = _owner_sets(message_groups, period)
     created: dict[str | None, int] = defaultdict(int)
     for group in task_groups:
         raw = group["_id"] or {}
         key = None
-        if period is not None and all(isinstance(raw.get(k), int) for k in ("year", "month", "day")):
-            day = datetime(raw["year"], raw["month"], raw["day"], tzinfo=timezone.utc)
+        if period is not None and all(
+            isinstance(raw.get(k), int) for k in ("year", "month", "day")
+        ):
+            day = datetime(raw["year"], raw["month"], raw["day"], tzinfo=UTC)
             key = period_key(day.timestamp(), period)
         created[key] += int(_number(group.get("tasks")))
     rows = []
     for key in sorted(set(by_role) | set(created), key=lambda k: _sort_key([k])):
         roles = dict(sorted(by_role.get(key, {}).items()))
-        rows.append(ActivityRow(period=key, tasks_created=created.get(key, 0),
-                                messages=sum(roles.values()), active_owners=len(owners.get(key, ())),
-                                by_role=roles))  # fmt: skip
+        rows.append(
+            ActivityRow(
+                period=key,
+                tasks_created=created.get(key, 0),
+                messages=sum(roles.values()),
+                active_owners=len(owners.get(key, ())),
+                by_role=roles,
+            )
+        )
     return rows
 
 
-def fold_active_owners(message_groups: Iterable[Mapping[str, Any]], period: Period | None) -> list[ActiveOwnersRow]:
+def fold_active_owners(
+    message_groups: Iterable[Mapping[str, Any]], period: Period | None
+) -> list[ActiveOwnersRow]:
     _, owners = _owner_sets(message_groups, period)
     return [
-        ActiveOwnersRow(period=key, active_owners=len(found),
-                        owners=sorted(found, key=lambda o: _sort_key([o])))  # fmt: skip
+        ActiveOwnersRow(
+            period=key, active_owners=len(found), owners=sorted(found, key=lambda o: _sort_key([o]))
+        )
         for key, found in sorted(owners.items(), key=lambda item: _sort_key([item[0]]))
     ]

@@ -7,7 +7,7 @@ day, ISO week or month a day belongs to, and turns what callers pass as a time b
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from enum import Enum
 
 from mindstore.errors import ValidationError
@@ -26,7 +26,7 @@ def period_key(day_start: float | None, period: Period | None) -> str | None:
     """The label of the period a UTC day falls in: 2026-10-05, 2026-W41 or 2026-10."""
     if period is None or day_start is None:
         return None
-    day = datetime.fromtimestamp(int(day_start), tz=timezone.utc).date()
+    day = datetime.fromtimestamp(int(day_start), tz=UTC).date()
     if period == Period.day:
         return day.isoformat()
     if period == Period.week:
@@ -77,8 +77,8 @@ def epoch_seconds(value: TimeBound, name: str = "time") -> float | None:
             ) from None
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value.timestamp()
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
+        return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp()
     raise ValidationError(f"{name} must be a datetime, date, epoch seconds or ISO 8601 text")

@@ -61,12 +61,19 @@ class Analytics:
                 raise ValidationError(
                     f"unknown state {state!r}; choose from {[s.value for s in TaskState]}"
                 ) from None
-        return ReportFilter(tenant=self.tenant, owner=owner, state=state, model=model,
-                            since=epoch_seconds(since, "since"), until=epoch_seconds(until, "until"))  # fmt: skip
+        return ReportFilter(
+            tenant=self.tenant,
+            owner=owner,
+            state=state,
+            model=model,
+            since=epoch_seconds(since, "since"),
+            until=epoch_seconds(until, "until"),
+        )
 
     async def _run(self, pipeline: Pipeline) -> list[dict[str, Any]]:
         cursor = await self._tasks.aggregate(pipeline)
-        return await cursor.to_list(length=None)
+        rows: list[dict[str, Any]] = await cursor.to_list(length=None)
+        return rows
 
     @staticmethod
     def _dims(group_by: Iterable[str] | str, period: Period | None) -> tuple[str, ...]:
@@ -78,10 +85,17 @@ class Analytics:
         return tuple(dims)
 
     # ------------------------------------------------------------------ reports
-    async def usage(self, *, group_by: Iterable[str] | str = ("model",), period: Period | str | None = None,
-                    owner: str | None = None, state: TaskState | str | None = None,
-                    model: str | None = None, since: TimeBound = None,
-                    until: TimeBound = None) -> list[UsageRow]:  # fmt: skip
+    async def usage(
+        self,
+        *,
+        group_by: Iterable[str] | str = ("model",),
+        period: Period | str | None = None,
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        model: str | None = None,
+        since: TimeBound = None,
+        until: TimeBound = None,
+    ) -> list[UsageRow]:
         """Tokens in/out, cache reads/writes and cost by model, owner and/or period."""
         period = to_period(period)
         dims = self._dims(group_by, period)
@@ -89,22 +103,39 @@ class Analytics:
         groups = await self._run(pipelines.usage_pipeline(f, dims))
         return folding.fold_usage(groups, dims, period)
 
-    async def top_owners(self, *, limit: int = 10, by: str = "cost", owner: str | None = None,
-                         state: TaskState | str | None = None, model: str | None = None,
-                         since: TimeBound = None, until: TimeBound = None) -> list[OwnerRow]:  # fmt: skip
+    async def top_owners(
+        self,
+        *,
+        limit: int = 10,
+        by: str = "cost",
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        model: str | None = None,
+        since: TimeBound = None,
+        until: TimeBound = None,
+    ) -> list[OwnerRow]:
         """Owners ranked by cost (or tokens_in, tokens_out, ...), largest first."""
         f = self._filter(owner, state, model, since, until)
         return folding.fold_owners(await self._run(pipelines.top_owners_pipeline(f, limit, by)))
 
-    async def latency(self, *, group_by: Iterable[str] | str = ("model",), period: Period | str | None = None,
-                      owner: str | None = None, state: TaskState | str | None = None,
-                      model: str | None = None, since: TimeBound = None,
-                      until: TimeBound = None) -> list[LatencyRow]:  # fmt: skip
+    async def latency(
+        self,
+        *,
+        group_by: Iterable[str] | str = ("model",),
+        period: Period | str | None = None,
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        model: str | None = None,
+        since: TimeBound = None,
+        until: TimeBound = None,
+    ) -> list[LatencyRow]:
         """Assistant response times with exact p50/p90/p99 (seconds)."""
         period = to_period(period)
         dims = self._dims(group_by, period)
         f = self._filter(owner, state, model, since, until)
-        return folding.fold_latency(await self._run(pipelines.latency_pipeline(f, dims)), dims, period)
+        return folding.fold_latency(
+            await self._run(pipelines.latency_pipeline(f, dims)), dims, period
+        )
 
     async def tools(self, *, group_by: Iterable[str] | str = (), period: Period | str | None = None,
                     owner: str | None = None, state: TaskState | str | None = None,
@@ -130,9 +161,16 @@ class Analytics:
         f = self._filter(owner, state, model, since, until)
         return folding.fold_subtasks(await self._run(pipelines.subtasks_pipeline(f)))
 
-    async def activity(self, *, period: Period | str | None = "day", owner: str | None = None,
-                       state: TaskState | str | None = None, model: str | None = None,
-                       since: TimeBound = None, until: TimeBound = None) -> list[ActivityRow]:  # fmt: skip
+    async def activity(
+        self,
+        *,
+        period: Period | str | None = "day",
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        model: str | None = None,
+        since: TimeBound = None,
+        until: TimeBound = None,
+    ) -> list[ActivityRow]:
         """Tasks created, messages by role and active owners, per period."""
         period = to_period(period)
         f = self._filter(owner, state, model, since, until)
@@ -140,10 +178,19 @@ class Analytics:
         created = await self._run(pipelines.tasks_created_pipeline(f))
         return folding.fold_activity(messages, created, period)
 
-    async def active_owners(self, *, period: Period | str | None = "day", owner: str | None = None,
-                            state: TaskState | str | None = None, model: str | None = None,
-                            since: TimeBound = None, until: TimeBound = None) -> list[ActiveOwnersRow]:  # fmt: skip
+    async def active_owners(
+        self,
+        *,
+        period: Period | str | None = "day",
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        model: str | None = None,
+        since: TimeBound = None,
+        until: TimeBound = None,
+    ) -> list[ActiveOwnersRow]:
         """Owners with at least one message of their own in each period."""
         period = to_period(period)
         f = self._filter(owner, state, model, since, until)
-        return folding.fold_active_owners(await self._run(pipelines.message_activity_pipeline(f)), period)
+        return folding.fold_active_owners(
+            await self._run(pipelines.message_activity_pipeline(f)), period
+        )

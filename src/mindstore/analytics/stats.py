@@ -42,7 +42,7 @@ def nearest_rank(sorted_counts: list[tuple[float, int]], total: int, percentile:
     return sorted_counts[-1][0]
 
 
-def distribution(histogram: Mapping[float, int]) -> Distribution:
+def distribution(histogram: Mapping[int, int] | Mapping[float, int]) -> Distribution:
     """Exact summary of the values a histogram (value -> occurrences) describes."""
     counts = sorted((value, count) for value, count in histogram.items() if count > 0)
     total = sum(count for _, count in counts)

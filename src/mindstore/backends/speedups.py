@@ -57,8 +57,7 @@ def _unwind_stage(
     path = options["path"]
     if not isinstance(path, str) or not path.startswith("$"):
         raise ValueError(
-            "$unwind failed: exception: field path references must be prefixed with a '$' "
-            f"'{path}'"
+            f"$unwind failed: exception: field path references must be prefixed with a '$' '{path}'"
         )
     path = path[1:]
     preserve = options.get("preserveNullAndEmptyArrays")

@@ -69,11 +69,11 @@ _MARKERS = frozenset({ESCAPE_KEY, DBREF_KEY, DOUBLE_KEY, DECIMAL_KEY})
 _CANONICAL_NAN = struct.pack("<d", float("nan"))
 
 #: How records are read back: canonical rules, datetimes aware in UTC.
-LOAD_OPTIONS = CANONICAL_JSON_OPTIONS.with_options(tz_aware=True, tzinfo=_dt.timezone.utc)
+LOAD_OPTIONS = CANONICAL_JSON_OPTIONS.with_options(tz_aware=True, tzinfo=_dt.UTC)
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_UTC = _dt.timezone.utc
+_UTC = _dt.UTC
 _SPECIAL_DOUBLES = frozenset({"NaN", "Infinity", "-Infinity", "nan", "inf", "-inf"})
 
 

@@ -13,8 +13,9 @@ import os
 import secrets
 import shutil
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any
 
 from mindstore.errors import BackupError
 
@@ -86,8 +87,9 @@ class RecordWriter:
         self._raw.flush()
         os.fsync(self._raw.fileno())
         self._raw.close()
-        return FileEntry(self.path.name, self.count, self._hashing.size,
-                         self._hashing.sha256.hexdigest())
+        return FileEntry(
+            self.path.name, self.count, self._hashing.size, self._hashing.sha256.hexdigest()
+        )
 
     def abort(self) -> None:
         try:
@@ -265,8 +267,10 @@ class TarBackupReader(BackupReader):
             names.add(name.rstrip("/"))
             if not (member.isfile() or member.isdir()):
                 self._tar.close()
-                raise BackupCorrupt(f"{path}: tar member {name!r} is a link or a special "
-                                    f"file; a backup holds regular files only")
+                raise BackupCorrupt(
+                    f"{path}: tar member {name!r} is a link or a special "
+                    f"file; a backup holds regular files only"
+                )
             if not member.isfile() or "/" in name:
                 self._extra.append(name + ("/" if member.isdir() else ""))
                 continue

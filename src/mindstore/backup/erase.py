@@ -54,8 +54,9 @@ def _id_json(value: Any) -> str:
 
 def ids_digest(ids: dict[str, list[Any]]) -> str:
     """sha256 of the sorted ``<collection>\\t<id as Extended JSON>\\n`` lines."""
-    lines = sorted(f"{name}\t{_id_json(i)}\n".encode("utf-8") for name, values in ids.items()
-                   for i in values)
+    lines = sorted(
+        f"{name}\t{_id_json(i)}\n".encode() for name, values in ids.items() for i in values
+    )
     digest = hashlib.sha256()
     for line in lines:
         digest.update(line)
@@ -95,14 +96,15 @@ class EraseReceipt:
             "messages": self.messages,
             "ids_sha256": self.ids_sha256,
             "ids_hash": "sha256 of sorted lines '<collection>\\t<_id as canonical Extended "
-                        "JSON>\\n'",
+            "JSON>\\n'",
             "dangling_dialog_nodes": list(self.dangling_dialog_nodes),
             "dangling_total": self.dangling_total,
         }
 
 
-async def _ids(collection: Any, query: dict[str, Any], fields: dict[str, int] | None = None
-               ) -> list[dict[str, Any]]:
+async def _ids(
+    collection: Any, query: dict[str, Any], fields: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
     """Every matching document's `_id` (and `fields`), by keyset pages (flat per page)."""
     out: list[dict[str, Any]] = []
     last: Any = None
@@ -111,8 +113,9 @@ async def _ids(collection: Any, query: dict[str, Any], fields: dict[str, int] | 
         page_query = dict(query)
         if last is not None:
             page_query["$and"] = [{"_id": {"$gt": last}}]
-        page = await collection.find(page_query, projection, sort=[("_id", 1)],
-                                     limit=PAGE).to_list()
+        page = await collection.find(
+            page_query, projection, sort=[("_id", 1)], limit=PAGE
+        ).to_list()
         out.extend(page)
         if len(page) < PAGE:
             return out
@@ -133,7 +136,7 @@ def _both_forms(tenant: str, ids: list[Any]) -> list[Any]:
 
 
 def _chunks(values: list[Any], size: int = DELETE_CHUNK) -> list[list[Any]]:
-    return [values[i:i + size] for i in range(0, len(values), size)]
+    return [values[i : i + size] for i in range(0, len(values), size)]
 
 
 async def erase(
@@ -185,8 +188,10 @@ async def erase(
         node_ids = sorted(found, key=_id_json)
         payload_ids = []
         for chunk in _chunks(follow):
-            payload_ids += [d["_id"] for d in
-                            await _ids(payloads, {"tenant": tenant, "task_id": {"$in": chunk}})]
+            payload_ids += [
+                d["_id"]
+                for d in await _ids(payloads, {"tenant": tenant, "task_id": {"$in": chunk}})
+            ]
 
     erased = {TASKS: task_ids, DIALOG_NODES: node_ids, PAYLOADS: payload_ids}
     digest = ids_digest(erased)
@@ -197,15 +202,17 @@ async def erase(
     if owner is not None or task_id is not None:
         gone = set(_both_forms(tenant, [*task_ids, *node_ids]))
         for chunk in _chunks(sorted(gone, key=_id_json)):
-            for d in await _ids(nodes, {"tenant": tenant, "parent_id": {"$in": chunk}},
-                                {"parent_id": 1, "owner": 1}):
+            for d in await _ids(
+                nodes, {"tenant": tenant, "parent_id": {"$in": chunk}}, {"parent_id": 1, "owner": 1}
+            ):
                 if d["_id"] in gone:
                     continue
                 dangling_total += 1
                 if len(dangling) < _DANGLING_LISTED:
                     plain = task_id_of(d["_id"]) if isinstance(d["_id"], str) else d["_id"]
-                    dangling.append({"id": plain, "missing_parent": d.get("parent_id"),
-                                     "owner": d.get("owner")})
+                    dangling.append(
+                        {"id": plain, "missing_parent": d.get("parent_id"), "owner": d.get("owner")}
+                    )
 
     if not dry_run:
         for collection, ids in ((payloads, payload_ids), (nodes, node_ids)):

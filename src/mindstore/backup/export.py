@@ -16,6 +16,7 @@ previous manifest's ``created_at`` (taken before the first read) as `since`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 from collections.abc import Iterable, Sequence
@@ -25,8 +26,8 @@ from typing import Any
 import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
-from mindstore.ids import check_key as check_id
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
+from mindstore.ids import check_key as check_id
 
 from .container import RecordWriter, Staging
 from .manifest import (
@@ -82,8 +83,8 @@ def make_scope(
             except ValueError as exc:
                 raise ValidationError(f"since: not an ISO 8601 time: {since!r}") from exc
         elif isinstance(since, _dt.datetime):
-            when = since if since.tzinfo else since.replace(tzinfo=_dt.timezone.utc)
-            when = when.astimezone(_dt.timezone.utc)
+            when = since if since.tzinfo else since.replace(tzinfo=_dt.UTC)
+            when = when.astimezone(_dt.UTC)
         else:
             raise ValidationError("since must be a datetime or an ISO 8601 string")
         # BSON keeps milliseconds: round down so a task updated at `since` is included
@@ -127,8 +128,9 @@ def _chunks(headers: Sequence[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]
 
 
 class _Exporter:
-    def __init__(self, store: Any, scope: Scope, staging: Staging,
-                 progress: Progress | None) -> None:
+    def __init__(
+        self, store: Any, scope: Scope, staging: Staging, progress: Progress | None
+    ) -> None:
         db = store.database
         self.tasks = db[TASKS]
         self.nodes = db[DIALOG_NODES]
@@ -187,8 +189,10 @@ class _Exporter:
         for doc in docs:
             tenant = doc.get("tenant")
             if not isinstance(tenant, str) or not isinstance(doc.get("_id"), str):
-                raise BackupError(f"task {doc.get('_id')!r} has no tenant or a non-string "
-                                  f"_id: mindstore never writes such a document")
+                raise BackupError(
+                    f"task {doc.get('_id')!r} has no tenant or a non-string "
+                    f"_id: mindstore never writes such a document"
+                )
             identity = task_key(tenant, task_id_of(doc["_id"]))
             if self.scope.task_ids is not None and identity not in self.scope.task_ids:
                 continue  # a legacy bare id of the same name in another tenant
@@ -210,8 +214,11 @@ class _Exporter:
         tenants = sorted(chunk_tenants)
 
         def mine(ref: Any, tenant: Any) -> bool:
-            return (isinstance(ref, str) and isinstance(tenant, str)
-                    and task_key(tenant, task_id_of(ref)) in identities)
+            return (
+                isinstance(ref, str)
+                and isinstance(tenant, str)
+                and task_key(tenant, task_id_of(ref)) in identities
+            )
 
         nodes = await self.nodes.find(
             {"_id": {"$in": refs}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
@@ -222,10 +229,12 @@ class _Exporter:
         del nodes
         last: Any = None
         while True:
-            query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": refs}}
+            payload_query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": refs}}
             if last is not None:
-                query["_id"] = {"$gt": last}
-            page = await self.payloads.find(query, sort=[("_id", 1)], limit=PAGE_PAYLOADS).to_list()
+                payload_query["_id"] = {"$gt": last}
+            page = await self.payloads.find(
+                payload_query, sort=[("_id", 1)], limit=PAGE_PAYLOADS
+            ).to_list()
             for payload in page:
                 if mine(payload.get("task_id"), payload.get("tenant")):
                     self.writers[PAYLOADS].add(payload)
@@ -278,8 +287,10 @@ async def backup(
             created_at=created,
             completed_at=utcnow(),
             mindstore_version=getattr(mindstore, "__version__", "unknown"),
-            source={"backend": getattr(store, "kind", "unknown"),
-                    "database": getattr(store.database, "name", None)},
+            source={
+                "backend": getattr(store, "kind", "unknown"),
+                "database": getattr(store.database, "name", None),
+            },
             missing_task_ids=missing,
         )
         staging.write_bytes(MANIFEST_NAME, manifest.to_json())
@@ -288,13 +299,13 @@ async def backup(
     except BaseException as exc:
         if exporter is not None:
             for writer in exporter.writers.values():
-                try:
+                with contextlib.suppress(Exception):  # best effort: the staging goes anyway
                     writer.abort()
-                except Exception:
-                    pass
         staging.abort()
         if isinstance(exc, OSError):  # disk full, permissions changed, ...: nothing left behind
-            raise BackupError(f"cannot write the backup at {target}: {exc.strerror or exc}") from exc
+            raise BackupError(
+                f"cannot write the backup at {target}: {exc.strerror or exc}"
+            ) from exc
         raise
     manifest.path = str(target)
     return manifest

@@ -70,8 +70,8 @@ def format_time(value: _dt.datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)
-    value = value.astimezone(_dt.timezone.utc)
+        value = value.replace(tzinfo=_dt.UTC)
+    value = value.astimezone(_dt.UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
@@ -79,8 +79,8 @@ def parse_time(text: str) -> _dt.datetime:
     """An ISO 8601 time; a time without an offset is UTC. Raises ValueError."""
     value = _dt.datetime.fromisoformat(text.strip().replace("z", "Z"))
     if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)
-    return value.astimezone(_dt.timezone.utc)
+        value = value.replace(tzinfo=_dt.UTC)
+    return value.astimezone(_dt.UTC)
 
 
 def check_encoding(encoding: Any) -> None:
@@ -137,9 +137,16 @@ class Scope:
     @property
     def kind(self) -> str:
         """``all``, or the conditions joined by ``+`` (``tenant+owner+since``)."""
-        names = [name for name, value in (("tenant", self.tenant), ("owner", self.owner),
-                                          ("tasks", self.task_ids), ("since", self.since))
-                 if value is not None]
+        names = [
+            name
+            for name, value in (
+                ("tenant", self.tenant),
+                ("owner", self.owner),
+                ("tasks", self.task_ids),
+                ("since", self.since),
+            )
+            if value is not None
+        ]
         return "+".join(names) or "all"
 
     def task_filter(self) -> dict[str, Any]:
@@ -167,8 +174,11 @@ class Scope:
         if not isinstance(data, dict):
             raise BackupCorrupt("manifest: scope must be an object")
         tenant, owner, ids, since = (data.get(k) for k in ("tenant", "owner", "task_ids", "since"))
-        for name, value, valid in (("tenant", tenant, is_key), ("owner", owner, is_name),
-                                   ("since", since, lambda v: isinstance(v, str))):
+        for name, value, valid in (
+            ("tenant", tenant, is_key),
+            ("owner", owner, is_name),
+            ("since", since, lambda v: isinstance(v, str)),
+        ):
             if value is not None and not valid(value):
                 raise BackupCorrupt(f"manifest: scope.{name} is not a valid {name}: {value!r:.60}")
         if ids is not None and not (isinstance(ids, list) and all(is_task_ref(i) for i in ids)):
@@ -252,8 +262,9 @@ class Manifest:
         except (UnicodeDecodeError, ValueError) as exc:
             raise BackupCorrupt(f"manifest.json is not valid JSON: {exc}") from exc
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise BackupUnreadable("not a mindstore backup (manifest.json has no "
-                                   f"\"format\": \"{FORMAT}\")")
+            raise BackupUnreadable(
+                f'not a mindstore backup (manifest.json has no "format": "{FORMAT}")'
+            )
         version = data.get("format_version")
         if version != FORMAT_VERSION or type(version) is not int:
             raise BackupVersionError(
@@ -276,9 +287,12 @@ class Manifest:
                 if not (
                     isinstance(entry, dict)
                     and entry.get("file") == FILE_NAMES[name]
-                    and type(entry.get("count")) is int and entry["count"] >= 0
-                    and type(entry.get("bytes")) is int and entry["bytes"] >= 0
-                    and isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64
+                    and type(entry.get("count")) is int
+                    and entry["count"] >= 0
+                    and type(entry.get("bytes")) is int
+                    and entry["bytes"] >= 0
+                    and isinstance(entry.get("sha256"), str)
+                    and len(entry["sha256"]) == 64
                 ):
                     raise BackupCorrupt(f"manifest: bad entry for collection {name}")
                 entries[name] = FileEntry(
@@ -301,7 +315,7 @@ class Manifest:
                 created_at=created,
                 completed_at=completed,
                 mindstore_version=str(data.get("mindstore_version")),
-                source=data.get("source") if isinstance(data.get("source"), dict) else {},
+                source=source if isinstance(source := data.get("source"), dict) else {},
                 missing_task_ids=list(missing) if isinstance(missing, list) else [],
                 format_version=version,
             )

@@ -57,7 +57,7 @@ def _markers(value: Any, target: str) -> Any:
     kind = type(value)
     if kind is str:
         if value.startswith(MARKER_PREFIX):
-            return MARKER_PREFIX + moved_payload_id(target, value[len(MARKER_PREFIX):])
+            return MARKER_PREFIX + moved_payload_id(target, value[len(MARKER_PREFIX) :])
         return value
     if kind is dict:
         return {key: _markers(item, target) for key, item in value.items()}

@@ -101,9 +101,11 @@ class RestoreReport:
             "dry_run": self.dry_run,
             "counts": {name: dict(c) for name, c in self.counts.items()},
             "totals": self.totals,
-            "backup": {"created_at": format_time(self.manifest.created_at),
-                       "scope": self.manifest.scope.to_dict(),
-                       "tenants": list(self.manifest.tenants)},
+            "backup": {
+                "created_at": format_time(self.manifest.created_at),
+                "scope": self.manifest.scope.to_dict(),
+                "tenants": list(self.manifest.tenants),
+            },
             "elapsed_s": round(self.elapsed_s, 3),
         }
 
@@ -183,8 +185,10 @@ class _Restorer:
                 other = existing.get(_other_form(record))
                 if other is not None and other.get("tenant") == record["tenant"]:
                     stored = other  # the same task, stored under the other form of its key
-                    record = {key: (other["_id"] if key == "_id" else value)
-                              for key, value in record.items()}
+                    record = {
+                        key: (other["_id"] if key == "_id" else value)
+                        for key, value in record.items()
+                    }
             if stored is None:
                 plan.inserts.append(record)
             elif stored.get("tenant") != record["tenant"]:
@@ -256,11 +260,13 @@ class _Restorer:
                     ) from exc
                 # inserted meanwhile by someone else: in skip mode, that is a skip
                 plan.skipped += len(errors)
-                del plan.inserts[int(exc.details.get("nInserted", 0)):]
+                del plan.inserts[int(exc.details.get("nInserted", 0)) :]
         if plan.overwrites:
             await collection.bulk_write(
-                [ReplaceOne({"_id": _literal(r["_id"]), "tenant": _literal(r["tenant"])}, r)
-                 for r in plan.overwrites],
+                [
+                    ReplaceOne({"_id": _literal(r["_id"]), "tenant": _literal(r["tenant"])}, r)
+                    for r in plan.overwrites
+                ],
                 ordered=False,
             )
         self._count(name, plan)
@@ -296,12 +302,20 @@ async def restore(
             )
         keyed = repositories_use_task_keys()
         planner = _Restorer(store, mode, as_tenant, keyed)
-        state = await scan(reader, manifest, on_batch=planner.plan_batch, progress=progress,
-                           step="check")
+        state = await scan(
+            reader, manifest, on_batch=planner.plan_batch, progress=progress, step="check"
+        )
         planner.refuse_if_needed()
         if dry_run:
-            return RestoreReport(str(path), mode, as_tenant, True, planner.counts, manifest,
-                                 time.perf_counter() - started)
+            return RestoreReport(
+                str(path),
+                mode,
+                as_tenant,
+                True,
+                planner.counts,
+                manifest,
+                time.perf_counter() - started,
+            )
         writer = _Restorer(store, mode, as_tenant, keyed)
         for name in WRITE_ORDER:
             total = manifest.collections[name].count
@@ -315,9 +329,11 @@ async def restore(
                 # read again: only the very lines the first pass checked may be written,
                 # so a file changed meanwhile cannot slip in an unchecked record
                 at = (lineno - 1) * DIGEST_BYTES
-                if checked[at:at + DIGEST_BYTES] != line_digest(line):
-                    raise BackupCorrupt(f"{manifest.collections[name].file} line {lineno} "
-                                        f"changed since it was verified; nothing more written")
+                if checked[at : at + DIGEST_BYTES] != line_digest(line):
+                    raise BackupCorrupt(
+                        f"{manifest.collections[name].file} line {lineno} "
+                        f"changed since it was verified; nothing more written"
+                    )
                 batch.append(record)
                 size += len(line)
                 if len(batch) >= BATCH_RECORDS or size >= BATCH_BYTES:
@@ -331,5 +347,12 @@ async def restore(
                 done += len(batch)
             if progress:
                 progress(f"restore {name}", done, total)
-        return RestoreReport(str(path), mode, as_tenant, False, writer.counts, manifest,
-                             time.perf_counter() - started)
+        return RestoreReport(
+            str(path),
+            mode,
+            as_tenant,
+            False,
+            writer.counts,
+            manifest,
+            time.perf_counter() - started,
+        )

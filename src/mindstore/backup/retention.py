@@ -42,9 +42,9 @@ def _as_utc(value: Any, name: str) -> _dt.datetime:
             raise ValidationError(f"{name} must be a positive duration")
         return utcnow() - value
     if isinstance(value, _dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
     if isinstance(value, _dt.date):
-        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc)
+        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC)
     if isinstance(value, str):
         try:
             return _as_utc(_dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00")), name)
@@ -69,9 +69,13 @@ class RetentionReceipt(EraseReceipt):
 
 async def _leftovers(db: Any, tenant: str) -> tuple[list[Any], list[Any]]:
     """Nodes and payloads of this tenant whose task is gone (an interrupted sweep's rest)."""
-    node_keys = [d["_id"] for d in await db[DIALOG_NODES].find({"tenant": tenant}, {"_id": 1}).to_list()]
+    node_keys = [
+        d["_id"] for d in await db[DIALOG_NODES].find({"tenant": tenant}, {"_id": 1}).to_list()
+    ]
     task_ids = {task_id_of(k) for k in node_keys}
-    task_ids |= {i for i in await db[PAYLOADS].distinct("task_id", {"tenant": tenant}) if isinstance(i, str)}
+    task_ids |= {
+        i for i in await db[PAYLOADS].distinct("task_id", {"tenant": tenant}) if isinstance(i, str)
+    }
     present: set[str] = set()
     keys = [task_key(tenant, i) for i in sorted(task_ids)] + sorted(task_ids)
     for start in range(0, len(keys), PAGE):
@@ -80,8 +84,16 @@ async def _leftovers(db: Any, tenant: str) -> tuple[list[Any], list[Any]]:
             {"tenant": tenant, "_id": {"$in": chunk}}, {"_id": 1}).to_list()}  # fmt: skip
     gone = task_ids - present
     nodes = [k for k in node_keys if task_id_of(k) in gone]
-    payloads = [d["_id"] for d in await db[PAYLOADS].find(
-        {"tenant": tenant, "task_id": {"$in": sorted(gone)}}, {"_id": 1}).to_list()] if gone else []  # fmt: skip
+    payloads = (
+        [
+            d["_id"]
+            for d in await db[PAYLOADS]
+            .find({"tenant": tenant, "task_id": {"$in": sorted(gone)}}, {"_id": 1})
+            .to_list()
+        ]
+        if gone
+        else []
+    )
     return nodes, payloads
 
 

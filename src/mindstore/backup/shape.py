@@ -120,8 +120,10 @@ def stored_task_id(value: Any, tenant: str, what: str) -> str:
     if KEY_SEPARATOR in value:
         prefix, bare = value.split(KEY_SEPARATOR, 1)
         if prefix != tenant:
-            raise ShapeError(f"{what} {_shown(value)} names tenant {_shown(prefix)}, "
-                             f"the record belongs to {tenant!r}")
+            raise ShapeError(
+                f"{what} {_shown(value)} names tenant {_shown(prefix)}, "
+                f"the record belongs to {tenant!r}"
+            )
     try:
         return check_key(bare, what)
     except MindstoreError as exc:
@@ -132,8 +134,9 @@ def _name(value: Any, what: str, *, optional: bool = False) -> None:
     if value is None and optional:
         return
     if not is_name(value):
-        raise ShapeError(f"{what} must be 1-128 printable characters not starting with '$', "
-                         f"got {_shown(value)}")
+        raise ShapeError(
+            f"{what} must be 1-128 printable characters not starting with '$', got {_shown(value)}"
+        )
 
 
 def _top_level(record: Any) -> None:
@@ -148,8 +151,9 @@ def _top_level(record: Any) -> None:
     except Exception as exc:  # lone surrogates, NUL in keys, ...: bson's assorted errors
         raise ShapeError(f"not storable as a BSON document: {str(exc)[:120]}") from None
     if size > MAX_DOCUMENT_BYTES:
-        raise ShapeError(f"{size} bytes: larger than MongoDB's document limit "
-                         f"({MAX_DOCUMENT_BYTES} bytes)")
+        raise ShapeError(
+            f"{size} bytes: larger than MongoDB's document limit ({MAX_DOCUMENT_BYTES} bytes)"
+        )
 
 
 def _optional(record: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> None:
@@ -205,7 +209,9 @@ def _same(field: str, stored: Any, derived: Any) -> bool:
         stored_cost, derived_cost = stored.cost, derived.cost
         if not math.isclose(stored_cost, derived_cost, rel_tol=1e-9, abs_tol=1e-9):
             return False
-        return stored.model_copy(update={"cost": 0.0}) == derived.model_copy(update={"cost": 0.0})
+        return bool(
+            stored.model_copy(update={"cost": 0.0}) == derived.model_copy(update={"cost": 0.0})
+        )
     return bool(stored == derived)
 
 
@@ -214,8 +220,9 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
     for key in ("seq", "size_bytes"):
         _count(record.get(key, 0), key)
     if record.get("seq", 0) != len(raw):
-        raise ShapeError(f"header seq is {_shown(record.get('seq', 0))} but the task holds "
-                         f"{len(raw)} messages")
+        raise ShapeError(
+            f"header seq is {_shown(record.get('seq', 0))} but the task holds {len(raw)} messages"
+        )
     try:
         parsed = parse_stored(raw)  # as the repositories read them (keys, derived fields)
         _tool_call_ids(parsed)
@@ -229,12 +236,16 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
         raise ShapeError(f"header fields are malformed: {first}") from None
     for field in HEADER_FIELDS:
         if not _same(field, getattr(stored, field), getattr(derived, field)):
-            raise ShapeError(f"header field {field} does not match the messages "
-                             f"(stored {_shown(record.get(field))})")
-    for index, (message, folded) in enumerate(zip(raw, parsed)):
+            raise ShapeError(
+                f"header field {field} does not match the messages "
+                f"(stored {_shown(record.get(field))})"
+            )
+    for index, (message, folded) in enumerate(zip(raw, parsed, strict=True)):
         if message.get("scope") != folded.scope or message.get("depth", 0) != folded.depth:
-            raise ShapeError(f"message {index} scope/depth ({_shown(message.get('scope'))}, "
-                             f"{_shown(message.get('depth'))}) do not match its level")
+            raise ShapeError(
+                f"message {index} scope/depth ({_shown(message.get('scope'))}, "
+                f"{_shown(message.get('depth'))}) do not match its level"
+            )
 
 
 def _markers(raw: list[dict[str, Any]]) -> frozenset[str]:
@@ -278,8 +289,9 @@ def check_node(record: Any) -> NodeFacts:
     depth = _count(record.get("depth", 0), "depth")
     if depth != len(chain) or parent_id != (chain[-1] if chain else None) or \
             root_id != (chain[0] if chain else dialog_id) or dialog_id in chain:  # fmt: skip
-        raise ShapeError("depth, parent_id, root_id and ancestors do not describe one place "
-                         "in a tree")
+        raise ShapeError(
+            "depth, parent_id, root_id and ancestors do not describe one place in a tree"
+        )
     for key in ("split_point", "first_k", "last_n"):
         if record.get(key) is not None:
             _count(record[key], key)
@@ -295,7 +307,9 @@ def check_payload(record: Any) -> PayloadFacts:
     tenant = _tenant(record)
     payload_id = record.get("_id")
     if not isinstance(payload_id, str) or not PAYLOAD_ID.fullmatch(payload_id):
-        raise ShapeError(f"payload _id must be 16-64 lowercase hex digits, got {_shown(payload_id)}")
+        raise ShapeError(
+            f"payload _id must be 16-64 lowercase hex digits, got {_shown(payload_id)}"
+        )
     task_id = stored_task_id(record.get("task_id"), tenant, "payload task_id")
     _name(record.get("message_id"), "payload message_id", optional=True)
     _optional(record, "path", str, "a string")

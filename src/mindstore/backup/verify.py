@@ -32,8 +32,9 @@ import os
 import tarfile
 import time
 import zlib
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any
 
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
 from mindstore.ids import task_key
@@ -44,7 +45,15 @@ from .errors import BackupCorrupt, BackupError, BackupIncomplete, BackupUnreadab
 from .manifest import COLLECTIONS, MANIFEST_NAME, Manifest, format_time
 from .shape import ShapeError, TaskFacts, check_node, check_payload, check_task
 
-__all__ = ["Progress", "VerifyReport", "check_shape", "line_digest", "read_records", "scan", "verify"]
+__all__ = [
+    "Progress",
+    "VerifyReport",
+    "check_shape",
+    "line_digest",
+    "read_records",
+    "scan",
+    "verify",
+]
 
 #: ``progress(step, done, total)``: e.g. ``("verify tasks", 120, 1000)``.
 Progress = Callable[[str, int, "int | None"], None]
@@ -168,7 +177,9 @@ def line_digest(line: bytes) -> bytes:
     return hashlib.blake2b(line, digest_size=DIGEST_BYTES).digest()
 
 
-def read_records(reader: BackupReader, manifest: Manifest, name: str) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+def read_records(
+    reader: BackupReader, manifest: Manifest, name: str
+) -> Iterator[tuple[int, dict[str, Any], bytes]]:
     """Yield ``(line_number, record, line)`` of one collection file, checking that every line
     parses and the count and sha256 match (the file may have changed since `check_file`).
     """
@@ -177,7 +188,7 @@ def read_records(reader: BackupReader, manifest: Manifest, name: str) -> Iterato
     hashing = HashingReader(raw)
     count = 0
     try:
-        with gzip.GzipFile(fileobj=hashing, mode="rb") as lines:  # type: ignore[arg-type]
+        with gzip.GzipFile(fileobj=hashing, mode="rb") as lines:  # type: ignore[call-overload]  # HashingReader is a readable binary file; typeshed wants its own protocol
             lineno = 0
             try:
                 for lineno, line in enumerate(lines, start=1):
@@ -218,11 +229,18 @@ class _State:
     task_ids: frozenset[str] | None = None
 
     def seen(self, name: str) -> set[str] | dict[str, int]:
-        return {TASKS: self.tasks, DIALOG_NODES: self.nodes, PAYLOADS: self.payloads}[name]
+        chosen: set[str] | dict[str, int] = {
+            TASKS: self.tasks,
+            DIALOG_NODES: self.nodes,
+            PAYLOADS: self.payloads,
+        }[name]  # type: ignore[assignment]  # the three keep their own container types
+        return chosen
 
 
 _SHAPES: dict[str, Callable[[Any], Any]] = {
-    TASKS: check_task, DIALOG_NODES: check_node, PAYLOADS: check_payload,
+    TASKS: check_task,
+    DIALOG_NODES: check_node,
+    PAYLOADS: check_payload,
 }
 
 
@@ -234,8 +252,14 @@ def check_shape(name: str, where: str, record: dict[str, Any]) -> Any:
         raise BackupCorrupt(f"{where}: {exc}") from None
 
 
-def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, Any],
-           tenant_index: dict[str, int]) -> None:
+def _check(
+    state: _State,
+    name: str,
+    file: str,
+    lineno: int,
+    record: dict[str, Any],
+    tenant_index: dict[str, int],
+) -> None:
     manifest = state.manifest
     scope = manifest.scope
     where = f"{file} line {lineno}"
@@ -249,8 +273,11 @@ def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, A
     key = facts.id if name == PAYLOADS else facts.identity
     seen = state.seen(name)
     if key in seen:
-        raise BackupCorrupt(f"{where}: duplicate _id {record['_id']!r} (task {key!r})"
-                            if name != PAYLOADS else f"{where}: duplicate _id {key!r}")
+        raise BackupCorrupt(
+            f"{where}: duplicate _id {record['_id']!r} (task {key!r})"
+            if name != PAYLOADS
+            else f"{where}: duplicate _id {key!r}"
+        )
     if name == TASKS:
         _check_task(state, where, record, facts)
         state.tasks[key] = tenant_index[tenant]
@@ -259,11 +286,13 @@ def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, A
     owner = state.tasks.get(task)
     if owner is None:
         what = "dialog node" if name == DIALOG_NODES else "payload"
-        raise BackupCorrupt(f"{where}: {what} {record['_id']!r} refers to a task that is not "
-                            f"in the backup")
+        raise BackupCorrupt(
+            f"{where}: {what} {record['_id']!r} refers to a task that is not in the backup"
+        )
     if owner != tenant_index[tenant]:  # pragma: no cover - identities include the tenant
-        raise BackupCorrupt(f"{where}: record of tenant {tenant!r} belongs to a task of "
-                            f"another tenant")
+        raise BackupCorrupt(
+            f"{where}: record of tenant {tenant!r} belongs to a task of another tenant"
+        )
     if name == DIALOG_NODES:
         state.nodes.add(key)
         if facts.parent_id is not None and task_key(tenant, facts.parent_id) not in state.tasks:
@@ -271,31 +300,42 @@ def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, A
         return
     referrer = state.referenced.get(key)
     if referrer is not None and referrer != task:
-        raise BackupCorrupt(f"{where}: payload {key!r} belongs to task {task!r} but task "
-                            f"{referrer!r} refers to it")
+        raise BackupCorrupt(
+            f"{where}: payload {key!r} belongs to task {task!r} but task {referrer!r} refers to it"
+        )
     state.payloads.add(key)
 
 
 def _check_task(state: _State, where: str, record: dict[str, Any], facts: TaskFacts) -> None:
     scope = state.manifest.scope
     if scope.owner is not None and record.get("owner") != scope.owner:
-        raise BackupCorrupt(f"{where}: task of owner {record.get('owner')!r} is outside "
-                            f"the backup's scope ({scope.describe()})")
+        raise BackupCorrupt(
+            f"{where}: task of owner {record.get('owner')!r} is outside "
+            f"the backup's scope ({scope.describe()})"
+        )
     # scope task ids are per-tenant keys (bare ids in backups written before them)
-    if state.task_ids is not None and facts.identity not in state.task_ids \
-            and facts.task_id not in state.task_ids:
-        raise BackupCorrupt(f"{where}: task {record['_id']!r} is outside the backup's "
-                            f"scope ({scope.describe()})")
+    if (
+        state.task_ids is not None
+        and facts.identity not in state.task_ids
+        and facts.task_id not in state.task_ids
+    ):
+        raise BackupCorrupt(
+            f"{where}: task {record['_id']!r} is outside the backup's scope ({scope.describe()})"
+        )
     if scope.since is not None:
         updated = record.get("updated_at")
         if not isinstance(updated, _dt.datetime) or updated < scope.since:
-            raise BackupCorrupt(f"{where}: task updated at {updated!r} is outside the "
-                                f"backup's scope ({scope.describe()})")
+            raise BackupCorrupt(
+                f"{where}: task updated at {updated!r} is outside the "
+                f"backup's scope ({scope.describe()})"
+            )
     for payload_id in facts.payload_ids:
         other = state.referenced.setdefault(payload_id, facts.identity)
         if other != facts.identity:
-            raise BackupCorrupt(f"{where}: payload {payload_id!r} is referenced by two tasks "
-                                f"({other!r} and {facts.identity!r})")
+            raise BackupCorrupt(
+                f"{where}: payload {payload_id!r} is referenced by two tasks "
+                f"({other!r} and {facts.identity!r})"
+            )
     state.messages += facts.messages
 
 

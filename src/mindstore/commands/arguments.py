@@ -9,7 +9,7 @@ naming the option: one line on stderr and exit code 2.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from mindstore.errors import ValidationError
 
@@ -36,7 +36,7 @@ def time_bound(value: str | None, option: str) -> datetime | None:
         if not math.isfinite(seconds):
             raise ValidationError(f"{option} {value!r:.40} is not a time: use {_FORMS}")
         try:
-            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+            return datetime.fromtimestamp(seconds, tz=UTC)
         except (OverflowError, ValueError, OSError):
             raise ValidationError(
                 f"{option} {value!r:.40} is out of range: epoch seconds of the years 1-9999"
@@ -46,8 +46,8 @@ def time_bound(value: str | None, option: str) -> datetime | None:
     except ValueError:
         raise ValidationError(f"{option} {value!r:.40} is not a time: use {_FORMS}") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
-        return moment.astimezone(timezone.utc)
+        return moment.astimezone(UTC)
     except (OverflowError, ValueError):  # 0001-01-01T00:00+01:00 is before year 1 in UTC
         raise ValidationError(f"{option} {value!r:.40} is out of range") from None

@@ -7,16 +7,23 @@ version, 14 restore conflict, 15 erase not confirmed. See docs/backup.md.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
 
-from mindstore.commands.common import check_writable, note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.common import (
+    check_writable,
+    note_unknown_tenant,
+    open_store,
+    require_tenant,
+    run,
+)
 from mindstore.commands.output import console, echo_json, progress_bar
 from mindstore.commands.sanitize import plain, terminal_text
 
@@ -63,13 +70,17 @@ def register(app: typer.Typer) -> None:
     def backup_command(
         ctx: typer.Context,
         dest: Path = typer.Argument(..., help="New directory (or .tar file) to write."),
-        tenant: Optional[str] = typer.Option(None, "--tenant", help="Only this tenant."),
-        owner: Optional[str] = typer.Option(None, "--owner", help="Only this owner (needs --tenant)."),
-        task: Optional[List[str]] = typer.Option(None, "--task", help="Only these tasks (repeat): tenant/id, or a bare id with --tenant."),
-        since: Optional[str] = typer.Option(
+        tenant: str | None = typer.Option(None, "--tenant", help="Only this tenant."),
+        owner: str | None = typer.Option(None, "--owner", help="Only this owner (needs --tenant)."),
+        task: list[str] | None = typer.Option(
+            None, "--task", help="Only these tasks (repeat): tenant/id, or a bare id with --tenant."
+        ),
+        since: str | None = typer.Option(
             None, "--since", help="Only tasks updated at or after this ISO 8601 time (incremental)."
         ),
-        tar: bool = typer.Option(False, "--tar", help="Write one tar archive instead of a directory."),
+        tar: bool = typer.Option(
+            False, "--tar", help="Write one tar archive instead of a directory."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
     ) -> None:
         """Back up tasks with their dialog nodes and payloads (gzip JSONL + manifest)."""
@@ -80,9 +91,16 @@ def register(app: typer.Typer) -> None:
                 if tenant is not None:
                     await note_unknown_tenant(store, require_tenant(tenant))
                 with progress_bar() as progress:
-                    return await backup(store, dest, tenant=tenant, owner=owner,
-                                        task_ids=task or None, since=since, tar=tar,
-                                        progress=progress)
+                    return await backup(
+                        store,
+                        dest,
+                        tenant=tenant,
+                        owner=owner,
+                        task_ids=task or None,
+                        since=since,
+                        tar=tar,
+                        progress=progress,
+                    )
 
         manifest = run(body())
         if as_json:
@@ -90,10 +108,19 @@ def register(app: typer.Typer) -> None:
             return
         console = _stdout()
         console.print(f"backup written to {manifest.path} ({manifest.scope.describe()})")
-        console.print(_counts_table(
-            "", {n: {"records": e.count, "bytes": e.bytes} for n, e in manifest.collections.items()},
-            ["records", "bytes"]))
-        console.print(f"{manifest.messages} messages, tenants: {', '.join(manifest.tenants) or '-'}")
+        console.print(
+            _counts_table(
+                "",
+                {
+                    n: {"records": e.count, "bytes": e.bytes}
+                    for n, e in manifest.collections.items()
+                },
+                ["records", "bytes"],
+            )
+        )
+        console.print(
+            f"{manifest.messages} messages, tenants: {', '.join(manifest.tenants) or '-'}"
+        )
         if manifest.missing_task_ids:
             console.print(f"not found: {', '.join(manifest.missing_task_ids)}")
 
@@ -118,22 +145,29 @@ def register(app: typer.Typer) -> None:
             echo_json(report.to_dict())
             return
         console = _stdout()
-        console.print(f"ok: {report.path} ({report.container}, format {report.manifest.format_version}, "
-                      f"{report.manifest.scope.describe()})")
-        console.print(", ".join(f"{n} {c}" for n, c in report.counts.items())
-                      + f", {report.messages} messages")
+        console.print(
+            f"ok: {report.path} ({report.container}, format {report.manifest.format_version}, "
+            f"{report.manifest.scope.describe()})"
+        )
+        console.print(
+            ", ".join(f"{n} {c}" for n, c in report.counts.items())
+            + f", {report.messages} messages"
+        )
         if report.external_parents:
-            console.print(f"{report.external_parents} dialog node(s) fork from a task outside "
-                          f"this backup")
+            console.print(
+                f"{report.external_parents} dialog node(s) fork from a task outside this backup"
+            )
 
     @app.command("restore")
     def restore_command(
         ctx: typer.Context,
         backup_path: Path = typer.Argument(..., metavar="BACKUP", help="Backup directory or tar."),
         mode: RestoreMode = typer.Option(
-            RestoreMode.skip, "--mode", help="When a stored document differs: skip, overwrite or fail."
+            RestoreMode.skip,
+            "--mode",
+            help="When a stored document differs: skip, overwrite or fail.",
         ),
-        as_tenant: Optional[str] = typer.Option(
+        as_tenant: str | None = typer.Option(
             None, "--as-tenant", help="Restore a one-tenant backup into this tenant."
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be written."),
@@ -145,8 +179,14 @@ def register(app: typer.Typer) -> None:
         async def body() -> Any:
             async with open_store(ctx, save=not dry_run) as store:
                 with progress_bar() as progress:
-                    return await restore(store, backup_path, mode=mode.value,
-                                         as_tenant=as_tenant, dry_run=dry_run, progress=progress)
+                    return await restore(
+                        store,
+                        backup_path,
+                        mode=mode.value,
+                        as_tenant=as_tenant,
+                        dry_run=dry_run,
+                        progress=progress,
+                    )
 
         report = run(body())
         if as_json:
@@ -156,37 +196,47 @@ def register(app: typer.Typer) -> None:
         what = "dry run: would restore" if dry_run else "restored"
         target = f" as tenant {as_tenant}" if as_tenant else ""
         console.print(f"{what} {report.path}{target} (mode {report.mode})")
-        console.print(_counts_table("", {**report.counts, "total": report.totals},
-                                    ["inserted", "overwritten", "skipped", "unchanged"]))
+        console.print(
+            _counts_table(
+                "",
+                {**report.counts, "total": report.totals},
+                ["inserted", "overwritten", "skipped", "unchanged"],
+            )
+        )
 
     @app.command("erase")
     def erase_command(
         ctx: typer.Context,
-        tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant to erase from."),
-        owner: Optional[str] = typer.Option(None, "--owner", help="Erase this owner's data only."),
-        task: Optional[str] = typer.Option(None, "--task", help="Erase this task only."),
-        before: Optional[str] = typer.Option(
-            None, "--before", help="Retention: erase tasks not updated since this date (ISO 8601)."),
+        tenant: str | None = typer.Option(None, "--tenant", help="Tenant to erase from."),
+        owner: str | None = typer.Option(None, "--owner", help="Erase this owner's data only."),
+        task: str | None = typer.Option(None, "--task", help="Erase this task only."),
+        before: str | None = typer.Option(
+            None, "--before", help="Retention: erase tasks not updated since this date (ISO 8601)."
+        ),
         apply_policy: bool = typer.Option(
-            False, "--apply-policy", help="Retention: erase what the tenant's stored policy says."),
+            False, "--apply-policy", help="Retention: erase what the tenant's stored policy says."
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be erased."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-        receipt: Optional[Path] = typer.Option(None, "--receipt", help="Also write the JSON receipt here."),
+        receipt: Path | None = typer.Option(
+            None, "--receipt", help="Also write the JSON receipt here."
+        ),
     ) -> None:
         """Erase a tenant's, an owner's or a task's data; prints a JSON receipt.
 
         Without --yes it asks for confirmation on a terminal, and refuses (exit 15) when
         it cannot ask.
         """
-        from mindstore.backup import EraseNotConfirmed, erase
-        from mindstore.backup import retention
+        from mindstore.backup import EraseNotConfirmed, erase, retention
         from mindstore.errors import BackupError, ValidationError
 
         async def sweep(store: Any, name: str, dry: bool) -> Any:
             if apply_policy:
                 return await retention.apply_policy(store, name, dry_run=dry)
             if before is not None:
-                return await retention.erase_before(store, name, before=before, owner=owner, dry_run=dry)
+                return await retention.erase_before(
+                    store, name, before=before, owner=owner, dry_run=dry
+                )
             return await erase(store, name, owner=owner, task_id=task, dry_run=dry)
 
         async def body() -> Any:
@@ -199,8 +249,7 @@ def register(app: typer.Typer) -> None:
                 raise ValidationError("--apply-policy applies to the whole tenant: drop --owner")
             if not (dry_run or yes or _interactive()):
                 raise EraseNotConfirmed(
-                    "erase needs confirmation: pass --yes (or --dry-run to see what it would "
-                    "erase)"
+                    "erase needs confirmation: pass --yes (or --dry-run to see what it would erase)"
                 )
             if receipt is not None:  # before anything is erased: the receipt must land
                 check_writable(receipt, "receipt file", BackupError)
@@ -209,9 +258,14 @@ def register(app: typer.Typer) -> None:
                 if not (dry_run or yes):
                     preview = await sweep(store, name, True)
                     counts = ", ".join(f"{c} {n}" for n, c in preview.counts.items())
-                    if not typer.confirm(terminal_text(
-                            f"erase {counts} of tenant {name}" + (f" owner {owner}" if owner else "")
-                            + (f" task {task}" if task else "") + "?")):  # fmt: skip
+                    if not typer.confirm(
+                        terminal_text(
+                            f"erase {counts} of tenant {name}"
+                            + (f" owner {owner}" if owner else "")
+                            + (f" task {task}" if task else "")
+                            + "?"
+                        )
+                    ):
                         raise EraseNotConfirmed("erase cancelled: nothing was erased")
                 return await sweep(store, name, dry_run)
 
@@ -222,12 +276,18 @@ def register(app: typer.Typer) -> None:
 
             async def keep() -> None:
                 try:
-                    receipt.write_text(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
+                    text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
+                    await asyncio.to_thread(receipt.write_text, text)
                 except OSError as exc:
-                    raise BackupError(f"erased, but the receipt could not be written to "
-                                      f"{receipt}: {exc.strerror or exc} (it is printed above)") from None
+                    raise BackupError(
+                        f"erased, but the receipt could not be written to "
+                        f"{receipt}: {exc.strerror or exc} (it is printed above)"
+                    ) from None
 
             run(keep())
         if result.dangling_total:
-            typer.echo(f"warning: {result.dangling_total} remaining dialog node(s) now have a "
-                       f"missing parent (listed in the receipt)", err=True)
+            typer.echo(
+                f"warning: {result.dangling_total} remaining dialog node(s) now have a "
+                f"missing parent (listed in the receipt)",
+                err=True,
+            )

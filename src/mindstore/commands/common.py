@@ -19,10 +19,11 @@ import asyncio
 import os
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, TypeVar
+from typing import Any, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -40,9 +41,12 @@ __all__ = [
 
 # typer ships its own copy of click: find its exception classes through a public name
 _CLICK_ERROR: type[Exception] = next(
-    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
 _CLICK_ERRORS = sys.modules[_CLICK_ERROR.__module__]
-_NO_ARGS_IS_HELP: type[Exception] = getattr(_CLICK_ERRORS, "NoArgsIsHelpError", type("_Never", (Exception,), {}))
+_NO_ARGS_IS_HELP: type[Exception] = getattr(
+    _CLICK_ERRORS, "NoArgsIsHelpError", type("_Never", (Exception,), {})
+)
 _ABORT: type[BaseException] = getattr(_CLICK_ERRORS, "Abort", typer.Abort)
 
 
@@ -51,8 +55,14 @@ class OneLineErrors(TyperGroup):
     value out of range) printed as one ``error:`` line, exit code 2, like every other
     error; help (``--help``, or a group called without a command) is shown as usual."""
 
-    def main(self, args: Any = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:  # fmt: skip
+    def main(  # type: ignore[override]  # the same parameters as click's; typer's stub spells them differently
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -132,7 +142,11 @@ async def open_store(ctx: typer.Context, *, save: bool = True,
     from mindstore.store import connect
 
     options = settings(ctx)
-    if options.data is not None and options.uri and not options.uri.startswith(("embedded", "mongomock")):
+    if (
+        options.data is not None
+        and options.uri
+        and not options.uri.startswith(("embedded", "mongomock"))
+    ):
         raise ConfigurationError("--data works with the embedded store only; drop --uri or --data")
     check_uri(options.uri)
     if options.data is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+
 from mindstore.commands.common import open_store, run, settings
 from mindstore.commands.output import console, progress_bar
 from mindstore.commands.sanitize import terminal_text
@@ -19,7 +20,9 @@ from mindstore.errors import ConfigurationError, Conflict
 from mindstore.workload import Workload, WorkloadSpec, generate, load
 
 
-def _spec(tenants: int, owners: int, tasks: int, messages: int, days: int, seed: int) -> WorkloadSpec:
+def _spec(
+    tenants: int, owners: int, tasks: int, messages: int, days: int, seed: int
+) -> WorkloadSpec:
     return WorkloadSpec(tenants=tenants, owners_per_tenant=owners, tasks=tasks,
                         mean_messages=messages, days=days, seed=seed)  # fmt: skip
 
@@ -28,7 +31,9 @@ async def _refuse_duplicates(store: Any, workload: Workload, seed: int) -> None:
     """The workload is deterministic: loading the same seed twice would collide on ids."""
     ids = [task["_id"] for task in workload.tasks]
     for tenant in sorted({task["tenant"] for task in workload.tasks}):
-        if await store.database[TASKS].count_documents({"tenant": tenant, "_id": {"$in": ids}}, limit=1):
+        if await store.database[TASKS].count_documents(
+            {"tenant": tenant, "_id": {"$in": ids}}, limit=1
+        ):
             raise Conflict(
                 f"demo data of seed {seed} is already in this store (tenant {tenant}); "
                 f"pass another --seed, or erase it first (mindstore erase --tenant {tenant})"
@@ -51,12 +56,21 @@ def register(app: typer.Typer) -> None:
     @app.command("demo-data")
     def demo_data_command(
         ctx: typer.Context,
-        tenants: Annotated[int, typer.Option("--tenants", min=1, max=100, help="Tenants to create.")] = 3,
-        owners: Annotated[int, typer.Option("--owners", min=1, max=1000, help="Owners per tenant.")] = 4,
-        tasks: Annotated[int, typer.Option("--tasks", min=1, max=100_000, help="Tasks (forks come on top).")] = 60,
-        messages: Annotated[int, typer.Option("--messages", min=4, max=5_000,
-                                              help="Average messages per task.")] = 40,
-        days: Annotated[int, typer.Option("--days", min=1, max=3650, help="Days the activity spans.")] = 28,
+        tenants: Annotated[
+            int, typer.Option("--tenants", min=1, max=100, help="Tenants to create.")
+        ] = 3,
+        owners: Annotated[
+            int, typer.Option("--owners", min=1, max=1000, help="Owners per tenant.")
+        ] = 4,
+        tasks: Annotated[
+            int, typer.Option("--tasks", min=1, max=100_000, help="Tasks (forks come on top).")
+        ] = 60,
+        messages: Annotated[
+            int, typer.Option("--messages", min=4, max=5_000, help="Average messages per task.")
+        ] = 40,
+        days: Annotated[
+            int, typer.Option("--days", min=1, max=3650, help="Days the activity spans.")
+        ] = 28,
         seed: Annotated[int, typer.Option("--seed", help="Same seed, same data.")] = 1,
     ) -> None:
         """Generate a realistic multi-tenant workload and load it (saved with --data FILE)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -31,8 +31,12 @@ def redact_command(
     task_id: TaskId,
     message_id: MessageId,
     tenant: Tenant = None,
-    reason: Annotated[Optional[str], typer.Option("--reason", help="Why (kept; never the content).")] = None,
-    part: Annotated[Optional[int], typer.Option("--part", min=0, help="Redact this part only.")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (kept; never the content).")
+    ] = None,
+    part: Annotated[
+        int | None, typer.Option("--part", min=0, help="Redact this part only.")
+    ] = None,
 ) -> None:
     """Remove a message's content (or one part's), keeping its shape (docs/lifecycle.md)."""
 
@@ -50,7 +54,9 @@ def _line(event: Any) -> str:
     message = event.message
     text = " ".join(getattr(message, "text", lambda: "")().split())
     preview = text if len(text) <= 80 else text[:79] + "…"
-    return terminal_text(f"{event.index:>5} {event.kind:<7} {message.role or '?':<12} {message.id}  {preview}")
+    return terminal_text(
+        f"{event.index:>5} {event.kind:<7} {message.role or '?':<12} {message.id}  {preview}"
+    )
 
 
 @tasks_app.command("follow")
@@ -58,12 +64,19 @@ def follow_command(
     ctx: typer.Context,
     task_id: TaskId,
     tenant: Tenant = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Start after this message id.")] = None,
-    idle: Annotated[Optional[float], typer.Option(
-        "--idle", min=0.1, max=86_400, help="Stop after this many quiet seconds.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Start after this message id.")
+    ] = None,
+    idle: Annotated[
+        float | None,
+        typer.Option("--idle", min=0.1, max=86_400, help="Stop after this many quiet seconds."),
+    ] = None,
     fmt: Format = OutputFormat.table,
 ) -> None:
-    """Print a task's messages as they arrive (json and csv: one JSON object per line), and again when they change (like tail -f)."""
+    """Print a task's messages as they arrive, and again when they change (like tail -f).
+
+    json and csv print one JSON object per line.
+    """
 
     async def body() -> None:
         name = require_tenant(tenant)
@@ -73,10 +86,12 @@ def follow_command(
             while True:
                 try:
                     event = await asyncio.wait_for(feed.__anext__(), timeout=idle)
-                except (asyncio.TimeoutError, StopAsyncIteration):
+                except (TimeoutError, StopAsyncIteration):
                     await feed.aclose()
                     return
-                if fmt != OutputFormat.table:  # one JSON object per line (escaped: inert on a terminal)
+                if (
+                    fmt != OutputFormat.table
+                ):  # one JSON object per line (escaped: inert on a terminal)
                     typer.echo(json.dumps({"kind": event.kind, "index": event.index,
                                            "message": event.message.model_dump(mode="json")},
                                           ensure_ascii=True, default=str))  # fmt: skip

@@ -10,10 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from enum import Enum
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import typer
 from pydantic import BaseModel
@@ -50,8 +51,14 @@ def rows_of(items: Iterable[Any]) -> list[dict[str, Any]]:
 def console(*, stderr: bool = False, width: int | None = None) -> Console:
     """A console that prints strings as they are: no markup, no highlighting, no emoji
     codes (pass user data through `sanitize` first)."""
-    return Console(stderr=stderr, width=width, markup=False, highlight=False, emoji=False,
-                   soft_wrap=width is None)
+    return Console(
+        stderr=stderr,
+        width=width,
+        markup=False,
+        highlight=False,
+        emoji=False,
+        soft_wrap=width is None,
+    )
 
 
 def echo_json(data: Any) -> None:
@@ -68,8 +75,13 @@ def echo_text(text: str) -> None:
     typer.echo(terminal_text(text))
 
 
-def render(items: Iterable[Any], fmt: OutputFormat, *, title: str | None = None,
-           columns: Sequence[str] | None = None) -> None:
+def render(
+    items: Iterable[Any],
+    fmt: OutputFormat,
+    *,
+    title: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> None:
     rows = rows_of(items)
     if fmt == OutputFormat.json:
         echo_json(rows)
@@ -77,11 +89,17 @@ def render(items: Iterable[Any], fmt: OutputFormat, *, title: str | None = None,
     names = list(columns) if columns else (list(rows[0]) if rows else [])
     if fmt == OutputFormat.csv:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=names, extrasaction="ignore", lineterminator="\n")
+        writer = csv.DictWriter(
+            buffer, fieldnames=names, extrasaction="ignore", lineterminator="\n"
+        )
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: csv_cell(json.dumps(v, default=str) if isinstance(v, (dict, list)) else v)
-                             for k, v in row.items()})
+            writer.writerow(
+                {
+                    k: csv_cell(json.dumps(v, default=str) if isinstance(v, (dict, list)) else v)
+                    for k, v in row.items()
+                }
+            )
         typer.echo(buffer.getvalue(), nl=False)
         return
     table = Table(title=plain(title) if title else None)

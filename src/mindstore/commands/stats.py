@@ -15,16 +15,11 @@ table shows, so a script sees what a person sees.
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import (
     Annotated,
     Any,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Optional,
-    Sequence,
     TypeVar,
 )
 
@@ -38,8 +33,8 @@ from mindstore.analytics.rows import (
     SubtaskRow,
 )
 from mindstore.analytics.service import Analytics
-from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.arguments import time_bound
+from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.output import OutputFormat, console, echo_json, render
 from mindstore.errors import ValidationError
 from mindstore.pipelines.analytics import (
@@ -69,28 +64,45 @@ ACTIVITY_COLUMNS = ("period", "tasks_created", "messages", "active_owners")
 
 NO_DATA = "no data for these filters"
 
-Tenant = Annotated[Optional[str], typer.Option(
-    "--tenant", envvar="MINDSTORE_TENANT", help="Tenant to report on (default: MINDSTORE_TENANT).")]
-Owner = Annotated[Optional[str], typer.Option("--owner", help="Only this owner's tasks.")]
-State = Annotated[Optional[str], typer.Option(
-    "--state", help="Only tasks in this state (running, completed, failed, paused, ...).")]
-Model = Annotated[Optional[str], typer.Option(
+Tenant = Annotated[
+    str | None,
+    typer.Option(
+        "--tenant",
+        envvar="MINDSTORE_TENANT",
+        help="Tenant to report on (default: MINDSTORE_TENANT).",
+    ),
+]
+Owner = Annotated[str | None, typer.Option("--owner", help="Only this owner's tasks.")]
+State = Annotated[
+    str | None,
+    typer.Option(
+        "--state", help="Only tasks in this state (running, completed, failed, paused, ...)."
+    ),
+]
+Model = Annotated[str | None, typer.Option(
     "--model", help="Only this model (assistant turns, tool calls, sub-tasks or root tasks, "
                     "depending on the report).")]  # fmt: skip
-Since = Annotated[Optional[str], typer.Option(
+Since = Annotated[str | None, typer.Option(
     "--since", help="From this time, inclusive: ISO 8601 (2026-10-05, 2026-10-05T12:00:00Z) "
                     "or epoch seconds.")]  # fmt: skip
-Until = Annotated[Optional[str], typer.Option(
-    "--until", help="Up to this time, exclusive (same forms as --since).")]
+Until = Annotated[
+    str | None, typer.Option("--until", help="Up to this time, exclusive (same forms as --since).")
+]
 Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table, json or csv.")]
-PeriodOption = Annotated[Optional[str], typer.Option(
-    "--period", help="Also bucket by time: day, week (ISO) or month (UTC).")]
-By = Annotated[Optional[list[str]], typer.Option(
-    "--by", help="Group by model and/or owner: comma-separated or repeated (default: model).")]
+PeriodOption = Annotated[
+    str | None,
+    typer.Option("--period", help="Also bucket by time: day, week (ISO) or month (UTC)."),
+]
+By = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--by", help="Group by model and/or owner: comma-separated or repeated (default: model)."
+    ),
+]
 
 stats_app = typer.Typer(
     help="Analyse a tenant's sessions: usage and cost, tools, latency, session sizes, "
-         "sub-tasks, top owners and activity over time.",  # fmt: skip
+    "sub-tasks, top owners and activity over time.",
     no_args_is_help=True,
 )
 
@@ -126,7 +138,9 @@ def _dimensions(values: Sequence[str] | None, allowed: tuple[str, ...],
     dropped and the user's order is kept, because it is the order of the columns."""
     if values is None:
         return default
-    dims = tuple(dict.fromkeys(p.strip() for value in values for p in value.split(",") if p.strip()))
+    dims = tuple(
+        dict.fromkeys(p.strip() for value in values for p in value.split(",") if p.strip())
+    )
     unknown = [d for d in dims if d not in allowed]
     if unknown:
         hint = "; use --period to group by time" if "period" in unknown else ""
@@ -137,7 +151,9 @@ def _dimensions(values: Sequence[str] | None, allowed: tuple[str, ...],
 
 def _ranking(by: str) -> str:
     if by not in OWNER_RANKINGS:
-        raise ValidationError(f"cannot rank owners by {by!r}; choose from {', '.join(OWNER_RANKINGS)}")
+        raise ValidationError(
+            f"cannot rank owners by {by!r}; choose from {', '.join(OWNER_RANKINGS)}"
+        )
     return by
 
 
@@ -173,8 +189,14 @@ def _report(ctx: typer.Context, tenant: str | None, report: str,
     return run(body())
 
 
-def _emit(rows: Iterable[Any], fmt: OutputFormat, *, title: str, columns: Sequence[str],
-          table_cells: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:  # fmt: skip
+def _emit(
+    rows: Iterable[Any],
+    fmt: OutputFormat,
+    *,
+    title: str,
+    columns: Sequence[str],
+    table_cells: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> None:
     """Print rows cut to `columns` in every format (json included); `table_cells` only
     changes how values look to a person, never what json and csv carry."""
     projected = [{name: row.get(name) for name in columns} for row in rows]
@@ -197,15 +219,28 @@ def _dumped(rows: Iterable[Any]) -> Rows:
 GroupedReport = Callable[[Analytics], Callable[..., Awaitable[list[Any]]]]
 
 
-def _grouped(ctx: typer.Context, tenant: str | None, name: str, report: GroupedReport,
-             by: Sequence[str] | None, period: str | None, filters: dict[str, Any], *,
-             groups: tuple[str, ...], default: tuple[str, ...]) -> tuple[Rows, tuple[str, ...]]:  # fmt: skip
+def _grouped(
+    ctx: typer.Context,
+    tenant: str | None,
+    name: str,
+    report: GroupedReport,
+    by: Sequence[str] | None,
+    period: str | None,
+    filters: dict[str, Any],
+    *,
+    groups: tuple[str, ...],
+    default: tuple[str, ...],
+) -> tuple[Rows, tuple[str, ...]]:
     """(rows, their grouping columns) of a report grouped by `--by` and `--period`; usage,
     latency and tools differ only in which groupings they allow and what they measure."""
     dims = _checked(lambda: _dimensions(by, groups, default))
     bucket = _checked(lambda: to_period(period))
-    rows = _report(ctx, tenant, name, lambda analytics: report(analytics)(
-        group_by=dims, period=bucket, **filters))
+    rows = _report(
+        ctx,
+        tenant,
+        name,
+        lambda analytics: report(analytics)(group_by=dims, period=bucket, **filters),
+    )
     return _dumped(rows), _grouping_columns(bucket, dims)
 
 
@@ -252,9 +287,17 @@ def latency_command(
 
     count, mean, min, exact p50/p90/p99 and max; --period adds a time bucket.
     """
-    rows, grouping = _grouped(ctx, tenant, "latency", lambda analytics: analytics.latency, by, period,
-                              _filters(owner, state, model, since, until),
-                              groups=GROUPS, default=("model",))  # fmt: skip
+    rows, grouping = _grouped(
+        ctx,
+        tenant,
+        "latency",
+        lambda analytics: analytics.latency,
+        by,
+        period,
+        _filters(owner, state, model, since, until),
+        groups=GROUPS,
+        default=("model",),
+    )
     _emit(rows, fmt, title="latency (s)", columns=(*grouping, *LATENCY_MEASURES))
 
 
@@ -269,8 +312,9 @@ def _percent(row: dict[str, Any]) -> dict[str, Any]:
 def tools_command(
     ctx: typer.Context,
     tenant: Tenant = None,
-    by: Annotated[Optional[list[str]], typer.Option(
-        "--by", help="Also group by model (default: by tool only).")] = None,
+    by: Annotated[
+        list[str] | None, typer.Option("--by", help="Also group by model (default: by tool only).")
+    ] = None,
     period: PeriodOption = None,
     owner: Owner = None,
     state: State = None,
@@ -287,7 +331,9 @@ def tools_command(
     rows, grouping = _grouped(ctx, tenant, "tools", lambda analytics: analytics.tools, by, period,
                               _filters(owner, state, model, since, until),
                               groups=TOOL_GROUPS, default=())  # fmt: skip
-    _emit(rows, fmt, title="tools", columns=("tool", *grouping, *TOOL_MEASURES), table_cells=_percent)
+    _emit(
+        rows, fmt, title="tools", columns=("tool", *grouping, *TOOL_MEASURES), table_cells=_percent
+    )
 
 
 # ---------------------------------------------------------------------- sessions
@@ -307,7 +353,9 @@ def _print_sessions_table(report: SessionReport) -> None:
         typer.echo(NO_DATA, err=True)
     summary = [{"measure": "messages", **report.messages.model_dump()},
                {"measure": "duration (s)", **report.duration.model_dump()}]  # fmt: skip
-    render(summary, OutputFormat.table, title=f"{report.sessions} sessions", columns=SUMMARY_COLUMNS)
+    render(
+        summary, OutputFormat.table, title=f"{report.sessions} sessions", columns=SUMMARY_COLUMNS
+    )
     render(_histogram_rows(report.length_histogram), OutputFormat.table,
            title="length histogram", columns=("messages", "sessions"))  # fmt: skip
 
@@ -373,9 +421,15 @@ def subtasks_command(
 def owners_command(
     ctx: typer.Context,
     tenant: Tenant = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="How many owners (1-10000).")] = 10,
-    by: Annotated[str, typer.Option(
-        "--by", help="Rank by cost, tokens_in, tokens_out, cache_reads or cache_writes.")] = "cost",
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=10_000, help="How many owners (1-10000).")
+    ] = 10,
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by", help="Rank by cost, tokens_in, tokens_out, cache_reads or cache_writes."
+        ),
+    ] = "cost",
     owner: Owner = None,
     state: State = None,
     model: Model = None,
@@ -386,8 +440,12 @@ def owners_command(
     """The owners with the most usage, largest first, with how many tasks it came from."""
     ranking = _checked(lambda: _ranking(by))
     filters = _filters(owner, state, model, since, until)
-    rows = _report(ctx, tenant, "owners", lambda analytics: analytics.top_owners(
-        limit=limit, by=ranking, **filters))
+    rows = _report(
+        ctx,
+        tenant,
+        "owners",
+        lambda analytics: analytics.top_owners(limit=limit, by=ranking, **filters),
+    )
     _emit(_dumped(rows), fmt, title=f"top owners by {ranking}", columns=OWNER_COLUMNS)
 
 
@@ -405,7 +463,9 @@ def _flat_activity(row: ActivityRow, roles: Sequence[str]) -> dict[str, Any]:
 def activity_command(
     ctx: typer.Context,
     tenant: Tenant = None,
-    period: Annotated[str, typer.Option("--period", help="day, week (ISO) or month (UTC).")] = "day",
+    period: Annotated[
+        str, typer.Option("--period", help="day, week (ISO) or month (UTC).")
+    ] = "day",
     owner: Owner = None,
     state: State = None,
     model: Model = None,
@@ -419,7 +479,9 @@ def activity_command(
     """
     bucket = _checked(lambda: to_period(period))
     filters = _filters(owner, state, model, since, until)
-    rows = _report(ctx, tenant, "activity", lambda analytics: analytics.activity(period=bucket, **filters))
+    rows = _report(
+        ctx, tenant, "activity", lambda analytics: analytics.activity(period=bucket, **filters)
+    )
     if fmt == OutputFormat.json:
         _emit(_dumped(rows), fmt, title="activity", columns=(*ACTIVITY_COLUMNS, "by_role"))
         return

@@ -8,14 +8,15 @@ stderr so stdout stays machine-readable.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict
-from typing import Annotated, Any, Awaitable, Callable, Iterator, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
 
-from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.arguments import MAX_COUNT
+from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.output import OutputFormat, console, echo_json, echo_text, render
 from mindstore.commands.sanitize import plain
 from mindstore.errors import ValidationError
@@ -33,8 +34,12 @@ MESSAGE_COLUMNS = ("index", "id", "role", "scope", "depth", "started_ts", "finis
                    "tokens_in", "tokens_out", "text")  # fmt: skip
 TREE_COLUMNS = ("id", "parent_id", "depth", "messages")
 
-Tenant = Annotated[Optional[str], typer.Option(
-    "--tenant", envvar="MINDSTORE_TENANT", help="Tenant to read (default: MINDSTORE_TENANT).")]
+Tenant = Annotated[
+    str | None,
+    typer.Option(
+        "--tenant", envvar="MINDSTORE_TENANT", help="Tenant to read (default: MINDSTORE_TENANT)."
+    ),
+]
 Format = Annotated[OutputFormat, typer.Option("--format", "-f", help="table, json or csv.")]
 TaskId = Annotated[str, typer.Argument(metavar="TASK_ID", help="The task (dialog) id.")]
 
@@ -118,15 +123,22 @@ def _tree_rows(node: dict[str, Any], parent_id: str | None = None) -> Iterator[d
 def list_command(
     ctx: typer.Context,
     tenant: Tenant = None,
-    owner: Annotated[Optional[str], typer.Option("--owner", help="Only this owner's tasks.")] = None,
-    state: Annotated[Optional[TaskState], typer.Option("--state", help="Only tasks in this state.")] = None,
+    owner: Annotated[str | None, typer.Option("--owner", help="Only this owner's tasks.")] = None,
+    state: Annotated[
+        TaskState | None, typer.Option("--state", help="Only tasks in this state.")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Page size.")] = 50,
-    cursor: Annotated[Optional[str], typer.Option("--cursor", help="Continue after a previous page.")] = None,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Continue after a previous page.")
+    ] = None,
     fmt: Format = OutputFormat.table,
 ) -> None:
     """One page of tasks, newest first; the next page's --cursor is printed on stderr."""
-    page = _read(ctx, tenant, lambda scope: scope.tasks.list(
-        owner=owner, state=state, limit=limit, cursor=cursor))
+    page = _read(
+        ctx,
+        tenant,
+        lambda scope: scope.tasks.list(owner=owner, state=state, limit=limit, cursor=cursor),
+    )
     render([_task_row(r) for r in page.items], fmt, title="tasks", columns=TASK_COLUMNS)
     if page.next_cursor:
         typer.echo(f"next page: --cursor {page.next_cursor}", err=True)
@@ -185,9 +197,16 @@ def messages_command(
     ctx: typer.Context,
     task_id: TaskId,
     tenant: Tenant = None,
-    start: Annotated[Optional[int], typer.Option("--start", min=0, max=MAX_COUNT, help="First message index.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, max=MAX_COUNT, help="At most this many.")] = None,
-    tail: Annotated[Optional[int], typer.Option("--tail", min=1, max=MAX_COUNT, help="Only the last N messages.")] = None,
+    start: Annotated[
+        int | None, typer.Option("--start", min=0, max=MAX_COUNT, help="First message index.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, max=MAX_COUNT, help="At most this many.")
+    ] = None,
+    tail: Annotated[
+        int | None,
+        typer.Option("--tail", min=1, max=MAX_COUNT, help="Only the last N messages."),
+    ] = None,
     fmt: Format = OutputFormat.table,
 ) -> None:
     """A task's messages: previews in table/csv, the full stored messages in json."""
@@ -218,8 +237,12 @@ def tree_command(
     ctx: typer.Context,
     task_id: TaskId,
     tenant: Tenant = None,
-    from_root: Annotated[bool, typer.Option(
-        "--from-root", help="Show the whole tree the task belongs to, not just its subtree.")] = False,
+    from_root: Annotated[
+        bool,
+        typer.Option(
+            "--from-root", help="Show the whole tree the task belongs to, not just its subtree."
+        ),
+    ] = False,
     fmt: Format = OutputFormat.table,
 ) -> None:
     """The dialog fork tree under a task: who forked from whom, how many messages each."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in
 from mindstore.compression.view import DEFAULT_STUB_TEXT, apply_checkpoint
@@ -41,7 +41,8 @@ class BaseCompressionConfig(Model):
     strategy: str | None = None
     stub_text: str = DEFAULT_STUB_TEXT
 
-AnyCompressionConfig = Union[BaseCompressionConfig, CompressionConfig]
+
+AnyCompressionConfig = BaseCompressionConfig | CompressionConfig
 
 
 def strategy_name(value: CompressionStrategyType | str | Any) -> str:

@@ -22,10 +22,18 @@ from mindstore.compression.tokens import TokenCounter, estimate_tokens
 from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import CompressionConfig, CompressionStrategyType
 
-CHECKPOINT_FIELDS = ("checkpoint_id", "compressed_message_ids", "kept_message_ids", "metadata", "summary")
+CHECKPOINT_FIELDS = (
+    "checkpoint_id",
+    "compressed_message_ids",
+    "kept_message_ids",
+    "metadata",
+    "summary",
+)
 
 
-def builtin_config(config: AnyCompressionConfig | None, kind: CompressionStrategyType) -> CompressionConfig:
+def builtin_config(
+    config: AnyCompressionConfig | None, kind: CompressionStrategyType
+) -> CompressionConfig:
     """The built-in planner's config from any config: its own fields where given, the
     built-in defaults for the rest (a custom config need not know `keep_recent_messages`)."""
     if isinstance(config, CompressionConfig):
@@ -40,7 +48,9 @@ class PlannedStrategy(CompressionStrategy):
 
     kind: ClassVar[CompressionStrategyType]
 
-    def __init__(self, summarizer: Summarizer | None = None, token_counter: TokenCounter = estimate_tokens) -> None:
+    def __init__(
+        self, summarizer: Summarizer | None = None, token_counter: TokenCounter = estimate_tokens
+    ) -> None:
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.token_counter = token_counter
 
@@ -58,11 +68,15 @@ class PlannedStrategy(CompressionStrategy):
         previous = self.latest_checkpoint(task)
         if new_checkpoint is None:
             return self.view(task, own, previous)
-        plan = plan_compression(self.kind, task.current_task_messages(), own, previous, self.token_counter)
+        plan = plan_compression(
+            self.kind, task.current_task_messages(), own, previous, self.token_counter
+        )
         if plan is None:  # nothing left: the checkpoint stays empty and nothing is written
             return self.view(task, own, previous)
         if plan.to_summarize:
-            plan.checkpoint.summary = await self.summarizer(plan.to_summarize, plan.previous_summary)
+            plan.checkpoint.summary = await self.summarizer(
+                plan.to_summarize, plan.previous_summary
+            )
         for name in CHECKPOINT_FIELDS:
             setattr(new_checkpoint, name, getattr(plan.checkpoint, name))
         return self.view(task, own, new_checkpoint)
@@ -86,4 +100,8 @@ class CompactSummarization(PlannedStrategy):
     kind = CompressionStrategyType.compact_summarization
 
 
-BUILTIN_STRATEGIES: tuple[type[PlannedStrategy], ...] = (ToolCompression, TruncateAndSummarize, CompactSummarization)
+BUILTIN_STRATEGIES: tuple[type[PlannedStrategy], ...] = (
+    ToolCompression,
+    TruncateAndSummarize,
+    CompactSummarization,
+)

@@ -13,13 +13,15 @@ deleted; a checkpoint only says how the view treats them:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from mindstore.errors import ValidationError
 from mindstore.model.base import new_id, now_ts
-from mindstore.model.messages import AnyMessage
+from mindstore.model.messages import AnyMessage, CompressionMessage
+from mindstore.model.parts import CompressionPart
 
 STUBBED_KEY = "stubbed_message_ids"
 SUMMARY_AFTER_KEY = "summary_after_id"
@@ -30,7 +32,8 @@ ROUND_KEY = "round"
 
 
 class CompressionCheckpoint(BaseModel):
-    """What one compression round decided, as the compression document stores it in `metadata["checkpoint"]`."""
+    """What one compression round decided, as the compression document stores it in
+    `metadata["checkpoint"]`."""
 
     checkpoint_id: str = ""
     timestamp: int = Field(default_factory=now_ts)
@@ -38,7 +41,8 @@ class CompressionCheckpoint(BaseModel):
     kept_message_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     summary: str | None = None
-    """Carried in the compression part's `cache`, not in the checkpoint dict (the document's layout)."""
+    """Carried in the compression part's `cache`, not in the checkpoint dict (the document's
+    layout)."""
 
     def is_message_compressed(self, message_id: str) -> bool:
         return message_id in self.compressed_message_ids
@@ -57,7 +61,8 @@ class CompressionCheckpoint(BaseModel):
         return self.metadata.get(SUMMARY_AFTER_KEY)
 
     def message_metadata(self) -> dict[str, Any]:
-        """The compression part's `metadata`: `{"checkpoint": {...}}` as the compression document reads it."""
+        """The compression part's `metadata`: `{"checkpoint": {...}}` as the compression
+        document reads it."""
         return {
             "checkpoint": {
                 "checkpoint_id": self.checkpoint_id,
@@ -72,7 +77,9 @@ class CompressionCheckpoint(BaseModel):
         return {"summary": self.summary} if self.summary is not None else {}
 
     @classmethod
-    def from_parts(cls, metadata: dict[str, Any] | None, cache: dict[str, Any] | None) -> "CompressionCheckpoint | None":
+    def from_parts(
+        cls, metadata: dict[str, Any] | None, cache: dict[str, Any] | None
+    ) -> CompressionCheckpoint | None:
         """Read a checkpoint back from a compression part; None if the part has none."""
         data = (metadata or {}).get("checkpoint")
         if not isinstance(data, dict):
@@ -96,10 +103,10 @@ def checkpoints_in(level: Sequence[AnyMessage]) -> list[CompressionCheckpoint]:
     """
     found: list[CompressionCheckpoint] = []
     for message in level:
-        if getattr(message, "role", None) != "compression":
+        if not isinstance(message, CompressionMessage):
             continue
         for part in message.content:
-            if getattr(part, "type", None) == "compression":
+            if isinstance(part, CompressionPart):
                 checkpoint = CompressionCheckpoint.from_parts(part.metadata, part.cache)
                 if checkpoint is not None:
                     found.append(checkpoint)
@@ -148,16 +155,20 @@ def merge_round(
     if dropped == prev_dropped and stubbed == prev_stubbed and summary == prev_summary:
         return None
     changed = (dropped - prev_dropped) | (stubbed - prev_stubbed)
-    positions = [i for i, mid in enumerate(order) if mid in changed] or [
-        i for i, mid in enumerate(order) if mid in dropped | stubbed
-    ] or [0]
+    positions = (
+        [i for i, mid in enumerate(order) if mid in changed]
+        or [i for i, mid in enumerate(order) if mid in dropped | stubbed]
+        or [0]
+    )
     metadata: dict[str, Any] = {**(previous.metadata if previous else {}), **new.metadata}
     metadata[STRATEGY_KEY] = strategy_type
     metadata[STUBBED_KEY] = [mid for mid in order if mid in stubbed]
     metadata[SPAN_KEY] = [positions[0], positions[-1]]
     previous_round = int((previous.metadata if previous else {}).get(ROUND_KEY, 0) or 0)
     metadata[ROUND_KEY] = int(new.metadata.get(ROUND_KEY) or previous_round + 1)
-    if SUMMARY_AFTER_KEY not in new.metadata and metadata.get(SUMMARY_AFTER_KEY) in dropped | {None}:
+    if SUMMARY_AFTER_KEY not in new.metadata and metadata.get(SUMMARY_AFTER_KEY) in dropped | {
+        None
+    }:
         metadata[SUMMARY_AFTER_KEY] = _default_anchor(order, dropped)  # unset, or now dropped
     if dropped - prev_dropped and SUMMARY_ID_KEY not in new.metadata:
         metadata[SUMMARY_ID_KEY] = new_id()

@@ -52,7 +52,9 @@ class LevelSource(Protocol):
 
     async def snapshot(self) -> TaskLevel: ...
 
-    async def append_checkpoint(self, checkpoint: CompressionCheckpoint, reason: str) -> AnyMessage: ...
+    async def append_checkpoint(
+        self, checkpoint: CompressionCheckpoint, reason: str
+    ) -> AnyMessage: ...
 
 
 def _compression_args(checkpoint: CompressionCheckpoint, reason: str) -> dict[str, Any]:
@@ -72,7 +74,7 @@ def _compression_args(checkpoint: CompressionCheckpoint, reason: str) -> dict[st
 class StoredLevel:
     """The current level of a stored task; checkpoints go in with one atomic append."""
 
-    def __init__(self, tasks: "TaskRepository", task_id: str) -> None:
+    def __init__(self, tasks: TaskRepository, task_id: str) -> None:
         self.tasks = tasks
         self.task_id = task_id
 
@@ -87,16 +89,18 @@ class StoredLevel:
         return await self.tasks.current_task_messages(self.task_id)
 
     async def append_checkpoint(self, checkpoint: CompressionCheckpoint, reason: str) -> AnyMessage:
-        return await self.tasks.add_compression_message(self.task_id, **_compression_args(checkpoint, reason))
+        return await self.tasks.add_compression_message(
+            self.task_id, **_compression_args(checkpoint, reason)
+        )
 
 
 class MemoryLevel:
     """The current level of an in-memory `Task` (the object the document's strategies run on)."""
 
-    def __init__(self, task: "Task") -> None:
+    def __init__(self, task: Task) -> None:
         self.task = task
 
-    async def snapshot(self) -> "Task":
+    async def snapshot(self) -> Task:
         return self.task
 
     async def level(self) -> list[AnyMessage]:
@@ -111,8 +115,11 @@ def _as_source(target: Any) -> LevelSource:
 
     if isinstance(target, Task):
         return MemoryLevel(target)
-    if callable(getattr(target, "snapshot", None)) and callable(getattr(target, "append_checkpoint", None)):
-        return target
+    if callable(getattr(target, "snapshot", None)) and callable(
+        getattr(target, "append_checkpoint", None)
+    ):
+        source: LevelSource = target  # duck-typed: any object with the two methods
+        return source
     raise ValidationError(
         f"task: expected a mindstore.Task, StoredLevel or MemoryLevel, got {type(target).__name__}"
     )
@@ -139,7 +146,11 @@ class Compressor:
     ) -> None:
         self.config: AnyCompressionConfig = config if config is not None else CompressionConfig()
         self.strategy: CompressionStrategy = resolve_strategy(
-            strategy, self.config, summarizer=summarizer, token_counter=token_counter, registry=registry
+            strategy,
+            self.config,
+            summarizer=summarizer,
+            token_counter=token_counter,
+            registry=registry,
         )
         self.checkpoints: list[CompressionCheckpoint] = []
         self._source: LevelSource | None = None
@@ -171,14 +182,16 @@ class Compressor:
         self.checkpoints = checkpoints_in(self._task.current_task_messages())
         return self._task
 
-    async def load(self, task: "Task | LevelSource") -> None:
+    async def load(self, task: Task | LevelSource) -> None:
         """Read the current level and its checkpoints (this level only).
 
         `task` is an in-memory `mindstore.Task`, or a `StoredLevel(acme.tasks, task_id)`.
         """
         self._source = _as_source(task)
         await self._refresh()
-        self.logger.debug("loaded %d compression checkpoints from the current task level", len(self.checkpoints))
+        self.logger.debug(
+            "loaded %d compression checkpoints from the current task level", len(self.checkpoints)
+        )
 
     # ---------------------------------------------------------------- document helpers
     def get_task_messages(self) -> list[AnyMessage]:
@@ -221,4 +234,6 @@ class Compressor:
     def view(self) -> list[AnyMessage]:
         """The loaded level with its latest checkpoint applied (what the store serves)."""
         stub_text = getattr(self.config, "stub_text", None) or DEFAULT_STUB_TEXT
-        return apply_checkpoint(self.get_task_messages() if self._task else [], self.latest, stub_text)
+        return apply_checkpoint(
+            self.get_task_messages() if self._task else [], self.latest, stub_text
+        )

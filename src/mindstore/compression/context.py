@@ -26,7 +26,8 @@ grow by `keep_recent_messages` before trying again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from mindstore.compression.base import (
     AnyCompressionConfig,
@@ -88,17 +89,26 @@ MAX_READ = 2**31 - 1
 StrategyChain = list[CompressionStrategy]
 
 
-def _chain(strategy: Any, config: AnyCompressionConfig | None, summarizer: Summarizer | None,
-           counter: TokenCounter) -> StrategyChain:  # fmt: skip
+def _chain(
+    strategy: Any,
+    config: AnyCompressionConfig | None,
+    summarizer: Summarizer | None,
+    counter: TokenCounter,
+) -> StrategyChain:
     """The strategies to try, in order: one, or a list handed over while still over the limit."""
     if isinstance(strategy, (list, tuple)):
         if not strategy:
             raise ValidationError("strategy: an empty list names no strategy")
-        return [resolve_strategy(s, config, summarizer=summarizer, token_counter=counter) for s in strategy]
+        return [
+            resolve_strategy(s, config, summarizer=summarizer, token_counter=counter)
+            for s in strategy
+        ]
     return [resolve_strategy(strategy, config, summarizer=summarizer, token_counter=counter)]
 
 
-async def _level_config(tasks: TaskRepository, task_id: str, header: TaskHeader, read: LevelRead) -> CompressionConfig:
+async def _level_config(
+    tasks: TaskRepository, task_id: str, header: TaskHeader, read: LevelRead
+) -> CompressionConfig:
     """The current level's compression config (defaults without a task config)."""
     if read.config is not None:
         return read.config.compression_config
@@ -114,8 +124,14 @@ def _tokens(assembled: Assembled, counter: TokenCounter) -> list[int]:
     return [counter(message) for message in assembled.items]
 
 
-def _finish(read: LevelRead, assembled: Assembled, budget: int | None, counter: TokenCounter,
-            scope: str | None, notes: list[str]) -> ContextWindow:  # fmt: skip
+def _finish(
+    read: LevelRead,
+    assembled: Assembled,
+    budget: int | None,
+    counter: TokenCounter,
+    scope: str | None,
+    notes: list[str],
+) -> ContextWindow:
     fitted = fit(assembled, budget, counter)
     messages, unpaired = pair_tool_calls(fitted.messages)
     from_level = sum(1 for m in fitted.messages if m.id != assembled.summary_id)
@@ -161,7 +177,9 @@ async def build_context(
 
     header = await tasks.header(task_id)
     scope = header.current_scope
-    wanted = MAX_READ if budget is None else messages_for(budget, header.size_bytes / max(header.seq, 1))
+    wanted = (
+        MAX_READ if budget is None else messages_for(budget, header.size_bytes / max(header.seq, 1))
+    )
     read = await read_level_window(tasks, task_id, header, head=HEAD_READ, tail=wanted)
     config = await _level_config(tasks, task_id, header, read)
     stub_text = getattr(config, "stub_text", None) or DEFAULT_STUB_TEXT
@@ -179,32 +197,52 @@ async def build_context(
             complete_tokens=read_tokens if read.complete else None,
             newest_tokens=tokens[gap:],
             read_tokens=read_tokens,
-            bound=read_tokens + max(header.size_bytes - read.read_bytes, 0)
+            bound=read_tokens
+            + max(header.size_bytes - read.read_bytes, 0)
             * tokens_per_stored_byte(read_tokens, read.read_bytes),
         )
         if due.note:
             notes.append(due.note)
         if due.compress is not False:
-            strategies = chain if chain is not None else _chain(None, config, summarizer, token_counter)
-            return await _compress_and_build(tasks, task_id, header, config, strategies, token_counter,
-                                             budget, stub_text, notes)  # fmt: skip
+            strategies = (
+                chain if chain is not None else _chain(None, config, summarizer, token_counter)
+            )
+            return await _compress_and_build(
+                tasks, task_id, header, config, strategies, token_counter, budget, stub_text, notes
+            )
 
-    read, assembled = await _widened(tasks, task_id, read, assembled, budget, token_counter, stub_text)
+    read, assembled = await _widened(
+        tasks, task_id, read, assembled, budget, token_counter, stub_text
+    )
     return _finish(read, assembled, budget, token_counter, scope, notes)
 
 
-async def _widened(tasks: TaskRepository, task_id: str, read: LevelRead, assembled: Assembled,
-                   budget: int | None, counter: TokenCounter, stub_text: str) -> tuple[LevelRead, Assembled]:  # fmt: skip
+async def _widened(
+    tasks: TaskRepository,
+    task_id: str,
+    read: LevelRead,
+    assembled: Assembled,
+    budget: int | None,
+    counter: TokenCounter,
+    stub_text: str,
+) -> tuple[LevelRead, Assembled]:
     """Read older visible messages until the budget is filled or the level is read whole."""
     while budget is not None and not read.complete:
         fitted = fit(assembled, budget, counter)
         if not fitted.short:
             break
         missing = max(budget - count_tokens(fitted.messages, counter), 1)
-        tail_items = assembled.items[assembled.gap:] if assembled.gap is not None else assembled.items
+        tail_items = (
+            assembled.items[assembled.gap :] if assembled.gap is not None else assembled.items
+        )
         end = read.tail_start
-        start = max(read.head_visible, end - messages_to_add(missing, count_tokens(tail_items, counter), len(tail_items)))
-        mark_id, _count, older, stubbed = await read_level_range(tasks, task_id, read.scope, start, end - start)
+        start = max(
+            read.head_visible,
+            end - messages_to_add(missing, count_tokens(tail_items, counter), len(tail_items)),
+        )
+        mark_id, _count, older, stubbed = await read_level_range(
+            tasks, task_id, read.scope, start, end - start
+        )
         if mark_id != read.checkpoint_message_id:  # a compression landed in between: start over
             header = await tasks.header(task_id)
             read = await read_level_window(tasks, task_id, header, head=HEAD_READ, tail=MAX_READ)
@@ -235,15 +273,23 @@ async def _compress_and_build(
     latest = found[-1] if found else None
     read = read_from_level(level, scope, latest)
     before = sum(_tokens(assemble(read, stub_text), counter))
-    due = compression_due(token_limit=config.token_limit, outcome=outcome_of(latest), visible_count=read.visible_count,
-                          complete_tokens=before, newest_tokens=[], read_tokens=before, bound=before)  # fmt: skip
+    due = compression_due(
+        token_limit=config.token_limit,
+        outcome=outcome_of(latest),
+        visible_count=read.visible_count,
+        complete_tokens=before,
+        newest_tokens=[],
+        read_tokens=before,
+        bound=before,
+    )
     if not due.compress:
         if due.note and due.note not in notes:
             notes.append(due.note)
         return _finish(read, assemble(read, stub_text), budget, counter, scope, notes)
     start = header.scope_stack[-1].index if header.scope_stack else 0
-    final, changed, outcome = await _rounds(task_id, level, scope, (start, None), latest, config, chain, counter,
-                                            stub_text, before)  # fmt: skip
+    final, changed, outcome = await _rounds(
+        task_id, level, scope, (start, None), latest, config, chain, counter, stub_text, before
+    )
     strategies = [attempt.strategy for attempt in outcome.tried]
     await tasks.add_compression_message(task_id, **_marker_args(final, strategies))
     if not outcome.reached:
@@ -279,19 +325,32 @@ async def _rounds(
             attempts.append(Attempt(strategy=name, tokens_before=tokens, tokens_after=tokens))
             continue
         after = sum(_tokens(assemble(read_from_level(level, scope, merged), stub_text), counter))
-        newly = set(merged.compressed_message_ids) - set(current.compressed_message_ids if current else [])
-        attempts.append(Attempt(strategy=name, tokens_before=tokens, tokens_after=after, compressed=len(newly)))
+        newly = set(merged.compressed_message_ids) - set(
+            current.compressed_message_ids if current else []
+        )
+        attempts.append(
+            Attempt(strategy=name, tokens_before=tokens, tokens_after=after, compressed=len(newly))
+        )
         current, tokens, changed = merged, after, True
         working = [*level, marker(merged, task_id, REASON, [name])]
         if after <= config.token_limit:
             break
-    final = current if changed and current is not None else carried_over(latest, conv, attempts[-1].strategy)
+    final = (
+        current
+        if changed and current is not None
+        else carried_over(latest, conv, attempts[-1].strategy)
+    )
     final.metadata[ROUND_KEY] = int((latest.metadata if latest else {}).get(ROUND_KEY, 0) or 0) + 1
     outcome = CompressionOutcome(
-        round=final.metadata[ROUND_KEY], tried=attempts, tokens_before=before, tokens_after=tokens,
-        token_limit=config.token_limit, reached=tokens <= config.token_limit,
-        visible_count=read_from_level(level, scope, final).visible_count, retry_after=retry_after(config),
-    )  # fmt: skip
+        round=final.metadata[ROUND_KEY],
+        tried=attempts,
+        tokens_before=before,
+        tokens_after=tokens,
+        token_limit=config.token_limit,
+        reached=tokens <= config.token_limit,
+        visible_count=read_from_level(level, scope, final).visible_count,
+        retry_after=retry_after(config),
+    )
     final.metadata[OUTCOME_KEY] = outcome.model_dump()
     return final, changed, outcome
 

@@ -26,8 +26,9 @@ plus the agent's `model_name` when the constructor takes one. `type: null`, or n
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,7 +61,9 @@ class ContextManagerRegistry:
             raise ValidationError(f"cls must be a ContextManager subclass, got {cls!r}")
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
-            raise ValidationError(f"{cls.__name__} must set a non-empty `name` class attribute to be registered")
+            raise ValidationError(
+                f"{cls.__name__} must set a non-empty `name` class attribute to be registered"
+            )
         self._classes[name] = cls
         return cls
 
@@ -73,15 +76,21 @@ class ContextManagerRegistry:
     def get(self, name: str) -> type[ContextManager]:
         found = self._classes.get(name) if isinstance(name, str) else None
         if found is None:
-            raise ValidationError(f"unknown context manager type {name!r} (known: {', '.join(self.names())})")
+            raise ValidationError(
+                f"unknown context manager type {name!r} (known: {', '.join(self.names())})"
+            )
         return found
 
-    def build(self, settings: Mapping[str, Any] | None, *, model_name: str | None = None) -> ContextManager | None:
+    def build(
+        self, settings: Mapping[str, Any] | None, *, model_name: str | None = None
+    ) -> ContextManager | None:
         """The manager a `context_manager` block describes, or None when it disables pruning."""
         if settings is None or not settings:
             return None
         if not isinstance(settings, Mapping):
-            raise ValidationError(f"context_manager must be a mapping, got {type(settings).__name__}")
+            raise ValidationError(
+                f"context_manager must be a mapping, got {type(settings).__name__}"
+            )
         if TYPE_KEY not in settings:
             raise ValidationError("context_manager.type is required (type: null disables pruning)")
         kind = settings[TYPE_KEY]
@@ -99,7 +108,9 @@ class ContextManagerRegistry:
 
 def _takes(cls: type, parameter: str) -> bool:
     parameters = inspect.signature(cls).parameters
-    return parameter in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return parameter in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
 
 DEFAULT_MANAGERS = ContextManagerRegistry((DefaultContextManager, MessageContextManager))
@@ -155,16 +166,18 @@ class ContextConfig:
         self._agents = {agent.name: agent for agent in self._model.agent_configs}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ContextConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> ContextConfig:
         return cls(data)
 
     @classmethod
-    def from_yaml(cls, text: str) -> "ContextConfig":
+    def from_yaml(cls, text: str) -> ContextConfig:
         """Parse YAML text (needs PyYAML: `pip install 'mindstore[yaml]'`)."""
         try:
             import yaml
         except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise ConfigurationError("YAML configuration needs PyYAML: pip install 'mindstore[yaml]'") from exc
+            raise ConfigurationError(
+                "YAML configuration needs PyYAML: pip install 'mindstore[yaml]'"
+            ) from exc
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -172,11 +185,13 @@ class ContextConfig:
         return cls(data)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "ContextConfig":
+    def from_file(cls, path: str | Path) -> ContextConfig:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigurationError(f"cannot read configuration file {str(path)!r}: {exc}") from exc
+            raise ConfigurationError(
+                f"cannot read configuration file {str(path)!r}: {exc}"
+            ) from exc
         return cls.from_yaml(text)
 
     def agent_names(self) -> list[str]:
@@ -184,7 +199,9 @@ class ContextConfig:
 
     def model_name_for(self, agent_name: str) -> str | None:
         agent = self._agents.get(agent_name)
-        return (agent.model_name if agent and agent.model_name else None) or self._model.global_.model_name
+        return (
+            agent.model_name if agent and agent.model_name else None
+        ) or self._model.global_.model_name
 
     def settings_for(self, agent_name: str) -> dict[str, Any] | None:
         """The agent's `context_manager` block merged over the global one (None: no pruning).
@@ -210,4 +227,6 @@ class ContextConfig:
         self, agent_name: str, registry: ContextManagerRegistry | None = None
     ) -> ContextManager | None:
         """The agent's manager, built from its merged settings and its model name."""
-        return (registry or DEFAULT_MANAGERS).build(self.settings_for(agent_name), model_name=self.model_name_for(agent_name))
+        return (registry or DEFAULT_MANAGERS).build(
+            self.settings_for(agent_name), model_name=self.model_name_for(agent_name)
+        )

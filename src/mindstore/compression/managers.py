@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping, Sequence, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from mindstore.compression.model_windows import context_window
 from mindstore.compression.reducers import remove_tool_messages
@@ -39,14 +40,20 @@ def dialog_messages(dialog: Any) -> list[AnyMessage]:
     """The messages of a dialog: a message sequence, or an object holding `.messages`."""
     if isinstance(dialog, (list, tuple)):
         return list(dialog)
-    if dataclasses.is_dataclass(dialog) and not isinstance(dialog, type) and hasattr(dialog, "messages"):
+    if (
+        dataclasses.is_dataclass(dialog)
+        and not isinstance(dialog, type)
+        and hasattr(dialog, "messages")
+    ):
         return list(dialog.messages)
     raise ValidationError(
         f"dialog: expected a list of messages or a ContextWindow, got {type(dialog).__name__}"
     )
 
 
-def with_messages(dialog: Dialog, messages: list[AnyMessage], counter: TokenCounter = estimate_tokens) -> Dialog:
+def with_messages(
+    dialog: Dialog, messages: list[AnyMessage], counter: TokenCounter = estimate_tokens
+) -> Dialog:
     """`dialog` holding `messages` instead: a list, or a copy of the window (never the input
     changed; the same window back when nothing was pruned)."""
     if isinstance(dialog, (list, tuple)):
@@ -113,6 +120,8 @@ class DefaultContextManager(ContextManager):
         if max_tokens is None:
             if model_name is None:
                 raise ValidationError("model_name or max_tokens is required")
+            if not isinstance(model_name, str):  # a bool: an int subclass, not a count
+                raise ValidationError(f"model_name must be a non-empty string, got {model_name!r}")
             max_tokens = context_window(model_name, context_windows)
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0:
             raise ValidationError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -158,15 +167,21 @@ class DefaultContextManager(ContextManager):
         text = message.text() if hasattr(message, "text") else ""
         if not text or role_of(message) == "tool":
             return None
-        overhead = self.counter(message.model_copy(update={"content": [TextPart(text=TRUNCATION_PREFIX)]}))
+        overhead = self.counter(
+            message.model_copy(update={"content": [TextPart(text=TRUNCATION_PREFIX)]})
+        )
         chars = (tokens - overhead) * self.chars_per_token
         if chars <= 0:
             return None
         kept = text[-chars:]
-        truncated = message.model_copy(update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]})
+        truncated = message.model_copy(
+            update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]}
+        )
         while kept and self.counter(truncated) > tokens:  # a custom counter may weigh more
-            kept = kept[len(kept) // 10 + 1:]
-            truncated = message.model_copy(update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]})
+            kept = kept[len(kept) // 10 + 1 :]
+            truncated = message.model_copy(
+                update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]}
+            )
         return truncated if kept else None
 
 
@@ -192,7 +207,7 @@ class MessageContextManager(ContextManager):
         first, rest = messages[0], list(messages[1:])
         user_positions = [i for i, m in enumerate(rest) if role_of(m) == "user"]
         if len(user_positions) > self.max_messages:
-            rest = drop_orphan_results(rest[user_positions[-self.max_messages]:])
+            rest = drop_orphan_results(rest[user_positions[-self.max_messages] :])
         if self.remove_tool_msgs:
             rest = remove_tool_messages(rest)
         return [first, *rest]

@@ -18,7 +18,7 @@ that is a known model plus a suffix (`gpt-4o-2024-08-06`, `claude-sonnet-4-5-202
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from mindstore.errors import ValidationError
 
@@ -117,7 +117,11 @@ def context_window(model_name: str, overrides: Mapping[str, int] | None = None) 
     if not isinstance(model_name, str) or not model_name.strip():
         raise ValidationError(f"model_name must be a non-empty string, got {model_name!r}")
     name = normalize_model_name(model_name)
-    for table in ({normalize_model_name(k): v for k, v in (overrides or {}).items()}, _overrides, KNOWN_CONTEXT_WINDOWS):
+    for table in (
+        {normalize_model_name(k): v for k, v in (overrides or {}).items()},
+        _overrides,
+        KNOWN_CONTEXT_WINDOWS,
+    ):
         found = _lookup(name, table)
         if found is not None:
             return found

@@ -1,4 +1,6 @@
-"""A compression round's outcome, recorded on its checkpoint, so compression runs once per need (pure).
+"""A compression round's outcome, recorded on its checkpoint (pure).
+
+It makes compression run once per need.
 
 `tasks.context(...)` compresses a level that passes its `token_limit`. A round that
 cannot bring the level under the limit is itself a result: the checkpoint it writes
@@ -15,8 +17,9 @@ code carries the metadata over, and a mismatched round makes the outcome void.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
@@ -63,8 +66,10 @@ class CompressionOutcome(BaseModel):
 
     def note(self) -> str:
         tried = ", ".join(a.strategy for a in self.tried) or "nothing"
-        return (f"compression round {self.round} ({tried}) could not reach token_limit "
-                f"{self.token_limit}: {self.tokens_before} -> {self.tokens_after} tokens")  # fmt: skip
+        return (
+            f"compression round {self.round} ({tried}) could not reach token_limit "
+            f"{self.token_limit}: {self.tokens_before} -> {self.tokens_after} tokens"
+        )
 
 
 def outcome_of(checkpoint: CompressionCheckpoint | None) -> CompressionOutcome | None:
@@ -119,7 +124,7 @@ def compression_due(
     if complete_tokens is not None:
         return Due(complete_tokens > token_limit, complete_tokens)
     if outcome is not None and grown is not None and 0 <= grown <= len(newest_tokens):
-        tokens = outcome.tokens_after + sum(newest_tokens[len(newest_tokens) - grown:])
+        tokens = outcome.tokens_after + sum(newest_tokens[len(newest_tokens) - grown :])
         return Due(tokens > token_limit, tokens)
     if read_tokens > token_limit:
         return Due(True, read_tokens)
@@ -132,7 +137,11 @@ def retry_after(config: Any) -> int:
     """Messages to wait for after a round that did not reach the limit: the recent window
     the strategies protect (it must move before they can compress more)."""
     keep = getattr(config, "keep_recent_messages", None)
-    return max(1, int(keep)) if isinstance(keep, int) and not isinstance(keep, bool) else DEFAULT_RETRY_AFTER
+    return (
+        max(1, int(keep))
+        if isinstance(keep, int) and not isinstance(keep, bool)
+        else DEFAULT_RETRY_AFTER
+    )
 
 
 def carried_over(
@@ -158,19 +167,27 @@ def carried_over(
     )
 
 
-def marker(checkpoint: CompressionCheckpoint, task_id: str, reason: str, strategies: Sequence[str]) -> CompressionMessage:
+def marker(
+    checkpoint: CompressionCheckpoint, task_id: str, reason: str, strategies: Sequence[str]
+) -> CompressionMessage:
     """An unsaved compression message holding `checkpoint`: the next strategy of a chain
     reads it as the level's latest checkpoint before anything is written."""
     start, end = checkpoint.metadata.get(SPAN_KEY, [0, 0])
     return CompressionMessage(
         task_id=task_id,
-        content=[CompressionPart(
-            start_message_idx=start, end_message_idx=end, reason=reason, strategies=list(strategies),
-            compressed_message_ids=list(checkpoint.compressed_message_ids),
-            kept_message_ids=list(checkpoint.kept_message_ids),
-            cache=checkpoint.cache(), metadata=checkpoint.message_metadata(),
-        )],
-    )  # fmt: skip
+        content=[
+            CompressionPart(
+                start_message_idx=start,
+                end_message_idx=end,
+                reason=reason,
+                strategies=list(strategies),
+                compressed_message_ids=list(checkpoint.compressed_message_ids),
+                kept_message_ids=list(checkpoint.kept_message_ids),
+                cache=checkpoint.cache(),
+                metadata=checkpoint.message_metadata(),
+            )
+        ],
+    )
 
 
 def without_id_lists(checkpoint: CompressionCheckpoint | None) -> CompressionCheckpoint | None:
@@ -179,4 +196,6 @@ def without_id_lists(checkpoint: CompressionCheckpoint | None) -> CompressionChe
     if checkpoint is None:
         return None
     metadata = {k: v for k, v in checkpoint.metadata.items() if k != STUBBED_KEY}
-    return checkpoint.model_copy(update={"compressed_message_ids": [], "kept_message_ids": [], "metadata": metadata})
+    return checkpoint.model_copy(
+        update={"compressed_message_ids": [], "kept_message_ids": [], "metadata": metadata}
+    )

@@ -7,19 +7,26 @@ message-count context manager uses to shed finished tool traffic.
 
 from __future__ import annotations
 
-from typing import Any, Sequence, TypeVar
+from collections.abc import Hashable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from mindstore.compression.toolpairs import call_ids, role_of
 from mindstore.model.messages import AnyMessage
 
-T = TypeVar("T")
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> Hashable: ...
+
+
+T = TypeVar("T", bound=_HasId)
 
 
 def _unique_by_id(left: Sequence[T], right: Sequence[T]) -> list[T]:
-    seen = {getattr(item, "id") for item in left}
+    seen = {item.id for item in left}
     merged = list(left)
     for item in right:
-        key = getattr(item, "id")
+        key = item.id
         if key not in seen:
             seen.add(key)
             merged.append(item)

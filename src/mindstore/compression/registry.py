@@ -9,8 +9,9 @@ meaning "the one the config names") into a strategy object.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from enum import Enum
-from typing import Any, Callable, Union
+from typing import Any
 
 from mindstore.compression.base import (
     AnyCompressionConfig,
@@ -22,8 +23,8 @@ from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens
 from mindstore.errors import ValidationError
 
-StrategyEntry = Union[CompressionStrategy, type[CompressionStrategy]]
-StrategyArgument = Union[CompressionStrategy, str, Enum, None]
+StrategyEntry = CompressionStrategy | type[CompressionStrategy]
+StrategyArgument = CompressionStrategy | str | Enum | None
 
 
 def _accepted(factory: Callable[..., Any], offered: dict[str, Any]) -> dict[str, Any]:
@@ -44,8 +45,9 @@ def _type_of(entry: StrategyEntry) -> str:
     declared = inspect.getattr_static(entry, "strategy_type", None)
     if isinstance(declared, (str, Enum)):
         return strategy_name(declared)
-    if getattr(entry, "kind", None) is not None:  # the built-ins declare it as `kind`
-        return strategy_name(entry.kind)
+    kind = getattr(entry, "kind", None)
+    if kind is not None:  # the built-ins declare it as `kind`
+        return strategy_name(kind)
     try:
         return strategy_name(entry().strategy_type)
     except TypeError as exc:
@@ -62,7 +64,9 @@ class StrategyRegistry:
         for entry in entries:
             self.register(entry)
 
-    def register(self, strategy: StrategyEntry, *, strategy_type: str | Enum | None = None) -> StrategyEntry:
+    def register(
+        self, strategy: StrategyEntry, *, strategy_type: str | Enum | None = None
+    ) -> StrategyEntry:
         """Register a strategy class or object under its `strategy_type` (or the one given).
 
         Returns `strategy`, so a class can be registered with a decorator. Registering a
@@ -89,7 +93,9 @@ class StrategyRegistry:
         return sorted(self._entries)
 
     def __contains__(self, strategy_type: object) -> bool:
-        return isinstance(strategy_type, (str, Enum)) and strategy_name(strategy_type) in self._entries
+        return (
+            isinstance(strategy_type, (str, Enum)) and strategy_name(strategy_type) in self._entries
+        )
 
     def create(
         self,
@@ -140,6 +146,7 @@ def resolve_strategy(
             raise ValidationError("strategy: pass a strategy, or a config whose strategy names one")
     if not isinstance(strategy, (str, Enum)):
         raise ValidationError(
-            f"strategy must be a CompressionStrategy or a strategy type name, got {type(strategy).__name__}"
+            "strategy must be a CompressionStrategy or a strategy type name, "
+            f"got {type(strategy).__name__}"
         )
     return chosen.create(strategy, summarizer=summarizer, token_counter=token_counter)

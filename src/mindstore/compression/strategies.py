@@ -1,4 +1,5 @@
-"""The three built-in compression strategies of the compression document, as pure planning over one task level.
+"""The three built-in compression strategies of the compression document, as pure planning
+over one task level.
 
 A strategy looks at the level's conversation and its latest checkpoint and decides which
 further messages to drop (replaced by a summary) or stub (tool results shortened in
@@ -16,8 +17,8 @@ Shared rules:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from mindstore.compression.checkpoint import (
     STRATEGY_KEY,
@@ -83,7 +84,9 @@ def parse_strategy(strategy: CompressionStrategyType | str) -> CompressionStrate
         return CompressionStrategyType(strategy)
     except ValueError:
         names = ", ".join(s.value for s in CompressionStrategyType)
-        raise ValidationError(f"unknown compression strategy {strategy!r} (known: {names})") from None
+        raise ValidationError(
+            f"unknown compression strategy {strategy!r} (known: {names})"
+        ) from None
 
 
 def plan_compression(

@@ -6,7 +6,8 @@ deterministic. Any async callable `(messages, previous_summary) -> str` is a sum
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from mindstore.model.messages import AnyMessage
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from mindstore.model.messages import AnyMessage
 

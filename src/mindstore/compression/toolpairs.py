@@ -7,9 +7,10 @@ its cut with these helpers instead of cutting at an arbitrary message.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from mindstore.model.messages import AnyMessage
+from mindstore.model.messages import AnyMessage, AssistantMessage, ToolMessage
+from mindstore.model.parts import ToolCallPart, ToolResultPart
 
 
 def role_of(message: AnyMessage) -> str | None:
@@ -18,16 +19,16 @@ def role_of(message: AnyMessage) -> str | None:
 
 def call_ids(message: AnyMessage) -> list[str]:
     """Tool call ids an assistant message issues."""
-    if role_of(message) != "assistant":
+    if not isinstance(message, AssistantMessage):
         return []
-    return [p.tool_call_id for p in message.content if getattr(p, "type", None) == "toolCall"]
+    return [p.tool_call_id for p in message.content if isinstance(p, ToolCallPart)]
 
 
 def result_ids(message: AnyMessage) -> list[str]:
     """Tool call ids a tool message answers."""
-    if role_of(message) != "tool":
+    if not isinstance(message, ToolMessage):
         return []
-    return [p.tool_call_id for p in message.content if getattr(p, "type", None) == "toolResult"]
+    return [p.tool_call_id for p in message.content if isinstance(p, ToolResultPart)]
 
 
 def safe_cut(messages: Sequence[AnyMessage], cut: int, floor: int = 0) -> int:

@@ -7,18 +7,18 @@ server, stubbed tool results already reduced to their skeleton) and an in-memory
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from mindstore.compression.checkpoint import CompressionCheckpoint
-from mindstore.compression.strategies import SUMMARY_ID_KEY, conversation
+from mindstore.compression.checkpoint import SUMMARY_ID_KEY, CompressionCheckpoint
+from mindstore.compression.strategies import conversation
 from mindstore.model.messages import AnyMessage, ToolMessage, UserMessage
-from mindstore.model.parts import TextPart, ToolResultPart
+from mindstore.model.parts import Part, TextPart, ToolResultPart
 from mindstore.pipelines.context import STUB_SKELETON_FIELDS
 
 DEFAULT_STUB_TEXT = "[tool result compressed]"
 SUMMARY_MARKER = "mindstore_summary_of"
 """Metadata key on the synthetic summary message (the checkpoint id it stands for)."""
-
 
 
 def stub_message(message: AnyMessage, stub_text: str = DEFAULT_STUB_TEXT) -> ToolMessage:
@@ -28,10 +28,10 @@ def stub_message(message: AnyMessage, stub_text: str = DEFAULT_STUB_TEXT) -> Too
     fields the context pipeline projects, so both paths build identical stubs."""
     fields: dict[str, Any] = {name: getattr(message, name, None) for name in STUB_SKELETON_FIELDS}
     fields["depth"] = fields["depth"] or 0
-    results = [
+    results: list[Part] = [
         ToolResultPart(tool_call_id=part.tool_call_id, tool_name=part.tool_name, result=stub_text)
         for part in message.content
-        if getattr(part, "type", None) == "toolResult"
+        if isinstance(part, ToolResultPart)
     ]
     fields.pop("role")
     return ToolMessage(**{k: v for k, v in fields.items() if v is not None}, content=results)

@@ -115,7 +115,11 @@ def pair_tool_calls(messages: Sequence[AnyMessage]) -> tuple[list[AnyMessage], l
     for message in messages:
         if isinstance(message, (AssistantMessage, ToolMessage)):
             kind = ToolCallPart if isinstance(message, AssistantMessage) else ToolResultPart
-            kept = [p for p in message.content if not (isinstance(p, kind) and p.tool_call_id in unpaired)]
+            kept = [
+                p
+                for p in message.content
+                if not (isinstance(p, kind) and p.tool_call_id in unpaired)
+            ]
             if len(kept) != len(message.content):
                 if not kept:
                     continue
@@ -278,9 +282,18 @@ def read_from_level(
     dropped = set(checkpoint.dropped_ids) if checkpoint is not None else set()
     stubbed = set(checkpoint.stubbed_ids) if checkpoint is not None else set()
     view = [m for m in conv if m.id not in dropped]
-    read = LevelRead(scope=scope, head=view[:head], systems=[m for m in view[head:] if role_of(m) == "system"],
-                     tail=[], level_count=len(conv), view_count=len(view), visible_count=0,
-                     checkpoint=checkpoint, stubbed_ids=stubbed & {m.id for m in view}, config=config)  # fmt: skip
+    read = LevelRead(
+        scope=scope,
+        head=view[:head],
+        systems=[m for m in view[head:] if role_of(m) == "system"],
+        tail=[],
+        level_count=len(conv),
+        view_count=len(view),
+        visible_count=0,
+        checkpoint=checkpoint,
+        stubbed_ids=stubbed & {m.id for m in view},
+        config=config,
+    )
     read.tail = [m for m in view if read.in_visible(m)]
     read.visible_count = len(read.tail)
     read.model_count = sum(1 for m in view if model_visible(m))
@@ -306,7 +319,9 @@ class Assembled:
     ui_parts: int
 
 
-def _setup_block(sequence: Sequence[AnyMessage], sub_level: bool, summary_id: str | None) -> set[str]:
+def _setup_block(
+    sequence: Sequence[AnyMessage], sub_level: bool, summary_id: str | None
+) -> set[str]:
     """Ids of the level's opening context: its leading setup messages, and in a sub-task
     the hidden user message its entry wrote (the task's description)."""
     ids: set[str] = set()
@@ -314,14 +329,18 @@ def _setup_block(sequence: Sequence[AnyMessage], sub_level: bool, summary_id: st
         role = role_of(message)
         if message.id == summary_id:
             continue
-        if role in SETUP_ROLES or (sub_level and role == "user" and getattr(message, "is_ui_hidden", False)):
+        if role in SETUP_ROLES or (
+            sub_level and role == "user" and getattr(message, "is_ui_hidden", False)
+        ):
             ids.add(message.id)
             continue
         break
     return ids
 
 
-def _place_summary(read: LevelRead, sequence: list[AnyMessage], gap: int | None) -> tuple[str | None, int | None]:
+def _place_summary(
+    read: LevelRead, sequence: list[AnyMessage], gap: int | None
+) -> tuple[str | None, int | None]:
     """Insert the checkpoint's summary after its anchor (as `apply_checkpoint` does); an
     anchor in the unread gap puts it at the gap. Returns its id and the moved gap."""
     checkpoint = read.checkpoint
@@ -353,7 +372,7 @@ def assemble(read: LevelRead, stub_text: str = DEFAULT_STUB_TEXT) -> Assembled:
     tail = [stub(m) for m in read.tail]
     gap: int | None = None
     if read.complete:
-        sequence = head + tail[max(0, read.head_visible - read.tail_start):]
+        sequence = head + tail[max(0, read.head_visible - read.tail_start) :]
     else:
         in_tail = {m.id for m in tail}
         gap = len(head)
@@ -404,11 +423,15 @@ def fit(assembled: Assembled, budget: int | None, counter: TokenCounter) -> Fitt
     if remaining < 0 and summary is not None:
         keep.discard(summary)
         remaining += counter(items[summary])
-        notes.append("the checkpoint's summary did not fit max_tokens beside the pinned messages: left out")
+        notes.append(
+            "the checkpoint's summary did not fit max_tokens beside the pinned messages: left out"
+        )
     if remaining < 0:
         notes.append("the system prompts and the level's opening context alone pass max_tokens")
         remaining = 0
-    candidates = [i for i in range(len(items)) if i not in assembled.pinned and (gap is None or i >= gap)]
+    candidates = [
+        i for i in range(len(items)) if i not in assembled.pinned and (gap is None or i >= gap)
+    ]
     truncated: str | None = None
     replaced: dict[int, AnyMessage] = {}
     short = gap is not None
@@ -444,12 +467,16 @@ def tokens_per_stored_byte(tokens: int, stored_bytes: int) -> float:
 
 def messages_for(budget: int, average_bytes: float) -> int:
     """How many messages of `average_bytes` stored bytes fill `budget` tokens, with margin."""
-    per_message = max((average_bytes - STORED_OVERHEAD_BYTES) / CHARS_PER_TOKEN, 0) + MESSAGE_OVERHEAD_TOKENS
+    per_message = (
+        max((average_bytes - STORED_OVERHEAD_BYTES) / CHARS_PER_TOKEN, 0) + MESSAGE_OVERHEAD_TOKENS
+    )
     return max(1, math.ceil(budget / per_message * READ_MARGIN) + 2)
 
 
 def messages_to_add(missing_tokens: int, read_tokens: int, read_messages: int) -> int:
     """How many more messages to read when a read fell `missing_tokens` short, sized from
     the tokens per message of what was read."""
-    per_message = max(read_tokens / read_messages, 1.0) if read_messages else float(MESSAGE_OVERHEAD_TOKENS)
+    per_message = (
+        max(read_tokens / read_messages, 1.0) if read_messages else float(MESSAGE_OVERHEAD_TOKENS)
+    )
     return max(1, math.ceil(missing_tokens / per_message * READ_MARGIN) + 2)

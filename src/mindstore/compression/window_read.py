@@ -21,7 +21,9 @@ from mindstore.repositories.task_reads import TaskReads
 from mindstore.validation import check_int
 
 
-async def read_level_window(tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int) -> LevelRead:
+async def read_level_window(
+    tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int
+) -> LevelRead:
     """One window read of the current level (`header`'s): its first `head` view
     messages, its later system messages, its last `tail` visible messages and the
     counts of the rest, its latest checkpoint without the id lists, and its task
@@ -32,23 +34,38 @@ async def read_level_window(tasks: TaskReads, task_id: str, header: TaskHeader, 
     check_int(head, "head", minimum=1)
     check_int(tail, "tail", minimum=1)
     location = header.current_config_index()
-    config_index = location[0] if location is not None and location[1] == "config" and location[0] >= head else None
-    rows = await tasks._aggregate_task(task_id, lambda query: context_pipelines.context_window_pipeline(
-        query, scope, head=head, tail=tail, config_index=config_index))  # fmt: skip
+    config_index = (
+        location[0]
+        if location is not None and location[1] == "config" and location[0] >= head
+        else None
+    )
+    rows = await tasks._aggregate_task(
+        task_id,
+        lambda query: context_pipelines.context_window_pipeline(
+            query, scope, head=head, tail=tail, config_index=config_index
+        ),
+    )
     row = rows[0]
     names = ("head", "systems", "tail", "config")
     raw = [doc for name in names for doc in row.get(name, [])]
     head_msgs, systems, tail_msgs, config_msgs = _split(
-        await tasks._decode(task_id, raw), [len(row.get(name, [])) for name in names])
+        await tasks._decode(task_id, raw), [len(row.get(name, [])) for name in names]
+    )
     read = LevelRead(
-        scope=scope, head=head_msgs, systems=systems, tail=tail_msgs,
-        level_count=int(row.get("level_count", 0)), view_count=int(row.get("view_count", 0)),
-        visible_count=int(row.get("visible_count", 0)), model_count=int(row.get("model_count", 0)),
-        checkpoint=_window_checkpoint(row), checkpoint_message_id=row.get("mark_id"),
+        scope=scope,
+        head=head_msgs,
+        systems=systems,
+        tail=tail_msgs,
+        level_count=int(row.get("level_count", 0)),
+        view_count=int(row.get("view_count", 0)),
+        visible_count=int(row.get("visible_count", 0)),
+        model_count=int(row.get("model_count", 0)),
+        checkpoint=_window_checkpoint(row),
+        checkpoint_message_id=row.get("mark_id"),
         stubbed_ids={*row.get("stubbed_head", []), *row.get("stubbed_tail", [])},
         stubbed_count=int(row.get("stubbed_count", 0)),
         config=_level_config(scope, location, head_msgs, config_msgs),
-    )  # fmt: skip
+    )
     read.read_bytes = sum(bson_size(doc) for doc in raw[: len(raw) - len(config_msgs)])
     return read
 
@@ -65,7 +82,12 @@ async def read_level_range(
     )
     row = rows[0]
     messages = await tasks._decode(task_id, row.get("range", []))
-    return row.get("mark_id"), int(row.get("visible_count", 0)), messages, set(row.get("stubbed_range", []))
+    return (
+        row.get("mark_id"),
+        int(row.get("visible_count", 0)),
+        messages,
+        set(row.get("stubbed_range", [])),
+    )
 
 
 def _split(messages: list[AnyMessage], sizes: list[int]) -> list[list[AnyMessage]]:
@@ -87,16 +109,27 @@ def _window_checkpoint(row: dict[str, Any]) -> CompressionCheckpoint | None:
 
 
 def _level_config(
-    scope: str | None, location: tuple[int, str] | None, head: list[AnyMessage], extra: list[AnyMessage]
+    scope: str | None,
+    location: tuple[int, str] | None,
+    head: list[AnyMessage],
+    extra: list[AnyMessage],
 ) -> TaskConfigPart | None:
     """The current level's task config from what a window read holds: the entry (a
     sub-task's level starts with it), the root's config message, or the one read apart."""
     if location is None:
         return None
     for message in [*extra, *head]:
-        entry = message.entry() if isinstance(message, TaskEntryMessage) and message.id == scope else None
+        entry = (
+            message.entry()
+            if isinstance(message, TaskEntryMessage) and message.id == scope
+            else None
+        )
         if entry is not None:
             return entry.initial_task_config
-        if scope is None and isinstance(message, TaskConfigMessage) and message.config() is not None:
+        if (
+            scope is None
+            and isinstance(message, TaskConfigMessage)
+            and message.config() is not None
+        ):
             return message.config()
     return None

@@ -20,7 +20,12 @@ exports send only what a model must see (see `mindstore.formats.conversation`).
 """
 
 from mindstore.formats.agent_graph import from_agent_graph, to_agent_graph
-from mindstore.formats.agent_state import AgentState, ExecutionState, ExecutionStatus, StopRequestStatus
+from mindstore.formats.agent_state import (
+    AgentState,
+    ExecutionState,
+    ExecutionStatus,
+    StopRequestStatus,
+)
 from mindstore.formats.anthropic import from_anthropic, to_anthropic
 from mindstore.formats.gemini import from_gemini, to_gemini
 from mindstore.formats.message_layer import from_message_layer, to_message_layer

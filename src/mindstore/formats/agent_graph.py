@@ -21,23 +21,30 @@ user / assistant / system / tool and typed content blocks.
 The canonical form is the full dump of the agent-graph model (every field, defaults
 included); a payload that leaves defaults out, or adds fields, comes back exactly as given.
 A reasoning signature and a result's `terminate` flag have no place in this format.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence, TypeVar
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from pydantic import ValidationError as PydanticError
 
 from mindstore.formats.checks import as_dict, as_int, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import Built, finished, load_args, result_text, settle, usage_of
-from mindstore.formats.stash import FORMAT_KEYS, diff, patch, read_entry, with_entry, without_entries
+from mindstore.formats.stash import (
+    FORMAT_KEYS,
+    diff,
+    patch,
+    read_entry,
+    with_entry,
+    without_entries,
+)
 from mindstore.model.base import JSON, Model, now_ts
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
-    MessageBase,
     SystemMessage,
     ToolMessage,
     Usage,
@@ -61,7 +68,12 @@ from mindstore.model.parts import (
 )
 
 FORMAT = "agent_graph"
-ROLES = {"user": UserMessage, "assistant": AssistantMessage, "system": SystemMessage, "tool": ToolMessage}
+ROLES = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
 M = TypeVar("M", bound=Model)
 
 
@@ -94,10 +106,17 @@ def _import_message(data: Mapping[str, Any], path: str) -> tuple[Built, JSON]:
     role = data.get("role")
     if role not in ROLES:
         raise fail(f"{path}.role", f"expected user, assistant, system or tool, got {shown(role)}")
-    parts = [_import_block(raw, f"{path}.content[{i}]", i)
-             for i, raw in enumerate(as_list(data.get("content", []), f"{path}.content"))]  # fmt: skip
-    entry: JSON = {"remote": [i for i, raw in enumerate(data.get("content") or [])
-                              if isinstance(raw, Mapping) and raw.get("type") == "remote_tool_call"]}  # fmt: skip
+    parts = [
+        _import_block(raw, f"{path}.content[{i}]", i)
+        for i, raw in enumerate(as_list(data.get("content", []), f"{path}.content"))
+    ]
+    entry: JSON = {
+        "remote": [
+            i
+            for i, raw in enumerate(data.get("content") or [])
+            if isinstance(raw, Mapping) and raw.get("type") == "remote_tool_call"
+        ]
+    }
     derived = _derived_calls(data.get("tools_calls"), f"{path}.tools_calls", parts)
     if derived:
         entry["derived"] = list(range(len(parts), len(parts) + len(derived)))
@@ -116,7 +135,9 @@ def _import_message(data: Mapping[str, Any], path: str) -> tuple[Built, JSON]:
         fields["started_ts"] = started
     metadata = data.get("metadata")
     if metadata is not None:
-        fields["metadata"] = without_entries(as_dict(metadata, f"{path}.metadata"), FORMAT_KEYS) or None
+        fields["metadata"] = (
+            without_entries(as_dict(metadata, f"{path}.metadata"), FORMAT_KEYS) or None
+        )
     if data.get("usages") is not None:
         fields["usage"] = _import_usage(as_dict(data["usages"], f"{path}.usages"), f"{path}.usages")
     return cls(**fields), entry
@@ -131,9 +152,11 @@ def _timestamp(value: Any, path: str) -> int | float | None:
         try:
             value = datetime.fromisoformat(value)
         except ValueError as exc:
-            raise fail(path, f"expected epoch seconds or an ISO 8601 time, got {shown(value)}") from exc
+            raise fail(
+                path, f"expected epoch seconds or an ISO 8601 time, got {shown(value)}"
+            ) from exc
     if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         return aware.timestamp()
     raise fail(path, f"expected epoch seconds or an ISO 8601 time, got {shown(value)}")
 
@@ -162,18 +185,31 @@ def _import_block(raw: Any, path: str, position: int) -> Any:
         return ImagePart(media=_model(MediaRef, block.get("media"), f"{path}.media"),
                          alt_text=block.get("alt_text"), bbox=block.get("bbox"))  # fmt: skip
     if kind in ("audio", "video", "document", "data", "annotation", "error"):
-        cls: Any = {"audio": AudioPart, "video": VideoPart, "document": DocumentPart, "data": DataPart,
-                            "annotation": AnnotationPart, "error": ErrorPart}[kind]  # fmt: skip
+        cls: Any = {
+            "audio": AudioPart,
+            "video": VideoPart,
+            "document": DocumentPart,
+            "data": DataPart,
+            "annotation": AnnotationPart,
+            "error": ErrorPart,
+        }[kind]
         fields = {"kind": "citation", **block} if kind == "annotation" else dict(block)
         return _model(cls, fields, path)
     if kind in ("tool_call", "remote_tool_call"):
         tool_type = block.get("tool_type", "remote" if kind == "remote_tool_call" else None)
-        return ToolCallPart(tool_call_id=as_name(block.get("id"), f"{path}.id"),
-                            tool_name=as_str(block.get("name"), f"{path}.name"),
-                            args=dict(as_dict(block.get("args", {}), f"{path}.args")), kind=tool_type)  # fmt: skip
+        return ToolCallPart(
+            tool_call_id=as_name(block.get("id"), f"{path}.id"),
+            tool_name=as_str(block.get("name"), f"{path}.name"),
+            args=dict(as_dict(block.get("args", {}), f"{path}.args")),
+            kind=tool_type,
+        )
     if kind == "tool_result":
-        return ToolResultPart(tool_call_id=as_name(block.get("call_id"), f"{path}.call_id"), tool_name="",
-                              result=block.get("output"), is_error=bool(block.get("is_error", False)))  # fmt: skip
+        return ToolResultPart(
+            tool_call_id=as_name(block.get("call_id"), f"{path}.call_id"),
+            tool_name="",
+            result=block.get("output"),
+            is_error=bool(block.get("is_error", False)),
+        )
     if kind == "reasoning":
         return ReasoningPart(reasoning=as_str(block.get("summary"), f"{path}.summary"))
     return UnknownPart.model_validate(dict(block))
@@ -195,8 +231,13 @@ def _derived_calls(tools_calls: Any, path: str, parts: list[Any]) -> list[ToolCa
         known.add(as_name(call_id, f"{path}[{position}].id"))
         name = function.get("name", "")
         args = function.get("arguments", function.get("args", {}))
-        derived.append(ToolCallPart(tool_call_id=call_id, tool_name=name if isinstance(name, str) else "",
-                                    args=load_args(args)))  # fmt: skip
+        derived.append(
+            ToolCallPart(
+                tool_call_id=call_id,
+                tool_name=name if isinstance(name, str) else "",
+                args=load_args(args),
+            )
+        )
     return derived
 
 
@@ -214,15 +255,19 @@ def to_agent_graph(messages: Sequence[AnyMessage]) -> list[JSON]:
     return out
 
 
-def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
+def _render(message: Built, entry: Mapping[str, Any]) -> JSON:
     skip = set(entry.get("derived") or [])
     remote = set(entry.get("remote") or [])
     usage = usage_of(message)
     return {
         "message_id": message.id,
-        "role": getattr(message, "role"),
-        "content": [block for position, part in enumerate(message.content) if position not in skip
-                    for block in _render_part(part, position in remote)],  # fmt: skip
+        "role": message.role,
+        "content": [
+            block
+            for position, part in enumerate(message.content)
+            if position not in skip
+            for block in _render_part(part, position in remote)
+        ],
         "delta": False,
         "tools_calls": None,
         "reasoning": None,
@@ -259,19 +304,39 @@ def _render_part(part: Any, remote: bool) -> list[JSON]:
             media = MediaRef(kind="data", data_base64=part.image, mime_type=part.mime_type)
         if media is None:
             return []
-        return [{"type": "image", "media": _media(media), "alt_text": part.alt_text, "bbox": part.bbox}]
+        return [
+            {"type": "image", "media": _media(media), "alt_text": part.alt_text, "bbox": part.bbox}
+        ]
     if isinstance(part, AudioPart):
         if part.media is not None:
             medias = [part.media]
         else:
-            medias = [MediaRef(kind="data", data_base64=clip, mime_type=part.mime_type)
-                      for clip in part.audio if isinstance(clip, str) and not clip.startswith("file:")]  # fmt: skip
-        return [{"type": "audio", "media": _media(media), "transcript": part.transcript,
-                 "sample_rate": part.sample_rate, "channels": part.channels} for media in medias]  # fmt: skip
+            medias = [
+                MediaRef(kind="data", data_base64=clip, mime_type=part.mime_type)
+                for clip in part.audio
+                if isinstance(clip, str) and not clip.startswith("file:")
+            ]
+        return [
+            {
+                "type": "audio",
+                "media": _media(media),
+                "transcript": part.transcript,
+                "sample_rate": part.sample_rate,
+                "channels": part.channels,
+            }
+            for media in medias
+        ]
     if isinstance(part, VideoPart):
         return [{"type": "video", "media": _media(part.media), "thumbnail": _media(part.thumbnail)}]
     if isinstance(part, DocumentPart):
-        return [{"type": "document", "media": _media(part.media), "pages": part.pages, "excerpt": part.excerpt}]
+        return [
+            {
+                "type": "document",
+                "media": _media(part.media),
+                "pages": part.pages,
+                "excerpt": part.excerpt,
+            }
+        ]
     if isinstance(part, DataPart):
         return [{"type": "data", "mime_type": part.mime_type, "data_base64": part.data_base64,
                  "media": _media(part.media)}]  # fmt: skip
@@ -289,8 +354,14 @@ def _render_part(part: Any, remote: bool) -> list[JSON]:
         return [{"type": "reasoning", "summary": part.content, "details": None}]
     if isinstance(part, AnnotationPart):
         spans = [list(span) for span in part.spans] if part.spans is not None else None
-        return [{"type": "annotation", "kind": part.kind, "refs": [ref.to_dict() for ref in part.refs],
-                 "spans": spans}]  # fmt: skip
+        return [
+            {
+                "type": "annotation",
+                "kind": part.kind,
+                "refs": [ref.to_dict() for ref in part.refs],
+                "spans": spans,
+            }
+        ]
     if isinstance(part, ErrorPart):
         return [{"type": "error", "message": part.message, "code": part.code, "data": part.data}]
     return []

@@ -17,8 +17,9 @@ Enum fields hold their string values (as every stored mindstore model does), so
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import Field
 
@@ -61,7 +62,7 @@ class ExecutionState(Model):
     internal_data: JSON = Field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ExecutionState":
+    def from_dict(cls, data: Mapping[str, Any]) -> ExecutionState:
         """Read the agent graph's serialised form (`_internal_data`) or this model's own."""
         if not isinstance(data, Mapping):
             raise ValidationError(f"execution state must be an object, got {type(data).__name__}")
@@ -77,7 +78,10 @@ class ExecutionState(Model):
                       data: JSON | None = None) -> None:  # fmt: skip
         status = ExecutionStatus(status)
         if status not in INTERRUPTED:
-            raise ValidationError(f"status: an interrupt is interrupted_before or interrupted_after, got {status.value!r}")
+            raise ValidationError(
+                "status: an interrupt is interrupted_before or interrupted_after, "
+                f"got {status.value!r}"
+            )
         self.interrupted_node, self.interrupt_reason = node, reason
         self.status, self.interrupt_data = status.value, data  # type: ignore[assignment]
 

@@ -22,11 +22,12 @@ API requires; every system message joins the top-level `system`. Reasoning witho
 signature cannot be sent back (the API verifies it) and is left out. Canonical form:
 content is a string when a turn is exactly one text, `is_error` appears only when true,
 `system` only when there is one.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle
@@ -87,7 +88,9 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
         else:
             message = UserMessage(content=parts)
         content = turn.get("content")
-        blocks = isinstance(content, list) and isinstance(_render_turn(role, [message])["content"], str)
+        blocks = isinstance(content, list) and isinstance(
+            _render_turn(role, [message])["content"], str
+        )
         delta = diff(turn, _render_turn(role, [message], blocks))
         entry = {"delta": delta, "new_turn": role == previous, "blocks": blocks}
         message.metadata = with_entry(None, FORMAT, entry)
@@ -124,7 +127,11 @@ def _import_block(raw: Any, path: str) -> Any:
         return _import_image(as_dict(block.get("source"), f"{path}.source"), f"{path}.source")
     if kind == "document":
         media = _import_source(as_dict(block.get("source"), f"{path}.source"), f"{path}.source")
-        return DocumentPart(media=media) if media is not None else UnknownPart.model_validate(dict(block))
+        return (
+            DocumentPart(media=media)
+            if media is not None
+            else UnknownPart.model_validate(dict(block))
+        )
     if kind == "tool_use":
         return ToolCallPart(
             tool_call_id=as_name(block.get("id"), f"{path}.id"),
@@ -185,10 +192,14 @@ def _import_result(block: Mapping[str, Any], path: str) -> ToolResultPart:
             text = as_str(item.get("text"), f"{where}.text")
             part.tool_result_contents.append(ToolResultContent(type="text", text=text))
         elif item.get("type") == "image":
-            media = _import_source(as_dict(item.get("source"), f"{where}.source"), f"{where}.source")
+            media = _import_source(
+                as_dict(item.get("source"), f"{where}.source"), f"{where}.source"
+            )
             if media is not None and media.kind == "data":
                 part.tool_result_contents.append(
-                    ToolResultContent(type="image", image_data=media.data_base64, mime_type=media.mime_type)
+                    ToolResultContent(
+                        type="image", image_data=media.data_base64, mime_type=media.mime_type
+                    )
                 )
     return part
 
@@ -215,9 +226,15 @@ def to_anthropic(messages: Sequence[AnyMessage]) -> JSON:
     out: JSON = {}
     if systems:
         first = read_entry(systems[0].metadata, FORMAT)
-        out.update(patch({"system": _render_system(systems, bool(first.get("blocks")))}, first.get("delta")))
-    rendered = [(patch(_render_turn(role, group, bool(entry.get("blocks"))), entry.get("delta")), entry)
-                for role, group, entry in turns]  # fmt: skip
+        out.update(
+            patch(
+                {"system": _render_system(systems, bool(first.get("blocks")))}, first.get("delta")
+            )
+        )
+    rendered = [
+        (patch(_render_turn(role, group, bool(entry.get("blocks"))), entry.get("delta")), entry)
+        for role, group, entry in turns
+    ]
     # A turn with nothing this format carries (only unsigned reasoning, say) is refused
     # by the API: it is left out unless it was imported that way.
     out["messages"] = [turn for turn, entry in rendered if entry or turn["content"] != []]
@@ -225,7 +242,12 @@ def to_anthropic(messages: Sequence[AnyMessage]) -> JSON:
 
 
 def _render_system(systems: Sequence[SystemMessage], as_blocks: bool = False) -> Any:
-    blocks = [{"type": "text", "text": p.text} for m in systems for p in m.content if isinstance(p, TextPart)]
+    blocks = [
+        {"type": "text", "text": p.text}
+        for m in systems
+        for p in m.content
+        if isinstance(p, TextPart)
+    ]
     if len(blocks) == 1 and not as_blocks:
         return blocks[0]["text"]
     return blocks
@@ -233,7 +255,9 @@ def _render_system(systems: Sequence[SystemMessage], as_blocks: bool = False) ->
 
 def _render_turn(role: str, group: Sequence[MessageBase], as_blocks: bool = False) -> JSON:
     """One turn; content is a string for a lone text unless `as_blocks` (as imported)."""
-    blocks = [block for message in group for part in message.content for block in _render_part(part)]
+    blocks = [
+        block for message in group for part in message.content for block in _render_part(part)
+    ]
     if len(blocks) == 1 and blocks[0]["type"] == "text" and not as_blocks:
         return {"role": role, "content": blocks[0]["text"]}
     return {"role": role, "content": blocks}
@@ -264,11 +288,27 @@ def _render_part(part: Any) -> list[JSON]:
         source = _render_source(part.media, None)
         return [{"type": "document", "source": source}] if source else []
     if isinstance(part, FilePart):
-        return [{"type": "document", "source": {"type": "base64", "media_type": part.mime_type, "data": part.data}}]
+        return [
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": part.mime_type, "data": part.data},
+            }
+        ]
     if isinstance(part, ToolCallPart):
-        return [{"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name, "input": part.args}]
+        return [
+            {
+                "type": "tool_use",
+                "id": part.tool_call_id,
+                "name": part.tool_name,
+                "input": part.args,
+            }
+        ]
     if isinstance(part, ToolResultPart):
-        block: JSON = {"type": "tool_result", "tool_use_id": part.tool_call_id, "content": _result(part)}
+        block: JSON = {
+            "type": "tool_result",
+            "tool_use_id": part.tool_call_id,
+            "content": _result(part),
+        }
         if part.is_error:
             block["is_error"] = True
         return [block]
@@ -290,5 +330,10 @@ def _result(part: ToolResultPart) -> Any:
             blocks.append({"type": "text", "text": content.text})
         elif content.type == "image" and content.image_data:
             mime = content.mime_type or sniff_mime(content.image_data)
-            blocks.append({"type": "image", "source": {"type": "base64", "media_type": mime, "data": content.image_data}})
+            blocks.append(
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": mime, "data": content.image_data},
+                }
+            )
     return blocks

@@ -7,7 +7,8 @@ says where (`messages[3].content[0].source`), so the caller can find the bad ele
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from mindstore.errors import ValidationError
 from mindstore.ids import is_name
@@ -49,7 +50,11 @@ def as_bool(value: Any, path: str) -> bool:
 def as_name(value: Any, path: str) -> str:
     """An id that will be stored as a message or tool-call id (the name alphabet)."""
     if not is_name(value):
-        raise fail(path, f"expected an id of 1-128 printable characters not starting with '$', got {shown(value)}")
+        raise fail(
+            path,
+            "expected an id of 1-128 printable characters not starting with '$', "
+            f"got {shown(value)}",
+        )
     return str(value)
 
 

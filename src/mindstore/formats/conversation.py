@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Sequence, Union
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from mindstore.model.messages import (
     AnyMessage,
@@ -29,7 +30,7 @@ from mindstore.model.messages import (
 )
 from mindstore.model.parts import InformationalPart, TextPart, ToolCallPart, ToolResultPart
 
-Built = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, InformationalMessage]
+Built = SystemMessage | UserMessage | AssistantMessage | ToolMessage | InformationalMessage
 """The messages an import builds (all of them typed: never an unknown message)."""
 
 
@@ -69,7 +70,12 @@ def usage_of(message: MessageBase) -> Usage | None:
     if message.usage is not None:
         return message.usage
     if isinstance(message, AssistantMessage):
-        counters = (message.tokens_in, message.tokens_out, message.cache_reads, message.cache_writes)
+        counters = (
+            message.tokens_in,
+            message.tokens_out,
+            message.cache_reads,
+            message.cache_writes,
+        )
         if any(counters):
             return Usage(
                 input_tokens=message.tokens_in or 0,

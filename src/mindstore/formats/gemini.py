@@ -22,12 +22,13 @@ responses to a turn's calls together, as the API requires) and every system mess
 `system_instruction`. A result that is not an object is sent as `{"result": text}`
 (`{"error": text}` when it is an error). snake_case spellings (`function_call`,
 `inline_data`, ...) are read too and given back as they came.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
 import mimetypes
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle
@@ -108,7 +109,9 @@ def _system_parts(system: Any, path: str) -> list[Any]:
     if isinstance(system, str):
         return [TextPart(text=system)]
     parts: list[Any] = []
-    for position, raw in enumerate(as_list(as_dict(system, path).get("parts", []), f"{path}.parts")):
+    for position, raw in enumerate(
+        as_list(as_dict(system, path).get("parts", []), f"{path}.parts")
+    ):
         part = as_dict(raw, f"{path}.parts[{position}]")
         if isinstance(part.get("text"), str):
             parts.append(TextPart(text=part["text"]))
@@ -124,7 +127,11 @@ def _import_part(part: Mapping[str, Any], path: str, pending: dict[str, list[str
         name = as_str(call.get("name"), f"{path}.functionCall.name")
         call_id = as_name(call["id"], f"{path}.functionCall.id") if call.get("id") else new_id()
         pending.setdefault(name, []).append(call_id)
-        return ToolCallPart(tool_call_id=call_id, tool_name=name, args=as_args(call.get("args", {}), f"{path}.functionCall.args"))
+        return ToolCallPart(
+            tool_call_id=call_id,
+            tool_name=name,
+            args=as_args(call.get("args", {}), f"{path}.functionCall.args"),
+        )
     response = _get(part, "functionResponse", "function_response")
     if response is not None:
         response = as_dict(response, f"{path}.functionResponse")
@@ -137,7 +144,11 @@ def _import_part(part: Mapping[str, Any], path: str, pending: dict[str, list[str
             queue = pending.get(name) or []
             call_id = queue.pop(0) if queue else new_id()
         result = response.get("response", {})
-        return ToolResultPart(tool_call_id=call_id, tool_name=name, result=dict(as_dict(result, f"{path}.functionResponse.response")))
+        return ToolResultPart(
+            tool_call_id=call_id,
+            tool_name=name,
+            result=dict(as_dict(result, f"{path}.functionResponse.response")),
+        )
     if "text" in part:
         text = as_str(part["text"], f"{path}.text")
         return ReasoningPart(reasoning=text) if part.get("thought") is True else TextPart(text=text)
@@ -145,13 +156,21 @@ def _import_part(part: Mapping[str, Any], path: str, pending: dict[str, list[str
     if inline is not None:
         inline = as_dict(inline, f"{path}.inlineData")
         mime = as_str(_get(inline, "mimeType", "mime_type"), f"{path}.inlineData.mimeType")
-        return _media_part(MediaRef(kind="data", data_base64=as_str(inline.get("data"), f"{path}.inlineData.data"), mime_type=mime))
+        return _media_part(
+            MediaRef(
+                kind="data",
+                data_base64=as_str(inline.get("data"), f"{path}.inlineData.data"),
+                mime_type=mime,
+            )
+        )
     file = _get(part, "fileData", "file_data")
     if file is not None:
         file = as_dict(file, f"{path}.fileData")
         uri = as_str(_get(file, "fileUri", "file_uri"), f"{path}.fileData.fileUri")
         mime = _get(file, "mimeType", "mime_type")
-        return _media_part(MediaRef(kind="url", url=uri, mime_type=mime if isinstance(mime, str) else None))
+        return _media_part(
+            MediaRef(kind="url", url=uri, mime_type=mime if isinstance(mime, str) else None)
+        )
     return UnknownPart.model_validate(dict(part))
 
 
@@ -169,7 +188,9 @@ def _media_part(media: MediaRef) -> Any:
     if family == "video":
         return VideoPart(media=media)
     if media.kind == "data":
-        return FilePart(data=media.data_base64 or "", mime_type=media.mime_type or "application/octet-stream")
+        return FilePart(
+            data=media.data_base64 or "", mime_type=media.mime_type or "application/octet-stream"
+        )
     return DocumentPart(media=media)
 
 
@@ -196,24 +217,39 @@ def to_gemini(messages: Sequence[AnyMessage]) -> JSON:
     if systems:
         delta = read_entry(systems[0].metadata, FORMAT).get("delta")
         out.update(patch({SYSTEM_KEYS[0]: _render_system(systems)}, delta))
-    rendered = [(patch(_render_content(side, group), entry.get("delta")), entry) for side, group, entry in turns]
+    rendered = [
+        (patch(_render_content(side, group), entry.get("delta")), entry)
+        for side, group, entry in turns
+    ]
     out["contents"] = [content for content, entry in rendered if entry or content["parts"]]
     return out
 
 
 def _render_system(systems: Sequence[SystemMessage]) -> JSON:
-    return {"parts": [{"text": p.text} for m in systems for p in m.content if isinstance(p, TextPart)]}
+    return {
+        "parts": [{"text": p.text} for m in systems for p in m.content if isinstance(p, TextPart)]
+    }
 
 
 def _render_content(side: str, group: Sequence[MessageBase]) -> JSON:
-    return {"role": side, "parts": [block for m in group for part in m.content for block in _render_part(part)]}
+    return {
+        "role": side,
+        "parts": [block for m in group for part in m.content for block in _render_part(part)],
+    }
 
 
 def _render_media(media: MediaRef | None, fallback_mime: str) -> list[JSON]:
     if media is None:
         return []
     if media.data_base64:
-        return [{"inlineData": {"mimeType": media.mime_type or fallback_mime, "data": media.data_base64}}]
+        return [
+            {
+                "inlineData": {
+                    "mimeType": media.mime_type or fallback_mime,
+                    "data": media.data_base64,
+                }
+            }
+        ]
     if media.url:
         mime = media.mime_type or mimetypes.guess_type(media.url)[0] or fallback_mime
         return [{"fileData": {"mimeType": mime, "fileUri": media.url}}]
@@ -244,7 +280,9 @@ def _render_part(part: Any) -> list[JSON]:
     if isinstance(part, FilePart):
         return [{"inlineData": {"mimeType": part.mime_type, "data": part.data}}]
     if isinstance(part, ToolCallPart):
-        return [{"functionCall": {"name": part.tool_name, "args": part.args, "id": part.tool_call_id}}]
+        return [
+            {"functionCall": {"name": part.tool_name, "args": part.args, "id": part.tool_call_id}}
+        ]
     if isinstance(part, ToolResultPart):
         response = {"name": part.tool_name, "response": _response(part), "id": part.tool_call_id}
         return [{"functionResponse": response}]

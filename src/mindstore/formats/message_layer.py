@@ -25,12 +25,13 @@ roles a model sees there are `custom` (with `custom_type`), `branch_summary` and
 This is a storage format, not a model request: `terminate` and a result's `metadata` are
 kept both ways (the provider exports strip them). Image bytes are stored as base64 and
 given back as bytes; PIL images cannot be stored and are refused.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
 import base64
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError as PydanticError
 
@@ -43,7 +44,6 @@ from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
     InformationalMessage,
-    MessageBase,
     SystemMessage,
     ToolMessage,
     Usage,
@@ -140,12 +140,19 @@ def _import_content(raw: Any, path: str, entry: JSON, offset: int) -> list[Any]:
         images = as_list(item.get("images", []), f"{path}.images")
         if images:
             entry.setdefault("image_groups", []).append(len(images))
-        return [_import_image(image, f"{path}.images[{i}]", entry, offset + i) for i, image in enumerate(images)]
+        return [
+            _import_image(image, f"{path}.images[{i}]", entry, offset + i)
+            for i, image in enumerate(images)
+        ]
     if kind == "audio":
         return [AudioPart(audio=as_list(item.get("audio", []), f"{path}.audio"))]
     if kind == "thinking":
-        return [ThinkingPart(content=as_str(item.get("content", ""), f"{path}.content"),
-                             signature=as_str(item.get("signature", ""), f"{path}.signature"))]  # fmt: skip
+        return [
+            ThinkingPart(
+                content=as_str(item.get("content", ""), f"{path}.content"),
+                signature=as_str(item.get("signature", ""), f"{path}.signature"),
+            )
+        ]
     if kind == "tool_call":
         args = item.get("args", {})
         return [ToolCallPart(tool_call_id=as_name(item.get("id"), f"{path}.id"),
@@ -154,10 +161,16 @@ def _import_content(raw: Any, path: str, entry: JSON, offset: int) -> list[Any]:
                              is_loading=True)]  # fmt: skip
     if kind == "tool_result":
         metadata = item.get("metadata", {})
-        return [ToolResultPart(tool_call_id=as_name(item.get("id"), f"{path}.id"), tool_name="",
-                               result=item.get("content", ""), is_error=bool(item.get("is_error", False)),
-                               metadata=dict(as_dict(metadata, f"{path}.metadata")),
-                               terminate=bool(item.get("terminate", False)))]  # fmt: skip
+        return [
+            ToolResultPart(
+                tool_call_id=as_name(item.get("id"), f"{path}.id"),
+                tool_name="",
+                result=item.get("content", ""),
+                is_error=bool(item.get("is_error", False)),
+                metadata=dict(as_dict(metadata, f"{path}.metadata")),
+                terminate=bool(item.get("terminate", False)),
+            )
+        ]
     return [UnknownPart.model_validate(dict(item))]
 
 
@@ -182,7 +195,10 @@ def to_message_layer(messages: Sequence[AnyMessage]) -> list[JSON]:
     the layer has no content for are left out."""
     out: list[JSON] = []
     for message in messages:
-        if not isinstance(message, (SystemMessage, UserMessage, AssistantMessage, ToolMessage, InformationalMessage)):
+        if not isinstance(
+            message,
+            (SystemMessage, UserMessage, AssistantMessage, ToolMessage, InformationalMessage),
+        ):
             continue
         if isinstance(message, InformationalMessage) and _extra_role(message) is None:
             continue
@@ -198,9 +214,9 @@ def _extra_role(message: InformationalMessage) -> InformationalPart | None:
     return None
 
 
-def _render(message: MessageBase, entry: Mapping[str, Any]) -> JSON:
+def _render(message: Built, entry: Mapping[str, Any]) -> JSON:
     parts = list(message.content)
-    rendered: JSON = {"role": getattr(message, "role")}
+    rendered: JSON = {"role": message.role}
     marker: InformationalPart | None = None
     if isinstance(message, InformationalMessage):
         marker = _extra_role(message)
@@ -269,10 +285,29 @@ def _render_part(part: Any) -> list[JSON]:
     if isinstance(part, ReasoningPart):
         return [{"type": "thinking", "content": part.reasoning, "signature": part.signature or ""}]
     if isinstance(part, ToolCallPart):
-        return [{"type": "tool_call", "id": part.tool_call_id, "name": part.tool_name, "kind": part.kind,
-                 "args": part.args}]  # fmt: skip
+        return [
+            {
+                "type": "tool_call",
+                "id": part.tool_call_id,
+                "name": part.tool_name,
+                "kind": part.kind,
+                "args": part.args,
+            }
+        ]
     if isinstance(part, ToolResultPart):
-        content = part.result if isinstance(part.result, str) and not part.tool_result_contents else result_text(part)
-        return [{"type": "tool_result", "id": part.tool_call_id, "content": content, "is_error": part.is_error,
-                 "metadata": part.metadata, "terminate": part.terminate}]  # fmt: skip
+        content = (
+            part.result
+            if isinstance(part.result, str) and not part.tool_result_contents
+            else result_text(part)
+        )
+        return [
+            {
+                "type": "tool_result",
+                "id": part.tool_call_id,
+                "content": content,
+                "is_error": part.is_error,
+                "metadata": part.metadata,
+                "terminate": part.terminate,
+            }
+        ]
     return []

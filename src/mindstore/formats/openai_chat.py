@@ -17,11 +17,12 @@ when it calls tools; arguments are compact JSON. Anything else (`detail`, `refus
 list with one text part, unknown part types) is kept in the stash and given back as it was.
 A tool message carries only text: images in a tool result, and user content stored with
 results, follow as a user message.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (
@@ -75,7 +76,9 @@ def from_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
         path = f"messages[{index}]"
         data = as_dict(raw, path)
         message = _import_message(data, path)
-        blocks = isinstance(data.get("content"), list) and not isinstance(_render(message)[0].get("content"), list)
+        blocks = isinstance(data.get("content"), list) and not isinstance(
+            _render(message)[0].get("content"), list
+        )
         delta = diff(data, _render(message, blocks)[0])
         message.metadata = with_entry(message.metadata, FORMAT, {"delta": delta, "blocks": blocks})
         out.append(message)
@@ -96,7 +99,9 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
         content = data.get("content")
         if content is not None:
             parts.extend(_text_parts(content, f"{path}.content"))
-        for position, call in enumerate(as_list(data.get("tool_calls") or [], f"{path}.tool_calls")):
+        for position, call in enumerate(
+            as_list(data.get("tool_calls") or [], f"{path}.tool_calls")
+        ):
             parts.append(_import_call(call, f"{path}.tool_calls[{position}]"))
         return AssistantMessage(content=parts, name=name)
     if role == "tool":
@@ -108,10 +113,14 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
         else:
             texts = _text_parts(content, f"{path}.content")
             result.tool_result_contents = [
-                ToolResultContent(type="text", text=p.text) for p in texts if isinstance(p, TextPart)
+                ToolResultContent(type="text", text=p.text)
+                for p in texts
+                if isinstance(p, TextPart)
             ]
         return ToolMessage(content=[result])
-    raise fail(f"{path}.role", f"expected system, developer, user, assistant or tool, got {shown(role)}")
+    raise fail(
+        f"{path}.role", f"expected system, developer, user, assistant or tool, got {shown(role)}"
+    )
 
 
 def _text_parts(content: Any, path: str) -> list[Any]:
@@ -138,7 +147,10 @@ def _user_parts(content: Any, path: str) -> list[Any]:
         if kind == "text":
             parts.append(TextPart(text=as_str(block.get("text"), f"{where}.text")))
         elif kind == "image_url":
-            url = as_str(as_dict(block.get("image_url"), f"{where}.image_url").get("url"), f"{where}.image_url.url")
+            url = as_str(
+                as_dict(block.get("image_url"), f"{where}.image_url").get("url"),
+                f"{where}.image_url.url",
+            )
             parts.append(image_from_url(url))
         elif kind == "input_audio":
             audio = as_dict(block.get("input_audio"), f"{where}.input_audio")
@@ -166,7 +178,9 @@ def _import_file(file: Mapping[str, Any], path: str) -> Any:
 def _import_call(raw: Any, path: str) -> ToolCallPart:
     call = as_dict(raw, path)
     if call.get("type", "function") != "function":
-        raise fail(f"{path}.type", f"only function tool calls are supported, got {shown(call.get('type'))}")
+        raise fail(
+            f"{path}.type", f"only function tool calls are supported, got {shown(call.get('type'))}"
+        )
     function = as_dict(call.get("function"), f"{path}.function")
     return ToolCallPart(
         tool_call_id=as_name(call.get("id"), f"{path}.id"),
@@ -203,9 +217,14 @@ def _render(message: MessageBase, blocks: bool = False) -> list[JSON]:
     `blocks` keeps a lone text as a list of parts, as the import found it."""
     named = {"name": message.name} if message.name is not None else {}
     if isinstance(message, SystemMessage):
-        return [{"role": "system", "content": _content(_texts(message.content), "", blocks), **named}]
+        return [
+            {"role": "system", "content": _content(_texts(message.content), "", blocks), **named}
+        ]
     if isinstance(message, AssistantMessage):
-        rendered: JSON = {"role": "assistant", "content": _content(_texts(message.content), None, blocks)}
+        rendered: JSON = {
+            "role": "assistant",
+            "content": _content(_texts(message.content), None, blocks),
+        }
         calls = [_render_call(p) for p in message.content if isinstance(p, ToolCallPart)]
         if calls:
             rendered["tool_calls"] = calls
@@ -215,7 +234,9 @@ def _render(message: MessageBase, blocks: bool = False) -> list[JSON]:
         extra: list[JSON] = []
         for part in message.content:
             if isinstance(part, ToolResultPart):
-                out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": _result(part)})
+                out.append(
+                    {"role": "tool", "tool_call_id": part.tool_call_id, "content": _result(part)}
+                )
                 extra.extend(_result_images(part))
             else:
                 extra.extend(_render_user_part(part))
@@ -284,7 +305,10 @@ def _result(part: ToolResultPart) -> Any:
 
 def _result_images(part: ToolResultPart) -> list[JSON]:
     return [
-        {"type": "image_url", "image_url": {"url": data_url(c.mime_type or "image/png", c.image_data)}}
+        {
+            "type": "image_url",
+            "image_url": {"url": data_url(c.mime_type or "image/png", c.image_data)},
+        }
         for c in part.tool_result_contents
         if c.type == "image" and c.image_data
     ]

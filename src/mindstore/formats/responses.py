@@ -17,18 +17,40 @@ by item. A message item's id becomes the message id. Reasoning can only be sent 
 the item it came from (the API needs its `rs_` id), so reasoning from elsewhere is left
 out. An assistant text without an item id is sent as an easy input message (content as
 one string). Images need a `detail`: `"auto"` unless the import said otherwise.
-"""
+"""  # noqa: E501 - a mapping table reads best one row a line
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import Built, dump_args, finished, load_args, model_messages, result_text, settle
-from mindstore.formats.media import data_url, image_file_id, image_from_url, image_url, parse_data_url
+from mindstore.formats.conversation import (
+    Built,
+    dump_args,
+    finished,
+    load_args,
+    model_messages,
+    result_text,
+    settle,
+)
+from mindstore.formats.media import (
+    data_url,
+    image_file_id,
+    image_from_url,
+    image_url,
+    parse_data_url,
+)
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
-from mindstore.model.messages import AnyMessage, AssistantMessage, MessageBase, SystemMessage, ToolMessage, UserMessage
+from mindstore.model.messages import (
+    AnyMessage,
+    AssistantMessage,
+    MessageBase,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 from mindstore.model.parts import (
     DocumentPart,
     FilePart,
@@ -89,7 +111,12 @@ def from_responses(items: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
                 group = AssistantMessage(id=_fresh(item_id, used))
             parts = _import_assistant_item(item, kind, path)
             rendered = _render_item(kind, parts, item_id)
-            descriptor: JSON = {"kind": kind, "parts": len(parts), "id": item_id, "delta": diff(item, rendered)}
+            descriptor: JSON = {
+                "kind": kind,
+                "parts": len(parts),
+                "id": item_id,
+                "delta": diff(item, rendered),
+            }
             descriptors.append({k: v for k, v in descriptor.items() if v not in (None, {})})
             group.content.extend(parts)
             continue
@@ -97,18 +124,30 @@ def from_responses(items: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
         if kind == "message":
             role = item.get("role")
             if role not in INPUT_ROLES:
-                raise fail(f"{path}.role", f"expected user, system, developer or assistant, got {shown(role)}")
+                raise fail(
+                    f"{path}.role",
+                    f"expected user, system, developer or assistant, got {shown(role)}",
+                )
             cls = SystemMessage if role in ("system", "developer") else UserMessage
-            message: Built = cls(id=_fresh(item_id, used), content=_input_parts(item.get("content"), f"{path}.content"))
+            message: Built = cls(
+                id=_fresh(item_id, used),
+                content=_input_parts(item.get("content"), f"{path}.content"),
+            )
         elif kind == "function_call_output":
             message = ToolMessage(id=_fresh(item_id, used), content=[_import_output(item, path)])
         else:
-            message = UserMessage(id=_fresh(item_id, used), content=[UnknownPart.model_validate(dict(item))])
+            message = UserMessage(
+                id=_fresh(item_id, used), content=[UnknownPart.model_validate(dict(item))]
+            )
         verbatim = kind not in ("message", "function_call_output")
         message.metadata = with_entry(None, FORMAT, {"verbatim": verbatim})
-        blocks = isinstance(item.get("content"), list) and isinstance(_render(message)[0].get("content"), str)
+        blocks = isinstance(item.get("content"), list) and isinstance(
+            _render(message)[0].get("content"), str
+        )
         delta = diff(item, _render(message, blocks)[0])
-        message.metadata = with_entry(None, FORMAT, {"delta": delta, "verbatim": verbatim, "blocks": blocks})
+        message.metadata = with_entry(
+            None, FORMAT, {"delta": delta, "verbatim": verbatim, "blocks": blocks}
+        )
         out.append(message)
     close()
     return finished(settle(out))
@@ -128,8 +167,12 @@ def _import_assistant_item(item: Mapping[str, Any], kind: str | None, path: str)
         texts = [as_str(as_dict(s, f"{path}.summary[{i}]").get("text"), f"{path}.summary[{i}].text")
                  for i, s in enumerate(summary)]  # fmt: skip
         signature = item.get("encrypted_content")
-        return [ReasoningPart(reasoning=SUMMARY_SEPARATOR.join(texts),
-                              signature=signature if isinstance(signature, str) else None)]  # fmt: skip
+        return [
+            ReasoningPart(
+                reasoning=SUMMARY_SEPARATOR.join(texts),
+                signature=signature if isinstance(signature, str) else None,
+            )
+        ]
     if kind == "function_call":
         return [
             ToolCallPart(
@@ -146,7 +189,9 @@ def _import_assistant_item(item: Mapping[str, Any], kind: str | None, path: str)
         for position, raw in enumerate(as_list(content, f"{path}.content")):
             block = as_dict(raw, f"{path}.content[{position}]")
             if block.get("type") in ("output_text", "input_text"):
-                parts.append(TextPart(text=as_str(block.get("text"), f"{path}.content[{position}].text")))
+                parts.append(
+                    TextPart(text=as_str(block.get("text"), f"{path}.content[{position}].text"))
+                )
             else:
                 parts.append(UnknownPart.model_validate(dict(block)))
         return parts
@@ -170,8 +215,16 @@ def _input_parts(content: Any, path: str) -> list[Any]:
         elif kind == "input_file" and isinstance(block.get("file_data"), str):
             parsed = parse_data_url(block["file_data"])
             mime, data = parsed if parsed is not None else ("", block["file_data"])
-            parts.append(FilePart(data=data, mime_type=mime or "application/octet-stream", filename=block.get("filename")))
-        elif kind == "input_file" and isinstance(block.get("file_id") or block.get("file_url"), str):
+            parts.append(
+                FilePart(
+                    data=data,
+                    mime_type=mime or "application/octet-stream",
+                    filename=block.get("filename"),
+                )
+            )
+        elif kind == "input_file" and isinstance(
+            block.get("file_id") or block.get("file_url"), str
+        ):
             media = (MediaRef(kind="file_id", file_id=block["file_id"]) if block.get("file_id")
                      else MediaRef(kind="url", url=block["file_url"]))  # fmt: skip
             media.filename = block.get("filename")
@@ -182,7 +235,9 @@ def _input_parts(content: Any, path: str) -> list[Any]:
 
 
 def _import_output(item: Mapping[str, Any], path: str) -> ToolResultPart:
-    part = ToolResultPart(tool_call_id=as_name(item.get("call_id"), f"{path}.call_id"), tool_name="", result="")
+    part = ToolResultPart(
+        tool_call_id=as_name(item.get("call_id"), f"{path}.call_id"), tool_name="", result=""
+    )
     output = item.get("output", "")
     if isinstance(output, str):
         part.result = output
@@ -194,7 +249,11 @@ def _import_output(item: Mapping[str, Any], path: str) -> ToolResultPart:
         elif block.get("type") == "input_image" and isinstance(block.get("image_url"), str):
             parsed = parse_data_url(block["image_url"])
             if parsed is not None:
-                part.tool_result_contents.append(ToolResultContent(type="image", image_data=parsed[1], mime_type=parsed[0] or None))
+                part.tool_result_contents.append(
+                    ToolResultContent(
+                        type="image", image_data=parsed[1], mime_type=parsed[0] or None
+                    )
+                )
     return part
 
 
@@ -225,7 +284,13 @@ def _render(message: MessageBase, blocks: bool = False) -> list[JSON]:
         extra: list[JSON] = []
         for part in message.content:
             if isinstance(part, ToolResultPart):
-                out.append({"type": "function_call_output", "call_id": part.tool_call_id, "output": _output(part)})
+                out.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": part.tool_call_id,
+                        "output": _output(part),
+                    }
+                )
             else:
                 extra.extend(_render_input_part(part))
         if extra:
@@ -249,8 +314,13 @@ def _render_assistant(message: AssistantMessage) -> list[JSON]:
         count = int(descriptor.get("parts", 0))
         if position + count > len(parts):
             break
-        chunk = parts[position:position + count]
-        out.append(patch(_render_item(descriptor.get("kind"), chunk, descriptor.get("id")), descriptor.get("delta")))
+        chunk = parts[position : position + count]
+        out.append(
+            patch(
+                _render_item(descriptor.get("kind"), chunk, descriptor.get("id")),
+                descriptor.get("delta"),
+            )
+        )
         position += count
     texts: list[TextPart] = []
     for part in parts[position:]:
@@ -272,8 +342,11 @@ def _render_item(kind: str | None, parts: Sequence[Any], item_id: Any) -> JSON:
     if kind == "reasoning" and len(parts) == 1 and isinstance(parts[0], ReasoningPart):
         part = parts[0]
         texts = part.reasoning.split(SUMMARY_SEPARATOR) if part.reasoning else []
-        item: JSON = {"type": "reasoning", "id": item_id,
-                      "summary": [{"type": "summary_text", "text": text} for text in texts]}  # fmt: skip
+        item: JSON = {
+            "type": "reasoning",
+            "id": item_id,
+            "summary": [{"type": "summary_text", "text": text} for text in texts],
+        }
         if part.signature is not None:
             item["encrypted_content"] = part.signature
         return item
@@ -287,7 +360,13 @@ def _render_item(kind: str | None, parts: Sequence[Any], item_id: Any) -> JSON:
         if item_id is None:
             return {"type": "message", "role": "assistant", "content": "".join(texts)}
         content = [{"type": "output_text", "text": text, "annotations": []} for text in texts]
-        return {"type": "message", "role": "assistant", "id": item_id, "status": "completed", "content": content}
+        return {
+            "type": "message",
+            "role": "assistant",
+            "id": item_id,
+            "status": "completed",
+            "content": content,
+        }
     if len(parts) == 1 and isinstance(parts[0], UnknownPart):
         return parts[0].to_dict()
     return {}
@@ -328,4 +407,3 @@ def _output(part: ToolResultPart) -> Any:
             url = data_url(content.mime_type or "image/png", content.image_data)
             blocks.append({"type": "input_image", "image_url": url, "detail": "auto"})
     return blocks
-

@@ -20,19 +20,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from mindstore.model.base import JSON
 
 FORMAT_KEYS: tuple[str, ...] = (
-    "openai_chat", "responses", "anthropic", "gemini", "message_layer", "agent_graph",
+    "openai_chat",
+    "responses",
+    "anthropic",
+    "gemini",
+    "message_layer",
+    "agent_graph",
 )
 """The metadata keys under which the formats keep what they do not model."""
 
 
 def fingerprint(value: Any) -> str:
     """A short, stable hash of a JSON-like value (bytes and other leaves via `repr`)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
+    text = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False
+    )
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
@@ -70,7 +78,10 @@ def diff(original: Mapping[str, Any], canonical: Mapping[str, Any]) -> JSON:
             isinstance(value, list)
             and isinstance(rendered, list)
             and len(value) == len(rendered)
-            and all(isinstance(x, dict) and isinstance(y, dict) for x, y in zip(value, rendered, strict=True))
+            and all(
+                isinstance(x, dict) and isinstance(y, dict)
+                for x, y in zip(value, rendered, strict=True)
+            )
         ):
             items = {
                 str(i): [fingerprint(y), diff(x, y)]
@@ -106,9 +117,12 @@ def patch(canonical: JSON, delta: Mapping[str, Any] | None) -> JSON:
         current = list(current)
         for index, (mark, nested) in items.items():
             position = int(index)
-            if position < len(current) and isinstance(current[position], dict):
-                if fingerprint(current[position]) == mark:
-                    current[position] = patch(current[position], nested)
+            if (
+                position < len(current)
+                and isinstance(current[position], dict)
+                and fingerprint(current[position]) == mark
+            ):
+                current[position] = patch(current[position], nested)
         result[key] = current
     for key, mark in (delta.get("drop") or {}).items():
         if key in result and fingerprint(result[key]) == mark:
@@ -127,7 +141,9 @@ def read_entry(metadata: Mapping[str, Any] | None, fmt: str) -> JSON:
     return entry if isinstance(entry, dict) else {}
 
 
-def with_entry(metadata: Mapping[str, Any] | None, fmt: str, entry: Mapping[str, Any]) -> JSON | None:
+def with_entry(
+    metadata: Mapping[str, Any] | None, fmt: str, entry: Mapping[str, Any]
+) -> JSON | None:
     """`metadata` with the format's entry set (or left out when the entry is empty)."""
     result = dict(metadata or {})
     cleaned = {key: value for key, value in entry.items() if value not in (None, {}, [], False)}

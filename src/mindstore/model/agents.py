@@ -11,8 +11,9 @@ stored dialogs, which the state only names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -92,7 +93,7 @@ class AgentState(BaseModel):
         activate: bool = True,
         replace: bool = False,
         forked_from: str | None = None,
-    ) -> "AgentState":
+    ) -> AgentState:
         """`alias` now names `dialog_id` (and is active with `activate`).
 
         An alias that is already open is a `Conflict` unless `replace`: silently pointing
@@ -109,7 +110,7 @@ class AgentState(BaseModel):
             "active_alias": alias if activate else self.active_alias,
         })  # fmt: skip
 
-    def switched(self, alias: str) -> "AgentState":
+    def switched(self, alias: str) -> AgentState:
         """`alias` is active; NotFound when the agent has no such alias."""
         self.dialog_id(alias)
         return self.model_copy(update={"active_alias": alias})
@@ -134,7 +135,7 @@ class AgentState(BaseModel):
         }
 
     @classmethod
-    def from_document(cls, document: Mapping[str, Any]) -> "AgentState":
+    def from_document(cls, document: Mapping[str, Any]) -> AgentState:
         return cls(
             name=document["owner"],
             entries=[AgentDialog.model_validate(e) for e in document.get("dialogs") or []],
@@ -154,4 +155,6 @@ def render_prompt(template: str, prompt_args: Mapping[str, Any] | None) -> str:
     try:
         return template.format(**(prompt_args or {}))
     except (KeyError, IndexError, ValueError) as exc:
-        raise ValidationError(f"system_prompt could not be rendered with prompt_args: {exc!r}") from exc
+        raise ValidationError(
+            f"system_prompt could not be rendered with prompt_args: {exc!r}"
+        ) from exc

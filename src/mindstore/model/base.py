@@ -9,7 +9,8 @@ dict, so reading and rewriting a document never drops data.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import nanoid
 from pydantic import BaseModel, ConfigDict
@@ -23,7 +24,7 @@ ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
 def _nanoid() -> str:
     """A 21-character nanoid that does not start with '-', so it can never be read as an
     option when typed on a command line (`mindstore tasks tree <id>`)."""
-    value = nanoid.generate(ID_ALPHABET, 21)
+    value: str = nanoid.generate(ID_ALPHABET, 21)
     while value.startswith("-"):
         value = nanoid.generate(ID_ALPHABET, 21)
     return value

@@ -1,12 +1,14 @@
-"""Dialog trees (the dialog document), the pure part: fork selection, tree shapes, overview text,
-and the dialog document's `to_dict` form. No I/O; `repositories/dialogs.py` does the reads and writes.
+"""Dialog trees (the dialog document), the pure part: fork selection, tree shapes, overview
+text, and the dialog document's `to_dict` form. No I/O; `repositories/dialogs.py` does the
+reads and writes.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -39,15 +41,20 @@ class DialogNode(BaseModel):
         return self.parent_id is None
 
     @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> "DialogNode":
-        return cls(dialog_id=task_id_of(doc["_id"]), **{k: v for k, v in doc.items() if k not in {"_id", "tenant"}})
+    def from_document(cls, doc: dict[str, Any]) -> DialogNode:
+        return cls(
+            dialog_id=task_id_of(doc["_id"]),
+            **{k: v for k, v in doc.items() if k not in {"_id", "tenant"}},
+        )
 
 
 def kept_indexes(length: int, last_n: int = 0, first_k: int = 1) -> list[int]:
     """The dialog document's fork selection: every index when `last_n` is 0 or `last_n + first_k`
     covers the history, else the first `first_k` and the last `last_n`."""
     if last_n < 0 or first_k < 0:
-        raise ValidationError(f"last_n and first_k must be >= 0 (got last_n={last_n}, first_k={first_k})")
+        raise ValidationError(
+            f"last_n and first_k must be >= 0 (got last_n={last_n}, first_k={first_k})"
+        )
     if last_n == 0 or last_n + first_k >= length:
         return list(range(length))
     return list(range(first_k)) + list(range(length - last_n, length))
@@ -101,7 +108,8 @@ def _children_map(nodes: Iterable[DialogNode]) -> dict[str | None, list[DialogNo
 
 
 def bfs_order(root_id: str, nodes: Iterable[DialogNode]) -> list[DialogNode]:
-    """The subtree of `root_id` in breadth-first order, siblings oldest first (the dialog document)."""
+    """The subtree of `root_id` in breadth-first order, siblings oldest first (the dialog
+    document)."""
     nodes = list(nodes)
     by_id = {n.dialog_id: n for n in nodes}
     if root_id not in by_id:
@@ -116,7 +124,9 @@ def bfs_order(root_id: str, nodes: Iterable[DialogNode]) -> list[DialogNode]:
 
 def overview_line(node: DialogNode, relative_depth: int, message_count: int) -> str:
     """One line of `tree_overview()`, in the dialog document's format."""
-    line = f"[{node.dialog_id[:8]}] owner={node.owner} msgs={message_count} split@{node.split_point}"
+    line = (
+        f"[{node.dialog_id[:8]}] owner={node.owner} msgs={message_count} split@{node.split_point}"
+    )
     if node.last_n:
         line += f" (last_n={node.last_n}, first_k={node.first_k})"
     if relative_depth == 0:

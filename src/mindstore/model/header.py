@@ -91,7 +91,7 @@ class UsageTotals(Model):
     cache_writes: int = 0
     cost: float = 0.0
 
-    def plus(self, other: "UsageTotals", sign: int = 1) -> "UsageTotals":
+    def plus(self, other: UsageTotals, sign: int = 1) -> UsageTotals:
         return UsageTotals(
             tokens_in=self.tokens_in + sign * other.tokens_in,
             tokens_out=self.tokens_out + sign * other.tokens_out,

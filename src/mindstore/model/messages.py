@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Discriminator,
@@ -260,7 +260,7 @@ class UnknownMessage(Model):
 
     @property
     def task_id(self) -> str:
-        return self._get("task_id") or ""  # type: ignore[no-any-return]
+        return self._get("task_id") or ""
 
     @task_id.setter
     def task_id(self, value: str) -> None:
@@ -278,7 +278,7 @@ class UnknownMessage(Model):
         return ""
 
 
-MESSAGE_CLASSES: dict[str, type[MessageBase]] = {
+MESSAGE_CLASSES: dict[str, type[AnyMessage]] = {
     MessageRole.system.value: SystemMessage,
     MessageRole.user.value: UserMessage,
     MessageRole.assistant.value: AssistantMessage,
@@ -311,33 +311,31 @@ def _role_tag(value: Any) -> str:
 
 
 Message = Annotated[
-    Union[
-        Annotated[SystemMessage, Tag("system")],
-        Annotated[UserMessage, Tag("user")],
-        Annotated[AssistantMessage, Tag("assistant")],
-        Annotated[ToolMessage, Tag("tool")],
-        Annotated[InformationalMessage, Tag("informational")],
-        Annotated[CompressionMessage, Tag("compression")],
-        Annotated[TaskConfigMessage, Tag("taskconfig")],
-        Annotated[TaskEntryMessage, Tag("taskentry")],
-        Annotated[TaskExitMessage, Tag("taskexit")],
-        Annotated[UnknownMessage, Tag("unknown")],
-    ],
+    Annotated[SystemMessage, Tag("system")]
+    | Annotated[UserMessage, Tag("user")]
+    | Annotated[AssistantMessage, Tag("assistant")]
+    | Annotated[ToolMessage, Tag("tool")]
+    | Annotated[InformationalMessage, Tag("informational")]
+    | Annotated[CompressionMessage, Tag("compression")]
+    | Annotated[TaskConfigMessage, Tag("taskconfig")]
+    | Annotated[TaskEntryMessage, Tag("taskentry")]
+    | Annotated[TaskExitMessage, Tag("taskexit")]
+    | Annotated[UnknownMessage, Tag("unknown")],
     Discriminator(_role_tag),
 ]
 
-AnyMessage = Union[
-    SystemMessage,
-    UserMessage,
-    AssistantMessage,
-    ToolMessage,
-    InformationalMessage,
-    CompressionMessage,
-    TaskConfigMessage,
-    TaskEntryMessage,
-    TaskExitMessage,
-    UnknownMessage,
-]
+AnyMessage = (
+    SystemMessage
+    | UserMessage
+    | AssistantMessage
+    | ToolMessage
+    | InformationalMessage
+    | CompressionMessage
+    | TaskConfigMessage
+    | TaskEntryMessage
+    | TaskExitMessage
+    | UnknownMessage
+)
 
 MESSAGE_ADAPTER: TypeAdapter[AnyMessage] = TypeAdapter(Message)
 MESSAGE_LIST_ADAPTER: TypeAdapter[list[AnyMessage]] = TypeAdapter(list[Message])
@@ -379,4 +377,5 @@ def create_message_from_dict(data: dict[str, Any]) -> AnyMessage:
 
 def message_to_dict(message: AnyMessage) -> JSON:
     """The stored form of a message."""
-    return MESSAGE_ADAPTER.dump_python(message, mode="python", by_alias=True)
+    document: JSON = MESSAGE_ADAPTER.dump_python(message, mode="python", by_alias=True)
+    return document

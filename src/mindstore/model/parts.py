@@ -2,17 +2,18 @@
 
 The Mind Map defines the core parts (text, image, file, reasoning, redacted thinking, tool call,
 tool result, informational, compression, task config, task entry, task exit). The content
-kinds that only the message-layer and agent-graph formats know (audio, thinking with signature, video, document,
-data, annotation, error) are added here so one store can hold conversations from any of
-those agent frameworks. The `Part` union dispatches on `type` with a callable
-discriminator; an unknown `type` becomes an `UnknownPart` that serialises back unchanged.
+kinds that only the message-layer and agent-graph formats know (audio, thinking with
+signature, video, document, data, annotation, error) are added here so one store can hold
+conversations from any of those agent frameworks. The `Part` union dispatches on `type` with
+a callable discriminator; an unknown `type` becomes an `UnknownPart` that serialises back
+unchanged.
 """
 
 from __future__ import annotations
 
 import copy
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_serializer, model_validator
 
@@ -20,7 +21,8 @@ from mindstore.model.base import JSON, Model
 
 
 class MediaRef(Model):
-    """Where media lives (the agent-graph format): a URL, a provider file id, or small inline base64."""
+    """Where media lives (the agent-graph format): a URL, a provider file id, or small inline
+    base64."""
 
     kind: Literal["url", "file_id", "data"] = "url"
     url: str | None = None
@@ -82,7 +84,8 @@ class RedactedThinkingPart(Model):
 
 
 class ThinkingPart(Model):
-    """Anthropic-style extended thinking (the message-layer format); the signature must survive untouched."""
+    """Anthropic-style extended thinking (the message-layer format); the signature must
+    survive untouched."""
 
     type: Literal["thinking"] = "thinking"
     content: str = ""
@@ -107,7 +110,8 @@ class ToolResultContent(Model):
 
 
 class ToolResultPart(Model):
-    """Result of a tool call (the Mind Map) plus the message-layer format's `terminate` and `metadata`."""
+    """Result of a tool call (the Mind Map) plus the message-layer format's `terminate` and
+    `metadata`."""
 
     type: Literal["toolResult"] = "toolResult"
     tool_call_id: str
@@ -205,23 +209,22 @@ class TaskConfigPart(Model):
 class TaskEntryPart(Model):
     type: Literal["taskentry"] = "taskentry"
     initial_task_config: TaskConfigPart
-    initial_context: list[Union[TextPart, ImagePart, InformationalPart]] = Field(
-        default_factory=list
-    )
+    initial_context: list[TextPart | ImagePart | InformationalPart] = Field(default_factory=list)
     # The open tool call this sub-task answers when it exits (None: none was found).
     trigger_call_id: str | None = None
 
 
 class TaskExitPart(Model):
     type: Literal["taskexit"] = "taskexit"
-    handoff_description: list[Union[TextPart, ImagePart]] = Field(default_factory=list)
+    handoff_description: list[TextPart | ImagePart] = Field(default_factory=list)
     # The call this exit answered and the ToolMessage that answered it (None: nothing).
     tool_call_id: str | None = None
     answer_id: str | None = None
 
 
 class AudioPart(Model):
-    """Audio clips (the message-layer format: base64, `file:` paths or bytes; the agent-graph format: media ref)."""
+    """Audio clips (the message-layer format: base64, `file:` paths or bytes; the agent-graph
+    format: media ref)."""
 
     type: Literal["audio"] = "audio"
     audio: list[str | bytes] = Field(default_factory=list)
@@ -346,27 +349,25 @@ def _part_tag(value: Any) -> str:
 
 
 Part = Annotated[
-    Union[
-        Annotated[TextPart, Tag("text")],
-        Annotated[ImagePart, Tag("image")],
-        Annotated[FilePart, Tag("file")],
-        Annotated[ReasoningPart, Tag("reasoning")],
-        Annotated[RedactedThinkingPart, Tag("redacted_thinking")],
-        Annotated[ThinkingPart, Tag("thinking")],
-        Annotated[ToolCallPart, Tag("toolCall")],
-        Annotated[ToolResultPart, Tag("toolResult")],
-        Annotated[InformationalPart, Tag("informational")],
-        Annotated[CompressionPart, Tag("compression")],
-        Annotated[TaskConfigPart, Tag("taskconfig")],
-        Annotated[TaskEntryPart, Tag("taskentry")],
-        Annotated[TaskExitPart, Tag("taskexit")],
-        Annotated[AudioPart, Tag("audio")],
-        Annotated[VideoPart, Tag("video")],
-        Annotated[DocumentPart, Tag("document")],
-        Annotated[DataPart, Tag("data")],
-        Annotated[AnnotationPart, Tag("annotation")],
-        Annotated[ErrorPart, Tag("error")],
-        Annotated[UnknownPart, Tag("unknown")],
-    ],
+    Annotated[TextPart, Tag("text")]
+    | Annotated[ImagePart, Tag("image")]
+    | Annotated[FilePart, Tag("file")]
+    | Annotated[ReasoningPart, Tag("reasoning")]
+    | Annotated[RedactedThinkingPart, Tag("redacted_thinking")]
+    | Annotated[ThinkingPart, Tag("thinking")]
+    | Annotated[ToolCallPart, Tag("toolCall")]
+    | Annotated[ToolResultPart, Tag("toolResult")]
+    | Annotated[InformationalPart, Tag("informational")]
+    | Annotated[CompressionPart, Tag("compression")]
+    | Annotated[TaskConfigPart, Tag("taskconfig")]
+    | Annotated[TaskEntryPart, Tag("taskentry")]
+    | Annotated[TaskExitPart, Tag("taskexit")]
+    | Annotated[AudioPart, Tag("audio")]
+    | Annotated[VideoPart, Tag("video")]
+    | Annotated[DocumentPart, Tag("document")]
+    | Annotated[DataPart, Tag("data")]
+    | Annotated[AnnotationPart, Tag("annotation")]
+    | Annotated[ErrorPart, Tag("error")]
+    | Annotated[UnknownPart, Tag("unknown")],
     Discriminator(_part_tag),
 ]

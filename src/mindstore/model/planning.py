@@ -13,8 +13,9 @@ appended message passes, and the stored form of a message; the verbs are in
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import pydantic
 
@@ -75,7 +76,6 @@ def typed_errors(function: F) -> F:
             raise ValidationError(describe_pydantic(exc)) from None
 
     return wrapper  # type: ignore[return-value]
-
 
 
 def check_id(value: Any, what: str = "id") -> str:
@@ -147,7 +147,9 @@ def stored_doc(message: AnyMessage) -> JSON:
     return escape_keys(message_to_dict(message))  # type: ignore[no-any-return]
 
 
-def parse_stored(documents: list[JSON], rewrite: Callable[[JSON], JSON] | None = None) -> list[AnyMessage]:
+def parse_stored(
+    documents: list[JSON], rewrite: Callable[[JSON], JSON] | None = None
+) -> list[AnyMessage]:
     """Stored message documents -> messages as the caller wrote them (keys unescaped,
     `rewrite` applied to each document, unknown roles stripped of the store's fields)."""
     derived = [doc.get(DERIVED_KEY) for doc in documents]
@@ -165,7 +167,9 @@ def parse_stored(documents: list[JSON], rewrite: Callable[[JSON], JSON] | None =
     return messages
 
 
-def choose_trigger(header: TaskHeader, config: TaskConfigPart, entry_index: int) -> ToolCallRef | None:
+def choose_trigger(
+    header: TaskHeader, config: TaskConfigPart, entry_index: int
+) -> ToolCallRef | None:
     """The open tool call a new sub-task answers when it exits, decided at its entry.
 
     Among the open calls of the current level that no open sub-task has claimed: the
@@ -180,7 +184,9 @@ def choose_trigger(header: TaskHeader, config: TaskConfigPart, entry_index: int)
     level_calls = [ref for ref in header.open_tool_calls
                    if ref.id not in claimed and floor < ref.index < entry_index]  # fmt: skip
     names = set(config.task_entry_tool_names())
-    names.update(header.scope_stack[-1].entry_tools if header.scope_stack else header.root_entry_tools)
+    names.update(
+        header.scope_stack[-1].entry_tools if header.scope_stack else header.root_entry_tools
+    )
     by_name = [ref for ref in level_calls if ref.name in names]
     if by_name:
         return max(by_name, key=lambda ref: (ref.index, ref.part))
@@ -382,13 +388,19 @@ class Planner:
                 raise ValidationError(f"tool call id {part.tool_call_id!r} is already open")
             self._close_call(part.tool_call_id)
         ref = ToolCallRef(
-            id=part.tool_call_id, name=part.tool_name, index=index, part=position, message_id=message_id
+            id=part.tool_call_id,
+            name=part.tool_name,
+            index=index,
+            part=position,
+            message_id=message_id,
         )
         self.header.open_tool_calls.append(ref)
         for frame in self.header.scope_stack:
             # A call streamed into the message right before an entry is that entry's fallback
             # (or, when the entry found no trigger when it was written, its trigger).
-            if frame.index == index + 1 and (frame.fallback is None or frame.fallback.part < position):
+            if frame.index == index + 1 and (
+                frame.fallback is None or frame.fallback.part < position
+            ):
                 frame.fallback = ref
                 if frame.trigger_recorded and frame.trigger is None:
                     frame.trigger = ref
@@ -446,7 +458,6 @@ class Planner:
         )
 
 
-
 def resolve_ts(timestamp: float | None, now: int) -> int:
     checked = check_timestamp(timestamp)
     return int(checked if checked is not None else now)
@@ -463,5 +474,3 @@ def derive_header(task_id: str, messages: Sequence[AnyMessage]) -> TaskHeader:
     for message in messages:
         planner.append(message)
     return planner.header
-
-

@@ -5,7 +5,8 @@ and returns a `Plan`; timestamps are int epoch seconds, as the Mind Map stores t
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mindstore.errors import (
     NoConfigForTurn,
@@ -30,6 +31,7 @@ from mindstore.model.parts import (
     InformationalPart,
     TaskConfigPart,
     TextPart,
+    ToolCallPart,
     ToolResultPart,
 )
 from mindstore.model.planning import (
@@ -65,7 +67,11 @@ def plan_add_messages(
 
 @typed_errors
 def plan_add_task_config(
-    header: TaskHeader, task_id: str, part: TaskConfigPart, timestamp: float | None = None, **kw: Any
+    header: TaskHeader,
+    task_id: str,
+    part: TaskConfigPart,
+    timestamp: float | None = None,
+    **kw: Any,
 ) -> Plan:
     if not isinstance(part, TaskConfigPart):
         raise ValidationError(f"part must be a TaskConfigPart, got {type(part).__name__}")
@@ -89,7 +95,9 @@ def build_human_message(
     elif isinstance(text, (list, tuple)):
         content.extend(TextPart(text=check_text(t, "text item")) for t in text)
     elif text is not None:
-        raise ValidationError(f"text must be a string or a list of strings, got {type(text).__name__}")
+        raise ValidationError(
+            f"text must be a string or a list of strings, got {type(text).__name__}"
+        )
     if images is not None:
         if not isinstance(images, (list, tuple)):
             raise ValidationError("images must be a list of ImagePart")
@@ -349,6 +357,7 @@ def answer_call(
     else:  # the call was appended in this same write
         call_message = planner.appended[ref.index - planner.base]
         part = call_message.content[ref.part]
+        assert isinstance(part, ToolCallPart), "a ToolCallRef points at a tool call part"
         part.is_loading, part.is_approval_pending = is_loading, False
     planner.append(tool_message)
     return tool_message
@@ -366,12 +375,12 @@ def plan_answer_tool_call(
     """
     ref = header.open_call(tool_call_id)
     if ref is None:
-        raise UnknownToolCall(f"no open tool call with id {tool_call_id!r} (unknown or already answered)")
+        raise UnknownToolCall(
+            f"no open tool call with id {tool_call_id!r} (unknown or already answered)"
+        )
     planner = Planner(header, task_id, **kw)
     message = build_tool_result_message(
         task_id, tool_call_id, ref.name, result, spec, resolve_ts(spec.timestamp, planner.now)
     )
     answer_call(planner, ref, message, spec.is_loading)
     return planner.finish(message)
-
-

@@ -4,7 +4,7 @@ an assistant turn), which the caller supplies with its index.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from mindstore.errors import (
     InvalidTransition,
@@ -15,6 +15,7 @@ from mindstore.model.header import TaskHeader
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
+    MessageBase,
     SystemMessage,
     Usage,
     UserMessage,
@@ -36,11 +37,15 @@ from mindstore.validation import (
     check_timestamp,
 )
 
+_Role = TypeVar("_Role", bound=MessageBase)
 
-def _require_role(message: AnyMessage, allowed: tuple[type, ...], verb: str) -> None:
+
+def _require_role(message: AnyMessage, allowed: tuple[type[_Role], ...], verb: str) -> _Role:
+    """`message`, typed as one of the `allowed` roles; a typed error for any other role."""
     if not isinstance(message, allowed):
         role = getattr(message, "role", None)
         raise InvalidTransition(f"{verb} is not allowed on a {role} message")
+    return message
 
 
 @typed_errors
@@ -73,7 +78,7 @@ def plan_add_reasoning_part(
 ) -> Plan:
     if not isinstance(reasoning, str) or not reasoning:
         raise ValidationError("reasoning part must be a non-empty string")
-    _require_role(message, (AssistantMessage,), "add_reasoning_part")
+    message = _require_role(message, (AssistantMessage,), "add_reasoning_part")
     planner = Planner(header, task_id, **kw)
     started = round(clock(), 3)
     new = message.model_copy(deep=True)
@@ -102,7 +107,7 @@ def plan_add_tool_call_part(
 ) -> Plan:
     if not isinstance(tool_call, ToolCallPart):
         raise ValidationError(f"expected a ToolCallPart, got {type(tool_call).__name__}")
-    _require_role(message, (AssistantMessage,), "add_tool_call_part")
+    message = _require_role(message, (AssistantMessage,), "add_tool_call_part")
     planner = Planner(header, task_id, **kw)
     new = message.model_copy(deep=True)
     paths: list[tuple[str, Any]] = []
@@ -140,8 +145,13 @@ def plan_finish_assistant_message(
     **kw: Any,
 ) -> Plan:
     """Close an assistant turn: status, usage and finish time; usage rolls up in the same write."""
-    _require_role(message, (AssistantMessage,), "finish_assistant_message")
-    if not isinstance(status, str) or status not in {"loading", "completed", "error", "interrupted"}:
+    message = _require_role(message, (AssistantMessage,), "finish_assistant_message")
+    if not isinstance(status, str) or status not in {
+        "loading",
+        "completed",
+        "error",
+        "interrupted",
+    }:
         raise ValidationError(f"unknown assistant status {status!r}")
     planner = Planner(header, task_id, **kw)
     new = message.model_copy(deep=True)
@@ -169,4 +179,3 @@ def plan_finish_assistant_message(
         paths.append(("finished_ts", new.finished_ts))
     planner.patch_message(index, message, new, paths)
     return planner.finish(new)
-

@@ -76,7 +76,7 @@ def plan_redact(
         raise ValidationError(f"part_index {part_index} is past the message's {len(parts)} parts")
     targets = list(range(len(parts))) if part_index is None else [part_index]
     done = set(record.get("parts", [])) if record else set()
-    if record and (part_index is None and record.get("whole") or set(targets) <= done):
+    if record and ((part_index is None and record.get("whole")) or set(targets) <= done):
         return planner.finish(message)
     original = message.to_dict()
     document = message.to_dict()

@@ -4,7 +4,8 @@ answer), each one `Plan` so a reader never sees half of either.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mindstore.errors import (
     InvalidTransition,
@@ -65,7 +66,8 @@ def plan_add_task_entry(
     for part in description:
         if not isinstance(part, (TextPart, ImagePart, InformationalPart)):
             raise ValidationError(
-                f"task description parts must be text, image or informational, got {type(part).__name__}"
+                "task description parts must be text, image or informational, "
+                f"got {type(part).__name__}"
             )
     if not isinstance(initial_task_config, TaskConfigPart):
         raise WrongType("initial_task_config must be a TaskConfigPart")
@@ -77,8 +79,13 @@ def plan_add_task_entry(
         task_id=task_id,
         started_ts=int(entry_ts),
         finished_ts=int(entry_ts),
-        content=[TaskEntryPart(initial_task_config=initial_task_config, initial_context=description,
-                               **({"trigger_call_id": trigger_call_id} if trigger_call_id else {}))],
+        content=[
+            # set only when named: a set trigger_call_id (even None) marks a recorded trigger
+            TaskEntryPart(initial_task_config=initial_task_config, initial_context=description,
+                          trigger_call_id=trigger_call_id)
+            if trigger_call_id
+            else TaskEntryPart(initial_task_config=initial_task_config, initial_context=description)
+        ],
     )  # fmt: skip
     planner.append(entry)
     ts = int(entry_ts + 0.001)
@@ -156,14 +163,14 @@ def plan_add_task_exit(
     if not header.scope_stack:
         raise InvalidTransition("task exit at the root level: no sub-task is open")
     check_text(payload_key, "payload_key", empty=False)
-    if isinstance(handoff_description, (str, bytes)) or not isinstance(handoff_description, Sequence):
+    if isinstance(handoff_description, (str, bytes)) or not isinstance(
+        handoff_description, Sequence
+    ):
         raise WrongType("handoff_description must be a list of parts")
     handoff = list(handoff_description)
     for part in handoff:
         if not isinstance(part, (TextPart, ImagePart)):
-            raise ValidationError(
-                f"handoff parts must be text or image, got {type(part).__name__}"
-            )
+            raise ValidationError(f"handoff parts must be text or image, got {type(part).__name__}")
     frame = header.scope_stack[-1]
     if frame.trigger_recorded:  # decided at the entry; already answered -> nothing to answer
         trigger = header.open_call(frame.trigger.id) if frame.trigger is not None else None
@@ -177,7 +184,9 @@ def plan_add_task_exit(
         task_id=task_id,
         started_ts=int(exit_ts),
         finished_ts=int(exit_ts),
-        content=[TaskExitPart(handoff_description=handoff, tool_call_id=trigger.id if trigger else None)],
+        content=[
+            TaskExitPart(handoff_description=handoff, tool_call_id=trigger.id if trigger else None)
+        ],
     )
     if trigger is None:
         planner.append(exit_message)
@@ -197,7 +206,9 @@ def plan_add_task_exit(
         {payload_key: text, "status": "completed", "message": text},
         answer, int(exit_ts + 0.001),
     )  # fmt: skip
-    exit_message.content[0].answer_id = tool_message.id
+    exit_part = exit_message.content[0]
+    assert isinstance(exit_part, TaskExitPart)  # built just above
+    exit_part.answer_id = tool_message.id
     planner.append(exit_message)
     # The fallback trigger may already be answered: closing it again is a no-op.
     answer_call(planner, trigger, tool_message, False)

@@ -83,7 +83,9 @@ def check_role_content(message: AnyMessage) -> None:
         raise ValidationError(
             f"status must be one of {', '.join(sorted(ASSISTANT_STATUSES))}, got {message.status!r}"
         )
-    if isinstance(message, InformationalMessage) and parts and not any(
-        isinstance(p, InformationalPart) for p in parts
+    if (
+        isinstance(message, InformationalMessage)
+        and parts
+        and not any(isinstance(p, InformationalPart) for p in parts)
     ):
         raise ValidationError("an informational message holds an InformationalPart")

@@ -74,7 +74,7 @@ class ToolResultSpec:
         """The spec from a verb's extra positional arguments and keywords, checked."""
         if len(args) > len(TOOL_RESULT_ORDER):
             raise WrongType(f"too many positional arguments: {len(args)} after the result")
-        values: dict[str, Any] = dict(zip(TOOL_RESULT_ORDER, args))
+        values: dict[str, Any] = dict(zip(TOOL_RESULT_ORDER, args, strict=False))
         options = dict(options)
         alias = options.pop("id", None)
         for name, value in options.items():
@@ -90,8 +90,10 @@ class ToolResultSpec:
     def checked(cls, **values: Any) -> ToolResultSpec:
         observers = values.get("observer_results") or ()
         contents = values.get("tool_result_contents") or ()
-        for name, items, kind in (("observer_results", observers, ObserverResult),
-                                  ("tool_result_contents", contents, ToolResultContent)):  # fmt: skip
+        for name, items, kind in (
+            ("observer_results", observers, ObserverResult),
+            ("tool_result_contents", contents, ToolResultContent),
+        ):
             if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
                 raise WrongType(f"{name} must be a list of {kind.__name__}")
             for item in items:
@@ -105,8 +107,14 @@ class ToolResultSpec:
         if values.get("message_id") is not None:
             check_name(values["message_id"], "message_id")
         metadata = check_optional_json(values.get("metadata"), "metadata") or {}
-        return cls(**{**values, "observer_results": tuple(observers),
-                      "tool_result_contents": tuple(contents), "metadata": dict(metadata)})  # fmt: skip
+        return cls(
+            **{
+                **values,
+                "observer_results": tuple(observers),
+                "tool_result_contents": tuple(contents),
+                "metadata": dict(metadata),
+            }
+        )
 
 
 def resolve_alias(canonical: Any, alias: Any, canonical_name: str, alias_name: str,

@@ -19,7 +19,7 @@ KEY_MARK = "\u00a7"  # '§' marks an escaped key; genuine '§'-prefixed keys are
 
 
 def _key_is_safe(key: str) -> bool:
-    return not (key.startswith("$") or "." in key or key.startswith(KEY_MARK) or "\x00" in key)
+    return not (key.startswith(("$", KEY_MARK)) or "." in key or "\x00" in key)
 
 
 def escape_key(key: str) -> str:

@@ -98,7 +98,9 @@ class StreamState:
         """The current reasoning part's signature (providers send it at the end)."""
         current = self.current
         if current is None or current.kind != "reasoning":
-            raise InvalidTransition("a signature belongs to a reasoning part: stream reasoning first")
+            raise InvalidTransition(
+                "a signature belongs to a reasoning part: stream reasoning first"
+            )
         current.signature = signature
         current.dirty.add("signature")
 
@@ -111,7 +113,9 @@ class StreamState:
 
     @property
     def pending_bytes(self) -> int:
-        return sum(len(delta.encode("utf-8", "surrogatepass")) for p in self.parts for delta in p.pending)
+        return sum(
+            len(delta.encode("utf-8", "surrogatepass")) for p in self.parts for delta in p.pending
+        )
 
     @property
     def needs_write(self) -> bool:
@@ -125,7 +129,12 @@ class StreamState:
     def snapshot(self) -> StreamState:
         """What one write will carry: a copy, so deltas that arrive while it is in flight
         stay pending for the next write instead of being taken as written."""
-        return StreamState([replace(part, pending=list(part.pending), dirty=set(part.dirty)) for part in self.parts])
+        return StreamState(
+            [
+                replace(part, pending=list(part.pending), dirty=set(part.dirty))
+                for part in self.parts
+            ]
+        )
 
     def committed(self, written: StreamState, placed: dict[int, int]) -> None:
         """`written` (a snapshot of this state) was applied: its text is stored, its new
@@ -152,7 +161,9 @@ def check_delta(delta: Any, name: str = "delta") -> str:
 def check_streamable(message: AnyMessage) -> AssistantMessage:
     if not isinstance(message, AssistantMessage):
         role = getattr(message, "role", None)
-        raise InvalidTransition(f"stream is not allowed on a {role} message (assistant messages only)")
+        raise InvalidTransition(
+            f"stream is not allowed on a {role} message (assistant messages only)"
+        )
     return message
 
 

@@ -10,7 +10,8 @@ are kept, and `finished_ts` bookkeeping is part of the append itself.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, Unpack
+from collections.abc import Callable, Sequence
+from typing import Any, Unpack
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -67,7 +68,9 @@ def tool_call_id_of(tool_call: Any) -> str:
         return tool_call.tool_call_id
     if isinstance(tool_call, str):
         return tool_call
-    raise WrongType(f"answer_tool_call expects a ToolCallPart or its id, got {type(tool_call).__name__}")
+    raise WrongType(
+        f"answer_tool_call expects a ToolCallPart or its id, got {type(tool_call).__name__}"
+    )
 
 
 def exit_answer_id(exit_message: AnyMessage) -> str | None:
@@ -82,8 +85,10 @@ def apply_path(target: Any, path: str, value: Any) -> None:
     """Set a dotted path (`content.2.is_loading`) on models, lists and dicts in memory."""
     *parents, last = path.split(".")
     for step in parents:
-        target = target[int(step)] if isinstance(target, list) else (
-            target[step] if isinstance(target, dict) else getattr(target, step)
+        target = (
+            target[int(step)]
+            if isinstance(target, list)
+            else (target[step] if isinstance(target, dict) else getattr(target, step))
         )
     if isinstance(target, list):
         position = int(last)
@@ -112,9 +117,8 @@ class Task(Model):
         """The Mind Map dropped messages it could not type; here they stay, as unknown
         messages. Only a `messages` value that is not a list is refused, with a typed error.
         """
-        if isinstance(data, dict) and "messages" in data:
-            if not isinstance(data["messages"], list):
-                raise ValueError("task messages must be a list")
+        if isinstance(data, dict) and not isinstance(data.get("messages", []), list):
+            raise ValueError("task messages must be a list")
         return data
 
     # -- header and plan application -------------------------------------------------
@@ -202,16 +206,19 @@ class Task(Model):
             raise MissingConfig("no task configuration message found in history")
         index, kind = location
         message = self.messages[index]
-        if kind == "entry" and isinstance(message, TaskEntryMessage) and message.entry():
-            return message.entry().initial_task_config
-        if isinstance(message, TaskConfigMessage) and message.config():
-            return message.config()
+        entry = message.entry() if isinstance(message, TaskEntryMessage) else None
+        if kind == "entry" and entry is not None:
+            return entry.initial_task_config
+        config = message.config() if isinstance(message, TaskConfigMessage) else None
+        if config is not None:
+            return config
         return self.get_current_config()
 
     def get_current_config(self) -> TaskConfigPart:
         for message in reversed(self.messages):
-            if isinstance(message, TaskConfigMessage) and message.config() is not None:
-                return message.config()
+            config = message.config() if isinstance(message, TaskConfigMessage) else None
+            if config is not None:
+                return config
         raise MissingConfig("no task configuration message found in history")
 
     def current_task_messages(self) -> list[AnyMessage]:
@@ -237,18 +244,24 @@ class Task(Model):
             message = parse_message(message)
         if not isinstance(message, (MessageBase, UnknownMessage)):
             raise WrongType(f"expected a message, got {type(message).__name__}")
-        return self._verb(plans.plan_add_message, message, ids=[message.id])  # type: ignore[no-any-return]
+        return self._verb(plans.plan_add_message, message, ids=[message.id])
 
     def add_messages(self, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         """Several messages in one step (all or nothing)."""
         if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
             raise WrongType("messages must be a list of messages")
         ids = [getattr(m, "id", None) for m in messages]
-        return self._verb(plans.plan_add_messages, list(messages), ids=ids,  # type: ignore[no-any-return]
-                          on_replay=lambda stored: [stored[i] for i in ids if i])  # fmt: skip
+        return self._verb(
+            plans.plan_add_messages,
+            list(messages),
+            ids=ids,
+            on_replay=lambda stored: [stored[i] for i in ids if i],
+        )
 
-    def add_task_config(self, part: TaskConfigPart, timestamp: float | None = None) -> TaskConfigMessage:
-        return self._verb(plans.plan_add_task_config, part, timestamp)  # type: ignore[no-any-return]
+    def add_task_config(
+        self, part: TaskConfigPart, timestamp: float | None = None
+    ) -> TaskConfigMessage:
+        return self._verb(plans.plan_add_task_config, part, timestamp)
 
     def add_human_message(
         self,
@@ -258,7 +271,7 @@ class Task(Model):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> UserMessage | None:
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_human_message, text, images, is_ui_hidden, timestamp, message_id,
             ids=[message_id],
         )  # fmt: skip
@@ -268,13 +281,19 @@ class Task(Model):
         *, id: str | None = None,
     ) -> SystemMessage:  # fmt: skip
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return self._verb(plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id])  # type: ignore[no-any-return]
+        return self._verb(
+            plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id]
+        )
 
     def add_assistant_message(
-        self, message_id: str | None = None, timestamp: float | None = None, *, id: str | None = None
+        self,
+        message_id: str | None = None,
+        timestamp: float | None = None,
+        *,
+        id: str | None = None,
     ) -> AssistantMessage:
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return self._verb(plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id])  # type: ignore[no-any-return]
+        return self._verb(plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id])
 
     def add_tool_result_message(
         self, tool_call_id: str, tool_name: str, result: Any, *args: Any,
@@ -283,7 +302,7 @@ class Task(Model):
         """A tool result; the optional block (`observer_results`, flags, contents, error,
         `timestamp`, `message_id`, `terminate`, `metadata`) is `ToolResultSpec`."""
         spec = ToolResultSpec.from_call(args, dict(options))
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
             ids=[spec.message_id],
         )  # fmt: skip
@@ -298,7 +317,7 @@ class Task(Model):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> InformationalMessage:
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_informational_message, informational_type, details, is_visible_ai,
             is_visible_ui, additional_data, timestamp, message_id, ids=[message_id],
         )  # fmt: skip
@@ -319,9 +338,10 @@ class Task(Model):
         referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
         if any(self._position(i) is None for i in referenced):
             raise ValidationError(
-                "compressed_message_ids / kept_message_ids name messages that the task does not hold"
+                "compressed_message_ids / kept_message_ids name messages "
+                "that the task does not hold"
             )
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
             compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
             ids=[message_id],
@@ -335,7 +355,7 @@ class Task(Model):
         `add_tool_result_message`)."""
         tool_call_id = tool_call_id_of(tool_call)
         spec = ToolResultSpec.from_call(args, dict(options))
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
         )
 
@@ -347,7 +367,7 @@ class Task(Model):
         timestamp: float | None = None,
         trigger_call_id: str | None = None,
     ) -> TaskEntryMessage:
-        return self._verb(  # type: ignore[no-any-return]
+        return self._verb(
             plans.plan_add_task_entry, task_description, initial_task_config, entry_id, timestamp,
             trigger_call_id, ids=[entry_id],
         )  # fmt: skip
@@ -360,10 +380,12 @@ class Task(Model):
         exit_id: str | None = None,
         result_message_id: str | None = None,
         *,
-        payloadKey: str | None = None,  # noqa: N803 - the Mind Map's spelling, an alias
+        payloadKey: str | None = None,  # the Mind Map's spelling, an alias
     ) -> tuple[TaskExitMessage, ToolMessage | None]:
-        payload_key = resolve_alias(payload_key, payloadKey, "payload_key", "payloadKey", "task_result")
-        return self._verb(  # type: ignore[no-any-return]
+        payload_key = resolve_alias(
+            payload_key, payloadKey, "payload_key", "payloadKey", "task_result"
+        )
+        return self._verb(
             plans.plan_add_task_exit, handoff_description, payload_key, timestamp, exit_id,
             result_message_id, ids=[exit_id], on_replay=self._exit_replay(exit_id),
         )  # fmt: skip
@@ -392,7 +414,9 @@ class Task(Model):
     def add_text_part(self, message_id: str, text: str) -> bool:
         return self._part_verb(plans.plan_add_text_part, message_id, text)
 
-    def add_reasoning_part(self, message_id: str, reasoning: str, signature: str | None = None) -> bool:
+    def add_reasoning_part(
+        self, message_id: str, reasoning: str, signature: str | None = None
+    ) -> bool:
         return self._part_verb(plans.plan_add_reasoning_part, message_id, reasoning, signature)
 
     def add_tool_call_part(self, message_id: str, tool_call: ToolCallPart) -> bool:
@@ -411,7 +435,7 @@ class Task(Model):
         finished_ts: float | None = None,
     ) -> AssistantMessage:
         index, message = self._located(message_id)
-        return self.apply(  # type: ignore[no-any-return]
+        return self.apply(
             plans.plan_finish_assistant_message(
                 self.header, self.id, index, message, status, usage, tokens_in, tokens_out,
                 cache_reads, cache_writes, cost, finished_ts,
@@ -426,7 +450,9 @@ class Task(Model):
         position = self._position(message_id)
         return None if position is None else self.messages[position]
 
-    def get_updates(self, since_id: str | None = None, *, since_message_id: str | None = None) -> list[AnyMessage]:
+    def get_updates(
+        self, since_id: str | None = None, *, since_message_id: str | None = None
+    ) -> list[AnyMessage]:
         """Messages after `since_id` (the Mind Map's `since_message_id`); all of them if it
         is empty or unknown, as in the Mind Map."""
         since_id = resolve_alias(since_id, since_message_id, "since_id", "since_message_id")

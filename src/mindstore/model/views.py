@@ -12,8 +12,9 @@ entries of sub-tasks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 from mindstore.model.messages import AnyMessage
 
@@ -27,7 +28,7 @@ def level_messages(messages: Sequence[AnyMessage], scope: str | None) -> list[An
     return [
         message
         for message in messages
-        if message.id == scope and scope is not None and _role(message) == "taskentry"
+        if (message.id == scope and scope is not None and _role(message) == "taskentry")
         or (message.scope == scope and _role(message) != "taskentry")
     ]
 
@@ -69,7 +70,7 @@ class SubTaskSpan:
 def sub_task_spans(messages: Sequence[AnyMessage]) -> list[SubTaskSpan]:
     """Every sub-task in entry order; `message_count` counts the level's own messages
     (entry and exit included, children's messages not)."""
-    spans: dict[str, dict] = {}
+    spans: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for index, message in enumerate(messages):
         role = _role(message)

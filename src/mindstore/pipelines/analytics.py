@@ -24,9 +24,10 @@ mongomock drops the field), and `$ifNull` around arrays handed to `$filter`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from mindstore.errors import ValidationError
 from mindstore.pipelines import boundaries as spans
@@ -66,7 +67,9 @@ class ReportFilter:
                 raise ValidationError(f"{name} must be a string, got {type(value).__name__}")
         for name in ("since", "until"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
                 raise ValidationError(f"{name} must be epoch seconds, got {type(value).__name__}")
         if self.since is not None and self.until is not None and self.until <= self.since:
             raise ValidationError("until must be later than since")
@@ -97,7 +100,7 @@ def _task_match(f: ReportFilter, *, by_root_model: bool = False, by_created: boo
 
 
 def _as_datetime(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
 
 
 def _range(low: Any, high: Any) -> dict[str, Any]:
@@ -111,7 +114,7 @@ def _range(low: Any, high: Any) -> dict[str, Any]:
 
 def _narrow(fields: Iterable[str], top: Iterable[str] = ("owner",)) -> dict[str, Any]:
     """Keep only the message fields a report reads, before `$unwind` copies them around."""
-    projection: dict[str, Any] = {name: 1 for name in top}
+    projection: dict[str, Any] = dict.fromkeys(top, 1)
     projection.update({f"messages.{name}": 1 for name in ("origin", "started_ts", *fields)})
     return {"$project": projection}
 
@@ -144,7 +147,11 @@ def _check_dimensions(group_by: Iterable[str], allowed: tuple[str, ...]) -> tupl
 
 def _message_groups() -> dict[str, Any]:
     """What an unwound message is grouped by, per dimension (usage, latency)."""
-    return {"period": day_of("$messages.started_ts"), "model": "$messages.model_id", "owner": "$owner"}
+    return {
+        "period": day_of("$messages.started_ts"),
+        "model": "$messages.model_id",
+        "owner": "$owner",
+    }
 
 
 def _key(dims: Iterable[str], sources: dict[str, Any]) -> dict[str, Any]:
@@ -172,7 +179,9 @@ def _usage_values() -> dict[str, Any]:
     }
 
 
-def _usage_stages(f: ReportFilter, dims: tuple[str, ...], extra_key: dict[str, Any] | None = None) -> Pipeline:
+def _usage_stages(
+    f: ReportFilter, dims: tuple[str, ...], extra_key: dict[str, Any] | None = None
+) -> Pipeline:
     conditions: dict[str, Any] = {}
     if f.model is not None:
         conditions["model_id"] = f.model
@@ -235,7 +244,12 @@ def latency_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> P
         _task_match(f, by_message_time=True),
         _narrow(("role", "model_id", "finished_ts")),
         *_own_messages(f, timed=True, **conditions),
-        {"$group": {"_id": {**_key(dims, _message_groups()), "latency": latency}, "count": {"$sum": 1}}},
+        {
+            "$group": {
+                "_id": {**_key(dims, _message_groups()), "latency": latency},
+                "count": {"$sum": 1},
+            }
+        },
     ]
 
 
@@ -256,8 +270,17 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
     failed = {"$or": [{"$eq": ["$part.is_error", True]}, "$error_part"]}
     stages: Pipeline = [
         _task_match(f, by_message_time=True),
-        _narrow(("role", "model_id", "content.type", "content.tool_call_id", "content.tool_name",
-                 "content.is_error"), top=()),  # fmt: skip
+        _narrow(
+            (
+                "role",
+                "model_id",
+                "content.type",
+                "content.tool_call_id",
+                "content.tool_name",
+                "content.is_error",
+            ),
+            top=(),
+        ),
         *_own_messages(f, timed=False),
         {"$match": {"messages.role": {"$in": ["assistant", "tool"]}}},
         {
@@ -266,8 +289,15 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
                 "model": "$messages.model_id",
                 "error_part": {
                     "$gt": [
-                        {"$size": {"$filter": {"input": content, "as": "p",
-                                               "cond": {"$eq": ["$$p.type", "error"]}}}},
+                        {
+                            "$size": {
+                                "$filter": {
+                                    "input": content,
+                                    "as": "p",
+                                    "cond": {"$eq": ["$$p.type", "error"]},
+                                }
+                            }
+                        },
                         0,
                     ]
                 },
@@ -275,12 +305,16 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
                     "$filter": {
                         "input": content,
                         "as": "p",
-                        "cond": {"$or": [{"$eq": ["$$p.type", "toolCall"]},
-                                         {"$eq": ["$$p.type", "toolResult"]}]},
+                        "cond": {
+                            "$or": [
+                                {"$eq": ["$$p.type", "toolCall"]},
+                                {"$eq": ["$$p.type", "toolResult"]},
+                            ]
+                        },
                     }
                 },
             }
-        },  # fmt: skip
+        },
         {"$unwind": "$part"},
         {
             "$group": {
@@ -296,10 +330,14 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
         },
         {
             "$project": {
-                "tool": 1, "calls": 1, "results": 1, "errors": 1, "model": 1,
+                "tool": 1,
+                "calls": 1,
+                "results": 1,
+                "errors": 1,
+                "model": 1,
                 "ts": {"$cond": [{"$gt": ["$call_ts", None]}, "$call_ts", "$result_ts"]},
             }
-        },  # fmt: skip
+        },
     ]
     unit_match: dict[str, Any] = {}
     if f.since is not None or f.until is not None or "period" in dims:
@@ -378,11 +416,18 @@ def subtasks_pipeline(f: ReportFilter) -> Pipeline:
             "$group": {
                 "_id": {"task": "$_id", "span": spans.SPAN_ID},
                 "entered": {"$max": {"$cond": [spans.IS_ENTRY, 1, 0]}},
-                "model": {"$max": {"$cond": [
-                    spans.IS_ENTRY, "$messages.content.initial_task_config.model_name", None]}},
+                "model": {
+                    "$max": {
+                        "$cond": [
+                            spans.IS_ENTRY,
+                            "$messages.content.initial_task_config.model_name",
+                            None,
+                        ]
+                    }
+                },
                 **spans.span_accumulators(),
             }
-        },  # fmt: skip
+        },
     ]
     span_match: dict[str, Any] = {"entered": 1}
     if f.since is not None or f.until is not None:
@@ -414,11 +459,14 @@ def message_activity_pipeline(f: ReportFilter) -> Pipeline:
         *_own_messages(f, timed=True),
         {
             "$group": {
-                "_id": {"day": day_of("$messages.started_ts"), "role": "$messages.role",
-                        "owner": "$owner"},
+                "_id": {
+                    "day": day_of("$messages.started_ts"),
+                    "role": "$messages.role",
+                    "owner": "$owner",
+                },
                 "messages": {"$sum": 1},
             }
-        },  # fmt: skip
+        },
     ]
 
 
@@ -428,9 +476,12 @@ def tasks_created_pipeline(f: ReportFilter) -> Pipeline:
         _task_match(f, by_root_model=True, by_created=True),
         {
             "$group": {
-                "_id": {"year": {"$year": "$created_at"}, "month": {"$month": "$created_at"},
-                        "day": {"$dayOfMonth": "$created_at"}},
+                "_id": {
+                    "year": {"$year": "$created_at"},
+                    "month": {"$month": "$created_at"},
+                    "day": {"$dayOfMonth": "$created_at"},
+                },
                 "tasks": {"$sum": 1},
             }
-        },  # fmt: skip
+        },
     ]

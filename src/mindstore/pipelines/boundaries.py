@@ -37,7 +37,9 @@ def _in_level_expr(scope: str | None, var: str = "$$m") -> dict[str, Any]:
     }
     if scope is None:
         return own
-    entry = {"$and": [{"$eq": [f"{var}.id", literal(scope)]}, {"$eq": [f"{var}.role", "taskentry"]}]}
+    entry = {
+        "$and": [{"$eq": [f"{var}.id", literal(scope)]}, {"$eq": [f"{var}.role", "taskentry"]}]
+    }
     return {"$or": [entry, own]}
 
 
@@ -61,7 +63,7 @@ def locate_message_pipeline(
 ) -> Pipeline:
     """One message and its index (plus, optionally, header fields from the same snapshot)."""
     projection: dict[str, Any] = {"_id": 0, "index": 1, "message": "$messages"}
-    projection.update({field: 1 for field in header_fields})
+    projection.update(dict.fromkeys(header_fields, 1))
     return [
         _task_match(task),
         {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
@@ -135,6 +137,6 @@ def slice_projection(header_fields: tuple[str, ...], start: int, count: int) -> 
     """Header fields plus a window of the message array (explicit inclusion on purpose:
     mongomock returns only `_id` and the slice for a `$slice`-only projection, MongoDB
     returns every field)."""
-    projection: dict[str, Any] = {field: 1 for field in header_fields}
+    projection: dict[str, Any] = dict.fromkeys(header_fields, 1)
     projection["messages"] = {"$slice": [start, count]}
     return projection

@@ -12,7 +12,8 @@ array form of `$not` wrongly inside `$filter`.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mindstore.pipelines.boundaries import (
     Pipeline,
@@ -28,9 +29,7 @@ STUB_SKELETON_FIELDS = ("id", "role", "task_id", "started_ts", "finished_ts", "s
 
 def latest_checkpoint_pipeline(task: TaskFilter, scope: str | None) -> Pipeline:
     """The last compression message of the level (at most one small document)."""
-    is_compression = {
-        "$and": [_in_level_expr(scope), {"$eq": ["$$m.role", "compression"]}]
-    }
+    is_compression = {"$and": [_in_level_expr(scope), {"$eq": ["$$m.role", "compression"]}]}
     return [
         _task_match(task),
         {
@@ -60,13 +59,9 @@ def context_messages_pipeline(
     its header fields and the call id and tool name of each result (the client turns
     that into a short stub), so a long tool output never leaves the server.
     """
-    cond: dict[str, Any] = {
-        "$and": [_in_level_expr(scope), {"$ne": ["$$m.role", "compression"]}]
-    }
+    cond: dict[str, Any] = {"$and": [_in_level_expr(scope), {"$ne": ["$$m.role", "compression"]}]}
     if excluded_ids:
-        cond = {
-            "$and": [cond, {"$eq": [{"$in": ["$$m.id", literal(list(excluded_ids))]}, False]}]
-        }
+        cond = {"$and": [cond, {"$eq": [{"$in": ["$$m.id", literal(list(excluded_ids))]}, False]}]}
     kept: dict[str, Any] = {"$filter": {"input": "$messages", "as": "m", "cond": cond}}
     if stubbed_ids:
         skeleton: dict[str, Any] = {name: f"$$m.{name}" for name in STUB_SKELETON_FIELDS}
@@ -135,7 +130,12 @@ def model_visible_expr(var: str = "$$m") -> dict[str, Any]:
     return {
         "$or": [
             {"$in": [f"{var}.role", literal(list(MODEL_ROLES))]},
-            {"$and": [{"$eq": [f"{var}.role", "informational"]}, {"$gt": [{"$size": visible_part}, 0]}]},
+            {
+                "$and": [
+                    {"$eq": [f"{var}.role", "informational"]},
+                    {"$gt": [{"$size": visible_part}, 0]},
+                ]
+            },
         ]
     }
 
@@ -146,7 +146,11 @@ def _stub_skeleton() -> dict[str, Any]:
         "$map": {
             "input": "$$m.content",
             "as": "p",
-            "in": {"type": "$$p.type", "tool_call_id": "$$p.tool_call_id", "tool_name": "$$p.tool_name"},
+            "in": {
+                "type": "$$p.type",
+                "tool_call_id": "$$p.tool_call_id",
+                "tool_name": "$$p.tool_name",
+            },
         }
     }
     return skeleton
@@ -172,35 +176,81 @@ def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) 
     if config_index is not None:
         first["config"] = {"$slice": ["$messages", min(config_index, MAX_SLICE), 1]}
     has_checkpoint = {"$ne": [_if_null("$$p.metadata.checkpoint", None), None]}
-    dropped = {"$and": [{"$in": ["$$m.id", "$compressed"]}, {"$eq": [{"$in": ["$$m.id", "$stubbed"]}, False]}]}
+    dropped = {
+        "$and": [
+            {"$in": ["$$m.id", "$compressed"]},
+            {"$eq": [{"$in": ["$$m.id", "$stubbed"]}, False]},
+        ]
+    }
     kept = {"$filter": {"input": "$level", "as": "m", "cond": {"$eq": [dropped, False]}}}
     stubbed = {"$cond": [{"$in": ["$$m.id", "$stubbed"]}, _stub_skeleton(), "$$m"]}
     return [
         _task_match(task),
         {"$project": first},
         {"$unwind": {"path": "$marks", "preserveNullAndEmptyArrays": True}},
-        {"$project": {
-            "level": 1, "config": 1, "mark_id": _if_null("$marks.id", None),
-            "cp": {"$slice": [{"$filter": {"input": _if_null("$marks.content", []), "as": "p",
-                                           "cond": has_checkpoint}}, 1]},
-        }},
+        {
+            "$project": {
+                "level": 1,
+                "config": 1,
+                "mark_id": _if_null("$marks.id", None),
+                "cp": {
+                    "$slice": [
+                        {
+                            "$filter": {
+                                "input": _if_null("$marks.content", []),
+                                "as": "p",
+                                "cond": has_checkpoint,
+                            }
+                        },
+                        1,
+                    ]
+                },
+            }
+        },
         {"$unwind": {"path": "$cp", "preserveNullAndEmptyArrays": True}},
-        {"$project": {
-            "level": 1, "config": 1, "mark_id": 1, "cp": 1,
-            "compressed": _if_null(f"${CHECKPOINT_PATH}.compressed_message_ids", []),
-            "stubbed": _if_null(f"${CHECKPOINT_PATH}.metadata.stubbed_message_ids", []),
-            "anchor": _if_null(f"${CHECKPOINT_PATH}.metadata.summary_after_id", None),
-        }},
-        {"$project": {
-            "level": 1, "config": 1, "mark_id": 1, "cp": 1, "compressed": 1, "stubbed": 1, "anchor": 1,
-            "view": {"$map": {"input": kept, "as": "m", "in": stubbed}},
-        }},
-        {"$project": {
-            "level": 1, "view": 1, "config": 1, "mark_id": 1, "cp": 1, "compressed": 1, "stubbed": 1, "anchor": 1,
-            "visible": {"$filter": {"input": "$view", "as": "m", "cond": {
-                "$or": [model_visible_expr(), {"$eq": ["$$m.id", "$anchor"]}]}}},
-        }},
-    ]  # fmt: skip
+        {
+            "$project": {
+                "level": 1,
+                "config": 1,
+                "mark_id": 1,
+                "cp": 1,
+                "compressed": _if_null(f"${CHECKPOINT_PATH}.compressed_message_ids", []),
+                "stubbed": _if_null(f"${CHECKPOINT_PATH}.metadata.stubbed_message_ids", []),
+                "anchor": _if_null(f"${CHECKPOINT_PATH}.metadata.summary_after_id", None),
+            }
+        },
+        {
+            "$project": {
+                "level": 1,
+                "config": 1,
+                "mark_id": 1,
+                "cp": 1,
+                "compressed": 1,
+                "stubbed": 1,
+                "anchor": 1,
+                "view": {"$map": {"input": kept, "as": "m", "in": stubbed}},
+            }
+        },
+        {
+            "$project": {
+                "level": 1,
+                "view": 1,
+                "config": 1,
+                "mark_id": 1,
+                "cp": 1,
+                "compressed": 1,
+                "stubbed": 1,
+                "anchor": 1,
+                "visible": {
+                    "$filter": {
+                        "input": "$view",
+                        "as": "m",
+                        "cond": {"$or": [model_visible_expr(), {"$eq": ["$$m.id", "$anchor"]}]},
+                    }
+                },
+            }
+        },
+    ]
 
 
 def _stubbed_among(ids: Any) -> dict[str, Any]:
@@ -210,7 +260,12 @@ def _stubbed_among(ids: Any) -> dict[str, Any]:
 
 
 def _strip() -> dict[str, Any]:
-    return {"$project": {**{name: 0 for name in HEAVY_FIELDS}, **{path: 0 for path in CHECKPOINT_ID_LISTS}}}
+    return {
+        "$project": {
+            **dict.fromkeys(HEAVY_FIELDS, 0),
+            **dict.fromkeys(CHECKPOINT_ID_LISTS, 0),
+        }
+    }
 
 
 def context_window_pipeline(
@@ -236,22 +291,35 @@ def context_window_pipeline(
     tail = max(1, min(tail, MAX_SLICE))
     return [
         *_view_stages(task, scope, config_index),
-        {"$project": {
-            "mark_id": 1, "cp": 1, "config": 1,
-            "level_count": {"$size": "$level"},
-            "view_count": {"$size": "$view"},
-            "visible_count": {"$size": "$visible"},
-            "model_count": {"$size": {"$filter": {"input": "$visible", "as": "m", "cond": model_visible_expr()}}},
-            "head": {"$slice": ["$view", head]},
-            "systems": {"$filter": {"input": {"$slice": ["$view", head, MAX_SLICE]}, "as": "m",
-                                    "cond": {"$eq": ["$$m.role", "system"]}}},
-            "tail": {"$slice": ["$visible", -tail]},
-            "stubbed_count": {"$size": "$stubbed"},
-            "stubbed_head": _stubbed_among({"$slice": ["$view.id", head]}),
-            "stubbed_tail": _stubbed_among({"$slice": ["$visible.id", -tail]}),
-        }},
+        {
+            "$project": {
+                "mark_id": 1,
+                "cp": 1,
+                "config": 1,
+                "level_count": {"$size": "$level"},
+                "view_count": {"$size": "$view"},
+                "visible_count": {"$size": "$visible"},
+                "model_count": {
+                    "$size": {
+                        "$filter": {"input": "$visible", "as": "m", "cond": model_visible_expr()}
+                    }
+                },
+                "head": {"$slice": ["$view", head]},
+                "systems": {
+                    "$filter": {
+                        "input": {"$slice": ["$view", head, MAX_SLICE]},
+                        "as": "m",
+                        "cond": {"$eq": ["$$m.role", "system"]},
+                    }
+                },
+                "tail": {"$slice": ["$visible", -tail]},
+                "stubbed_count": {"$size": "$stubbed"},
+                "stubbed_head": _stubbed_among({"$slice": ["$view.id", head]}),
+                "stubbed_tail": _stubbed_among({"$slice": ["$visible.id", -tail]}),
+            }
+        },
         _strip(),
-    ]  # fmt: skip
+    ]
 
 
 def context_range_pipeline(task: TaskFilter, scope: str | None, start: int, count: int) -> Pipeline:
@@ -262,11 +330,13 @@ def context_range_pipeline(task: TaskFilter, scope: str | None, start: int, coun
     count = max(1, min(count, MAX_SLICE))
     return [
         *_view_stages(task, scope, None),
-        {"$project": {
-            "mark_id": 1,
-            "visible_count": {"$size": "$visible"},
-            "range": {"$slice": ["$visible", start, count]},
-            "stubbed_range": _stubbed_among({"$slice": ["$visible.id", start, count]}),
-        }},
+        {
+            "$project": {
+                "mark_id": 1,
+                "visible_count": {"$size": "$visible"},
+                "range": {"$slice": ["$visible", start, count]},
+                "stubbed_range": _stubbed_among({"$slice": ["$visible.id", start, count]}),
+            }
+        },
         _strip(),
-    ]  # fmt: skip
+    ]

@@ -10,10 +10,13 @@ so no node ever points at a missing parent.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import mimetypes
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
@@ -91,10 +94,8 @@ class DialogRepository:
     async def _ensure_node(self, dialog_id: str) -> DialogNode:
         node = await self.node(dialog_id)
         if node.created_at is None:  # an implicit root: make it real before it gets children
-            try:
+            with contextlib.suppress(Conflict):  # a concurrent fork wrote it first
                 await self._insert_node(node)
-            except Conflict:
-                pass  # a concurrent fork wrote it first
             node = await self.node(dialog_id)
         return node
 
@@ -107,7 +108,9 @@ class DialogRepository:
     async def _message_counts(self, ids: Sequence[str]) -> dict[str, int]:
         keys = [task_key(self.tenant, i) for i in ids]
         cursor = self._tasks.find(self._scope(_id={"$in": keys}), {"seq": 1})
-        return {task_id_of(document["_id"]): int(document.get("seq", 0)) async for document in cursor}
+        return {
+            task_id_of(document["_id"]): int(document.get("seq", 0)) async for document in cursor
+        }
 
     # ------------------------------------------------------------------ dialog verbs
     async def create(
@@ -124,7 +127,9 @@ class DialogRepository:
         check_owner(owner)
         check_optional_text(prompt, "prompt")
         messages = [SystemMessage(content=[TextPart(text=prompt)], name=owner)] if prompt else []
-        record = await self.tasks.create(owner=owner, title=title, task_id=dialog_id, messages=messages)
+        record = await self.tasks.create(
+            owner=owner, title=title, task_id=dialog_id, messages=messages
+        )
         await self._insert_node(DialogNode(dialog_id=record.id, owner=owner, root_id=record.id))
         return record
 
@@ -136,10 +141,18 @@ class DialogRepository:
         if metadata is not None and not isinstance(metadata, dict):
             raise ValidationError("metadata must be a dict")
         stamped = {**(metadata or {}), "dialog_id": dialog_id}
-        return await self.tasks.add_message(dialog_id, cls(content=content, name=name, metadata=stamped))
+        return await self.tasks.add_message(
+            dialog_id, cls(content=content, name=name, metadata=stamped)
+        )
 
-    async def put_text(self, dialog_id: str, text: str, name: str | None = None,
-                       metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:  # fmt: skip
+    async def put_text(
+        self,
+        dialog_id: str,
+        text: str,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        role: str = "user",
+    ) -> AnyMessage:
         """Append raw text (stateless: the top prompt is reset)."""
         if not isinstance(text, str):
             raise ValidationError("put_text expects a string")
@@ -152,9 +165,11 @@ class DialogRepository:
         mime = None
         if isinstance(image, bytes):
             data = base64.b64encode(image).decode()
-        elif isinstance(image, Path) or (isinstance(image, str) and Path(image).is_file()):
-            path = Path(image)
-            data = base64.b64encode(path.read_bytes()).decode()
+        elif isinstance(image, Path) or (
+            isinstance(image, str) and await asyncio.to_thread(Path(image).is_file)
+        ):
+            path = Path(image)  # read off the event loop: a file can be large or slow to read
+            data = base64.b64encode(await asyncio.to_thread(path.read_bytes)).decode()
             mime = mimetypes.guess_type(path.name)[0]
         elif isinstance(image, str):
             data = image
@@ -165,9 +180,17 @@ class DialogRepository:
             content.append(TextPart(text=caption))
         return await self._put(dialog_id, role, content, name, metadata)
 
-    async def put_prompt(self, dialog_id: str, prompt: str, prompt_args: dict[str, Any] | None = None,
-                         *, registry: PromptRegistry, name: str | None = None,
-                         metadata: dict[str, Any] | None = None, role: str = "user") -> AnyMessage:  # fmt: skip
+    async def put_prompt(
+        self,
+        dialog_id: str,
+        prompt: str,
+        prompt_args: dict[str, Any] | None = None,
+        *,
+        registry: PromptRegistry,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        role: str = "user",
+    ) -> AnyMessage:
         """Render `registry[prompt]` with `prompt_args`, append it, and make it the top prompt.
 
         A registry value is a `str.format` template or a callable taking the args.
@@ -176,10 +199,16 @@ class DialogRepository:
             raise NotFound(f"no prompt {prompt!r} in the registry")
         template = registry[prompt]
         try:
-            text = template(**(prompt_args or {})) if callable(template) else template.format(**(prompt_args or {}))
+            text = (
+                template(**(prompt_args or {}))
+                if callable(template)
+                else template.format(**(prompt_args or {}))
+            )
         except (KeyError, IndexError, TypeError) as exc:
             raise ValidationError(f"prompt {prompt!r} could not be rendered: {exc!r}") from exc
-        return await self._put(dialog_id, role, [TextPart(text=text)], name, {**(metadata or {}), PROMPT_KEY: prompt})
+        return await self._put(
+            dialog_id, role, [TextPart(text=text)], name, {**(metadata or {}), PROMPT_KEY: prompt}
+        )
 
     async def top_prompt(self, dialog_id: str) -> str | None:
         """The prompt governing the next turn: set by put_prompt, reset by any other append."""
@@ -226,7 +255,7 @@ class DialogRepository:
             count, head, tail = await self.tasks.ends(dialog_id, max(first_k, 0), last_n)
             indexes = tree.kept_indexes(count, last_n, first_k)
             if len(indexes) < count:
-                window = {i: m for i, m in enumerate(head)}
+                window = dict(enumerate(head))
                 window.update({count - len(tail) + i: m for i, m in enumerate(tail)})
                 copies = tree.fork_copies(dialog_id, child_id, window, indexes)
             else:
@@ -290,13 +319,17 @@ class DialogRepository:
         """Delete a dialog (and with `cascade`, its whole subtree); returns deleted ids."""
         nodes = await self._subtree_nodes(dialog_id)
         if len(nodes) > 1 and not cascade:
-            raise Conflict(f"dialog {dialog_id!r} has {len(nodes) - 1} descendant(s); pass cascade=True")
+            raise Conflict(
+                f"dialog {dialog_id!r} has {len(nodes) - 1} descendant(s); pass cascade=True"
+            )
         doomed = [n.dialog_id for n in sorted(nodes, key=lambda n: -n.depth)]
         for victim in doomed:  # deepest first; each task before its node
             try:
                 await self.tasks.delete(victim)
             except NotFound:
-                await self._nodes.delete_one({"_id": task_key(self.tenant, victim), "tenant": self.tenant})
+                await self._nodes.delete_one(
+                    {"_id": task_key(self.tenant, victim), "tenant": self.tenant}
+                )
         return doomed
 
     async def repair(self) -> dict[str, list[str]]:
@@ -311,8 +344,12 @@ class DialogRepository:
             {"_id": 1, f"metadata.{FORK_MARKER}": 1},
         )
         candidates = {task_id_of(d["_id"]): d["metadata"][FORK_MARKER] async for d in forks}
-        present = {task_id_of(d["_id"]) async for d in self._nodes.find(
-            self._scope(_id={"$in": [task_key(self.tenant, i) for i in candidates]}), {"_id": 1})}  # fmt: skip
+        present = {
+            task_id_of(d["_id"])
+            async for d in self._nodes.find(
+                self._scope(_id={"$in": [task_key(self.tenant, i) for i in candidates]}), {"_id": 1}
+            )
+        }
         for task_id, plan in candidates.items():
             if task_id in present:
                 continue
@@ -334,11 +371,13 @@ class DialogRepository:
             if node_id not in task_ids and not await self._nodes.count_documents(
                 {"tenant": self.tenant, "parent_id": node_id}, limit=1
             ):
-                await self._nodes.delete_one({"_id": task_key(self.tenant, node_id), "tenant": self.tenant})
+                await self._nodes.delete_one(
+                    {"_id": task_key(self.tenant, node_id), "tenant": self.tenant}
+                )
                 report["removed_nodes"].append(node_id)
         return report
 
-    # ------------------------------------------------------------------ the dialog document dict form
+    # -- the dialog document dict form ----------------------------------------------------
     async def export_dialog(self, dialog_id: str) -> dict[str, Any]:
         """The dialog document's `Dialog.to_dict()`: messages, tree node and top prompt path."""
         node = await self.node(dialog_id)
@@ -360,14 +399,17 @@ class DialogRepository:
         return [await self.export_dialog(i) for i in await self.subtree_ids(dialog_id)]
 
     async def import_dialog(self, data: Mapping[str, Any]) -> TaskRecord:
-        """Store a dialog from its the dialog document dict; its parent (if any) must exist already."""
+        """Store a dialog from its dialog document dict; its parent (if any) must exist
+        already."""
         if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
             raise ValidationError("a dialog dict needs a 'messages' list")
         tree_node = data.get("tree_node") or {}
         if not isinstance(tree_node, Mapping):
             raise ValidationError("tree_node must be a dict")
         node_data = dict(tree_node)
-        dialog_id = check_id(data.get("dialog_id") or node_data.get("dialog_id") or new_id(), "dialog id")
+        dialog_id = check_id(
+            data.get("dialog_id") or node_data.get("dialog_id") or new_id(), "dialog id"
+        )
         owner = check_owner(data.get("owner", node_data.get("owner")))
         parent_id = node_data.get("parent_id")
         if parent_id is not None:
@@ -392,8 +434,14 @@ class DialogRepository:
             node = tree.child_node(parent, dialog_id, owner, split_point or len(messages),
                                    last_n, first_k, at_message_id)  # fmt: skip
             metadata = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
-        record = await self.tasks.create(owner=owner, title=data.get("title"), task_id=dialog_id,
-                                         messages=messages, metadata=metadata, replay=True)  # fmt: skip
+        record = await self.tasks.create(
+            owner=owner,
+            title=data.get("title"),
+            task_id=dialog_id,
+            messages=messages,
+            metadata=metadata,
+            replay=True,
+        )
         await self._insert_node(node)
         return record
 

@@ -19,12 +19,14 @@ the first time a read misses them (`_adopt_legacy`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
@@ -168,20 +170,20 @@ class TaskEngine:
             if document is None:
                 continue
             document["_id"] = self._key(task_id)
-            try:
+            with contextlib.suppress(DuplicateKeyError):  # adopted by a concurrent reader
                 await collection.insert_one(document)
-            except DuplicateKeyError:
-                pass  # adopted by a concurrent reader
             await collection.delete_one(old)
             moved = moved or collection is self._tasks
         if moved:
             logger.info("adopted legacy task %r of tenant %r", task_id, self.tenant)
         return moved
 
-    async def _find_task(self, task_id: str, projection: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _find_task(
+        self, task_id: str, projection: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """One task document (projected); NotFound outside this view's scope."""
         query = self._filter(task_id)
-        document = await self._tasks.find_one(query, projection)
+        document: dict[str, Any] | None = await self._tasks.find_one(query, projection)
         if document is None and await self._adopt_legacy(task_id):
             document = await self._tasks.find_one(query, projection)
         if document is None:
@@ -196,7 +198,9 @@ class TaskEngine:
         existing task), after adopting a legacy document if there is one.
         """
         query = self._filter(task_id)
-        rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
+        rows: list[dict[str, Any]] = await (await self._tasks.aggregate(build(query))).to_list(
+            length=length
+        )
         if not rows and await self._adopt_legacy(task_id):
             rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
         if not rows:
@@ -204,12 +208,14 @@ class TaskEngine:
         return rows
 
     async def _read_header_doc(self, task_id: str, *, tail: bool = False) -> dict[str, Any]:
-        projection: dict[str, Any] = {field: 1 for field in READ_FIELDS}
+        projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
         if tail:
             projection["messages"] = {"$slice": [-1, 1]}
         return await self._find_task(task_id, projection)
 
-    async def _locate(self, task_id: str, message_id: str) -> tuple[dict[str, Any], int, AnyMessage]:
+    async def _locate(
+        self, task_id: str, message_id: str
+    ) -> tuple[dict[str, Any], int, AnyMessage]:
         """The header and one message (with its index) from the same document snapshot."""
         check_name(message_id, "message id")
         document = await self._read_header_doc(task_id, tail=True)
@@ -250,7 +256,7 @@ class TaskEngine:
             )
             async for payload in cursor:
                 found[payload["_id"]] = payload["data"]
-        return parse_stored(documents, lambda document: read_value(document, found))  # type: ignore[no-any-return]
+        return parse_stored(documents, lambda document: read_value(document, found))
 
     def _caller_form(self, message: AnyMessage) -> AnyMessage:
         """A planned message (stored form) as the caller wrote it, escapes removed; a
@@ -258,7 +264,11 @@ class TaskEngine:
         document = message.to_dict()
         if not _has_reserved(document):
             return message
-        return parse_messages([read_value(document, {})])[0] if not isinstance(message, UnknownMessage) else message
+        return (
+            parse_messages([read_value(document, {})])[0]
+            if not isinstance(message, UnknownMessage)
+            else message
+        )
 
     async def _store_payloads(self, task_id: str, offloader: Offloader) -> None:
         for payload in offloader.pending.values():
@@ -279,7 +289,9 @@ class TaskEngine:
             )
 
     # ------------------------------------------------------------------ replays
-    async def _stored_messages_by_id(self, task_id: str, ids: Sequence[str]) -> dict[str, AnyMessage]:
+    async def _stored_messages_by_id(
+        self, task_id: str, ids: Sequence[str]
+    ) -> dict[str, AnyMessage]:
         def build(query: dict[str, Any]) -> list[Any]:
             return [
                 {"$match": query},
@@ -312,14 +324,21 @@ class TaskEngine:
         """How many of `ids` the task holds (one number travels back, not the messages)."""
 
         def build(query: dict[str, Any]) -> list[Any]:
-            present = {"$filter": {"input": "$messages", "as": "m",
-                                   "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]}}}  # fmt: skip
+            present = {
+                "$filter": {
+                    "input": "$messages",
+                    "as": "m",
+                    "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]},
+                }
+            }
             return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present}}}]
 
         rows = await self._aggregate_task(task_id, build)
         return int(rows[0]["found"])
 
-    def _remember(self, task_id: str, version: int, updated_at: datetime, header: TaskHeader) -> None:
+    def _remember(
+        self, task_id: str, version: int, updated_at: datetime, header: TaskHeader
+    ) -> None:
         self._headers.put((self.tenant, task_id), CachedHeader(version, updated_at, header))
 
     def _forget(self, task_id: str) -> None:
@@ -409,24 +428,42 @@ class TaskEngine:
         logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
                      task_id, self.retry.attempts)  # fmt: skip
         raise Conflict(
-            f"task {task_id!r}: gave up after {self.retry.attempts} attempts lost to concurrent writers"
+            f"task {task_id!r}: gave up after {self.retry.attempts} attempts "
+            "lost to concurrent writers"
         )
 
-    async def _verb(self, task_id: str, planner_fn: Any, *args: Any, ids: Sequence[str | None] = (),
-                    replay: Callable[[dict[str, AnyMessage]], Any] | None = None, **kwargs: Any) -> Any:  # fmt: skip
+    async def _verb(
+        self,
+        task_id: str,
+        planner_fn: Callable[..., Plan],
+        *args: Any,
+        ids: Sequence[str | None] = (),
+        replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         def plan(header: TaskHeader, _located: Any, offloader: Offloader) -> Plan:
-            return planner_fn(header, task_id, *args, transform=offloader.transform_document, **kwargs)  # type: ignore[no-any-return]
+            return planner_fn(
+                header, task_id, *args, transform=offloader.transform_document, **kwargs
+            )
 
         if replay is None and ids:
             first = ids[0]
             replay = (lambda stored: stored.get(first)) if first else None
         return await self._mutate(task_id, plan, explicit_ids=ids, on_replay=replay)
 
-    async def _part_verb(self, task_id: str, message_id: str, planner_fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _part_verb(
+        self,
+        task_id: str,
+        message_id: str,
+        planner_fn: Callable[..., Plan],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
         check_name(message_id, "message id")
+
         def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
             assert located is not None
-            return planner_fn(  # type: ignore[no-any-return]
+            return planner_fn(
                 header, task_id, located["index"], located["message"], *args,
                 transform=offloader.transform_document, **kwargs,
             )  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
@@ -20,8 +20,8 @@ T = TypeVar("T")
 def as_utc(value: datetime) -> datetime:
     """MongoDB keeps UTC milliseconds; mongomock hands back its own tzinfo or none at all."""
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 class TaskRecord(BaseModel):
@@ -49,7 +49,7 @@ class TaskRecord(BaseModel):
         return as_utc(value)
 
     @classmethod
-    def from_document(cls, document: dict[str, Any], header: TaskHeader) -> "TaskRecord":
+    def from_document(cls, document: dict[str, Any], header: TaskHeader) -> TaskRecord:
         return cls(
             id=task_id_of(document["_id"]),
             tenant=document["tenant"],
@@ -103,7 +103,7 @@ class CheckpointRecord(BaseModel):
     cache: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def from_stored(cls, message: dict[str, Any]) -> "CheckpointRecord":
+    def from_stored(cls, message: dict[str, Any]) -> CheckpointRecord:
         checkpoint: dict[str, Any] = {}
         cache: dict[str, Any] = {}
         for part in message.get("content") or []:

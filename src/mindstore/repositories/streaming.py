@@ -94,7 +94,9 @@ class MessageStream:
         self._closed = True
         self.state.close()
         try:
-            while self.state.needs_write and self._message is not None:  # and what came during a write
+            while (
+                self.state.needs_write and self._message is not None
+            ):  # and what came during a write
                 await self.flush()
         except Exception:
             if error is None:
@@ -125,7 +127,9 @@ class MessageStream:
     async def _add(self, kind: StreamKind, delta: str) -> None:
         self._raise_failure()
         if self._message is None or self._closed:
-            raise ValidationError("stream: use it inside `async with` (text and reasoning go to an open stream)")
+            raise ValidationError(
+                "stream: use it inside `async with` (text and reasoning go to an open stream)"
+            )
         self.state.add(kind, delta)
         if self._oldest is None:
             self._oldest = time.monotonic()
@@ -146,16 +150,26 @@ class MessageStream:
             written = self.state.snapshot()
             outcome: dict[str, Any] = {}
 
-            def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
+            def plan(
+                header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader
+            ) -> Plan:
                 base = located["message"] if located is not None else self._message
                 index = located["index"] if located is not None else self._index
                 assert base is not None and index is not None
-                planned, stored, placed = plan_stream_write(header, self.task_id, index, base, written,
-                                                            transform=offloader.transform_document)  # fmt: skip
+                planned, stored, placed = plan_stream_write(
+                    header,
+                    self.task_id,
+                    index,
+                    base,
+                    written,
+                    transform=offloader.transform_document,
+                )
                 outcome.update(stored=stored, placed=placed)
                 return planned
 
-            await self.tasks._mutate(self.task_id, plan, locate=self.message_id if placing else None)
+            await self.tasks._mutate(
+                self.task_id, plan, locate=self.message_id if placing else None
+            )
             self.state.committed(written, outcome["placed"])
             self._message = outcome["stored"]
             self._oldest = time.monotonic() if self.state.pending_bytes else None
@@ -172,7 +186,7 @@ class MessageStream:
             await self.flush()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - kept for the next call: a timer task has no caller
+        except Exception as exc:
             self._failure = exc
         finally:
             if self._timer is asyncio.current_task():

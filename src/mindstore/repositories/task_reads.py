@@ -8,6 +8,7 @@ the features built on them. Scope (tenant, owner) comes from the engine's `_filt
 
 from __future__ import annotations
 
+import builtins
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from mindstore.documents import header_from_document
 from mindstore.errors import MissingConfig, NotFound, ValidationError
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader, TaskState
-from mindstore.model.messages import AnyMessage
+from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
 from mindstore.model.specs import resolve_alias
 from mindstore.model.storage_form import unescape_keys
@@ -96,10 +97,13 @@ class TaskReads(TaskEngine):
                 {"updated_at": {"$lt": cursor_time}},
                 {"updated_at": cursor_time, "_id": {"$lt": cursor_id}},
             ]
-        projection = {field: 1 for field in READ_FIELDS}
-        rows = await self._tasks.find(query, projection).sort(
-            [("updated_at", -1), ("_id", -1)]
-        ).limit(limit + 1).to_list(length=limit + 1)
+        projection = dict.fromkeys(READ_FIELDS, 1)
+        rows = (
+            await self._tasks.find(query, projection)
+            .sort([("updated_at", -1), ("_id", -1)])
+            .limit(limit + 1)
+            .to_list(length=limit + 1)
+        )
         items = [TaskRecord.from_document(row, header_from_document(row)) for row in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
@@ -108,7 +112,9 @@ class TaskReads(TaskEngine):
         return Page[TaskRecord](items=items, next_cursor=next_cursor)
 
     # ------------------------------------------------------------------ ranges
-    async def read_range(self, task_id: str, start: int = 0, stop: int | None = None) -> list[AnyMessage]:
+    async def read_range(
+        self, task_id: str, start: int = 0, stop: int | None = None
+    ) -> builtins.list[AnyMessage]:
         """Messages ``[start, stop)`` of the history (``stop=None``: to the end).
 
         The one primitive the range reads build on: a ``$slice`` of the array, so only
@@ -127,13 +133,17 @@ class TaskReads(TaskEngine):
         document = await self._find_task(task_id, projection)
         return await self._decode(task_id, document.get("messages", []))
 
-    async def messages(self, task_id: str, start: int = 0, limit: int | None = None) -> list[AnyMessage]:
+    async def messages(
+        self, task_id: str, start: int = 0, limit: int | None = None
+    ) -> builtins.list[AnyMessage]:
         """A window of the history, sliced on the server."""
         check_int(start, "start")
         check_optional_int(limit, "limit", minimum=1)
         return await self.read_range(task_id, start, None if limit is None else start + limit)
 
-    async def ends(self, task_id: str, first: int, last: int) -> tuple[int, list[AnyMessage], list[AnyMessage]]:
+    async def ends(
+        self, task_id: str, first: int, last: int
+    ) -> tuple[int, builtins.list[AnyMessage], builtins.list[AnyMessage]]:
         """(message count, first `first` messages, last `last` messages) from one snapshot.
 
         One pipeline with two `$slice`s, so a trimmed fork of a long dialog reads only
@@ -144,15 +154,19 @@ class TaskReads(TaskEngine):
         project: dict[str, Any] = {"_id": 0, "seq": 1, "tail": {"$slice": ["$messages", -last]}}
         if first:
             project["head"] = {"$slice": ["$messages", first]}
-        rows = await self._aggregate_task(task_id, lambda query: [{"$match": query}, {"$project": project}])
+        rows = await self._aggregate_task(
+            task_id, lambda query: [{"$match": query}, {"$project": project}]
+        )
         row = rows[0]
         head = await self._decode(task_id, row.get("head", []))
         return int(row.get("seq", 0)), head, await self._decode(task_id, row["tail"])
 
-    async def tail(self, task_id: str, count: int = 50) -> list[AnyMessage]:
+    async def tail(self, task_id: str, count: int = 50) -> builtins.list[AnyMessage]:
         """The last `count` messages: only they travel over the wire."""
         check_int(count, "count", minimum=1)
-        document = await self._find_task(task_id, {"seq": 1, "messages": {"$slice": -min(count, MAX_SLICE)}})
+        document = await self._find_task(
+            task_id, {"seq": 1, "messages": {"$slice": -min(count, MAX_SLICE)}}
+        )
         return await self._decode(task_id, document.get("messages", []))
 
     async def get_message(self, task_id: str, message_id: str) -> AnyMessage | None:
@@ -168,8 +182,9 @@ class TaskReads(TaskEngine):
             return None
         return (await self._decode(task_id, [rows[0]["message"]]))[0]
 
-    async def get_updates(self, task_id: str, since_id: str | None = None, *,
-                          since_message_id: str | None = None) -> list[AnyMessage]:  # fmt: skip
+    async def get_updates(
+        self, task_id: str, since_id: str | None = None, *, since_message_id: str | None = None
+    ) -> builtins.list[AnyMessage]:
         """Messages after `since_id` (the Mind Map's `since_message_id`); all of them if it
         is empty or unknown, as in the Mind Map."""
         since_id = resolve_alias(since_id, since_message_id, "since_id", "since_message_id")
@@ -192,19 +207,19 @@ class TaskReads(TaskEngine):
     async def current_task_level(self, task_id: str) -> int:
         return (await self.header(task_id)).level
 
-    async def level_messages(self, task_id: str, scope: str | None) -> list[AnyMessage]:
+    async def level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
         """The messages of one level: `scope` is the entry id of a sub-task, None the root."""
         if scope is not None:
             check_name(scope, "scope")
         return await self._level_messages(task_id, scope)
 
-    async def _level_messages(self, task_id: str, scope: str | None) -> list[AnyMessage]:
+    async def _level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
         rows = await self._aggregate_task(
             task_id, lambda query: pipelines.level_messages_pipeline(query, scope)
         )
         return await self._decode(task_id, rows[0]["messages"])
 
-    async def current_task_messages(self, task_id: str) -> list[AnyMessage]:
+    async def current_task_messages(self, task_id: str) -> builtins.list[AnyMessage]:
         header = await self.header(task_id)
         return await self._level_messages(task_id, header.current_scope)
 
@@ -219,7 +234,9 @@ class TaskReads(TaskEngine):
         check_name(entry_id, "entry id")
         await self._read_header_doc(task_id)
         rows = await (
-            await self._tasks.aggregate(pipelines.boundaries_pipeline(self._filter(task_id), entry_id))
+            await self._tasks.aggregate(
+                pipelines.boundaries_pipeline(self._filter(task_id), entry_id)
+            )
         ).to_list(length=None)
         entry = [row["index"] for row in rows if row["role"] == "taskentry"]
         exits = [row["index"] for row in rows if row["role"] == "taskexit"]
@@ -227,7 +244,7 @@ class TaskReads(TaskEngine):
             raise NotFound(f"no task entry {entry_id!r} in task {task_id!r}")
         return int(entry[0]), (int(exits[0]) if exits else None)
 
-    async def sub_task_spans(self, task_id: str) -> list[SubTaskSpan]:
+    async def sub_task_spans(self, task_id: str) -> builtins.list[SubTaskSpan]:
         await self._read_header_doc(task_id)
         rows = await (
             await self._tasks.aggregate(pipelines.spans_pipeline(self._filter(task_id)))
@@ -248,7 +265,7 @@ class TaskReads(TaskEngine):
 
     async def context_source(
         self, task_id: str
-    ) -> tuple[TaskHeader, CheckpointRecord | None, list[AnyMessage]]:
+    ) -> tuple[TaskHeader, CheckpointRecord | None, builtins.list[AnyMessage]]:
         """The current level as the model should see it, filtered on the server.
 
         Returns the header, the level's latest checkpoint (or None) and the level's messages
@@ -271,7 +288,9 @@ class TaskReads(TaskEngine):
             excluded = [mid for mid in latest.compressed_message_ids if mid not in stubbed_set]
         rows = await self._aggregate_task(
             task_id,
-            lambda query: context_pipelines.context_messages_pipeline(query, scope, excluded, stubbed),
+            lambda query: context_pipelines.context_messages_pipeline(
+                query, scope, excluded, stubbed
+            ),
         )
         return header, latest, await self._decode(task_id, rows[0]["messages"])
 
@@ -282,11 +301,10 @@ class TaskReads(TaskEngine):
             raise MissingConfig(f"task {task_id!r} has no task configuration")
         index, _kind = location
         message = (await self.read_range(task_id, index, index + 1))[0]
-        entry = getattr(message, "entry", None)
-        if callable(entry) and entry() is not None:
-            return entry().initial_task_config  # type: ignore[no-any-return]
-        config = getattr(message, "config", None)
-        if callable(config) and config() is not None:
-            return config()  # type: ignore[no-any-return]
+        entry = message.entry() if isinstance(message, TaskEntryMessage) else None
+        if entry is not None:
+            return entry.initial_task_config
+        config = message.config() if isinstance(message, TaskConfigMessage) else None
+        if config is not None:
+            return config
         raise MissingConfig(f"task {task_id!r} has no task configuration")
-

@@ -10,9 +10,9 @@ leaves the database as it was.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, Unpack
+from typing import Any, Unpack
 
 from pymongo.errors import DuplicateKeyError
 
@@ -60,7 +60,13 @@ from mindstore.validation import (
     check_owner,
 )
 
-__all__ = ["MAX_DOCUMENT_BYTES", "READ_FIELDS", "RetryPolicy", "TaskRepository", "document_estimate"]
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "READ_FIELDS",
+    "RetryPolicy",
+    "TaskRepository",
+    "document_estimate",
+]
 
 
 def _check_messages(messages: Any) -> list[AnyMessage]:
@@ -149,7 +155,9 @@ class TaskRepository(TaskReads):
         size = bson_size({key: value for key, value in document.items() if key != "messages"})
         if document_estimate(plan.header) + size > self.max_document_bytes:
             raise TaskTooLarge(task_id, 0, plan.header.size_bytes + size, self.max_document_bytes)
-        if chosen and await self._tasks.count_documents({"_id": task_id, "tenant": self.tenant}, limit=1):
+        if chosen and await self._tasks.count_documents(
+            {"_id": task_id, "tenant": self.tenant}, limit=1
+        ):
             raise Conflict(f"task id {task_id!r} is already in use")  # a legacy document
         await self._store_payloads(task_id, offloader)
         try:
@@ -159,7 +167,9 @@ class TaskRepository(TaskReads):
         self._remember(task_id, 0, now, plan.header)
         return TaskRecord.from_document(document, plan.header)
 
-    async def import_task(self, task: Task, *, owner: str | None = None, title: str | None = None) -> TaskRecord:
+    async def import_task(
+        self, task: Task, *, owner: str | None = None, title: str | None = None
+    ) -> TaskRecord:
         """Store an in-memory task (with its whole history) as a new task, in one insert."""
         if not isinstance(task, Task):
             raise ValidationError(f"task must be a mindstore Task, got {type(task).__name__}")
@@ -178,9 +188,12 @@ class TaskRepository(TaskReads):
         query = self._filter(task_id)
         self._forget(task_id)
         await self._read_header_doc(task_id)  # NotFound outside the scope; adopts legacy
-        if await self._nodes.count_documents({"tenant": self.tenant, "parent_id": task_id}, limit=1):
+        if await self._nodes.count_documents(
+            {"tenant": self.tenant, "parent_id": task_id}, limit=1
+        ):
             raise Conflict(
-                f"task {task_id!r} has forks; delete them first or use dialogs.delete(..., cascade=True)"
+                f"task {task_id!r} has forks; "
+                "delete them first or use dialogs.delete(..., cascade=True)"
             )
         result = await self._tasks.delete_one(query)
         if result.deleted_count == 0:
@@ -213,10 +226,14 @@ class TaskRepository(TaskReads):
         query = self._filter(task_id)
         check_optional_text(title, "title", max_chars=MAX_TITLE_CHARS)
         self._forget(task_id)
-        result = await self._tasks.update_one(query, {"$set": {"title": title, "updated_at": utcnow()}})
+        result = await self._tasks.update_one(
+            query, {"$set": {"title": title, "updated_at": utcnow()}}
+        )
         if result.matched_count == 0:
             await self._read_header_doc(task_id)  # NotFound, or a legacy task adopted just now
-            result = await self._tasks.update_one(query, {"$set": {"title": title, "updated_at": utcnow()}})
+            result = await self._tasks.update_one(
+                query, {"$set": {"title": title, "updated_at": utcnow()}}
+            )
             if result.matched_count == 0:
                 raise self._not_found(task_id)
 
@@ -227,19 +244,21 @@ class TaskRepository(TaskReads):
         if isinstance(message, dict):
             message = parse_message(message)
         message = _check_messages([message])[0]
-        return await self._verb(task_id, plans.plan_add_message, message, ids=[message.id])  # type: ignore[no-any-return]
+        return await self._verb(task_id, plans.plan_add_message, message, ids=[message.id])
 
     async def add_messages(self, task_id: str, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         """Several messages in one atomic write (all or nothing)."""
         messages = _check_messages(messages)
         ids = [check_name(m.id, "message id") for m in messages]
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_messages, messages, ids=ids,
             replay=lambda stored: [stored[i] for i in ids],
         )  # fmt: skip
 
-    async def add_task_config(self, task_id: str, part: TaskConfigPart, timestamp: float | None = None) -> AnyMessage:
-        return await self._verb(task_id, plans.plan_add_task_config, part, timestamp)  # type: ignore[no-any-return]
+    async def add_task_config(
+        self, task_id: str, part: TaskConfigPart, timestamp: float | None = None
+    ) -> AnyMessage:
+        return await self._verb(task_id, plans.plan_add_task_config, part, timestamp)
 
     async def add_human_message(
         self,
@@ -260,7 +279,7 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None, *, id: str | None = None,
     ) -> AnyMessage:  # fmt: skip
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id]
         )
 
@@ -269,7 +288,7 @@ class TaskRepository(TaskReads):
         *, id: str | None = None,
     ) -> AnyMessage:  # fmt: skip
         message_id = resolve_alias(message_id, id, "message_id", "id")
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id]
         )
 
@@ -280,7 +299,7 @@ class TaskRepository(TaskReads):
         """A tool result; the optional block (`observer_results`, flags, contents, error,
         `timestamp`, `message_id`, `terminate`, `metadata`) is `ToolResultSpec`."""
         spec = ToolResultSpec.from_call(args, dict(options))
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
             ids=[spec.message_id],
         )  # fmt: skip
@@ -296,7 +315,7 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> AnyMessage:
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_informational_message, informational_type, details,
             is_visible_ai, is_visible_ui, additional_data, timestamp, message_id, ids=[message_id],
         )  # fmt: skip
@@ -318,9 +337,10 @@ class TaskRepository(TaskReads):
         referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
         if referenced and await self._count_stored_ids(task_id, referenced) < len(referenced):
             raise ValidationError(
-                "compressed_message_ids / kept_message_ids name messages that the task does not hold"
+                "compressed_message_ids / kept_message_ids name messages "
+                "that the task does not hold"
             )
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
             compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
             ids=[message_id],
@@ -333,7 +353,7 @@ class TaskRepository(TaskReads):
         """Flip the call's flags and append its result, in one write."""
         tool_call_id = check_name(tool_call_id_of(tool_call), "tool_call_id")
         spec = ToolResultSpec.from_call(args, dict(options))
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
         )
 
@@ -348,7 +368,7 @@ class TaskRepository(TaskReads):
     ) -> AnyMessage:
         """Entry, config, hidden context and informational messages: one write. The entry
         records the open call its exit will answer (`trigger_call_id` names it)."""
-        return await self._verb(  # type: ignore[no-any-return]
+        return await self._verb(
             task_id, plans.plan_add_task_entry, task_description, initial_task_config,
             entry_id, timestamp, trigger_call_id, ids=[entry_id],
         )  # fmt: skip
@@ -362,11 +382,13 @@ class TaskRepository(TaskReads):
         exit_id: str | None = None,
         result_message_id: str | None = None,
         *,
-        payloadKey: str | None = None,  # noqa: N803 - the Mind Map's spelling, an alias
+        payloadKey: str | None = None,  # the Mind Map's spelling, an alias
     ) -> tuple[AnyMessage, AnyMessage | None]:
         """The exit and the answer to its triggering tool call: one write. A replay returns
         the stored exit and the answer it wrote."""
-        payload_key = resolve_alias(payload_key, payloadKey, "payload_key", "payloadKey", "task_result")
+        payload_key = resolve_alias(
+            payload_key, payloadKey, "payload_key", "payloadKey", "task_result"
+        )
         result = await self._verb(
             task_id, plans.plan_add_task_exit, handoff_description, payload_key, timestamp,
             exit_id, result_message_id, ids=[exit_id],
@@ -376,20 +398,22 @@ class TaskRepository(TaskReads):
             answer_id = exit_answer_id(result.message)
             answer = await self.get_message(task_id, answer_id) if answer_id else None
             return result.message, answer
-        return result  # type: ignore[no-any-return]
+        return result
 
     async def add_text_part(self, task_id: str, message_id: str, text: str) -> AnyMessage:
-        return await self._part_verb(task_id, message_id, plans.plan_add_text_part, text)  # type: ignore[no-any-return]
+        return await self._part_verb(task_id, message_id, plans.plan_add_text_part, text)
 
     async def add_reasoning_part(
         self, task_id: str, message_id: str, reasoning: str, signature: str | None = None
     ) -> AnyMessage:
-        return await self._part_verb(  # type: ignore[no-any-return]
+        return await self._part_verb(
             task_id, message_id, plans.plan_add_reasoning_part, reasoning, signature
         )
 
-    async def add_tool_call_part(self, task_id: str, message_id: str, tool_call: ToolCallPart) -> AnyMessage:
-        return await self._part_verb(task_id, message_id, plans.plan_add_tool_call_part, tool_call)  # type: ignore[no-any-return]
+    async def add_tool_call_part(
+        self, task_id: str, message_id: str, tool_call: ToolCallPart
+    ) -> AnyMessage:
+        return await self._part_verb(task_id, message_id, plans.plan_add_tool_call_part, tool_call)
 
     async def finish_assistant_message(
         self,
@@ -405,11 +429,10 @@ class TaskRepository(TaskReads):
         finished_ts: float | None = None,
     ) -> AnyMessage:
         """Close an assistant turn; its usage rolls up into the task in the same write."""
-        return await self._part_verb(  # type: ignore[no-any-return]
+        return await self._part_verb(
             task_id, message_id, plans.plan_finish_assistant_message, status, usage, tokens_in,
             tokens_out, cache_reads, cache_writes, cost, finished_ts,
         )  # fmt: skip
-
 
     # ------------------------------------------------------------------ lifecycle of content
     async def redact(self, task_id: str, message_id: str, reason: str | None = None,
@@ -428,7 +451,7 @@ class TaskRepository(TaskReads):
         payload_ids = [i for i in record.get("payloads", []) if isinstance(i, str)]
         if payload_ids:
             await self._payloads.delete_many({"_id": {"$in": payload_ids}, "tenant": self.tenant})
-        return message  # type: ignore[no-any-return]
+        return message
 
     async def watch(self, task_id: str, since_id: str | None = None, *,
                     heartbeat: float | None = None) -> AsyncIterator[FeedEvent]:  # fmt: skip
@@ -442,17 +465,23 @@ class TaskRepository(TaskReads):
         start = 0
         if since_id:
             check_name(since_id, "since_id")
-            rows = await (await self._tasks.aggregate(
-                pipelines.locate_message_pipeline(self._filter(task_id), since_id))).to_list(length=1)  # fmt: skip
+            rows = await (
+                await self._tasks.aggregate(
+                    pipelines.locate_message_pipeline(self._filter(task_id), since_id)
+                )
+            ).to_list(length=1)
             start = int(rows[0]["index"]) + 1 if rows else 0
         await self._read_header_doc(task_id)  # NotFound outside the scope
         with self._notifier.subscribe((self.tenant, task_id)) as event:
             stream = await self._open_change_stream(task_id)
             try:
+
                 async def wait() -> None:
                     await wait_for_change(event, stream, heartbeat)
 
-                async for change in follow(lambda first: self.read_range(task_id, first), wait, start):
+                async for change in follow(
+                    lambda first: self.read_range(task_id, first), wait, start
+                ):
                     yield change
             finally:
                 if stream is not None:

@@ -10,8 +10,10 @@ array is append-only and `seq` is its length under the version guard, so setting
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from mindstore.errors import MindstoreError
 from mindstore.model.base import Model
@@ -33,9 +35,11 @@ def stored_value(value: Any) -> Any:
 def check_disjoint(paths: list[str]) -> None:
     """Refuse an update whose paths overlap; MongoDB would reject it (see module doc)."""
     ordered = sorted(paths)
-    for first, second in zip(ordered, ordered[1:]):
+    for first, second in itertools.pairwise(ordered):
         if first == second or second.startswith(first + "."):
-            raise MindstoreError(f"internal error: conflicting update paths {first!r} and {second!r}")
+            raise MindstoreError(
+                f"internal error: conflicting update paths {first!r} and {second!r}"
+            )
 
 
 def _smaller_of(key: str, old: Any, new: Any) -> dict[str, Any]:

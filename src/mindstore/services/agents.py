@@ -17,10 +17,13 @@ points at nothing.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from mindstore.compression.managers import ContextManager
 from mindstore.documents import AGENTS, utcnow
 from mindstore.errors import (
     Conflict,
@@ -37,11 +40,9 @@ from mindstore.model.agents import (
     render_prompt,
 )
 from mindstore.model.messages import AnyMessage
-from mindstore.compression.managers import ContextManager
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.records import TaskRecord
 from mindstore.services.tasks import TaskService
-
 
 Change = Callable[[AgentState], AgentState]
 
@@ -60,11 +61,11 @@ class AgentRepository:
         """Guarded writes that matched nothing and were planned again (for monitoring)."""
 
     def _name(self, name: Any) -> str:
-        name = check_agent_name(name)
-        if self.owner is not None and name != self.owner:
+        checked = check_agent_name(name)
+        if self.owner is not None and checked != self.owner:
             # an agent's dialogs are owned by it, so an owner-scoped view reaches only its own
-            raise NotFound(f"no agent {name!r} for owner {self.owner!r}")
-        return name
+            raise NotFound(f"no agent {checked!r} for owner {self.owner!r}")
+        return checked
 
     def _filter(self, name: str) -> dict[str, Any]:
         return {"_id": agent_key(self.tenant, name), "tenant": self.tenant}
@@ -80,14 +81,19 @@ class AgentRepository:
         name: str,
         *,
         system_prompt: str | None = None,
-        context_manager: "ContextManager | None" = None,
-    ) -> "Agent":
+        context_manager: ContextManager | None = None,
+    ) -> Agent:
         """The agent `name` with its stored aliases (creates nothing until the first change).
 
         `system_prompt` (a `str.format` template) seeds every dialog `open` creates;
         `context_manager` is applied by `Agent.context()` before a model call.
         """
-        return Agent(self, await self.state(name), system_prompt=system_prompt, context_manager=context_manager)
+        return Agent(
+            self,
+            await self.state(name),
+            system_prompt=system_prompt,
+            context_manager=context_manager,
+        )
 
     async def list(self) -> list[str]:
         """Names of this tenant's agents that have stored aliases (the owner's, if scoped)."""
@@ -100,7 +106,7 @@ class AgentRepository:
     async def delete(self, name: str) -> bool:
         """Forget an agent's aliases (its dialogs stay; delete them with `dialogs.delete`)."""
         result = await self._agents.delete_one(self._filter(self._name(name)))
-        return result.deleted_count == 1
+        return bool(result.deleted_count == 1)
 
     async def apply(self, name: str, change: Change) -> AgentState:
         """Apply a pure transition as one guarded write, re-planning after a lost race.
@@ -117,7 +123,9 @@ class AgentRepository:
                 return current
             now = utcnow()
             if document is None:
-                new = planned.model_copy(update={"version": 1, "created_at": now, "updated_at": now})
+                new = planned.model_copy(
+                    update={"version": 1, "created_at": now, "updated_at": now}
+                )
                 try:
                     await self._agents.insert_one(new.to_document(self.tenant))
                     return new
@@ -133,7 +141,10 @@ class AgentRepository:
                     return new
             self.lost_races += 1
             await asyncio.sleep(self.retry.delay(attempt))
-        raise Conflict(f"agent {name!r}: too many concurrent changes, gave up after {self.retry.attempts} attempts")
+        raise Conflict(
+            f"agent {name!r}: too many concurrent changes, "
+            f"gave up after {self.retry.attempts} attempts"
+        )
 
 
 class Agent:
@@ -150,7 +161,7 @@ class Agent:
         state: AgentState,
         *,
         system_prompt: str | None = None,
-        context_manager: "ContextManager | None" = None,
+        context_manager: ContextManager | None = None,
     ) -> None:
         self.repository = repository
         self.state = state
@@ -176,7 +187,7 @@ class Agent:
         """The active dialog's id; read and write it with `acme.dialogs` / `acme.tasks`."""
         return self.state.current_dialog
 
-    async def refresh(self) -> "Agent":
+    async def refresh(self) -> Agent:
         self.state = await self.repository.state(self.name)
         return self
 
@@ -193,10 +204,9 @@ class Agent:
                 self.name, lambda state: state.with_dialog(alias, dialog.id, **options)
             )
         except MindstoreError:
-            try:
+            # a failed clean-up is dropped: the claim's error is the one to report
+            with contextlib.suppress(MindstoreError):
                 await self.repository.dialogs.delete(dialog.id)
-            except MindstoreError:  # pragma: no cover - the claim's error is the one to report
-                pass
             raise
         return dialog
 
@@ -218,7 +228,9 @@ class Agent:
         check_alias(alias)
         template = system_prompt if system_prompt is not None else self.system_prompt
         if template is None and prompt_args:
-            raise ValidationError(f"prompt_args: agent {self.name!r} has no system prompt to render")
+            raise ValidationError(
+                f"prompt_args: agent {self.name!r} has no system prompt to render"
+            )
         prompt = render_prompt(template, prompt_args) if template is not None else None
         self.state = await self.repository.state(self.name)
         self.state.check_free(alias, replace=replace)  # fail before storing anything
@@ -246,8 +258,12 @@ class Agent:
         self.state = await self.repository.state(self.name)
         source = self.state.dialog_id(alias)
         self.state.check_free(new_alias, replace=replace)
-        child = await self.repository.dialogs.fork(source, last_n=last_n, first_k=first_k, owner=self.name)
-        return await self._claim(new_alias, child, activate=switch, replace=replace, forked_from=alias)
+        child = await self.repository.dialogs.fork(
+            source, last_n=last_n, first_k=first_k, owner=self.name
+        )
+        return await self._claim(
+            new_alias, child, activate=switch, replace=replace, forked_from=alias
+        )
 
     # -- working with the active dialog -------------------------------------------------
     async def receive(self, text: str, name: str = "user") -> AnyMessage:

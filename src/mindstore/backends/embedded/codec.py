@@ -136,7 +136,7 @@ def projection_spec(projection: Any) -> dict[str, Any] | None:
         return dict(projection)
     if isinstance(projection, str):
         raise TypeError("projection must be a mapping or a list of field names")
-    return {name: 1 for name in projection}
+    return dict.fromkeys(projection, 1)
 
 
 def cursor_reply(batch_key: str, cursor_id: int, ns: str, batch: list[Any]) -> dict[str, Any]:
