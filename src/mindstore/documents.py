@@ -31,6 +31,9 @@ TASKS = "tasks"
 DIALOG_NODES = "dialog_nodes"
 PAYLOADS = "payloads"
 AGENTS = "agents"
+LANGGRAPH_CHECKPOINTS = "langgraph_checkpoints"
+LANGGRAPH_WRITES = "langgraph_writes"
+LANGGRAPH_BLOBS = "langgraph_blobs"
 
 
 def utcnow() -> datetime:
@@ -165,7 +168,69 @@ class AgentDoc(Document):
         ]  # fmt: skip
 
 
-DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc]
+class LangGraphCheckpointDoc(Document):
+    """One LangGraph checkpoint (`mindstore.integrations.langgraph`), without its channel
+    values: `_id` = "<tenant>/<thread>/<namespace>/<checkpoint id>" (see `langgraph_keys`);
+    the `messages` channel is a count of a task's messages (`ms`), other channels are blobs."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    o: str | None = None  # owner, on an owner-scoped view
+    th: str | None = None  # the thread id, when the key holds a hash of it
+    ns: str | None = None  # the namespace, when not the root
+    p: str | None = None  # parent checkpoint id
+    c: list[Any] = Field(default_factory=list)  # [serde type, bytes] of the checkpoint
+    md: dict[str, Any] | None = None  # metadata (filterable), or
+    mdb: list[Any] | None = None  # [serde type, bytes] when not storable as a document
+    ms: dict[str, Any] | None = None  # messages: version, task, count, fingerprint
+
+    class Settings:
+        name = LANGGRAPH_CHECKPOINTS
+        use_state_management = False
+        indexes = [
+            IndexModel([("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_id"),
+            IndexModel([("tenant", pymongo.ASCENDING), ("md.run_id", pymongo.ASCENDING)], name="tenant_run"),
+        ]  # fmt: skip
+
+
+class LangGraphWriteDoc(Document):
+    """One task's pending writes on one checkpoint: `_id` = "<checkpoint key>/<task id>",
+    `w` = [[index, channel, serde type, bytes], ...]."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    p: str | None = None  # task path
+    w: list[Any] = Field(default_factory=list)
+    v: int = 0
+
+    class Settings:
+        name = LANGGRAPH_WRITES
+        use_state_management = False
+        indexes = [
+            IndexModel([("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_id"),
+        ]  # fmt: skip
+
+
+class LangGraphBlobDoc(Document):
+    """One version of one channel's value, written once and shared by every checkpoint
+    holding that version: `_id` = "<tenant>/<thread>/<namespace>/~<channel>/<version>"."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    t: str = ""  # serde type
+    b: bytes = b""
+
+    class Settings:
+        name = LANGGRAPH_BLOBS
+        use_state_management = False
+        indexes = [
+            IndexModel([("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_id"),
+        ]  # fmt: skip
+
+
+DOCUMENT_MODELS: list[type[Document]] = [
+    TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc, LangGraphCheckpointDoc, LangGraphWriteDoc, LangGraphBlobDoc,
+]  # fmt: skip
 
 
 def header_to_fields(header: TaskHeader) -> dict[str, Any]:

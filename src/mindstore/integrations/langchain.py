@@ -18,13 +18,12 @@ from typing import Any, Sequence
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
+from langchain_core.messages import ToolMessage as LCToolMessage
 
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.ids import check_key
 from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
-from mindstore.model.messages import ToolMessage
-from mindstore.model.parts import ToolResultPart
 from mindstore.validation import check_owner
 
 MARKER = {"integration": "langchain"}
@@ -60,17 +59,14 @@ class MindstoreChatMessageHistory(BaseChatMessageHistory):
             raise ValidationError("messages must be a list of LangChain messages")
         if not messages:
             return
-        converted = from_langchain(list(messages), keep_ids=False, check=True)
+        messages = list(messages)
+        from_langchain(messages, keep_ids=False, check=True)  # refuse before any write
         await self._ensure()
-        unnamed = [part for message in converted if isinstance(message, ToolMessage)
-                   for part in message.content if isinstance(part, ToolResultPart) and not part.tool_name]  # fmt: skip
-        if unnamed:
+        names: dict[str, str] = {}
+        if any(isinstance(message, LCToolMessage) and not message.name for message in messages):
             header = await self._tasks.header(self.session_id)
-            for part in unnamed:
-                ref = header.open_call(part.tool_call_id)
-                if ref is not None:
-                    part.tool_name = ref.name
-        await self._tasks.add_messages(self.session_id, converted)
+            names = {ref.id: ref.name for ref in header.open_tool_calls}
+        await self._tasks.add_messages(self.session_id, from_langchain(messages, keep_ids=False, check=True, names=names))
 
     async def aclear(self) -> None:
         self._exists = False

@@ -22,7 +22,7 @@ in `additional_kwargs`, a tuple): the LangGraph saver then keeps that value as a
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import bson
 from langchain_core.messages import (
@@ -61,12 +61,19 @@ ROLES = {"user": UserMessage, "human": UserMessage, "assistant": AssistantMessag
          "system": SystemMessage}  # fmt: skip
 
 
-def from_langchain(messages: Sequence[BaseMessage], *, keep_ids: bool = True, check: bool = False) -> list[AnyMessage]:
+def from_langchain(
+    messages: Sequence[BaseMessage],
+    *,
+    keep_ids: bool = True,
+    check: bool = False,
+    names: Mapping[str, str] | None = None,
+) -> list[AnyMessage]:
     """Typed mindstore messages for LangChain messages (see the module doc).
 
     `keep_ids`: a LangChain id becomes the message id (once per call); otherwise, and for
     messages without one, the message gets a fresh id (the LangChain id is kept in the
-    difference either way). `check`: refuse what would not come back equal.
+    difference either way). `check`: refuse what would not come back equal. `names`: tool
+    names of calls stored earlier, by call id, for results whose call is not in `messages`.
     """
     out: list[AnyMessage] = []
     used: set[str] = set()
@@ -79,13 +86,18 @@ def from_langchain(messages: Sequence[BaseMessage], *, keep_ids: bool = True, ch
             used.add(lc_id)
         else:
             message_id = new_id()
-        converted = _convert(message, message_id)
+        out.append(_convert(message, message_id))
+    settle(out)
+    for message in out:
+        for part in message.content:
+            if isinstance(part, ToolResultPart) and not part.tool_name and part.tool_call_id in (names or {}):
+                part.tool_name = names[part.tool_call_id]  # type: ignore[index]
+    for index, (message, converted) in enumerate(zip(messages, out, strict=True)):
         original = _jsonable(message_to_dict(message))
         converted.metadata = with_entry(None, FORMAT, {"delta": diff(original, _render(converted))})
         if check:
             _check(message, converted, index)
-        out.append(converted)
-    return settle(out)
+    return out
 
 
 def to_langchain(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
@@ -181,7 +193,7 @@ def _render(message: AnyMessage) -> dict[str, Any]:
         first = results[0] if results else ToolResultPart(tool_call_id="", tool_name="")
         value = first.result if isinstance(first.result, (str, list)) else str(first.result)
         lc = LCToolMessage(content=value, tool_call_id=first.tool_call_id, id=message.id,
-                           status="error" if first.is_error else "success")  # fmt: skip
+                           name=first.tool_name or None, status="error" if first.is_error else "success")  # fmt: skip
     elif isinstance(message, SystemMessage):
         lc = LCSystemMessage(content=content, id=message.id)
     else:

@@ -1,0 +1,131 @@
+"""The LangGraph saver's keys and small decisions, pure (no I/O, no LangGraph import).
+
+Every document of the saver is keyed by a string `_id` that starts with the tenant and the
+thread, so one tenant's thread is a contiguous `_id` range (found with `$gt`/`$lt` and the
+tenant by equality, which routes on a cluster sharded on `(tenant, _id)`):
+
+    checkpoint  <tenant>/<thread>/<ns>/<checkpoint id>
+    writes      <tenant>/<thread>/<ns>/<checkpoint id>/<task id>
+    blob        <tenant>/<thread>/<ns>/<checkpoint id>~<channel>
+
+`<thread>` is the thread id when it is a key (``[A-Za-z0-9_-.:]``, at most 100
+characters), else ``h-`` and a hash of it (the id itself is then kept in the document);
+`<ns>` is empty for the root namespace and a hash of the namespace otherwise. A blob is
+keyed by the checkpoint that wrote that version of the channel; every later checkpoint
+holding the same version names that writer, so a value is stored once however many
+checkpoints hold it (and two branches that both write "version 5" never share a key).
+
+The `messages` channel lives in mindstore tasks: the root namespace's messages in the task
+named like the thread, a sub-graph's in a task per namespace, a time-travel branch's in a
+task per branch. A checkpoint records which task, how many of its messages, and a
+fingerprint chain over them (`chain`), so a later step can tell whether its messages
+extend what is stored (append the new ones) or rewrote it (store that version as a blob).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+KEY = re.compile(r"[A-Za-z0-9_\-.:]{1,100}")
+SIMPLE_FILTER_KEY = re.compile(r"[A-Za-z0-9_\-]{1,100}")
+EMPTY_CHAIN = b"\x00" * 8
+
+
+def _hash(*parts: str, size: int = 12) -> str:
+    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8", "surrogatepass"), digest_size=size)
+    return digest.hexdigest()
+
+
+def thread_segment(thread_id: str) -> str:
+    """The thread's part of every key (the id itself when it is a key, else a hash)."""
+    return thread_id if KEY.fullmatch(thread_id) else "h-" + _hash(thread_id)
+
+
+def ns_segment(checkpoint_ns: str) -> str:
+    return "" if checkpoint_ns == "" else _hash(checkpoint_ns, size=8)
+
+
+def scope_prefix(tenant: str, thread_id: str, checkpoint_ns: str) -> str:
+    """What every key of one (thread, namespace) starts with, ending in `/`."""
+    return f"{tenant}/{thread_segment(thread_id)}/{ns_segment(checkpoint_ns)}/"
+
+
+def thread_prefix(tenant: str, thread_id: str) -> str:
+    return f"{tenant}/{thread_segment(thread_id)}/"
+
+
+def checkpoint_key(tenant: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    return scope_prefix(tenant, thread_id, checkpoint_ns) + checkpoint_id
+
+
+def writes_key(tenant: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str:
+    return f"{checkpoint_key(tenant, thread_id, checkpoint_ns, checkpoint_id)}/{task_id}"
+
+
+def blob_key(tenant: str, thread_id: str, checkpoint_ns: str, writer: str, channel: str) -> str:
+    return f"{scope_prefix(tenant, thread_id, checkpoint_ns)}{writer}~{channel}"
+
+
+def prefix_range(prefix: str) -> dict[str, str]:
+    """`_id` strictly inside `prefix` (which ends in `/`): `$gt` the prefix, `$lt` it with
+    its last character bumped (`/` -> `0`)."""
+    return {"$gt": prefix, "$lt": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+
+
+def messages_task_id(thread_id: str, checkpoint_ns: str) -> str:
+    """The task holding a (thread, namespace)'s messages (the thread id for the root)."""
+    segment = thread_segment(thread_id)
+    if checkpoint_ns == "" and not segment.startswith("h-"):
+        return segment
+    return "lg-" + _hash(thread_id, checkpoint_ns, size=16)
+
+
+def branch_task_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """The task of a branch started at a checkpoint (time travel from an earlier step)."""
+    return "lg-" + _hash(thread_id, checkpoint_ns, checkpoint_id, size=16)
+
+
+def chain(hashes: Iterable[bytes], start: bytes = EMPTY_CHAIN) -> list[bytes]:
+    """The fingerprint chain: element k covers the first k items (element 0 is `start`)."""
+    out = [start]
+    for item in hashes:
+        out.append(hashlib.blake2b(out[-1] + item, digest_size=8).digest())
+    return out
+
+
+def fingerprint(value: Any) -> bytes:
+    """A message's fingerprint (its dict form, any key order)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def merge_writes(stored: Sequence[Sequence[Any]], new: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """A task's writes after another `put_writes`: an index already stored is kept unless it
+    is a special channel's (negative index: errors, interrupts, resumes), which is replaced."""
+    by_index: dict[int, list[Any]] = {int(item[0]): list(item) for item in stored}
+    for item in new:
+        index = int(item[0])
+        if index >= 0 and index in by_index:
+            continue
+        by_index[index] = list(item)
+    return [by_index[index] for index in sorted(by_index, key=lambda i: (i < 0, abs(i)))]
+
+
+def split_filter(filter: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(query on stored metadata, all conditions): only plain keys with scalar values go
+    into the query; every condition is checked again on the decoded metadata."""
+    query: dict[str, Any] = {}
+    conditions = dict(filter or {})
+    for key, value in conditions.items():
+        if isinstance(key, str) and SIMPLE_FILTER_KEY.fullmatch(key) and (
+            value is None or isinstance(value, (str, bool, int, float))
+        ):
+            query[f"md.{key}"] = value
+    return query, conditions
+
+
+def matches(metadata: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
+    return all(metadata.get(key) == value for key, value in conditions.items())

@@ -1,0 +1,156 @@
+"""`MindstoreSaver`'s pending writes: one document per (checkpoint, task), items
+`[index, channel, serde type, bytes]`.
+
+A write to the `messages` channel carries the messages a node produced; the next
+checkpoint appends those same messages to the thread's task. Rather than keep both copies,
+that checkpoint's `put` turns the write into a reference to the task's messages
+(`compact`): `[index, channel, REF, {"t": task, "i": first index, "n": count, "one": a
+single message rather than a list, "noid": positions whose message had no id yet}]`.
+Reading a checkpoint's pending writes resolves references with one read per task
+(`load`); the value is the one the node wrote (ids the reducer assigned later removed).
+A write that does not match what was appended (a `RemoveMessage`, a rewrite) stays as it
+was. Compaction is an optimisation: a write stored after its checkpoint's child (LangGraph
+saves asynchronously) simply keeps its value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage, message_to_dict
+from langgraph.checkpoint.base import WRITES_IDX_MAP, writes_sort_key
+
+from mindstore.errors import Conflict
+from mindstore.integrations import langgraph_keys as keys
+from mindstore.integrations.langchain_messages import to_langchain
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mindstore.integrations.langgraph import MindstoreSaver
+
+REF = "mindstore:ref"
+ATTEMPTS = 100
+
+
+async def put(saver: "MindstoreSaver", key: str, writes: Sequence[tuple[str, Any]], task_id: str,
+              task_path: str) -> None:  # fmt: skip
+    """Store a task's writes; an index already stored is kept (special channels replaced)."""
+    items = [[WRITES_IDX_MAP.get(channel, index), channel, *saver.serde.dumps_typed(value)]
+             for index, (channel, value) in enumerate(writes)]  # fmt: skip
+    query = {"_id": key, "tenant": saver.tenant}
+    fields: dict[str, Any] = {"w": items, "v": 0}
+    if task_path:
+        fields["p"] = task_path
+    result = await saver._writes.update_one(query, {"$setOnInsert": fields}, upsert=True)
+    if result.upserted_id is not None:
+        return
+    for _ in range(ATTEMPTS):
+        stored = await saver._writes.find_one(query)
+        if stored is None:
+            await saver._writes.update_one(query, {"$setOnInsert": fields}, upsert=True)
+            continue
+        merged = keys.merge_writes(stored.get("w") or [], items)
+        if merged == stored.get("w"):
+            return
+        if await _replace(saver, query, stored, merged):
+            return
+    raise Conflict(f"put_writes: writes of task {task_id!r} kept changing")
+
+
+async def _replace(saver: "MindstoreSaver", query: dict[str, Any], stored: dict[str, Any], items: list[Any]) -> bool:
+    version = int(stored.get("v", 0))
+    done = await saver._writes.update_one({**query, "v": version}, {"$set": {"w": items, "v": version + 1}})
+    return bool(done.matched_count)
+
+
+async def load(saver: "MindstoreSaver", checkpoint_keys: Sequence[str]) -> dict[str, list[tuple[str, str, Any]]]:
+    """Each checkpoint's pending writes, in `writes_sort_key` order, references resolved."""
+    docs: list[dict[str, Any]] = []
+    ranges = [{"_id": keys.prefix_range(key + "/")} for key in checkpoint_keys]
+    for start in range(0, len(ranges), 50):
+        query = {"tenant": saver.tenant, "$or": ranges[start:start + 50]}
+        docs.extend(await saver._writes.find(query).to_list(length=None))
+    spans: dict[str, tuple[int, int]] = {}
+    for doc in docs:
+        for _, _, kind, data in doc.get("w") or []:
+            if kind == REF:
+                low, high = spans.get(data["t"], (data["i"], data["i"]))
+                spans[data["t"]] = (min(low, data["i"]), max(high, data["i"] + data["n"]))
+    stored: dict[str, tuple[int, list[BaseMessage]]] = {}
+    for task, (low, high) in spans.items():
+        stored[task] = (low, to_langchain(await saver._tasks.messages(task, low, high - low)))
+    found: dict[str, list[tuple[tuple[str, str, int], tuple[str, str, Any]]]] = {}
+    for doc in docs:
+        checkpoint_key, task_id = doc["_id"].rsplit("/", 1)
+        for index, channel, kind, data in doc.get("w") or []:
+            value = _resolve(data, stored) if kind == REF else saver.serde.loads_typed((kind, bytes(data)))
+            found.setdefault(checkpoint_key, []).append(
+                (writes_sort_key(doc.get("p") or "", task_id, index), (task_id, channel, value)))  # fmt: skip
+    return {key: [write for _, write in sorted(items, key=lambda item: item[0])] for key, items in found.items()}
+
+
+def _resolve(ref: dict[str, Any], stored: dict[str, tuple[int, list[BaseMessage]]]) -> Any:
+    low, messages = stored[ref["t"]]
+    picked = [m.model_copy() for m in messages[ref["i"] - low: ref["i"] - low + ref["n"]]]
+    for position in ref.get("noid") or []:
+        picked[position].id = None
+    return picked[0] if ref.get("one") else picked
+
+
+def match(written: Sequence[BaseMessage], appended: Sequence[BaseMessage]) -> int | None:
+    """Where a write's messages sit, in order and contiguous, among the appended ones (a
+    written message without an id matches the same message with the id the reducer gave it)."""
+    if not written:
+        return None
+    wanted = [_form(m, m.id is None) for m in written]
+    have = [_form(m, False) for m in appended]
+    for start in range(len(have) - len(wanted) + 1):
+        if all(_same(wanted[k], have[start + k]) for k in range(len(wanted))):
+            return start
+    return None
+
+
+def _form(message: BaseMessage, without_id: bool) -> dict[str, Any]:
+    data = message_to_dict(message)
+    if without_id:
+        data["data"] = {**data["data"], "id": None}
+    return data
+
+
+def _same(written: dict[str, Any], appended: dict[str, Any]) -> bool:
+    if written["data"].get("id") is None:
+        appended = {**appended, "data": {**appended["data"], "id": None}}
+    return written == appended
+
+
+async def compact(saver: "MindstoreSaver", parent_key: str, task: str, start: int, appended: Sequence[BaseMessage]) -> None:
+    """Turn the parent checkpoint's `messages` writes into references to what was just
+    appended (`appended` = the task's messages from index `start` on)."""
+    if not appended:
+        return
+    docs = await saver._writes.find({"tenant": saver.tenant, "_id": keys.prefix_range(parent_key + "/")}).to_list(length=None)
+    for doc in docs:
+        items = [list(item) for item in doc.get("w") or []]
+        changed = False
+        for item in items:
+            index, channel, kind, data = item
+            if channel != saver.messages_channel or kind == REF:
+                continue
+            value = saver.serde.loads_typed((kind, bytes(data)))
+            one = isinstance(value, BaseMessage)
+            written = [value] if one else value
+            if not isinstance(written, list) or not all(isinstance(m, BaseMessage) for m in written):
+                continue
+            position = match(written, appended)
+            if position is None:
+                continue
+            ref: dict[str, Any] = {"t": task, "i": start + position, "n": len(written)}
+            if one:
+                ref["one"] = True
+            noid = [k for k, m in enumerate(written) if m.id is None]
+            if noid:
+                ref["noid"] = noid
+            item[2], item[3] = REF, ref
+            changed = True
+        if changed:
+            await _replace(saver, {"_id": doc["_id"], "tenant": saver.tenant}, doc, items)
