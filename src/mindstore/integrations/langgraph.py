@@ -169,8 +169,10 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
         self._heads[prefix] = (checkpoint_id, {k: document[k] for k in ("ms", "b", "iv") if k in document})
         if ms is not None and not ms.get("b") and parent_id is not None and channel in new_versions:
             start = int((parent.get("ms") or {}).get("n", 0))
+            written = [keys.blob_key(self.tenant, ident, ns, writer, name)
+                       for name, writer in (parent.get("b") or {}).items() if writer == parent_id]  # fmt: skip
             await pending.compact(self, keys.checkpoint_key(self.tenant, ident, ns, parent_id),
-                                  ms.get("t", keys.messages_task_id(ident, ns)), start, values[channel][start:])  # fmt: skip
+                                  ms.get("t", keys.messages_task_id(ident, ns)), start, values[channel][start:], written)  # fmt: skip
         return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
 
     def _metadata_fields(self, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -350,11 +352,13 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
             if ms and not ms.get("b"):
                 task = ms.get("t", keys.messages_task_id(ident, ns))
                 longest[task] = max(longest.get(task, 0), int(ms["n"]))
-        blobs: dict[str, Any] = {}
+        found: list[dict[str, Any]] = []
         names = sorted(wanted)
         for start in range(0, len(names), CHUNK):
-            async for blob in self._blobs.find({"tenant": self.tenant, "_id": {"$in": names[start:start + CHUNK]}}):
-                blobs[blob["_id"]] = self.serde.loads_typed((blob["t"], bytes(blob["b"])))
+            query = {"tenant": self.tenant, "_id": {"$in": names[start:start + CHUNK]}}
+            found.extend(await self._blobs.find(query).to_list(length=None))
+        referenced = await pending.read_refs(self, [blob["r"] for blob in found if blob.get("t") == pending.REF_MAP])
+        blobs = {blob["_id"]: pending.resolve_blob(self, blob, referenced) for blob in found}
         histories = {task: to_langchain(await self._tasks.messages(task, 0, count)) if count else []
                      for task, count in longest.items()}  # fmt: skip
         writes = await pending.load(self, [row["_id"] for row in rows])

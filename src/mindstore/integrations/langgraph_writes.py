@@ -8,6 +8,8 @@ that checkpoint's `put` turns the write into a reference to the task's messages
 single message rather than a list, "noid": positions whose message had no id yet}]`.
 Reading a checkpoint's pending writes resolves references with one read per task
 (`load`); the value is the one the node wrote (ids the reducer assigned later removed).
+The same is done for a blob the parent checkpoint wrote whose value is a dict holding the
+messages under the channel's name (a graph's input, `{"messages": [...]}`): `REF_MAP`.
 A write that does not match what was appended (a `RemoveMessage`, a rewrite) stays as it
 was. Compaction is an optimisation: a write stored after its checkpoint's child (LangGraph
 saves asynchronously) simply keeps its value.
@@ -29,6 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from mindstore.integrations.langgraph import MindstoreSaver
 
 REF = "mindstore:ref"
+REF_MAP = "mindstore:refmap"
+"""A blob holding a dict (a graph's input, `{"messages": [...]}`) whose messages were
+appended: `b` holds the rest of the dict (serialized, type in `bt`), `k` the key, `r` the
+reference."""
 ATTEMPTS = 100
 
 
@@ -70,26 +76,42 @@ async def load(saver: "MindstoreSaver", checkpoint_keys: Sequence[str]) -> dict[
     for start in range(0, len(ranges), 50):
         query = {"tenant": saver.tenant, "$or": ranges[start:start + 50]}
         docs.extend(await saver._writes.find(query).to_list(length=None))
-    spans: dict[str, tuple[int, int]] = {}
-    for doc in docs:
-        for _, _, kind, data in doc.get("w") or []:
-            if kind == REF:
-                low, high = spans.get(data["t"], (data["i"], data["i"]))
-                spans[data["t"]] = (min(low, data["i"]), max(high, data["i"] + data["n"]))
-    stored: dict[str, tuple[int, list[BaseMessage]]] = {}
-    for task, (low, high) in spans.items():
-        stored[task] = (low, to_langchain(await saver._tasks.messages(task, low, high - low)))
+    stored = await read_refs(saver, [data for doc in docs for _, _, kind, data in doc.get("w") or [] if kind == REF])
     found: dict[str, list[tuple[tuple[str, str, int], tuple[str, str, Any]]]] = {}
     for doc in docs:
         checkpoint_key, task_id = doc["_id"].rsplit("/", 1)
         for index, channel, kind, data in doc.get("w") or []:
-            value = _resolve(data, stored) if kind == REF else saver.serde.loads_typed((kind, bytes(data)))
+            value = resolve(data, stored) if kind == REF else saver.serde.loads_typed((kind, bytes(data)))
             found.setdefault(checkpoint_key, []).append(
                 (writes_sort_key(doc.get("p") or "", task_id, index), (task_id, channel, value)))  # fmt: skip
     return {key: [write for _, write in sorted(items, key=lambda item: item[0])] for key, items in found.items()}
 
 
-def _resolve(ref: dict[str, Any], stored: dict[str, tuple[int, list[BaseMessage]]]) -> Any:
+Stored = dict[str, tuple[int, list[BaseMessage]]]
+
+
+async def read_refs(saver: "MindstoreSaver", refs: Sequence[dict[str, Any]]) -> Stored:
+    """The messages the references name: one read per task, of the span they cover."""
+    spans: dict[str, tuple[int, int]] = {}
+    for ref in refs:
+        low, high = spans.get(ref["t"], (ref["i"], ref["i"]))
+        spans[ref["t"]] = (min(low, ref["i"]), max(high, ref["i"] + ref["n"]))
+    stored: Stored = {}
+    for task, (low, high) in spans.items():
+        stored[task] = (low, to_langchain(await saver._tasks.messages(task, low, high - low)))
+    return stored
+
+
+def resolve_blob(saver: "MindstoreSaver", blob: dict[str, Any], stored: Stored) -> Any:
+    """A blob's value (a `REF_MAP` blob rebuilt from its rest and its messages)."""
+    if blob.get("t") != REF_MAP:
+        return saver.serde.loads_typed((blob["t"], bytes(blob["b"])))
+    value = saver.serde.loads_typed((blob["bt"], bytes(blob["b"])))
+    value[blob["k"]] = resolve(blob["r"], stored)
+    return value
+
+
+def resolve(ref: dict[str, Any], stored: Stored) -> Any:
     low, messages = stored[ref["t"]]
     picked = [m.model_copy() for m in messages[ref["i"] - low: ref["i"] - low + ref["n"]]]
     for position in ref.get("noid") or []:
@@ -110,6 +132,24 @@ def match(written: Sequence[BaseMessage], appended: Sequence[BaseMessage]) -> in
     return None
 
 
+def _reference(task: str, start: int, value: Any, appended: Sequence[BaseMessage]) -> dict[str, Any] | None:
+    """A reference to `value` (a message or a list of them) among the appended messages."""
+    one = isinstance(value, BaseMessage)
+    written = [value] if one else value
+    if not isinstance(written, list) or not all(isinstance(m, BaseMessage) for m in written):
+        return None
+    position = match(written, appended)
+    if position is None:
+        return None
+    ref: dict[str, Any] = {"t": task, "i": start + position, "n": len(written)}
+    if one:
+        ref["one"] = True
+    noid = [k for k, m in enumerate(written) if m.id is None]
+    if noid:
+        ref["noid"] = noid
+    return ref
+
+
 def _form(message: BaseMessage, without_id: bool) -> dict[str, Any]:
     data = message_to_dict(message)
     if without_id:
@@ -123,9 +163,11 @@ def _same(written: dict[str, Any], appended: dict[str, Any]) -> bool:
     return written == appended
 
 
-async def compact(saver: "MindstoreSaver", parent_key: str, task: str, start: int, appended: Sequence[BaseMessage]) -> None:
-    """Turn the parent checkpoint's `messages` writes into references to what was just
-    appended (`appended` = the task's messages from index `start` on)."""
+async def compact(saver: "MindstoreSaver", parent_key: str, task: str, start: int, appended: Sequence[BaseMessage],
+                  blobs: Sequence[str] = ()) -> None:  # fmt: skip
+    """Turn the parent checkpoint's `messages` writes, and the blobs it wrote (`blobs`: their
+    keys) that hold messages, into references to what was just appended (`appended` = the
+    task's messages from index `start` on)."""
     if not appended:
         return
     docs = await saver._writes.find({"tenant": saver.tenant, "_id": keys.prefix_range(parent_key + "/")}).to_list(length=None)
@@ -133,24 +175,26 @@ async def compact(saver: "MindstoreSaver", parent_key: str, task: str, start: in
         items = [list(item) for item in doc.get("w") or []]
         changed = False
         for item in items:
-            index, channel, kind, data = item
+            _, channel, kind, data = item
             if channel != saver.messages_channel or kind == REF:
                 continue
-            value = saver.serde.loads_typed((kind, bytes(data)))
-            one = isinstance(value, BaseMessage)
-            written = [value] if one else value
-            if not isinstance(written, list) or not all(isinstance(m, BaseMessage) for m in written):
-                continue
-            position = match(written, appended)
-            if position is None:
-                continue
-            ref: dict[str, Any] = {"t": task, "i": start + position, "n": len(written)}
-            if one:
-                ref["one"] = True
-            noid = [k for k, m in enumerate(written) if m.id is None]
-            if noid:
-                ref["noid"] = noid
-            item[2], item[3] = REF, ref
-            changed = True
+            ref = _reference(task, start, saver.serde.loads_typed((kind, bytes(data))), appended)
+            if ref is not None:
+                item[2], item[3] = REF, ref
+                changed = True
         if changed:
             await _replace(saver, {"_id": doc["_id"], "tenant": saver.tenant}, doc, items)
+    for key in blobs:
+        blob = await saver._blobs.find_one({"_id": key, "tenant": saver.tenant})
+        if blob is None or blob.get("t") == REF_MAP:
+            continue
+        value = saver.serde.loads_typed((blob["t"], bytes(blob["b"])))
+        if not isinstance(value, dict) or saver.messages_channel not in value:
+            continue
+        ref = _reference(task, start, value[saver.messages_channel], appended)
+        if ref is None:
+            continue
+        rest = {k: v for k, v in value.items() if k != saver.messages_channel}
+        kind, data = saver.serde.dumps_typed(rest)
+        await saver._blobs.update_one({"_id": key, "tenant": saver.tenant, "t": blob["t"]},
+                                      {"$set": {"t": REF_MAP, "bt": kind, "b": data, "k": saver.messages_channel, "r": ref}})  # fmt: skip
