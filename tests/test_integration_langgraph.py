@@ -134,7 +134,7 @@ async def test_each_message_is_stored_once_typed_and_tracked(store, acme):
     message_writes = [item for doc in writes for item in doc["w"] if item[1] == "messages"]
     assert message_writes and all(item[2] == REF for item in message_writes)
     blobs = await database[LANGGRAPH_BLOBS].find({"tenant": "acme"}).to_list(length=None)
-    assert all(blob["t"] == "mindstore:refmap" for blob in blobs if blob["_id"].endswith("~__start__"))
+    assert all(blob["t"] == "@refmap" for blob in blobs if blob["_id"].endswith("~__start__"))
     checkpoints = await database[LANGGRAPH_CHECKPOINTS].find({"tenant": "acme"}).to_list(length=None)
     assert all(b"chapter 4" not in bytes(doc["c"][1]) for doc in checkpoints)
 

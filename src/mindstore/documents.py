@@ -201,7 +201,7 @@ class LangGraphWriteDoc(Document):
     tenant: str
     p: str | None = None  # task path
     w: list[Any] = Field(default_factory=list)
-    v: int = 0
+    v: int | None = None  # change counter, set by the first change
 
     class Settings:
         name = LANGGRAPH_WRITES

@@ -130,8 +130,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
                 if name not in values:
                     continue
                 if name == channel:
-                    ms = await self._put_messages(thread, ident, ns, parent, checkpoint_id, values[name],
-                                                  new_versions[name])  # fmt: skip
+                    ms = await self._put_messages(thread, ident, ns, parent, checkpoint_id, values[name])
                     if ms is not None and not ms.get("b"):
                         continue
                 kind, data = self.serde.dumps_typed(values[name])
@@ -197,13 +196,13 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
 
     # ------------------------------------------------------------------ the messages channel
     async def _put_messages(self, thread: str, ident: str, ns: str, parent: dict[str, Any], checkpoint_id: str,
-                            value: Any, version: Any) -> dict[str, Any] | None:  # fmt: skip
+                            value: Any) -> dict[str, Any] | None:  # fmt: skip
         """Append what is new to the task and return the record (`b`: kept as a blob;
         None: not a list of messages, a plain blob)."""
         if not isinstance(value, list) or not all(isinstance(m, BaseMessage) for m in value):
             return None
         fingerprints = keys.chain(self._fingerprint(m) for m in value)
-        record: dict[str, Any] = {"v": version, "n": len(value), "h": fingerprints[-1]}
+        record: dict[str, Any] = {"n": len(value), "h": fingerprints[-1]}
         base = parent.get("ms") or {"n": 0, "h": keys.EMPTY_CHAIN}
         count = int(base["n"])
         if count > len(value) or fingerprints[count] != bytes(base["h"]):

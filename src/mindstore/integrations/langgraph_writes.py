@@ -4,7 +4,7 @@
 A write to the `messages` channel carries the messages a node produced; the next
 checkpoint appends those same messages to the thread's task. Rather than keep both copies,
 that checkpoint's `put` turns the write into a reference to the task's messages
-(`compact`): `[index, channel, REF, {"t": task, "i": first index, "n": count, "one": a
+(`compact`): `[index, channel, "@ref", {"t": task, "i": first index, "n": count, "one": a
 single message rather than a list, "noid": positions whose message had no id yet}]`.
 Reading a checkpoint's pending writes resolves references with one read per task
 (`load`); the value is the one the node wrote (ids the reducer assigned later removed).
@@ -30,8 +30,8 @@ from mindstore.integrations.langchain_messages import to_langchain
 if TYPE_CHECKING:  # pragma: no cover
     from mindstore.integrations.langgraph import MindstoreSaver
 
-REF = "mindstore:ref"
-REF_MAP = "mindstore:refmap"
+REF = "@ref"
+REF_MAP = "@refmap"
 """A blob holding a dict (a graph's input, `{"messages": [...]}`) whose messages were
 appended: `b` holds the rest of the dict (serialized, type in `bt`), `k` the key, `r` the
 reference."""
@@ -44,7 +44,7 @@ async def put(saver: "MindstoreSaver", key: str, writes: Sequence[tuple[str, Any
     items = [[WRITES_IDX_MAP.get(channel, index), channel, *saver.serde.dumps_typed(value)]
              for index, (channel, value) in enumerate(writes)]  # fmt: skip
     query = {"_id": key, "tenant": saver.tenant}
-    fields: dict[str, Any] = {"w": items, "v": 0}
+    fields: dict[str, Any] = {"w": items}
     if task_path:
         fields["p"] = task_path
     result = await saver._writes.update_one(query, {"$setOnInsert": fields}, upsert=True)
@@ -64,8 +64,11 @@ async def put(saver: "MindstoreSaver", key: str, writes: Sequence[tuple[str, Any
 
 
 async def _replace(saver: "MindstoreSaver", query: dict[str, Any], stored: dict[str, Any], items: list[Any]) -> bool:
-    version = int(stored.get("v", 0))
-    done = await saver._writes.update_one({**query, "v": version}, {"$set": {"w": items, "v": version + 1}})
+    """Replace a document's items, guarded by its change counter `v` (absent until the
+    first change, so a document written once carries none)."""
+    version = stored.get("v")
+    guard = {"v": version} if version is not None else {"v": {"$exists": False}}
+    done = await saver._writes.update_one({**query, **guard}, {"$set": {"w": items, "v": int(version or 0) + 1}})
     return bool(done.matched_count)
 
 
