@@ -164,3 +164,12 @@ MESSAGES = st.lists(
 @given(MESSAGES)
 def test_conversion_round_trips(messages):
     assert to_langchain(from_langchain(messages, check=True)) == messages
+
+
+async def test_a_history_cleared_elsewhere_starts_afresh(acme):
+    first, second = MindstoreChatMessageHistory("shared", acme), MindstoreChatMessageHistory("shared", acme)
+    await first.aadd_messages([HumanMessage("one")])
+    await second.aadd_messages([HumanMessage("two")])
+    await first.aclear()
+    await second.aadd_messages([HumanMessage("three")])
+    assert [m.content for m in await first.aget_messages()] == ["three"]

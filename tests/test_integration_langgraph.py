@@ -309,3 +309,11 @@ def test_a_scope_is_exactly_its_key_range(tenant, thread, ns, other, checkpoint)
     if other != thread:
         outside = keys.checkpoint_key(tenant, other, ns, checkpoint)
         assert not bounds["$gt"] < outside < bounds["$lt"]
+
+
+@given(moment=st.datetimes(timezones=st.just(__import__("datetime").timezone.utc)), checkpoint=st.uuids())
+def test_packed_timestamps_and_ids_come_back_exactly(moment, checkpoint):
+    text = moment.isoformat()
+    assert keys.unpack_ts(keys.pack_ts(text)) == text
+    assert keys.unpack_id(keys.pack_id(str(checkpoint))) == str(checkpoint)
+    assert keys.pack_ts("yesterday") == "yesterday" and keys.pack_id("not-a-uuid") == "not-a-uuid"

@@ -236,3 +236,12 @@ async def test_a_malformed_item_is_refused_and_nothing_is_stored(acme):
     with pytest.raises(ValidationError, match="limit"):
         await session.get_items(limit=-1)
     assert await session.get_items() == [{"role": "user", "content": "kept"}]
+
+
+async def test_a_session_cleared_elsewhere_starts_afresh(acme):
+    first, second = MindstoreSession("shared", acme), MindstoreSession("shared", acme)
+    await first.add_items([{"role": "user", "content": "one"}])
+    await second.add_items([{"role": "user", "content": "two"}])
+    await first.clear_session()
+    await second.add_items([{"role": "user", "content": "three"}])
+    assert await first.get_items() == [{"role": "user", "content": "three"}]

@@ -61,12 +61,20 @@ class MindstoreChatMessageHistory(BaseChatMessageHistory):
             return
         messages = list(messages)
         from_langchain(messages, keep_ids=False, check=True)  # refuse before any write
-        await self._ensure()
-        names: dict[str, str] = {}
-        if any(isinstance(message, LCToolMessage) and not message.name for message in messages):
-            header = await self._tasks.header(self.session_id)
-            names = {ref.id: ref.name for ref in header.open_tool_calls}
-        await self._tasks.add_messages(self.session_id, from_langchain(messages, keep_ids=False, check=True, names=names))
+        for attempt in range(2):
+            await self._ensure()
+            try:
+                names: dict[str, str] = {}
+                if any(isinstance(message, LCToolMessage) and not message.name for message in messages):
+                    header = await self._tasks.header(self.session_id)
+                    names = {ref.id: ref.name for ref in header.open_tool_calls}
+                converted = from_langchain(messages, keep_ids=False, check=True, names=names)
+                await self._tasks.add_messages(self.session_id, converted)
+                return
+            except NotFound:
+                if attempt:
+                    raise
+                self._exists = False  # cleared by another history object meanwhile: start afresh
 
     async def aclear(self) -> None:
         self._exists = False

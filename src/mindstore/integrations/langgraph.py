@@ -26,10 +26,8 @@ list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
 
 from __future__ import annotations
 
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import bson
@@ -94,7 +92,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
             check_name(ns, "checkpoint_ns")
         checkpoint_id = get_checkpoint_id(config) if config else None
         if checkpoint_id is not None:
-            check_checkpoint_id(checkpoint_id)
+            keys.check_checkpoint_id(checkpoint_id)
         return thread, ns, checkpoint_id
 
     def _ident(self, thread: str) -> str:
@@ -114,14 +112,14 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:  # fmt: skip
         thread, ns, parent_id = self._where(config)
-        checkpoint_id = check_checkpoint_id(checkpoint["id"])
+        checkpoint_id = keys.check_checkpoint_id(checkpoint["id"])
         ident = self._ident(thread)
         prefix = keys.scope_prefix(self.tenant, ident, ns)
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
         parent = await self._parent(prefix, parent_id)
         channel = self.messages_channel
-        document: dict[str, Any] = {"p": pack_id(parent_id), "c": list(self.serde.dumps_typed(_compact(checkpoint)))}
+        document: dict[str, Any] = {"p": keys.pack_id(parent_id), "c": list(self.serde.dumps_typed(_compact(checkpoint)))}
         blobs: dict[str, str] = {}
         inline: dict[str, Any] = {}
         ms: dict[str, Any] | None = None
@@ -315,7 +313,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
         rows = await self._checkpoints.find(query).sort("_id", -1).to_list(length=None)
         picked = []
         for row in rows:
-            where = row_where(row)
+            where = keys.row_where(row)
             if checkpoint_id is not None and where[2] != checkpoint_id:
                 continue
             if before_id is not None and where[2] >= before_id:
@@ -325,8 +323,8 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
             picked.append(row)
             if limit is not None and len(picked) >= limit:
                 break
-        picked.sort(key=lambda row: row_where(row)[2], reverse=True)
-        picked.sort(key=lambda row: row_where(row)[1])
+        picked.sort(key=lambda row: keys.row_where(row)[2], reverse=True)
+        picked.sort(key=lambda row: keys.row_where(row)[1])
         for start in range(0, len(picked), CHUNK):
             for item in await self._tuples(picked[start:start + CHUNK]):
                 yield item
@@ -343,7 +341,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
         wanted: set[str] = set()
         longest: dict[str, int] = {}
         for row in rows:
-            thread, ns, _ = row_where(row)
+            thread, ns, _ = keys.row_where(row)
             ident = self._ident(thread)
             for channel, writer in (row.get("b") or {}).items():
                 wanted.add(keys.blob_key(self.tenant, ident, ns, writer, channel))
@@ -363,10 +361,10 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
         writes = await pending.load(self, [row["_id"] for row in rows])
         out = []
         for row in rows:
-            thread, ns, checkpoint_id = row_where(row)
+            thread, ns, checkpoint_id = keys.row_where(row)
             ident = self._ident(thread)
             version, ts, channel_versions, seen, updated, rest = self.serde.loads_typed(tuple(row["c"]))
-            ts = unpack_ts(ts)
+            ts = keys.unpack_ts(ts)
             values: dict[str, Any] = {}
             for channel, (value_kind, data) in (row.get("iv") or {}).items():
                 values[channel] = self.serde.loads_typed((value_kind, bytes(data)))
@@ -380,7 +378,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
             checkpoint = {**rest, "v": version, "id": checkpoint_id, "ts": ts, "channel_values": values,
                           "channel_versions": channel_versions, "versions_seen": seen, "updated_channels": updated}  # fmt: skip
             configurable = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-            parent = unpack_id(row.get("p"))
+            parent = keys.unpack_id(row.get("p"))
             out.append(CheckpointTuple(
                 config={"configurable": configurable},
                 checkpoint=checkpoint,  # type: ignore[arg-type]
@@ -449,51 +447,8 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
 def _compact(checkpoint: Checkpoint) -> list[Any]:
     """The checkpoint without its id and values, as a list (no repeated field names)."""
     rest = {key: value for key, value in checkpoint.items() if key not in (*CHECKPOINT_FIELDS, "id", "channel_values")}
-    return [checkpoint.get("v"), pack_ts(checkpoint.get("ts")), checkpoint.get("channel_versions", {}),
+    return [checkpoint.get("v"), keys.pack_ts(checkpoint.get("ts")), checkpoint.get("channel_versions", {}),
             checkpoint.get("versions_seen", {}), checkpoint.get("updated_channels"), rest]  # fmt: skip
-
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def pack_ts(value: Any) -> Any:
-    """An ISO UTC timestamp as microseconds since the epoch when that gives it back exactly."""
-    if isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            return value
-        if moment.tzinfo is not None and moment.utcoffset() == timedelta(0):
-            packed = (moment - EPOCH) // timedelta(microseconds=1)
-            if unpack_ts(packed) == value:
-                return packed
-    return value
-
-
-def unpack_ts(value: Any) -> Any:
-    return (EPOCH + timedelta(microseconds=value)).isoformat() if isinstance(value, int) else value
-
-
-def pack_id(value: str | None) -> str | bytes | None:
-    """A checkpoint id as its 16 bytes when it is a canonical UUID (LangGraph's are)."""
-    if value is None:
-        return None
-    try:
-        parsed = uuid.UUID(value)
-    except ValueError:
-        return value
-    return parsed.bytes if str(parsed) == value else value
-
-
-def unpack_id(value: Any) -> str | None:
-    return str(uuid.UUID(bytes=bytes(value))) if isinstance(value, (bytes, bytearray)) else value
-
-
-def check_checkpoint_id(value: Any) -> str:
-    check_name(value, "checkpoint_id")
-    if "/" in value or "~" in value:
-        raise ValidationError(f"invalid checkpoint_id: no '/' or '~', got {value!r}")
-    return value
 
 
 def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:
@@ -501,9 +456,3 @@ def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:
     the application made itself)."""
     if (metadata or {}).get("integration") != MARKER or (metadata or {}).get("thread_id") != thread:
         raise Conflict(f"task {task!r} exists and does not hold LangGraph thread {thread!r}'s messages")
-
-
-def row_where(row: dict[str, Any]) -> tuple[str, str, str]:
-    """(thread id, namespace, checkpoint id) of a checkpoint row."""
-    _, thread_part, _, checkpoint_id = row["_id"].split("/", 3)
-    return row.get("th") or thread_part, row.get("ns") or "", checkpoint_id

@@ -60,14 +60,12 @@ def _referenced(docs: list[dict[str, Any]]) -> set[str]:
 
 
 async def delete_thread(saver: "MindstoreSaver", thread: str) -> None:
-    from mindstore.integrations.langgraph import row_where
-
     ident = saver._ident(thread)
     prefix = keys.thread_prefix(saver.tenant, ident)
     rows = await _rows(saver, prefix, {"ms": 1, "ns": 1, "th": 1})
     tasks = {keys.messages_task_id(ident, "")}
     for row in rows:
-        _, ns, _ = row_where(row)
+        _, ns, _ = keys.row_where(row)
         tasks.add(keys.messages_task_id(ident, ns))
         task = _task_of(ident, ns, row.get("ms"))
         if task is not None:
@@ -93,8 +91,6 @@ async def delete_for_runs(saver: "MindstoreSaver", run_ids: list[str]) -> None:
 
 
 async def copy_thread(saver: "MindstoreSaver", source: str, target: str) -> None:
-    from mindstore.integrations.langgraph import row_where
-
     source_ident, target_ident = saver._ident(source), saver._ident(target)
     source_prefix = keys.thread_prefix(saver.tenant, source_ident)
     target_prefix = keys.thread_prefix(saver.tenant, target_ident)
@@ -102,7 +98,7 @@ async def copy_thread(saver: "MindstoreSaver", source: str, target: str) -> None
     writes = await saver._writes.find({"tenant": saver.tenant, "_id": keys.prefix_range(source_prefix)}).to_list(length=None)
     wanted: dict[str, str] = {}
     for row in rows:
-        _, ns, _ = row_where(row)
+        _, ns, _ = keys.row_where(row)
         task = _task_of(source_ident, ns, row.get("ms"))
         if task is not None:
             wanted.setdefault(task, ns)
@@ -115,7 +111,7 @@ async def copy_thread(saver: "MindstoreSaver", source: str, target: str) -> None
                          else keys.branch_task_id(target_ident, ns, task))  # fmt: skip
         await saver._create(renamed[task], target, ns, await saver._tasks.messages(task))
     for row in rows:
-        _, ns, _ = row_where(row)
+        _, ns, _ = keys.row_where(row)
         document = {key: value for key, value in row.items() if key not in ("_id", "th")}
         task = _task_of(source_ident, ns, row.get("ms"))
         if task is not None:
@@ -141,8 +137,6 @@ async def copy_thread(saver: "MindstoreSaver", source: str, target: str) -> None
 
 
 async def prune(saver: "MindstoreSaver", thread: str, strategy: str) -> None:
-    from mindstore.integrations.langgraph import row_where
-
     if strategy == "delete":
         await delete_thread(saver, thread)
         return
@@ -151,14 +145,14 @@ async def prune(saver: "MindstoreSaver", thread: str, strategy: str) -> None:
     rows = await _rows(saver, prefix)
     latest: dict[str, dict[str, Any]] = {}
     for row in rows:
-        _, ns, checkpoint_id = row_where(row)
-        if ns not in latest or row_where(latest[ns])[2] < checkpoint_id:
+        _, ns, checkpoint_id = keys.row_where(row)
+        if ns not in latest or keys.row_where(latest[ns])[2] < checkpoint_id:
             latest[ns] = row
     kept = {row["_id"] for row in latest.values()}
     kept_blobs: set[str] = set()
     kept_tasks: set[str] = set()
     for row in latest.values():
-        _, ns, _ = row_where(row)
+        _, ns, _ = keys.row_where(row)
         for channel, writer in (row.get("b") or {}).items():
             kept_blobs.add(keys.blob_key(saver.tenant, ident, ns, writer, channel))
         task = _task_of(ident, ns, row.get("ms"))
@@ -172,7 +166,7 @@ async def prune(saver: "MindstoreSaver", thread: str, strategy: str) -> None:
     await _delete(saver._checkpoints, saver.tenant, [row["_id"] for row in dropped])
     blobs = await _ids(saver._blobs, saver.tenant, prefix)
     await _delete(saver._blobs, saver.tenant, [key for key in blobs if key not in kept_blobs])
-    gone = {task for row in dropped for task in [_task_of(ident, row_where(row)[1], row.get("ms"))] if task}
+    gone = {task for row in dropped for task in [_task_of(ident, keys.row_where(row)[1], row.get("ms"))] if task}
     gone |= _referenced([doc for doc in writes if doc not in kept_writes])
     for task in sorted(gone - kept_tasks):
         await _delete_task(saver, task, thread)

@@ -27,7 +27,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Sequence
+
+from mindstore.errors import ValidationError
+from mindstore.ids import check_name
 
 KEY = re.compile(r"[A-Za-z0-9_\-.:]{1,100}")
 SIMPLE_FILTER_KEY = re.compile(r"[A-Za-z0-9_\-]{1,100}")
@@ -129,3 +134,52 @@ def split_filter(filter: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict
 
 def matches(metadata: Mapping[str, Any], conditions: Mapping[str, Any]) -> bool:
     return all(metadata.get(key) == value for key, value in conditions.items())
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def pack_ts(value: Any) -> Any:
+    """An ISO UTC timestamp as microseconds since the epoch when that gives it back exactly."""
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        if moment.tzinfo is not None and moment.utcoffset() == timedelta(0):
+            packed = (moment - EPOCH) // timedelta(microseconds=1)
+            if unpack_ts(packed) == value:
+                return packed
+    return value
+
+
+def unpack_ts(value: Any) -> Any:
+    return (EPOCH + timedelta(microseconds=value)).isoformat() if isinstance(value, int) else value
+
+
+def pack_id(value: str | None) -> str | bytes | None:
+    """A checkpoint id as its 16 bytes when it is a canonical UUID (LangGraph's are)."""
+    if value is None:
+        return None
+    try:
+        parsed = uuid.UUID(value)
+    except ValueError:
+        return value
+    return parsed.bytes if str(parsed) == value else value
+
+
+def unpack_id(value: Any) -> str | None:
+    return str(uuid.UUID(bytes=bytes(value))) if isinstance(value, (bytes, bytearray)) else value
+
+
+def check_checkpoint_id(value: Any) -> str:
+    check_name(value, "checkpoint_id")
+    if "/" in value or "~" in value:
+        raise ValidationError(f"invalid checkpoint_id: no '/' or '~', got {value!r}")
+    return value
+
+
+def row_where(row: dict[str, Any]) -> tuple[str, str, str]:
+    """(thread id, namespace, checkpoint id) of a checkpoint row."""
+    _, thread_part, _, checkpoint_id = row["_id"].split("/", 3)
+    return row.get("th") or thread_part, row.get("ns") or "", checkpoint_id

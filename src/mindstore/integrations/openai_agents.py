@@ -109,9 +109,16 @@ class MindstoreSession:
                 message.id = new_id()
             messages.extend(converted)
         settle(messages)
-        await self._ensure()
-        await self._name_results(messages)
-        await self._tasks.add_messages(self.session_id, messages)
+        for attempt in range(2):
+            await self._ensure()
+            try:
+                await self._name_results(messages)
+                await self._tasks.add_messages(self.session_id, messages)
+                return
+            except NotFound:
+                if attempt:
+                    raise
+                self._exists = False  # cleared by another session object meanwhile: start afresh
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Remove and return the latest item (None when the session is empty)."""
