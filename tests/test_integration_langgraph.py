@@ -317,3 +317,19 @@ def test_packed_timestamps_and_ids_come_back_exactly(moment, checkpoint):
     assert keys.unpack_ts(keys.pack_ts(text)) == text
     assert keys.unpack_id(keys.pack_id(str(checkpoint))) == str(checkpoint)
     assert keys.pack_ts("yesterday") == "yesterday" and keys.pack_id("not-a-uuid") == "not-a-uuid"
+
+
+VERSIONS = st.one_of(st.integers(0, 10**9), st.text(max_size=8), st.floats(allow_nan=False))
+CHANNELS = st.text(min_size=1, max_size=12)
+
+
+@given(versions=st.dictionaries(CHANNELS, VERSIONS, max_size=5),
+       seen=st.dictionaries(CHANNELS, st.dictionaries(CHANNELS, VERSIONS, max_size=4), max_size=4),
+       updated=st.one_of(st.none(), st.lists(CHANNELS, max_size=4)), task=st.one_of(st.uuids().map(str), SEGMENT))  # fmt: skip
+def test_packed_checkpoints_and_task_ids_come_back_exactly(versions, seen, updated, task):
+    checkpoint = {"v": 4, "id": "x", "ts": "2026-01-02T03:04:05.000006+00:00", "channel_values": {},
+                  "channel_versions": versions, "versions_seen": seen, "updated_channels": updated, "extra": [1]}  # fmt: skip
+    back = keys.unpack_checkpoint(keys.pack_checkpoint(checkpoint))
+    assert back == {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
+    assert list(back["channel_versions"]) == list(versions)  # order kept
+    assert keys.split_writes_key(keys.writes_key("acme", "t", "", "cid", task)) == (keys.checkpoint_key("acme", "t", "", "cid"), task)

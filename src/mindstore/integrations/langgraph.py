@@ -57,7 +57,6 @@ MARKER = "langgraph"
 CHUNK = 500
 INLINE_BYTES = 64
 FINGERPRINTS = 20_000
-CHECKPOINT_FIELDS = ("v", "ts", "channel_versions", "versions_seen", "updated_channels")
 Head = tuple[str, dict[str, Any]]
 """(checkpoint id, its document's ms / b / iv): what a child inherits from its parent."""
 
@@ -119,7 +118,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
         versions = checkpoint["channel_versions"]
         parent = await self._parent(prefix, parent_id)
         channel = self.messages_channel
-        document: dict[str, Any] = {"p": keys.pack_id(parent_id), "c": list(self.serde.dumps_typed(_compact(checkpoint)))}
+        document: dict[str, Any] = {"p": keys.pack_id(parent_id), "c": list(self.serde.dumps_typed(keys.pack_checkpoint(checkpoint)))}
         blobs: dict[str, str] = {}
         inline: dict[str, Any] = {}
         ms: dict[str, Any] | None = None
@@ -363,8 +362,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
         for row in rows:
             thread, ns, checkpoint_id = keys.row_where(row)
             ident = self._ident(thread)
-            version, ts, channel_versions, seen, updated, rest = self.serde.loads_typed(tuple(row["c"]))
-            ts = keys.unpack_ts(ts)
+            stored = keys.unpack_checkpoint(self.serde.loads_typed(tuple(row["c"])))
             values: dict[str, Any] = {}
             for channel, (value_kind, data) in (row.get("iv") or {}).items():
                 values[channel] = self.serde.loads_typed((value_kind, bytes(data)))
@@ -375,8 +373,7 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
             ms = row.get("ms")
             if ms and not ms.get("b"):
                 values[self.messages_channel] = list(histories[ms.get("t", keys.messages_task_id(ident, ns))][: int(ms["n"])])
-            checkpoint = {**rest, "v": version, "id": checkpoint_id, "ts": ts, "channel_values": values,
-                          "channel_versions": channel_versions, "versions_seen": seen, "updated_channels": updated}  # fmt: skip
+            checkpoint = {**stored, "id": checkpoint_id, "channel_values": values}
             configurable = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
             parent = keys.unpack_id(row.get("p"))
             out.append(CheckpointTuple(
@@ -442,13 +439,6 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         run_sync(self.aprune(thread_ids, strategy=strategy), self._loop, "MindstoreSaver.prune")
-
-
-def _compact(checkpoint: Checkpoint) -> list[Any]:
-    """The checkpoint without its id and values, as a list (no repeated field names)."""
-    rest = {key: value for key, value in checkpoint.items() if key not in (*CHECKPOINT_FIELDS, "id", "channel_values")}
-    return [checkpoint.get("v"), keys.pack_ts(checkpoint.get("ts")), checkpoint.get("channel_versions", {}),
-            checkpoint.get("versions_seen", {}), checkpoint.get("updated_channels"), rest]  # fmt: skip
 
 
 def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:

@@ -159,7 +159,7 @@ async def prune(saver: "MindstoreSaver", thread: str, strategy: str) -> None:
         if task is not None:
             kept_tasks.add(task)
     writes = await saver._writes.find({"tenant": saver.tenant, "_id": keys.prefix_range(prefix)}).to_list(length=None)
-    kept_writes = [doc for doc in writes if doc["_id"].rsplit("/", 1)[0] in kept]
+    kept_writes = [doc for doc in writes if keys.split_writes_key(doc["_id"])[0] in kept]
     kept_tasks |= _referenced(kept_writes)
     dropped = [row for row in rows if row["_id"] not in kept]
     await _delete(saver._writes, saver.tenant, [doc["_id"] for doc in writes if doc not in kept_writes])

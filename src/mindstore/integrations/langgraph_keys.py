@@ -24,6 +24,7 @@ extend what is stored (append the new ones) or rewrote it (store that version as
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -67,7 +68,73 @@ def checkpoint_key(tenant: str, thread_id: str, checkpoint_ns: str, checkpoint_i
 
 
 def writes_key(tenant: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str:
-    return f"{checkpoint_key(tenant, thread_id, checkpoint_ns, checkpoint_id)}/{task_id}"
+    return f"{checkpoint_key(tenant, thread_id, checkpoint_ns, checkpoint_id)}/{pack_task(task_id)}"
+
+
+def pack_task(task_id: str) -> str:
+    """A task id as the last segment of a writes key: a canonical UUID (LangGraph's task
+    ids) as ``=`` and its 16 bytes in base64url; an id holding ``/`` or starting with ``=``
+    or ``~`` as ``~`` and its UTF-8 in base64url; any other id as it is."""
+    try:
+        parsed = uuid.UUID(task_id)
+    except ValueError:
+        parsed = None
+    if parsed is not None and str(parsed) == task_id:
+        return "=" + base64.urlsafe_b64encode(parsed.bytes).decode().rstrip("=")
+    if "/" in task_id or task_id[:1] in ("=", "~"):
+        return "~" + base64.urlsafe_b64encode(task_id.encode("utf-8", "surrogatepass")).decode().rstrip("=")
+    return task_id
+
+
+def unpack_task(segment: str) -> str:
+    if segment[:1] in ("=", "~"):
+        data = base64.urlsafe_b64decode(segment[1:] + "=" * (-len(segment[1:]) % 4))
+        return str(uuid.UUID(bytes=data)) if segment[0] == "=" else data.decode("utf-8", "surrogatepass")
+    return segment
+
+
+def split_writes_key(key: str) -> tuple[str, str]:
+    """(checkpoint key, task id) of a writes key."""
+    checkpoint, segment = key.rsplit("/", 1)
+    return checkpoint, unpack_task(segment)
+
+
+CHECKPOINT_FIELDS = ("v", "ts", "channel_versions", "versions_seen", "updated_channels")
+
+
+def pack_checkpoint(checkpoint: Mapping[str, Any]) -> list[Any]:
+    """A checkpoint without its id and values, without repeated names: the channels are
+    listed once and `versions_seen` / `updated_channels` refer to them by position."""
+    versions = dict(checkpoint.get("channel_versions") or {})
+    names = list(versions)
+    position = {name: index for index, name in enumerate(names)}
+
+    def ref(channel: str) -> Any:
+        return position.get(channel, channel)
+
+    seen = [[node, [[ref(channel), version] for channel, version in channels.items()]]
+            for node, channels in (checkpoint.get("versions_seen") or {}).items()]  # fmt: skip
+    updated = checkpoint.get("updated_channels")
+    rest = {key: value for key, value in checkpoint.items() if key not in (*CHECKPOINT_FIELDS, "id", "channel_values")}
+    return [checkpoint.get("v"), pack_ts(checkpoint.get("ts")), names, list(versions.values()), seen,
+            None if updated is None else [ref(channel) for channel in updated], rest]  # fmt: skip
+
+
+def unpack_checkpoint(packed: Sequence[Any]) -> dict[str, Any]:
+    """The checkpoint `pack_checkpoint` packed (without `id` and `channel_values`)."""
+    version, ts, names, values, seen, updated, rest = packed
+
+    def name(channel: Any) -> str:
+        return names[channel] if isinstance(channel, int) else channel  # type: ignore[no-any-return]
+
+    return {
+        **rest,
+        "v": version,
+        "ts": unpack_ts(ts),
+        "channel_versions": dict(zip(names, values, strict=True)),
+        "versions_seen": {node: {name(channel): v for channel, v in channels} for node, channels in seen},
+        "updated_channels": None if updated is None else [name(channel) for channel in updated],
+    }
 
 
 def blob_key(tenant: str, thread_id: str, checkpoint_ns: str, writer: str, channel: str) -> str:

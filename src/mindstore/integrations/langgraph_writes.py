@@ -82,7 +82,7 @@ async def load(saver: "MindstoreSaver", checkpoint_keys: Sequence[str]) -> dict[
     stored = await read_refs(saver, [data for doc in docs for _, _, kind, data in doc.get("w") or [] if kind == REF])
     found: dict[str, list[tuple[tuple[str, str, int], tuple[str, str, Any]]]] = {}
     for doc in docs:
-        checkpoint_key, task_id = doc["_id"].rsplit("/", 1)
+        checkpoint_key, task_id = keys.split_writes_key(doc["_id"])
         for index, channel, kind, data in doc.get("w") or []:
             value = resolve(data, stored) if kind == REF else saver.serde.loads_typed((kind, bytes(data)))
             found.setdefault(checkpoint_key, []).append(
