@@ -333,3 +333,19 @@ def test_packed_checkpoints_and_task_ids_come_back_exactly(versions, seen, updat
     assert back == {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
     assert list(back["channel_versions"]) == list(versions)  # order kept
     assert keys.split_writes_key(keys.writes_key("acme", "t", "", "cid", task)) == (keys.checkpoint_key("acme", "t", "", "cid"), task)
+
+
+def test_a_sync_graph_in_a_script_without_a_loop():
+    import mindstore
+
+    store = asyncio.run(mindstore.connect("embedded"))
+    saver = MindstoreSaver(store.scoped("acme"))
+    graph = agent_graph(saver)
+    config = {"configurable": {"thread_id": "script"}}
+    for i, question in enumerate(QUESTIONS[:2]):
+        graph.invoke({"messages": [HumanMessage(question, id=f"s{i}")]}, config)
+    assert len(graph.get_state(config).values["messages"]) == 8
+    assert len(list(graph.get_state_history(config))) == 10
+    saver.delete_thread("script")
+    assert graph.get_state(config).values == {}
+    asyncio.run(store.close())
