@@ -155,7 +155,20 @@ async def test_the_history_processor_trims_through_the_store_without_splitting_t
     assert isinstance(kept[0], ModelRequest)
     # the window is the store's: the same messages tasks.context keeps
     window = await acme.tasks.context("long", max_tokens=600)
-    assert kept[:-1] == paired(to_model_messages(window.messages))
+    assert kept[:-1] == paired(to_model_messages(window.messages), [new_request])
+
+
+def test_pairing_drops_half_pairs_and_a_leading_response():
+    call = ModelResponse(parts=[TextPart("checking"), ToolCallPart("lookup", {}, "c1")])
+    orphan_call = ModelResponse(parts=[ToolCallPart("lookup", {}, "c2")])
+    answer = ModelRequest(parts=[ToolReturnPart("lookup", "ok", "c1"), ToolReturnPart("lookup", "lost", "c0")])
+    window = [ModelResponse(parts=[TextPart("old")]), ModelRequest(parts=[UserPromptPart("q")]), call, answer, orphan_call]
+    kept = paired(window)
+    assert [type(m) for m in kept] == [ModelRequest, ModelResponse, ModelRequest]
+    assert [p.tool_call_id for p in kept[2].parts] == ["c1"]
+    assert kept[1] == call
+    later = [ModelRequest(parts=[ToolReturnPart("lookup", "late", "c2")])]
+    assert paired(window, later)[-1] == orphan_call
 
 
 async def test_the_processor_drives_an_agent_run(acme):

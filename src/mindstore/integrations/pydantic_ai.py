@@ -243,7 +243,8 @@ def history_processor(view: Any, task_id: str, *, max_tokens: int, **context: An
         if len(messages) < len(stored) or _dump(messages[: len(stored)]) != _dump(stored):
             return messages  # not this task's history: leave it alone
         window = await view.tasks.context(task_id, max_tokens=max_tokens, **context)
-        return paired(to_model_messages(window.messages)) + messages[len(stored):]
+        tail = messages[len(stored):]
+        return paired(to_model_messages(window.messages), tail) + tail
 
     return process
 
@@ -252,20 +253,32 @@ def _dump(messages: Sequence[ModelMessage]) -> Any:
     return ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
 
 
-def paired(messages: list[ModelMessage]) -> list[ModelMessage]:
-    """A window that starts with a request and has no tool return without its call."""
+def paired(messages: list[ModelMessage], after: Sequence[ModelMessage] = ()) -> list[ModelMessage]:
+    """A window that starts with a request and never separates a tool call from its return:
+    a return whose call is not in the window, and a call whose return is neither in the
+    window nor in what follows it (`after`), are left out (a message left empty goes too)."""
+    returned = {getattr(part, "tool_call_id", None) for message in [*messages, *after] if isinstance(message, ModelRequest)
+                for part in message.parts if getattr(part, "part_kind", "") in ("tool-return", "retry-prompt")}  # fmt: skip
     calls: set[str] = set()
     out: list[ModelMessage] = []
     for message in messages:
         if isinstance(message, ModelResponse):
-            if not out:
+            parts = [part for part in message.parts
+                     if getattr(part, "part_kind", "") != "tool-call" or part.tool_call_id in returned]  # fmt: skip
+            if not out or not parts:
                 continue  # a history cannot start with a response
-            calls.update(part.tool_call_id for part in message.parts if getattr(part, "part_kind", "") == "tool-call")
-            out.append(message)
+            calls.update(part.tool_call_id for part in parts if getattr(part, "part_kind", "") == "tool-call")
+            out.append(_with_parts(message, parts))
             continue
-        parts = [part for part in message.parts
-                 if getattr(part, "part_kind", "") not in ("tool-return", "retry-prompt")
-                 or getattr(part, "tool_call_id", None) in calls]  # fmt: skip
-        if parts:
-            out.append(ModelRequest(**{**{k: getattr(message, k) for k in message.__dataclass_fields__}, "parts": parts}))
+        kept = [part for part in message.parts
+                if getattr(part, "part_kind", "") not in ("tool-return", "retry-prompt")
+                or getattr(part, "tool_call_id", None) in calls]  # fmt: skip
+        if kept:
+            out.append(_with_parts(message, kept))
     return out
+
+
+def _with_parts(message: Any, parts: list[Any]) -> Any:
+    if list(message.parts) == parts:
+        return message
+    return type(message)(**{**{k: getattr(message, k) for k in message.__dataclass_fields__}, "parts": parts})
