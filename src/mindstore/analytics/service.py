@@ -45,6 +45,10 @@ class Analytics:
     # ------------------------------------------------------------------ plumbing
     def _filter(self, owner: str | None, state: TaskState | str | None, model: str | None,
                 since: TimeBound, until: TimeBound) -> ReportFilter:  # fmt: skip
+        from mindstore.validation import check_optional_text, check_owner
+
+        owner = check_owner(owner)  # names and text only: no lone surrogate reaches a pipeline
+        check_optional_text(model, "model")
         if self.scoped_owner is not None:
             if owner is not None and owner != self.scoped_owner:
                 raise ValidationError(f"this view is scoped to owner {self.scoped_owner!r}")
