@@ -110,7 +110,7 @@ async def _mindstore_appends(tasks: Any, h: Harness, prefix: list[Any], tail: li
     tid = (await tasks.create(messages=[m.model_copy(deep=True) for m in prefix], replay=True)).id
     samples, commands = [], []
     for m in tail:
-        with h.recorder.capture() as log:
+        with h.recorder.capture(payloads=True) as log:  # the worst append's update is shown
             samples.append(await _timed(h.recorder, lambda m=m: tasks.add_message(tid, m.model_copy(deep=True))))
         commands.append(log)
     return tid, samples, commands

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import json
 import sys
 import tempfile
@@ -37,6 +38,9 @@ import bson
 
 import mindstore
 from mindstore.backup import backup, restore, verify
+from mindstore.documents import task_document
+from mindstore.model.messages import parse_messages
+from mindstore.model.task import Task
 from mindstore.workload_small import mixed_message_dicts
 
 PER_TASK = 100
@@ -48,13 +52,9 @@ def _task(index: int, tenant: str) -> dict[str, Any]:
     messages = mixed_message_dicts(PER_TASK, seed=index)
     for message in messages:
         message["task_id"] = task_id
-    return {
-        "_id": task_id, "tenant": tenant, "owner": f"user-{index % 50}", "title": f"task {index}",
-        "content": [], "state": "running", "created_at": mindstore.documents.utcnow(),
-        "updated_at": mindstore.documents.utcnow(), "version": len(messages), "metadata": None,
-        "seq": len(messages), "size_bytes": sum(len(bson.encode(m)) for m in messages),
-        "scope_stack": [], "open_tool_calls": [], "usage": {}, "messages": messages,
-    }
+    # the header folded from the messages, as the store keeps it (verify checks it)
+    task = Task(id=task_id, messages=parse_messages(messages))
+    return task_document(task, tenant, owner=f"user-{index % 50}", title=f"task {index}")
 
 
 async def _populate(store: Any, messages: int) -> dict[str, Any]:
@@ -76,7 +76,7 @@ async def _populate(store: Any, messages: int) -> dict[str, Any]:
                           "parent_id": parent, "root_id": parent or doc["_id"],
                           "ancestors": [parent] if parent else [], "depth": 1 if parent else 0})
         await db["dialog_nodes"].insert_many(nodes)
-        payloads = [{"_id": f"p-{d['_id']}", "tenant": d["tenant"], "task_id": d["_id"],
+        payloads = [{"_id": hashlib.sha256(d["_id"].encode()).hexdigest()[:32], "tenant": d["tenant"], "task_id": d["_id"],
                      "message_id": "m000000", "path": "content.0.text", "sha256": "0" * 64,
                      "size": 65536, "data": bytes(range(256)) * 256}
                     for d in docs if int(d["_id"].split("-")[1]) % 20 == 0]

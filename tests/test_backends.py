@@ -339,7 +339,7 @@ async def test_recorder_bytes_sent_match_the_wire_commands(
 ) -> None:
     coll = db["wire"]
     await coll.insert_one({"_id": 1, "n": 0})
-    with recorder.capture() as log:
+    with recorder.capture(payloads=True) as log:
         await coll.update_one({"_id": 1}, {"$set": {"text": "hello"}})
         await coll.find_one({"_id": 1}, {"text": 1})
         await coll.find_one_and_update(

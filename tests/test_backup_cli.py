@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from test_backup_support import new_store, raw_dump
 from typer.testing import CliRunner
 
 from mindstore.backends.snapshot import load_snapshot, save_snapshot
 from mindstore.cli import app
+from test_backup_support import keyed, new_store, raw_dump
 
 runner = CliRunner()
 
@@ -88,7 +88,7 @@ def test_backup_verify_erase_restore(data, tmp_path):
     result = invoke(data, "restore", str(tmp_path / "acme"))
     assert result.exit_code == 0, result.output
     assert "inserted" in result.output and "total" in result.output
-    assert dump(data) == original
+    assert keyed(dump(data)) == keyed(original)  # restore writes per-tenant task keys
 
     result = invoke(data, "restore", str(tmp_path / "acme"), "--mode", "fail", "--json")
     assert result.exit_code == 0
@@ -130,10 +130,21 @@ def test_usage_errors(data, tmp_path):
     assert invoke(data, "erase", "--yes").exit_code == 7  # no tenant
     assert invoke(data, "erase", "--tenant", "acme", "--owner", "a", "--task", "t", "--yes").exit_code == 2
     assert invoke(data, "restore", str(tmp_path / "y"), "--mode", "merge").exit_code == 2
-    # restoring into another tenant next to the source tenant: task ids are per tenant
+    # a copy into another tenant next to the source tenant: task ids are per tenant, so
+    # it goes in beside it (and a second run finds everything unchanged)
     assert invoke(data, "backup", str(tmp_path / "acme"), "--tenant", "acme").exit_code == 0
-    result = invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma")
+    before = dump(data)
+    result = invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma", "--json")
     assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["totals"]["inserted"] == 2
+    after = dump(data)
+    assert len(after["tasks"]) == len(before["tasks"]) + 2
+    assert all(doc in after[name] for name, docs in before.items() for doc in docs)
+    result = invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma", "--mode", "fail", "--json")
+    assert result.exit_code == 0 and json.loads(result.output)["totals"]["unchanged"] == 2
+    after = dump(data)
+    assert invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "$gamma").exit_code == 2
+    assert dump(data) == after
 
 
 def test_task_and_since_scopes_from_the_cli(data, tmp_path):
@@ -145,6 +156,11 @@ def test_task_and_since_scopes_from_the_cli(data, tmp_path):
     assert len(ids) == 3
     result = invoke(data, "backup", str(tmp_path / "two"), "--task", ids[0], "--task", ids[2], "--json")
     assert result.exit_code == 0 and json.loads(result.output)["collections"]["tasks"]["count"] == 2
+    tenant, _, bare = ids[0].partition("/")
+    result = invoke(data, "backup", str(tmp_path / "bare"), "--task", bare)  # ambiguous: which tenant?
+    assert result.exit_code == 2 and "--tenant" in result.output and not (tmp_path / "bare").exists()
+    result = invoke(data, "backup", str(tmp_path / "bare"), "--tenant", tenant, "--task", bare, "--json")
+    assert result.exit_code == 0 and json.loads(result.output)["collections"]["tasks"]["count"] == 1
     result = invoke(data, "backup", str(tmp_path / "none"), "--since", "2999-01-01T00:00:00Z", "--json")
     assert result.exit_code == 0 and json.loads(result.output)["collections"]["tasks"]["count"] == 0
     assert invoke(data, "verify", str(tmp_path / "none")).exit_code == 0

@@ -9,14 +9,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from test_backup_support import (
-    COLLECTIONS,
-    new_store,
-    raw_dump,
-    read_file_records,
-    resign,
-    rewrite_file,
-)
 
 from mindstore.backup import (
     BackupCorrupt,
@@ -27,23 +19,21 @@ from mindstore.backup import (
     restore,
     verify,
 )
-from mindstore.ids import task_key
+from test_backup_support import COLLECTIONS, new_store, raw_dump, read_file_records, resign, rewrite_file
 
 CORRUPT, INCOMPLETE, UNREADABLE, VERSION = 10, 11, 12, 13
 
 
 @pytest.fixture
 async def good(store, tmp_path) -> Path:
+    store.offload_threshold = 200
     for tenant in ("acme", "beta"):
         scoped = store.scoped(tenant)
         for owner in ("alice", "bob"):
-            task = await scoped.tasks.create(owner=owner, title=f"{tenant} {owner}")
+            task = await scoped.dialogs.create(owner, title=f"{tenant} {owner}")
             for i in range(30):
                 await scoped.tasks.add_human_message(task.id, f"message {i} of {owner} " * 5)
-            await store.database["dialog_nodes"].insert_one(
-                {"_id": task_key(tenant, task.id), "tenant": tenant, "owner": owner, "parent_id": None, "root_id": task.id})
-            await store.database["payloads"].insert_one(
-                {"_id": f"p-{task.id}", "tenant": tenant, "task_id": task.id, "data": b"\x00" * 100})
+            await scoped.tasks.add_human_message(task.id, "attachment " + "\x00" * 300)
     path = tmp_path / "good"
     await backup(store, path, tenant="acme")
     await verify(path)
@@ -129,7 +119,7 @@ async def test_a_record_from_the_wrong_tenant_is_corrupt(good):
     # consistent hashes and counts: only the scope check can see it
     path = _copy(good, "wrong-tenant")
     records = read_file_records(path / "payloads.jsonl.gz")
-    records.append({**records[0], "_id": "stolen", "tenant": "beta"})
+    records.append({**records[0], "_id": "5" * 32, "tenant": "beta"})
     rewrite_file(path, "payloads", records)
     await _assert_refused(path, BackupCorrupt, CORRUPT, "tenant 'beta' is outside")
 

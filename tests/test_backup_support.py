@@ -26,8 +26,9 @@ from bson import (
 from hypothesis import strategies as st
 
 import mindstore
-from mindstore.backup.codec import decode_line, encode_line
+from mindstore.backup.codec import decode_line, to_ejson
 from mindstore.backup.manifest import manifest_checksum
+from mindstore.ids import task_id_of, task_key
 
 COLLECTIONS = ("tasks", "dialog_nodes", "payloads")
 
@@ -45,6 +46,67 @@ async def raw_dump(store: mindstore.Store) -> dict[str, list[bytes]]:
     return out
 
 
+def keyed(dump: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
+    """A raw dump with every task and dialog-node `_id` in the per-tenant form
+    (``"<tenant>/<task id>"``), whichever form the documents were in.
+
+    The repositories are moving from bare task ids to per-tenant keys, and restore writes
+    the form they read; comparing dumps in this form keeps "byte-identical after a
+    restore" meaningful in both states."""
+    out = {}
+    for name, raws in dump.items():
+        if name == "payloads":
+            out[name] = list(raws)
+            continue
+        docs = []
+        for raw in raws:
+            doc = bson.decode(raw)
+            doc = {k: (task_key(doc["tenant"], task_id_of(v)) if k == "_id" else v)
+                   for k, v in doc.items()}
+            docs.append(bson.encode(doc))
+        out[name] = sorted(docs, key=lambda raw: repr(bson.decode(raw)["_id"]))
+    return out
+
+
+async def writes_task_keys() -> bool:
+    """Does this version's repositories store tasks under ``task_key(tenant, id)``, or
+    under the legacy bare id? Asked of a real store (a task created and read back raw), so
+    tests can check that restore writes the form the repositories write."""
+    probe = await new_store()
+    try:
+        await probe.scoped("probe").tasks.create(task_id="probe")
+        stored = await probe.database["tasks"].find_one({"tenant": "probe"}, {"_id": 1})
+        return bool(stored) and stored["_id"] == task_key("probe", "probe")
+    finally:
+        await probe.close()
+
+
+def payload_hex(seed: str) -> str:
+    """A payload id in the form mindstore writes (32 hex digits)."""
+    return hashlib.sha256(seed.encode()).hexdigest()[:32]
+
+
+async def seed(store: mindstore.Store, layout: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("acme", ("alice", "bob")), ("beta", ("zed",))), *, messages: int = 2,
+        ) -> dict[tuple[str, str], str]:  # fmt: skip
+    """Realistic data written through the store: per (tenant, owner) one dialog (task and
+    tree node) with a few messages, one of them large enough to become a payload, and a
+    fork of the first dialog of each tenant. Returns the root dialog ids."""
+    store.offload_threshold = 200
+    ids = {}
+    for tenant, owners in layout:
+        scoped = store.scoped(tenant)
+        for owner in owners:
+            record = await scoped.dialogs.create(owner, title=f"{tenant} {owner}")
+            for i in range(messages):
+                await scoped.tasks.add_human_message(record.id, f"message {i} from {owner}")
+            await scoped.tasks.add_human_message(record.id, f"attachment of {owner}: " + "x" * 300)
+            ids[(tenant, owner)] = record.id
+        first = ids[(tenant, owners[0])]
+        await scoped.dialogs.fork(first, last_n=2)
+    return ids
+
+
 def read_file_records(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rb") as handle:
         return [decode_line(line) for line in handle]
@@ -54,7 +116,9 @@ def rewrite_file(backup: Path, name: str, records: list[dict[str, Any]], **manif
     """Replace one collection file and update the manifest consistently (re-signed), as a
     buggy or malicious writer would: only the content checks can catch what is wrong."""
     file = backup / f"{name}.jsonl.gz"
-    data = gzip.compress(b"".join(encode_line(r) for r in records), mtime=0)
+    # ASCII JSON: a forger may write "\ud800", which UTF-8 cannot hold but JSON can
+    data = gzip.compress(b"".join(json.dumps(to_ejson(r), separators=(",", ":")).encode() + b"\n"
+                                  for r in records), mtime=0)
     file.write_bytes(data)
     manifest = json.loads((backup / "manifest.json").read_text())
     entry = manifest["collections"][name]

@@ -227,7 +227,7 @@ async def _workload(store: mindstore.Store, tmp: Path) -> None:
 
 
 async def test_a_full_workload_stays_portable_and_shard_safe(store, tmp_path):
-    with store.backend.recorder.capture() as log:
+    with store.backend.recorder.capture(payloads=True) as log:
         await _workload(store, tmp_path)
     assert audit(log) == []
     used = Counter(op for command in log for op in sent_operators(command))

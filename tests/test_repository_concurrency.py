@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from mindstore.errors import InvalidTransition, NotFound
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 from mindstore.model.planner import derive_header, stored_doc
 from mindstore.model.storage_form import bson_size
@@ -79,7 +80,7 @@ async def test_racing_entries_exits_and_tool_answers_keep_the_header_consistent(
                 else:
                     await repo.add_human_message(tid, f"hello {n}")
             except Exception as exc:  # racing verbs may find their precondition gone
-                assert type(exc).__name__ in {"NotFound", "InvalidTransition"}, exc
+                assert isinstance(exc, (NotFound, InvalidTransition)), exc
 
     await asyncio.gather(*(writer(n) for n in range(20)))
 

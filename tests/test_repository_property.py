@@ -121,9 +121,22 @@ async def apply(op, step, target, is_store, tid):
             result = await result
         if result is False:  # seed-style failure of an in-memory part verb
             return "failed"
-        return "ok"
+        if kind in {"text", "reasoning", "call"}:  # the Mind Map's part verbs answer True
+            return "ok"
+        return ("ok", normalized(result))
     except MindstoreError as exc:
         return "failed" if type(exc).__name__ in {"NotFound", "InvalidTransition", "ValidationError"} else type(exc).__name__
+
+
+def normalized(result):
+    """A verb's return value in comparable form: messages as their stored dicts."""
+    if isinstance(result, tuple):
+        return tuple(normalized(item) for item in result)
+    if isinstance(result, list):
+        return [normalized(item) for item in result]
+    if result is None:
+        return None
+    return message_to_dict(result)
 
 
 async def scenario(ops):

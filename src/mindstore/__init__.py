@@ -1,4 +1,14 @@
-"""mindstore: an async persistence layer for AI-agent conversations on MongoDB."""
+"""mindstore: an async persistence layer for AI-agent conversations on MongoDB.
+
+Logging: every module logs under the ``mindstore`` logger (connections at INFO with the
+password masked, slow commands at INFO, lost races and conflicts at DEBUG). As a library,
+mindstore adds only a `logging.NullHandler`: nothing is shown until the application
+configures logging.
+"""
+
+import logging
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 from mindstore.errors import (
     BackupError,
@@ -14,7 +24,12 @@ from mindstore.model.header import TaskState
 from mindstore.model.task import Task
 from mindstore.store import Store, TenantStore, connect
 
-__version__ = "0.1.0"
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+try:
+    __version__ = _version("mindstore")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "BackupError",

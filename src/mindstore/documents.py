@@ -34,6 +34,7 @@ AGENTS = "agents"
 LANGGRAPH_CHECKPOINTS = "langgraph_checkpoints"
 LANGGRAPH_WRITES = "langgraph_writes"
 LANGGRAPH_BLOBS = "langgraph_blobs"
+POLICIES = "policies"
 
 
 def utcnow() -> datetime:
@@ -62,6 +63,7 @@ class TaskDoc(Document):
     open_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     root_config_index: int | None = None
     root_model_name: str | None = None
+    root_entry_tools: list[str] = Field(default_factory=list)
     last_config_index: int | None = None
     last_model_name: str | None = None
     tail: dict[str, Any] | None = None
@@ -182,7 +184,9 @@ class LangGraphCheckpointDoc(Document):
     c: list[Any] = Field(default_factory=list)  # [serde type, bytes] of the checkpoint
     md: dict[str, Any] | None = None  # metadata (filterable), or
     mdb: list[Any] | None = None  # [serde type, bytes] when not storable as a document
-    ms: dict[str, Any] | None = None  # messages: version, task, count, fingerprint
+    ms: dict[str, Any] | None = None  # messages: task, count, fingerprint chain
+    b: dict[str, str] | None = None  # channel -> the checkpoint whose blob holds its value
+    iv: dict[str, Any] | None = None  # small channel values, inline
 
     class Settings:
         name = LANGGRAPH_CHECKPOINTS
@@ -213,7 +217,7 @@ class LangGraphWriteDoc(Document):
 
 class LangGraphBlobDoc(Document):
     """One version of one channel's value, written once and shared by every checkpoint
-    holding that version: `_id` = "<tenant>/<thread>/<namespace>/~<channel>/<version>"."""
+    holding that version: `_id` = "<tenant>/<thread>/<namespace>/<writer checkpoint id>~<channel>"."""
 
     id: str  # type: ignore[assignment]
     tenant: str
@@ -228,8 +232,22 @@ class LangGraphBlobDoc(Document):
         ]  # fmt: skip
 
 
+class PolicyDoc(Document):
+    """A tenant's stored policies (`_id` = the tenant): retention, applied by
+    `mindstore erase --apply-policy` (docs/operations.md)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    retention: dict[str, Any] | None = None
+
+    class Settings:
+        name = POLICIES
+        use_state_management = False
+
+
 DOCUMENT_MODELS: list[type[Document]] = [
-    TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc, LangGraphCheckpointDoc, LangGraphWriteDoc, LangGraphBlobDoc,
+    TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc, PolicyDoc,
+    LangGraphCheckpointDoc, LangGraphWriteDoc, LangGraphBlobDoc,
 ]  # fmt: skip
 
 

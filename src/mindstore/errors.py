@@ -25,6 +25,19 @@ class NotFound(MindstoreError, LookupError):
     exit_code = 3
 
 
+class WrongType(ValidationError, TypeError):
+    """An argument of the wrong type (the Mind Map raises TypeError for these)."""
+
+
+class MissingConfig(NotFound, ValueError):
+    """No task configuration applies: `current_task_config`, `get_current_config` and
+    `add_assistant_message` on a task without one (the Mind Map raises ValueError)."""
+
+
+class UnknownToolCall(NotFound, ValueError):
+    """`answer_tool_call` names no open tool call (the Mind Map raises ValueError)."""
+
+
 class Conflict(MindstoreError):
     """A guarded write lost its race too many times, or the stored state forbids it."""
 
@@ -35,6 +48,11 @@ class InvalidTransition(MindstoreError):
     """The verb is not allowed in the task's current state or level (e.g. exit at root)."""
 
     exit_code = 5
+
+
+class NoConfigForTurn(InvalidTransition, MissingConfig):
+    """`add_assistant_message` before any task configuration: not allowed now (and, as in
+    the Mind Map, a ValueError; as elsewhere here, a MissingConfig)."""
 
 
 class TaskTooLarge(MindstoreError):

@@ -1,4 +1,4 @@
-"""The portable operator subset (DESIGN.md), as data, and an auditor for recorded commands.
+"""The portable operator subset (docs/design.md), as data, and an auditor for recorded commands.
 
 Everything mindstore sends must behave the same on the embedded backend and on MongoDB
 >= 6, and every write must be routable on a cluster sharded on ``(tenant, _id)``. The
@@ -34,6 +34,7 @@ from mindstore.documents import (
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
     PAYLOADS,
+    POLICIES,
     TASKS,
 )
 
@@ -42,7 +43,7 @@ DESIGN_SUBSET = frozenset({
     "$project", "$filter", "$map", "$size", "$cond", "$lookup", "$sort", "$limit", "$count",
     "$not", "$eq",
 })  # fmt: skip
-"""Listed in DESIGN.md's portable subset."""
+"""Listed in docs/design.md's portable subset."""
 
 STANDARD_EXTRAS: Mapping[str, str] = {
     # query operators, standard since MongoDB 3.x, evaluated alike by mongomock
@@ -62,12 +63,12 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$min": "first message / first call time in analytics $group (pipelines/analytics.py)",
     "$sum": "message counts in $group (pipelines/boundaries.py); analytics sums",
     "$add": "nesting depth in $group (pipelines/boundaries.py, pipelines/analytics.py)",
-    "$subtract": "durations and latencies (epoch-second timestamps, DESIGN.md) and day "
+    "$subtract": "durations and latencies (epoch-second timestamps, docs/design.md) and day "
                  "buckets in analytics",
     "$mod": "UTC day bucket `ts - ts mod 86400` in analytics ($dateTrunc is not portable)",
     "$isNumber": "analytics: only numeric timestamps reach $min/$max (MongoDB >= 4.4)",
     "$ifNull": "analytics: a message without `content` filters as an empty list",
-    "$year": "analytics: tasks created per day (DESIGN.md: works on the embedded backend)",
+    "$year": "analytics: tasks created per day (docs/design.md: works on the embedded backend)",
     "$month": "analytics: tasks created per day",
     "$dayOfMonth": "analytics: tasks created per day",
     "$literal": "every caller id inside an aggregation expression (level scopes, replay and "
@@ -75,14 +76,14 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
 }
-"""Outside DESIGN.md's list, but standard in every MongoDB since 3.x (so in 6), used by the
+"""Outside docs/design.md's list, but standard in every MongoDB since 3.x (so in 6), used by the
 code, and run on the embedded backend by the suite (whose audit, tests/conftest.py,
 refuses anything not listed here). Add an operator only with the code that uses it."""
 
 ALLOWED = DESIGN_SUBSET | frozenset(STANDARD_EXTRAS)
 
 SHARDED_COLLECTIONS = frozenset(
-    {TASKS, DIALOG_NODES, PAYLOADS, AGENTS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS}
+    {TASKS, DIALOG_NODES, PAYLOADS, AGENTS, POLICIES, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS}
 )
 """Collections sharded on ``(tenant, _id)`` (docker/compose.sharded.yaml, docs/operations.md)."""
 

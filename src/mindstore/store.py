@@ -8,27 +8,35 @@ tasks (another tenant's id is simply "not found").
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
 from beanie import init_beanie
+from pymongo import AsyncMongoClient
 
+from mindstore.analytics.service import Analytics
 from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
+from mindstore.backends.recorder import CommandRecorder, EventListener
 from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.planner import check_id
+from mindstore.repositories.dialogs import DialogRepository
+from mindstore.repositories.engine import RetryPolicy
+from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
-from mindstore.repositories.tasks import RetryPolicy, TaskRepository
+from mindstore.services.agents import AgentRepository
+from mindstore.services.tasks import TaskService
 
 
 class TenantStore:
     """Everything one tenant (optionally one owner) may touch."""
 
-    def __init__(self, store: "Store", tenant: str, owner: str | None) -> None:
+    def __init__(self, store: Store, tenant: str, owner: str | None) -> None:
         self.store = store
         self.tenant = check_id(tenant, "tenant")
         self.owner = owner
-        self.tasks = TaskRepository(
+        self.tasks = TaskService(
             store.database,
             self.tenant,
             owner=owner,
@@ -36,28 +44,23 @@ class TenantStore:
             retry=store.retry,
             offload_threshold=store.offload_threshold,
             headers=store.headers,
+            notifier=store.notifier,
         )
 
     @cached_property
-    def dialogs(self) -> Any:
-        """Dialog trees (seed 002) over this tenant's tasks."""
-        from mindstore.repositories.dialogs import DialogRepository
-
-        return DialogRepository(self)
+    def dialogs(self) -> DialogRepository:
+        """Dialog trees (the dialog document) over this tenant's tasks."""
+        return DialogRepository(self.tasks)
 
     @cached_property
-    def agents(self) -> Any:
+    def agents(self) -> AgentRepository:
         """Agents' dialogs by alias (`acme.agents.get(name)`), over this tenant's dialogs."""
-        from mindstore.repositories.agents import AgentRepository
-
-        return AgentRepository(self)
+        return AgentRepository(self.tasks, self.dialogs)
 
     @cached_property
-    def analytics(self) -> Any:
+    def analytics(self) -> Analytics:
         """Reports over this tenant's sessions (aggregation pipelines)."""
-        from mindstore.analytics import Analytics
-
-        return Analytics(self)
+        return Analytics(self.store.database, self.tenant, self.owner)
 
 
 class Store:
@@ -74,6 +77,7 @@ class Store:
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
         self.headers = HeaderCache(header_cache_size)
+        self.notifier = Notifier()
         self._locks: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
 
     @property
@@ -104,14 +108,23 @@ async def connect(
     retry: RetryPolicy | None = None,
     offload_threshold: int = 256 * 1024,
     header_cache_size: int = 10_000,
+    recorder: CommandRecorder | None = None,
+    event_listeners: Sequence[EventListener] | None = None,
+    client: AsyncMongoClient[Any] | None = None,
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
     Beanie is initialised here, which creates the indexes of every document model.
     `header_cache_size` bounds how many task headers this process remembers from its own
     writes, so that appending to a task it wrote last needs no read (0: always read).
+    `recorder` receives every command (`store.backend.recorder`; default: sizes only).
+    `event_listeners`: pymongo monitoring listeners (e.g. for tracing); `client`: an
+    existing `pymongo.AsyncMongoClient` to use instead of a URI, left open by `close()`
+    (see `mindstore.backends.connection`).
     """
-    backend = await open_backend(uri, database=database)
+    backend = await open_backend(
+        uri, database=database, recorder=recorder, event_listeners=event_listeners, client=client
+    )
     if backend.kind == "embedded":
         speedups.install()
     await init_beanie(database=backend.database, document_models=DOCUMENT_MODELS)

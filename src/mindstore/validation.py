@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import bson
 
-from mindstore.errors import ValidationError
+from mindstore.errors import ValidationError, WrongType
 from mindstore.ids import check_name
 
 MAX_COUNT = 2**53
@@ -47,7 +47,7 @@ def check_int(
 ) -> int:
     """An integer (not a bool, not a float) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{name} must be an integer, got {_shown(value)}")
+        raise WrongType(f"{name} must be an integer, got {_shown(value)}")
     if not minimum <= value <= maximum:
         raise ValidationError(f"{name} must be between {minimum} and {maximum}, got {value}")
     return value
@@ -60,7 +60,7 @@ def check_optional_int(value: Any, name: str, *, minimum: int = 0, maximum: int 
 def check_number(value: Any, name: str, *, minimum: float = 0.0, maximum: float = math.inf) -> float:
     """A finite real number (int or float, not a bool) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{name} must be a number, got {_shown(value)}")
+        raise WrongType(f"{name} must be a number, got {_shown(value)}")
     try:
         as_float = float(value)
     except OverflowError:
@@ -81,14 +81,14 @@ def check_timestamp(value: Any, name: str = "timestamp") -> float | None:
 
 def check_bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
-        raise ValidationError(f"{name} must be True or False, got {_shown(value)}")
+        raise WrongType(f"{name} must be True or False, got {_shown(value)}")
     return value
 
 
 def check_text(value: Any, name: str, *, max_chars: int | None = None, empty: bool = True) -> str:
     """A string MongoDB can store (valid UTF-8), optionally bounded and non-empty."""
     if not isinstance(value, str):
-        raise ValidationError(f"{name} must be a string, got {_shown(value)}")
+        raise WrongType(f"{name} must be a string, got {_shown(value)}")
     if not empty and not value:
         raise ValidationError(f"{name} must not be empty")
     if max_chars is not None and len(value) > max_chars:
@@ -112,7 +112,7 @@ def check_owner(value: Any, name: str = "owner") -> str | None:
 def check_json(value: Any, name: str, *, max_bytes: int = MAX_METADATA_BYTES) -> dict[str, Any]:
     """A JSON-like dict with string keys that BSON can encode, within `max_bytes`."""
     if not isinstance(value, dict):
-        raise ValidationError(f"{name} must be a dict, got {type(value).__name__}")
+        raise WrongType(f"{name} must be a dict, got {type(value).__name__}")
     try:
         size = len(bson.encode(value))
     except (bson.errors.InvalidDocument, OverflowError, TypeError, UnicodeEncodeError) as exc:
@@ -139,7 +139,7 @@ def check_enum(value: Any, enum: type[E], name: str) -> E:
 
 def check_datetime(value: Any, name: str) -> datetime:
     if not isinstance(value, datetime):
-        raise ValidationError(f"{name} must be a datetime, got {_shown(value)}")
+        raise WrongType(f"{name} must be a datetime, got {_shown(value)}")
     return value
 
 

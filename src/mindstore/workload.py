@@ -149,7 +149,7 @@ class _Conversation:
         return call
 
     def usage(self) -> dict[str, Any]:
-        """Seed-000 usage fields, the seed-001 `Usage` object, or none at all."""
+        """Mind Map usage fields, the message-layer `Usage` object, or none at all."""
         roll = self.rng.random()
         if roll < self.spec.missing_usage_rate:
             return {}

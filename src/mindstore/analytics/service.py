@@ -27,6 +27,7 @@ from mindstore.errors import ValidationError
 from mindstore.model.header import TaskState
 from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines.analytics import Pipeline, ReportFilter
+from mindstore.validation import check_optional_text, check_owner
 
 
 class Analytics:
@@ -37,18 +38,18 @@ class Analytics:
     `ReportFilter` for what each filter selects in each report, and docs/analytics.md.
     """
 
-    def __init__(self, tenant_store: Any) -> None:
-        self.tenant = tenant_store.tenant
-        self.scoped_owner: str | None = tenant_store.owner
-        self._tasks = tenant_store.store.database[TASKS]
+    def __init__(self, database: Any, tenant: str, owner: str | None = None) -> None:
+        self.tenant = tenant
+        self.scoped_owner: str | None = owner
+        self._tasks = database[TASKS]
 
     # ------------------------------------------------------------------ plumbing
     def _filter(self, owner: str | None, state: TaskState | str | None, model: str | None,
                 since: TimeBound, until: TimeBound) -> ReportFilter:  # fmt: skip
-        from mindstore.validation import check_optional_text, check_owner
-
-        owner = check_owner(owner)  # names and text only: no lone surrogate reaches a pipeline
-        check_optional_text(model, "model")
+        # filters end up in a pipeline: a value BSON cannot encode (a lone surrogate) must be
+        # a typed error naming the argument, not an encoder's exception
+        owner = check_owner(owner)
+        model = check_optional_text(model, "model")
         if self.scoped_owner is not None:
             if owner is not None and owner != self.scoped_owner:
                 raise ValidationError(f"this view is scoped to owner {self.scoped_owner!r}")

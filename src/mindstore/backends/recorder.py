@@ -21,79 +21,64 @@ and reports it in `overhead_bytes` instead (pass ``strip_overhead=False`` for ra
 A cursor's `getMore` and `killCursors` commands are folded into the record of the
 `find`/`aggregate` that opened it: one record per logical operation, `round_trips`
 counting its batches, on both backends.
+
+Footprint. A recorder is always attached to a backend, so by default it keeps little: the
+last `max_records` commands with their sizes, counters and durations, but not their
+filters, updates, pipelines or documents (a 20 KB message appended is not kept alive by
+the recorder). Code that inspects what was sent opts in: ``CommandRecorder(
+keep_payloads=True)`` for everything, or ``recorder.capture(payloads=True)`` for the
+commands of one block.
+
+Slow commands. A command that took `slow_ms` or longer (100 ms by default, as MongoDB's
+own ``slowms``) is logged at INFO on the ``mindstore.backends.recorder`` logger: name,
+collection, duration, sizes and the code that sent it, never its payload.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import sys
 import sysconfig
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Literal
 
-import bson
 from pymongo import monitoring
 
+from .wire import (
+    COMMAND_OVERHEAD_FIELDS,
+    IGNORED_COMMANDS,
+    LISTENER_TYPES,
+    REPLY_OVERHEAD_FIELDS,
+    EventListener,
+    bson_size,
+    cursor_info,
+    describe_command,
+    split_overhead,
+)
+
 __all__ = [
+    "IGNORED_COMMANDS",
+    "LISTENER_TYPES",
     "CommandLog",
     "CommandRecorder",
-    "IGNORED_COMMANDS",
+    "EventListener",
     "RecordedCommand",
     "RecorderListener",
     "bson_size",
+    "describe_command",
     "observe_all",
 ]
 
-#: Commands that are handshakes, heartbeats, authentication or housekeeping, not work
-#: mindstore asked for. Compared in lower case.
-IGNORED_COMMANDS = frozenset(
-    {
-        "hello",
-        "ismaster",
-        "ping",
-        "buildinfo",
-        "endsessions",
-        "saslstart",
-        "saslcontinue",
-        "authenticate",
-        "getnonce",
-        "getlasterror",
-        "logout",
-        "killallsessions",
-        "refreshsessions",
-        "serverstatus",
-        "getparameter",
-        "getcmdlineopts",
-        "connectionstatus",
-        "replsetgetstatus",
-    }
-)
-
-#: Fields the driver adds to commands that carry no payload of the operation.
-COMMAND_OVERHEAD_FIELDS = ("lsid", "$clusterTime", "txnNumber", "$readPreference")
-#: Fields a server adds to replies that carry no payload of the operation.
-REPLY_OVERHEAD_FIELDS = (
-    "$clusterTime",
-    "operationTime",
-    "electionId",
-    "opTime",
-    "$gleStats",
-    "lastCommittedOpTime",
-    "$configServerState",
-    "$topologyTime",
-)
+logger = logging.getLogger(__name__)
 
 
-def bson_size(document: Mapping[str, Any]) -> int:
-    """`len(bson.encode(document))`."""
-    return len(bson.encode(document))
-
-
-@dataclass
+@dataclass(slots=True)
 class RecordedCommand:
     """One logical database command (a cursor's getMore batches are folded in).
 
@@ -128,10 +113,17 @@ class RecordedCommand:
     #: ``file:line`` of the code that sent the command (first frame outside the driver,
     #: the adapters and the standard library); set on the copies `observe_all` sees
     origin: str | None = None
+    #: milliseconds from sending the command to its reply (a cursor's first batch only)
+    duration_ms: float = 0.0
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def drop_payloads(self) -> None:
+        """Forget what was sent (filters, updates, pipelines, documents); keep the figures."""
+        self.filter = self.update = self.pipeline = None
+        self.documents = self.projection = self.writes = None
 
 
 class CommandLog(list[RecordedCommand]):
@@ -167,21 +159,30 @@ class CommandLog(list[RecordedCommand]):
 class CommandRecorder:
     """Collects `RecordedCommand`s from a backend.
 
-    `records` keeps the last `max_records` commands (None: unbounded); `capture()` collects
-    every command recorded inside a ``with`` block, whatever the bound. A recorder is shared
-    by all coroutines using the backend, so a capture sees their commands too.
-    With ``keep_payloads=False`` filters, updates, pipelines and documents are not kept
-    (sizes still are), which bounds memory in long runs.
+    `records` keeps the last `max_records` commands (None: unbounded), sizes and counters
+    only unless ``keep_payloads=True``. `capture()` collects every command recorded inside
+    a ``with`` block, whatever the bound, and ``capture(payloads=True)`` keeps their
+    payloads in that log. A recorder is shared by all coroutines using the backend, so a
+    capture sees their commands too. ``enabled=False`` keeps nothing (slow commands are
+    still logged). `slow_ms`: log commands that take at least this long (None: never).
     """
 
     def __init__(
-        self, *, max_records: int | None = 10_000, keep_payloads: bool = True, enabled: bool = True
+        self,
+        *,
+        max_records: int | None = 10_000,
+        keep_payloads: bool = False,
+        enabled: bool = True,
+        slow_ms: float | None = 100.0,
     ) -> None:
         self.records: CommandLog = CommandLog()
         self.max_records = max_records
         self.keep_payloads = keep_payloads
         self.enabled = enabled
-        self._sinks: list[CommandLog] = []
+        self.slow_ms = slow_ms
+        self._sinks: list[tuple[CommandLog, bool]] = []
+        #: commands recorded while a payload capture was open: stripped when none is
+        self._unstripped: list[RecordedCommand] = []
 
     def record(self, command: RecordedCommand) -> None:
         if _OBSERVERS:
@@ -189,29 +190,46 @@ class CommandRecorder:
             seen = dataclasses.replace(command, origin=command.origin or _origin())
             for observer in _OBSERVERS:
                 observer.append(seen)
+        if self.slow_ms is not None and command.duration_ms >= self.slow_ms:
+            _log_slow(command)
         if not self.enabled:
             return
         if not self.keep_payloads:
-            command.filter = command.update = command.pipeline = None
-            command.documents = command.projection = command.writes = None
+            if any(payloads for _, payloads in self._sinks):
+                self._unstripped.append(command)
+            else:
+                command.drop_payloads()
         self.records.append(command)
         if self.max_records is not None and len(self.records) > self.max_records:
             del self.records[: len(self.records) - self.max_records]
-        for sink in self._sinks:
+        for sink, _ in self._sinks:
             sink.append(command)
 
     def clear(self) -> None:
         self.records.clear()
 
     @contextlib.contextmanager
-    def capture(self) -> Iterator[CommandLog]:
-        """``with recorder.capture() as log: ...`` -- `log` lists the commands of the block."""
+    def capture(self, *, payloads: bool | None = None) -> Iterator[CommandLog]:
+        """``with recorder.capture() as log: ...`` -- `log` lists the commands of the block.
+
+        `payloads`: keep what each command sent (filters, updates, ...) in `log`; default:
+        as the recorder does (`keep_payloads`).
+        """
+        keep = self.keep_payloads if payloads is None else payloads
         log = CommandLog()
-        self._sinks.append(log)
+        entry = (log, keep)
+        self._sinks.append(entry)
         try:
             yield log
         finally:
-            self._sinks.remove(log)
+            self._sinks.remove(entry)
+            if keep and not self.keep_payloads:
+                # the caller's log keeps copies with payloads; the shared records lose them
+                log[:] = [dataclasses.replace(c) for c in log]
+                if not any(payloads for _, payloads in self._sinks):
+                    for command in self._unstripped:
+                        command.drop_payloads()
+                    self._unstripped.clear()
 
     # totals over `records`
     @property
@@ -233,6 +251,24 @@ class CommandRecorder:
         return f"<CommandRecorder {len(self.records)} commands>"
 
 
+def _log_slow(command: RecordedCommand) -> None:
+    """Log a slow command: what and where from, never what it carried."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    target = f"{command.database}.{command.collection}" if command.collection else command.database
+    logger.info(
+        "slow %s on %s: %.1f ms, %d round trip(s), %d bytes sent, %d received%s (from %s)",
+        command.name,
+        target,
+        command.duration_ms,
+        command.round_trips,
+        command.bytes_sent,
+        command.bytes_received,
+        f", failed: {command.error}" if command.error else "",
+        command.origin or _origin() or "unknown",
+    )
+
+
 _OBSERVERS: list[CommandLog] = []
 """Logs fed by every recorder in the process (see `observe_all`)."""
 
@@ -246,7 +282,7 @@ _PLUMBING = (
 
 def _origin() -> str | None:
     """``file:line`` of the first caller that is not plumbing (see `RecordedCommand.origin`)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(_PLUMBING) and "site-packages" not in path:
@@ -275,68 +311,6 @@ def observe_all() -> Iterator[CommandLog]:
 # --------------------------------------------------------------------------- real server
 
 
-def _split_overhead(doc: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[int, int]:
-    """(payload size, overhead size) of a command or reply document."""
-    try:
-        total = bson_size(doc)
-        if any(f in doc for f in fields):
-            stripped = {k: v for k, v in doc.items() if k not in fields}
-            payload = bson_size(stripped)
-        else:
-            payload = total
-    except Exception:  # pragma: no cover - best effort on exotic documents
-        return 0, 0
-    return payload, total - payload
-
-
-def describe_command(name: str, command: Mapping[str, Any]) -> dict[str, Any]:
-    """The RecordedCommand fields (collection, filter, update, ...) of a wire command."""
-    fields: dict[str, Any] = {}
-    target = command.get(name) if name in command else next(iter(command.values()), None)
-    if isinstance(target, str):
-        fields["collection"] = target
-    lname = name.lower()
-    if lname == "find":
-        fields["filter"] = command.get("filter")
-        fields["projection"] = command.get("projection")
-    elif lname == "aggregate":
-        fields["pipeline"] = list(command.get("pipeline") or [])
-    elif lname == "update":
-        updates = list(command.get("updates") or [])
-        fields["statements"] = len(updates)
-        fields["writes"] = [
-            {"q": u.get("q"), "u": u.get("u"), "multi": bool(u.get("multi"))} for u in updates
-        ]
-        if updates:
-            fields["filter"] = updates[0].get("q")
-            fields["update"] = updates[0].get("u")
-    elif lname == "delete":
-        deletes = list(command.get("deletes") or [])
-        fields["statements"] = len(deletes)
-        fields["writes"] = [{"q": d.get("q"), "limit": int(d.get("limit") or 0)} for d in deletes]
-        if deletes:
-            fields["filter"] = deletes[0].get("q")
-    elif lname == "insert":
-        docs = list(command.get("documents") or [])
-        fields["statements"] = len(docs)
-        fields["documents"] = docs
-    elif lname == "findandmodify":
-        fields["filter"] = command.get("query")
-        fields["update"] = command.get("update")
-        fields["projection"] = command.get("fields")
-    elif lname in ("count", "distinct"):
-        fields["filter"] = command.get("query")
-    return fields
-
-
-def _cursor_info(reply: Mapping[str, Any]) -> tuple[int | None, int]:
-    cursor = reply.get("cursor")
-    if not isinstance(cursor, Mapping):
-        return None, 0
-    batch = cursor.get("firstBatch", cursor.get("nextBatch")) or []
-    return cursor.get("id"), len(batch)
-
-
 class RecorderListener(monitoring.CommandListener):
     """Feeds a `CommandRecorder` from a real server's command events.
 
@@ -355,7 +329,7 @@ class RecorderListener(monitoring.CommandListener):
         return database == "admin" or name.lower() in IGNORED_COMMANDS
 
     def _sizes(self, doc: Mapping[str, Any], fields: tuple[str, ...]) -> tuple[int, int]:
-        payload, overhead = _split_overhead(doc, fields)
+        payload, overhead = split_overhead(doc, fields)
         if not self.strip_overhead:
             return payload + overhead, 0
         return payload, overhead
@@ -369,10 +343,9 @@ class RecorderListener(monitoring.CommandListener):
         key = (event.connection_id, event.request_id)
         lname = name.lower()
         if lname in ("getmore", "killcursors"):
-            if lname == "getmore":
-                ids = [command.get("getMore")]
-            else:
-                ids = list(command.get("cursors") or [])
+            ids: list[int] = (
+                [command["getMore"]] if lname == "getmore" else list(command.get("cursors") or [])
+            )
             parent = next((self._cursors[i] for i in ids if i in self._cursors), None)
             if parent is not None:
                 parent.bytes_sent += sent
@@ -397,11 +370,13 @@ class RecorderListener(monitoring.CommandListener):
         rec = self._pending.pop((event.connection_id, event.request_id), None)
         if rec is None:
             return
+        if event.command_name.lower() not in ("getmore", "killcursors"):
+            rec.duration_ms += event.duration_micros / 1000
         reply = event.reply
         received, overhead = self._sizes(reply, REPLY_OVERHEAD_FIELDS)
         rec.bytes_received += received
         rec.overhead_bytes += overhead
-        cursor_id, n = _cursor_info(reply)
+        cursor_id, n = cursor_info(reply)
         rec.n_returned += n
         if rec.name.lower() == "findandmodify" and reply.get("value") is not None:
             rec.n_returned += 1
@@ -423,6 +398,8 @@ class RecorderListener(monitoring.CommandListener):
         rec = self._pending.pop((event.connection_id, event.request_id), None)
         if rec is None:
             return
+        if event.command_name.lower() not in ("getmore", "killcursors"):
+            rec.duration_ms += event.duration_micros / 1000
         failure = event.failure
         message = failure.get("errmsg") if isinstance(failure, Mapping) else None
         rec.error = str(message or failure)

@@ -237,7 +237,7 @@ async def load_snapshot(database: Any, path: str | os.PathLike[str]) -> dict[str
     for meta, docs in collections:
         name = meta["collection"]
         sync_db.drop_collection(name)
-        coll = _patch_collection_internals(sync_db.get_collection(name))
+        coll: Any = _patch_collection_internals(sync_db.get_collection(name))
         if name not in sync_db.list_collection_names():
             sync_db.create_collection(name)
         if docs:

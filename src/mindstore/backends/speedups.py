@@ -43,10 +43,14 @@ def structural_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     return _copy.deepcopy(value, memo)
 
 
-def _unwind_stage(in_collection: list[dict[str, Any]], _database: Any, options: Any) -> list[dict[str, Any]]:
+def _unwind_stage(
+    in_collection: list[dict[str, Any]], _database: Any, options: Any
+) -> list[dict[str, Any]]:
     """mongomock's `$unwind` semantics (preserveNullAndEmptyArrays, includeArrayIndex,
     non-array values as one element), copying the document without its array."""
-    from mongomock import helpers
+    from mongomock import helpers as untyped_helpers
+
+    helpers: Any = untyped_helpers  # mongomock's helpers carry no annotations
 
     if not isinstance(options, dict):
         options = {"path": options}
@@ -103,7 +107,7 @@ def install() -> None:
     import mongomock.collection
 
     fast_copy = SimpleNamespace(deepcopy=structural_deepcopy, copy=_copy.copy)
-    mongomock.collection.copy = fast_copy  # type: ignore[attr-defined]
-    mongomock.aggregate.copy = fast_copy  # type: ignore[attr-defined]
+    mongomock.collection.copy = fast_copy  # type: ignore[attr-defined,assignment]
+    mongomock.aggregate.copy = fast_copy  # type: ignore[attr-defined,assignment]
     mongomock.aggregate._PIPELINE_HANDLERS["$unwind"] = _unwind_stage
     _installed = True

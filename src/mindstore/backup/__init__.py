@@ -10,7 +10,8 @@
     receipt = await erase(store, "acme", owner="user-7", dry_run=True)
 
 The format is documented in docs/backup.md; the errors and their exit codes in
-`mindstore.backup.errors`.
+`mindstore.backup.errors`. What a record must look like is `mindstore.backup.shape`;
+how restore keys records (per-tenant task keys, ``as_tenant``) is `mindstore.backup.rekey`.
 """
 
 from .codec import decode_line, encode_line
@@ -26,7 +27,9 @@ from .errors import (
 )
 from .export import backup, make_scope
 from .manifest import FORMAT, FORMAT_VERSION, Manifest, Scope
+from .rekey import moved_payload_id, rekey_node, rekey_payload, rekey_record, rekey_task
 from .restore import RestoreReport, restore
+from .shape import ShapeError, check_node, check_payload, check_task
 from .verify import VerifyReport, verify
 
 __all__ = [
@@ -43,13 +46,22 @@ __all__ = [
     "RestoreConflict",
     "RestoreReport",
     "Scope",
+    "ShapeError",
     "VerifyReport",
     "backup",
+    "check_node",
+    "check_payload",
+    "check_task",
     "decode_line",
     "encode_line",
     "erase",
     "ids_digest",
     "make_scope",
+    "moved_payload_id",
+    "rekey_node",
+    "rekey_payload",
+    "rekey_record",
+    "rekey_task",
     "restore",
     "verify",
 ]

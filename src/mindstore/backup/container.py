@@ -19,7 +19,7 @@ from typing import IO, Any, Mapping
 from mindstore.errors import BackupError
 
 from .codec import encode_line
-from .errors import BackupIncomplete, BackupUnreadable
+from .errors import BackupCorrupt, BackupIncomplete, BackupUnreadable
 from .manifest import MANIFEST_NAME, FileEntry
 
 __all__ = ["BackupReader", "HashingReader", "RecordWriter", "Staging", "open_backup"]
@@ -251,13 +251,23 @@ class TarBackupReader(BackupReader):
             raise BackupUnreadable(f"{path} is not a readable tar archive: {exc}") from exc
         self._members: dict[str, tarfile.TarInfo] = {}
         self._extra: list[str] = []
+        names: set[str] = set()
         for member in members:
             name = member.name
             while name.startswith("./"):
                 name = name[2:]
             if name in ("", "."):
                 continue
-            if not member.isfile() or "/" in name or name in self._members:
+            if name.rstrip("/") in names:
+                # `tar x` keeps the last copy, this reader would read the first: refuse
+                self._tar.close()
+                raise BackupCorrupt(f"{path}: the tar archive holds {name!r} twice")
+            names.add(name.rstrip("/"))
+            if not (member.isfile() or member.isdir()):
+                self._tar.close()
+                raise BackupCorrupt(f"{path}: tar member {name!r} is a link or a special "
+                                    f"file; a backup holds regular files only")
+            if not member.isfile() or "/" in name:
                 self._extra.append(name + ("/" if member.isdir() else ""))
                 continue
             self._members[name] = member

@@ -32,8 +32,8 @@ from typing import Any
 import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
 from mindstore.errors import ValidationError
-from mindstore.ids import task_id_of, task_key
-from mindstore.model.planner import check_id
+from mindstore.ids import check_key as check_id
+from mindstore.ids import check_name, task_id_of, task_key
 
 from .codec import encode_document
 from .manifest import format_time
@@ -119,6 +119,19 @@ async def _ids(collection: Any, query: dict[str, Any], fields: dict[str, int] | 
         last = page[-1]["_id"]
 
 
+def _both_forms(tenant: str, ids: list[Any]) -> list[Any]:
+    """Stored ids of tasks (or dialogs) in both forms: ``task_key(tenant, id)`` and the
+    legacy bare id, whichever form `ids` are in."""
+    out: dict[Any, None] = {}
+    for value in ids:
+        out[value] = None
+        if isinstance(value, str):
+            bare = task_id_of(value)
+            out[bare] = None
+            out[task_key(tenant, bare)] = None
+    return list(out)
+
+
 def _chunks(values: list[Any], size: int = DELETE_CHUNK) -> list[list[Any]]:
     return [values[i:i + size] for i in range(0, len(values), size)]
 
@@ -138,8 +151,8 @@ async def erase(
     check_id(tenant, "tenant")
     if owner is not None and task_id is not None:
         raise ValidationError("erase takes an owner or a task id, not both")
-    if owner is not None and (not isinstance(owner, str) or not owner):
-        raise ValidationError("owner must be a non-empty string")
+    if owner is not None:
+        check_name(owner, "owner")
     if task_id is not None:
         check_id(task_id, "task id")
     started, clock = utcnow(), time.perf_counter()
@@ -149,11 +162,10 @@ async def erase(
     task_query: dict[str, Any] = {"tenant": tenant}
     if owner is not None:
         task_query["owner"] = owner
-    if task_id is not None:  # its stored key, or the bare id of a task stored before per-tenant keys
-        task_query["_id"] = {"$in": [task_key(tenant, task_id), task_id]}
+    if task_id is not None:
+        task_query["_id"] = {"$in": _both_forms(tenant, [task_id])}
     task_docs = await _ids(tasks, task_query, {"seq": 1})
     task_ids = [d["_id"] for d in task_docs]
-    plain_ids = [task_id_of(i) if isinstance(i, str) else i for i in task_ids]
     messages = sum(d["seq"] for d in task_docs if isinstance(d.get("seq"), int))
     del task_docs
 
@@ -161,10 +173,10 @@ async def erase(
         node_ids = [d["_id"] for d in await _ids(nodes, {"tenant": tenant})]
         payload_ids = [d["_id"] for d in await _ids(payloads, {"tenant": tenant})]
     else:
-        follow = plain_ids if task_id is None else [task_id]
-        node_keys = [key for plain in follow for key in (task_key(tenant, plain), plain)]
+        # a task's node and payloads name it by either stored form
+        follow = _both_forms(tenant, task_ids if task_id is None else [task_id])
         found: dict[Any, None] = {}
-        for chunk in _chunks(node_keys):
+        for chunk in _chunks(follow):
             for d in await _ids(nodes, {"tenant": tenant, "_id": {"$in": chunk}}):
                 found[d["_id"]] = None
         if owner is not None:
@@ -183,15 +195,16 @@ async def erase(
     dangling: list[dict[str, Any]] = []
     dangling_total = 0
     if owner is not None or task_id is not None:
-        gone = {task_id_of(i) if isinstance(i, str) else i for i in [*task_ids, *node_ids]}
+        gone = set(_both_forms(tenant, [*task_ids, *node_ids]))
         for chunk in _chunks(sorted(gone, key=_id_json)):
             for d in await _ids(nodes, {"tenant": tenant, "parent_id": {"$in": chunk}},
                                 {"parent_id": 1, "owner": 1}):
-                if task_id_of(d["_id"]) in gone:
+                if d["_id"] in gone:
                     continue
                 dangling_total += 1
                 if len(dangling) < _DANGLING_LISTED:
-                    dangling.append({"id": task_id_of(d["_id"]), "missing_parent": d.get("parent_id"),
+                    plain = task_id_of(d["_id"]) if isinstance(d["_id"], str) else d["_id"]
+                    dangling.append({"id": plain, "missing_parent": d.get("parent_id"),
                                      "owner": d.get("owner")})
 
     if not dry_run:

@@ -6,19 +6,25 @@ as "the destination already exists"). `verify` raises exactly one of the first f
 ====  =======================  ==========================================================
 code  class                    meaning
 ====  =======================  ==========================================================
-10    `BackupCorrupt`          content does not match the manifest: sha256 mismatch, a
-                               record that does not parse, wrong counts, an extra file,
-                               an edited manifest (checksum), a record outside the
-                               manifest's scope (e.g. another tenant), a dangling
-                               cross-reference (a dialog node or payload whose task is
-                               not in the backup), a duplicate `_id`
+10    `BackupCorrupt`          content does not match the manifest or breaks the format's
+                               rules: sha256 mismatch (a flipped byte, a reordered or
+                               recompressed file), a record that does not parse, wrong
+                               counts, an extra file, a tar member name twice, an edited
+                               manifest (checksum), a record outside the manifest's scope
+                               (e.g. another tenant), a record of a shape mindstore does
+                               not write (an id outside the id alphabets or not a string,
+                               a ``$`` top-level key, a task header that disagrees with
+                               its messages; `mindstore.backup.shape`), a dangling
+                               cross-reference (a dialog node or payload whose task is not
+                               in the backup, a payload a message refers to that is not in
+                               it), a duplicate `_id`
 11    `BackupIncomplete`       something is missing: no manifest, a listed file missing,
-                               a file shorter than the manifest says (truncated)
+                               a file cut short (truncated: its gzip data has no end)
 12    `BackupUnreadable`       the path cannot be read as a backup at all: missing,
                                permission denied, neither a directory nor a tar
                                archive, a damaged tar, not a mindstore backup
-13    `BackupVersionError`     a mindstore backup in a format version this release
-                               cannot read
+13    `BackupVersionError`     a mindstore backup in a format version or an encoding
+                               (compression, record format) this release cannot read
 14    `RestoreConflict`        restore refused: ``mode="fail"`` met a differing document,
                                or an `_id` already belongs to another tenant
 15    `EraseNotConfirmed`      erase was not confirmed (non-interactive run without
@@ -60,7 +66,7 @@ class BackupUnreadable(BackupError):
 
 
 class BackupVersionError(BackupError):
-    """A mindstore backup whose format version this release does not read."""
+    """A mindstore backup whose format version or encoding this release does not read."""
 
     exit_code = 13
 

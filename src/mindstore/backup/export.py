@@ -25,8 +25,8 @@ from typing import Any
 import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
-from mindstore.ids import task_id_of, task_key
-from mindstore.model.planner import check_id
+from mindstore.ids import check_key as check_id
+from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 
 from .container import RecordWriter, Staging
 from .manifest import (
@@ -39,7 +39,7 @@ from .manifest import (
 )
 from .verify import Progress
 
-__all__ = ["backup", "make_scope"]
+__all__ = ["backup", "make_scope", "stored_task_key"]
 
 #: Task headers fetched per page (projection: `_id`, `tenant`, `size_bytes`).
 PAGE_TASKS = 1000
@@ -64,8 +64,7 @@ def make_scope(
     if tenant is not None:
         check_id(tenant, "tenant")
     if owner is not None:
-        if not isinstance(owner, str) or not owner:
-            raise ValidationError("owner must be a non-empty string")
+        check_name(owner, "owner")
         if tenant is None:
             raise ValidationError("an owner scope needs its tenant: pass tenant= (--tenant)")
     ids: tuple[str, ...] | None = None
@@ -93,12 +92,16 @@ def make_scope(
 
 
 def stored_task_key(value: Any, tenant: str | None) -> str:
-    """A task named in a backup scope, as its stored key: ``tenant/id`` as given, or a bare
-    id within `tenant` (a task id alone is ambiguous across tenants)."""
-    if isinstance(value, str) and "/" in value:
-        tenant_part, _, task_part = value.partition("/")
+    """A task named in a backup scope, as its per-tenant key: ``tenant/id`` as given, or a
+    bare id within `tenant` (a task id alone is ambiguous across tenants)."""
+    if isinstance(value, str) and KEY_SEPARATOR in value:
+        tenant_part, _, task_part = value.partition(KEY_SEPARATOR)
         check_id(tenant_part, "task key tenant")
         check_id(task_part, "task id")
+        if tenant is not None and tenant_part != tenant:
+            raise ValidationError(
+                f"task {value!r} is not in tenant {tenant!r}: give its bare id or {tenant}/id"
+            )
         return value
     check_id(value, "task id")
     if tenant is None:
@@ -137,8 +140,20 @@ class _Exporter:
         self.messages = 0
         self.found_ids: set[str] = set()
 
+    def _task_filter(self) -> dict[str, Any]:
+        """The scope as a filter; a task named by ``tenant/id`` matches both stored forms
+        (that key, and the legacy bare id, kept only when its tenant matches: `_chunk`)."""
+        query = self.scope.task_filter()
+        if self.scope.task_ids is not None:
+            keys = self.scope.task_ids
+            query["_id"] = {"$in": sorted({*keys, *(task_id_of(k) for k in keys)})}
+            tenants = sorted({k.partition(KEY_SEPARATOR)[0] for k in keys})
+            if "tenant" not in query:
+                query["tenant"] = tenants[0] if len(tenants) == 1 else {"$in": tenants}
+        return query
+
     async def run(self) -> None:
-        task_filter = self.scope.task_filter()
+        task_filter = self._task_filter()
         total = await self.tasks.count_documents(task_filter) if self.progress else None
         done = 0
         if self.progress:
@@ -166,48 +181,58 @@ class _Exporter:
         query = dict(task_filter)
         query["_id"] = {**query.get("_id", {}), "$in": ids}
         docs = await self.tasks.find(query, sort=[("_id", 1)]).to_list()
-        owners: dict[Any, str] = {}  # plain task id -> tenant (payloads name the plain id)
-        keys: list[Any] = []
+        identities: set[str] = set()  # task_key(tenant, task id) of every task in the chunk
+        chunk_tenants: set[str] = set()
         writer = self.writers[TASKS]
         for doc in docs:
             tenant = doc.get("tenant")
-            if not isinstance(tenant, str):
-                raise BackupError(f"task {doc.get('_id')!r} has no tenant: every mindstore "
-                                  f"document must have one")
-            owners[task_id_of(doc["_id"]) if isinstance(doc["_id"], str) else doc["_id"]] = tenant
-            keys.append(doc["_id"])
+            if not isinstance(tenant, str) or not isinstance(doc.get("_id"), str):
+                raise BackupError(f"task {doc.get('_id')!r} has no tenant or a non-string "
+                                  f"_id: mindstore never writes such a document")
+            identity = task_key(tenant, task_id_of(doc["_id"]))
+            if self.scope.task_ids is not None and identity not in self.scope.task_ids:
+                continue  # a legacy bare id of the same name in another tenant
+            identities.add(identity)
+            chunk_tenants.add(tenant)
             self.tenants.add(tenant)
             messages = doc.get("messages")
             if isinstance(messages, list):
                 self.messages += len(messages)
             if self.scope.task_ids is not None:
-                self.found_ids.add(doc["_id"])
+                self.found_ids.add(identity)
             writer.add(doc)
+        count = len(identities)
         del docs
-        if not owners:
+        if not identities:
             return 0
-        task_ids = list(owners)
-        tenants = sorted(set(owners.values()))
+        # nodes and payloads refer to their task by either stored form
+        refs = sorted({*identities, *(task_id_of(identity) for identity in identities)})
+        tenants = sorted(chunk_tenants)
+
+        def mine(ref: Any, tenant: Any) -> bool:
+            return (isinstance(ref, str) and isinstance(tenant, str)
+                    and task_key(tenant, task_id_of(ref)) in identities)
+
         nodes = await self.nodes.find(
-            {"_id": {"$in": keys}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
+            {"_id": {"$in": refs}, "tenant": {"$in": tenants}}, sort=[("_id", 1)]
         ).to_list()
         for node in nodes:
-            if owners.get(task_id_of(node["_id"])) == node.get("tenant"):
+            if mine(node["_id"], node.get("tenant")):
                 self.writers[DIALOG_NODES].add(node)
         del nodes
         last: Any = None
         while True:
-            query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": task_ids}}
+            query: dict[str, Any] = {"tenant": {"$in": tenants}, "task_id": {"$in": refs}}
             if last is not None:
                 query["_id"] = {"$gt": last}
             page = await self.payloads.find(query, sort=[("_id", 1)], limit=PAGE_PAYLOADS).to_list()
             for payload in page:
-                if owners.get(payload.get("task_id")) == payload.get("tenant"):
+                if mine(payload.get("task_id"), payload.get("tenant")):
                     self.writers[PAYLOADS].add(payload)
             if len(page) < PAGE_PAYLOADS:
                 break
             last = page[-1]["_id"]
-        return len(owners)
+        return count
 
 
 async def backup(
@@ -233,7 +258,10 @@ async def backup(
     target = Path(dest)
     use_tar = tar or target.suffix.lower() == ".tar"
     created = utcnow()
-    staging = Staging(target, tar=use_tar)
+    try:
+        staging = Staging(target, tar=use_tar)
+    except OSError as exc:
+        raise BackupError(f"cannot write a backup at {target}: {exc.strerror or exc}") from None
     exporter: _Exporter | None = None
     try:
         exporter = _Exporter(store, scope, staging, progress)
@@ -257,7 +285,7 @@ async def backup(
         staging.write_bytes(MANIFEST_NAME, manifest.to_json())
         order = [MANIFEST_NAME, *(FILE_NAMES[name] for name in COLLECTIONS)]
         staging.commit(order, mtime=created.timestamp())
-    except BaseException:
+    except BaseException as exc:
         if exporter is not None:
             for writer in exporter.writers.values():
                 try:
@@ -265,6 +293,8 @@ async def backup(
                 except Exception:
                     pass
         staging.abort()
+        if isinstance(exc, OSError):  # disk full, permissions changed, ...: nothing left behind
+            raise BackupError(f"cannot write the backup at {target}: {exc.strerror or exc}") from exc
         raise
     manifest.path = str(target)
     return manifest

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
+from mindstore.errors import MindstoreError
+from mindstore.ids import KEY_SEPARATOR, check_key, is_name
 
 from .errors import BackupCorrupt, BackupUnreadable, BackupVersionError
 
@@ -79,6 +81,39 @@ def parse_time(text: str) -> _dt.datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=_dt.timezone.utc)
     return value.astimezone(_dt.timezone.utc)
+
+
+def check_encoding(encoding: Any) -> None:
+    """The manifest's ``encoding`` must be exactly the one this release reads and writes:
+    a backup that declares another compression or record format cannot be read as if it
+    were gzip JSON lines (`BackupVersionError`, like an unknown format version)."""
+    if not isinstance(encoding, dict):
+        raise BackupCorrupt("manifest: encoding must be an object")
+    for key, value in encoding.items():
+        if ENCODING.get(key) != value:
+            raise BackupVersionError(
+                f"backup encoding {key}={value!r:.60} is not supported (this mindstore reads "
+                f"{', '.join(f'{k}={v}' for k, v in ENCODING.items())})"
+            )
+    missing = sorted(set(ENCODING) - set(encoding))
+    if missing:
+        raise BackupCorrupt(f"manifest: encoding lacks {', '.join(missing)}")
+
+
+def is_key(value: Any) -> bool:
+    try:
+        check_key(value)
+    except MindstoreError:
+        return False
+    return True
+
+
+def is_task_ref(value: Any) -> bool:
+    """A task in a backup scope: its per-tenant key ``tenant/id`` (or, in backups written
+    before per-tenant keys, a bare task id)."""
+    if not isinstance(value, str):
+        return False
+    return all(is_key(part) for part in value.split(KEY_SEPARATOR, 1))
 
 
 def manifest_checksum(data: dict[str, Any]) -> str:
@@ -132,13 +167,12 @@ class Scope:
         if not isinstance(data, dict):
             raise BackupCorrupt("manifest: scope must be an object")
         tenant, owner, ids, since = (data.get(k) for k in ("tenant", "owner", "task_ids", "since"))
-        for name, value in (("tenant", tenant), ("owner", owner), ("since", since)):
-            if value is not None and not isinstance(value, str):
-                raise BackupCorrupt(f"manifest: scope.{name} must be a string or null")
-        if ids is not None and not (
-            isinstance(ids, list) and all(isinstance(i, str) for i in ids)
-        ):
-            raise BackupCorrupt("manifest: scope.task_ids must be a list of strings or null")
+        for name, value, valid in (("tenant", tenant, is_key), ("owner", owner, is_name),
+                                   ("since", since, lambda v: isinstance(v, str))):
+            if value is not None and not valid(value):
+                raise BackupCorrupt(f"manifest: scope.{name} is not a valid {name}: {value!r:.60}")
+        if ids is not None and not (isinstance(ids, list) and all(is_task_ref(i) for i in ids)):
+            raise BackupCorrupt("manifest: scope.task_ids must be a list of task ids or null")
         try:
             when = parse_time(since) if since is not None else None
         except ValueError as exc:
@@ -229,6 +263,7 @@ class Manifest:
         expected = data.get(CHECKSUM_KEY)
         if not isinstance(expected, str) or manifest_checksum(data) != expected:
             raise BackupCorrupt("manifest.json was modified (manifest_sha256 does not match)")
+        check_encoding(data.get("encoding"))
         try:
             collections = data["collections"]
             if not isinstance(collections, dict) or set(collections) != set(COLLECTIONS):
@@ -250,8 +285,8 @@ class Manifest:
                     entry["file"], entry["count"], entry["bytes"], entry["sha256"].lower()
                 )
             tenants = data["tenants"]
-            if not (isinstance(tenants, list) and all(isinstance(t, str) for t in tenants)):
-                raise BackupCorrupt("manifest: tenants must be a list of strings")
+            if not (isinstance(tenants, list) and all(is_key(t) for t in tenants)):
+                raise BackupCorrupt("manifest: tenants must be a list of tenant ids")
             messages = data.get("messages", 0)
             if type(messages) is not int:
                 raise BackupCorrupt("manifest: messages must be an integer")

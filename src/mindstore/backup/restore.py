@@ -2,37 +2,38 @@
 
 Two passes over the backup:
 
-1. **verify + plan** (read-only): every check of `verify`, and for each batch of records
-   one query for the documents with the same `_id`s in the target collection. Each
-   record gets an action: ``insert`` (no such `_id`), ``unchanged`` (stored document is
-   byte-identical in BSON), ``skip`` / ``overwrite`` / conflict (it differs: by `mode`).
-   A corrupt backup, an `_id` that belongs to *another tenant*, or (``mode="fail"``)
-   a differing document raises here, before anything is written. ``dry_run=True``
-   stops here and returns these counts: the real ones a run would write.
+1. **verify + plan** (read-only): every check of `verify` (the shape of every record
+   included), and for each batch of records one query for the documents with the same
+   `_id`s in the target collection. Each record gets an action: ``insert`` (no such
+   document), ``unchanged`` (stored document is byte-identical in BSON), ``skip`` /
+   ``overwrite`` / conflict (it differs: by `mode`). A corrupt backup, an `_id` that
+   belongs to *another tenant*, or (``mode="fail"``) a differing document raises here,
+   before anything is written. ``dry_run=True`` stops here and returns these counts: the
+   real ones a run would write.
 2. **write**: payloads, then dialog nodes, then tasks (a task appears only after what
-   it refers to), in batches; each batch is planned again against the current state
-   and written with `insert_many(ordered=False)` and `ReplaceOne` guarded by `_id` and
-   tenant.
+   it refers to), in batches. The files are read a second time, and only lines identical
+   to the ones the first pass checked are written (a 16-byte digest per record from the
+   first pass); each batch is planned again against the current state and written with
+   `insert_many(ordered=False)` and `ReplaceOne` guarded by `_id` and tenant. Every filter
+   holds plain string ids only: a record's `_id` can never act as a query.
 
 Mode ``skip`` never reads stored documents in full (it fetches `_id` and `tenant` only),
 so it reports every existing `_id` as skipped; ``overwrite`` and ``fail`` compare, so a
 second identical run reports everything unchanged and writes nothing.
 
-Tenants and `_id`s. Document `_id`s are global in a database (a task id is its `_id`),
-so a restore never writes over a document that belongs to another tenant, in any mode:
-it refuses with `RestoreConflict` naming the ids. ``as_tenant`` rewrites the `tenant` of
-every record (the backup must hold one tenant); the ids stay as they are, because they
-are referenced from inside other documents (dialog ancestry, payload markers in
-messages, message origins). So ``as_tenant`` moves or copies a tenant into a database
-where those ids are free (another database or cluster, or after the source tenant was
-erased); restoring into another tenant of the *same* database, next to the source
-tenant, is refused with the colliding ids rather than silently skipping, overwriting
-or renaming them.
+Ids and tenants (`mindstore.backup.rekey`). A task's identity is (tenant, task id): task
+and dialog-node documents are written under ``task_key(tenant, task id)``, whichever form
+the backup holds, so a backup written before task ids were per tenant restores into the
+current form. A document already stored under the legacy bare `_id` in the same tenant
+is the same task: it is compared, skipped or overwritten in place, never duplicated.
+``as_tenant`` moves a one-tenant backup into another tenant: keys, tenants, payload ids
+and the payload markers in messages are rewritten, so a tenant can be copied next to
+itself in the same database. A restore never writes over a document that belongs to
+another tenant, in any mode: it refuses with `RestoreConflict` naming the ids.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -44,18 +45,18 @@ from pymongo.operations import ReplaceOne
 
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
 from mindstore.errors import BackupError, ValidationError
-from mindstore.ids import task_id_of, task_key
-from mindstore.model.planner import check_id
-from mindstore.payloads import MARKER_PREFIX
+from mindstore.ids import check_key, task_id_of, task_key
 
 from .container import open_backup
-from .errors import RestoreConflict
+from .errors import BackupCorrupt, RestoreConflict
 from .manifest import COLLECTIONS, Manifest, format_time
+from .rekey import rekey_record
 from .verify import (
     BATCH_BYTES,
     BATCH_RECORDS,
+    DIGEST_BYTES,
     Progress,
-    _key,
+    line_digest,
     read_manifest,
     read_records,
     scan,
@@ -107,47 +108,6 @@ class RestoreReport:
         }
 
 
-def moved_payload_id(payload_id: str, tenant: str) -> str:
-    """A payload's id under another tenant: deterministic, so restoring twice is idempotent."""
-    return hashlib.sha256(f"{tenant}\x00{payload_id}".encode()).hexdigest()[:32]
-
-
-def _move_markers(value: Any, tenant: str) -> Any:
-    if isinstance(value, str):
-        if value.startswith(MARKER_PREFIX):
-            return MARKER_PREFIX + moved_payload_id(value[len(MARKER_PREFIX):], tenant)
-        return value
-    if isinstance(value, dict):
-        return {key: _move_markers(item, tenant) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_move_markers(item, tenant) for item in value]
-    return value
-
-
-def rekey_record(name: str, record: dict[str, Any], as_tenant: str | None) -> None:
-    """Give a backup record the keys it has in its (new) tenant, in place.
-
-    Tasks and dialog nodes are keyed ``tenant/task id``: a backup written before per-tenant
-    keys (bare ids) restores into that form, and ``as_tenant`` moves the key with the
-    tenant. Moved payloads get new ids (`moved_payload_id`) and the markers that name them
-    follow, so two tenants restored from one backup never share a payload.
-    """
-    source = record.get("tenant")
-    tenant = as_tenant if as_tenant is not None else source
-    if not isinstance(tenant, str) or not isinstance(record.get("_id"), str):
-        return  # verify refuses such records before restore writes anything
-    moved = as_tenant is not None and as_tenant != source
-    record["tenant"] = tenant
-    if name in (TASKS, DIALOG_NODES):
-        record["_id"] = task_key(tenant, task_id_of(record["_id"]))
-        if moved and name == TASKS:
-            for field_name in ("messages", "content"):
-                if field_name in record:
-                    record[field_name] = _move_markers(record[field_name], tenant)
-    elif moved:
-        record["_id"] = moved_payload_id(record["_id"], tenant)
-
-
 @dataclass
 class _Plan:
     inserts: list[dict[str, Any]] = field(default_factory=list)
@@ -158,33 +118,73 @@ class _Plan:
     collisions: list[tuple[Any, Any]] = field(default_factory=list)
 
 
+def _literal(value: Any) -> str:
+    """Ids in restore's filters are plain strings (the shape checks guarantee it; this is
+    the second wall): never an operator document, a regex or any other BSON value."""
+    if type(value) is not str:
+        raise BackupError(f"refusing to use a non-string id in a filter: {value!r:.60}")
+    return value
+
+
+_KEYED = True
+"""Write tasks and dialog nodes under ``task_key(tenant, id)``, the form the repositories
+write and read. Tests set it to False to write the legacy bare ``_id`` (a database of an
+older version) and check that both forms restore, compare and stay apart."""
+
+
+def repositories_use_task_keys() -> bool:
+    """The key form restore writes (`_KEYED`): the per-tenant key in this version.
+
+    A constant, not a probe: backup sits below the store layer and never opens one.
+    """
+    return _KEYED
+
+
+def _other_form(record: dict[str, Any]) -> str:
+    """A task's (or node's) key in the form the record is not in: bare <-> per tenant."""
+    bare = task_id_of(record["_id"])
+    return bare if record["_id"] != bare else task_key(record["tenant"], bare)
+
+
 class _Restorer:
-    def __init__(self, store: Any, mode: str, as_tenant: str | None) -> None:
+    def __init__(self, store: Any, mode: str, as_tenant: str | None, keyed: bool) -> None:
         self.db = store.database
         self.mode = mode
         self.as_tenant = as_tenant
+        self.keyed = keyed
         self.counts = {name: dict.fromkeys(ACTIONS, 0) for name in COLLECTIONS}
         self.conflicts: dict[str, int] = dict.fromkeys(COLLECTIONS, 0)
         self.collisions: dict[str, int] = dict.fromkeys(COLLECTIONS, 0)
         self.examples: list[str] = []
         self.collision_examples: list[str] = []
 
-    def _retarget(self, name: str, records: list[dict[str, Any]]) -> None:
-        for record in records:
-            rekey_record(name, record, self.as_tenant)
+    def _targets(self, name: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [rekey_record(name, record, self.as_tenant, keyed=self.keyed) for record in records]
+
+    async def _stored(self, name: str, records: list[dict[str, Any]],
+                      full: bool) -> dict[str, dict[str, Any]]:  # fmt: skip
+        """Stored documents by `_id`: the records' own, and for tasks and dialog nodes
+        also the same task under the other form of its key."""
+        ids = {_literal(record["_id"]) for record in records}
+        if name != PAYLOADS:
+            ids |= {_other_form(record) for record in records}
+        projection = None if full else {"_id": 1, "tenant": 1}
+        cursor = self.db[name].find({"_id": {"$in": sorted(ids)}}, projection)
+        return {doc["_id"]: doc for doc in await cursor.to_list()}
 
     async def plan(self, name: str, records: list[dict[str, Any]]) -> _Plan:
-        self._retarget(name, records)
+        targets = self._targets(name, records)
         full = self.mode != "skip"
-        ids = [record["_id"] for record in records]
-        projection = None if full else {"_id": 1, "tenant": 1}
-        existing = {
-            _key(doc["_id"]): doc
-            for doc in await self.db[name].find({"_id": {"$in": ids}}, projection).to_list()
-        }
+        existing = await self._stored(name, targets, full)
         plan = _Plan()
-        for record in records:
-            stored = existing.get(_key(record["_id"]))
+        for record in targets:
+            stored = existing.get(record["_id"])
+            if stored is None and name != PAYLOADS:
+                other = existing.get(_other_form(record))
+                if other is not None and other.get("tenant") == record["tenant"]:
+                    stored = other  # the same task, stored under the other form of its key
+                    record = {key: (other["_id"] if key == "_id" else value)
+                              for key, value in record.items()}
             if stored is None:
                 plan.inserts.append(record)
             elif stored.get("tenant") != record["tenant"]:
@@ -228,8 +228,7 @@ class _Restorer:
             raise RestoreConflict(
                 f"{collisions} document id(s) of the backup already belong to another tenant "
                 f"in this database ({detail}; e.g. {'; '.join(self.collision_examples)}); "
-                f"ids are global, so restore never touches another tenant's documents: "
-                f"restore into another database, or erase the other copy first"
+                f"restore never touches another tenant's documents: nothing was written"
             )
         conflicts = sum(self.conflicts.values())
         if conflicts and self.mode == "fail":
@@ -260,7 +259,8 @@ class _Restorer:
                 del plan.inserts[int(exc.details.get("nInserted", 0)):]
         if plan.overwrites:
             await collection.bulk_write(
-                [ReplaceOne({"_id": r["_id"], "tenant": r["tenant"]}, r) for r in plan.overwrites],
+                [ReplaceOne({"_id": _literal(r["_id"]), "tenant": _literal(r["tenant"])}, r)
+                 for r in plan.overwrites],
                 ordered=False,
             )
         self._count(name, plan)
@@ -285,7 +285,7 @@ async def restore(
     if mode not in MODES:
         raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if as_tenant is not None:
-        check_id(as_tenant, "tenant")
+        check_key(as_tenant, "tenant")
     started = time.perf_counter()
     with open_backup(path) as reader:
         manifest = read_manifest(reader)
@@ -294,14 +294,15 @@ async def restore(
                 f"as_tenant needs a backup of one tenant; this one holds {len(manifest.tenants)} "
                 f"({', '.join(manifest.tenants[:5])}{', ...' if len(manifest.tenants) > 5 else ''})"
             )
-        planner = _Restorer(store, mode, as_tenant)
-        await scan(reader, manifest, on_batch=planner.plan_batch, progress=progress,
-                   step="check")
+        keyed = repositories_use_task_keys()
+        planner = _Restorer(store, mode, as_tenant, keyed)
+        state = await scan(reader, manifest, on_batch=planner.plan_batch, progress=progress,
+                           step="check")
         planner.refuse_if_needed()
         if dry_run:
             return RestoreReport(str(path), mode, as_tenant, True, planner.counts, manifest,
                                  time.perf_counter() - started)
-        writer = _Restorer(store, mode, as_tenant)
+        writer = _Restorer(store, mode, as_tenant, keyed)
         for name in WRITE_ORDER:
             total = manifest.collections[name].count
             done = 0
@@ -309,9 +310,16 @@ async def restore(
             size = 0
             if progress:
                 progress(f"restore {name}", 0, total)
-            for _, record, nbytes in read_records(reader, manifest, name):
+            checked = memoryview(state.digests[name])
+            for lineno, record, line in read_records(reader, manifest, name):
+                # read again: only the very lines the first pass checked may be written,
+                # so a file changed meanwhile cannot slip in an unchecked record
+                at = (lineno - 1) * DIGEST_BYTES
+                if checked[at:at + DIGEST_BYTES] != line_digest(line):
+                    raise BackupCorrupt(f"{manifest.collections[name].file} line {lineno} "
+                                        f"changed since it was verified; nothing more written")
                 batch.append(record)
-                size += nbytes
+                size += len(line)
                 if len(batch) >= BATCH_RECORDS or size >= BATCH_BYTES:
                     await writer.write_batch(name, batch)
                     done += len(batch)

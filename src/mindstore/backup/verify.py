@@ -1,18 +1,25 @@
 """`verify(path)`: prove a backup is intact, or say precisely (and with which code) why not.
 
-Checks, in order: the container opens (else `BackupUnreadable`); `manifest.json` exists
-(else `BackupIncomplete`), is a mindstore backup (`BackupUnreadable`) of a readable format
-version (`BackupVersionError`), and is unmodified (its own checksum; `BackupCorrupt`); the
-backup holds exactly the files the manifest lists (missing: `BackupIncomplete`; extra:
-`BackupCorrupt`). Then each file, streamed once: its size (shorter than recorded:
-`BackupIncomplete`, i.e. truncated), its sha256, every record parses, the record count,
-and per record: a string `tenant` within the scope and tenant list of the manifest,
-unique `_id`s, tasks matching the scope's owner / task ids / since, every dialog node's
-task (`_id`) and every payload's task (`task_id`) present in the backup under the same
-tenant (`BackupCorrupt`).
+Checks, in order: the container opens (else `BackupUnreadable`), and a tar archive has no
+member name twice (`BackupCorrupt`: a reader and ``tar x`` would see different files);
+`manifest.json` exists (else `BackupIncomplete`), is a mindstore backup
+(`BackupUnreadable`) of a readable format version and encoding (`BackupVersionError`), and
+is unmodified (its own checksum; `BackupCorrupt`); the backup holds exactly the files the
+manifest lists (missing: `BackupIncomplete`; extra: `BackupCorrupt`). Then each file: its
+size and sha256 (a file cut short is `BackupIncomplete`; any other difference, a
+reordered or recompressed file included, is `BackupCorrupt`), and streamed once: every
+record parses, has the shape mindstore writes (`mindstore.backup.shape`: ids in the id
+alphabets, no ``$`` top-level keys, a task header that agrees with its messages), lies
+within the manifest's scope and tenants, has a unique identity, and refers only to what
+the backup holds: every dialog node's and payload's task, and every payload that a
+message references (`BackupCorrupt`). Last, the record counts and the message total.
 
-Memory: one batch of records, plus one entry per task (id -> tenant) and per payload id
-for the cross-reference and duplicate checks; never the messages.
+The checksums are not a signature (anyone can recompute them), so the content checks are
+what keeps an edited backup from acting on the database: restore runs all of them before
+it writes anything.
+
+Memory: one batch of records, plus one entry per task, dialog node, payload and payload
+reference for the cross-reference and duplicate checks; never the messages.
 """
 
 from __future__ import annotations
@@ -20,24 +27,24 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import gzip
+import hashlib
 import os
 import tarfile
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Hashable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
-import bson
-
-from mindstore.documents import DIALOG_NODES, TASKS
-from mindstore.ids import task_key as stored_key
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
+from mindstore.ids import task_key
 
 from .codec import RecordError, decode_line
-from .container import BackupReader, HashingReader, open_backup
+from .container import READ_CHUNK, BackupReader, HashingReader, open_backup
 from .errors import BackupCorrupt, BackupError, BackupIncomplete, BackupUnreadable
 from .manifest import COLLECTIONS, MANIFEST_NAME, Manifest, format_time
+from .shape import ShapeError, TaskFacts, check_node, check_payload, check_task
 
-__all__ = ["Progress", "VerifyReport", "read_records", "scan", "verify"]
+__all__ = ["Progress", "VerifyReport", "check_shape", "line_digest", "read_records", "scan", "verify"]
 
 #: ``progress(step, done, total)``: e.g. ``("verify tasks", 120, 1000)``.
 Progress = Callable[[str, int, "int | None"], None]
@@ -45,6 +52,7 @@ BatchHandler = Callable[[str, list[dict[str, Any]]], Awaitable[None]]
 
 BATCH_RECORDS = 200
 BATCH_BYTES = 2 << 20
+DIGEST_BYTES = 16
 
 
 @dataclass
@@ -80,16 +88,6 @@ class VerifyReport:
         }
 
 
-def _key(value: Any) -> Hashable:
-    """A hashable key for an `_id` (ids are strings in mindstore; others are encoded)."""
-    if type(value) is str:
-        return value
-    try:
-        return bson.encode({"": value})
-    except Exception:
-        return repr(value)
-
-
 def read_manifest(reader: BackupReader) -> Manifest:
     names = reader.names()
     if MANIFEST_NAME not in names:
@@ -112,6 +110,25 @@ def read_manifest(reader: BackupReader) -> Manifest:
     return manifest
 
 
+def _complete_gzip(reader: BackupReader, name: str) -> bool:
+    """Does the file hold whole gzip members to its last byte? A file cut short does not
+    (its last member has no end); a rewritten or recompressed one does."""
+    try:
+        with reader.open(name) as raw:
+            decompressor = zlib.decompressobj(wbits=31)
+            empty = True
+            while chunk := raw.read(READ_CHUNK):
+                empty = False
+                while chunk:
+                    decompressor.decompress(chunk)
+                    chunk = decompressor.unused_data
+                    if chunk:  # the next gzip member of a multi-member file
+                        decompressor = zlib.decompressobj(wbits=31)
+            return not empty and decompressor.eof
+    except (OSError, EOFError, zlib.error, tarfile.TarError, BackupError):
+        return False
+
+
 def check_file(reader: BackupReader, manifest: Manifest, name: str) -> None:
     """Size and sha256 of one collection file against the manifest (no parsing)."""
     entry = manifest.collections[name]
@@ -120,10 +137,17 @@ def check_file(reader: BackupReader, manifest: Manifest, name: str) -> None:
     except OSError as exc:
         raise BackupUnreadable(f"cannot read {entry.file}: {exc}") from exc
     if actual_size < entry.bytes:
+        if _complete_gzip(reader, entry.file):
+            raise BackupCorrupt(
+                f"{entry.file}: sha256 does not match the manifest (a complete gzip file of "
+                f"{actual_size} bytes where the manifest says {entry.bytes}: rewritten or "
+                f"recompressed, not truncated)"
+            )
         raise BackupIncomplete(f"{entry.file} is truncated: {actual_size} of {entry.bytes} bytes")
     if actual_size > entry.bytes:
         raise BackupCorrupt(
-            f"{entry.file} has {actual_size} bytes, the manifest says {entry.bytes}"
+            f"{entry.file}: sha256 does not match the manifest ({actual_size} bytes, the "
+            f"manifest says {entry.bytes})"
         )
     raw = reader.open(entry.file)
     hashing = HashingReader(raw)
@@ -139,8 +163,13 @@ def check_file(reader: BackupReader, manifest: Manifest, name: str) -> None:
         raise BackupCorrupt(f"{entry.file}: sha256 does not match the manifest")
 
 
-def read_records(reader: BackupReader, manifest: Manifest, name: str) -> Iterator[tuple[int, dict[str, Any], int]]:
-    """Yield ``(line_number, record, line_bytes)`` of one collection file, checking that every line
+def line_digest(line: bytes) -> bytes:
+    """16 bytes that identify one record line (restore's second pass compares them)."""
+    return hashlib.blake2b(line, digest_size=DIGEST_BYTES).digest()
+
+
+def read_records(reader: BackupReader, manifest: Manifest, name: str) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    """Yield ``(line_number, record, line)`` of one collection file, checking that every line
     parses and the count and sha256 match (the file may have changed since `check_file`).
     """
     entry = manifest.collections[name]
@@ -157,7 +186,7 @@ def read_records(reader: BackupReader, manifest: Manifest, name: str) -> Iterato
                     except RecordError as exc:
                         raise BackupCorrupt(f"{entry.file} line {lineno}: {exc}") from exc
                     count += 1
-                    yield lineno, record, len(line)
+                    yield lineno, record, line
             except (OSError, EOFError, zlib.error) as exc:
                 raise BackupCorrupt(
                     f"{entry.file}: damaged gzip data after line {lineno} ({exc})"
@@ -175,12 +204,34 @@ def read_records(reader: BackupReader, manifest: Manifest, name: str) -> Iterato
 
 @dataclass
 class _State:
+    """What verify remembers between records: one small entry per record, no messages."""
+
     manifest: Manifest
-    tasks: dict[Hashable, int] = field(default_factory=dict)  # task id -> tenant index
-    seen: set[Hashable] = field(default_factory=set)  # ids of the current collection
+    tasks: dict[str, int] = field(default_factory=dict)  # task identity -> tenant index
+    nodes: set[str] = field(default_factory=set)  # dialog-node identities
+    payloads: set[str] = field(default_factory=set)  # payload ids
+    referenced: dict[str, str] = field(default_factory=dict)  # payload id -> task identity
+    # per collection, `line_digest` of every checked record, in file order
+    digests: dict[str, bytearray] = field(default_factory=dict)
     messages: int = 0
     external_parents: int = 0
-    task_ids: frozenset[Hashable] | None = None
+    task_ids: frozenset[str] | None = None
+
+    def seen(self, name: str) -> set[str] | dict[str, int]:
+        return {TASKS: self.tasks, DIALOG_NODES: self.nodes, PAYLOADS: self.payloads}[name]
+
+
+_SHAPES: dict[str, Callable[[Any], Any]] = {
+    TASKS: check_task, DIALOG_NODES: check_node, PAYLOADS: check_payload,
+}
+
+
+def check_shape(name: str, where: str, record: dict[str, Any]) -> Any:
+    """The record's shape (`mindstore.backup.shape`), as `BackupCorrupt` naming the line."""
+    try:
+        return _SHAPES[name](record)
+    except ShapeError as exc:
+        raise BackupCorrupt(f"{where}: {exc}") from None
 
 
 def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, Any],
@@ -188,59 +239,75 @@ def _check(state: _State, name: str, file: str, lineno: int, record: dict[str, A
     manifest = state.manifest
     scope = manifest.scope
     where = f"{file} line {lineno}"
-    if "_id" not in record:
-        raise BackupCorrupt(f"{where}: record has no _id")
-    tenant = record.get("tenant")
-    if not isinstance(tenant, str):
-        raise BackupCorrupt(f"{where}: record has no tenant")
+    facts = check_shape(name, where, record)
+    tenant = facts.tenant
     if (scope.tenant is not None and tenant != scope.tenant) or tenant not in tenant_index:
         raise BackupCorrupt(
             f"{where}: record of tenant {tenant!r} is outside the backup's scope "
             f"({scope.describe()}; tenants {manifest.tenants})"
         )
-    key = _key(record["_id"])
-    seen = state.tasks if name == TASKS else state.seen
+    key = facts.id if name == PAYLOADS else facts.identity
+    seen = state.seen(name)
     if key in seen:
-        raise BackupCorrupt(f"{where}: duplicate _id {record['_id']!r}")
-    if name != TASKS:
-        state.seen.add(key)
+        raise BackupCorrupt(f"{where}: duplicate _id {record['_id']!r} (task {key!r})"
+                            if name != PAYLOADS else f"{where}: duplicate _id {key!r}")
     if name == TASKS:
-        if scope.owner is not None and record.get("owner") != scope.owner:
-            raise BackupCorrupt(f"{where}: task of owner {record.get('owner')!r} is outside "
-                                f"the backup's scope ({scope.describe()})")
-        if state.task_ids is not None and key not in state.task_ids:
-            raise BackupCorrupt(f"{where}: task {record['_id']!r} is outside the backup's "
-                                f"scope ({scope.describe()})")
-        if scope.since is not None:
-            updated = record.get("updated_at")
-            if not isinstance(updated, _dt.datetime) or updated < scope.since:
-                raise BackupCorrupt(f"{where}: task updated at {updated!r} is outside the "
-                                    f"backup's scope ({scope.describe()})")
+        _check_task(state, where, record, facts)
         state.tasks[key] = tenant_index[tenant]
-        messages = record.get("messages")
-        if isinstance(messages, list):
-            state.messages += len(messages)
         return
-    if name == DIALOG_NODES:
-        owner = state.tasks.get(key)
-    else:  # payloads name the plain task id: its task is stored as tenant/id (or, legacy, id)
-        plain = record.get("task_id")
-        owner = state.tasks.get(_key(stored_key(tenant, plain))) if isinstance(plain, str) else None
-        if owner is None:
-            owner = state.tasks.get(_key(plain))
+    task = facts.identity if name == DIALOG_NODES else facts.task_identity
+    owner = state.tasks.get(task)
     if owner is None:
         what = "dialog node" if name == DIALOG_NODES else "payload"
         raise BackupCorrupt(f"{where}: {what} {record['_id']!r} refers to a task that is not "
                             f"in the backup")
-    if owner != tenant_index[tenant]:
+    if owner != tenant_index[tenant]:  # pragma: no cover - identities include the tenant
         raise BackupCorrupt(f"{where}: record of tenant {tenant!r} belongs to a task of "
                             f"another tenant")
     if name == DIALOG_NODES:
-        parent = record.get("parent_id")
-        if parent is not None and _key(parent) not in state.tasks and (
-            not isinstance(parent, str) or _key(stored_key(tenant, parent)) not in state.tasks
-        ):
+        state.nodes.add(key)
+        if facts.parent_id is not None and task_key(tenant, facts.parent_id) not in state.tasks:
             state.external_parents += 1
+        return
+    referrer = state.referenced.get(key)
+    if referrer is not None and referrer != task:
+        raise BackupCorrupt(f"{where}: payload {key!r} belongs to task {task!r} but task "
+                            f"{referrer!r} refers to it")
+    state.payloads.add(key)
+
+
+def _check_task(state: _State, where: str, record: dict[str, Any], facts: TaskFacts) -> None:
+    scope = state.manifest.scope
+    if scope.owner is not None and record.get("owner") != scope.owner:
+        raise BackupCorrupt(f"{where}: task of owner {record.get('owner')!r} is outside "
+                            f"the backup's scope ({scope.describe()})")
+    # scope task ids are per-tenant keys (bare ids in backups written before them)
+    if state.task_ids is not None and facts.identity not in state.task_ids \
+            and facts.task_id not in state.task_ids:
+        raise BackupCorrupt(f"{where}: task {record['_id']!r} is outside the backup's "
+                            f"scope ({scope.describe()})")
+    if scope.since is not None:
+        updated = record.get("updated_at")
+        if not isinstance(updated, _dt.datetime) or updated < scope.since:
+            raise BackupCorrupt(f"{where}: task updated at {updated!r} is outside the "
+                                f"backup's scope ({scope.describe()})")
+    for payload_id in facts.payload_ids:
+        other = state.referenced.setdefault(payload_id, facts.identity)
+        if other != facts.identity:
+            raise BackupCorrupt(f"{where}: payload {payload_id!r} is referenced by two tasks "
+                                f"({other!r} and {facts.identity!r})")
+    state.messages += facts.messages
+
+
+def _check_references(state: _State) -> None:
+    """Every payload a message refers to is in the backup (after the payloads file)."""
+    missing = [pid for pid in state.referenced if pid not in state.payloads]
+    if missing:
+        example = missing[0]
+        raise BackupCorrupt(
+            f"{len(missing)} payload(s) referenced by messages are not in the backup "
+            f"(e.g. {example!r} of task {state.referenced[example]!r})"
+        )
 
 
 async def scan(
@@ -257,24 +324,26 @@ async def scan(
         check_file(reader, manifest, name)
     state = _State(manifest)
     if manifest.scope.task_ids is not None:
-        state.task_ids = frozenset(_key(i) for i in manifest.scope.task_ids)
+        state.task_ids = frozenset(manifest.scope.task_ids)
     tenant_index = {tenant: i for i, tenant in enumerate(manifest.tenants)}
     for name in COLLECTIONS:
-        state.seen = set()
         entry = manifest.collections[name]
         batch: list[dict[str, Any]] = []
         size = done = 0
         if progress:
             progress(f"{step} {name}", 0, entry.count)
-        for lineno, record, nbytes in read_records(reader, manifest, name):
+        digests = state.digests[name] = bytearray()
+        for lineno, record, line in read_records(reader, manifest, name):
             _check(state, name, entry.file, lineno, record, tenant_index)
+            if on_batch is not None:
+                digests += line_digest(line)
             if on_batch is None:
                 done += 1
                 if progress and done % BATCH_RECORDS == 0:
                     progress(f"{step} {name}", done, entry.count)
                 continue
             batch.append(record)
-            size += nbytes
+            size += len(line)
             if len(batch) >= BATCH_RECORDS or size >= BATCH_BYTES:
                 await on_batch(name, batch)
                 done += len(batch)
@@ -287,6 +356,7 @@ async def scan(
             done += len(batch)
         if progress:
             progress(f"{step} {name}", done, entry.count)
+    _check_references(state)
     if state.messages != manifest.messages:
         raise BackupCorrupt(
             f"the backup holds {state.messages} messages, the manifest says {manifest.messages}"

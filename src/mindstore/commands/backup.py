@@ -1,6 +1,6 @@
 """`mindstore backup | verify | restore | erase`: the CLI over `mindstore.backup`.
 
-Exit codes (besides the common ones of `mindstore.cli`): 8 backup refused (e.g. the
+Exit codes (besides the common ones of `mindstore.commands.common`): 8 backup refused (e.g. the
 destination exists), 10 corrupt, 11 incomplete, 12 unreadable, 13 wrong format
 version, 14 restore conflict, 15 erase not confirmed. See docs/backup.md.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from mindstore.cli import open_store, require_tenant, run
-from mindstore.commands.output import echo_json, progress_bar
+from mindstore.commands.common import check_writable, note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.output import console, echo_json, progress_bar
+from mindstore.commands.sanitize import plain, terminal_text
 
 
 class RestoreMode(str, Enum):
@@ -27,8 +27,18 @@ class RestoreMode(str, Enum):
     fail = "fail"
 
 
-def _stdout() -> Console:
-    return Console(width=120, highlight=False, soft_wrap=True)
+class _Out:
+    """Plain lines and tables on stdout; paths and ids are escaped, never markup."""
+
+    def __init__(self) -> None:
+        self._console = console(width=120)
+
+    def print(self, item: Any) -> None:
+        self._console.print(terminal_text(item) if isinstance(item, str) else item)
+
+
+def _stdout() -> _Out:
+    return _Out()
 
 
 def _interactive() -> bool:
@@ -37,12 +47,12 @@ def _interactive() -> bool:
 
 
 def _counts_table(title: str, rows: dict[str, dict[str, Any]], columns: list[str]) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=plain(title), title_justify="left")
     table.add_column("collection")
     for column in columns:
         table.add_column(column, justify="right")
     for name, values in rows.items():
-        table.add_row(name, *(str(values.get(c, "")) for c in columns))
+        table.add_row(plain(name), *(plain(values.get(c, "")) for c in columns))
     return table
 
 
@@ -55,7 +65,7 @@ def register(app: typer.Typer) -> None:
         dest: Path = typer.Argument(..., help="New directory (or .tar file) to write."),
         tenant: Optional[str] = typer.Option(None, "--tenant", help="Only this tenant."),
         owner: Optional[str] = typer.Option(None, "--owner", help="Only this owner (needs --tenant)."),
-        task: Optional[List[str]] = typer.Option(None, "--task", help="Only these task ids (repeat)."),
+        task: Optional[List[str]] = typer.Option(None, "--task", help="Only these tasks (repeat): tenant/id, or a bare id with --tenant."),
         since: Optional[str] = typer.Option(
             None, "--since", help="Only tasks updated at or after this ISO 8601 time (incremental)."
         ),
@@ -67,6 +77,8 @@ def register(app: typer.Typer) -> None:
 
         async def body() -> Any:
             async with open_store(ctx, save=False) as store:
+                if tenant is not None:
+                    await note_unknown_tenant(store, require_tenant(tenant))
                 with progress_bar() as progress:
                     return await backup(store, dest, tenant=tenant, owner=owner,
                                         task_ids=task or None, since=since, tar=tar,
@@ -90,7 +102,7 @@ def register(app: typer.Typer) -> None:
         backup_path: Path = typer.Argument(..., metavar="BACKUP", help="Backup directory or tar."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
-        """Check a backup: hashes, every record, counts, cross-references, scope.
+        """Check a backup: hashes, the shape of every record, references, counts, scope.
 
         Exit codes: 0 intact, 10 corrupt, 11 incomplete, 12 unreadable, 13 wrong format
         version.
@@ -153,6 +165,10 @@ def register(app: typer.Typer) -> None:
         tenant: Optional[str] = typer.Option(None, "--tenant", help="Tenant to erase from."),
         owner: Optional[str] = typer.Option(None, "--owner", help="Erase this owner's data only."),
         task: Optional[str] = typer.Option(None, "--task", help="Erase this task only."),
+        before: Optional[str] = typer.Option(
+            None, "--before", help="Retention: erase tasks not updated since this date (ISO 8601)."),
+        apply_policy: bool = typer.Option(
+            False, "--apply-policy", help="Retention: erase what the tenant's stored policy says."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be erased."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
         receipt: Optional[Path] = typer.Option(None, "--receipt", help="Also write the JSON receipt here."),
@@ -163,33 +179,55 @@ def register(app: typer.Typer) -> None:
         it cannot ask.
         """
         from mindstore.backup import EraseNotConfirmed, erase
-        from mindstore.errors import ValidationError
+        from mindstore.backup import retention
+        from mindstore.errors import BackupError, ValidationError
+
+        async def sweep(store: Any, name: str, dry: bool) -> Any:
+            if apply_policy:
+                return await retention.apply_policy(store, name, dry_run=dry)
+            if before is not None:
+                return await retention.erase_before(store, name, before=before, owner=owner, dry_run=dry)
+            return await erase(store, name, owner=owner, task_id=task, dry_run=dry)
 
         async def body() -> Any:
             name = require_tenant(tenant)
             if owner is not None and task is not None:
                 raise ValidationError("pass --owner or --task, not both")
+            if sum(x for x in (before is not None, apply_policy, task is not None)) > 1:
+                raise ValidationError("pass one of --before, --apply-policy and --task")
+            if apply_policy and owner is not None:
+                raise ValidationError("--apply-policy applies to the whole tenant: drop --owner")
             if not (dry_run or yes or _interactive()):
                 raise EraseNotConfirmed(
                     "erase needs confirmation: pass --yes (or --dry-run to see what it would "
                     "erase)"
                 )
-            async with open_store(ctx, save=not dry_run) as store:
+            if receipt is not None:  # before anything is erased: the receipt must land
+                check_writable(receipt, "receipt file", BackupError)
+            async with open_store(ctx, save=not dry_run, create=False) as store:
+                await note_unknown_tenant(store, name)
                 if not (dry_run or yes):
-                    preview = await erase(store, name, owner=owner, task_id=task, dry_run=True)
+                    preview = await sweep(store, name, True)
                     counts = ", ".join(f"{c} {n}" for n, c in preview.counts.items())
-                    if not typer.confirm(f"erase {counts} of tenant {name}"
-                                         + (f" owner {owner}" if owner else "")
-                                         + (f" task {task}" if task else "") + "?"):
+                    if not typer.confirm(terminal_text(
+                            f"erase {counts} of tenant {name}" + (f" owner {owner}" if owner else "")
+                            + (f" task {task}" if task else "") + "?")):  # fmt: skip
                         raise EraseNotConfirmed("erase cancelled: nothing was erased")
-                return await erase(store, name, owner=owner, task_id=task, dry_run=dry_run)
+                return await sweep(store, name, dry_run)
 
         result = run(body())
         data = result.to_dict()
-        if receipt is not None:
-            receipt.parent.mkdir(parents=True, exist_ok=True)
-            receipt.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         echo_json(data)
+        if receipt is not None:
+
+            async def keep() -> None:
+                try:
+                    receipt.write_text(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
+                except OSError as exc:
+                    raise BackupError(f"erased, but the receipt could not be written to "
+                                      f"{receipt}: {exc.strerror or exc} (it is printed above)") from None
+
+            run(keep())
         if result.dangling_total:
             typer.echo(f"warning: {result.dangling_total} remaining dialog node(s) now have a "
                        f"missing parent (listed in the receipt)", err=True)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-
-from mindstore.cli import open_store, run, settings
-from mindstore.commands.output import progress_bar
+from mindstore.commands.common import open_store, run, settings
+from mindstore.commands.output import console, progress_bar
+from mindstore.commands.sanitize import terminal_text
 from mindstore.documents import TASKS
 from mindstore.errors import ConfigurationError, Conflict
 from mindstore.workload import Workload, WorkloadSpec, generate, load
@@ -39,11 +38,11 @@ async def _refuse_duplicates(store: Any, workload: Workload, seed: int) -> None:
 def _summary(workload: Workload, data: Any) -> None:
     tenants = sorted({task["tenant"] for task in workload.tasks})
     forks = sum(1 for node in workload.nodes if node.get("parent_id"))
-    console = Console(highlight=False, soft_wrap=True)
-    console.print(f"loaded {len(workload.tasks)} tasks ({forks} forks) with "
-                  f"{workload.message_count} messages for tenants {', '.join(tenants)}")  # fmt: skip
-    where = f"--data {data} " if data else ""
-    console.print(f"try: mindstore {where}stats usage --tenant {tenants[0]} --by model --period week")
+    out = console()
+    out.print(f"loaded {len(workload.tasks)} tasks ({forks} forks) with "
+              f"{workload.message_count} messages for tenants {', '.join(tenants)}")  # fmt: skip
+    where = f"--data {terminal_text(data)} " if data else ""
+    out.print(f"try: mindstore {where}stats usage --tenant {tenants[0]} --by model --period week")
 
 
 def register(app: typer.Typer) -> None:

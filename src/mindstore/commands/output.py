@@ -1,4 +1,9 @@
-"""Render rows as a rich table, JSON or CSV (`--format`); progress bars for long commands."""
+"""Render rows as a rich table, JSON or CSV (`--format`); progress bars for long commands.
+
+Every value is user data to be shown, never interpreted: table cells and titles go
+through `sanitize.plain` (no rich markup, no terminal escapes), CSV cells through
+`sanitize.csv_cell` (no spreadsheet formulas), and JSON is always valid UTF-8.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
+
+from mindstore.commands.sanitize import csv_cell, json_text, plain, terminal_text
 
 
 class OutputFormat(str, Enum):
@@ -40,9 +47,25 @@ def rows_of(items: Iterable[Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def console(*, stderr: bool = False, width: int | None = None) -> Console:
+    """A console that prints strings as they are: no markup, no highlighting, no emoji
+    codes (pass user data through `sanitize` first)."""
+    return Console(stderr=stderr, width=width, markup=False, highlight=False, emoji=False,
+                   soft_wrap=width is None)
+
+
 def echo_json(data: Any) -> None:
-    """Print data as indented JSON: non-ASCII kept readable, anything else as its str."""
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    """Print data as indented JSON: non-ASCII kept readable, anything else as its str.
+
+    JSON escapes C0 control characters itself; the few others a terminal would act on,
+    and lone surrogates (which UTF-8 cannot hold), are written as ``\\uXXXX`` escapes
+    (`sanitize.json_text`): the same JSON value."""
+    typer.echo(json_text(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+def echo_text(text: str) -> None:
+    """Print text that may hold user data (escaped, see `sanitize.terminal_text`)."""
+    typer.echo(terminal_text(text))
 
 
 def render(items: Iterable[Any], fmt: OutputFormat, *, title: str | None = None,
@@ -57,23 +80,23 @@ def render(items: Iterable[Any], fmt: OutputFormat, *, title: str | None = None,
         writer = csv.DictWriter(buffer, fieldnames=names, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (json.dumps(v, default=str) if isinstance(v, (dict, list)) else v)
+            writer.writerow({k: csv_cell(json.dumps(v, default=str) if isinstance(v, (dict, list)) else v)
                              for k, v in row.items()})
         typer.echo(buffer.getvalue(), nl=False)
         return
-    table = Table(title=title)
+    table = Table(title=plain(title) if title else None)
     for name in names:
-        table.add_column(name)
+        table.add_column(plain(name))
     for row in rows:
-        table.add_row(*("" if row.get(n) is None else str(row.get(n)) for n in names))
-    Console(width=200).print(table)
+        table.add_row(*(plain(row.get(n)) for n in names))
+    console(width=200).print(table)
 
 
 @contextmanager
 def progress_bar() -> Iterator[Any]:
     """A rich progress bar on stderr when it is a terminal; otherwise no callback."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
+    err = console(stderr=True)
+    if not err.is_terminal:
         yield None
         return
     from rich.progress import (
@@ -91,7 +114,7 @@ def progress_bar() -> Iterator[Any]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=err,
         transient=True,
     ) as bar:
         steps: dict[str, Any] = {}

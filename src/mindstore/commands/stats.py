@@ -29,7 +29,6 @@ from typing import (
 )
 
 import typer
-from rich.console import Console
 
 from mindstore.analytics.periods import Period, to_period
 from mindstore.analytics.rows import (
@@ -39,8 +38,9 @@ from mindstore.analytics.rows import (
     SubtaskRow,
 )
 from mindstore.analytics.service import Analytics
-from mindstore.cli import open_store, require_tenant, run
-from mindstore.commands.output import OutputFormat, echo_json, render
+from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.arguments import time_bound
+from mindstore.commands.output import OutputFormat, console, echo_json, render
 from mindstore.errors import ValidationError
 from mindstore.pipelines.analytics import (
     GROUP_DIMENSIONS,
@@ -103,9 +103,11 @@ def register(app: typer.Typer) -> None:
 # ---------------------------------------------------------------------- plumbing
 def _filters(owner: str | None, state: str | None, model: str | None, since: str | None,
              until: str | None) -> dict[str, Any]:  # fmt: skip
-    """The filters every report shares, as keyword arguments; the analytics layer checks
-    them, so every report rejects a bad state or time bound with the same message."""
-    return {"owner": owner, "state": state, "model": model, "since": since, "until": until}
+    """The filters every report shares, as keyword arguments. The time bounds are parsed
+    here (`arguments.time_bound`: NaN, infinities and years past 9999 are refused with the
+    option's name); the analytics layer checks the rest and the order of the bounds."""
+    bounds = _checked(lambda: (time_bound(since, "--since"), time_bound(until, "--until")))
+    return {"owner": owner, "state": state, "model": model, "since": bounds[0], "until": bounds[1]}
 
 
 def _checked(parse: Callable[[], T]) -> T:
@@ -151,7 +153,7 @@ def _working(report: str) -> Iterator[None]:
     if not _stderr_is_terminal():
         yield
         return
-    with Console(stderr=True).status(f"computing {report} report…"):
+    with console(stderr=True).status(f"computing {report} report…"):
         yield
 
 
@@ -164,7 +166,9 @@ def _report(ctx: typer.Context, tenant: str | None, report: str,
         name = require_tenant(tenant)
         with _working(report):
             async with open_store(ctx, save=False) as store:
-                return await query(store.scoped(name).analytics)
+                analytics = store.scoped(name).analytics  # checks the tenant id first
+                await note_unknown_tenant(store, name)
+                return await query(analytics)
 
     return run(body())
 
@@ -369,7 +373,7 @@ def subtasks_command(
 def owners_command(
     ctx: typer.Context,
     tenant: Tenant = None,
-    limit: Annotated[int, typer.Option("--limit", help="How many owners (1-10000).")] = 10,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="How many owners (1-10000).")] = 10,
     by: Annotated[str, typer.Option(
         "--by", help="Rank by cost, tokens_in, tokens_out, cache_reads or cache_writes.")] = "cost",
     owner: Owner = None,

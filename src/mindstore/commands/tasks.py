@@ -12,11 +12,12 @@ from dataclasses import asdict
 from typing import Annotated, Any, Awaitable, Callable, Iterator, Optional, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from mindstore.cli import open_store, require_tenant, run
-from mindstore.commands.output import OutputFormat, echo_json, render
+from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
+from mindstore.commands.arguments import MAX_COUNT
+from mindstore.commands.output import OutputFormat, console, echo_json, echo_text, render
+from mindstore.commands.sanitize import plain
 from mindstore.errors import ValidationError
 from mindstore.model.header import TaskState
 
@@ -55,7 +56,9 @@ def _read(ctx: typer.Context, tenant: str | None, query: Callable[[Any], Awaitab
     async def body() -> T:
         name = require_tenant(tenant)
         async with open_store(ctx, save=False) as store:
-            return await query(store.scoped(name))
+            scope = store.scoped(name)  # checks the tenant id first
+            await note_unknown_tenant(store, name)
+            return await query(scope)
 
     return run(body())
 
@@ -136,12 +139,12 @@ async def _record_and_spans(scope: Any, task_id: str) -> tuple[Any, list[Any]]:
 
 def _print_record_table(record: dict[str, Any], spans: list[dict[str, Any]]) -> None:
     """A vertical field/value table: one record is too wide to read as a single row."""
-    table = Table(title=f"task {record['id']}", title_justify="left")
+    table = Table(title=plain(f"task {record['id']}"), title_justify="left")
     table.add_column("field")
     table.add_column("value")
     for name, value in record.items():
-        table.add_row(name, "" if value is None else str(value))
-    Console(width=200).print(table)
+        table.add_row(plain(name), plain(value))
+    console(width=200).print(table)
     render(spans, OutputFormat.table, title="sub-tasks", columns=SPAN_COLUMNS)
 
 
@@ -182,9 +185,9 @@ def messages_command(
     ctx: typer.Context,
     task_id: TaskId,
     tenant: Tenant = None,
-    start: Annotated[Optional[int], typer.Option("--start", min=0, help="First message index.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="At most this many.")] = None,
-    tail: Annotated[Optional[int], typer.Option("--tail", min=1, help="Only the last N messages.")] = None,
+    start: Annotated[Optional[int], typer.Option("--start", min=0, max=MAX_COUNT, help="First message index.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, max=MAX_COUNT, help="At most this many.")] = None,
+    tail: Annotated[Optional[int], typer.Option("--tail", min=1, max=MAX_COUNT, help="Only the last N messages.")] = None,
     fmt: Format = OutputFormat.table,
 ) -> None:
     """A task's messages: previews in table/csv, the full stored messages in json."""
@@ -222,7 +225,7 @@ def tree_command(
     """The dialog fork tree under a task: who forked from whom, how many messages each."""
     tree = _read(ctx, tenant, lambda scope: _tree(scope, task_id, from_root, fmt))
     if fmt == OutputFormat.table:
-        typer.echo(tree)
+        echo_text(tree)
     elif fmt == OutputFormat.json:
         echo_json(tree)
     else:

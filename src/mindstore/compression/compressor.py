@@ -211,7 +211,7 @@ class Compressor:
             return self.view()
         await source.append_checkpoint(merged, reason)
         self.checkpoints.append(merged)
-        return self.view()  # the compression message itself is never part of a view
+        return self.view()  # The compression message itself is never part of a view
 
     async def transform(self) -> list[AnyMessage]:
         """The strategy's view of the latest checkpoint over the level as it is now."""

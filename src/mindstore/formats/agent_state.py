@@ -4,7 +4,7 @@ An agent graph keeps, next to its messages, where the run is: the current node, 
 count, whether it is running, interrupted (before or after a node, with a reason and
 data), completed or failed, and whether a stop was requested. These models hold that state
 so it can be stored with a task and loaded back typed; they are pure (no I/O) and mirror
-the agent-graph semantics: `clear_interrupt` resumes running, `error` records its message
+The agent-graph semantics: `clear_interrupt` resumes running, `error` records its message
 in `internal_data["error"]`, a dict in the agent graph's own serialised form (with
 `_internal_data`) is read by `ExecutionState.from_dict`.
 

@@ -15,7 +15,7 @@ from mindstore.model.parts import ImagePart, MediaRef
 
 _DATA_URL = re.compile(r"data:(?P<mime>[^;,]*)(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)", re.S)
 
-# The first base64 characters of the formats the seeds detect from magic bytes.
+# The first base64 characters of the formats the specifications detect from magic bytes.
 _BASE64_MAGIC = (
     ("/9j/", "image/jpeg"),
     ("iVBORw0KGg", "image/png"),

@@ -53,7 +53,7 @@ from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
 from mindstore.model.storage_form import escape_keys, unescape_keys
 
-MARKER = "langgraph"
+MARKER = keys.MARKER
 CHUNK = 500
 INLINE_BYTES = 64
 FINGERPRINTS = 20_000

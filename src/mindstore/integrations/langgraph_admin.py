@@ -9,14 +9,15 @@ more. A task is only ever deleted when its metadata says it holds this thread's 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mindstore.errors import NotFound
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations.langgraph_writes import REF
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mindstore.integrations.langgraph import MindstoreSaver
+MindstoreSaver = Any
+"""The saver these functions serve (`mindstore.integrations.langgraph.MindstoreSaver`;
+named here without importing it, which would be a cycle)."""
 
 CHUNK = 500
 
@@ -27,7 +28,7 @@ def _task_of(ident: str, ns: str, ms: dict[str, Any] | None) -> str | None:
     return str(ms.get("t", keys.messages_task_id(ident, ns)))
 
 
-async def _rows(saver: "MindstoreSaver", prefix: str, projection: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+async def _rows(saver: MindstoreSaver, prefix: str, projection: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     query = {**saver._scope(), "_id": keys.prefix_range(prefix)}
     return await saver._checkpoints.find(query, projection).to_list(length=None)  # type: ignore[no-any-return]
 
@@ -42,15 +43,13 @@ async def _delete(collection: Any, tenant: str, ids: list[str]) -> None:
         await collection.delete_many({"tenant": tenant, "_id": {"$in": ids[start:start + CHUNK]}})
 
 
-async def _delete_task(saver: "MindstoreSaver", task: str, thread: str) -> None:
-    from mindstore.integrations.langgraph import MARKER
-
+async def _delete_task(saver: MindstoreSaver, task: str, thread: str) -> None:
     try:
         record = await saver._tasks.get(task)
     except NotFound:
         return
     metadata = record.metadata or {}
-    if metadata.get("integration") == MARKER and metadata.get("thread_id") == thread:
+    if metadata.get("integration") == keys.MARKER and metadata.get("thread_id") == thread:
         await saver._tasks.delete(task)
 
 
@@ -59,7 +58,7 @@ def _referenced(docs: list[dict[str, Any]]) -> set[str]:
     return {data["t"] for doc in docs for _, _, kind, data in doc.get("w") or [] if kind == REF}
 
 
-async def delete_thread(saver: "MindstoreSaver", thread: str) -> None:
+async def delete_thread(saver: MindstoreSaver, thread: str) -> None:
     ident = saver._ident(thread)
     prefix = keys.thread_prefix(saver.tenant, ident)
     rows = await _rows(saver, prefix, {"ms": 1, "ns": 1, "th": 1})
@@ -80,7 +79,7 @@ async def delete_thread(saver: "MindstoreSaver", thread: str) -> None:
     saver._heads = {k: v for k, v in saver._heads.items() if not k.startswith(prefix)}
 
 
-async def delete_for_runs(saver: "MindstoreSaver", run_ids: list[str]) -> None:
+async def delete_for_runs(saver: MindstoreSaver, run_ids: list[str]) -> None:
     if not run_ids:
         return
     found = await saver._checkpoints.find({**saver._scope(), "md.run_id": {"$in": run_ids}}, {"_id": 1}).to_list(length=None)
@@ -90,7 +89,7 @@ async def delete_for_runs(saver: "MindstoreSaver", run_ids: list[str]) -> None:
     saver._heads.clear()
 
 
-async def copy_thread(saver: "MindstoreSaver", source: str, target: str) -> None:
+async def copy_thread(saver: MindstoreSaver, source: str, target: str) -> None:
     source_ident, target_ident = saver._ident(source), saver._ident(target)
     source_prefix = keys.thread_prefix(saver.tenant, source_ident)
     target_prefix = keys.thread_prefix(saver.tenant, target_ident)
@@ -136,7 +135,7 @@ async def copy_thread(saver: "MindstoreSaver", source: str, target: str) -> None
         await saver._blobs.update_one({"_id": key, "tenant": saver.tenant}, {"$set": doc}, upsert=True)
 
 
-async def prune(saver: "MindstoreSaver", thread: str, strategy: str) -> None:
+async def prune(saver: MindstoreSaver, thread: str, strategy: str) -> None:
     if strategy == "delete":
         await delete_thread(saver, thread)
         return

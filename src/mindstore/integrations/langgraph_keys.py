@@ -35,6 +35,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from mindstore.errors import ValidationError
 from mindstore.ids import check_name
 
+MARKER = "langgraph"
+"""`metadata["integration"]` of the tasks that hold LangGraph threads' messages."""
 KEY = re.compile(r"[A-Za-z0-9_\-.:]{1,100}")
 SIMPLE_FILTER_KEY = re.compile(r"[A-Za-z0-9_\-]{1,100}")
 EMPTY_CHAIN = b"\x00" * 8

@@ -18,7 +18,7 @@ saves asynchronously) simply keeps its value.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict
 from langgraph.checkpoint.base import WRITES_IDX_MAP, writes_sort_key
@@ -27,8 +27,9 @@ from mindstore.errors import Conflict
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations.langchain_messages import to_langchain
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mindstore.integrations.langgraph import MindstoreSaver
+MindstoreSaver = Any
+"""The saver these functions serve (`mindstore.integrations.langgraph.MindstoreSaver`;
+named here without importing it, which would be a cycle)."""
 
 REF = "@ref"
 REF_MAP = "@refmap"
@@ -38,7 +39,7 @@ reference."""
 ATTEMPTS = 100
 
 
-async def put(saver: "MindstoreSaver", key: str, writes: Sequence[tuple[str, Any]], task_id: str,
+async def put(saver: MindstoreSaver, key: str, writes: Sequence[tuple[str, Any]], task_id: str,
               task_path: str) -> None:  # fmt: skip
     """Store a task's writes; an index already stored is kept (special channels replaced)."""
     items = [[WRITES_IDX_MAP.get(channel, index), channel, *saver.serde.dumps_typed(value)]
@@ -63,7 +64,7 @@ async def put(saver: "MindstoreSaver", key: str, writes: Sequence[tuple[str, Any
     raise Conflict(f"put_writes: writes of task {task_id!r} kept changing")
 
 
-async def _replace(saver: "MindstoreSaver", query: dict[str, Any], stored: dict[str, Any], items: list[Any]) -> bool:
+async def _replace(saver: MindstoreSaver, query: dict[str, Any], stored: dict[str, Any], items: list[Any]) -> bool:
     """Replace a document's items, guarded by its change counter `v` (absent until the
     first change, so a document written once carries none)."""
     version = stored.get("v")
@@ -72,7 +73,7 @@ async def _replace(saver: "MindstoreSaver", query: dict[str, Any], stored: dict[
     return bool(done.matched_count)
 
 
-async def load(saver: "MindstoreSaver", checkpoint_keys: Sequence[str]) -> dict[str, list[tuple[str, str, Any]]]:
+async def load(saver: MindstoreSaver, checkpoint_keys: Sequence[str]) -> dict[str, list[tuple[str, str, Any]]]:
     """Each checkpoint's pending writes, in `writes_sort_key` order, references resolved."""
     docs: list[dict[str, Any]] = []
     ranges = [{"_id": keys.prefix_range(key + "/")} for key in checkpoint_keys]
@@ -93,7 +94,7 @@ async def load(saver: "MindstoreSaver", checkpoint_keys: Sequence[str]) -> dict[
 Stored = dict[str, tuple[int, list[BaseMessage]]]
 
 
-async def read_refs(saver: "MindstoreSaver", refs: Sequence[dict[str, Any]]) -> Stored:
+async def read_refs(saver: MindstoreSaver, refs: Sequence[dict[str, Any]]) -> Stored:
     """The messages the references name: one read per task, of the span they cover."""
     spans: dict[str, tuple[int, int]] = {}
     for ref in refs:
@@ -105,7 +106,7 @@ async def read_refs(saver: "MindstoreSaver", refs: Sequence[dict[str, Any]]) -> 
     return stored
 
 
-def resolve_blob(saver: "MindstoreSaver", blob: dict[str, Any], stored: Stored) -> Any:
+def resolve_blob(saver: MindstoreSaver, blob: dict[str, Any], stored: Stored) -> Any:
     """A blob's value (a `REF_MAP` blob rebuilt from its rest and its messages)."""
     if blob.get("t") != REF_MAP:
         return saver.serde.loads_typed((blob["t"], bytes(blob["b"])))
@@ -166,7 +167,7 @@ def _same(written: dict[str, Any], appended: dict[str, Any]) -> bool:
     return written == appended
 
 
-async def compact(saver: "MindstoreSaver", parent_key: str, task: str, start: int, appended: Sequence[BaseMessage],
+async def compact(saver: MindstoreSaver, parent_key: str, task: str, start: int, appended: Sequence[BaseMessage],
                   blobs: Sequence[str] = ()) -> None:  # fmt: skip
     """Turn the parent checkpoint's `messages` writes, and the blobs it wrote (`blobs`: their
     keys) that hold messages, into references to what was just appended (`appended` = the

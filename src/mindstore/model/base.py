@@ -21,7 +21,12 @@ ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
 
 
 def _nanoid() -> str:
-    return nanoid.generate(ID_ALPHABET, 21)
+    """A 21-character nanoid that does not start with '-', so it can never be read as an
+    option when typed on a command line (`mindstore tasks tree <id>`)."""
+    value = nanoid.generate(ID_ALPHABET, 21)
+    while value.startswith("-"):
+        value = nanoid.generate(ID_ALPHABET, 21)
+    return value
 
 
 # The two sources of non-determinism in the model. Tests (and deterministic replays)
@@ -31,7 +36,7 @@ CLOCK: Callable[[], float] = time.time
 
 
 def new_id() -> str:
-    """A fresh 21-character nanoid, the id format of seed 000."""
+    """A fresh 21-character nanoid, the id format of the Mind Map."""
     return ID_SOURCE()
 
 
@@ -40,7 +45,7 @@ def clock() -> float:
 
 
 def now_ts() -> int:
-    """Epoch seconds as the seeds store them (an int, so durations are plain `$subtract`)."""
+    """Epoch seconds as the Mind Map stores them (an int, so durations are plain `$subtract`)."""
     return int(CLOCK())
 
 

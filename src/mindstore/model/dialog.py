@@ -1,5 +1,5 @@
-"""Dialog trees (seed 002), the pure part: fork selection, tree shapes, overview text,
-and the seed's `to_dict` form. No I/O; `repositories/dialogs.py` does the reads and writes.
+"""Dialog trees (the dialog document), the pure part: fork selection, tree shapes, overview text,
+and the dialog document's `to_dict` form. No I/O; `repositories/dialogs.py` does the reads and writes.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class DialogNode(BaseModel):
 
 
 def kept_indexes(length: int, last_n: int = 0, first_k: int = 1) -> list[int]:
-    """Seed 002's fork selection: every index when `last_n` is 0 or `last_n + first_k`
+    """The dialog document's fork selection: every index when `last_n` is 0 or `last_n + first_k`
     covers the history, else the first `first_k` and the last `last_n`."""
     if last_n < 0 or first_k < 0:
         raise ValidationError(f"last_n and first_k must be >= 0 (got last_n={last_n}, first_k={first_k})")
@@ -101,7 +101,7 @@ def _children_map(nodes: Iterable[DialogNode]) -> dict[str | None, list[DialogNo
 
 
 def bfs_order(root_id: str, nodes: Iterable[DialogNode]) -> list[DialogNode]:
-    """The subtree of `root_id` in breadth-first order, siblings oldest first (seed 002)."""
+    """The subtree of `root_id` in breadth-first order, siblings oldest first (the dialog document)."""
     nodes = list(nodes)
     by_id = {n.dialog_id: n for n in nodes}
     if root_id not in by_id:
@@ -115,7 +115,7 @@ def bfs_order(root_id: str, nodes: Iterable[DialogNode]) -> list[DialogNode]:
 
 
 def overview_line(node: DialogNode, relative_depth: int, message_count: int) -> str:
-    """One line of `tree_overview()`, in the seed's format."""
+    """One line of `tree_overview()`, in the dialog document's format."""
     line = f"[{node.dialog_id[:8]}] owner={node.owner} msgs={message_count} split@{node.split_point}"
     if node.last_n:
         line += f" (last_n={node.last_n}, first_k={node.first_k})"
@@ -125,7 +125,7 @@ def overview_line(node: DialogNode, relative_depth: int, message_count: int) -> 
 
 
 def tree_overview(root_id: str, nodes: Iterable[DialogNode], counts: dict[str, int]) -> str:
-    """The seed's indented tree, depth first so each child sits under its parent."""
+    """The dialog document's indented tree, depth first so each child sits under its parent."""
     nodes = list(nodes)
     children = _children_map(nodes)
     by_id = {n.dialog_id: n for n in nodes}
@@ -177,7 +177,7 @@ def message_overview(messages: Sequence[AnyMessage], width: int = 80) -> str:
 
 
 def node_to_seed_dict(node: DialogNode, children_ids: Sequence[str]) -> dict[str, Any]:
-    """Seed 002's `DialogTreeNode.to_dict()` plus the materialized tree fields."""
+    """The dialog document's `DialogTreeNode.to_dict()` plus the materialized tree fields."""
     return {
         "dialog_id": node.dialog_id,
         "owner": node.owner,

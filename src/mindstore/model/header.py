@@ -64,9 +64,14 @@ class ScopeFrame(Model):
     index: int
     model_name: str | None = None
     entry_tools: list[str] = Field(default_factory=list)
-    # The last tool call of the message right before the entry: seed 000's fallback
-    # trigger when no task-entry tool call is found by name.
+    # The last tool call of the message right before the entry: the Mind Map's fallback
+    # trigger when no task-entry tool call is found by name (frames written before the
+    # trigger was recorded at entry time).
     fallback: ToolCallRef | None = None
+    # The open call that opened this sub-task, decided when the entry is written; the exit
+    # answers exactly this call (None: it answers nothing).
+    trigger: ToolCallRef | None = None
+    trigger_recorded: bool = False
 
 
 class Tail(Model):
@@ -106,6 +111,7 @@ class TaskHeader(Model):
     open_tool_calls: list[ToolCallRef] = Field(default_factory=list)
     root_config_index: int | None = None
     root_model_name: str | None = None
+    root_entry_tools: list[str] = Field(default_factory=list)
     last_config_index: int | None = None
     last_model_name: str | None = None
     tail: Tail | None = None
@@ -120,7 +126,7 @@ class TaskHeader(Model):
         return self.scope_stack[-1].entry_id if self.scope_stack else None
 
     def current_model_name(self) -> str | None:
-        """Model of the current level's config (seed 000 `current_task_config`)."""
+        """Model of the current level's config (the Mind Map `current_task_config`)."""
         if self.scope_stack:
             return self.scope_stack[-1].model_name
         if self.root_config_index is not None:

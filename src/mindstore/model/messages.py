@@ -1,7 +1,7 @@
 """Messages: role-discriminated, with a catch-all that never drops data.
 
-Every message carries the seed-000 metadata (id, task_id, timestamps, world state, error)
-plus what the other seeds put on a message (usage with cost, name, logprobs, metadata).
+Every message carries the Mind Map metadata (id, task_id, timestamps, world state, error)
+plus what the other formats put on a message (usage with cost, name, logprobs, metadata).
 Three fields belong to the store and are written once at append time: `scope` (the id of
 the task entry whose sub-task the message belongs to, None at the root), `depth` (nesting
 depth) and `origin` (where a forked copy came from). Because they are materialized,
@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     TypeAdapter,
     model_serializer,
@@ -59,7 +60,7 @@ class UsageCost(Model):
 
 
 class Usage(Model):
-    """Token usage of one model call (seeds 001/003)."""
+    """Token usage of one model call (the message-layer and agent-graph formats)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -112,7 +113,7 @@ class UserMessage(MessageBase):
 
 class AssistantMessage(MessageBase):
     role: Literal["assistant"] = "assistant"
-    # Seed 000 lists loading/completed/error/interrupted; other values are kept, not refused.
+    # The Mind Map lists loading/completed/error/interrupted; other values are kept, not refused.
     status: str = "loading"
     cost: float | None = 0.0
     cache_writes: int | None = 0
@@ -167,14 +168,22 @@ class TaskExitMessage(MessageBase):
         return list(parts[0].handoff_description) if parts else []
 
 
+DERIVED_FIELDS = ("id", "task_id", "scope", "depth", "finished_ts")
+"""What the store adds to an unknown-role message it keeps (levels and pipelines need them)."""
+
+
 class UnknownMessage(Model):
     """A message whose role this version does not know; stored and returned verbatim.
 
-    The seed silently dropped such messages. Here they are kept as the raw dict, expose the
-    fields the store needs (id, timestamps, scope), and serialise back unchanged.
+    The Mind Map silently dropped such messages. Here they are kept as the raw dict, expose
+    the fields the store needs (id, timestamps, scope), and serialise back unchanged: the
+    store's own fields (`scope`, `depth`, `task_id`, `finished_ts` when the caller did not
+    set them) live beside `raw`, never in it, so reading a task never changes what the
+    caller wrote (`derived` holds them; `stored_form` writes them next to the raw keys).
     """
 
     raw: JSON = Field(default_factory=dict)
+    _derived: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -188,6 +197,25 @@ class UnknownMessage(Model):
     @model_serializer(mode="plain")
     def _serialize(self) -> JSON:
         return copy.deepcopy(self.raw)
+
+    @classmethod
+    def from_stored(cls, document: JSON, derived: list[str]) -> UnknownMessage:
+        """The caller's message from a stored one: the listed store fields move out of raw."""
+        raw = dict(document)
+        message = cls(raw={})
+        for name in derived:
+            if name in raw:
+                message._derived[name] = raw.pop(name)
+        message.raw = raw
+        return message
+
+    def stored_form(self) -> tuple[JSON, list[str]]:
+        """(the raw dict plus the store's fields, the names of those added)."""
+        added = {name: value for name, value in self._derived.items() if name not in self.raw}
+        return {**copy.deepcopy(self.raw), **added}, sorted(added)
+
+    def _get(self, name: str) -> Any:
+        return self._derived[name] if name in self._derived else self.raw.get(name)
 
     @property
     def id(self) -> str:
@@ -206,37 +234,37 @@ class UnknownMessage(Model):
 
     @property
     def finished_ts(self) -> int | float | None:
-        value = self.raw.get("finished_ts")
+        value = self._get("finished_ts")
         return value if isinstance(value, (int, float)) else None
 
     @finished_ts.setter
     def finished_ts(self, value: int | float | None) -> None:
-        self.raw["finished_ts"] = value
+        self._derived["finished_ts"] = value
 
     @property
     def scope(self) -> str | None:
-        return self.raw.get("scope")
+        return self._get("scope")  # type: ignore[no-any-return]
 
     @scope.setter
     def scope(self, value: str | None) -> None:
-        self.raw["scope"] = value
+        self._derived["scope"] = value
 
     @property
     def depth(self) -> int:
-        value = self.raw.get("depth")
+        value = self._get("depth")
         return value if isinstance(value, int) else 0
 
     @depth.setter
     def depth(self, value: int) -> None:
-        self.raw["depth"] = value
+        self._derived["depth"] = value
 
     @property
     def task_id(self) -> str:
-        return self.raw.get("task_id") or ""
+        return self._get("task_id") or ""  # type: ignore[no-any-return]
 
     @task_id.setter
     def task_id(self, value: str) -> None:
-        self.raw["task_id"] = value
+        self._derived["task_id"] = value
 
     @property
     def content(self) -> list[Any]:
@@ -331,7 +359,7 @@ def parse_messages(data: list[Any]) -> list[AnyMessage]:
 
 
 def create_message_from_dict(data: dict[str, Any]) -> AnyMessage:
-    """Seed 000's factory: a known role gives its class; a missing or unknown role is an error.
+    """The Mind Map's factory: a known role gives its class; a missing or unknown role is an error.
 
     Use `parse_message` to accept unknown roles (the store does, when reading).
     """

@@ -1,8 +1,8 @@
 """Message parts: the typed content blocks carried inside a message.
 
-Seed 000 defines the core parts (text, image, file, reasoning, redacted thinking, tool call,
+The Mind Map defines the core parts (text, image, file, reasoning, redacted thinking, tool call,
 tool result, informational, compression, task config, task entry, task exit). The content
-kinds that only seeds 001 and 003 know (audio, thinking with signature, video, document,
+kinds that only the message-layer and agent-graph formats know (audio, thinking with signature, video, document,
 data, annotation, error) are added here so one store can hold conversations from any of
 those agent frameworks. The `Part` union dispatches on `type` with a callable
 discriminator; an unknown `type` becomes an `UnknownPart` that serialises back unchanged.
@@ -20,7 +20,7 @@ from mindstore.model.base import JSON, Model
 
 
 class MediaRef(Model):
-    """Where media lives (seed 003): a URL, a provider file id, or small inline base64."""
+    """Where media lives (the agent-graph format): a URL, a provider file id, or small inline base64."""
 
     kind: Literal["url", "file_id", "data"] = "url"
     url: str | None = None
@@ -37,7 +37,7 @@ class MediaRef(Model):
 
 
 class ObserverResult(Model):
-    """Outcome of one observer watching a tool execution (seed 000)."""
+    """Outcome of one observer watching a tool execution (the Mind Map)."""
 
     is_success: bool
     observer_name: str
@@ -51,7 +51,7 @@ class TextPart(Model):
 
 
 class ImagePart(Model):
-    """An image: inline base64 (seed 000) or a media reference (seed 003)."""
+    """An image: inline base64 (the Mind Map) or a media reference (the agent-graph format)."""
 
     type: Literal["image"] = "image"
     image: str = ""
@@ -82,7 +82,7 @@ class RedactedThinkingPart(Model):
 
 
 class ThinkingPart(Model):
-    """Anthropic-style extended thinking (seed 001); the signature must survive untouched."""
+    """Anthropic-style extended thinking (the message-layer format); the signature must survive untouched."""
 
     type: Literal["thinking"] = "thinking"
     content: str = ""
@@ -107,7 +107,7 @@ class ToolResultContent(Model):
 
 
 class ToolResultPart(Model):
-    """Result of a tool call (seed 000) plus seed 001's `terminate` and `metadata`."""
+    """Result of a tool call (the Mind Map) plus the message-layer format's `terminate` and `metadata`."""
 
     type: Literal["toolResult"] = "toolResult"
     tool_call_id: str
@@ -147,7 +147,7 @@ class CompressionPart(Model):
 
 
 class CompressionStrategyType(str, Enum):
-    """The strategies of seed 004."""
+    """The strategies of the compression document."""
 
     tool_compression = "tool_compression"
     truncate_and_summarize = "truncate_and_summarize"
@@ -155,7 +155,7 @@ class CompressionStrategyType(str, Enum):
 
 
 class CompressionConfig(Model):
-    """When and how a task level is compressed (seeds 000 and 004)."""
+    """When and how a task level is compressed (the Mind Map and the compression document)."""
 
     enabled: bool = True
     token_limit: int = 200_000
@@ -208,15 +208,20 @@ class TaskEntryPart(Model):
     initial_context: list[Union[TextPart, ImagePart, InformationalPart]] = Field(
         default_factory=list
     )
+    # The open tool call this sub-task answers when it exits (None: none was found).
+    trigger_call_id: str | None = None
 
 
 class TaskExitPart(Model):
     type: Literal["taskexit"] = "taskexit"
     handoff_description: list[Union[TextPart, ImagePart]] = Field(default_factory=list)
+    # The call this exit answered and the ToolMessage that answered it (None: nothing).
+    tool_call_id: str | None = None
+    answer_id: str | None = None
 
 
 class AudioPart(Model):
-    """Audio clips (seed 001: base64, `file:` paths or bytes; seed 003: media ref)."""
+    """Audio clips (the message-layer format: base64, `file:` paths or bytes; the agent-graph format: media ref)."""
 
     type: Literal["audio"] = "audio"
     audio: list[str | bytes] = Field(default_factory=list)

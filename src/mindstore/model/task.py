@@ -1,22 +1,26 @@
-"""`Task`: seed 000's in-memory mind map, built on the shared planners.
+"""`Task`: the Mind Map's in-memory task, built on the shared planners.
 
 Every verb asks a planner what to write and applies the plan to the list, exactly as the
-repository applies the same plan to the stored document. The seed's three bugs are fixed
-here (see DESIGN.md): sibling sub-tasks resolve to the open one, unknown roles and parts
+repository applies the same plan to the stored document, so the two homes keep one
+contract (docs/contract.md): the same argument names (the Mind Map's spellings accepted
+as aliases), the same replays, the same errors. The Mind Map's three bugs are fixed here
+(docs/architecture.md): sibling sub-tasks resolve to the open one, unknown roles and parts
 are kept, and `finished_ts` bookkeeping is part of the append itself.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, Unpack
 
 from pydantic import Field, PrivateAttr, model_validator
 
 from mindstore.errors import (
     InvalidTransition,
     MindstoreError,
+    MissingConfig,
     NotFound,
     ValidationError,
+    WrongType,
 )
 from mindstore.model import planner as plans
 from mindstore.model.base import JSON, Model, new_id
@@ -27,30 +31,51 @@ from mindstore.model.messages import (
     CompressionMessage,
     InformationalMessage,
     Message,
+    MessageBase,
     SystemMessage,
     TaskConfigMessage,
     TaskEntryMessage,
     TaskExitMessage,
     ToolMessage,
+    UnknownMessage,
+    Usage,
     UserMessage,
-    create_message_from_dict,
+    parse_message,
 )
 from mindstore.model.parts import (
     ImagePart,
     InformationalPart,
-    ObserverResult,
     TaskConfigPart,
     TextPart,
     ToolCallPart,
-    ToolResultContent,
 )
 from mindstore.model.planner import Plan
+from mindstore.model.specs import ToolResultOptions, ToolResultSpec, resolve_alias
 from mindstore.model.views import (
     SubTaskSpan,
     level_boundaries,
     level_messages,
     sub_task_spans,
 )
+
+Replay = Callable[[dict[str, AnyMessage]], Any]
+
+
+def tool_call_id_of(tool_call: Any) -> str:
+    """`answer_tool_call` takes the call or its id (the Mind Map: the call; TypeError else)."""
+    if isinstance(tool_call, ToolCallPart):
+        return tool_call.tool_call_id
+    if isinstance(tool_call, str):
+        return tool_call
+    raise WrongType(f"answer_tool_call expects a ToolCallPart or its id, got {type(tool_call).__name__}")
+
+
+def exit_answer_id(exit_message: AnyMessage) -> str | None:
+    """The id of the ToolMessage a stored exit wrote (None: it answered nothing)."""
+    for part in getattr(exit_message, "content", []):
+        if getattr(part, "type", None) == "taskexit":
+            return getattr(part, "answer_id", None)
+    return None
 
 
 def apply_path(target: Any, path: str, value: Any) -> None:
@@ -84,9 +109,8 @@ class Task(Model):
     @model_validator(mode="before")
     @classmethod
     def validate_messages(cls, data: Any) -> Any:
-        """Seed 000 dropped messages it could not type; here they stay, as unknown messages.
-
-        Only a `messages` value that is not a list is refused, with a typed error.
+        """The Mind Map dropped messages it could not type; here they stay, as unknown
+        messages. Only a `messages` value that is not a list is refused, with a typed error.
         """
         if isinstance(data, dict) and "messages" in data:
             if not isinstance(data["messages"], list):
@@ -105,20 +129,30 @@ class Task(Model):
             self._index = {message.id: i for i, message in enumerate(self.messages)}
         return self._index.get(message_id)
 
-    def apply(self, plan: Plan) -> Any:
+    def _stored(self, ids: Sequence[str]) -> dict[str, AnyMessage] | None:
+        """Like the store: if every id is already here, the call is a replay."""
+        present = {i: self.messages[p] for i in ids if (p := self._position(i)) is not None}
+        if not present:
+            return None
+        if len(present) != len(ids):
+            raise ValidationError(f"message ids already in the task: {sorted(present)}")
+        return present
+
+    def apply(self, plan: Plan, ids: Sequence[str] = (), on_replay: Replay | None = None) -> Any:
         """Apply a plan to the in-memory list (the repository applies it to MongoDB).
 
         Like the store, a message id that is already in the task is never added twice: if
-        every new id is present the call is a replay and returns what is stored.
+        every caller-given id (else every new id) is present, the call is a replay and
+        returns what is stored.
         """
-        present = [i for i in plan.new_ids if self._position(i) is not None]
-        if present:
-            if len(present) != len(plan.new_ids):
-                raise ValidationError(f"message ids already in the task: {sorted(present)}")
-            stored = [self.messages[self._position(i)] for i in plan.new_ids]
+        stored = self._stored(list(ids) or plan.new_ids)
+        if stored is not None:
+            if on_replay is not None:
+                return on_replay(stored)
+            values = list(stored.values())
             if isinstance(plan.result, tuple):
-                return tuple(stored[: len(plan.result)])
-            return stored if isinstance(plan.result, list) else stored[0]
+                return tuple(values[: len(plan.result)])
+            return values if isinstance(plan.result, list) else values[0]
         for patch in plan.patches:
             message = self.messages[patch.index]
             if patch.message_id and message.id != patch.message_id:
@@ -131,7 +165,24 @@ class Task(Model):
         self._header = plan.header
         return plan.result
 
+    def _verb(self, planner_fn: Any, *args: Any, ids: Sequence[str | None] = (),
+              on_replay: Replay | None = None, **kwargs: Any) -> Any:  # fmt: skip
+        """Plan and apply; a planning error on a call whose ids are all stored is a replay
+        (an exit replayed after its sub-task closed plans as 'exit at the root')."""
+        explicit = [i for i in ids if i is not None]
+        for value in explicit:
+            plans.check_message_id(value)
+        try:
+            plan = planner_fn(self.header, self.id, *args, **kwargs)
+        except MindstoreError:
+            stored = self._stored(explicit) if explicit else None
+            if stored is None:
+                raise
+            return on_replay(stored) if on_replay is not None else stored[explicit[0]]
+        return self.apply(plan, explicit, on_replay)
+
     def _located(self, message_id: str) -> tuple[int, AnyMessage]:
+        plans.check_message_id(message_id)
         position = self._position(message_id)
         if position is None:
             raise NotFound(f"no message with id {message_id!r}")
@@ -148,7 +199,7 @@ class Task(Model):
         """The config of the current level: the open entry's, or the latest root config."""
         location = self.header.current_config_index()
         if location is None:
-            raise NotFound("no task configuration message found in history")
+            raise MissingConfig("no task configuration message found in history")
         index, kind = location
         message = self.messages[index]
         if kind == "entry" and isinstance(message, TaskEntryMessage) and message.entry():
@@ -161,7 +212,7 @@ class Task(Model):
         for message in reversed(self.messages):
             if isinstance(message, TaskConfigMessage) and message.config() is not None:
                 return message.config()
-        raise NotFound("no task configuration message found in history")
+        raise MissingConfig("no task configuration message found in history")
 
     def current_task_messages(self) -> list[AnyMessage]:
         return level_messages(self.messages, self.header.current_scope)
@@ -181,12 +232,23 @@ class Task(Model):
 
     # -- verbs ----------------------------------------------------------------------
     def add_message(self, message: AnyMessage | JSON) -> AnyMessage:
+        """Any message, unknown roles included (kept as they are, as in the store)."""
         if isinstance(message, dict):
-            message = create_message_from_dict(message)
-        return self.apply(plans.plan_add_message(self.header, self.id, message))
+            message = parse_message(message)
+        if not isinstance(message, (MessageBase, UnknownMessage)):
+            raise WrongType(f"expected a message, got {type(message).__name__}")
+        return self._verb(plans.plan_add_message, message, ids=[message.id])  # type: ignore[no-any-return]
+
+    def add_messages(self, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+        """Several messages in one step (all or nothing)."""
+        if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+            raise WrongType("messages must be a list of messages")
+        ids = [getattr(m, "id", None) for m in messages]
+        return self._verb(plans.plan_add_messages, list(messages), ids=ids,  # type: ignore[no-any-return]
+                          on_replay=lambda stored: [stored[i] for i in ids if i])  # fmt: skip
 
     def add_task_config(self, part: TaskConfigPart, timestamp: float | None = None) -> TaskConfigMessage:
-        return self.apply(plans.plan_add_task_config(self.header, self.id, part, timestamp))
+        return self._verb(plans.plan_add_task_config, part, timestamp)  # type: ignore[no-any-return]
 
     def add_human_message(
         self,
@@ -196,43 +258,34 @@ class Task(Model):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> UserMessage | None:
-        return self.apply(
-            plans.plan_add_human_message(
-                self.header, self.id, text, images, is_ui_hidden, timestamp, message_id
-            )
-        )
+        return self._verb(  # type: ignore[no-any-return]
+            plans.plan_add_human_message, text, images, is_ui_hidden, timestamp, message_id,
+            ids=[message_id],
+        )  # fmt: skip
 
     def add_system_message(
-        self, text: str, id: str | None = None, timestamp: float | None = None
-    ) -> SystemMessage:
-        return self.apply(plans.plan_add_system_message(self.header, self.id, text, id, timestamp))
+        self, text: str, message_id: str | None = None, timestamp: float | None = None,
+        *, id: str | None = None,
+    ) -> SystemMessage:  # fmt: skip
+        message_id = resolve_alias(message_id, id, "message_id", "id")
+        return self._verb(plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id])  # type: ignore[no-any-return]
 
     def add_assistant_message(
-        self, id: str | None = None, timestamp: float | None = None
+        self, message_id: str | None = None, timestamp: float | None = None, *, id: str | None = None
     ) -> AssistantMessage:
-        return self.apply(plans.plan_add_assistant_message(self.header, self.id, id, timestamp))
+        message_id = resolve_alias(message_id, id, "message_id", "id")
+        return self._verb(plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id])  # type: ignore[no-any-return]
 
     def add_tool_result_message(
-        self,
-        tool_call_id: str,
-        tool_name: str,
-        result: Any,
-        observer_results: list[ObserverResult] | None = None,
-        is_error: bool = False,
-        is_approved: bool = True,
-        tool_result_contents: list[ToolResultContent] | None = None,
-        error_message: str | None = None,
-        is_loading: bool = False,
-        has_feedback: bool = False,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-    ) -> ToolMessage:
-        return self.apply(
-            plans.plan_add_tool_result_message(
-                self.header, self.id, tool_call_id, tool_name, result, observer_results,
-                is_error, is_approved, tool_result_contents, error_message, is_loading,
-                has_feedback, timestamp, message_id,
-            )
+        self, tool_call_id: str, tool_name: str, result: Any, *args: Any,
+        **options: Unpack[ToolResultOptions],
+    ) -> ToolMessage:  # fmt: skip
+        """A tool result; the optional block (`observer_results`, flags, contents, error,
+        `timestamp`, `message_id`, `terminate`, `metadata`) is `ToolResultSpec`."""
+        spec = ToolResultSpec.from_call(args, dict(options))
+        return self._verb(  # type: ignore[no-any-return]
+            plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
+            ids=[spec.message_id],
         )  # fmt: skip
 
     def add_informational_message(
@@ -245,11 +298,9 @@ class Task(Model):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> InformationalMessage:
-        return self.apply(
-            plans.plan_add_informational_message(
-                self.header, self.id, informational_type, details, is_visible_ai,
-                is_visible_ui, additional_data, timestamp, message_id,
-            )
+        return self._verb(  # type: ignore[no-any-return]
+            plans.plan_add_informational_message, informational_type, details, is_visible_ai,
+            is_visible_ui, additional_data, timestamp, message_id, ids=[message_id],
         )  # fmt: skip
 
     def add_compression_message(
@@ -265,42 +316,28 @@ class Task(Model):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> CompressionMessage:
-        return self.apply(
-            plans.plan_add_compression_message(
-                self.header, self.id, start_idx, end_idx, reason, strategies,
-                compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
+        referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
+        if any(self._position(i) is None for i in referenced):
+            raise ValidationError(
+                "compressed_message_ids / kept_message_ids name messages that the task does not hold"
             )
+        return self._verb(  # type: ignore[no-any-return]
+            plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
+            compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
+            ids=[message_id],
         )  # fmt: skip
 
     def answer_tool_call(
-        self,
-        tool_call: ToolCallPart | str,
-        result: Any,
-        observer_results: list[ObserverResult] | None = None,
-        is_error: bool = False,
-        is_approved: bool = True,
-        tool_result_contents: list[ToolResultContent] | None = None,
-        error_message: str | None = None,
-        is_loading: bool = False,
-        has_feedback: bool = False,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-    ) -> ToolMessage:
-        if isinstance(tool_call, ToolCallPart):
-            tool_call_id = tool_call.tool_call_id
-        elif isinstance(tool_call, str):
-            tool_call_id = tool_call
-        else:
-            raise ValidationError(
-                f"answer_tool_call expects a ToolCallPart or its id, got {type(tool_call).__name__}"
-            )
-        return self.apply(
-            plans.plan_answer_tool_call(
-                self.header, self.id, tool_call_id, result, observer_results, is_error,
-                is_approved, tool_result_contents, error_message, is_loading, has_feedback,
-                timestamp, message_id,
-            )
-        )  # fmt: skip
+        self, tool_call: ToolCallPart | str, result: Any, *args: Any,
+        **options: Unpack[ToolResultOptions],
+    ) -> ToolMessage:  # fmt: skip
+        """Flip the call's flags and append its result, in one step (same block as
+        `add_tool_result_message`)."""
+        tool_call_id = tool_call_id_of(tool_call)
+        spec = ToolResultSpec.from_call(args, dict(options))
+        return self._verb(  # type: ignore[no-any-return]
+            plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
+        )
 
     def add_task_entry(
         self,
@@ -308,31 +345,43 @@ class Task(Model):
         initial_task_config: TaskConfigPart,
         entry_id: str | None = None,
         timestamp: float | None = None,
+        trigger_call_id: str | None = None,
     ) -> TaskEntryMessage:
-        return self.apply(
-            plans.plan_add_task_entry(
-                self.header, self.id, task_description, initial_task_config, entry_id, timestamp
-            )
-        )
+        return self._verb(  # type: ignore[no-any-return]
+            plans.plan_add_task_entry, task_description, initial_task_config, entry_id, timestamp,
+            trigger_call_id, ids=[entry_id],
+        )  # fmt: skip
 
     def add_task_exit(
         self,
         handoff_description: Sequence[TextPart | ImagePart],
-        payloadKey: str = "task_result",
+        payload_key: str = "task_result",
         timestamp: float | None = None,
         exit_id: str | None = None,
         result_message_id: str | None = None,
+        *,
+        payloadKey: str | None = None,  # noqa: N803 - the Mind Map's spelling, an alias
     ) -> tuple[TaskExitMessage, ToolMessage | None]:
-        return self.apply(
-            plans.plan_add_task_exit(
-                self.header, self.id, handoff_description, payloadKey, timestamp, exit_id,
-                result_message_id,
-            )
+        payload_key = resolve_alias(payload_key, payloadKey, "payload_key", "payloadKey", "task_result")
+        return self._verb(  # type: ignore[no-any-return]
+            plans.plan_add_task_exit, handoff_description, payload_key, timestamp, exit_id,
+            result_message_id, ids=[exit_id], on_replay=self._exit_replay(exit_id),
         )  # fmt: skip
 
+    def _exit_replay(self, exit_id: str | None) -> Replay | None:
+        if exit_id is None:
+            return None
+
+        def replay(stored: dict[str, AnyMessage]) -> tuple[AnyMessage, AnyMessage | None]:
+            exit_message = stored[exit_id]
+            answer_id = exit_answer_id(exit_message)
+            return exit_message, (self.get_message(answer_id) if answer_id else None)
+
+        return replay
+
     def _part_verb(self, planner_fn: Any, message_id: str, *args: Any) -> bool:
-        """Seed 000 part verbs return False instead of raising; typed errors stay available
-        through `plan_*` and the repository."""
+        """The Mind Map's part verbs return False instead of raising; typed errors stay
+        available through `plan_*` and the repository."""
         try:
             index, message = self._located(message_id)
             self.apply(planner_fn(self.header, self.id, index, message, *args))
@@ -349,11 +398,25 @@ class Task(Model):
     def add_tool_call_part(self, message_id: str, tool_call: ToolCallPart) -> bool:
         return self._part_verb(plans.plan_add_tool_call_part, message_id, tool_call)
 
-    def finish_assistant_message(self, message_id: str, **fields: Any) -> AssistantMessage:
+    def finish_assistant_message(
+        self,
+        message_id: str,
+        status: str = "completed",
+        usage: Usage | None = None,
+        tokens_in: int | None = None,
+        tokens_out: int | None = None,
+        cache_reads: int | None = None,
+        cache_writes: int | None = None,
+        cost: float | None = None,
+        finished_ts: float | None = None,
+    ) -> AssistantMessage:
         index, message = self._located(message_id)
-        return self.apply(
-            plans.plan_finish_assistant_message(self.header, self.id, index, message, **fields)
-        )
+        return self.apply(  # type: ignore[no-any-return]
+            plans.plan_finish_assistant_message(
+                self.header, self.id, index, message, status, usage, tokens_in, tokens_out,
+                cache_reads, cache_writes, cost, finished_ts,
+            )
+        )  # fmt: skip
 
     def set_state(self, state: TaskState | str) -> None:
         self.state = check_transition(self.state, state)
@@ -363,11 +426,13 @@ class Task(Model):
         position = self._position(message_id)
         return None if position is None else self.messages[position]
 
-    def get_updates(self, since_message_id: str | None) -> list[AnyMessage]:
-        """Messages after `since_message_id`; all of them if it is empty or unknown (seed)."""
-        if not since_message_id:
+    def get_updates(self, since_id: str | None = None, *, since_message_id: str | None = None) -> list[AnyMessage]:
+        """Messages after `since_id` (the Mind Map's `since_message_id`); all of them if it
+        is empty or unknown, as in the Mind Map."""
+        since_id = resolve_alias(since_id, since_message_id, "since_id", "since_message_id")
+        if not since_id:
             return list(self.messages)
-        position = self._position(since_message_id)
+        position = self._position(since_id)
         if position is None:
             return list(self.messages)
         return list(self.messages[position + 1 :])

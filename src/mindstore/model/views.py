@@ -3,7 +3,7 @@
 These are the reference computations: the repository computes the same things with
 aggregation pipelines, and property tests hold the two to each other.
 
-Levels (fixing seed 000): the current level is the innermost task entry that has no exit
+Levels (fixing the Mind Map): the current level is the innermost task entry that has no exit
 yet. The messages of a sub-task S are its entry message, then every message whose
 `scope` is S except the entries of S's own children (their messages are one level down),
 then S's exit if it has one. The root level is every message with no scope, except

@@ -9,13 +9,13 @@ Three rules hold for all of them:
   shared prefix counts once, in the task that wrote it.
 * **Time is bucketed by day on the server**, as epoch seconds of the UTC day start
   (`ts - ts mod 86400`), because `$dateTrunc`/`$isoWeek`/`$toDate` are outside the portable
-  subset (DESIGN.md). `mindstore.analytics` rolls days up into weeks and months, which is
+  subset (docs/design.md). `mindstore.analytics` rolls days up into weeks and months, which is
   exact for sums, counts and distinct sets.
 * **Percentiles are exact and computed client-side.** `$percentile` is not portable, so
   the server returns a value histogram (value -> count) per group, which is as small as
   the number of distinct values and gives exact nearest-rank percentiles.
 
-Operators: the portable subset of DESIGN.md plus the standard extras listed in
+Operators: the portable subset of docs/design.md plus the standard extras listed in
 `mindstore.portable` (`$sum`, `$min`, `$max`, `$mod`, `$subtract`, `$ifNull`, `$gt`,
 `$gte`, `$lt`, `$in`, `$or`, `$and`). Two embedded-backend traps shape the expressions:
 comparisons against null only inside `$cond` (never as a `$filter` condition, where
@@ -159,12 +159,12 @@ USAGE_FIELDS = {
     "cache_writes": ("cache_write_tokens", "cache_writes"),
     "cost": ("cost.total", "cost"),
 }
-"""Report field -> (path inside a seed-001 `usage` object, seed-000 assistant field)."""
+"""Report field -> (path inside a message-layer `usage` object, Mind Map assistant field)."""
 
 
 def _usage_values() -> dict[str, Any]:
     """A message's usage as the store rolls it up: its `usage` object if set, else the
-    seed-000 fields of an assistant message (`mindstore.model.planner.message_usage`)."""
+    Mind Map fields of an assistant message (`mindstore.model.planner.message_usage`)."""
     has_object = {"$gt": ["$messages.usage", None]}
     return {
         name: {"$cond": [has_object, f"$messages.usage.{inner}", f"$messages.{flat}"]}

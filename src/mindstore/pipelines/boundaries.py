@@ -2,7 +2,7 @@
 
 They rely on the `scope` and `depth` every stored message carries (written once at append
 time), so each is a filter or a group, never a replay of the history. Operators stay in the
-portable subset of DESIGN.md: `$match`, `$unwind` with `includeArrayIndex`, `$project`,
+portable subset of docs/design.md: `$match`, `$unwind` with `includeArrayIndex`, `$project`,
 `$filter`, `$group`, `$cond`, `$sort`, and the basic comparison expressions.
 """
 

@@ -1,4 +1,4 @@
-"""Dialog trees on the store (seed 002): dialogs are tasks, nodes are separate documents.
+"""Dialog trees on the store (the dialog document): dialogs are tasks, nodes are separate documents.
 
 Forks are frequent (agents fork at every interrupt iteration), so a fork is two inserts:
 the child task with its copied messages (one insert, header recomputed from what it
@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import mimetypes
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pymongo.errors import DuplicateKeyError
 
@@ -34,15 +34,13 @@ from mindstore.model.messages import (
 from mindstore.model.parts import ImagePart, TextPart
 from mindstore.model.planner import check_id, check_message_id
 from mindstore.repositories.records import TaskRecord
+from mindstore.repositories.tasks import TaskRepository
 from mindstore.validation import (
     check_int,
     check_optional_int,
     check_optional_text,
     check_owner,
 )
-
-if TYPE_CHECKING:
-    from mindstore.store import TenantStore
 
 PROMPT_KEY = "prompt_path"
 """Message metadata key put_prompt writes; the dialog's top prompt is the tail's value."""
@@ -52,13 +50,13 @@ PromptRegistry = Mapping[str, "str | Callable[..., str]"]
 
 
 class DialogRepository:
-    """Seed 002's Dialog verbs and tree queries for one tenant."""
+    """The dialog document's Dialog verbs and tree queries for one tenant."""
 
-    def __init__(self, tenant_store: "TenantStore") -> None:
-        self.tenant = tenant_store.tenant
-        self.owner = tenant_store.owner
-        self.tasks = tenant_store.tasks
-        database = tenant_store.store.database
+    def __init__(self, tasks: TaskRepository) -> None:
+        self.tenant = tasks.tenant
+        self.owner = tasks.owner
+        self.tasks = tasks
+        database = tasks.database
         self._nodes = database[DIALOG_NODES]
         self._tasks = database[TASKS]
 
@@ -212,7 +210,7 @@ class DialogRepository:
         owner: str | None = None,
         at: str | None = None,
     ) -> TaskRecord:
-        """A child dialog with copies of the kept messages (seed 002's selection).
+        """A child dialog with copies of the kept messages (the dialog document's selection).
 
         `at=message_id` forks from an earlier point: history up to and including that
         message. The child's header is recomputed from what it kept.
@@ -272,12 +270,12 @@ class DialogRepository:
         return (await self.node(dialog_id)).root_id
 
     async def subtree_ids(self, dialog_id: str) -> list[str]:
-        """The dialog and every descendant, breadth first (seed 002)."""
+        """The dialog and every descendant, breadth first (the dialog document)."""
         nodes = await self._subtree_nodes(dialog_id)
         return [n.dialog_id for n in tree.bfs_order(nodes[0].dialog_id, nodes)]
 
     async def tree_overview(self, dialog_id: str) -> str:
-        """The seed's indented text tree of the subtree under `dialog_id`."""
+        """The dialog document's indented text tree of the subtree under `dialog_id`."""
         nodes = await self._subtree_nodes(dialog_id)
         counts = await self._message_counts([n.dialog_id for n in nodes])
         return tree.tree_overview(nodes[0].dialog_id, nodes, counts)
@@ -340,9 +338,9 @@ class DialogRepository:
                 report["removed_nodes"].append(node_id)
         return report
 
-    # ------------------------------------------------------------------ seed 002 dict form
+    # ------------------------------------------------------------------ the dialog document dict form
     async def export_dialog(self, dialog_id: str) -> dict[str, Any]:
-        """Seed 002's `Dialog.to_dict()`: messages, tree node and top prompt path."""
+        """The dialog document's `Dialog.to_dict()`: messages, tree node and top prompt path."""
         node = await self.node(dialog_id)
         record = await self.tasks.get(dialog_id)
         messages = await self.tasks.messages(dialog_id)
@@ -362,7 +360,7 @@ class DialogRepository:
         return [await self.export_dialog(i) for i in await self.subtree_ids(dialog_id)]
 
     async def import_dialog(self, data: Mapping[str, Any]) -> TaskRecord:
-        """Store a dialog from its seed 002 dict; its parent (if any) must exist already."""
+        """Store a dialog from its the dialog document dict; its parent (if any) must exist already."""
         if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
             raise ValidationError("a dialog dict needs a 'messages' list")
         tree_node = data.get("tree_node") or {}
@@ -401,7 +399,7 @@ class DialogRepository:
 
 
 def _seed_message(data: Any) -> AnyMessage:
-    """A stored-form message, or seed 002's plainer form (content as a string)."""
+    """A stored-form message, or the dialog document's plainer form (content as a string)."""
     if not isinstance(data, dict):
         raise ValidationError("each message must be a dict")
     if isinstance(data.get("content"), str):

@@ -44,11 +44,11 @@ from mindstore.errors import (
 )
 from mindstore.ids import check_key, check_name, legacy_key, task_key
 from mindstore.model.header import HEADER_FIELDS, TaskHeader
-from mindstore.model.messages import AnyMessage, parse_messages
-from mindstore.model.planner import Plan
-from mindstore.model.storage_form import unescape_keys
+from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
+from mindstore.model.planner import Plan, parse_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
 from mindstore.pipelines import boundaries as pipelines
+from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.repositories.updates import build_task_update
 from mindstore.validation import check_owner
@@ -112,9 +112,11 @@ class TaskEngine:
         offload_threshold: int = 256 * 1024,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
         headers: HeaderCache | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.tenant = check_key(tenant, "tenant")
         self.owner = check_owner(owner)
+        self.database = database
         self._tasks = database[TASKS]
         self._payloads = database[PAYLOADS]
         self._nodes = database[DIALOG_NODES]
@@ -125,6 +127,7 @@ class TaskEngine:
         self.offload_threshold = offload_threshold
         self.max_document_bytes = max_document_bytes
         self._headers = headers if headers is not None else HeaderCache()
+        self._notifier = notifier if notifier is not None else Notifier()
 
     # ------------------------------------------------------------------ scope
     def _lock(self, task_id: str) -> asyncio.Lock:
@@ -229,7 +232,7 @@ class TaskEngine:
         """Stored message documents -> messages in their stored form (for planning only:
         markers and escaped strings stay as stored, so a patch's size is computed on the
         same form as the stored document)."""
-        return parse_messages([unescape_keys(doc) for doc in documents])
+        return parse_stored(documents)
 
     async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
         """Stored message documents -> messages as the caller stored them.
@@ -247,7 +250,7 @@ class TaskEngine:
             )
             async for payload in cursor:
                 found[payload["_id"]] = payload["data"]
-        return parse_messages([read_value(unescape_keys(doc), found) for doc in documents])
+        return parse_stored(documents, lambda document: read_value(document, found))  # type: ignore[no-any-return]
 
     def _caller_form(self, message: AnyMessage) -> AnyMessage:
         """A planned message (stored form) as the caller wrote it, escapes removed; a
@@ -255,7 +258,7 @@ class TaskEngine:
         document = message.to_dict()
         if not _has_reserved(document):
             return message
-        return parse_messages([read_value(document, {})])[0]
+        return parse_messages([read_value(document, {})])[0] if not isinstance(message, UnknownMessage) else message
 
     async def _store_payloads(self, task_id: str, offloader: Offloader) -> None:
         for payload in offloader.pending.values():
@@ -392,16 +395,19 @@ class TaskEngine:
                     raise
                 if result.matched_count == 1:
                     self._remember(task_id, version + 1, now, plan.header)
+                    self._notifier.notify((self.tenant, task_id))
                     return plan.result
                 self._forget(task_id)
                 replay = await self._replayed(task_id, ids or plan.new_ids)
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
                 if cached is None:  # a cache miss is not a lost race: no backoff for it
-                    logger.debug("task %r: lost a race (attempt %d), retrying", task_id, attempt + 1)
+                    logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
+                                 task_id, attempt + 1, self.retry.attempts)  # fmt: skip
                     await asyncio.sleep(self.retry.delay(attempt))
                     attempt += 1
-        logger.warning("task %r: gave up after %d attempts", task_id, self.retry.attempts)
+        logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
+                     task_id, self.retry.attempts)  # fmt: skip
         raise Conflict(
             f"task {task_id!r}: gave up after {self.retry.attempts} attempts lost to concurrent writers"
         )

@@ -12,11 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from mindstore.documents import header_from_document
-from mindstore.errors import NotFound, ValidationError
+from mindstore.errors import MissingConfig, NotFound, ValidationError
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import TaskConfigPart
+from mindstore.model.specs import resolve_alias
 from mindstore.model.storage_form import unescape_keys
 from mindstore.model.task import Task
 from mindstore.model.views import SubTaskSpan
@@ -167,8 +168,11 @@ class TaskReads(TaskEngine):
             return None
         return (await self._decode(task_id, [rows[0]["message"]]))[0]
 
-    async def get_updates(self, task_id: str, since_id: str | None = None) -> list[AnyMessage]:
-        """Messages after `since_id` (all if it is empty or unknown, as in the Mind Map)."""
+    async def get_updates(self, task_id: str, since_id: str | None = None, *,
+                          since_message_id: str | None = None) -> list[AnyMessage]:  # fmt: skip
+        """Messages after `since_id` (the Mind Map's `since_message_id`); all of them if it
+        is empty or unknown, as in the Mind Map."""
+        since_id = resolve_alias(since_id, since_message_id, "since_id", "since_message_id")
         if since_id is None or since_id == "":
             return await self.messages(task_id)
         check_name(since_id, "since_id")
@@ -275,7 +279,7 @@ class TaskReads(TaskEngine):
         header = await self.header(task_id)
         location = header.current_config_index()
         if location is None:
-            raise NotFound(f"task {task_id!r} has no task configuration")
+            raise MissingConfig(f"task {task_id!r} has no task configuration")
         index, _kind = location
         message = (await self.read_range(task_id, index, index + 1))[0]
         entry = getattr(message, "entry", None)
@@ -284,4 +288,4 @@ class TaskReads(TaskEngine):
         config = getattr(message, "config", None)
         if callable(config) and config() is not None:
             return config()  # type: ignore[no-any-return]
-        raise NotFound(f"task {task_id!r} has no task configuration")
+        raise MissingConfig(f"task {task_id!r} has no task configuration")

@@ -10,7 +10,9 @@ leaves the database as it was.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Sequence, Unpack
 
 from pymongo.errors import DuplicateKeyError
 
@@ -31,25 +33,28 @@ from mindstore.model.messages import (
 from mindstore.model.parts import (
     ImagePart,
     InformationalPart,
-    ObserverResult,
     TaskConfigPart,
     TextPart,
     ToolCallPart,
-    ToolResultContent,
 )
+from mindstore.model.plans_redact import plan_redact, redaction_of
+from mindstore.model.specs import ToolResultOptions, ToolResultSpec, resolve_alias
 from mindstore.model.storage_form import bson_size, escape_keys
-from mindstore.model.task import Task, check_transition
+from mindstore.model.task import Task, check_transition, exit_answer_id, tool_call_id_of
+from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.engine import (
     MAX_DOCUMENT_BYTES,
     READ_FIELDS,
     RetryPolicy,
     document_estimate,
 )
+from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.records import TaskRecord
 from mindstore.repositories.task_reads import TaskReads
 from mindstore.validation import (
     MAX_TITLE_CHARS,
     check_enum,
+    check_optional_int,
     check_optional_json,
     check_optional_text,
     check_owner,
@@ -215,51 +220,26 @@ class TaskRepository(TaskReads):
             if result.matched_count == 0:
                 raise self._not_found(task_id)
 
-    async def context(
-        self,
-        task_id: str,
-        *,
-        max_tokens: int | None = None,
-        strategy: Any = None,
-        summarizer: Any = None,
-        token_counter: Any = None,
-        auto_compress: bool = True,
-        safety_buffer: int = 0,
-    ) -> Any:
-        """The messages to send to the model for the current level (a `ContextWindow`).
-
-        Filtering runs on the server; a level past its `CompressionConfig.token_limit` is
-        compressed first; `max_tokens` then trims the view (seed 002's manager) without
-        touching the stored history. See docs/compression.md.
-        """
-        from mindstore.compression.context import build_context
-        from mindstore.compression.tokens import estimate_tokens
-
-        return await build_context(
-            self, task_id, max_tokens=max_tokens, strategy=strategy, summarizer=summarizer,
-            token_counter=token_counter or estimate_tokens, auto_compress=auto_compress,
-            safety_buffer=safety_buffer,
-        )  # fmt: skip
-
-
     # ------------------------------------------------------------------ verbs
+    # The same names, defaults, replays and errors as the in-memory `Task` (docs/contract.md).
     async def add_message(self, task_id: str, message: AnyMessage | JSON) -> AnyMessage:
+        """Any message, unknown roles included (kept as they are)."""
         if isinstance(message, dict):
             message = parse_message(message)
         message = _check_messages([message])[0]
-        return await self._verb(task_id, plans.plan_add_message, message, ids=[message.id])
+        return await self._verb(task_id, plans.plan_add_message, message, ids=[message.id])  # type: ignore[no-any-return]
 
     async def add_messages(self, task_id: str, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         """Several messages in one atomic write (all or nothing)."""
         messages = _check_messages(messages)
         ids = [check_name(m.id, "message id") for m in messages]
-        return await self._verb(
+        return await self._verb(  # type: ignore[no-any-return]
             task_id, plans.plan_add_messages, messages, ids=ids,
             replay=lambda stored: [stored[i] for i in ids],
         )  # fmt: skip
 
     async def add_task_config(self, task_id: str, part: TaskConfigPart, timestamp: float | None = None) -> AnyMessage:
-        return await self._verb(task_id, plans.plan_add_task_config, part, timestamp)
+        return await self._verb(task_id, plans.plan_add_task_config, part, timestamp)  # type: ignore[no-any-return]
 
     async def add_human_message(
         self,
@@ -276,42 +256,33 @@ class TaskRepository(TaskReads):
         )  # fmt: skip
 
     async def add_system_message(
-        self, task_id: str, text: str, message_id: str | None = None, timestamp: float | None = None
-    ) -> AnyMessage:
-        return await self._verb(
+        self, task_id: str, text: str, message_id: str | None = None,
+        timestamp: float | None = None, *, id: str | None = None,
+    ) -> AnyMessage:  # fmt: skip
+        message_id = resolve_alias(message_id, id, "message_id", "id")
+        return await self._verb(  # type: ignore[no-any-return]
             task_id, plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id]
         )
 
     async def add_assistant_message(
-        self, task_id: str, message_id: str | None = None, timestamp: float | None = None
-    ) -> AnyMessage:
-        return await self._verb(
+        self, task_id: str, message_id: str | None = None, timestamp: float | None = None,
+        *, id: str | None = None,
+    ) -> AnyMessage:  # fmt: skip
+        message_id = resolve_alias(message_id, id, "message_id", "id")
+        return await self._verb(  # type: ignore[no-any-return]
             task_id, plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id]
         )
 
     async def add_tool_result_message(
-        self,
-        task_id: str,
-        tool_call_id: str,
-        tool_name: str,
-        result: Any,
-        observer_results: Sequence[ObserverResult] | None = None,
-        is_error: bool = False,
-        is_approved: bool = True,
-        tool_result_contents: Sequence[ToolResultContent] | None = None,
-        error_message: str | None = None,
-        is_loading: bool = False,
-        has_feedback: bool = False,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-        terminate: bool = False,
-        metadata: JSON | None = None,
-    ) -> AnyMessage:
-        return await self._verb(
-            task_id, plans.plan_add_tool_result_message, tool_call_id, tool_name, result,
-            observer_results, is_error, is_approved, tool_result_contents, error_message,
-            is_loading, has_feedback, timestamp, message_id, terminate, metadata,
-            ids=[message_id],
+        self, task_id: str, tool_call_id: str, tool_name: str, result: Any, *args: Any,
+        **options: Unpack[ToolResultOptions],
+    ) -> AnyMessage:  # fmt: skip
+        """A tool result; the optional block (`observer_results`, flags, contents, error,
+        `timestamp`, `message_id`, `terminate`, `metadata`) is `ToolResultSpec`."""
+        spec = ToolResultSpec.from_call(args, dict(options))
+        return await self._verb(  # type: ignore[no-any-return]
+            task_id, plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
+            ids=[spec.message_id],
         )  # fmt: skip
 
     async def add_informational_message(
@@ -325,7 +296,7 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> AnyMessage:
-        return await self._verb(
+        return await self._verb(  # type: ignore[no-any-return]
             task_id, plans.plan_add_informational_message, informational_type, details,
             is_visible_ai, is_visible_ui, additional_data, timestamp, message_id, ids=[message_id],
         )  # fmt: skip
@@ -347,44 +318,24 @@ class TaskRepository(TaskReads):
         referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
         if referenced and await self._count_stored_ids(task_id, referenced) < len(referenced):
             raise ValidationError(
-                f"compressed_message_ids / kept_message_ids name messages that task {task_id!r} does not hold"
+                "compressed_message_ids / kept_message_ids name messages that the task does not hold"
             )
-        return await self._verb(
+        return await self._verb(  # type: ignore[no-any-return]
             task_id, plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
             compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
             ids=[message_id],
         )  # fmt: skip
 
     async def answer_tool_call(
-        self,
-        task_id: str,
-        tool_call: ToolCallPart | str,
-        result: Any,
-        observer_results: Sequence[ObserverResult] | None = None,
-        is_error: bool = False,
-        is_approved: bool = True,
-        tool_result_contents: Sequence[ToolResultContent] | None = None,
-        error_message: str | None = None,
-        is_loading: bool = False,
-        has_feedback: bool = False,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-        terminate: bool = False,
-        metadata: JSON | None = None,
-    ) -> AnyMessage:
+        self, task_id: str, tool_call: ToolCallPart | str, result: Any, *args: Any,
+        **options: Unpack[ToolResultOptions],
+    ) -> AnyMessage:  # fmt: skip
         """Flip the call's flags and append its result, in one write."""
-        if isinstance(tool_call, ToolCallPart):
-            tool_call_id = tool_call.tool_call_id
-        elif isinstance(tool_call, str):
-            tool_call_id = tool_call
-        else:
-            raise ValidationError("answer_tool_call expects a ToolCallPart or its id")
-        check_name(tool_call_id, "tool_call_id")
-        return await self._verb(
-            task_id, plans.plan_answer_tool_call, tool_call_id, result, observer_results,
-            is_error, is_approved, tool_result_contents, error_message, is_loading,
-            has_feedback, timestamp, message_id, terminate, metadata, ids=[message_id],
-        )  # fmt: skip
+        tool_call_id = check_name(tool_call_id_of(tool_call), "tool_call_id")
+        spec = ToolResultSpec.from_call(args, dict(options))
+        return await self._verb(  # type: ignore[no-any-return]
+            task_id, plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
+        )
 
     async def add_task_entry(
         self,
@@ -393,11 +344,13 @@ class TaskRepository(TaskReads):
         initial_task_config: TaskConfigPart,
         entry_id: str | None = None,
         timestamp: float | None = None,
+        trigger_call_id: str | None = None,
     ) -> AnyMessage:
-        """Entry, config, hidden context and informational messages: one write."""
-        return await self._verb(
+        """Entry, config, hidden context and informational messages: one write. The entry
+        records the open call its exit will answer (`trigger_call_id` names it)."""
+        return await self._verb(  # type: ignore[no-any-return]
             task_id, plans.plan_add_task_entry, task_description, initial_task_config,
-            entry_id, timestamp, ids=[entry_id],
+            entry_id, timestamp, trigger_call_id, ids=[entry_id],
         )  # fmt: skip
 
     async def add_task_exit(
@@ -408,26 +361,35 @@ class TaskRepository(TaskReads):
         timestamp: float | None = None,
         exit_id: str | None = None,
         result_message_id: str | None = None,
+        *,
+        payloadKey: str | None = None,  # noqa: N803 - the Mind Map's spelling, an alias
     ) -> tuple[AnyMessage, AnyMessage | None]:
-        """The exit and the answer to its triggering tool call: one write."""
-        return await self._verb(
+        """The exit and the answer to its triggering tool call: one write. A replay returns
+        the stored exit and the answer it wrote."""
+        payload_key = resolve_alias(payload_key, payloadKey, "payload_key", "payloadKey", "task_result")
+        result = await self._verb(
             task_id, plans.plan_add_task_exit, handoff_description, payload_key, timestamp,
             exit_id, result_message_id, ids=[exit_id],
-            replay=lambda stored: (stored[exit_id], None) if exit_id in stored else None,
+            replay=lambda stored: _Replayed(stored[exit_id]) if exit_id in stored else None,
         )  # fmt: skip
+        if isinstance(result, _Replayed):
+            answer_id = exit_answer_id(result.message)
+            answer = await self.get_message(task_id, answer_id) if answer_id else None
+            return result.message, answer
+        return result  # type: ignore[no-any-return]
 
     async def add_text_part(self, task_id: str, message_id: str, text: str) -> AnyMessage:
-        return await self._part_verb(task_id, message_id, plans.plan_add_text_part, text)
+        return await self._part_verb(task_id, message_id, plans.plan_add_text_part, text)  # type: ignore[no-any-return]
 
     async def add_reasoning_part(
         self, task_id: str, message_id: str, reasoning: str, signature: str | None = None
     ) -> AnyMessage:
-        return await self._part_verb(
+        return await self._part_verb(  # type: ignore[no-any-return]
             task_id, message_id, plans.plan_add_reasoning_part, reasoning, signature
         )
 
     async def add_tool_call_part(self, task_id: str, message_id: str, tool_call: ToolCallPart) -> AnyMessage:
-        return await self._part_verb(task_id, message_id, plans.plan_add_tool_call_part, tool_call)
+        return await self._part_verb(task_id, message_id, plans.plan_add_tool_call_part, tool_call)  # type: ignore[no-any-return]
 
     async def finish_assistant_message(
         self,
@@ -443,11 +405,69 @@ class TaskRepository(TaskReads):
         finished_ts: float | None = None,
     ) -> AnyMessage:
         """Close an assistant turn; its usage rolls up into the task in the same write."""
-        return await self._part_verb(
+        return await self._part_verb(  # type: ignore[no-any-return]
             task_id, message_id, plans.plan_finish_assistant_message, status, usage, tokens_in,
             tokens_out, cache_reads, cache_writes, cost, finished_ts,
         )  # fmt: skip
 
+
+    # ------------------------------------------------------------------ lifecycle of content
+    async def redact(self, task_id: str, message_id: str, reason: str | None = None,
+                     part_index: int | None = None) -> AnyMessage:  # fmt: skip
+        """Remove one message's content (or one part's), keeping a tombstone: id, role, tool
+        pairing and usage stay, so the conversation's shape and analytics stay consistent.
+
+        One guarded update; the message records when and why (never what). Payloads the
+        redacted content referenced are deleted after the update; calling again (a replay,
+        or after a crash between the two) finishes that and writes nothing else.
+        """
+        check_optional_text(reason, "reason")
+        check_optional_int(part_index, "part_index")
+        message = await self._part_verb(task_id, message_id, plan_redact, reason, part_index)
+        record = redaction_of(message) or {}
+        payload_ids = [i for i in record.get("payloads", []) if isinstance(i, str)]
+        if payload_ids:
+            await self._payloads.delete_many({"_id": {"$in": payload_ids}, "tenant": self.tenant})
+        return message  # type: ignore[no-any-return]
+
+    async def watch(self, task_id: str, since_id: str | None = None, *,
+                    heartbeat: float | None = None) -> AsyncIterator[FeedEvent]:  # fmt: skip
+        """The task's new messages and part updates, in order (`FeedEvent`s), forever.
+
+        Resumable: `since_id` starts after that message (all messages if it is None or
+        unknown, as `get_updates`). Wakes on this process's writes (embedded and server),
+        and on a server also on other processes' writes through a change stream;
+        `heartbeat` (seconds) adds a periodic re-check for servers without change streams.
+        """
+        start = 0
+        if since_id:
+            check_name(since_id, "since_id")
+            rows = await (await self._tasks.aggregate(
+                pipelines.locate_message_pipeline(self._filter(task_id), since_id))).to_list(length=1)  # fmt: skip
+            start = int(rows[0]["index"]) + 1 if rows else 0
+        await self._read_header_doc(task_id)  # NotFound outside the scope
+        with self._notifier.subscribe((self.tenant, task_id)) as event:
+            stream = await self._open_change_stream(task_id)
+            try:
+                async def wait() -> None:
+                    await wait_for_change(event, stream, heartbeat)
+
+                async for change in follow(lambda first: self.read_range(task_id, first), wait, start):
+                    yield change
+            finally:
+                if stream is not None:
+                    await stream.close()
+
+    async def _open_change_stream(self, task_id: str) -> Any:
+        """A change stream on the task's document (server only; None on the embedded backend,
+        which has none and is woken in process)."""
+        watch = getattr(self._tasks, "watch", None)
+        if watch is None or type(self._tasks).__module__.startswith("mindstore.backends"):
+            return None
+        try:
+            return await watch([{"$match": {"documentKey._id": self._key(task_id)}}])
+        except Exception:  # a standalone server has no change streams: in-process + heartbeat
+            return None
 
     # ------------------------------------------------------------------ retract
     async def retract_last(self, task_id: str, expected_id: str | None = None) -> AnyMessage | None:
@@ -498,6 +518,9 @@ class TaskRepository(TaskReads):
                 result = await self._tasks.update_one(query, update)
                 if result.matched_count == 1:
                     self._remember(task_id, version + 1, now, plan.header)
+                    notifier = getattr(self, "_notifier", None)
+                    if notifier is not None:
+                        notifier.notify((self.tenant, task_id))
                     message = (await self._decode(task_id, [stored[-1]]))[0]
                     markers: set[str] = set()
                     find_markers(stored[-1], markers)
@@ -517,3 +540,10 @@ class TaskRepository(TaskReads):
         ]
         rows = await (await self._tasks.aggregate(pipeline)).to_list(length=None)
         return [{"index": int(row["index"]), "message": self._decode_raw([row["message"]])[0]} for row in rows]
+
+
+@dataclass(frozen=True)
+class _Replayed:
+    """A replayed exit, so its answer can be read after the write loop."""
+
+    message: AnyMessage

@@ -17,7 +17,7 @@ points at nothing.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from pymongo.errors import DuplicateKeyError
 
@@ -37,13 +37,11 @@ from mindstore.model.agents import (
     render_prompt,
 )
 from mindstore.model.messages import AnyMessage
+from mindstore.compression.managers import ContextManager
+from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.records import TaskRecord
+from mindstore.services.tasks import TaskService
 
-if TYPE_CHECKING:
-    from mindstore.compression.managers import ContextManager
-    from mindstore.repositories.dialogs import DialogRepository
-    from mindstore.repositories.tasks import TaskRepository
-    from mindstore.store import TenantStore
 
 Change = Callable[[AgentState], AgentState]
 
@@ -51,22 +49,15 @@ Change = Callable[[AgentState], AgentState]
 class AgentRepository:
     """The agents of one tenant (and, in an owner-scoped view, only the owner's agent)."""
 
-    def __init__(self, tenant_store: "TenantStore") -> None:
-        self.tenant = tenant_store.tenant
-        self.owner = tenant_store.owner
-        self.retry = tenant_store.store.retry
-        self._store = tenant_store
-        self._agents = tenant_store.store.database[AGENTS]
+    def __init__(self, tasks: TaskService, dialogs: DialogRepository) -> None:
+        self.tenant = tasks.tenant
+        self.owner = tasks.owner
+        self.tasks = tasks
+        self.dialogs = dialogs
+        self.retry = tasks.retry
+        self._agents = tasks.database[AGENTS]
         self.lost_races = 0
         """Guarded writes that matched nothing and were planned again (for monitoring)."""
-
-    @property
-    def dialogs(self) -> "DialogRepository":
-        return self._store.dialogs
-
-    @property
-    def tasks(self) -> "TaskRepository":
-        return self._store.tasks
 
     def _name(self, name: Any) -> str:
         name = check_agent_name(name)

@@ -1,0 +1,64 @@
+"""The embedded backend: mongomock-motor behind pymongo's *async* API.
+
+mindstore is written against pymongo's `AsyncMongoClient` / `AsyncDatabase` /
+`AsyncCollection`. mongomock-motor (0.0.36) imitates motor, which differs in places, and
+mongomock (4.3) lags pymongo 4.11+. `EmbeddedClient` -> `EmbeddedDatabase` ->
+`EmbeddedCollection` give the pymongo async surface mindstore and Beanie 2.2 use, over
+``mongomock_motor.AsyncMongoMockClient(tz_aware=True)``:
+
+* ``await coll.aggregate(...)`` is a coroutine returning an async command cursor (motor
+  returns the cursor itself; Beanie awaits it);
+* ``list_collection_names(authorizedCollections=..., nameOnly=...)`` is accepted (Beanie);
+* ``bulk_write`` runs each `InsertOne`/`UpdateOne`/`UpdateMany`/`ReplaceOne`/`DeleteOne`/
+  `DeleteMany` itself: pymongo >= 4.11 passes ``sort=`` to mongomock's bulk builder, which
+  rejects it. ``sort`` on `UpdateOne`/`ReplaceOne`/`update_one`/`replace_one` is honoured;
+* ``create_indexes`` keeps ``partialFilterExpression`` (mongomock's drops it);
+* ``session=`` is accepted and ignored (mongomock raises on any session); there are no
+  transactions (`EmbeddedSession.start_transaction` raises);
+* ``hint=`` is ignored (mongomock raises on it); it never changes results, only plans.
+
+Fidelity. Every command goes through BSON as it would over the wire: the command document
+pymongo would send is encoded (its size is what the `CommandRecorder` reports) and decoded
+again before mongomock sees it, so a value pymongo cannot encode fails here too
+(`bson.errors.InvalidDocument`), tuples become lists, and aware datetimes become naive UTC
+(as the server stores them; this also avoids mongomock's naive/aware comparison errors in
+pipelines). Returned documents are encoded (for `bytes_received`) and decoded with
+``tz_aware=True, tzinfo=datetime.timezone.utc``: every datetime comes back aware, with
+``tzinfo is datetime.timezone.utc`` (not mongomock's FixedOffset), as from
+`open_backend`'s real client.
+
+Every operation starts with ``await asyncio.sleep(0)``, and every getMore batch of a cursor
+with another, so concurrent coroutines interleave between operations as they would over
+a network; each mongomock operation itself then runs without yielding (it is atomic, as a
+single-document write is on a server).
+
+Layout (each module one concern; imports flow downwards only):
+
+* `codec` -- BSON round trips, sizes, pymongo argument shapes, cursor batch planning (pure);
+* `reporting` -- one `Operation` per command, reported to the `CommandRecorder`;
+* `cursors` -- `EmbeddedCursor` (find) and `EmbeddedCommandCursor` (aggregate, listIndexes);
+* `pipeline` -- aggregation on mongomock, a leading `$match` run as a `find`;
+* `collection_base`, `reads`, `writes`, `find_and_modify`, `bulk`, `indexes` -- the parts
+  `collection.EmbeddedCollection` is assembled from;
+* `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
+
+Importing this package imports mongomock and mongomock-motor (and through it motor);
+`mindstore` itself imports it only when an embedded backend is opened.
+"""
+
+from .client import EmbeddedClient, EmbeddedSession
+from .codec import OUT_CODEC_OPTIONS
+from .collection import EmbeddedCollection
+from .collection_base import _patch_collection_internals as _patch_collection_internals
+from .cursors import EmbeddedCommandCursor, EmbeddedCursor
+from .database import EmbeddedDatabase
+
+__all__ = [
+    "OUT_CODEC_OPTIONS",
+    "EmbeddedClient",
+    "EmbeddedCollection",
+    "EmbeddedCommandCursor",
+    "EmbeddedCursor",
+    "EmbeddedDatabase",
+    "EmbeddedSession",
+]

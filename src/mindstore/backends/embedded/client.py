@@ -1,0 +1,169 @@
+"""`EmbeddedClient`: pymongo's `AsyncMongoClient` surface over an in-memory mongomock store.
+
+Each client is its own store. It owns the `CommandReporter` its databases and collections
+report every command to (and through it the optional `CommandRecorder`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import mongomock
+from bson.codec_options import CodecOptions
+from mongomock_motor import AsyncMongoMockClient
+from pymongo import monitoring
+
+from ..recorder import CommandRecorder
+from ..wire import LISTENER_TYPES
+from .codec import OUT_CODEC_OPTIONS
+from .database import EmbeddedDatabase
+from .reporting import CommandReporter, registered_listeners
+
+__all__ = ["EmbeddedClient", "EmbeddedSession"]
+
+
+class EmbeddedSession:
+    """Stand-in for `AsyncClientSession`: accepted everywhere, no transactions."""
+
+    def __init__(self, client: EmbeddedClient) -> None:
+        self.client = client
+        self.has_ended = False
+        self.in_transaction = False
+
+    async def __aenter__(self) -> EmbeddedSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.end_session()
+
+    async def end_session(self) -> None:
+        self.has_ended = True
+
+    def start_transaction(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "the embedded backend (mongomock) has no transactions; mindstore's writes are "
+            "single-document atomic updates and must not need them"
+        )
+
+    async def with_transaction(self, *args: Any, **kwargs: Any) -> Any:
+        self.start_transaction()
+
+
+class EmbeddedClient:
+    """pymongo `AsyncMongoClient` surface over ``AsyncMongoMockClient(tz_aware=True)``.
+
+    Each client is its own in-memory store. `recorder` (optional) receives a
+    `RecordedCommand` for every operation. `event_listeners`, as pymongo's: command
+    listeners (and those registered with `pymongo.monitoring.register`) receive an event
+    per command (see `reporting`); server, heartbeat, topology and pool listeners are
+    accepted and never called, as there is no server, topology or pool to watch.
+    """
+
+    kind = "embedded"
+
+    def __init__(
+        self,
+        *,
+        recorder: CommandRecorder | None = None,
+        default_database: str = "mindstore",
+        event_listeners: Sequence[Any] | None = None,
+    ) -> None:
+        listeners = list(event_listeners or [])
+        for listener in listeners:
+            if not isinstance(listener, LISTENER_TYPES):
+                raise TypeError(
+                    f"listeners must be pymongo monitoring listeners, not {type(listener).__name__}"
+                )
+        commands = [item for item in listeners if isinstance(item, monitoring.CommandListener)]
+        self.reporter = CommandReporter(recorder, [*registered_listeners(), *commands])
+        self._default_database = default_database
+        self._sync: Any = mongomock.MongoClient(tz_aware=True)
+        self._motor: Any = AsyncMongoMockClient(mock_mongo_client=self._sync)
+        self._databases: dict[str, EmbeddedDatabase] = {}
+        self._closed = False
+
+    @property
+    def recorder(self) -> CommandRecorder | None:
+        """The recorder every command is reported to (None: none is kept)."""
+        return self.reporter.recorder
+
+    @recorder.setter
+    def recorder(self, recorder: CommandRecorder | None) -> None:
+        self.reporter.recorder = recorder
+
+    @property
+    def delegate(self) -> Any:
+        """The mongomock-motor client this wraps."""
+        return self._motor
+
+    @property
+    def sync_client(self) -> Any:
+        return self._sync
+
+    @property
+    def codec_options(self) -> CodecOptions[dict[str, Any]]:
+        return OUT_CODEC_OPTIONS
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("embedded", 0)
+
+    def get_database(self, name: str | None = None, *args: Any, **kwargs: Any) -> EmbeddedDatabase:
+        name = name or self._default_database
+        db = self._databases.get(name)
+        if db is None:
+            db = self._databases[name] = EmbeddedDatabase(self, name)
+        return db
+
+    def get_default_database(
+        self, default: str | None = None, *args: Any, **kwargs: Any
+    ) -> EmbeddedDatabase:
+        return self.get_database(self._default_database or default)
+
+    def __getitem__(self, name: str) -> EmbeddedDatabase:
+        return self.get_database(name)
+
+    def __getattr__(self, name: str) -> EmbeddedDatabase:
+        if name.startswith("_"):
+            raise AttributeError(
+                f"EmbeddedClient has no attribute {name!r}. To access the {name} "
+                f"database, use client[{name!r}]."
+            )
+        return self.get_database(name)
+
+    def __repr__(self) -> str:
+        return "EmbeddedClient()"
+
+    def append_metadata(self, driver_info: Any) -> None:
+        """Beanie 2 calls this on pymongo >= 4.14 clients; nothing to do here."""
+
+    def start_session(self, *args: Any, **kwargs: Any) -> EmbeddedSession:
+        return EmbeddedSession(self)
+
+    async def server_info(self, session: Any = None) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return dict(self._sync.server_info())
+
+    async def list_database_names(self, session: Any = None, comment: Any = None) -> list[str]:
+        await asyncio.sleep(0)
+        return list(self._sync.list_database_names())
+
+    async def drop_database(
+        self, name_or_database: Any, session: Any = None, comment: Any = None
+    ) -> None:
+        await asyncio.sleep(0)
+        name = getattr(name_or_database, "name", name_or_database)
+        self._sync.drop_database(name)
+
+    async def close(self) -> None:
+        self._closed = True
+
+    aclose = close
+
+    async def __aenter__(self) -> EmbeddedClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,63 @@
+"""Running an aggregation pipeline on mongomock without copying every document first.
+
+mongomock's aggregate copies every document of the collection, then its `$match` walks
+each whole document to patch datetimes before comparing: an analytics report over one
+tenant paid for copying every message of every tenant. A leading `$match` (and an
+inclusion `$project` right after it) is run as a `find` instead, which filters first and
+copies only the projected fields of the matching documents, with the same result for the
+filters mindstore sends. A `$match` holding a datetime keeps mongomock's own path, whose
+datetime handling differs from `find`'s.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import Any
+
+import mongomock.aggregate
+
+from .collection_base import MockCollection
+
+__all__ = ["run_pipeline"]
+
+
+def _holds_datetime(value: Any) -> bool:
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds_datetime(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_datetime(v) for v in value)
+    return False
+
+
+def _is_inclusion(projection: Any) -> bool:
+    return (
+        isinstance(projection, Mapping)
+        and bool(projection)
+        and all(
+            isinstance(k, str) and not k.startswith("$") and v in (1, True)
+            for k, v in projection.items()
+        )
+    )
+
+
+def run_pipeline(
+    collection: MockCollection, pipeline: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """mongomock's aggregate, with a leading `$match` (and an inclusion `$project` right
+    after it) run as a `find` (see the module docstring)."""
+    stages = list(pipeline)
+    if not stages or set(stages[0]) != {"$match"} or _holds_datetime(stages[0]["$match"]):
+        return list(collection.aggregate(stages))
+    query = stages.pop(0)["$match"]
+    projection = None
+    if stages and set(stages[0]) == {"$project"} and _is_inclusion(stages[0]["$project"]):
+        projection = stages.pop(0)["$project"]
+    documents = list(collection.find(query, projection))
+    if not stages:
+        return documents
+    process = mongomock.aggregate.process_pipeline
+    processed = process(documents, collection.database, stages, None)  # type: ignore[no-untyped-call]
+    return list(processed)

@@ -1,0 +1,207 @@
+"""What every command shares: the store it opens, its settings, errors as exit codes.
+
+`mindstore.cli` assembles the app from the command modules; the command modules import
+their helpers from here, never from `mindstore.cli`, so imports flow one way (cli ->
+commands -> this module). Global options (`--uri`, `--data`, `--database`) arrive as a
+`Settings` object on the root context.
+
+Errors: every `MindstoreError` becomes a one-line message on stderr and its class's exit
+code (see docs/cli.md); anything else (a bug, or stored data no mindstore wrote) one line
+and exit 1, never a traceback (``MINDSTORE_DEBUG=1`` shows it). Settings fail before any
+work: a URI whose options pymongo would only warn about and ignore, a `--data` file that
+a reading command cannot find (a typo must not look like an empty store), or one that a
+writing command could not write back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, TypeVar
+
+import typer
+from typer.core import TyperGroup
+
+from mindstore.backends.uri_check import check_uri
+from mindstore.errors import ConfigurationError, MindstoreError
+
+T = TypeVar("T")
+
+__all__ = [
+    "DEBUG_ENV", "EXIT_INTERRUPTED", "EXIT_UNEXPECTED", "EXIT_USAGE", "OneLineErrors", "Settings",
+    "check_uri", "check_writable", "note_unknown_tenant", "one_line", "open_store",
+    "require_tenant", "run", "settings",
+]  # fmt: skip
+
+# typer ships its own copy of click: find its exception classes through a public name
+_CLICK_ERROR: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CLICK_ERRORS = sys.modules[_CLICK_ERROR.__module__]
+_NO_ARGS_IS_HELP: type[Exception] = getattr(_CLICK_ERRORS, "NoArgsIsHelpError", type("_Never", (Exception,), {}))
+_ABORT: type[BaseException] = getattr(_CLICK_ERRORS, "Abort", typer.Abort)
+
+
+class OneLineErrors(TyperGroup):
+    """The root command, with click's usage errors (a bad number, an unknown option, a
+    value out of range) printed as one ``error:`` line, exit code 2, like every other
+    error; help (``--help``, or a group called without a command) is shown as usual."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:  # fmt: skip
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS_IS_HELP as exc:
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        except _CLICK_ERROR as exc:
+            message = exc.format_message()  # type: ignore[attr-defined]
+            typer.echo(f"error: {one_line(message)} (see --help)", err=True)
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        except _ABORT:
+            typer.echo("aborted", err=True)
+            sys.exit(EXIT_UNEXPECTED)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+EXIT_UNEXPECTED = 1  # not a MindstoreError: a bug, or stored data no mindstore wrote
+EXIT_USAGE = 2  # typer/click's own code for bad arguments
+EXIT_INTERRUPTED = 130
+DEBUG_ENV = "MINDSTORE_DEBUG"
+
+
+@dataclass
+class Settings:
+    uri: str | None = None
+    data: Path | None = None
+    database: str | None = None
+
+
+def settings(ctx: typer.Context) -> Settings:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, Settings) else Settings()
+
+
+def _check_data_file(path: Path, *, must_exist: bool, writable: bool) -> None:
+    """A reading command needs an existing file; a writing one a place it can write."""
+    try:
+        exists = path.exists()
+        regular = path.is_file()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot use data file {path}: {exc.strerror or exc}") from None
+    if exists and not regular:  # a directory, a device, a pipe: never read or replaced
+        raise ConfigurationError(f"data file {path} is not a regular file")
+    if must_exist and not exists:
+        raise ConfigurationError(
+            f"no data file at {path}: check the path (create one with "
+            f"`mindstore --data {path} demo-data` or a restore)"
+        )
+    if writable:
+        check_writable(path, "data file", ConfigurationError)
+
+
+def check_writable(path: Path, what: str, error: type[MindstoreError]) -> None:
+    """Can a file be written at `path`? Tried with a throwaway file next to it, before a
+    command does work that a failed write would waste (or, for erase, lose)."""
+    try:
+        if path.exists() and not path.is_file():
+            raise error(f"{what} {path} is not a regular file")
+        folder = path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise error(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+
+
+@asynccontextmanager
+async def open_store(ctx: typer.Context, *, save: bool = True,
+                     create: bool | None = None) -> AsyncIterator[Any]:  # fmt: skip
+    """The store a command works on; an embedded `--data` store is saved back afterwards.
+
+    ``save=False`` marks a reading command: its `--data` file must exist and is never
+    rewritten. A writing command may create the file unless ``create=False``.
+    """
+    from mindstore.backends.snapshot import load_snapshot, save_snapshot
+    from mindstore.store import connect
+
+    options = settings(ctx)
+    if options.data is not None and options.uri and not options.uri.startswith(("embedded", "mongomock")):
+        raise ConfigurationError("--data works with the embedded store only; drop --uri or --data")
+    check_uri(options.uri)
+    if options.data is not None:
+        may_create = save if create is None else create
+        _check_data_file(options.data, must_exist=not may_create, writable=save)
+    store = await connect(options.uri, database=options.database)
+    try:
+        if options.data is not None:
+            await load_snapshot(store.database, options.data)
+        yield store
+        if options.data is not None and save:
+            try:
+                await save_snapshot(store.database, options.data)
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"cannot write data file {options.data}: {exc.strerror or exc}"
+                ) from None
+    finally:
+        await store.close()
+
+
+def require_tenant(tenant: str | None) -> str:
+    """The `--tenant` value: given (exit 7 otherwise) and a valid tenant id (exit 2)."""
+    from mindstore.ids import check_key
+
+    if not tenant:
+        raise ConfigurationError("a tenant is required: pass --tenant NAME")
+    return check_key(tenant, "tenant")
+
+
+async def note_unknown_tenant(store: Any, tenant: str) -> None:
+    """Say on stderr when a tenant has no tasks at all: a typo in `--tenant` must not
+    pass for an empty report (stdout, and the exit code, stay as they are)."""
+    from mindstore.documents import TASKS
+
+    if not await store.database[TASKS].count_documents({"tenant": tenant}, limit=1):
+        typer.echo(f"note: tenant {one_line(tenant)!s} has no tasks in this store", err=True)
+
+
+def one_line(text: str) -> str:
+    """An error message as one printable line."""
+    from mindstore.commands.sanitize import terminal_text
+
+    return terminal_text(text).replace("\n", "\\n")
+
+
+def run(coroutine: Awaitable[T]) -> T:
+    """Run a command body; every error becomes one line on stderr and an exit code."""
+    try:
+        return asyncio.run(coroutine)  # type: ignore[arg-type]
+    except MindstoreError as exc:
+        typer.echo(f"error: {one_line(str(exc))}", err=True)
+        raise typer.Exit(code=exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        typer.echo(f"error: {_unexpected(exc)} ({DEBUG_ENV}=1 shows the traceback)", err=True)
+        raise typer.Exit(code=EXIT_UNEXPECTED) from None
+
+
+def _unexpected(exc: Exception) -> str:
+    """One line for an error that is not a `MindstoreError`. A model that refuses what
+    a read returned means a stored document mindstore did not write (edited by hand,
+    written by another program); anything else is a bug to report."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    detail = one_line("; ".join(lines[:2]))[:300] or "no details"
+    if type(exc).__name__ == "ValidationError" and type(exc).__module__.startswith("pydantic"):
+        return f"a stored document does not have the shape mindstore writes: {detail}"
+    return f"unexpected {type(exc).__name__}: {detail} (malformed stored data, or a bug)"
