@@ -153,6 +153,7 @@ TASK_CALLS: dict[str, st.SearchStrategy[tuple[tuple[Any, ...], dict[str, Any]]]]
     "set_state": st.tuples(st.tuples(TASK, arg(st.sampled_from(["finished", "paused", "running"]))), st.just({})),
     "set_title": st.tuples(st.tuples(TASK, TEXT), st.just({})),
     "delete": st.tuples(st.tuples(TASK), st.just({})),
+    "retract_last": st.tuples(st.tuples(TASK), st.fixed_dictionaries({}, optional={"expected_id": MESSAGE})),
 }
 DIALOG = arg(st.sampled_from([World.alice_task, World.bob_task]))
 DIALOG_CALLS = {

@@ -31,6 +31,9 @@ TASKS = "tasks"
 DIALOG_NODES = "dialog_nodes"
 PAYLOADS = "payloads"
 AGENTS = "agents"
+LANGGRAPH_CHECKPOINTS = "langgraph_checkpoints"
+LANGGRAPH_WRITES = "langgraph_writes"
+LANGGRAPH_BLOBS = "langgraph_blobs"
 POLICIES = "policies"
 
 
@@ -73,25 +76,35 @@ class TaskDoc(Document):
         validate_on_save = False
         indexes = [
             IndexModel(
-                [("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING),
-                 ("updated_at", pymongo.DESCENDING), ("_id", pymongo.DESCENDING)],
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("owner", pymongo.ASCENDING),
+                    ("updated_at", pymongo.DESCENDING),
+                    ("_id", pymongo.DESCENDING),
+                ],
                 name="tenant_owner_updated",
             ),
             IndexModel(
-                [("tenant", pymongo.ASCENDING), ("state", pymongo.ASCENDING),
-                 ("updated_at", pymongo.DESCENDING)],
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("state", pymongo.ASCENDING),
+                    ("updated_at", pymongo.DESCENDING),
+                ],
                 name="tenant_state_updated",
             ),
             IndexModel(
-                [("tenant", pymongo.ASCENDING), ("updated_at", pymongo.DESCENDING),
-                 ("_id", pymongo.DESCENDING)],
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("updated_at", pymongo.DESCENDING),
+                    ("_id", pymongo.DESCENDING),
+                ],
                 name="tenant_updated",
             ),
             IndexModel(
                 [("tenant", pymongo.ASCENDING), ("created_at", pymongo.ASCENDING)],
                 name="tenant_created",
             ),
-        ]  # fmt: skip
+        ]
 
 
 class DialogNodeDoc(Document):
@@ -115,13 +128,18 @@ class DialogNodeDoc(Document):
         name = DIALOG_NODES
         use_state_management = False
         indexes = [
-            IndexModel([("tenant", pymongo.ASCENDING), ("parent_id", pymongo.ASCENDING)],
-                       name="tenant_parent"),
-            IndexModel([("tenant", pymongo.ASCENDING), ("ancestors", pymongo.ASCENDING)],
-                       name="tenant_ancestors"),
-            IndexModel([("tenant", pymongo.ASCENDING), ("root_id", pymongo.ASCENDING)],
-                       name="tenant_root"),
-        ]  # fmt: skip
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("parent_id", pymongo.ASCENDING)],
+                name="tenant_parent",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("ancestors", pymongo.ASCENDING)],
+                name="tenant_ancestors",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("root_id", pymongo.ASCENDING)], name="tenant_root"
+            ),
+        ]
 
 
 class PayloadDoc(Document):
@@ -141,9 +159,10 @@ class PayloadDoc(Document):
         name = PAYLOADS
         use_state_management = False
         indexes = [
-            IndexModel([("tenant", pymongo.ASCENDING), ("task_id", pymongo.ASCENDING)],
-                       name="tenant_task"),
-        ]  # fmt: skip
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("task_id", pymongo.ASCENDING)], name="tenant_task"
+            ),
+        ]
 
 
 class AgentDoc(Document):
@@ -169,6 +188,79 @@ class AgentDoc(Document):
         ]
 
 
+class LangGraphCheckpointDoc(Document):
+    """One LangGraph checkpoint (`mindstore.integrations.langgraph`), without its channel
+    values: `_id` = "<tenant>/<thread>/<namespace>/<checkpoint id>" (see `langgraph_keys`);
+    the `messages` channel is a count of a task's messages (`ms`), other channels are blobs."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    o: str | None = None  # owner, on an owner-scoped view
+    th: str | None = None  # the thread id, when the key holds a hash of it
+    ns: str | None = None  # the namespace, when not the root
+    p: str | None = None  # parent checkpoint id
+    c: list[Any] = Field(default_factory=list)  # [serde type, bytes] of the checkpoint
+    md: dict[str, Any] | None = None  # metadata (filterable), or
+    mdb: list[Any] | None = None  # [serde type, bytes] when not storable as a document
+    ms: dict[str, Any] | None = None  # messages: task, count, fingerprint chain
+    b: dict[str, str] | None = None  # channel -> the checkpoint whose blob holds its value
+    iv: dict[str, Any] | None = None  # small channel values, inline
+
+    class Settings:
+        name = LANGGRAPH_CHECKPOINTS
+        use_state_management = False
+        indexes = [
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_id"
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("md.run_id", pymongo.ASCENDING)], name="tenant_run"
+            ),
+        ]
+
+
+class LangGraphWriteDoc(Document):
+    """One task's pending writes on one checkpoint: `_id` = "<checkpoint key>/<task id>",
+    `w` = [[index, channel, serde type, bytes], ...]."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    p: str | None = None  # task path
+    w: list[Any] = Field(default_factory=list)
+    v: int | None = None  # change counter, set by the first change
+
+    class Settings:
+        name = LANGGRAPH_WRITES
+        use_state_management = False
+        indexes = [
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_id"
+            ),
+        ]
+
+
+class LangGraphBlobDoc(Document):
+    """One version of one channel's value, written once and shared by every checkpoint
+    holding that version.
+
+    `_id` = "<tenant>/<thread>/<namespace>/<writer checkpoint id>~<channel>".
+    """
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    t: str = ""  # serde type
+    b: bytes = b""
+
+    class Settings:
+        name = LANGGRAPH_BLOBS
+        use_state_management = False
+        indexes = [
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_id"
+            ),
+        ]
+
+
 class PolicyDoc(Document):
     """A tenant's stored policies (`_id` = the tenant): retention, applied by
     `mindstore erase --apply-policy` (docs/operations.md)."""
@@ -182,7 +274,16 @@ class PolicyDoc(Document):
         use_state_management = False
 
 
-DOCUMENT_MODELS: list[type[Document]] = [TaskDoc, DialogNodeDoc, PayloadDoc, AgentDoc, PolicyDoc]
+DOCUMENT_MODELS: list[type[Document]] = [
+    TaskDoc,
+    DialogNodeDoc,
+    PayloadDoc,
+    AgentDoc,
+    PolicyDoc,
+    LangGraphCheckpointDoc,
+    LangGraphWriteDoc,
+    LangGraphBlobDoc,
+]
 
 
 def header_to_fields(header: TaskHeader) -> dict[str, Any]:

@@ -26,7 +26,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mindstore.backends.recorder import RecordedCommand
-from mindstore.documents import AGENTS, DIALOG_NODES, DOCUMENT_MODELS, PAYLOADS, POLICIES, TASKS
+from mindstore.documents import (
+    AGENTS,
+    DIALOG_NODES,
+    DOCUMENT_MODELS,
+    LANGGRAPH_BLOBS,
+    LANGGRAPH_CHECKPOINTS,
+    LANGGRAPH_WRITES,
+    PAYLOADS,
+    POLICIES,
+    TASKS,
+)
 
 DESIGN_SUBSET = frozenset({
     "$push", "$each", "$slice", "$inc", "$set", "$unset", "$ne", "$unwind", "$match", "$group",
@@ -72,7 +82,18 @@ refuses anything not listed here). Add an operator only with the code that uses 
 
 ALLOWED = DESIGN_SUBSET | frozenset(STANDARD_EXTRAS)
 
-SHARDED_COLLECTIONS = frozenset({TASKS, DIALOG_NODES, PAYLOADS, AGENTS, POLICIES})
+SHARDED_COLLECTIONS = frozenset(
+    {
+        TASKS,
+        DIALOG_NODES,
+        PAYLOADS,
+        AGENTS,
+        POLICIES,
+        LANGGRAPH_CHECKPOINTS,
+        LANGGRAPH_WRITES,
+        LANGGRAPH_BLOBS,
+    }
+)
 """Collections sharded on ``(tenant, _id)`` (docker/compose.sharded.yaml, docs/operations.md)."""
 
 MINDSTORE_COLLECTIONS = frozenset(model.Settings.name for model in DOCUMENT_MODELS)

@@ -1,0 +1,113 @@
+"""An async LangChain chat history (`BaseChatMessageHistory`) stored as a mindstore task.
+
+`MindstoreChatMessageHistory(session_id, store.scoped(tenant, owner=...))` keeps one task
+per session (task id = session id, tenant and owner from the view). Messages are stored
+typed (`mindstore.integrations.langchain_messages`), not as JSON strings: an `AIMessage`'s
+tool calls are `ToolCallPart`s the task header tracks until their `ToolMessage` arrives, a
+`ToolMessage` names its tool, usage rolls up into the task and into analytics. Reading gives
+back exactly the messages that were added.
+
+`aget_messages`, `aadd_messages` and `aclear` are native async (one read, one atomic write,
+one delete). The sync `messages`, `add_messages` and `clear` run them (see `_sync`): from a
+worker thread while the store's loop runs, or in a script with no loop running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage
+from langchain_core.messages import ToolMessage as LCToolMessage
+
+from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.ids import check_key
+from mindstore.integrations._sync import current_loop, run_sync
+from mindstore.integrations.langchain_messages import from_langchain, to_langchain
+from mindstore.validation import check_owner
+
+MARKER = {"integration": "langchain"}
+
+
+class MindstoreChatMessageHistory(BaseChatMessageHistory):
+    """A chat history kept in one mindstore task; see the module doc."""
+
+    def __init__(
+        self, session_id: str, store: Any, *, owner: str | None = None, title: str | None = None
+    ) -> None:
+        self.session_id = check_key(session_id, "session_id")
+        owner = check_owner(owner)
+        scoped = getattr(store, "owner", None)
+        if scoped is not None:
+            if owner is not None and owner != scoped:
+                raise ValidationError(f"owner: this view is scoped to owner {scoped!r}")
+            owner = scoped
+        self.owner = owner
+        self.title = title
+        self._tasks = store.tasks
+        self._loop = current_loop()
+        self._exists = False
+
+    # ------------------------------------------------------------------ async
+    async def aget_messages(self) -> list[BaseMessage]:
+        try:
+            return to_langchain(await self._tasks.messages(self.session_id))
+        except NotFound:
+            return []
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """All in one atomic write; a message that cannot be stored is refused before it."""
+        if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
+            raise ValidationError("messages must be a list of LangChain messages")
+        if not messages:
+            return
+        messages = list(messages)
+        from_langchain(messages, keep_ids=False, check=True)  # refuse before any write
+        for attempt in range(2):
+            await self._ensure()
+            try:
+                names: dict[str, str] = {}
+                if any(
+                    isinstance(message, LCToolMessage) and not message.name for message in messages
+                ):
+                    header = await self._tasks.header(self.session_id)
+                    names = {ref.id: ref.name for ref in header.open_tool_calls}
+                converted = from_langchain(messages, keep_ids=False, check=True, names=names)
+                await self._tasks.add_messages(self.session_id, converted)
+                return
+            except NotFound:
+                if attempt:
+                    raise
+                self._exists = False  # cleared by another history object meanwhile: start afresh
+
+    async def aclear(self) -> None:
+        self._exists = False
+        with contextlib.suppress(NotFound):
+            await self._tasks.delete(self.session_id)
+
+    # ------------------------------------------------------------------ sync
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        return run_sync(self.aget_messages(), self._loop, "MindstoreChatMessageHistory.messages")
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        run_sync(
+            self.aadd_messages(messages), self._loop, "MindstoreChatMessageHistory.add_messages"
+        )
+
+    def clear(self) -> None:
+        run_sync(self.aclear(), self._loop, "MindstoreChatMessageHistory.clear")
+
+    # ------------------------------------------------------------------ helpers
+    async def _ensure(self) -> None:
+        if self._exists:
+            return
+        try:
+            await self._tasks.create(
+                task_id=self.session_id, owner=self.owner, title=self.title, metadata=dict(MARKER)
+            )
+        except Conflict:
+            await self._tasks.get(self.session_id)  # NotFound if it is another owner's
+        self._exists = True

@@ -1,0 +1,553 @@
+"""`MindstoreSaver`: a LangGraph checkpoint saver whose checkpoints do not copy the history.
+
+A checkpoint saver usually stores every channel value in every checkpoint, so a thread's
+`messages` list is stored again at every step and the thread grows with the square of its
+length. Here:
+
+* the `messages` channel is a mindstore task: each message is appended once, typed
+  (`langchain_messages`: tool calls tracked, usage rolled up), and a checkpoint records
+  how many of the task's messages it holds (`ms`: count and a fingerprint chain);
+* every other channel value is written once per version: a small one (64 bytes or less
+  serialized) inside the checkpoint document, a larger one as a blob keyed by the
+  checkpoint that wrote it, which every later checkpoint holding that version names;
+* each task's pending writes are one document per (checkpoint, task); once the next
+  checkpoint has appended the messages a write carried, the write refers to them in the
+  task instead of holding a second copy (`langgraph_writes`).
+
+When a step's `messages` list does not extend the stored prefix (a `RemoveMessage`, an
+update of an earlier message by id), that version is stored as a blob, correctly, at the
+cost of one copy; the next step that only appends starts a new task from it. Time travel
+(`get_state_history`, resuming or updating an earlier checkpoint) reads the recorded
+prefix; a branch from an earlier step continues in its own task (the prefix copied once).
+
+Async methods are native; the sync ones run them (see `_sync`). Extended capabilities:
+list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import bson
+from langchain_core.messages import BaseMessage, message_to_dict
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+
+from mindstore.documents import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
+from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.ids import check_name
+from mindstore.integrations import langgraph_admin as admin
+from mindstore.integrations import langgraph_keys as keys
+from mindstore.integrations import langgraph_writes as pending
+from mindstore.integrations._sync import current_loop, run_sync
+from mindstore.integrations.langchain_messages import from_langchain, to_langchain
+from mindstore.model.storage_form import escape_keys, unescape_keys
+
+MARKER = keys.MARKER
+CHUNK = 500
+INLINE_BYTES = 64
+FINGERPRINTS = 20_000
+Head = tuple[str, dict[str, Any]]
+"""(checkpoint id, its document's ms / b / iv): what a child inherits from its parent."""
+
+
+class MindstoreSaver(BaseCheckpointSaver[int]):
+    """A LangGraph `BaseCheckpointSaver` on a mindstore tenant view (see the module doc)."""
+
+    def __init__(
+        self, store: Any, *, serde: Any = None, messages_channel: str = "messages"
+    ) -> None:
+        super().__init__(serde=serde)
+        self.view = store
+        self.tenant: str = store.tenant
+        self.owner: str | None = getattr(store, "owner", None)
+        database = store.store.database
+        self._checkpoints = database[LANGGRAPH_CHECKPOINTS]
+        self._writes = database[LANGGRAPH_WRITES]
+        self._blobs = database[LANGGRAPH_BLOBS]
+        self._tasks = store.tasks
+        self.messages_channel = messages_channel
+        self._loop = current_loop()
+        self._heads: dict[str, Head] = {}
+        self._fingerprints: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
+
+    # ------------------------------------------------------------------ where
+    def _where(self, config: RunnableConfig | None) -> tuple[str, str, str | None]:
+        configurable = (config or {}).get("configurable") or {}
+        thread = configurable.get("thread_id")
+        if isinstance(thread, int) and not isinstance(thread, bool):
+            thread = str(thread)
+        check_name(thread, "thread_id")
+        ns = configurable.get("checkpoint_ns") or ""
+        if ns != "":
+            check_name(ns, "checkpoint_ns")
+        checkpoint_id = get_checkpoint_id(config) if config else None
+        if checkpoint_id is not None:
+            keys.check_checkpoint_id(checkpoint_id)
+        return str(thread), str(ns), checkpoint_id
+
+    def _ident(self, thread: str) -> str:
+        """What keys are derived from: the thread id, with the owner on an owner-scoped view
+        (two owners of a tenant may use the same thread id)."""
+        return thread if self.owner is None else f"{self.owner}\x00{thread}"
+
+    def _scope(self) -> dict[str, Any]:
+        query: dict[str, Any] = {"tenant": self.tenant}
+        if self.owner is not None:
+            query["o"] = self.owner
+        return query
+
+    # ------------------------------------------------------------------ put
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread, ns, parent_id = self._where(config)
+        checkpoint_id = keys.check_checkpoint_id(checkpoint["id"])
+        ident = self._ident(thread)
+        prefix = keys.scope_prefix(self.tenant, ident, ns)
+        values = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
+        parent = await self._parent(prefix, parent_id)
+        channel = self.messages_channel
+        document: dict[str, Any] = {
+            "p": keys.pack_id(parent_id),
+            "c": list(self.serde.dumps_typed(keys.pack_checkpoint(checkpoint))),
+        }
+        blobs: dict[str, str] = {}
+        inline: dict[str, Any] = {}
+        ms: dict[str, Any] | None = None
+        for name in versions:
+            if name in new_versions:
+                if name not in values:
+                    continue
+                if name == channel:
+                    ms = await self._put_messages(
+                        thread, ident, ns, parent, checkpoint_id, values[name]
+                    )
+                    if ms is not None and not ms.get("b"):
+                        continue
+                kind, data = self.serde.dumps_typed(values[name])
+                if len(data) <= INLINE_BYTES and name != channel:
+                    inline[name] = [kind, data]
+                    continue
+                await self._blobs.update_one(
+                    {
+                        "_id": keys.blob_key(self.tenant, ident, ns, checkpoint_id, name),
+                        "tenant": self.tenant,
+                    },
+                    {"$setOnInsert": {"t": kind, "b": data}},
+                    upsert=True,
+                )
+                blobs[name] = checkpoint_id
+            else:
+                if name in parent.get("b", {}):
+                    blobs[name] = parent["b"][name]
+                if name in parent.get("iv", {}):
+                    inline[name] = parent["iv"][name]
+                if name == channel and parent.get("ms"):
+                    ms = parent["ms"]
+        for field, value in (("b", blobs), ("iv", inline), ("ms", ms)):
+            if value:
+                document[field] = value
+        document.update(self._metadata_fields(dict(get_checkpoint_metadata(config, metadata))))
+        if keys.thread_segment(ident) != thread:
+            document["th"] = thread
+        if ns:
+            document["ns"] = ns
+        if self.owner is not None:
+            document["o"] = self.owner
+        key = prefix + checkpoint_id
+        stale = {
+            field: ""
+            for field in ("b", "iv", "ms", "md", "mdb", "th", "ns")
+            if field not in document
+        }
+        update: dict[str, Any] = {"$set": document}
+        if stale:
+            update["$unset"] = stale
+        await self._checkpoints.update_one({"_id": key, "tenant": self.tenant}, update, upsert=True)
+        self._heads[prefix] = (
+            checkpoint_id,
+            {k: document[k] for k in ("ms", "b", "iv") if k in document},
+        )
+        if ms is not None and not ms.get("b") and parent_id is not None and channel in new_versions:
+            start = int((parent.get("ms") or {}).get("n", 0))
+            written = [
+                keys.blob_key(self.tenant, ident, ns, writer, name)
+                for name, writer in (parent.get("b") or {}).items()
+                if writer == parent_id
+            ]
+            await pending.compact(
+                self,
+                keys.checkpoint_key(self.tenant, ident, ns, parent_id),
+                ms.get("t", keys.messages_task_id(ident, ns)),
+                start,
+                values[channel][start:],
+                written,
+            )
+        return {
+            "configurable": {
+                "thread_id": thread,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    def _metadata_fields(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Metadata as a document (filterable) when it comes back equal, else serialized."""
+        try:
+            stored = escape_keys(metadata)
+            if unescape_keys(bson.decode(bson.encode({"m": stored}))["m"]) == metadata:
+                return {"md": stored}
+        except Exception:
+            pass
+        return {"mdb": list(self.serde.dumps_typed(metadata))}
+
+    async def _parent(self, prefix: str, parent_id: str | None) -> dict[str, Any]:
+        """The parent's `ms`, `b` and `iv` (from this saver's last put, else a read)."""
+        if parent_id is None:
+            return {}
+        head = self._heads.get(prefix)
+        if head is not None and head[0] == parent_id:
+            return head[1]
+        row = await self._checkpoints.find_one(
+            {**self._scope(), "_id": prefix + parent_id}, {"ms": 1, "b": 1, "iv": 1}
+        )
+        return {k: row[k] for k in ("ms", "b", "iv") if row and k in row}
+
+    # ------------------------------------------------------------------ the messages channel
+    async def _put_messages(
+        self,
+        thread: str,
+        ident: str,
+        ns: str,
+        parent: dict[str, Any],
+        checkpoint_id: str,
+        value: Any,
+    ) -> dict[str, Any] | None:
+        """Append what is new to the task and return the record (`b`: kept as a blob;
+        None: not a list of messages, a plain blob)."""
+        if not isinstance(value, list) or not all(isinstance(m, BaseMessage) for m in value):
+            return None
+        fingerprints = keys.chain(self._fingerprint(m) for m in value)
+        record: dict[str, Any] = {"n": len(value), "h": fingerprints[-1]}
+        base = parent.get("ms") or {"n": 0, "h": keys.EMPTY_CHAIN}
+        count = int(base["n"])
+        if count > len(value) or fingerprints[count] != bytes(base["h"]):
+            return {**record, "b": 1}  # earlier messages rewritten or removed: a blob
+        default = keys.messages_task_id(ident, ns)
+        task = None if base.get("b") else base.get("t", default)
+        try:
+            new = from_langchain(value[count:], check=True)
+        except ValidationError:
+            return {**record, "b": 1}
+        if task is not None and await self._append(task, thread, ns, count, new):
+            return record if task == default else {**record, "t": task}
+        branch = keys.branch_task_id(ident, ns, checkpoint_id)
+        try:
+            if task is None:
+                kept = from_langchain(value[:count], check=True)
+            else:
+                kept = await self._tasks.messages(task, 0, count) if count else []
+            await self._create(branch, thread, ns, [*kept, *new])
+        except (ValidationError, NotFound):
+            return {**record, "b": 1}
+        return {**record, "t": branch}
+
+    async def _append(self, task: str, thread: str, ns: str, count: int, new: list[Any]) -> bool:
+        """Append `new` after the task's first `count` messages; False when it holds more
+        (the caller starts a branch). A task of that id that is not this thread's: Conflict."""
+        try:
+            record = await self._tasks.get(task)
+        except NotFound:
+            if count:
+                return False
+            await self._create(task, thread, ns, new)
+            return True
+        check_ours(task, record.metadata, thread)
+        if not new:
+            return bool(record.seq >= count)  # the same messages: a prefix of the task
+        if record.seq != count:
+            if record.seq != count + len(new):
+                return False
+            stored = await self._tasks.messages(task, count, len(new))
+            return [m.id for m in stored] == [m.id for m in new]  # a replayed put
+        try:
+            await self._tasks.add_messages(task, new)
+        except ValidationError:
+            return False
+        return bool((await self._tasks.header(task)).seq == count + len(new))
+
+    async def _create(self, task: str, thread: str, ns: str, messages: list[Any]) -> None:
+        """A messages task holding `messages` (copies of another task's are re-homed)."""
+        metadata = {"integration": MARKER, "thread_id": thread, "checkpoint_ns": ns}
+        for message in messages:
+            message.task_id = ""
+        try:
+            await self._tasks.create(
+                task_id=task, messages=messages, replay=True, metadata=metadata
+            )
+        except Conflict:
+            record = await self._tasks.get(task)
+            check_ours(task, record.metadata, thread)
+            if record.seq != len(messages):
+                raise ValidationError(f"task {task!r} already holds other messages") from None
+
+    def _fingerprint(self, message: BaseMessage) -> bytes:
+        cached = self._fingerprints.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        value = keys.fingerprint(message_to_dict(message))
+        self._fingerprints[id(message)] = (message, value)
+        if len(self._fingerprints) > FINGERPRINTS:
+            self._fingerprints.popitem(last=False)
+        return value
+
+    # ------------------------------------------------------------------ writes
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        thread, ns, checkpoint_id = self._where(config)
+        if checkpoint_id is None:
+            raise ValidationError("put_writes: config has no checkpoint_id")
+        check_name(task_id, "task_id")
+        key = keys.writes_key(self.tenant, self._ident(thread), ns, checkpoint_id, task_id)
+        await pending.put(self, key, writes, task_id, task_path)
+
+    # ------------------------------------------------------------------ reads
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread, ns, checkpoint_id = self._where(config)
+        prefix = keys.scope_prefix(self.tenant, self._ident(thread), ns)
+        if checkpoint_id is not None:
+            row = await self._checkpoints.find_one({**self._scope(), "_id": prefix + checkpoint_id})
+            rows = [row] if row else []
+        else:
+            cursor = self._checkpoints.find({**self._scope(), "_id": keys.prefix_range(prefix)})
+            rows = await cursor.sort("_id", -1).limit(1).to_list(length=1)
+        tuples = await self._tuples(rows)
+        return tuples[0] if tuples else None
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        pushed, conditions = keys.split_filter(filter)
+        query = {**self._scope(), **pushed}
+        checkpoint_id = None
+        if config is not None:
+            thread, ns, checkpoint_id = self._where(config)
+            ident = self._ident(thread)
+            if (config.get("configurable") or {}).get("checkpoint_ns") is not None:
+                query["_id"] = keys.prefix_range(keys.scope_prefix(self.tenant, ident, ns))
+            else:
+                query["_id"] = keys.prefix_range(keys.thread_prefix(self.tenant, ident))
+        before_id = get_checkpoint_id(before) if before else None
+        if limit is not None and limit <= 0:
+            return
+        rows = await self._checkpoints.find(query).sort("_id", -1).to_list(length=None)
+        picked = []
+        for row in rows:
+            where = keys.row_where(row)
+            if checkpoint_id is not None and where[2] != checkpoint_id:
+                continue
+            if before_id is not None and where[2] >= before_id:
+                continue
+            if conditions and not keys.matches(self._metadata(row), conditions):
+                continue
+            picked.append(row)
+            if limit is not None and len(picked) >= limit:
+                break
+        picked.sort(key=lambda row: keys.row_where(row)[2], reverse=True)
+        picked.sort(key=lambda row: keys.row_where(row)[1])
+        for start in range(0, len(picked), CHUNK):
+            for item in await self._tuples(picked[start : start + CHUNK]):
+                yield item
+
+    def _metadata(self, row: dict[str, Any]) -> dict[str, Any]:
+        if row.get("mdb"):
+            return self.serde.loads_typed(tuple(row["mdb"]))  # type: ignore[no-any-return]
+        fields: dict[str, Any] = unescape_keys(row.get("md") or {})
+        return fields
+
+    async def _tuples(self, rows: list[dict[str, Any]]) -> list[CheckpointTuple]:
+        """Tuples for checkpoint rows, reading blobs, messages and writes in batches."""
+        if not rows:
+            return []
+        wanted: set[str] = set()
+        longest: dict[str, int] = {}
+        for row in rows:
+            thread, ns, _ = keys.row_where(row)
+            ident = self._ident(thread)
+            for channel, writer in (row.get("b") or {}).items():
+                wanted.add(keys.blob_key(self.tenant, ident, ns, writer, channel))
+            ms = row.get("ms")
+            if ms and not ms.get("b"):
+                task = ms.get("t", keys.messages_task_id(ident, ns))
+                longest[task] = max(longest.get(task, 0), int(ms["n"]))
+        found: list[dict[str, Any]] = []
+        names = sorted(wanted)
+        for start in range(0, len(names), CHUNK):
+            query = {"tenant": self.tenant, "_id": {"$in": names[start : start + CHUNK]}}
+            found.extend(await self._blobs.find(query).to_list(length=None))
+        referenced = await pending.read_refs(
+            self, [blob["r"] for blob in found if blob.get("t") == pending.REF_MAP]
+        )
+        blobs = {blob["_id"]: pending.resolve_blob(self, blob, referenced) for blob in found}
+        histories = {
+            task: to_langchain(await self._tasks.messages(task, 0, count)) if count else []
+            for task, count in longest.items()
+        }
+        writes = await pending.load(self, [row["_id"] for row in rows])
+        out = []
+        for row in rows:
+            thread, ns, checkpoint_id = keys.row_where(row)
+            ident = self._ident(thread)
+            stored = keys.unpack_checkpoint(self.serde.loads_typed(tuple(row["c"])))
+            values: dict[str, Any] = {}
+            for channel, (value_kind, data) in (row.get("iv") or {}).items():
+                values[channel] = self.serde.loads_typed((value_kind, bytes(data)))
+            for channel, writer in (row.get("b") or {}).items():
+                key = keys.blob_key(self.tenant, ident, ns, writer, channel)
+                if key in blobs:
+                    values[channel] = blobs[key]
+            ms = row.get("ms")
+            if ms and not ms.get("b"):
+                values[self.messages_channel] = list(
+                    histories[ms.get("t", keys.messages_task_id(ident, ns))][: int(ms["n"])]
+                )
+            checkpoint = {**stored, "id": checkpoint_id, "channel_values": values}
+            configurable = {
+                "thread_id": thread,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+            parent = keys.unpack_id(row.get("p"))
+            out.append(
+                CheckpointTuple(
+                    config={"configurable": configurable},
+                    checkpoint=checkpoint,  # type: ignore[arg-type]
+                    metadata=self._metadata(row),  # type: ignore[arg-type]
+                    parent_config={"configurable": {**configurable, "checkpoint_id": parent}}
+                    if parent
+                    else None,
+                    pending_writes=writes.get(row["_id"], []),
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ deleting, copying, pruning
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Every checkpoint, write, blob and messages task of the thread (all namespaces)."""
+        await admin.delete_thread(self, check_name(str(thread_id), "thread_id"))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """The checkpoints written by these runs and their writes (blobs and messages stay:
+        other checkpoints of the thread share them)."""
+        await admin.delete_for_runs(self, [check_name(run_id, "run id") for run_id in run_ids])
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Every checkpoint, write and blob of one thread under another thread id, with
+        copies of its messages tasks (so deleting either thread leaves the other whole)."""
+        await admin.copy_thread(
+            self,
+            check_name(str(source_thread_id), "thread_id"),
+            check_name(str(target_thread_id), "thread_id"),
+        )
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`keep_latest`: each namespace's latest checkpoint, its writes, the blobs and
+        messages it holds; `delete`: the whole thread."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValidationError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
+        for thread_id in thread_ids:
+            await admin.prune(self, check_name(str(thread_id), "thread_id"), strategy)
+
+    # ------------------------------------------------------------------ sync forms
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return run_sync(self.aget_tuple(config), self._loop, "MindstoreSaver.get_tuple")
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [
+                item async for item in self.alist(config, filter=filter, before=before, limit=limit)
+            ]
+
+        return iter(run_sync(collect(), self._loop, "MindstoreSaver.list"))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return run_sync(
+            self.aput(config, checkpoint, metadata, new_versions), self._loop, "MindstoreSaver.put"
+        )
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        run_sync(
+            self.aput_writes(config, writes, task_id, task_path),
+            self._loop,
+            "MindstoreSaver.put_writes",
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        run_sync(self.adelete_thread(thread_id), self._loop, "MindstoreSaver.delete_thread")
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        run_sync(self.adelete_for_runs(run_ids), self._loop, "MindstoreSaver.delete_for_runs")
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        run_sync(
+            self.acopy_thread(source_thread_id, target_thread_id),
+            self._loop,
+            "MindstoreSaver.copy_thread",
+        )
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        run_sync(self.aprune(thread_ids, strategy=strategy), self._loop, "MindstoreSaver.prune")
+
+
+def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:
+    """A messages task must be this thread's (never append to a task of the same id that
+    the application made itself)."""
+    if (metadata or {}).get("integration") != MARKER or (metadata or {}).get("thread_id") != thread:
+        raise Conflict(
+            f"task {task!r} exists and does not hold LangGraph thread {thread!r}'s messages"
+        )
