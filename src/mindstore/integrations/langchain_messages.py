@@ -118,7 +118,7 @@ def from_langchain(
                 None, FORMAT, {"delta": diff(original, _render(converted))}
             )
         if check:
-            _check(message, converted, index)
+            _check(given, converted, index)
     return out
 
 

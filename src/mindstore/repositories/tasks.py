@@ -50,7 +50,7 @@ from mindstore.repositories.engine import (
 )
 from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.records import TaskRecord
-from mindstore.repositories.task_reads import TaskReads
+from mindstore.repositories.retraction import Retraction
 from mindstore.validation import (
     MAX_TITLE_CHARS,
     check_enum,
@@ -78,7 +78,7 @@ def _check_messages(messages: Any) -> list[AnyMessage]:
     return list(messages)
 
 
-class TaskRepository(TaskReads):
+class TaskRepository(Retraction):
     """One tenant's tasks (one owner's, on an owner-scoped view)."""
 
     # ------------------------------------------------------------------ lifecycle
@@ -497,95 +497,6 @@ class TaskRepository(TaskReads):
             return await watch([{"$match": {"documentKey._id": self._key(task_id)}}])
         except Exception:  # a standalone server has no change streams: in-process + heartbeat
             return None
-
-    # ------------------------------------------------------------------ retract
-    async def retract_last(self, task_id: str, expected_id: str | None = None) -> AnyMessage | None:
-        """Remove the task's last message in one guarded write; return it (None: nothing removed).
-
-        The header loses what the message added (`mindstore.model.retract`): size, usage,
-        the calls it opened; a call it answered is open again. `expected_id` makes the
-        call idempotent: the message is removed only while it is the last one, and a
-        replay after it is gone returns None. Concurrent retracts each remove exactly one
-        message (the update is guarded by the header `version` and the message's id).
-        """
-        from mindstore.errors import InvalidTransition
-        from mindstore.model import retract
-        from mindstore.payloads import find_markers
-        from mindstore.repositories.updates import changed_header_fields
-
-        key = self._key(task_id)
-        if expected_id is not None:
-            check_name(expected_id, "expected_id")
-        projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
-        projection["messages"] = {"$slice": [-2, 2]}
-        async with self._lock(task_id):
-            for attempt in range(self.retry.attempts):
-                self._forget(task_id)
-                document = await self._find_task(task_id, projection)
-                header = header_from_document(document)
-                stored = document.get("messages") or []
-                if header.seq == 0 or not stored:
-                    return None
-                last = self._decode_raw([stored[-1]])[0]
-                if expected_id is not None and last.id != expected_id:
-                    if await self._count_stored_ids(task_id, {expected_id}) == 0:
-                        return None  # retracted already: a replay
-                    raise InvalidTransition(
-                        f"message {expected_id!r} is not the last message of task {task_id!r}"
-                    )
-                retract.check_retractable(header, last)
-                calls = retract.answered_calls(last)
-                reopen = (
-                    retract.reopened_calls(
-                        calls, await self._call_rows(task_id, calls), header.seq - 1
-                    )
-                    if calls
-                    else []
-                )
-                previous = self._decode_raw([stored[-2]])[0] if len(stored) == 2 else None
-                plan = retract.plan_retract(header, last, bson_size(stored[-1]), previous, reopen)
-                now = utcnow()
-                version = document.get("version", 0)
-                query, update = retract.retract_update(
-                    plan, key=key, tenant=self.tenant, version=version, now=now,
-                    changed=changed_header_fields(plan.header_before, plan.header),
-                )  # fmt: skip
-                if self.owner is not None:
-                    query["owner"] = self.owner
-                result = await self._tasks.update_one(query, update)
-                if result.matched_count == 1:
-                    self._remember(task_id, version + 1, now, plan.header)
-                    notifier = getattr(self, "_notifier", None)
-                    if notifier is not None:
-                        notifier.notify((self.tenant, task_id))
-                    message = (await self._decode(task_id, [stored[-1]]))[0]
-                    markers: set[str] = set()
-                    find_markers(stored[-1], markers)
-                    if markers:
-                        await self._payloads.delete_many(
-                            {"_id": {"$in": sorted(markers)}, "tenant": self.tenant}
-                        )
-                    return message
-                await asyncio.sleep(self.retry.delay(attempt))
-        raise Conflict(
-            f"task {task_id!r}: retract_last gave up after {self.retry.attempts} attempts "
-            "lost to concurrent writers"
-        )
-
-    async def _call_rows(self, task_id: str, call_ids: Sequence[str]) -> list[dict[str, Any]]:
-        """Every stored message holding a call or a result with one of `call_ids` (and its
-        index)."""
-        pipeline = [
-            {"$match": self._filter(task_id)},
-            {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
-            {"$match": {"messages.content.tool_call_id": {"$in": list(call_ids)}}},
-            {"$project": {"_id": 0, "index": 1, "message": "$messages"}},
-        ]
-        rows = await (await self._tasks.aggregate(pipeline)).to_list(length=None)
-        return [
-            {"index": int(row["index"]), "message": self._decode_raw([row["message"]])[0]}
-            for row in rows
-        ]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,113 @@
+"""Retracting the last message: the verb the OpenAI Agents session's `pop_item` needs.
+
+The engine's write loop only sends `$set` updates, which cannot shorten the message array,
+so this verb has its own short guarded loop built from the engine's pieces (per-task lock,
+scope, header cache, retry policy, decoding); the planning is pure (`model/retract.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from mindstore.documents import header_from_document, utcnow
+from mindstore.errors import Conflict
+from mindstore.ids import check_name
+from mindstore.model.messages import AnyMessage
+from mindstore.model.storage_form import bson_size
+from mindstore.repositories.engine import READ_FIELDS
+from mindstore.repositories.task_reads import TaskReads
+
+
+class Retraction(TaskReads):
+    """`retract_last`, between the reads and the verbs of the task repository."""
+
+    # ------------------------------------------------------------------ retract
+    async def retract_last(self, task_id: str, expected_id: str | None = None) -> AnyMessage | None:
+        """Remove the task's last message in one guarded write; return it (None: nothing removed).
+
+        The header loses what the message added (`mindstore.model.retract`): size, usage,
+        the calls it opened; a call it answered is open again. `expected_id` makes the
+        call idempotent: the message is removed only while it is the last one, and a
+        replay after it is gone returns None. Concurrent retracts each remove exactly one
+        message (the update is guarded by the header `version` and the message's id).
+        """
+        from mindstore.errors import InvalidTransition
+        from mindstore.model import retract
+        from mindstore.payloads import find_markers
+        from mindstore.repositories.updates import changed_header_fields
+
+        key = self._key(task_id)
+        if expected_id is not None:
+            check_name(expected_id, "expected_id")
+        projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
+        projection["messages"] = {"$slice": [-2, 2]}
+        async with self._lock(task_id):
+            for attempt in range(self.retry.attempts):
+                self._forget(task_id)
+                document = await self._find_task(task_id, projection)
+                header = header_from_document(document)
+                stored = document.get("messages") or []
+                if header.seq == 0 or not stored:
+                    return None
+                last = self._decode_raw([stored[-1]])[0]
+                if expected_id is not None and last.id != expected_id:
+                    if await self._count_stored_ids(task_id, {expected_id}) == 0:
+                        return None  # retracted already: a replay
+                    raise InvalidTransition(
+                        f"message {expected_id!r} is not the last message of task {task_id!r}"
+                    )
+                retract.check_retractable(header, last)
+                calls = retract.answered_calls(last)
+                reopen = (
+                    retract.reopened_calls(
+                        calls, await self._call_rows(task_id, calls), header.seq - 1
+                    )
+                    if calls
+                    else []
+                )
+                previous = self._decode_raw([stored[-2]])[0] if len(stored) == 2 else None
+                plan = retract.plan_retract(header, last, bson_size(stored[-1]), previous, reopen)
+                now = utcnow()
+                version = document.get("version", 0)
+                query, update = retract.retract_update(
+                    plan, key=key, tenant=self.tenant, version=version, now=now,
+                    changed=changed_header_fields(plan.header_before, plan.header),
+                )  # fmt: skip
+                if self.owner is not None:
+                    query["owner"] = self.owner
+                result = await self._tasks.update_one(query, update)
+                if result.matched_count == 1:
+                    self._remember(task_id, version + 1, now, plan.header)
+                    notifier = getattr(self, "_notifier", None)
+                    if notifier is not None:
+                        notifier.notify((self.tenant, task_id))
+                    message = (await self._decode(task_id, [stored[-1]]))[0]
+                    markers: set[str] = set()
+                    find_markers(stored[-1], markers)
+                    if markers:
+                        await self._payloads.delete_many(
+                            {"_id": {"$in": sorted(markers)}, "tenant": self.tenant}
+                        )
+                    return message
+                await asyncio.sleep(self.retry.delay(attempt))
+        raise Conflict(
+            f"task {task_id!r}: retract_last gave up after {self.retry.attempts} attempts "
+            "lost to concurrent writers"
+        )
+
+    async def _call_rows(self, task_id: str, call_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Every stored message holding a call or a result with one of `call_ids` (and its
+        index)."""
+        pipeline = [
+            {"$match": self._filter(task_id)},
+            {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+            {"$match": {"messages.content.tool_call_id": {"$in": list(call_ids)}}},
+            {"$project": {"_id": 0, "index": 1, "message": "$messages"}},
+        ]
+        rows = await (await self._tasks.aggregate(pipeline)).to_list(length=None)
+        return [
+            {"index": int(row["index"]), "message": self._decode_raw([row["message"]])[0]}
+            for row in rows
+        ]
