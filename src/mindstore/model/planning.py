@@ -306,13 +306,19 @@ class Planner:
                     entry.trigger_call_id = chosen.id if chosen is not None else None
                 recorded = True
             trigger = header.open_call(entry.trigger_call_id) if entry.trigger_call_id else None
+            fallback = self._tail_last_call(index)
+            if recorded and trigger is None and entry.trigger_call_id is None:
+                # No trigger when the entry was written, but the message right before it holds
+                # an open call now: it was streamed in after the entry (`_open_call` made it
+                # the trigger then), so folding the stored history gives the same header.
+                trigger = fallback
             header.scope_stack.append(
                 ScopeFrame(
                     entry_id=message.id,
                     index=index,
                     model_name=entry.initial_task_config.model_name,
                     entry_tools=entry.initial_task_config.task_entry_tool_names(),
-                    fallback=self._tail_last_call(index),
+                    fallback=fallback,
                     trigger=trigger,
                     trigger_recorded=recorded,
                 )
