@@ -27,7 +27,7 @@ list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import bson
@@ -49,8 +49,9 @@ from mindstore.ids import check_name
 from mindstore.integrations import langgraph_admin as admin
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations import langgraph_writes as pending
-from mindstore.integrations._sync import current_loop, run_sync
+from mindstore.integrations._sync import current_loop
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
+from mindstore.integrations.langgraph_sync import SyncForms
 from mindstore.model.storage_form import escape_keys, unescape_keys
 
 MARKER = keys.MARKER
@@ -61,7 +62,7 @@ Head = tuple[str, dict[str, Any]]
 """(checkpoint id, its document's ms / b / iv): what a child inherits from its parent."""
 
 
-class MindstoreSaver(BaseCheckpointSaver[int]):
+class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
     """A LangGraph `BaseCheckpointSaver` on a mindstore tenant view (see the module doc)."""
 
     def __init__(
@@ -483,65 +484,6 @@ class MindstoreSaver(BaseCheckpointSaver[int]):
             raise ValidationError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
         for thread_id in thread_ids:
             await admin.prune(self, check_name(str(thread_id), "thread_id"), strategy)
-
-    # ------------------------------------------------------------------ sync forms
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return run_sync(self.aget_tuple(config), self._loop, "MindstoreSaver.get_tuple")
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [
-                item async for item in self.alist(config, filter=filter, before=before, limit=limit)
-            ]
-
-        return iter(run_sync(collect(), self._loop, "MindstoreSaver.list"))
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return run_sync(
-            self.aput(config, checkpoint, metadata, new_versions), self._loop, "MindstoreSaver.put"
-        )
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        run_sync(
-            self.aput_writes(config, writes, task_id, task_path),
-            self._loop,
-            "MindstoreSaver.put_writes",
-        )
-
-    def delete_thread(self, thread_id: str) -> None:
-        run_sync(self.adelete_thread(thread_id), self._loop, "MindstoreSaver.delete_thread")
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        run_sync(self.adelete_for_runs(run_ids), self._loop, "MindstoreSaver.delete_for_runs")
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        run_sync(
-            self.acopy_thread(source_thread_id, target_thread_id),
-            self._loop,
-            "MindstoreSaver.copy_thread",
-        )
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        run_sync(self.aprune(thread_ids, strategy=strategy), self._loop, "MindstoreSaver.prune")
 
 
 def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:

@@ -10,7 +10,7 @@ leaves the database as it was.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -37,24 +37,20 @@ from mindstore.model.parts import (
     TextPart,
     ToolCallPart,
 )
-from mindstore.model.plans_redact import plan_redact, redaction_of
 from mindstore.model.specs import ToolResultOptions, ToolResultSpec, resolve_alias
 from mindstore.model.storage_form import bson_size, escape_keys
 from mindstore.model.task import Task, check_transition, exit_answer_id, tool_call_id_of
-from mindstore.pipelines import boundaries as pipelines
+from mindstore.repositories.content_lifecycle import ContentLifecycle
 from mindstore.repositories.engine import (
     MAX_DOCUMENT_BYTES,
     READ_FIELDS,
     RetryPolicy,
     document_estimate,
 )
-from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.records import TaskRecord
-from mindstore.repositories.retraction import Retraction
 from mindstore.validation import (
     MAX_TITLE_CHARS,
     check_enum,
-    check_optional_int,
     check_optional_json,
     check_optional_text,
     check_owner,
@@ -78,7 +74,7 @@ def _check_messages(messages: Any) -> list[AnyMessage]:
     return list(messages)
 
 
-class TaskRepository(Retraction):
+class TaskRepository(ContentLifecycle):
     """One tenant's tasks (one owner's, on an owner-scoped view)."""
 
     # ------------------------------------------------------------------ lifecycle
@@ -433,70 +429,6 @@ class TaskRepository(Retraction):
             task_id, message_id, plans.plan_finish_assistant_message, status, usage, tokens_in,
             tokens_out, cache_reads, cache_writes, cost, finished_ts,
         )  # fmt: skip
-
-    # ------------------------------------------------------------------ lifecycle of content
-    async def redact(self, task_id: str, message_id: str, reason: str | None = None,
-                     part_index: int | None = None) -> AnyMessage:  # fmt: skip
-        """Remove one message's content (or one part's), keeping a tombstone: id, role, tool
-        pairing and usage stay, so the conversation's shape and analytics stay consistent.
-
-        One guarded update; the message records when and why (never what). Payloads the
-        redacted content referenced are deleted after the update; calling again (a replay,
-        or after a crash between the two) finishes that and writes nothing else.
-        """
-        check_optional_text(reason, "reason")
-        check_optional_int(part_index, "part_index")
-        message = await self._part_verb(task_id, message_id, plan_redact, reason, part_index)
-        record = redaction_of(message) or {}
-        payload_ids = [i for i in record.get("payloads", []) if isinstance(i, str)]
-        if payload_ids:
-            await self._payloads.delete_many({"_id": {"$in": payload_ids}, "tenant": self.tenant})
-        return message
-
-    async def watch(self, task_id: str, since_id: str | None = None, *,
-                    heartbeat: float | None = None) -> AsyncIterator[FeedEvent]:  # fmt: skip
-        """The task's new messages and part updates, in order (`FeedEvent`s), forever.
-
-        Resumable: `since_id` starts after that message (all messages if it is None or
-        unknown, as `get_updates`). Wakes on this process's writes (embedded and server),
-        and on a server also on other processes' writes through a change stream;
-        `heartbeat` (seconds) adds a periodic re-check for servers without change streams.
-        """
-        start = 0
-        if since_id:
-            check_name(since_id, "since_id")
-            rows = await (
-                await self._tasks.aggregate(
-                    pipelines.locate_message_pipeline(self._filter(task_id), since_id)
-                )
-            ).to_list(length=1)
-            start = int(rows[0]["index"]) + 1 if rows else 0
-        await self._read_header_doc(task_id)  # NotFound outside the scope
-        with self._notifier.subscribe((self.tenant, task_id)) as event:
-            stream = await self._open_change_stream(task_id)
-            try:
-
-                async def wait() -> None:
-                    await wait_for_change(event, stream, heartbeat)
-
-                async for change in follow(
-                    lambda first: self.read_range(task_id, first), wait, start
-                ):
-                    yield change
-            finally:
-                if stream is not None:
-                    await stream.close()
-
-    async def _open_change_stream(self, task_id: str) -> Any:
-        """A change stream on the task's document (server only; None on the embedded backend,
-        which has none and is woken in process)."""
-        watch = getattr(self._tasks, "watch", None)
-        if watch is None or type(self._tasks).__module__.startswith("mindstore.backends"):
-            return None
-        try:
-            return await watch([{"$match": {"documentKey._id": self._key(task_id)}}])
-        except Exception:  # a standalone server has no change streams: in-process + heartbeat
-            return None
 
 
 @dataclass(frozen=True)
