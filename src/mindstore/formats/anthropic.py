@@ -30,7 +30,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle
+from mindstore.formats.conversation import (
+    Built,
+    finished,
+    group_turns,
+    result_text,
+    settle,
+)
 from mindstore.formats.media import inline_image, sniff_mime
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON
@@ -209,20 +215,7 @@ def _import_result(block: Mapping[str, Any], path: str) -> ToolResultPart:
 
 def to_anthropic(messages: Sequence[AnyMessage]) -> JSON:
     """The `system` and `messages` of an Anthropic Messages request (see the module doc)."""
-    systems: list[SystemMessage] = []
-    turns: list[tuple[str, list[MessageBase], JSON]] = []
-    for message in model_messages(messages):
-        if isinstance(message, SystemMessage):
-            systems.append(message)
-            continue
-        entry = read_entry(message.metadata, FORMAT)
-        if not message.content and not entry:
-            continue
-        role = "assistant" if isinstance(message, AssistantMessage) else "user"
-        if turns and turns[-1][0] == role and not entry:
-            turns[-1][1].append(message)
-        else:
-            turns.append((role, [message], entry))
+    systems, turns = group_turns(messages, FORMAT, "assistant")
     out: JSON = {}
     if systems:
         first = read_entry(systems[0].metadata, FORMAT)

@@ -18,6 +18,8 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from mindstore.formats.stash import read_entry
+from mindstore.model.base import JSON
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
@@ -46,6 +48,38 @@ def model_messages(messages: Sequence[AnyMessage]) -> Iterator[MessageBase]:
                 started_ts=message.started_ts,
                 content=informational_text_parts(message),
             )
+
+
+Turn = tuple[str, list[MessageBase], JSON]
+"""(side, messages merged into one provider turn, the stashed import entry of its first message)."""
+
+
+def group_turns(
+    messages: Sequence[AnyMessage], format_name: str, assistant_side: str
+) -> tuple[list[SystemMessage], list[Turn]]:
+    """The system messages, and the rest as provider turns (the model's side is
+    `assistant_side`, everything else the user's).
+
+    Providers that want alternating turns (Anthropic, Gemini) get consecutive messages of
+    one side merged into one turn, unless a message carries its own stashed entry: it was
+    one turn when it was imported, so it starts one again. Empty messages with no entry
+    are left out.
+    """
+    systems: list[SystemMessage] = []
+    turns: list[Turn] = []
+    for message in model_messages(messages):
+        if isinstance(message, SystemMessage):
+            systems.append(message)
+            continue
+        entry = read_entry(message.metadata, format_name)
+        if not message.content and not entry:
+            continue
+        side = assistant_side if isinstance(message, AssistantMessage) else "user"
+        if turns and turns[-1][0] == side and not entry:
+            turns[-1][1].append(message)
+        else:
+            turns.append((side, [message], entry))
+    return systems, turns
 
 
 def visible_informational(message: InformationalMessage) -> bool:

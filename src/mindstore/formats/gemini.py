@@ -31,7 +31,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import Built, finished, model_messages, result_text, settle
+from mindstore.formats.conversation import (
+    Built,
+    finished,
+    group_turns,
+    result_text,
+    settle,
+)
 from mindstore.formats.media import inline_image
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
@@ -199,20 +205,7 @@ def _media_part(media: MediaRef) -> Any:
 
 def to_gemini(messages: Sequence[AnyMessage]) -> JSON:
     """`system_instruction` and `contents` of a Gemini request (see the module doc)."""
-    systems: list[SystemMessage] = []
-    turns: list[tuple[str, list[MessageBase], JSON]] = []
-    for message in model_messages(messages):
-        if isinstance(message, SystemMessage):
-            systems.append(message)
-            continue
-        entry = read_entry(message.metadata, FORMAT)
-        if not message.content and not entry:
-            continue
-        side = "model" if isinstance(message, AssistantMessage) else "user"
-        if turns and turns[-1][0] == side and not entry:
-            turns[-1][1].append(message)
-        else:
-            turns.append((side, [message], entry))
+    systems, turns = group_turns(messages, FORMAT, "model")
     out: JSON = {}
     if systems:
         delta = read_entry(systems[0].metadata, FORMAT).get("delta")
