@@ -22,33 +22,24 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 from langchain_core.messages import ToolMessage as LCToolMessage
 
-from mindstore.errors import Conflict, NotFound, ValidationError
-from mindstore.ids import check_key
+from mindstore.errors import NotFound, ValidationError
+from mindstore.integrations._session import TaskSession
 from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
-from mindstore.validation import check_owner
 
 MARKER = {"integration": "langchain"}
 
 
-class MindstoreChatMessageHistory(BaseChatMessageHistory):
+class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
     """A chat history kept in one mindstore task; see the module doc."""
+
+    MARKER = MARKER
 
     def __init__(
         self, session_id: str, store: Any, *, owner: str | None = None, title: str | None = None
     ) -> None:
-        self.session_id = check_key(session_id, "session_id")
-        owner = check_owner(owner)
-        scoped = getattr(store, "owner", None)
-        if scoped is not None:
-            if owner is not None and owner != scoped:
-                raise ValidationError(f"owner: this view is scoped to owner {scoped!r}")
-            owner = scoped
-        self.owner = owner
-        self.title = title
-        self._tasks = store.tasks
+        TaskSession.__init__(self, session_id, store, owner=owner, title=title)
         self._loop = current_loop()
-        self._exists = False
 
     # ------------------------------------------------------------------ async
     async def aget_messages(self) -> list[BaseMessage]:
@@ -65,22 +56,16 @@ class MindstoreChatMessageHistory(BaseChatMessageHistory):
             return
         messages = list(messages)
         from_langchain(messages, keep_ids=False, check=True)  # refuse before any write
-        for attempt in range(2):
-            await self._ensure()
-            try:
-                names: dict[str, str] = {}
-                if any(
-                    isinstance(message, LCToolMessage) and not message.name for message in messages
-                ):
-                    header = await self._tasks.header(self.session_id)
-                    names = {ref.id: ref.name for ref in header.open_tool_calls}
-                converted = from_langchain(messages, keep_ids=False, check=True, names=names)
-                await self._tasks.add_messages(self.session_id, converted)
-                return
-            except NotFound:
-                if attempt:
-                    raise
-                self._exists = False  # cleared by another history object meanwhile: start afresh
+
+        async def write() -> None:
+            names: dict[str, str] = {}
+            if any(isinstance(message, LCToolMessage) and not message.name for message in messages):
+                header = await self._tasks.header(self.session_id)
+                names = {ref.id: ref.name for ref in header.open_tool_calls}
+            converted = from_langchain(messages, keep_ids=False, check=True, names=names)
+            await self._tasks.add_messages(self.session_id, converted)
+
+        await self._write(write)
 
     async def aclear(self) -> None:
         self._exists = False
@@ -99,15 +84,3 @@ class MindstoreChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         run_sync(self.aclear(), self._loop, "MindstoreChatMessageHistory.clear")
-
-    # ------------------------------------------------------------------ helpers
-    async def _ensure(self) -> None:
-        if self._exists:
-            return
-        try:
-            await self._tasks.create(
-                task_id=self.session_id, owner=self.owner, title=self.title, metadata=dict(MARKER)
-            )
-        except Conflict:
-            await self._tasks.get(self.session_id)  # NotFound if it is another owner's
-        self._exists = True

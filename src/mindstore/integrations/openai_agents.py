@@ -28,11 +28,11 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 from mindstore.errors import Conflict, InvalidTransition, NotFound, ValidationError
 from mindstore.formats import from_responses, to_responses
 from mindstore.formats.conversation import settle
-from mindstore.ids import check_key
+from mindstore.integrations._session import TaskSession
 from mindstore.model.base import new_id
 from mindstore.model.messages import AnyMessage, MessageBase, ToolMessage
 from mindstore.model.parts import ToolResultPart
-from mindstore.validation import check_int, check_owner
+from mindstore.validation import check_int
 
 MARKER = {"integration": "openai-agents"}
 """Task metadata of a session's task: `list_sessions` lists only these."""
@@ -53,10 +53,11 @@ class SessionInfo:
     items: int
 
 
-class MindstoreSession:
+class MindstoreSession(TaskSession):
     """A `Session` (OpenAI Agents SDK) kept in one mindstore task; see the module doc."""
 
     session_settings: SessionSettings | None = None
+    MARKER = MARKER
 
     def __init__(
         self,
@@ -67,18 +68,8 @@ class MindstoreSession:
         title: str | None = None,
         session_settings: SessionSettings | None = None,
     ) -> None:
-        self.session_id = check_key(session_id, "session_id")
-        owner = check_owner(owner)
-        scoped = getattr(store, "owner", None)
-        if scoped is not None:
-            if owner is not None and owner != scoped:
-                raise ValidationError(f"owner: this view is scoped to owner {scoped!r}")
-            owner = scoped
-        self.owner = owner
-        self.title = title
+        TaskSession.__init__(self, session_id, store, owner=owner, title=title)
         self.session_settings = session_settings or SessionSettings()
-        self._tasks = store.tasks
-        self._exists = False
 
     # ------------------------------------------------------------------ the protocol
     async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -112,16 +103,12 @@ class MindstoreSession:
                     message.id = new_id()
             messages.extend(converted)
         settle(messages)
-        for attempt in range(2):
-            await self._ensure()
-            try:
-                await self._name_results(messages)
-                await self._tasks.add_messages(self.session_id, messages)
-                return
-            except NotFound:
-                if attempt:
-                    raise
-                self._exists = False  # cleared by another session object meanwhile: start afresh
+
+        async def write() -> None:
+            await self._name_results(messages)
+            await self._tasks.add_messages(self.session_id, messages)
+
+        await self._write(write)
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Remove and return the latest item (None when the session is empty)."""
@@ -197,17 +184,6 @@ class MindstoreSession:
         return found
 
     # ------------------------------------------------------------------ helpers
-    async def _ensure(self) -> None:
-        if self._exists:
-            return
-        try:
-            await self._tasks.create(
-                task_id=self.session_id, owner=self.owner, title=self.title, metadata=dict(MARKER)
-            )
-        except Conflict:
-            await self._tasks.get(self.session_id)  # NotFound if it is another owner's
-        self._exists = True
-
     async def _name_results(self, messages: list[AnyMessage]) -> None:
         """A result answering a call stored by an earlier `add_items` gets the call's name."""
         unnamed = [
