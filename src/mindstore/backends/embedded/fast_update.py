@@ -390,14 +390,14 @@ def fast_update(sync: Any, spec: Any, document: Any, *, upsert: bool) -> UpdateR
         for index in guard_index.indexes_of(store, update.key, doc)
     ]
     undo = _Undo()
-    changed = _apply(update, doc, undo)
-    if changed and _has_unique_index(sync):
-        try:
-            sync._ensure_uniques(doc)
-        except Exception:
-            undo.rollback()
-            guard_index.forget(store, update.key)
-            raise
+    try:
+        changed = _apply(update, doc, undo)
+        if changed and _has_unique_index(sync):
+            sync._ensure_uniques(doc)  # mongomock's check (a duplicate key raises)
+    except Exception:
+        undo.rollback()  # the document as it was, as after mongomock's rollback
+        guard_index.forget(store, update.key)
+        raise
     for entry in pending:
         entry.commit()
     return _reply(sync, True, changed)
