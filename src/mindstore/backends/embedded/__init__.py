@@ -40,6 +40,9 @@ Layout (each module one concern; imports flow downwards only):
 * `pipeline` -- aggregation on mongomock, a leading `$match` run as a `find`;
 * `collection_base`, `reads`, `writes`, `find_and_modify`, `bulk`, `indexes` -- the parts
   `collection.EmbeddedCollection` is assembled from;
+* `fast_update`, `guard_index` -- updates of mindstore's shape applied in place, without
+  mongomock's whole-document copy, with the same results (``fast_updates=False`` on the
+  client runs every update mongomock's way);
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
 Importing this package imports mongomock and mongomock-motor (and through it motor);

@@ -59,6 +59,9 @@ class EmbeddedClient:
     listeners (and those registered with `pymongo.monitoring.register`) receive an event
     per command (see `reporting`); server, heartbeat, topology and pool listeners are
     accepted and never called, as there is no server, topology or pool to watch.
+    `fast_updates` (default True; may be changed at any time): updates of the shape
+    mindstore sends run without mongomock's whole-document copies (`fast_update`); False
+    runs every update mongomock's own way (benchmarks and tests compare the two).
     """
 
     kind = "embedded"
@@ -69,6 +72,7 @@ class EmbeddedClient:
         recorder: CommandRecorder | None = None,
         default_database: str = "mindstore",
         event_listeners: Sequence[Any] | None = None,
+        fast_updates: bool = True,
     ) -> None:
         listeners = list(event_listeners or [])
         for listener in listeners:
@@ -83,6 +87,7 @@ class EmbeddedClient:
         self._motor: Any = AsyncMongoMockClient(mock_mongo_client=self._sync)
         self._databases: dict[str, EmbeddedDatabase] = {}
         self._closed = False
+        self.fast_updates = fast_updates
 
     @property
     def recorder(self) -> CommandRecorder | None:

@@ -28,6 +28,9 @@ class ClientHandle(Protocol):
     @property
     def reporter(self) -> CommandReporter: ...
 
+    @property
+    def fast_updates(self) -> bool: ...
+
 
 class EmbeddedDatabase:
     """pymongo `AsyncDatabase` surface over a mongomock database."""
@@ -65,6 +68,11 @@ class EmbeddedDatabase:
     def reporter(self) -> CommandReporter:
         """Where this database's commands are reported (the client's)."""
         return self._client.reporter
+
+    @property
+    def fast_updates(self) -> bool:
+        """Whether updates of mindstore's shape skip mongomock's copies (the client's)."""
+        return self._client.fast_updates
 
     def with_options(self, *args: Any, **kwargs: Any) -> EmbeddedDatabase:
         return self
