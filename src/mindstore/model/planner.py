@@ -7,8 +7,10 @@ re-exports them so `from mindstore.model import planner as plans` keeps working.
 
 from __future__ import annotations
 
+from mindstore.model.lean_form import ABSENT
 from mindstore.model.planning import (
     DERIVED_KEY,
+    FROM_VALUE,
     USAGE_COUNTS,
     DocTransform,
     Patch,
@@ -19,6 +21,8 @@ from mindstore.model.planning import (
     check_message_values,
     choose_trigger,
     derive_header,
+    fill_task_ids,
+    full_stored_doc,
     message_usage,
     parse_stored,
     resolve_ts,
@@ -55,7 +59,9 @@ from mindstore.model.plans_subtasks import (
 )
 
 __all__ = [
+    "ABSENT",
     "DERIVED_KEY",
+    "FROM_VALUE",
     "USAGE_COUNTS",
     "DocTransform",
     "Patch",
@@ -71,7 +77,9 @@ __all__ = [
     "choose_trigger",
     "compression_ids",
     "derive_header",
+    "fill_task_ids",
     "find_exit_trigger",
+    "full_stored_doc",
     "message_usage",
     "parse_stored",
     "plan_add_assistant_message",

@@ -33,6 +33,7 @@ from mindstore.model.header import (
     ToolCallRef,
     UsageTotals,
 )
+from mindstore.model.lean_form import lookup, prune, same
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
@@ -135,9 +136,44 @@ stored under this name: an escaped key is the mark plus a percent-quoted *unsafe
 `derived` is safe, so `escape_keys` never produces it."""
 
 
-def stored_doc(message: AnyMessage) -> JSON:
-    """The document stored for a message: its dict with user keys escaped (an unknown-role
-    message also carries the store's fields, and the list of those it added)."""
+LEAN_DERIVED = ("task_id", "scope", "depth")
+"""Store fields of an unknown-role message that the lean form leaves out at their default
+(`finished_ts` stays: the next append patches it in place)."""
+
+
+def _derivable(name: str, value: Any, task_id: str | None) -> bool:
+    """A store field whose value the reader knows without it (see `stored_doc`)."""
+    if name == "task_id":
+        return task_id is not None and value == task_id
+    return same(value, None if name == "scope" else 0)
+
+
+def stored_doc(message: AnyMessage, task_id: str | None = None) -> JSON:
+    """The document stored for a message: its lean form (`mindstore.model.lean_form`: no
+    field at its default) with user keys escaped. `task_id` is the id of the task the
+    message is stored in: the message's own `task_id` is left out when it equals it (the
+    reader fills it back, `fill_task_ids`); None keeps it. An unknown-role message keeps
+    its raw dict, plus the store's fields it lacks (and the list of those added)."""
+    if isinstance(message, UnknownMessage):
+        form, added = message.stored_form()
+        for name in LEAN_DERIVED:
+            if name in added and _derivable(name, form[name], task_id):
+                del form[name]
+                added.remove(name)
+        document = escape_keys(form)
+        if added:
+            document[DERIVED_KEY] = added
+        return document  # type: ignore[no-any-return]
+    dumped = prune(message_to_dict(message), message)
+    if task_id is not None and dumped.get("task_id") == task_id:
+        del dumped["task_id"]
+    return escape_keys(dumped)  # type: ignore[no-any-return]
+
+
+def full_stored_doc(message: AnyMessage) -> JSON:
+    """The stored form of documents written before the lean form: every field, nulls and
+    defaults included, and `task_id` on every message. Reads accept it as they accept the
+    lean form; it is kept for comparisons (benchmarks, backup checks, tests)."""
     if isinstance(message, UnknownMessage):
         form, added = message.stored_form()
         document = escape_keys(form)
@@ -147,11 +183,27 @@ def stored_doc(message: AnyMessage) -> JSON:
     return escape_keys(message_to_dict(message))  # type: ignore[no-any-return]
 
 
+def fill_task_ids(messages: list[AnyMessage], task_id: str) -> None:
+    """Give back the `task_id` the lean form left out: the id of the task read from (a
+    message stored with another task id keeps it; an unknown-role message gets it as a
+    store field, never inside the caller's raw dict)."""
+    for message in messages:
+        if isinstance(message, UnknownMessage):
+            if "task_id" not in message.raw and not message.task_id:
+                message.task_id = task_id
+        elif not message.task_id:
+            message.task_id = task_id
+
+
 def parse_stored(
-    documents: list[JSON], rewrite: Callable[[JSON], JSON] | None = None
+    documents: list[JSON],
+    rewrite: Callable[[JSON], JSON] | None = None,
+    *,
+    task_id: str | None = None,
 ) -> list[AnyMessage]:
     """Stored message documents -> messages as the caller wrote them (keys unescaped,
-    `rewrite` applied to each document, unknown roles stripped of the store's fields)."""
+    `rewrite` applied to each document, unknown roles stripped of the store's fields,
+    and, given the `task_id` they were read from, the task ids the lean form left out)."""
     derived = [doc.get(DERIVED_KEY) for doc in documents]
     plain = []
     for document in documents:
@@ -164,6 +216,8 @@ def parse_stored(
         message = messages[position]
         if names and isinstance(message, UnknownMessage):
             messages[position] = UnknownMessage.from_stored(message.raw, list(names))
+    if task_id is not None:
+        fill_task_ids(messages, task_id)
     return messages
 
 
@@ -198,14 +252,24 @@ def choose_trigger(
     return None
 
 
+FROM_VALUE: Any = object()
+"""`Patch.stored` when the update derives the stored value from `Patch.value`."""
+
+
 @dataclass
 class Patch:
-    """Set `path` (relative to the message) of the message at `index`, guarded by its id."""
+    """Set `path` (relative to the message) of the message at `index`, guarded by its id.
+
+    `value` is what the in-memory message gets. `stored` is what the document gets: the
+    value in the lean stored form (keys escaped), or `ABSENT` when the lean form leaves
+    the field out (a value set back to its default: the update `$unset`s it), or
+    `FROM_VALUE` (the update stores `value`, models in their lean form)."""
 
     index: int
     message_id: str
     path: str
     value: Any
+    stored: Any = FROM_VALUE
 
 
 @dataclass
@@ -344,7 +408,7 @@ class Planner:
                     self._close_call(part.tool_call_id)
 
         header.usage = header.usage.plus(message_usage(message))
-        doc = stored_doc(message)
+        doc = stored_doc(message, self.task_id)
         if self.transform is not None:
             doc = self.transform(doc)
         header.size_bytes += bson_size(doc)
@@ -435,9 +499,10 @@ class Planner:
         """
         if index >= self.base:
             raise ValidationError("cannot patch a message appended in the same write")
+        old_doc, new_doc = stored_doc(old, self.task_id), stored_doc(new, self.task_id)
         for path, value in paths:
-            self.patches.append(Patch(index, old.id, path, value))
-        old_doc, new_doc = stored_doc(old), stored_doc(new)
+            # what the lean form of `new` holds there (ABSENT: back to its default, unset)
+            self.patches.append(Patch(index, old.id, path, value, lookup(new_doc, path)))
         if replaces_content:
             if self.transform is not None:
                 wrapped = self.transform({"id": new.id, "content": new_doc.get("content", [])})
@@ -445,9 +510,9 @@ class Planner:
         elif self.transform is not None:
             old_doc, new_doc = self.transform(old_doc), self.transform(new_doc)
         self.header.size_bytes += bson_size(new_doc) - bson_size(old_doc)
-        self.header.usage = self.header.usage.plus(message_usage(new)).plus(
-            message_usage(old), sign=-1
-        )
+        before, after = message_usage(old), message_usage(new)
+        if after != before:  # (adding and taking back the same cost could round it)
+            self.header.usage = self.header.usage.plus(after).plus(before, sign=-1)
         tail = self.header.tail
         if tail is not None and tail.index == index:
             tail.finished = new.finished_ts is not None
