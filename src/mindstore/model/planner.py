@@ -7,9 +7,14 @@ re-exports them so `from mindstore.model import planner as plans` keeps working.
 
 from __future__ import annotations
 
-from mindstore.model.lean_form import ABSENT
-from mindstore.model.planning import (
+from mindstore.model.lean_form import (
+    ABSENT,
     DERIVED_KEY,
+    fill_task_ids,
+    full_stored_doc,
+    stored_doc,
+)
+from mindstore.model.planning import (
     FROM_VALUE,
     USAGE_COUNTS,
     DocTransform,
@@ -21,12 +26,9 @@ from mindstore.model.planning import (
     check_message_values,
     choose_trigger,
     derive_header,
-    fill_task_ids,
-    full_stored_doc,
     message_usage,
     parse_stored,
     resolve_ts,
-    stored_doc,
     typed_errors,
 )
 from mindstore.model.plans_messages import (

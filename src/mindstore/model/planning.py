@@ -33,7 +33,7 @@ from mindstore.model.header import (
     ToolCallRef,
     UsageTotals,
 )
-from mindstore.model.lean_form import lookup, prune, same
+from mindstore.model.lean_form import DERIVED_KEY, fill_task_ids, lookup, stored_doc
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
@@ -44,7 +44,6 @@ from mindstore.model.messages import (
     ToolMessage,
     UnknownMessage,
     Usage,
-    message_to_dict,
     parse_messages,
 )
 from mindstore.model.parts import (
@@ -53,7 +52,7 @@ from mindstore.model.parts import (
     ToolResultPart,
 )
 from mindstore.model.roles import check_role_content
-from mindstore.model.storage_form import KEY_MARK, bson_size, escape_keys, unescape_keys
+from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.validation import (
     check_int,
     check_number,
@@ -128,71 +127,6 @@ def check_message_values(message: AnyMessage) -> None:
     for name in USAGE_COUNTS:
         check_int(getattr(usage, name), f"usage {name}")
     check_number(usage.cost, "cost")
-
-
-DERIVED_KEY = KEY_MARK + "derived"
-"""Lists the store's own fields added to an unknown-role message. No caller key can be
-stored under this name: an escaped key is the mark plus a percent-quoted *unsafe* key, and
-`derived` is safe, so `escape_keys` never produces it."""
-
-
-LEAN_DERIVED = ("task_id", "scope", "depth")
-"""Store fields of an unknown-role message that the lean form leaves out at their default
-(`finished_ts` stays: the next append patches it in place)."""
-
-
-def _derivable(name: str, value: Any, task_id: str | None) -> bool:
-    """A store field whose value the reader knows without it (see `stored_doc`)."""
-    if name == "task_id":
-        return task_id is not None and value == task_id
-    return same(value, None if name == "scope" else 0)
-
-
-def stored_doc(message: AnyMessage, task_id: str | None = None) -> JSON:
-    """The document stored for a message: its lean form (`mindstore.model.lean_form`: no
-    field at its default) with user keys escaped. `task_id` is the id of the task the
-    message is stored in: the message's own `task_id` is left out when it equals it (the
-    reader fills it back, `fill_task_ids`); None keeps it. An unknown-role message keeps
-    its raw dict, plus the store's fields it lacks (and the list of those added)."""
-    if isinstance(message, UnknownMessage):
-        form, added = message.stored_form()
-        for name in LEAN_DERIVED:
-            if name in added and _derivable(name, form[name], task_id):
-                del form[name]
-                added.remove(name)
-        document = escape_keys(form)
-        if added:
-            document[DERIVED_KEY] = added
-        return document  # type: ignore[no-any-return]
-    dumped = prune(message_to_dict(message), message)
-    if task_id is not None and dumped.get("task_id") == task_id:
-        del dumped["task_id"]
-    return escape_keys(dumped)  # type: ignore[no-any-return]
-
-
-def full_stored_doc(message: AnyMessage) -> JSON:
-    """The stored form of documents written before the lean form: every field, nulls and
-    defaults included, and `task_id` on every message. Reads accept it as they accept the
-    lean form; it is kept for comparisons (benchmarks, backup checks, tests)."""
-    if isinstance(message, UnknownMessage):
-        form, added = message.stored_form()
-        document = escape_keys(form)
-        if added:
-            document[DERIVED_KEY] = added
-        return document  # type: ignore[no-any-return]
-    return escape_keys(message_to_dict(message))  # type: ignore[no-any-return]
-
-
-def fill_task_ids(messages: list[AnyMessage], task_id: str) -> None:
-    """Give back the `task_id` the lean form left out: the id of the task read from (a
-    message stored with another task id keeps it; an unknown-role message gets it as a
-    store field, never inside the caller's raw dict)."""
-    for message in messages:
-        if isinstance(message, UnknownMessage):
-            if "task_id" not in message.raw and not message.task_id:
-                message.task_id = task_id
-        elif not message.task_id:
-            message.task_id = task_id
 
 
 def parse_stored(

@@ -21,12 +21,9 @@ Operators: the portable subset of docs/design.md plus the standard extras listed
 comparisons against null only inside `$cond` (never as a `$filter` condition, where
 mongomock drops the field), and `$ifNull` around arrays handed to `$filter`.
 
-Messages are stored lean (docs/data-model.md): a field at its default (`model_id` null,
-token counters 0, `is_error` false, `usage` and `origin` null) is left out, while documents
-stored before write it out. Find-style `$match` conditions read a missing field as null,
-but expressions do not (a missing `_id` sub-field even drops out of a group key), so every
-expression reads such a field through `_field` (`$ifNull` with its default) and both forms
-give the same rows.
+Lean messages leave fields at their default out (docs/data-model.md, "Reading lean fields
+in queries"): expressions read them through `_field` (`$ifNull` with the default), so lean
+documents and those stored before give the same rows.
 """
 
 from __future__ import annotations
