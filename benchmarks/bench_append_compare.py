@@ -126,7 +126,7 @@ async def bench_mindstore(h: Harness, messages: list[Any], window: int) -> dict[
     _, cold, cold_commands = await _mindstore_appends(cold_tasks, h, prefix, tail)
     read = await _timed(h.recorder, lambda: tasks.tail(tid, LAST))
     raw = await h.store.database["tasks"].find_one({"_id": tid})
-    sizes = [len(bson.encode(plans.stored_doc(m))) for m in tail]
+    sizes = [len(bson.encode(plans.stored_doc(m, tid))) for m in tail]
     warm = [s["sent"] - size for s, size in zip(samples, sizes)]
     total = [s["sent"] - size for s, size in zip(cold, sizes)]
     write = [s["write_sent"] - size for s, size in zip(cold, sizes)]

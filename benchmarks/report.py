@@ -91,6 +91,31 @@ def _context_tables(context: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _storage_table(storage: dict[str, Any]) -> list[str]:
+    """Bytes stored for one conversation: each store, and mindstore's form before the lean one."""
+    payload = storage["payload_json_bytes"]
+    lines = [f"## Bytes stored for one conversation ({storage['turns']} turns, {storage['messages']} messages, "
+             f"{payload:,} B of messages as JSON; {storage['backend']} backend)", "",
+             "| store | bytes stored | / payload | before the lean form | / payload | reads back the same |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, row in storage["rows"].items():
+        before = row.get("before")
+        earlier = (
+            f"{before['bytes_stored']:,} | {before['ratio_to_payload']}x" if before else "- | -"
+        )
+        lines.append(f"| {name} | {row['bytes_stored']:,} | {row['ratio_to_payload']}x | {earlier} "
+                     f"| {'yes' if row.get('same_messages') else '**no**'} |")  # fmt: skip
+    goal, saved = storage["meets_goal"], storage["left_out_bytes"]
+    lines += ["", f"Goal: at most {storage['goal_ratio']}x the payload "
+              f"({'met' if goal['at_most_goal_ratio'] else '**not met**'}) and below LangChain's history "
+              f"({'met' if goal['below_langchain_history'] else '**not met**'}). The lean form leaves out "
+              f"{saved['total']:,} B ({saved['share_of_before_message_bytes']:.0%} of the earlier message bytes): "
+              f"null fields {saved['null']:,} B, fields at their default {saved['default']:,} B, "
+              f"the per-message task id {saved['task_id']:,} B.", "",
+              "Notes:", *[f"- {note}" for note in storage.get("notes", [])], ""]  # fmt: skip
+    return lines
+
+
 def markdown(document: dict[str, Any]) -> str:
     results = document["results"]
     lines = ["# mindstore benchmarks", "",
@@ -101,8 +126,10 @@ def markdown(document: dict[str, Any]) -> str:
         lines += _append_tables(results["append_compare"])
     if "context" in results:
         lines += _context_tables(results["context"])
+    if "storage" in results:
+        lines += _storage_table(results["storage"])
     for key, value in results.items():
-        if key in ("append_compare", "context"):
+        if key in ("append_compare", "context", "storage"):
             continue
         lines += [f"## {key}", "", "```json", json.dumps(value, indent=2), "```", ""]
     if document["failures"]:

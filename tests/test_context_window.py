@@ -248,7 +248,8 @@ async def test_a_window_read_is_bounded_by_the_window(acme, store, auto_compress
     header_reply = log[0].bytes_received
     assert log.round_trips <= 3 and log.names()[0] == "find" and "update" not in log.names()
     assert log.bytes_received <= 2 * stored_bytes(window) + header_reply, (log.bytes_received, stored_bytes(window))
-    assert whole.bytes_received > 10 * log.bytes_received
+    # the window is mostly text; the whole level (lean stored messages) about 7 times it
+    assert whole.bytes_received > 6 * log.bytes_received
     assert 31_000 <= window.tokens <= 32_000 and pairs_intact(window) and bookkeeping_free(window)
     expected = model_view(level)
     assert [m.id for m in window][-50:] == [m.id for m in expected][-50:]
@@ -458,7 +459,7 @@ async def test_bad_arguments_are_typed_and_write_nothing(acme, store, kwargs, na
 async def test_a_checkpoint_landing_between_two_reads_restarts_the_read(acme, monkeypatch):
     tasks = acme.tasks
     task = long_task(300)
-    for i in range(30):
+    for i in range(60):  # enough for the first read, sized on the task's average, to fall short
         task.add_human_message(f"short {i}")
     tid = await imported(acme, task)
     from mindstore.compression import context as context_module
@@ -515,11 +516,11 @@ def test_compression_due_decides_from_what_was_read():
 
 
 def test_read_sizing_follows_the_averages():
-    from mindstore.compression.window import messages_for, messages_to_add
+    from mindstore.compression.window import STORED_OVERHEAD_BYTES, messages_for, messages_to_add
 
     assert messages_for(32_000, 800) > messages_for(32_000, 4_000) > 0
     assert messages_for(0, 800) >= 1 and messages_for(100, 10) >= 1
     # a quarter more than the estimate, so the usual read does not fall short
-    assert messages_for(10_000, 200 + 4 * 96) == math.ceil(10_000 / 100 * 1.25) + 2
+    assert messages_for(10_000, STORED_OVERHEAD_BYTES + 4 * 96) == math.ceil(10_000 / 100 * 1.25) + 2
     assert messages_to_add(1_000, 5_000, 50) == math.ceil(1_000 / 100 * 1.25) + 2
     assert messages_to_add(10, 0, 0) >= 1

@@ -45,7 +45,7 @@ async def test_a_warm_append_is_one_update_within_512_bytes_of_the_message(acme,
         await acme.tasks.add_message(tid, message)
     assert [c.name for c in log] == ["update"]
     stored = (await acme.tasks.tail(tid, 1))[0]
-    assert log.bytes_sent <= bson_size(stored_doc(stored)) + 512
+    assert log.bytes_sent <= bson_size(stored_doc(stored, tid)) + 512
 
 
 async def test_without_a_cache_every_append_reads_the_header_first(store):

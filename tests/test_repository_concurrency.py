@@ -48,7 +48,7 @@ async def test_fifty_writers_append_forty_messages_each(store):
     record = await tenants[0].tasks.get(tid)
     assert record.seq == 2000
     assert record.version == 2000  # exactly one successful write per append
-    assert record.size_bytes == sum(bson_size(stored_doc(m)) for m in messages)
+    assert record.size_bytes == sum(bson_size(stored_doc(m, tid)) for m in messages)
     # every message but the last was finished by the one appended after it
     assert all(m.finished_ts is not None for m in messages[:-1])
 
@@ -90,7 +90,7 @@ async def test_racing_entries_exits_and_tool_answers_keep_the_header_consistent(
     assert stored.seq == derived.seq == len(task.messages)
     assert stored.scope_stack == derived.scope_stack
     assert sorted(r.id for r in stored.open_tool_calls) == sorted(r.id for r in derived.open_tool_calls)
-    assert stored.size_bytes == sum(bson_size(stored_doc(m)) for m in task.messages)
+    assert stored.size_bytes == sum(bson_size(stored_doc(m, tid)) for m in task.messages)
     ids = [m.id for m in task.messages]
     assert len(ids) == len(set(ids))
     # every answered call has exactly one result and its flags flipped

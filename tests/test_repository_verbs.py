@@ -40,7 +40,7 @@ async def assert_header_matches_messages(acme, task_id):
     assert stored.scope_stack == derived.scope_stack
     assert sorted(r.id for r in stored.open_tool_calls) == sorted(r.id for r in derived.open_tool_calls)
     assert stored.usage == derived.usage
-    assert stored.size_bytes == sum(bson_size(stored_doc(m)) for m in task.messages)
+    assert stored.size_bytes == sum(bson_size(stored_doc(m, task_id)) for m in task.messages)
 
 
 async def test_create_get_and_conversation_with_nested_sub_task(acme, store):

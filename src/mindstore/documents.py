@@ -330,5 +330,5 @@ def task_document(
         "version": 0,
         "metadata": metadata,
         **header_to_fields(task.header),
-        "messages": [stored_doc(message) for message in task.messages],
+        "messages": [stored_doc(message, task.id) for message in task.messages],
     }

@@ -67,7 +67,8 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "buckets in analytics",
     "$mod": "UTC day bucket `ts - ts mod 86400` in analytics ($dateTrunc is not portable)",
     "$isNumber": "analytics: only numeric timestamps reach $min/$max (MongoDB >= 4.4)",
-    "$ifNull": "analytics: a message without `content` filters as an empty list",
+    "$ifNull": "a message field the lean stored form leaves out, read as its default "
+    "(docs/data-model.md); analytics: a message without `content` filters as an empty list",
     "$year": "analytics: tasks created per day (docs/design.md: works on the embedded backend)",
     "$month": "analytics: tasks created per day",
     "$dayOfMonth": "analytics: tasks created per day",

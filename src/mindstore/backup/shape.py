@@ -15,7 +15,10 @@ act on the target database is refused:
 * a task's header agrees with its messages: it is recomputed from the messages with the
   planner (`derive_header`), and every header field, and each message's ``scope`` and
   ``depth``, must equal the recomputed value. A forged ``seq`` would otherwise make the
-  task unwritable after the restore;
+  task unwritable after the restore. Messages may be in the lean stored form or in the
+  form written before it (every field written out, docs/data-model.md); ``size_bytes``
+  is the messages' exact BSON size, or, once a message of the earlier form was patched,
+  at most that message's full form above it (`size_allowance`);
 * every payload marker inside a task's messages is a well-formed payload id (that the
   payload itself is in the backup is checked by `verify`, which sees all files).
 
@@ -38,7 +41,7 @@ from mindstore.ids import KEY_SEPARATOR, check_key, is_name, task_key
 from mindstore.model.header import HEADER_FIELDS, TaskHeader, TaskState
 from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
-from mindstore.model.planner import derive_header, parse_stored
+from mindstore.model.planner import derive_header, full_stored_doc, parse_stored, stored_doc
 from mindstore.payloads import find_markers
 
 __all__ = [
@@ -204,6 +207,27 @@ def _tool_call_ids(messages: list[Any]) -> None:
                     _name(part.tool_call_id, f"message {index} tool call id")
 
 
+def size_allowance(task_id: str, raw: list[dict[str, Any]], parsed: list[Any]) -> int:
+    """How far `size_bytes` may lie above the messages' BSON size.
+
+    A patch plans its size on the lean form; on a message stored before the lean form,
+    which writes its defaults out, the patch may remove explicit defaults the plan never
+    counted, so `size_bytes` can only over-count, and by no more than such a message's
+    full form. Messages in the lean form allow nothing: there `size_bytes` is exact."""
+    allowance = 0
+    for document, message in zip(raw, parsed, strict=True):
+        if len(bson.encode(document)) != len(bson.encode(stored_doc(message, task_id))):
+            allowance += len(bson.encode(full_stored_doc(message)))
+    return allowance
+
+
+def _size_matches(stored: int, task_id: str, raw: list[dict[str, Any]], parsed: list[Any]) -> bool:
+    actual = sum(len(bson.encode(document)) for document in raw)
+    if stored == actual:
+        return True
+    return actual < stored <= actual + size_allowance(task_id, raw, parsed)
+
+
 def _same(field: str, stored: Any, derived: Any) -> bool:
     if field == "usage":
         stored_cost, derived_cost = stored.cost, derived.cost
@@ -224,7 +248,8 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
             f"header seq is {_shown(record.get('seq', 0))} but the task holds {len(raw)} messages"
         )
     try:
-        parsed = parse_stored(raw)  # as the repositories read them (keys, derived fields)
+        # as the repositories read them (keys, derived fields, task ids)
+        parsed = parse_stored(raw, task_id=task_id)
         _tool_call_ids(parsed)
         derived = derive_header(task_id, parsed)
     except MindstoreError as exc:
@@ -234,17 +259,24 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
     except Exception as exc:  # pydantic's ValidationError
         first = str(exc).splitlines()[0]
         raise ShapeError(f"header fields are malformed: {first}") from None
-    for field in HEADER_FIELDS:
-        if not _same(field, getattr(stored, field), getattr(derived, field)):
-            raise ShapeError(
-                f"header field {field} does not match the messages "
-                f"(stored {_shown(record.get(field))})"
-            )
     for index, (message, folded) in enumerate(zip(raw, parsed, strict=True)):
         if message.get("scope") != folded.scope or message.get("depth", 0) != folded.depth:
             raise ShapeError(
                 f"message {index} scope/depth ({_shown(message.get('scope'))}, "
                 f"{_shown(message.get('depth'))}) do not match its level"
+            )
+    for field in HEADER_FIELDS:
+        if field == "size_bytes":
+            if not _size_matches(stored.size_bytes, task_id, raw, parsed):
+                raise ShapeError(
+                    f"header field size_bytes does not match the messages "
+                    f"(stored {_shown(record.get(field))})"
+                )
+            continue
+        if not _same(field, getattr(stored, field), getattr(derived, field)):
+            raise ShapeError(
+                f"header field {field} does not match the messages "
+                f"(stored {_shown(record.get(field))})"
             )
 
 

@@ -53,9 +53,9 @@ HEAD_READ = 6
 """Messages read from the level's start: its setup block (config, system prompt, entry
 and the entry's description) fits in it; later system messages are read by role."""
 MODEL_ROLES = frozenset({"system", "user", "assistant", "tool"})
-STORED_OVERHEAD_BYTES = 200
-"""About what a stored message costs beyond its content (id, task id, timestamps, scope,
-role, empty optional fields): bytes that are not tokens."""
+STORED_OVERHEAD_BYTES = 120
+"""About what a stored message costs beyond its content (id, timestamps, role, the part's
+keys; the lean stored form leaves empty fields out): bytes that are not tokens."""
 READ_MARGIN = 1.25
 """A read asks for this many times the messages the estimate says will fit."""
 

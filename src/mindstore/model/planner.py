@@ -7,8 +7,15 @@ re-exports them so `from mindstore.model import planner as plans` keeps working.
 
 from __future__ import annotations
 
-from mindstore.model.planning import (
+from mindstore.model.lean_form import (
+    ABSENT,
     DERIVED_KEY,
+    fill_task_ids,
+    full_stored_doc,
+    stored_doc,
+)
+from mindstore.model.planning import (
+    FROM_VALUE,
     USAGE_COUNTS,
     DocTransform,
     Patch,
@@ -22,7 +29,6 @@ from mindstore.model.planning import (
     message_usage,
     parse_stored,
     resolve_ts,
-    stored_doc,
     typed_errors,
 )
 from mindstore.model.plans_messages import (
@@ -55,7 +61,9 @@ from mindstore.model.plans_subtasks import (
 )
 
 __all__ = [
+    "ABSENT",
     "DERIVED_KEY",
+    "FROM_VALUE",
     "USAGE_COUNTS",
     "DocTransform",
     "Patch",
@@ -71,7 +79,9 @@ __all__ = [
     "choose_trigger",
     "compression_ids",
     "derive_header",
+    "fill_task_ids",
     "find_exit_trigger",
+    "full_stored_doc",
     "message_usage",
     "parse_stored",
     "plan_add_assistant_message",

@@ -33,6 +33,7 @@ from mindstore.model.header import (
     ToolCallRef,
     UsageTotals,
 )
+from mindstore.model.lean_form import DERIVED_KEY, fill_task_ids, lookup, stored_doc
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
@@ -43,7 +44,6 @@ from mindstore.model.messages import (
     ToolMessage,
     UnknownMessage,
     Usage,
-    message_to_dict,
     parse_messages,
 )
 from mindstore.model.parts import (
@@ -52,7 +52,7 @@ from mindstore.model.parts import (
     ToolResultPart,
 )
 from mindstore.model.roles import check_role_content
-from mindstore.model.storage_form import KEY_MARK, bson_size, escape_keys, unescape_keys
+from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.validation import (
     check_int,
     check_number,
@@ -129,29 +129,15 @@ def check_message_values(message: AnyMessage) -> None:
     check_number(usage.cost, "cost")
 
 
-DERIVED_KEY = KEY_MARK + "derived"
-"""Lists the store's own fields added to an unknown-role message. No caller key can be
-stored under this name: an escaped key is the mark plus a percent-quoted *unsafe* key, and
-`derived` is safe, so `escape_keys` never produces it."""
-
-
-def stored_doc(message: AnyMessage) -> JSON:
-    """The document stored for a message: its dict with user keys escaped (an unknown-role
-    message also carries the store's fields, and the list of those it added)."""
-    if isinstance(message, UnknownMessage):
-        form, added = message.stored_form()
-        document = escape_keys(form)
-        if added:
-            document[DERIVED_KEY] = added
-        return document  # type: ignore[no-any-return]
-    return escape_keys(message_to_dict(message))  # type: ignore[no-any-return]
-
-
 def parse_stored(
-    documents: list[JSON], rewrite: Callable[[JSON], JSON] | None = None
+    documents: list[JSON],
+    rewrite: Callable[[JSON], JSON] | None = None,
+    *,
+    task_id: str | None = None,
 ) -> list[AnyMessage]:
     """Stored message documents -> messages as the caller wrote them (keys unescaped,
-    `rewrite` applied to each document, unknown roles stripped of the store's fields)."""
+    `rewrite` applied to each document, unknown roles stripped of the store's fields,
+    and, given the `task_id` they were read from, the task ids the lean form left out)."""
     derived = [doc.get(DERIVED_KEY) for doc in documents]
     plain = []
     for document in documents:
@@ -164,6 +150,8 @@ def parse_stored(
         message = messages[position]
         if names and isinstance(message, UnknownMessage):
             messages[position] = UnknownMessage.from_stored(message.raw, list(names))
+    if task_id is not None:
+        fill_task_ids(messages, task_id)
     return messages
 
 
@@ -198,14 +186,24 @@ def choose_trigger(
     return None
 
 
+FROM_VALUE: Any = object()
+"""`Patch.stored` when the update derives the stored value from `Patch.value`."""
+
+
 @dataclass
 class Patch:
-    """Set `path` (relative to the message) of the message at `index`, guarded by its id."""
+    """Set `path` (relative to the message) of the message at `index`, guarded by its id.
+
+    `value` is what the in-memory message gets. `stored` is what the document gets: the
+    value in the lean stored form (keys escaped), or `ABSENT` when the lean form leaves
+    the field out (a value set back to its default: the update `$unset`s it), or
+    `FROM_VALUE` (the update stores `value`, models in their lean form)."""
 
     index: int
     message_id: str
     path: str
     value: Any
+    stored: Any = FROM_VALUE
 
 
 @dataclass
@@ -344,7 +342,7 @@ class Planner:
                     self._close_call(part.tool_call_id)
 
         header.usage = header.usage.plus(message_usage(message))
-        doc = stored_doc(message)
+        doc = stored_doc(message, self.task_id)
         if self.transform is not None:
             doc = self.transform(doc)
         header.size_bytes += bson_size(doc)
@@ -435,9 +433,10 @@ class Planner:
         """
         if index >= self.base:
             raise ValidationError("cannot patch a message appended in the same write")
+        old_doc, new_doc = stored_doc(old, self.task_id), stored_doc(new, self.task_id)
         for path, value in paths:
-            self.patches.append(Patch(index, old.id, path, value))
-        old_doc, new_doc = stored_doc(old), stored_doc(new)
+            # what the lean form of `new` holds there (ABSENT: back to its default, unset)
+            self.patches.append(Patch(index, old.id, path, value, lookup(new_doc, path)))
         if replaces_content:
             if self.transform is not None:
                 wrapped = self.transform({"id": new.id, "content": new_doc.get("content", [])})
@@ -445,9 +444,9 @@ class Planner:
         elif self.transform is not None:
             old_doc, new_doc = self.transform(old_doc), self.transform(new_doc)
         self.header.size_bytes += bson_size(new_doc) - bson_size(old_doc)
-        self.header.usage = self.header.usage.plus(message_usage(new)).plus(
-            message_usage(old), sign=-1
-        )
+        before, after = message_usage(old), message_usage(new)
+        if after != before:  # (adding and taking back the same cost could round it)
+            self.header.usage = self.header.usage.plus(after).plus(before, sign=-1)
         tail = self.header.tail
         if tail is not None and tail.index == index:
             tail.finished = new.finished_ts is not None

@@ -30,8 +30,7 @@ from mindstore.model.base import clock
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, AssistantMessage
 from mindstore.model.parts import ReasoningPart, TextPart
-from mindstore.model.planner import DocTransform, Patch, Plan, Planner, stored_doc
-from mindstore.model.storage_form import bson_size
+from mindstore.model.planner import DocTransform, Plan, Planner
 
 StreamKind = Literal["text", "reasoning"]
 TEXT_FIELD: dict[str, str] = {"text": "text", "reasoning": "reasoning"}
@@ -206,10 +205,6 @@ def plan_stream_write(
     if paths and new.status == "completed":
         new.status = "loading"  # as add_text_part: content arriving means the turn is open again
         paths.append(("status", "loading"))
-    for path, value in paths:
-        planner.patches.append(Patch(index, old.id, path, value))
-    old_doc, new_doc = stored_doc(old), stored_doc(new)
-    if transform is not None:
-        old_doc, new_doc = transform(old_doc), transform(new_doc)
-    planner.header.size_bytes += bson_size(new_doc) - bson_size(old_doc)
+    if paths:  # patches in the lean stored form, size_bytes following the message
+        planner.patch_message(index, old, new, paths)
     return planner.finish(new), new, placed

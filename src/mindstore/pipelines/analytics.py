@@ -20,6 +20,10 @@ Operators: the portable subset of docs/design.md plus the standard extras listed
 `$gte`, `$lt`, `$in`, `$or`, `$and`). Two embedded-backend traps shape the expressions:
 comparisons against null only inside `$cond` (never as a `$filter` condition, where
 mongomock drops the field), and `$ifNull` around arrays handed to `$filter`.
+
+Lean messages leave fields at their default out (docs/data-model.md, "Reading lean fields
+in queries"): expressions read them through `_field` (`$ifNull` with the default), so lean
+documents and those stored before give the same rows.
 """
 
 from __future__ import annotations
@@ -145,11 +149,16 @@ def _check_dimensions(group_by: Iterable[str], allowed: tuple[str, ...]) -> tupl
     return dims
 
 
+def _field(path: str, default: Any = None) -> dict[str, Any]:
+    """A stored field inside an expression, `default` when the lean form left it out."""
+    return {"$ifNull": [path, default]}
+
+
 def _message_groups() -> dict[str, Any]:
     """What an unwound message is grouped by, per dimension (usage, latency)."""
     return {
         "period": day_of("$messages.started_ts"),
-        "model": "$messages.model_id",
+        "model": _field("$messages.model_id"),
         "owner": "$owner",
     }
 
@@ -167,14 +176,22 @@ USAGE_FIELDS = {
     "cost": ("cost.total", "cost"),
 }
 """Report field -> (path inside a message-layer `usage` object, Mind Map assistant field)."""
+USAGE_ZERO: dict[str, Any] = {"cost": 0.0}
+"""What a usage field left out reads as (a count 0, a cost 0.0: sums keep their type)."""
 
 
 def _usage_values() -> dict[str, Any]:
     """A message's usage as the store rolls it up: its `usage` object if set, else the
     Mind Map fields of an assistant message (`mindstore.model.planner.message_usage`)."""
-    has_object = {"$gt": ["$messages.usage", None]}
+    has_object = {"$gt": [_field("$messages.usage"), None]}
     return {
-        name: {"$cond": [has_object, f"$messages.usage.{inner}", f"$messages.{flat}"]}
+        name: {
+            "$cond": [
+                has_object,
+                _field(f"$messages.usage.{inner}", USAGE_ZERO.get(name, 0)),
+                _field(f"$messages.{flat}", USAGE_ZERO.get(name, 0)),
+            ]
+        }
         for name, (inner, flat) in USAGE_FIELDS.items()
     }
 
@@ -267,7 +284,7 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
     content = {"$ifNull": ["$messages.content", []]}
     is_call = {"$eq": ["$part.type", "toolCall"]}
     is_result = {"$eq": ["$part.type", "toolResult"]}
-    failed = {"$or": [{"$eq": ["$part.is_error", True]}, "$error_part"]}
+    failed = {"$or": [{"$eq": [_field("$part.is_error", False), True]}, "$error_part"]}
     stages: Pipeline = [
         _task_match(f, by_message_time=True),
         _narrow(
@@ -286,7 +303,7 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
         {
             "$project": {
                 "ts": "$messages.started_ts",
-                "model": "$messages.model_id",
+                "model": _field("$messages.model_id"),
                 "error_part": {
                     "$gt": [
                         {
@@ -367,7 +384,7 @@ def sessions_pipeline(f: ReportFilter) -> Pipeline:
 
     Tasks with no own message (an untouched fork) are kept, with `messages: 0`.
     """
-    copied = {"$gt": ["$messages.origin", None]}
+    copied = {"$gt": [_field("$messages.origin"), None]}
     present = {"$gt": ["$messages", None]}
     own = {"$cond": [copied, False, present]}
 

@@ -1,9 +1,17 @@
 """Aggregation pipelines for levels, boundaries and sub-task spans (pure builders).
 
-They rely on the `scope` and `depth` every stored message carries (written once at append
+They rely on the `scope` and `depth` of every stored message (written once at append
 time), so each is a filter or a group, never a replay of the history. Operators stay in the
 portable subset of docs/design.md: `$match`, `$unwind` with `includeArrayIndex`, `$project`,
 `$filter`, `$group`, `$cond`, `$sort`, and the basic comparison expressions.
+
+The lean stored form leaves a field out when it holds its default (`scope` at the root,
+`depth` 0; docs/data-model.md), and documents stored before write it out. A find-style
+`$match` treats a missing field as null (`{"messages.scope": null}` matches both), but an
+aggregation expression does not: `{$eq: ["$$m.scope", null]}` is false for a missing
+field, on a server and on the embedded backend alike, and `{$add: [missing, 1]}` is null.
+So every expression reads such a field through `stored()` (`$ifNull` with its default),
+which gives the same answer for both forms.
 """
 
 from __future__ import annotations
@@ -26,6 +34,16 @@ def literal(value: Any) -> dict[str, Any]:
     return {"$literal": value}
 
 
+STORED_DEFAULTS: dict[str, Any] = {"scope": None, "depth": 0}
+"""Message fields the lean form leaves out at their default, as expressions read them."""
+
+
+def stored(path: str) -> dict[str, Any]:
+    """A message field inside an expression, its default when the lean form left it out
+    (`path` ends with the field name: `$$m.scope`, `$messages.depth`)."""
+    return {"$ifNull": [path, STORED_DEFAULTS[path.rsplit(".", 1)[-1]]]}
+
+
 def _task_match(task: TaskFilter) -> dict[str, Any]:
     return {"$match": dict(task)}
 
@@ -33,7 +51,10 @@ def _task_match(task: TaskFilter) -> dict[str, Any]:
 def _in_level_expr(scope: str | None, var: str = "$$m") -> dict[str, Any]:
     """True for the messages of level `scope`: its entry, then its own non-entry messages."""
     own = {
-        "$and": [{"$eq": [f"{var}.scope", literal(scope)]}, {"$ne": [f"{var}.role", "taskentry"]}]
+        "$and": [
+            {"$eq": [stored(f"{var}.scope"), literal(scope)]},
+            {"$ne": [f"{var}.role", "taskentry"]},
+        ]
     }
     if scope is None:
         return own
@@ -106,7 +127,7 @@ def span_accumulators() -> dict[str, Any]:
     exit included), the entry's start and the exit's start (None while it runs). Shared by
     `spans_pipeline` and the analytics sub-task report."""
     return {
-        "depth": {"$max": {"$cond": [IS_ENTRY, {"$add": ["$messages.depth", 1]}, None]}},
+        "depth": {"$max": {"$cond": [IS_ENTRY, {"$add": [stored("$messages.depth"), 1]}, None]}},
         "message_count": {"$sum": 1},
         "started_ts": {"$max": {"$cond": [IS_ENTRY, "$messages.started_ts", None]}},
         "finished_ts": {"$max": {"$cond": [IS_EXIT, "$messages.started_ts", None]}},
@@ -124,7 +145,7 @@ def spans_pipeline(task: TaskFilter) -> Pipeline:
                 "_id": SPAN_ID,
                 "entry_index": {"$max": {"$cond": [IS_ENTRY, "$index", None]}},
                 "exit_index": {"$max": {"$cond": [IS_EXIT, "$index", None]}},
-                "parent_scope": {"$max": {"$cond": [IS_ENTRY, "$messages.scope", None]}},
+                "parent_scope": {"$max": {"$cond": [IS_ENTRY, stored("$messages.scope"), None]}},
                 **span_accumulators(),
             }
         },

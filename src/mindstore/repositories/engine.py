@@ -221,7 +221,7 @@ class TaskEngine:
         document = await self._read_header_doc(task_id, tail=True)
         tail = document.get("tail") or {}
         if tail.get("id") == message_id and document.get("messages"):
-            return document, tail["index"], self._decode_raw(document["messages"])[0]
+            return document, tail["index"], self._decode_raw(document["messages"], task_id)[0]
         query = self._filter(task_id)
         cursor = await self._tasks.aggregate(
             pipelines.locate_message_pipeline(query, message_id, READ_FIELDS)
@@ -231,14 +231,16 @@ class TaskEngine:
             raise NotFound(f"no message {message_id!r} in task {task_id!r}")
         row = rows[0]
         row["_id"] = query["_id"]
-        return row, int(row["index"]), self._decode_raw([row["message"]])[0]
+        return row, int(row["index"]), self._decode_raw([row["message"]], task_id)[0]
 
     # ------------------------------------------------------------------ decoding
-    def _decode_raw(self, documents: list[dict[str, Any]]) -> list[AnyMessage]:
+    def _decode_raw(
+        self, documents: list[dict[str, Any]], task_id: str | None = None
+    ) -> list[AnyMessage]:
         """Stored message documents -> messages in their stored form (for planning only:
         markers and escaped strings stay as stored, so a patch's size is computed on the
-        same form as the stored document)."""
-        return parse_stored(documents)
+        same form as the stored document; task ids filled back when `task_id` is given)."""
+        return parse_stored(documents, task_id=task_id)
 
     async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
         """Stored message documents -> messages as the caller stored them.
@@ -256,7 +258,9 @@ class TaskEngine:
             )
             async for payload in cursor:
                 found[payload["_id"]] = payload["data"]
-        return parse_stored(documents, lambda document: read_value(document, found))
+        return parse_stored(
+            documents, lambda document: read_value(document, found), task_id=task_id
+        )
 
     def _caller_form(self, message: AnyMessage) -> AnyMessage:
         """A planned message (stored form) as the caller wrote it, escapes removed; a

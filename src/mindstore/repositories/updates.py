@@ -16,9 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from mindstore.errors import MindstoreError
-from mindstore.model.base import Model
 from mindstore.model.header import TaskHeader
-from mindstore.model.planner import Plan
+from mindstore.model.lean_form import lean_value
+from mindstore.model.planner import ABSENT, FROM_VALUE, Patch, Plan
 from mindstore.model.storage_form import element_size, escape_keys
 
 ValueTransform = Callable[[Any, str, str], Any]
@@ -26,10 +26,14 @@ ValueTransform = Callable[[Any, str, str], Any]
 
 
 def stored_value(value: Any) -> Any:
-    """The BSON-ready form of a patch value (models dumped, user keys escaped)."""
-    if isinstance(value, Model):
-        value = value.to_dict()
-    return escape_keys(value)
+    """The BSON-ready form of a patch value (models in their lean form, user keys escaped)."""
+    return escape_keys(lean_value(value))
+
+
+def patch_value(patch: Patch) -> Any:
+    """What a patch writes: its planned stored value, else its value made BSON-ready
+    (`ABSENT` when the lean form leaves the field out)."""
+    return stored_value(patch.value) if patch.stored is FROM_VALUE else patch.stored
 
 
 def check_disjoint(paths: list[str]) -> None:
@@ -83,18 +87,25 @@ def build_task_update(
     transform: ValueTransform | None = None,
     extra_set: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(filter, update) for one plan, guarded by version, message ids and patch targets."""
+    """(filter, update) for one plan, guarded by version, message ids and patch targets.
+
+    A patch that sets a field back to its default removes it (`$unset`), so the stored
+    message stays in its lean form and `size_bytes` (planned on that form) stays exact."""
     query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version}
     if plan.appended:
         # Exactly-once: a message id already stored makes the whole update match nothing.
         query["messages.id"] = exactly_once_guard(plan.new_ids)
     sets: dict[str, Any] = {}
+    unsets: dict[str, Any] = {}
     for offset, doc in enumerate(plan.appended_docs):
         sets[f"messages.{plan.base_index + offset}"] = doc
     for patch in plan.patches:
         if patch.message_id:
             query[f"messages.{patch.index}.id"] = patch.message_id
-        value = stored_value(patch.value)
+        value = patch_value(patch)
+        if value is ABSENT:
+            unsets[f"messages.{patch.index}.{patch.path}"] = ""
+            continue
         if transform is not None:
             value = transform(value, patch.message_id, patch.path)
         sets[f"messages.{patch.index}.{patch.path}"] = value
@@ -104,5 +115,8 @@ def build_task_update(
     sets["version"] = version + 1
     if extra_set:
         sets.update(extra_set)
-    check_disjoint(list(sets))
-    return query, {"$set": sets}
+    check_disjoint([*sets, *unsets])
+    update: dict[str, Any] = {"$set": sets}
+    if unsets:
+        update["$unset"] = unsets
+    return query, update
