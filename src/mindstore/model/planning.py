@@ -44,7 +44,6 @@ from mindstore.model.messages import (
     UnknownMessage,
     Usage,
     message_to_dict,
-    parse_messages,
 )
 from mindstore.model.parts import (
     TaskConfigPart,
@@ -52,7 +51,9 @@ from mindstore.model.parts import (
     ToolResultPart,
 )
 from mindstore.model.roles import check_role_content
-from mindstore.model.storage_form import KEY_MARK, bson_size, escape_keys, unescape_keys
+from mindstore.model.storage_form import DERIVED_KEY as DERIVED_KEY  # re-exported (planner)
+from mindstore.model.storage_form import bson_size, escape_keys
+from mindstore.model.stored_read import StoredRead, parse_read, read_stored
 from mindstore.validation import (
     check_int,
     check_number,
@@ -129,12 +130,6 @@ def check_message_values(message: AnyMessage) -> None:
     check_number(usage.cost, "cost")
 
 
-DERIVED_KEY = KEY_MARK + "derived"
-"""Lists the store's own fields added to an unknown-role message. No caller key can be
-stored under this name: an escaped key is the mark plus a percent-quoted *unsafe* key, and
-`derived` is safe, so `escape_keys` never produces it."""
-
-
 def stored_doc(message: AnyMessage) -> JSON:
     """The document stored for a message: its dict with user keys escaped (an unknown-role
     message also carries the store's fields, and the list of those it added)."""
@@ -148,23 +143,19 @@ def stored_doc(message: AnyMessage) -> JSON:
 
 
 def parse_stored(
-    documents: list[JSON], rewrite: Callable[[JSON], JSON] | None = None
+    documents: list[JSON] | StoredRead, rewrite: Callable[[JSON], JSON] | None = None
 ) -> list[AnyMessage]:
-    """Stored message documents -> messages as the caller wrote them (keys unescaped,
-    `rewrite` applied to each document, unknown roles stripped of the store's fields)."""
-    derived = [doc.get(DERIVED_KEY) for doc in documents]
-    plain = []
-    for document in documents:
-        if DERIVED_KEY in document:
-            document = {key: value for key, value in document.items() if key != DERIVED_KEY}
-        document = unescape_keys(document)
-        plain.append(rewrite(document) if rewrite is not None else document)
-    messages = parse_messages(plain)
-    for position, names in enumerate(derived):
-        message = messages[position]
-        if names and isinstance(message, UnknownMessage):
-            messages[position] = UnknownMessage.from_stored(message.raw, list(names))
-    return messages
+    """Stored message documents -> messages (keys unescaped, `rewrite` applied to a copy
+    of each document, unknown roles stripped of the store's fields), in one walk at most
+    and one validation (`mindstore.model.stored_read`). Given a `StoredRead` (the
+    repository's reads: strings restored, payloads resolved), it only validates it."""
+    if isinstance(documents, StoredRead):
+        read = documents
+    else:
+        read = read_stored(documents, strings=False, copy=rewrite is not None)
+    if rewrite is not None:
+        read.documents = [rewrite(document) for document in read.documents]
+    return parse_read(read)
 
 
 def choose_trigger(
