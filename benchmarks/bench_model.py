@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import statistics
 import time
 import uuid
@@ -115,7 +116,9 @@ def former_read(documents: list[Any], passes: Passes) -> list[AnyMessage]:
     return former_parse(documents, {}, passes)  # the workloads refer to no payloads
 
 
-async def former_decode(self: Any, task_id: str, documents: list[Any], passes: Passes) -> list[AnyMessage]:
+async def former_decode(
+    self: Any, task_id: str, documents: list[Any], passes: Passes
+) -> list[AnyMessage]:
     """`TaskEngine._decode` as it was (markers, payload query, then `former_parse`)."""
     markers: set[str] = set()
     find_markers(documents, markers)
@@ -148,26 +151,31 @@ def collector_pause_off() -> Iterator[None]:
 
 
 # --------------------------------------------------------------------- measuring
-def _stats(times: list[float]) -> dict[str, float]:
+def _stats(times: list[float], cpu: list[float]) -> dict[str, float]:
+    """Wall-clock figures, and the process's CPU time (less sensitive to other processes
+    on a shared machine; `os.getloadavg()` is reported next to the figures)."""
     return {
         "median_ms": round(statistics.median(times) * 1000, 1),
         "mean_ms": round(statistics.fmean(times) * 1000, 1),
         "max_ms": round(max(times) * 1000, 1),
+        "cpu_median_ms": round(statistics.median(cpu) * 1000, 1),
+        "cpu_mean_ms": round(statistics.fmean(cpu) * 1000, 1),
     }
 
 
 def _runs(fn: Callable[[], Any], runs: int = RUNS) -> dict[str, float]:
     """Consecutive runs, the collector on; each result lives until the next is built."""
     assert gc.isenabled(), "measured with the garbage collector on"
-    times = []
+    times, cpu = [], []
     kept = fn()  # warm-up (and the first result to keep alive)
     for _ in range(runs):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         kept = result
     del kept
-    return _stats(times)
+    return _stats(times, cpu)
 
 
 def _stored(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -189,7 +197,9 @@ def _workload(documents: list[dict[str, Any]]) -> dict[str, Any]:
         "current_read": _runs(lambda: current_read(documents, current_passes)),
     }
     with collector_pause_off():
-        block["current_read_without_collector_pause"] = _runs(lambda: current_read(documents, Passes()))
+        block["current_read_without_collector_pause"] = _runs(
+            lambda: current_read(documents, Passes())
+        )
     reads = RUNS + 1
     block["former_passes"] = former_passes.per_message(count, reads)
     block["current_passes"] = current_passes.per_message(count, reads)
@@ -197,7 +207,9 @@ def _workload(documents: list[dict[str, Any]]) -> dict[str, Any]:
         block["former_read"]["median_ms"] / block["current_read"]["median_ms"], 2
     )
     block["speedup_median_without_collector_pause"] = round(
-        block["former_read"]["median_ms"] / block["current_read_without_collector_pause"]["median_ms"], 2
+        block["former_read"]["median_ms"]
+        / block["current_read_without_collector_pause"]["median_ms"],
+        2,
     )
     block["within_target"] = block["current_read"]["median_ms"] < TARGET_MS
     return block
@@ -215,14 +227,15 @@ async def _end_to_end(messages: list[AnyMessage]) -> dict[str, Any]:
             assert gc.isenabled()
             kept = await tasks.messages(task.id)
             assert len(kept) == len(messages)
-            times = []
+            times, cpu = [], []
             for _ in range(runs):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 result = await tasks.messages(task.id)
                 times.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
                 kept = result
             del kept
-            return _stats(times)
+            return _stats(times, cpu)
 
         current_passes = Passes()
         original_read = engine.read_stored
@@ -267,7 +280,7 @@ async def _end_to_end(messages: list[AnyMessage]) -> dict[str, Any]:
 
 async def run(results: dict[str, Any], *, messages: int = 10_000) -> None:
     data = mixed_message_dicts(messages)
-    plain_union = TypeAdapter(list[Union[tuple(MESSAGE_CLASSES.values())]])  # type: ignore[misc]
+    plain_union = TypeAdapter(list[Union[tuple(MESSAGE_CLASSES.values())]])  # type: ignore[misc]  # noqa: UP007
     validate = _best_of(lambda: MESSAGE_LIST_ADAPTER.validate_python(data))
     validate_plain = _best_of(lambda: plain_union.validate_python(data))
     task = Task.model_validate({"id": "bench", "messages": data})
@@ -283,7 +296,6 @@ async def run(results: dict[str, Any], *, messages: int = 10_000) -> None:
         "target_validate_ms": TARGET_MS,
     }
     results["model"] = block
-    del task
 
     story = conversation(messages)
     workloads = {
@@ -296,10 +308,12 @@ async def run(results: dict[str, Any], *, messages: int = 10_000) -> None:
         "live_objects_tracked_by_the_collector": len(gc.get_objects()),
         "runs": RUNS,
         "target_median_ms": TARGET_MS,
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
     }
     for name, documents in workloads.items():
         read[name] = _workload(documents)
     read["tasks_messages_end_to_end"] = await _end_to_end(story)
+    read["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     del ballast
     block["read"] = read
 

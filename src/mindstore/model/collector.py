@@ -15,7 +15,8 @@ caller had switched it off, and `gc.disable()` is process-wide: a thread that sw
 the collector on or off *during* the pause may see its choice overridden when the pause
 ends. The objects allocated meanwhile are collected later, normally (they are still
 counted); the benchmark reports the decode time with and without the pause, measured
-in a loop so that the deferred collections land in the figures too.
+in a loop so that the deferred collections land in the figures too. Why this is a
+deliberate choice: docs/design.md ("Reading stored messages").
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ walk does everything: keys unescaped, escaped strings restored (caller form), ma
 recorded with the place they sit in, so that `StoredRead.resolve` can put the payloads
 in once they are fetched.
 
-`parse_read` validates the batch with the collector paused (`collector_paused`).
+`parse_read` validates the batch once, with the collector paused (`collector_paused`).
+The reasons and the measured figures: docs/design.md ("Reading stored messages").
 """
 
 from __future__ import annotations
