@@ -315,6 +315,20 @@ def test_parse_messages_falls_back_for_unknown_roles_and_parts():
     assert messages[1].content[0].raw == {"type": "hologram", "z": 2}
 
 
+def test_parse_messages_given_model_instances_returns_what_the_exact_adapter_returns():
+    from mindstore.model.messages import UserMessage
+    from mindstore.model.parts import TextPart, UnknownPart
+
+    user = UserMessage(
+        id="a", content=[TextPart(text="x"), UnknownPart.model_validate({"type": "text", "q": 1})]
+    )
+    unknown = UnknownMessage.model_validate({"role": "user", "id": "x"})  # raw role of a known one
+    data = [user, unknown, {"role": "user", "id": "b"}]
+    got, exact = parse_messages(data), MESSAGE_LIST_ADAPTER.validate_python(data)
+    same(got, exact)
+    assert got[0] is user and got[1] is unknown
+
+
 # ----------------------------------------------------------------- through the store
 async def test_messages_reads_each_stored_document_in_one_pass(acme, monkeypatch):
     from mindstore.model.messages import AssistantMessage, UserMessage
