@@ -303,12 +303,15 @@ async def test_restore_filters_are_literal_ids_only(source, good, monkeypatch):
     assert await raw_dump(source) == before
 
 
-async def test_a_file_changed_between_the_two_passes_is_not_written(source, good, monkeypatch):
-    """Restore reads the files twice; the second pass writes only lines the first checked."""
+async def test_a_file_changed_after_the_check_is_never_read_again(source, good, monkeypatch):
+    """Restore writes the records its first pass checked (spooled), not the files as they
+    are later: a swap after the check changes nothing that is written."""
     import importlib
 
     restore_module = importlib.import_module("mindstore.backup.restore")
     original_scan = restore_module.scan
+    original = good.parent / "original"
+    shutil.copytree(good, original)
     forged = forge(good, "swap", _first("tasks", _id={"$gt": ""}))
 
     async def scan_then_swap(*args, **kwargs):
@@ -316,11 +319,44 @@ async def test_a_file_changed_between_the_two_passes_is_not_written(source, good
         shutil.copy(forged / "tasks.jsonl.gz", good / "tasks.jsonl.gz")  # an attacker's swap
         return state
 
+    target, reference = await new_store(), await new_store()
+    await restore(reference, original)
     monkeypatch.setattr(restore_module, "scan", scan_then_swap)
+    report = await restore(target, good)
+    assert report.totals["inserted"] == sum(report.manifest.counts.values())
+    assert await raw_dump(target) == await raw_dump(reference)  # what was checked, not the forgery
+    await target.close()
+    await reference.close()
+
+
+async def test_a_spool_changed_between_the_two_passes_is_not_written(source, good, monkeypatch):
+    """The spool of checked records carries a digest per batch: a batch changed on disk
+    between the passes stops the restore before it is written."""
+    import importlib
+
+    restore_module = importlib.import_module("mindstore.backup.restore")
+    spool_module = importlib.import_module("mindstore.backup.spool")
+    original_scan = restore_module.scan
+    spools: list[Any] = []
+
+    class Watched(spool_module.CheckedSpool):
+        def __init__(self) -> None:
+            super().__init__()
+            spools.append(self)
+
+    async def scan_then_tamper(*args, **kwargs):
+        state = await original_scan(*args, **kwargs)
+        offset, length, _ = spools[0]._batches["tasks"][0]
+        spools[0]._file.seek(offset + length // 2)
+        spools[0]._file.write(b"\x00tampered\x00")
+        return state
+
+    monkeypatch.setattr(restore_module, "CheckedSpool", Watched)
+    monkeypatch.setattr(restore_module, "scan", scan_then_tamper)
     target = await new_store()
-    with pytest.raises(BackupCorrupt, match="changed since it was verified"):
+    with pytest.raises(BackupCorrupt, match="changed since it was written"):
         await restore(target, good)
-    # payloads and nodes (written before tasks) may be there; no task, certainly not the forgery
+    # payloads and nodes (written before tasks) may be there; no task
     assert (await raw_dump(target))["tasks"] == []
     await target.close()
 

@@ -11,11 +11,14 @@ Two passes over the backup:
    before anything is written. ``dry_run=True`` stops here and returns these counts: the
    real ones a run would write.
 2. **write**: payloads, then dialog nodes, then tasks (a task appears only after what
-   it refers to), in batches. The files are read a second time, and only lines identical
-   to the ones the first pass checked are written (a 16-byte digest per record from the
-   first pass); each batch is planned again against the current state and written with
-   `insert_many(ordered=False)` and `ReplaceOne` guarded by `_id` and tenant. Every filter
-   holds plain string ids only: a record's `_id` can never act as a query.
+   it refers to), in batches. The backup is not read again: the first pass keeps each
+   batch of checked records (re-keyed, as they will be written) in a spool
+   (`mindstore.backup.spool`: compressed BSON in an anonymous temporary file, a digest
+   per batch), so every record's Extended JSON is parsed once, and what is written is
+   exactly what was checked. Each batch is planned again against the current state and
+   written with `insert_many(ordered=False)` and `ReplaceOne` guarded by `_id` and
+   tenant. Every filter holds plain string ids only: a record's `_id` can never act as
+   a query.
 
 Mode ``skip`` never reads stored documents in full (it fetches `_id` and `tenant` only),
 so it reports every existing `_id` as skipped; ``overwrite`` and ``fail`` compare, so a
@@ -34,6 +37,7 @@ another tenant, in any mode: it refuses with `RestoreConflict` naming the ids.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -48,19 +52,11 @@ from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 
 from .container import open_backup
-from .errors import BackupCorrupt, RestoreConflict
+from .errors import RestoreConflict
 from .manifest import COLLECTIONS, Manifest, format_time
 from .rekey import rekey_record
-from .verify import (
-    BATCH_BYTES,
-    BATCH_RECORDS,
-    DIGEST_BYTES,
-    Progress,
-    line_digest,
-    read_manifest,
-    read_records,
-    scan,
-)
+from .spool import CheckedSpool
+from .verify import Progress, read_manifest, scan
 
 __all__ = ["RestoreReport", "restore"]
 
@@ -149,11 +145,19 @@ def _other_form(record: dict[str, Any]) -> str:
 
 
 class _Restorer:
-    def __init__(self, store: Any, mode: str, as_tenant: str | None, keyed: bool) -> None:
+    def __init__(
+        self,
+        store: Any,
+        mode: str,
+        as_tenant: str | None,
+        keyed: bool,
+        spool: CheckedSpool | None = None,
+    ) -> None:
         self.db = store.database
         self.mode = mode
         self.as_tenant = as_tenant
         self.keyed = keyed
+        self.spool = spool
         self.counts = {name: dict.fromkeys(ACTIONS, 0) for name in COLLECTIONS}
         self.conflicts: dict[str, int] = dict.fromkeys(COLLECTIONS, 0)
         self.collisions: dict[str, int] = dict.fromkeys(COLLECTIONS, 0)
@@ -174,8 +178,8 @@ class _Restorer:
         cursor = self.db[name].find({"_id": {"$in": sorted(ids)}}, projection)
         return {doc["_id"]: doc for doc in await cursor.to_list()}
 
-    async def plan(self, name: str, records: list[dict[str, Any]]) -> _Plan:
-        targets = self._targets(name, records)
+    async def plan(self, name: str, targets: list[dict[str, Any]]) -> _Plan:
+        """What to do with each target (a record re-keyed by `_targets`)."""
         full = self.mode != "skip"
         existing = await self._stored(name, targets, full)
         plan = _Plan()
@@ -221,9 +225,13 @@ class _Restorer:
         counts["unchanged"] += plan.unchanged
 
     async def plan_batch(self, name: str, records: list[dict[str, Any]]) -> None:
-        plan = await self.plan(name, records)
+        """First pass: count what a batch of checked records would do; spool them."""
+        targets = self._targets(name, records)
+        plan = await self.plan(name, targets)
         self._note(name, plan)
         self._count(name, plan)
+        if self.spool is not None:
+            self.spool.add(name, targets)
 
     def refuse_if_needed(self) -> None:
         collisions = sum(self.collisions.values())
@@ -242,8 +250,9 @@ class _Restorer:
                 f"{', '.join(self.examples)}); nothing was written. Use mode skip or overwrite"
             )
 
-    async def write_batch(self, name: str, records: list[dict[str, Any]]) -> None:
-        plan = await self.plan(name, records)
+    async def write_batch(self, name: str, targets: list[dict[str, Any]]) -> None:
+        """Second pass: plan a spooled batch against the current state again, write it."""
+        plan = await self.plan(name, targets)
         self._note(name, plan)
         self.refuse_if_needed()  # a concurrent writer changed things since the plan
         collection = self.db[name]
@@ -293,7 +302,7 @@ async def restore(
     if as_tenant is not None:
         check_key(as_tenant, "tenant")
     started = time.perf_counter()
-    with open_backup(path) as reader:
+    with open_backup(path) as reader, contextlib.closing(CheckedSpool()) as spool:
         manifest = read_manifest(reader)
         if as_tenant is not None and len(manifest.tenants) > 1:
             raise BackupError(
@@ -301,10 +310,8 @@ async def restore(
                 f"({', '.join(manifest.tenants[:5])}{', ...' if len(manifest.tenants) > 5 else ''})"
             )
         keyed = repositories_use_task_keys()
-        planner = _Restorer(store, mode, as_tenant, keyed)
-        state = await scan(
-            reader, manifest, on_batch=planner.plan_batch, progress=progress, step="check"
-        )
+        planner = _Restorer(store, mode, as_tenant, keyed, None if dry_run else spool)
+        await scan(reader, manifest, on_batch=planner.plan_batch, progress=progress, step="check")
         planner.refuse_if_needed()
         if dry_run:
             return RestoreReport(
@@ -320,33 +327,13 @@ async def restore(
         for name in WRITE_ORDER:
             total = manifest.collections[name].count
             done = 0
-            batch: list[dict[str, Any]] = []
-            size = 0
             if progress:
                 progress(f"restore {name}", 0, total)
-            checked = memoryview(state.digests[name])
-            for lineno, record, line in read_records(reader, manifest, name):
-                # read again: only the very lines the first pass checked may be written,
-                # so a file changed meanwhile cannot slip in an unchecked record
-                at = (lineno - 1) * DIGEST_BYTES
-                if checked[at : at + DIGEST_BYTES] != line_digest(line):
-                    raise BackupCorrupt(
-                        f"{manifest.collections[name].file} line {lineno} "
-                        f"changed since it was verified; nothing more written"
-                    )
-                batch.append(record)
-                size += len(line)
-                if len(batch) >= BATCH_RECORDS or size >= BATCH_BYTES:
-                    await writer.write_batch(name, batch)
-                    done += len(batch)
-                    batch, size = [], 0
-                    if progress:
-                        progress(f"restore {name}", done, total)
-            if batch:
+            for batch in spool.batches(name):
                 await writer.write_batch(name, batch)
                 done += len(batch)
-            if progress:
-                progress(f"restore {name}", done, total)
+                if progress:
+                    progress(f"restore {name}", done, total)
         return RestoreReport(
             str(path),
             mode,

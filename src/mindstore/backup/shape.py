@@ -42,6 +42,7 @@ from mindstore.model.header import HEADER_FIELDS, TaskHeader, TaskState
 from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
 from mindstore.model.planner import derive_header, full_stored_doc, parse_stored, stored_doc
+from mindstore.model.stored_read import StoredRead, read_stored
 from mindstore.payloads import find_markers
 
 __all__ = [
@@ -239,7 +240,8 @@ def _same(field: str, stored: Any, derived: Any) -> bool:
     return bool(stored == derived)
 
 
-def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> None:
+def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]],
+            read: StoredRead) -> None:  # fmt: skip
     """The stored header must be the one the planner folds from the stored messages."""
     for key in ("seq", "size_bytes"):
         _count(record.get(key, 0), key)
@@ -249,7 +251,7 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
         )
     try:
         # as the repositories read them (keys, derived fields, task ids)
-        parsed = parse_stored(raw, task_id=task_id)
+        parsed = parse_stored(read, task_id=task_id)
         _tool_call_ids(parsed)
         derived = derive_header(task_id, parsed)
     except MindstoreError as exc:
@@ -280,9 +282,11 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
             )
 
 
-def _markers(raw: list[dict[str, Any]]) -> frozenset[str]:
-    found: set[str] = set()
-    find_markers(raw, found)
+def _markers(read: StoredRead) -> frozenset[str]:
+    """The payload ids the messages refer to: found by the same read that parses them,
+    plus any marker-shaped string in a derived-field list (refused like any other)."""
+    found = set(read.markers)
+    find_markers(list(read.derived.values()), found)
     for payload_id in found:
         if not PAYLOAD_ID.fullmatch(payload_id):
             raise ShapeError(f"payload marker names an invalid payload id {_shown(payload_id)}")
@@ -296,8 +300,9 @@ def check_task(record: Any) -> TaskFacts:
     task_id = stored_task_id(record.get("_id"), tenant, "task _id")
     _task_fields(record)
     raw = _messages(record)
-    _header(record, task_id, raw)
-    return TaskFacts(task_key(tenant, task_id), task_id, tenant, len(raw), _markers(raw))
+    read = read_stored(raw, strings=False)  # one walk at most: keys, markers (stored form)
+    _header(record, task_id, raw, read)
+    return TaskFacts(task_key(tenant, task_id), task_id, tenant, len(raw), _markers(read))
 
 
 # --------------------------------------------------------------------------- dialog nodes

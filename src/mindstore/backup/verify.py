@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import gzip
-import hashlib
 import os
 import tarfile
 import time
@@ -49,7 +48,6 @@ __all__ = [
     "Progress",
     "VerifyReport",
     "check_shape",
-    "line_digest",
     "read_records",
     "scan",
     "verify",
@@ -61,7 +59,6 @@ BatchHandler = Callable[[str, list[dict[str, Any]]], Awaitable[None]]
 
 BATCH_RECORDS = 200
 BATCH_BYTES = 2 << 20
-DIGEST_BYTES = 16
 
 
 @dataclass
@@ -172,11 +169,6 @@ def check_file(reader: BackupReader, manifest: Manifest, name: str) -> None:
         raise BackupCorrupt(f"{entry.file}: sha256 does not match the manifest")
 
 
-def line_digest(line: bytes) -> bytes:
-    """16 bytes that identify one record line (restore's second pass compares them)."""
-    return hashlib.blake2b(line, digest_size=DIGEST_BYTES).digest()
-
-
 def read_records(
     reader: BackupReader, manifest: Manifest, name: str
 ) -> Iterator[tuple[int, dict[str, Any], bytes]]:
@@ -222,8 +214,6 @@ class _State:
     nodes: set[str] = field(default_factory=set)  # dialog-node identities
     payloads: set[str] = field(default_factory=set)  # payload ids
     referenced: dict[str, str] = field(default_factory=dict)  # payload id -> task identity
-    # per collection, `line_digest` of every checked record, in file order
-    digests: dict[str, bytearray] = field(default_factory=dict)
     messages: int = 0
     external_parents: int = 0
     task_ids: frozenset[str] | None = None
@@ -372,11 +362,8 @@ async def scan(
         size = done = 0
         if progress:
             progress(f"{step} {name}", 0, entry.count)
-        digests = state.digests[name] = bytearray()
         for lineno, record, line in read_records(reader, manifest, name):
             _check(state, name, entry.file, lineno, record, tenant_index)
-            if on_batch is not None:
-                digests += line_digest(line)
             if on_batch is None:
                 done += 1
                 if progress and done % BATCH_RECORDS == 0:

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from mindstore.model.base import JSON, new_id, now_ts
 from mindstore.model.messages import AnyMessage, MessageBase, UnknownMessage, message_to_dict
 from mindstore.model.parts import TaskEntryPart, ToolCallPart, UnknownPart
-from mindstore.model.storage_form import KEY_MARK, escape_keys
+from mindstore.model.storage_form import DERIVED_KEY, escape_keys
 
 DISCRIMINATORS = frozenset({"role", "type"})
 ALWAYS_STORED: dict[type[BaseModel], frozenset[str]] = {
@@ -199,12 +199,6 @@ def lookup(document: Any, path: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- messages
-
-
-DERIVED_KEY = KEY_MARK + "derived"
-"""Lists the store's own fields added to an unknown-role message. No caller key can be
-stored under this name: an escaped key is the mark plus a percent-quoted *unsafe* key, and
-`derived` is safe, so `escape_keys` never produces it."""
 
 
 LEAN_DERIVED = ("task_id", "scope", "depth")

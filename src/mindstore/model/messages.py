@@ -11,6 +11,7 @@ boundaries and the current level are filters rather than scans.
 from __future__ import annotations
 
 import copy
+import functools
 from enum import Enum
 from typing import Annotated, Any, Literal
 
@@ -23,6 +24,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import SchemaValidator
 
 from mindstore.errors import ValidationError
 from mindstore.model.base import JSON, Model, new_id, now_ts
@@ -36,6 +38,7 @@ from mindstore.model.parts import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    _part_tag,
 )
 
 
@@ -349,7 +352,47 @@ def parse_message(data: Any) -> AnyMessage:
         raise ValidationError(f"invalid message: {str(exc)[:300]}") from None
 
 
+def _keyed_unions(schema: Any) -> Any:
+    """A copy of a core schema whose role/type unions read the key in pydantic-core.
+
+    `_role_tag` and `_part_tag` are Python calls, one per message and one per part; a
+    string discriminator does the same lookup without leaving Rust. It knows only the
+    known roles and part types (and the literal tag ``"unknown"``): anything else fails
+    there, and `parse_messages` then asks the exact adapter.
+    """
+    if isinstance(schema, dict):
+        copied = {key: _keyed_unions(value) for key, value in schema.items()}
+        if copied.get("type") == "tagged-union":
+            if copied["discriminator"] is _role_tag:
+                copied["discriminator"] = "role"
+            elif copied["discriminator"] is _part_tag:
+                copied["discriminator"] = "type"
+        return copied
+    if isinstance(schema, list):
+        return [_keyed_unions(value) for value in schema]
+    return schema
+
+
+@functools.cache
+def _keyed_list_validator() -> SchemaValidator:
+    """Built on first use (compiling it at import would slow down every `import mindstore`)."""
+    return SchemaValidator(_keyed_unions(MESSAGE_LIST_ADAPTER.core_schema))
+
+
 def parse_messages(data: list[Any]) -> list[AnyMessage]:
+    """Validate a list of messages (stored or incoming); unknown roles and parts are kept.
+
+    Two validators give the same objects: the keyed one (unions dispatched on the `role`
+    and `type` keys, no Python call per message and part) accepts every list whose roles
+    and part types are all known; any other list (an unknown role or part, invalid data)
+    goes through the exact adapter, whose result or error is the answer. So invalid data
+    raises exactly what it raised before, at the price of a second validation.
+    """
+    try:
+        messages: list[AnyMessage] = _keyed_list_validator().validate_python(data)
+        return messages
+    except Exception:
+        pass
     try:
         return MESSAGE_LIST_ADAPTER.validate_python(data)
     except Exception as exc:

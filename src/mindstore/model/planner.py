@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from mindstore.model.lean_form import (
     ABSENT,
-    DERIVED_KEY,
     fill_task_ids,
     full_stored_doc,
     stored_doc,
@@ -59,6 +58,7 @@ from mindstore.model.plans_subtasks import (
     plan_add_task_entry,
     plan_add_task_exit,
 )
+from mindstore.model.storage_form import DERIVED_KEY
 
 __all__ = [
     "ABSENT",

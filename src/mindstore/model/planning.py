@@ -33,7 +33,7 @@ from mindstore.model.header import (
     ToolCallRef,
     UsageTotals,
 )
-from mindstore.model.lean_form import DERIVED_KEY, fill_task_ids, lookup, stored_doc
+from mindstore.model.lean_form import fill_task_ids, lookup, stored_doc
 from mindstore.model.messages import (
     AnyMessage,
     AssistantMessage,
@@ -44,7 +44,6 @@ from mindstore.model.messages import (
     ToolMessage,
     UnknownMessage,
     Usage,
-    parse_messages,
 )
 from mindstore.model.parts import (
     TaskConfigPart,
@@ -52,7 +51,9 @@ from mindstore.model.parts import (
     ToolResultPart,
 )
 from mindstore.model.roles import check_role_content
-from mindstore.model.storage_form import bson_size, unescape_keys
+from mindstore.model.storage_form import DERIVED_KEY as DERIVED_KEY  # re-exported (planner)
+from mindstore.model.storage_form import bson_size
+from mindstore.model.stored_read import StoredRead, parse_read, read_stored
 from mindstore.validation import (
     check_int,
     check_number,
@@ -130,26 +131,23 @@ def check_message_values(message: AnyMessage) -> None:
 
 
 def parse_stored(
-    documents: list[JSON],
+    documents: list[JSON] | StoredRead,
     rewrite: Callable[[JSON], JSON] | None = None,
     *,
     task_id: str | None = None,
 ) -> list[AnyMessage]:
-    """Stored message documents -> messages as the caller wrote them (keys unescaped,
-    `rewrite` applied to each document, unknown roles stripped of the store's fields,
-    and, given the `task_id` they were read from, the task ids the lean form left out)."""
-    derived = [doc.get(DERIVED_KEY) for doc in documents]
-    plain = []
-    for document in documents:
-        if DERIVED_KEY in document:
-            document = {key: value for key, value in document.items() if key != DERIVED_KEY}
-        document = unescape_keys(document)
-        plain.append(rewrite(document) if rewrite is not None else document)
-    messages = parse_messages(plain)
-    for position, names in enumerate(derived):
-        message = messages[position]
-        if names and isinstance(message, UnknownMessage):
-            messages[position] = UnknownMessage.from_stored(message.raw, list(names))
+    """Stored message documents -> messages (keys unescaped, `rewrite` applied to a copy
+    of each document, unknown roles stripped of the store's fields, and, given the
+    `task_id` they were read from, the task ids the lean form left out), in one walk at
+    most and one validation (`mindstore.model.stored_read`). Given a `StoredRead` (the
+    repository's reads: strings restored, payloads resolved), it only validates it."""
+    if isinstance(documents, StoredRead):
+        read = documents
+    else:
+        read = read_stored(documents, strings=False, copy=rewrite is not None)
+    if rewrite is not None:
+        read.documents = [rewrite(document) for document in read.documents]
+    messages = parse_read(read)
     if task_id is not None:
         fill_task_ids(messages, task_id)
     return messages

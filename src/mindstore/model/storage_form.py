@@ -16,6 +16,10 @@ import bson
 from mindstore.errors import ValidationError
 
 KEY_MARK = "\u00a7"  # '§' marks an escaped key; genuine '§'-prefixed keys are escaped too
+DERIVED_KEY = KEY_MARK + "derived"
+"""Lists the store's own fields added to an unknown-role message. No caller key can be
+stored under this name: an escaped key is the mark plus a percent-quoted *unsafe* key, and
+`derived` is safe, so `escape_keys` never produces it."""
 
 
 def _key_is_safe(key: str) -> bool:

@@ -48,7 +48,8 @@ from mindstore.ids import check_key, check_name, legacy_key, task_key
 from mindstore.model.header import HEADER_FIELDS, TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
-from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
+from mindstore.model.stored_read import read_stored
+from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
@@ -243,24 +244,23 @@ class TaskEngine:
         return parse_stored(documents, task_id=task_id)
 
     async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
-        """Stored message documents -> messages as the caller stored them.
+        """Stored message documents -> messages as the caller stored them, in one walk at
+        most per document (none for most) and one validation (`model.stored_read`).
 
         Markers resolve only against this task's payloads (tenant and task id in the
         query): a marker-shaped string can never fetch another task's payload.
         """
-        markers: set[str] = set()
-        find_markers(documents, markers)
-        found: dict[str, Any] = {}
-        if markers:
+        read = read_stored(documents, strings=True)
+        if read.markers:
             cursor = self._payloads.find(
-                {"_id": {"$in": sorted(markers)}, "tenant": self.tenant, "task_id": task_id},
+                {"_id": {"$in": sorted(read.markers)}, "tenant": self.tenant, "task_id": task_id},
                 {"data": 1},
             )
+            found: dict[str, Any] = {}
             async for payload in cursor:
                 found[payload["_id"]] = payload["data"]
-        return parse_stored(
-            documents, lambda document: read_value(document, found), task_id=task_id
-        )
+            read.resolve(found)
+        return parse_stored(read, task_id=task_id)
 
     def _caller_form(self, message: AnyMessage) -> AnyMessage:
         """A planned message (stored form) as the caller wrote it, escapes removed; a
