@@ -13,9 +13,11 @@ act on the target database is refused:
 * no top-level key starts with ``$`` (the server refuses such documents, half-way
   through a restore);
 * a task's header agrees with its messages: it is recomputed from the messages with the
-  planner (`derive_header`), and every header field, and each message's ``scope`` and
-  ``depth``, must equal the recomputed value. A forged ``seq`` would otherwise make the
-  task unwritable after the restore;
+  planner (`derive_header`), and every stored header field (read as the repositories read
+  it, `header_from_stored`), and each message's ``scope`` and ``depth``, must equal the
+  recomputed value. A forged ``seq`` would otherwise make the task unwritable after the
+  restore. The tail is not stored (it is the last message); a ``tail`` field left by an
+  earlier version is ignored, as the repositories ignore it;
 * every payload marker inside a task's messages is a well-formed payload id (that the
   payload itself is in the backup is checked by `verify`, which sees all files).
 
@@ -35,7 +37,7 @@ import bson
 
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name, task_key
-from mindstore.model.header import HEADER_FIELDS, TaskHeader, TaskState
+from mindstore.model.header import STORED_HEADER_FIELDS, TaskState, header_from_stored
 from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
 from mindstore.model.planner import derive_header, parse_stored
@@ -230,11 +232,11 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]]) -> 
     except MindstoreError as exc:
         raise ShapeError(f"messages do not form a valid history: {exc}") from None
     try:
-        stored = TaskHeader.model_validate({k: record[k] for k in HEADER_FIELDS if k in record})
+        stored = header_from_stored(record)
     except Exception as exc:  # pydantic's ValidationError
         first = str(exc).splitlines()[0]
         raise ShapeError(f"header fields are malformed: {first}") from None
-    for field in HEADER_FIELDS:
+    for field in STORED_HEADER_FIELDS:
         if not _same(field, getattr(stored, field), getattr(derived, field)):
             raise ShapeError(
                 f"header field {field} does not match the messages "

@@ -45,13 +45,19 @@ from mindstore.errors import (
     ValidationError,
 )
 from mindstore.ids import check_key, check_name, legacy_key, task_key
-from mindstore.model.header import HEADER_FIELDS, TaskHeader
+from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
+from mindstore.model.storage_form import bson_size
 from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.feed import Notifier
-from mindstore.repositories.header_cache import CachedHeader, HeaderCache
+from mindstore.repositories.header_cache import (
+    MAX_TAIL_BYTES,
+    CachedHeader,
+    HeaderCache,
+    apply_sets,
+)
 from mindstore.repositories.updates import build_task_update
 from mindstore.validation import check_owner
 
@@ -61,15 +67,31 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 # Room kept for the header fields and the array's index keys, which `size_bytes` excludes:
 # title (<= 4,096 characters), metadata (<= 64 KiB), the scope stack and open calls.
 HEADER_BUDGET_BYTES = 192 * 1024
+WRITE_EXCLUDES = ("content", "metadata", "title")
+"""Task fields no plan reads: left out of the header read before a write."""
 MAX_SLICE = 2**31 - 1
 """`$slice` takes a 32-bit count on a server: larger requests are clamped to it."""
 READ_FIELDS: tuple[str, ...] = (
     "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
-    "metadata", *HEADER_FIELDS,
+    "metadata", *STORED_HEADER_FIELDS,
 )  # fmt: skip
 
 PlanFn = Callable[[TaskHeader, "dict[str, Any] | None", Offloader], Plan]
 """(header, located message or None, offloader) -> Plan."""
+
+
+@dataclass(frozen=True)
+class _State:
+    """What a verb plans from: the task state at `version` (and `updated_at`, which the
+    write pins with it), the stored last message, and the message a part verb changes."""
+
+    version: int
+    updated_at: datetime | None
+    header: TaskHeader
+    tail: dict[str, Any] | None
+    located: tuple[int, dict[str, Any]] | None = None
+    cached: bool = False
+    unset: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -207,31 +229,56 @@ class TaskEngine:
             raise self._not_found(task_id)
         return rows
 
-    async def _read_header_doc(self, task_id: str, *, tail: bool = False) -> dict[str, Any]:
-        projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
-        if tail:
+    async def _read_header_doc(
+        self, task_id: str, *, tail: bool = False, write: bool = False
+    ) -> dict[str, Any]:
+        """The task's fields without its messages; with `tail` (always for a `write`) also
+        the last message, from which the header's tail is derived.
+
+        For a write, everything but the fields no plan needs (the task's content, metadata
+        and title; an exclusion projection is the shortest to send), which also brings a
+        `tail` field stored by an earlier version, so the write can drop it.
+        """
+        projection: dict[str, Any] = (
+            dict.fromkeys(WRITE_EXCLUDES, 0) if write else dict.fromkeys(READ_FIELDS, 1)
+        )
+        if tail or write:
             projection["messages"] = {"$slice": [-1, 1]}
         return await self._find_task(task_id, projection)
 
     async def _locate(
         self, task_id: str, message_id: str
-    ) -> tuple[dict[str, Any], int, AnyMessage]:
-        """The header and one message (with its index) from the same document snapshot."""
+    ) -> tuple[dict[str, Any], int, dict[str, Any]]:
+        """The header document (`_read_header_doc`) and one stored message with its index.
+
+        The last message comes with the header read. Another one is read by id with the
+        `locate_message_pipeline`, after the header: a write in between changes the
+        version, so the guarded update planned from both matches nothing and is retried.
+        """
         check_name(message_id, "message id")
-        document = await self._read_header_doc(task_id, tail=True)
-        tail = document.get("tail") or {}
-        if tail.get("id") == message_id and document.get("messages"):
-            return document, tail["index"], self._decode_raw(document["messages"])[0]
+        document = await self._read_header_doc(task_id, write=True)
+        tail = header_from_document(document).tail
+        if tail is not None and tail.id == message_id:
+            return document, tail.index, document["messages"][-1]
         query = self._filter(task_id)
         cursor = await self._tasks.aggregate(
-            pipelines.locate_message_pipeline(query, message_id, READ_FIELDS)
+            pipelines.locate_message_pipeline(query, message_id, ())
         )
         rows = await cursor.to_list(length=1)
         if not rows:
             raise NotFound(f"no message {message_id!r} in task {task_id!r}")
-        row = rows[0]
-        row["_id"] = query["_id"]
-        return row, int(row["index"]), self._decode_raw([row["message"]])[0]
+        return document, int(rows[0]["index"]), rows[0]["message"]
+
+    async def _message_at(self, task_id: str, message_id: str) -> tuple[int, AnyMessage]:
+        """(index, the message in its stored form): the last message this process wrote
+        comes from the header cache, anything else is read."""
+        check_name(message_id, "message id")
+        entry = self._headers.get((self.tenant, task_id))
+        known = entry.tail_document(message_id) if entry is not None else None
+        if known is None:
+            _document, index, raw = await self._locate(task_id, message_id)
+            known = index, raw
+        return known[0], self._decode_raw([known[1]])[0]
 
     # ------------------------------------------------------------------ decoding
     def _decode_raw(self, documents: list[dict[str, Any]]) -> list[AnyMessage]:
@@ -320,6 +367,15 @@ class TaskEngine:
             raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
         return stored
 
+    async def _check_required(self, task_id: str, ids: Sequence[str]) -> None:
+        """After a write that matched nothing: was a message it requires missing?"""
+        wanted = set(ids)
+        if wanted and await self._count_stored_ids(task_id, wanted) < len(wanted):
+            raise ValidationError(
+                "compressed_message_ids / kept_message_ids name messages "
+                "that the task does not hold"
+            )
+
     async def _count_stored_ids(self, task_id: str, ids: set[str]) -> int:
         """How many of `ids` the task holds (one number travels back, not the messages)."""
 
@@ -337,14 +393,69 @@ class TaskEngine:
         return int(rows[0]["found"])
 
     def _remember(
-        self, task_id: str, version: int, updated_at: datetime, header: TaskHeader
+        self,
+        task_id: str,
+        version: int,
+        updated_at: datetime,
+        header: TaskHeader,
+        tail: dict[str, Any] | None = None,
     ) -> None:
-        self._headers.put((self.tenant, task_id), CachedHeader(version, updated_at, header))
+        if tail is not None and bson_size(tail) > MAX_TAIL_BYTES:
+            tail = None
+        self._headers.put((self.tenant, task_id), CachedHeader(version, updated_at, header, tail))
 
     def _forget(self, task_id: str) -> None:
         self._headers.forget((self.tenant, task_id))
 
     # ------------------------------------------------------------------ the write loop
+    def _cached_state(self, task_id: str, locate: str | None) -> _State | None:
+        """The state this process last wrote, if it knows all the verb needs (for a verb
+        on a message: that it is the last message, whose stored form the entry keeps)."""
+        entry = self._headers.get((self.tenant, task_id))
+        if entry is None:
+            return None
+        located = None
+        if locate is not None:
+            known = entry.tail_document(locate)
+            if known is None:
+                return None
+            located = (known[0], known[1])
+        return _State(entry.version, entry.updated_at, entry.header, entry.tail, located, True)
+
+    async def _read_state(self, task_id: str, locate: str | None) -> _State:
+        """The state as stored: one read of the header and the last message (for a verb on
+        an earlier message, one more read of that message)."""
+        located = None
+        if locate is None:
+            document = await self._read_header_doc(task_id, write=True)
+        else:
+            document, index, raw = await self._locate(task_id, locate)
+            located = (index, raw)
+        stored = document.get("messages") or []
+        return _State(
+            version=document.get("version", 0),
+            updated_at=document.get("updated_at"),
+            header=header_from_document(document),
+            tail=stored[-1] if stored else None,
+            located=located,
+            cached=False,
+            unset=("tail",) if "tail" in document else (),
+        )
+
+    @staticmethod
+    def _next_tail(plan: Plan, sets: dict[str, Any], state: _State) -> dict[str, Any] | None:
+        """The stored form of the last message after this write, when it is known: the
+        last appended document, or the previous one with this write's paths applied."""
+        if plan.appended_docs:
+            return plan.appended_docs[-1]
+        tail, before = plan.header.tail, state.header.tail
+        if state.tail is None or tail is None or before is None or before.index != tail.index:
+            return None
+        prefix = f"messages.{tail.index}."
+        return apply_sets(
+            state.tail, {k[len(prefix) :]: v for k, v in sets.items() if k.startswith(prefix)}
+        )
+
     async def _mutate(
         self,
         task_id: str,
@@ -353,35 +464,41 @@ class TaskEngine:
         locate: str | None = None,
         explicit_ids: Sequence[str | None] = (),
         on_replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
+        also_guard: Sequence[str | None] = (),
+        require_ids: Sequence[str] = (),
     ) -> Any:
         """Plan from the header, apply one guarded update; retry lost races; detect replays.
 
-        The header is the one this process last wrote (`HeaderCache`) when it has it, else
-        a fresh read. A cached header is only a guess: if planning from it fails or the
-        guarded update matches nothing, it is dropped and the verb goes on from a read.
+        `explicit_ids`: the message ids the caller named, which make a repeated call a
+        replay; `also_guard`: other caller-named ids the exactly-once guard must hold
+        (an exit's answer id), without taking part in replay detection; `require_ids`:
+        stored messages the write refers to (the filter requires them, and a write that
+        matches nothing because one is missing raises `ValidationError`).
+
+        The state planned from (header, and for a verb on a message that message) is the
+        one this process last wrote (`HeaderCache`) when it has it, else a fresh read. A
+        cached state is only a guess: if planning from it fails or the guarded update
+        matches nothing, it is dropped and the verb goes on from a read.
         """
         key = self._key(task_id)
         ids = [check_name(i, "message id") for i in explicit_ids if i is not None]
+        guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
         async with self._lock(task_id):
             attempt = 0
             while attempt < self.retry.attempts:
-                cached = self._headers.get((self.tenant, task_id)) if locate is None else None
-                located: dict[str, Any] | None = None
-                if cached is not None:
-                    document: dict[str, Any] = {"version": cached.version}
-                    header = cached.header
-                elif locate is not None:
-                    document, index, message = await self._locate(task_id, locate)
-                    located = {"index": index, "message": message}
-                    header = header_from_document(document)
-                else:
-                    document = await self._read_header_doc(task_id)
-                    header = header_from_document(document)
+                state = self._cached_state(task_id, locate)
+                if state is None:
+                    state = await self._read_state(task_id, locate)
+                located = None
+                if state.located is not None:
+                    index, raw = state.located
+                    located = {"index": index, "message": self._decode_raw([raw])[0]}
+                header = state.header
                 offloader = self._offloader(task_id)
                 try:
                     plan = plan_fn(header, located, offloader)
                 except MindstoreError:
-                    if cached is not None:  # maybe stale: decide on what is stored
+                    if state.cached:  # maybe stale: decide on what is stored
                         self._forget(task_id)
                         continue
                     replay = await self._replayed(task_id, ids)
@@ -391,36 +508,36 @@ class TaskEngine:
                 if plan.is_empty:
                     return plan.result
                 if document_estimate(plan.header) > self.max_document_bytes:
-                    if cached is not None:
+                    if state.cached:
                         self._forget(task_id)
                         continue
                     added = plan.header.size_bytes - header.size_bytes
                     raise TaskTooLarge(task_id, header.size_bytes, added, self.max_document_bytes)
                 now = utcnow()
-                version = document.get("version", 0)
                 query, update = build_task_update(
-                    plan, key=key, tenant=self.tenant, version=version, now=now,
-                    transform=offloader.transform_value,
+                    plan, key=key, tenant=self.tenant, version=state.version,
+                    updated_at=state.updated_at, now=now, transform=offloader.transform_value,
+                    guard_ids=guard, require_ids=require_ids, unset=state.unset,
                 )  # fmt: skip
-                if cached is not None:
-                    query["updated_at"] = cached.updated_at
                 if self.owner is not None:
                     query["owner"] = self.owner
                 await self._store_payloads(task_id, offloader)
                 try:
                     result = await self._tasks.update_one(query, update)
                 except BaseException:
-                    self._forget(task_id)  # applied or not, the cached header is now a guess
+                    self._forget(task_id)  # applied or not, the cached state is now a guess
                     raise
                 if result.matched_count == 1:
-                    self._remember(task_id, version + 1, now, plan.header)
+                    tail = self._next_tail(plan, update["$set"], state)
+                    self._remember(task_id, state.version + 1, now, plan.header, tail)
                     self._notifier.notify((self.tenant, task_id))
                     return plan.result
                 self._forget(task_id)
                 replay = await self._replayed(task_id, ids or plan.new_ids)
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
-                if cached is None:  # a cache miss is not a lost race: no backoff for it
+                await self._check_required(task_id, require_ids)
+                if not state.cached:  # a cache miss is not a lost race: no backoff for it
                     logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
                                  task_id, attempt + 1, self.retry.attempts)  # fmt: skip
                     await asyncio.sleep(self.retry.delay(attempt))
@@ -439,6 +556,8 @@ class TaskEngine:
         *args: Any,
         ids: Sequence[str | None] = (),
         replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
+        also_guard: Sequence[str | None] = (),
+        require_ids: Sequence[str] = (),
         **kwargs: Any,
     ) -> Any:
         def plan(header: TaskHeader, _located: Any, offloader: Offloader) -> Plan:
@@ -449,7 +568,10 @@ class TaskEngine:
         if replay is None and ids:
             first = ids[0]
             replay = (lambda stored: stored.get(first)) if first else None
-        return await self._mutate(task_id, plan, explicit_ids=ids, on_replay=replay)
+        return await self._mutate(
+            task_id, plan, explicit_ids=ids, on_replay=replay, also_guard=also_guard,
+            require_ids=require_ids,
+        )  # fmt: skip
 
     async def _part_verb(
         self,

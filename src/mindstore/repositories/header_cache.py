@@ -9,13 +9,23 @@ the task in between, the guard matches nothing and the repository re-reads, exac
 after a lost race. `updated_at` in the guard closes the ABA gap a counter alone leaves:
 a task deleted and re-created under the same id (or restored from an older backup) can
 reach the same `version` again, but not the same millisecond the cached write stamped.
+
+An entry also keeps the stored form of the task's last message as that write left it
+(`tail`), so a verb that changes the last message (`add_text_part`, a stream's next
+part, `finish_assistant_message`) plans from it without reading the message either. It is
+the message's exact stored document (the appended document, or the previous one with the
+write's `$set` paths applied), dropped with the header, and not kept when larger than
+`MAX_TAIL_BYTES` (a read is cheaper than holding big messages for 10,000 tasks).
 """
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from mindstore.model.header import TaskHeader
 
@@ -23,11 +33,52 @@ CacheKey = tuple[str, str]
 """(tenant, task id)"""
 
 
+MAX_TAIL_BYTES = 64 * 1024
+"""The largest last message an entry keeps (BSON bytes)."""
+
+
 @dataclass(frozen=True)
 class CachedHeader:
     version: int
     updated_at: datetime
     header: TaskHeader
+    tail: dict[str, Any] | None = None
+    """The stored document of the message at `header.tail.index` (None: not known)."""
+
+    def tail_document(self, message_id: str) -> tuple[int, dict[str, Any]] | None:
+        """(index, a copy of the stored document) when `message_id` is the last message and
+        its stored form is known."""
+        tail = self.header.tail
+        if self.tail is None or tail is None or tail.id != message_id:
+            return None
+        return tail.index, copy.deepcopy(self.tail)
+
+
+def apply_sets(document: Mapping[str, Any], sets: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A copy of a stored document with `$set` paths (relative to it) applied as MongoDB
+    applies them, or None for a path this does not model (a list index past the end, a
+    step into a scalar): the caller then forgets the document rather than guess."""
+    result = copy.deepcopy(dict(document))
+    for path, value in sets.items():
+        *steps, last = path.split(".")
+        target: Any = result
+        for step in steps:
+            if isinstance(target, dict):
+                target = target.setdefault(step, {})
+            elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
+                target = target[int(step)]
+            else:
+                return None
+        if isinstance(target, dict):
+            target[last] = copy.deepcopy(value)
+        elif isinstance(target, list) and last.isdigit() and int(last) <= len(target):
+            if int(last) == len(target):
+                target.append(copy.deepcopy(value))
+            else:
+                target[int(last)] = copy.deepcopy(value)
+        else:
+            return None
+    return result
 
 
 class HeaderCache:

@@ -84,7 +84,7 @@ class MessageStream:
         if self.message_id is None:
             created = await self.tasks.add_assistant_message(self.task_id)
             self.message_id = created.id
-        _document, index, message = await self.tasks._locate(self.task_id, self.message_id)
+        index, message = await self.tasks._message_at(self.task_id, self.message_id)
         self._message, self._index = check_streamable(message), index
         return self
 

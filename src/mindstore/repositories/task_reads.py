@@ -52,7 +52,7 @@ class TaskReads(TaskEngine):
         return TaskRecord.from_document(document, header_from_document(document))
 
     async def header(self, task_id: str) -> TaskHeader:
-        return header_from_document(await self._read_header_doc(task_id))
+        return header_from_document(await self._read_header_doc(task_id, tail=True))
 
     async def load(self, task_id: str) -> Task:
         """The whole task in memory (the Mind Map `Task`), e.g. to run Mind Map code over it."""
