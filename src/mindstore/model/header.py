@@ -17,7 +17,8 @@ every append rewrites part of it and those bytes travel with every message:
   `fallback`, a zero counter, ...): they read back the same;
 * a sub-task frame names its `trigger` and `fallback` by the call id while the call is
   open (the call itself is in `open_tool_calls`), and a `fallback` that is the trigger
-  (the usual case: the call right before the entry) as `fallback: true`;
+  (the usual case: the call right before the entry) as `fallback: true`; a frame with a
+  trigger leaves out `trigger_recorded` (only a recorded entry has one);
 * `usage` uses short keys (`in`, `out`, `cr`, `cw`, `cost`): an assistant turn sets three
   of them on every append. The long keys of an earlier version are read where no short
   one is stored;
@@ -215,6 +216,8 @@ def _frame(frame: ScopeFrame, open_calls: Mapping[str, JSON]) -> JSON:
         value = document.get(name)
         if isinstance(value, dict) and open_calls.get(value["id"]) == value:
             document[name] = value["id"]
+    if frame.trigger is not None:  # only a recorded entry has a trigger
+        document.pop("trigger_recorded", None)
     return document
 
 
@@ -253,6 +256,8 @@ def _read_frame(stored: Any, open_calls: Mapping[str, Any]) -> Any:
             frame[name] = open_calls[value]
     if frame.get("fallback") is True:
         frame["fallback"] = frame.get("trigger")
+    if frame.get("trigger") is not None:
+        frame.setdefault("trigger_recorded", True)
     return frame
 
 

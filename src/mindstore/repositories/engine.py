@@ -52,12 +52,7 @@ from mindstore.model.storage_form import bson_size
 from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.feed import Notifier
-from mindstore.repositories.header_cache import (
-    MAX_TAIL_BYTES,
-    CachedHeader,
-    HeaderCache,
-    apply_sets,
-)
+from mindstore.repositories.header_cache import CachedHeader, HeaderCache, apply_sets
 from mindstore.repositories.updates import build_task_update
 from mindstore.validation import check_owner
 
@@ -400,9 +395,9 @@ class TaskEngine:
         header: TaskHeader,
         tail: dict[str, Any] | None = None,
     ) -> None:
-        if tail is not None and bson_size(tail) > MAX_TAIL_BYTES:
-            tail = None
-        self._headers.put((self.tenant, task_id), CachedHeader(version, updated_at, header, tail))
+        size = bson_size(tail) if tail is not None else 0
+        entry = CachedHeader(version, updated_at, header, tail, size)
+        self._headers.put((self.tenant, task_id), entry)
 
     def _forget(self, task_id: str) -> None:
         self._headers.forget((self.tenant, task_id))

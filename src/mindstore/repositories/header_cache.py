@@ -14,8 +14,10 @@ An entry also keeps the stored form of the task's last message as that write lef
 (`tail`), so a verb that changes the last message (`add_text_part`, a stream's next
 part, `finish_assistant_message`) plans from it without reading the message either. It is
 the message's exact stored document (the appended document, or the previous one with the
-write's `$set` paths applied), dropped with the header, and not kept when larger than
-`MAX_TAIL_BYTES` (a read is cheaper than holding big messages for 10,000 tasks).
+write's `$set` paths applied), dropped with the header. Memory stays bounded: a message
+larger than `MAX_TAIL_BYTES` is not kept, and the kept ones together stay under
+`tail_budget` bytes (the least recently written tasks lose theirs first; their next verb
+on the last message reads it, as it would without a cache).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +37,8 @@ CacheKey = tuple[str, str]
 
 MAX_TAIL_BYTES = 64 * 1024
 """The largest last message an entry keeps (BSON bytes)."""
+TAIL_BUDGET_BYTES = 32 * 1024 * 1024
+"""What the kept last messages of all entries may hold together (BSON bytes)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class CachedHeader:
     header: TaskHeader
     tail: dict[str, Any] | None = None
     """The stored document of the message at `header.tail.index` (None: not known)."""
+    tail_bytes: int = 0
+    """Its BSON size."""
 
     def tail_document(self, message_id: str) -> tuple[int, dict[str, Any]] | None:
         """(index, a copy of the stored document) when `message_id` is the last message and
@@ -84,10 +90,13 @@ def apply_sets(document: Mapping[str, Any], sets: Mapping[str, Any]) -> dict[str
 class HeaderCache:
     """A bounded LRU map; `capacity` 0 turns caching off (every write reads first)."""
 
-    def __init__(self, capacity: int = 10_000) -> None:
+    def __init__(self, capacity: int = 10_000, tail_budget: int = TAIL_BUDGET_BYTES) -> None:
         if capacity < 0:
             raise ValueError("capacity must be >= 0")
         self.capacity = capacity
+        self.tail_budget = tail_budget
+        self.tail_bytes = 0
+        """BSON bytes of the last messages kept now."""
         self._entries: OrderedDict[CacheKey, CachedHeader] = OrderedDict()
 
     def get(self, key: CacheKey) -> CachedHeader | None:
@@ -99,13 +108,26 @@ class HeaderCache:
     def put(self, key: CacheKey, entry: CachedHeader) -> None:
         if not self.capacity:
             return
+        if entry.tail is not None and entry.tail_bytes > min(MAX_TAIL_BYTES, self.tail_budget):
+            entry = replace(entry, tail=None, tail_bytes=0)
+        self.forget(key)
         self._entries[key] = entry
-        self._entries.move_to_end(key)
+        self.tail_bytes += entry.tail_bytes
         while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+            _key, dropped = self._entries.popitem(last=False)
+            self.tail_bytes -= dropped.tail_bytes
+        if self.tail_bytes > self.tail_budget:
+            for older, kept in list(self._entries.items()):  # least recently written first
+                if self.tail_bytes <= self.tail_budget:
+                    break
+                if kept.tail is not None:
+                    self._entries[older] = replace(kept, tail=None, tail_bytes=0)
+                    self.tail_bytes -= kept.tail_bytes
 
     def forget(self, key: CacheKey) -> None:
-        self._entries.pop(key, None)
+        dropped = self._entries.pop(key, None)
+        if dropped is not None:
+            self.tail_bytes -= dropped.tail_bytes
 
     def __len__(self) -> int:
         return len(self._entries)
