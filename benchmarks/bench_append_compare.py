@@ -132,7 +132,8 @@ async def bench_mindstore(h: Harness, messages: list[Any], window: int) -> dict[
     write = [s["write_sent"] - size for s, size in zip(cold, sizes)]
     worst = max(range(len(tail)), key=lambda i: warm[i])
     updates = commands[worst].by_name("update")
-    header_fields = sorted(k for k in (updates[0].update or {}).get("$set", {}) if not k.startswith("messages."))
+    header_fields = sorted(k for entries in (updates[0].update or {}).values() for k in entries
+                           if not k.startswith("messages."))  # $set, and $push for a truncated list
     reads = [sum(c.bytes_sent for c in log if c.name != "update") for log in cold_commands]
     return {**_summary(samples), "bytes_stored": len(bson.encode(raw)), "read_last_50_bytes": read["received"],
             "message_bson": round(statistics.mean(sizes)),

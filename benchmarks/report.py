@@ -91,6 +91,57 @@ def _context_tables(context: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _verbs_tables(verbs: dict[str, Any]) -> list[str]:
+    """Every verb's round trips and bytes beyond its message, warm and cold, beside the
+    figures of the code before (bench_verbs)."""
+    limit = verbs["limit_bytes"]
+    lines = [f"## What each verb costs ({verbs['backend']} backend)", "",
+             f"Bytes beyond the message: bytes sent minus the stored BSON of the appended messages (append "
+             f"verbs) or of the values set inside the message (verbs on the last message); limit {limit} B "
+             "for a warm append. Before: this module on the code before (commit "
+             f"{verbs['earlier']['this_module_before']['commit']}).", "",
+             "| verb | kind | message B | warm: round trips / beyond | cold: round trips / beyond "
+             "| before, warm | before, cold |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in verbs["verbs"]:
+        warm, cold, before = row["warm"], row["cold"], row.get("before") or {}
+        flag = " **over**" if row["kind"] == "append" and warm["beyond"] > limit else ""
+        was = (f"{before['warm_round_trips']} / {before['warm_beyond']:,}", f"{before['cold_round_trips']} / "
+               f"{before['cold_beyond']:,}") if before else ("-", "-")  # fmt: skip
+        lines.append(f"| {row['verb']} | {row['kind']} | {row['payload_bytes']:,} | {warm['round_trips']} / "
+                     f"{warm['beyond']:,}{flag} | {cold['round_trips']} / {cold['beyond']:,} | {was[0]} | {was[1]} |")  # fmt: skip
+    summary, before = verbs["summary"], verbs["earlier"]["this_module_before"]
+    issue = verbs["earlier"]["issue_20"]
+    lines += ["", "| | max beyond (verb) | mean beyond | max round trips | before: max / mean / trips |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for key, title in (("append_warm", "appends, warm"), ("append_cold", "appends, cold"),
+                       ("part_warm", "verbs on the last message, warm"),
+                       ("part_cold", "verbs on the last message, cold")):  # fmt: skip
+        row, was = summary[key], before.get(key)
+        earlier = f"{was['max_beyond']:,} / {was['mean_beyond']:,} / {was['max_round_trips']}" if was else "-"
+        lines.append(f"| {title} | {row['max_beyond']:,} ({row['max_beyond_verb']}) | {row['mean_beyond']:,} "
+                     f"| {row['max_round_trips']} | {earlier} |")  # fmt: skip
+    over = summary["append_warm"]["over_limit"]
+    lines += ["", f"Warm appends over {limit} B: {', '.join(over) if over else 'none'}. Issue 20 measured a warm "
+              f"append at {issue['warm_append_beyond']['mean']} B mean, {issue['warm_append_beyond']['max']} B max "
+              f"(cold {issue['cold_append_beyond']['min']:,}-{issue['cold_append_beyond']['max']:,} B, 2 round trips), and "
+              f"{issue['part_verbs']} (2 round trips).", "",
+              "| one assistant turn | deltas | stream writes | streamed: round trips / bytes sent "
+              "| add_message: round trips / bytes sent |", "|---|---|---|---|---|"]  # fmt: skip
+    for turn in verbs["turns"]:
+        streamed, plain = turn["streamed"], turn["add_message"]
+        lines.append(f"| deltas of {turn['delta']}, flush_bytes={turn['flush_bytes']} | {turn['deltas']} | "
+                     f"{turn['stream_writes']} | {streamed['round_trips']} / {streamed['bytes_sent']:,} | "
+                     f"{plain['round_trips']} / {plain['bytes_sent']:,} |")  # fmt: skip
+    words = before["turn_words"]
+    lines += ["", f"Before, word by word: streamed {words['streamed']['round_trips']} round trips / "
+              f"{words['streamed']['bytes_sent']:,} B, add_message {words['add_message']['round_trips']} / "
+              f"{words['add_message']['bytes_sent']:,} B. Issue 20: a streamed turn "
+              f"{issue['streamed_turn']['round_trips']} round trips / {issue['streamed_turn']['bytes_sent']:,} B "
+              f"against {issue['add_message_turn']['round_trips']} / {issue['add_message_turn']['bytes_sent']:,} B "
+              "with add_message.", "", "Notes:", *[f"- {note}" for note in verbs.get("notes", [])], ""]  # fmt: skip
+    return lines
+
+
 def markdown(document: dict[str, Any]) -> str:
     results = document["results"]
     lines = ["# mindstore benchmarks", "",
@@ -101,8 +152,10 @@ def markdown(document: dict[str, Any]) -> str:
         lines += _append_tables(results["append_compare"])
     if "context" in results:
         lines += _context_tables(results["context"])
+    if "verbs" in results:
+        lines += _verbs_tables(results["verbs"])
     for key, value in results.items():
-        if key in ("append_compare", "context"):
+        if key in ("append_compare", "context", "verbs"):
             continue
         lines += [f"## {key}", "", "```json", json.dumps(value, indent=2), "```", ""]
     if document["failures"]:

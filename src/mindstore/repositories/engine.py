@@ -62,8 +62,8 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 # Room kept for the header fields and the array's index keys, which `size_bytes` excludes:
 # title (<= 4,096 characters), metadata (<= 64 KiB), the scope stack and open calls.
 HEADER_BUDGET_BYTES = 192 * 1024
-WRITE_EXCLUDES = ("content", "metadata", "title")
-"""Task fields no plan reads: left out of the header read before a write."""
+PLAN_FIELDS: tuple[str, ...] = ("version", "updated_at", *STORED_HEADER_FIELDS, "tail")
+"""What a write plans from (with the last message); `tail` is an earlier version's field."""
 MAX_SLICE = 2**31 - 1
 """`$slice` takes a 32-bit count on a server: larger requests are clamped to it."""
 READ_FIELDS: tuple[str, ...] = (
@@ -230,16 +230,20 @@ class TaskEngine:
         """The task's fields without its messages; with `tail` (always for a `write`) also
         the last message, from which the header's tail is derived.
 
-        For a write, everything but the fields no plan needs (the task's content, metadata
-        and title; an exclusion projection is the shortest to send), which also brings a
-        `tail` field stored by an earlier version, so the write can drop it.
+        For a write, only what a plan reads (`PLAN_FIELDS`), including a `tail` field stored
+        by an earlier version, so the write can drop it. Inclusion projections only: the
+        embedded backend copies the whole document for an exclusion one.
         """
-        projection: dict[str, Any] = (
-            dict.fromkeys(WRITE_EXCLUDES, 0) if write else dict.fromkeys(READ_FIELDS, 1)
-        )
+        projection: dict[str, Any] = dict.fromkeys(PLAN_FIELDS if write else READ_FIELDS, 1)
         if tail or write:
             projection["messages"] = {"$slice": [-1, 1]}
         return await self._find_task(task_id, projection)
+
+    async def _scope_header(self, task_id: str) -> TaskHeader:
+        """The header without its tail (None), for reads that need the level, the open
+        calls or the configuration only: the last message, however large, stays on the
+        server."""
+        return header_from_document(await self._read_header_doc(task_id))
 
     async def _locate(
         self, task_id: str, message_id: str

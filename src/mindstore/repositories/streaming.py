@@ -15,8 +15,10 @@ equal to it once the block is left; a crash loses at most what arrived in the la
 `flush_ms`, and never more than `flush_bytes` bytes.
 
 While a stream is open, it owns the parts it grows; other verbs may still append parts
-to the message (a stream places each new part after reading the message, so it never
-overwrites one).
+to the message: a stream places each new part from the message as last seen (the header
+cache keeps the last message this process wrote; another writer in between moves the
+task's version, so the write matches nothing and is placed again after a read), so it
+never overwrites one.
 """
 
 from __future__ import annotations
