@@ -1,75 +1,62 @@
-"""The task repository's mutation engine: scope, plan, guard, retry, replay, header cache.
+"""The task repository's mutation engine: plan, guard, retry, replay, header cache.
 
-A verb reads the task header (a projection that leaves the message array on the server),
-asks the pure planner what to write, and applies the plan with one `update_one` whose
-filter pins the header `version` and, for patches, the id of each patched message. A lost
-race matches nothing: the verb re-reads and re-plans (bounded, jittered) and finally
-raises `Conflict`. Multi-message verbs (task entry, task exit with its tool answer) are a
-single update, so a reader never sees half of one.
+A verb takes the state it plans from (the header, the last message, the message it
+changes) from the header cache when this process wrote the task last, else from one read
+(`scope.TaskScope`), asks the pure planner what to write, and applies the plan with one
+`update_one` whose filter pins that state (`version` and `updated_at`). A lost race
+matches nothing: the verb re-reads and re-plans (bounded, jittered) and finally raises
+`Conflict`. Multi-message verbs (task entry, task exit with its tool answer) are a single
+update, so a reader never sees half of one.
 
 Within one process, writers to the same task queue on a per-task lock first, so the
 optimistic retry loop only pays for races with *other* processes.
-
-Scope is applied here, once, for every read and write: the stored key is
-``task_key(tenant, task_id)`` and, on an owner-scoped view, every filter also names the
-owner. Documents written before per-tenant keys (``_id`` = the bare task id) are adopted
-the first time a read misses them (`_adopt_legacy`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
-
-from mindstore.documents import (
-    DIALOG_NODES,
-    PAYLOADS,
-    TASKS,
-    header_from_document,
-    utcnow,
-)
-from mindstore.errors import (
-    Conflict,
-    MindstoreError,
-    NotFound,
-    TaskTooLarge,
-    ValidationError,
-)
-from mindstore.ids import check_key, check_name, legacy_key, task_key
-from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
+from mindstore.documents import header_from_document, utcnow
+from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
+from mindstore.ids import check_name
+from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
 from mindstore.model.storage_form import bson_size
 from mindstore.payloads import RESERVED_PREFIX, Offloader, find_markers, read_value
 from mindstore.pipelines import boundaries as pipelines
-from mindstore.repositories.feed import Notifier
-from mindstore.repositories.header_cache import CachedHeader, HeaderCache, apply_sets
+from mindstore.repositories.header_cache import CachedHeader, apply_sets
+from mindstore.repositories.scope import (
+    MAX_DOCUMENT_BYTES,
+    PLAN_FIELDS,
+    READ_FIELDS,
+    RetryPolicy,
+    TaskScope,
+)
 from mindstore.repositories.updates import build_task_update
-from mindstore.validation import check_owner
 
 logger = logging.getLogger(__name__)
 
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "MAX_SLICE",
+    "PLAN_FIELDS",
+    "READ_FIELDS",
+    "RetryPolicy",
+    "TaskEngine",
+    "document_estimate",
+]
+
 # Room kept for the header fields and the array's index keys, which `size_bytes` excludes:
 # title (<= 4,096 characters), metadata (<= 64 KiB), the scope stack and open calls.
 HEADER_BUDGET_BYTES = 192 * 1024
-PLAN_FIELDS: tuple[str, ...] = ("version", "updated_at", *STORED_HEADER_FIELDS, "tail")
-"""What a write plans from (with the last message); `tail` is an earlier version's field."""
 MAX_SLICE = 2**31 - 1
 """`$slice` takes a 32-bit count on a server: larger requests are clamped to it."""
-READ_FIELDS: tuple[str, ...] = (
-    "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
-    "metadata", *STORED_HEADER_FIELDS,
-)  # fmt: skip
 
 PlanFn = Callable[[TaskHeader, "dict[str, Any] | None", Offloader], Plan]
 """(header, located message or None, offloader) -> Plan."""
@@ -89,18 +76,6 @@ class _State:
     unset: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded optimistic retries with jittered exponential backoff."""
-
-    attempts: int = 30
-    base_delay: float = 0.0005
-    max_delay: float = 0.05
-
-    def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
-
-
 def document_estimate(header: TaskHeader) -> int:
     """Upper estimate of the stored document size: messages, their array keys, the header."""
     return header.size_bytes + header.seq * 8 + HEADER_BUDGET_BYTES
@@ -117,156 +92,9 @@ def _has_reserved(value: Any) -> bool:
     return False
 
 
-class TaskEngine:
-    """Plumbing shared by the task repository's reads and verbs (one tenant, one owner)."""
-
-    def __init__(
-        self,
-        database: Any,
-        tenant: str,
-        *,
-        owner: str | None = None,
-        locks: weakref.WeakValueDictionary[Any, asyncio.Lock] | None = None,
-        retry: RetryPolicy | None = None,
-        offload_threshold: int = 256 * 1024,
-        max_document_bytes: int = MAX_DOCUMENT_BYTES,
-        headers: HeaderCache | None = None,
-        notifier: Notifier | None = None,
-    ) -> None:
-        self.tenant = check_key(tenant, "tenant")
-        self.owner = check_owner(owner)
-        self.database = database
-        self._tasks = database[TASKS]
-        self._payloads = database[PAYLOADS]
-        self._nodes = database[DIALOG_NODES]
-        self._locks: weakref.WeakValueDictionary[Any, asyncio.Lock] = (
-            locks if locks is not None else weakref.WeakValueDictionary()
-        )
-        self.retry = retry or RetryPolicy()
-        self.offload_threshold = offload_threshold
-        self.max_document_bytes = max_document_bytes
-        self._headers = headers if headers is not None else HeaderCache()
-        self._notifier = notifier if notifier is not None else Notifier()
-
-    # ------------------------------------------------------------------ scope
-    def _lock(self, task_id: str) -> asyncio.Lock:
-        key = (self.tenant, task_id)
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        return lock
-
-    def _key(self, task_id: Any) -> str:
-        """The stored `_id` of one of this tenant's tasks (checks the id first)."""
-        return task_key(self.tenant, check_key(task_id, "task id"))
-
-    def _filter(self, task_id: Any) -> dict[str, Any]:
-        query: dict[str, Any] = {"_id": self._key(task_id), "tenant": self.tenant}
-        if self.owner is not None:
-            query["owner"] = self.owner
-        return query
-
-    def _not_found(self, task_id: str) -> NotFound:
-        return NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
-
-    def _offloader(self, task_id: str) -> Offloader:
-        return Offloader(task_id, self.offload_threshold, tenant=self.tenant)
-
-    async def _adopt_legacy(self, task_id: str) -> bool:
-        """Re-key a task stored before per-tenant ids (``_id`` = bare id) to its tenant key.
-
-        Copy first, then drop the old document, so a crash in between leaves both (the
-        next adoption, or `mindstore migrate`, finishes) and never neither. Its dialog
-        node moves the same way. True if this tenant had such a task.
-        """
-        old = {"_id": legacy_key(task_id), "tenant": self.tenant}
-        moved = False
-        for collection in (self._tasks, self._nodes):
-            document = await collection.find_one(old)
-            if document is None:
-                continue
-            document["_id"] = self._key(task_id)
-            with contextlib.suppress(DuplicateKeyError):  # adopted by a concurrent reader
-                await collection.insert_one(document)
-            await collection.delete_one(old)
-            moved = moved or collection is self._tasks
-        if moved:
-            logger.info("adopted legacy task %r of tenant %r", task_id, self.tenant)
-        return moved
-
-    async def _find_task(
-        self, task_id: str, projection: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """One task document (projected); NotFound outside this view's scope."""
-        query = self._filter(task_id)
-        document: dict[str, Any] | None = await self._tasks.find_one(query, projection)
-        if document is None and await self._adopt_legacy(task_id):
-            document = await self._tasks.find_one(query, projection)
-        if document is None:
-            raise self._not_found(task_id)
-        return document
-
-    async def _aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
-                              length: int | None = 1) -> list[dict[str, Any]]:  # fmt: skip
-        """Rows of a pipeline that starts by matching this task (filter from `_filter`).
-
-        No rows means no such task in scope (the pipelines here always yield a row for an
-        existing task), after adopting a legacy document if there is one.
-        """
-        query = self._filter(task_id)
-        rows: list[dict[str, Any]] = await (await self._tasks.aggregate(build(query))).to_list(
-            length=length
-        )
-        if not rows and await self._adopt_legacy(task_id):
-            rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
-        if not rows:
-            raise self._not_found(task_id)
-        return rows
-
-    async def _read_header_doc(
-        self, task_id: str, *, tail: bool = False, write: bool = False
-    ) -> dict[str, Any]:
-        """The task's fields without its messages; with `tail` (always for a `write`) also
-        the last message, from which the header's tail is derived.
-
-        For a write, only what a plan reads (`PLAN_FIELDS`), including a `tail` field stored
-        by an earlier version, so the write can drop it. Inclusion projections only: the
-        embedded backend copies the whole document for an exclusion one.
-        """
-        projection: dict[str, Any] = dict.fromkeys(PLAN_FIELDS if write else READ_FIELDS, 1)
-        if tail or write:
-            projection["messages"] = {"$slice": [-1, 1]}
-        return await self._find_task(task_id, projection)
-
-    async def _scope_header(self, task_id: str) -> TaskHeader:
-        """The header without its tail (None), for reads that need the level, the open
-        calls or the configuration only: the last message, however large, stays on the
-        server."""
-        return header_from_document(await self._read_header_doc(task_id))
-
-    async def _locate(
-        self, task_id: str, message_id: str
-    ) -> tuple[dict[str, Any], int, dict[str, Any]]:
-        """The header document (`_read_header_doc`) and one stored message with its index.
-
-        The last message comes with the header read. Another one is read by id with the
-        `locate_message_pipeline`, after the header: a write in between changes the
-        version, so the guarded update planned from both matches nothing and is retried.
-        """
-        check_name(message_id, "message id")
-        document = await self._read_header_doc(task_id, write=True)
-        tail = header_from_document(document).tail
-        if tail is not None and tail.id == message_id:
-            return document, tail.index, document["messages"][-1]
-        query = self._filter(task_id)
-        cursor = await self._tasks.aggregate(
-            pipelines.locate_message_pipeline(query, message_id, ())
-        )
-        rows = await cursor.to_list(length=1)
-        if not rows:
-            raise NotFound(f"no message {message_id!r} in task {task_id!r}")
-        return document, int(rows[0]["index"]), rows[0]["message"]
+class TaskEngine(TaskScope):
+    """The write loop and what it needs: decoding, replays, the header cache (one tenant,
+    one owner)."""
 
     async def _message_at(self, task_id: str, message_id: str) -> tuple[int, AnyMessage]:
         """(index, the message in its stored form): the last message this process wrote
