@@ -269,7 +269,7 @@ async def run(results: dict[str, Any], *, sizes: tuple[int, ...] = SIZES) -> Non
                 "on every update; bytes and round trips are the server-side cost",
                 "mindstore (warm, the table rows): the process wrote the task last, so the header is "
                 "cached and an append is one guarded update; cold (a process's first append to a "
-                "task, or after another process wrote it): a header read (projection, no messages), "
+                "task, or after another process wrote it): a header read (the header fields and the last message), "
                 "then the update. Both are measured on the same probe appends",
                 f"each store is prefilled with the same conversation (unrecorded) up to a turn boundary "
                 f"just below N - {3 * PROBE_TURNS}; then the same {PROBE_TURNS} probe turns (user message, "
