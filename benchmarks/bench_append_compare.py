@@ -41,6 +41,7 @@ import mindstore
 from benchmarks.conversation import PROBE_TURNS, with_probe
 from benchmarks.sync_recording import RecordingClient
 from mindstore.backends.recorder import CommandRecorder, RecorderListener
+from mindstore.ids import task_key
 from mindstore.model import planner as plans
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -125,7 +126,7 @@ async def bench_mindstore(h: Harness, messages: list[Any], window: int) -> dict[
     cold_tasks = mindstore.Store(h.store.backend, header_cache_size=0).scoped("bench").tasks
     _, cold, cold_commands = await _mindstore_appends(cold_tasks, h, prefix, tail)
     read = await _timed(h.recorder, lambda: tasks.tail(tid, LAST))
-    raw = await h.store.database["tasks"].find_one({"_id": tid})
+    raw = await h.store.database["tasks"].find_one({"_id": task_key("bench", tid)})
     sizes = [len(bson.encode(plans.stored_doc(m))) for m in tail]
     warm = [s["sent"] - size for s, size in zip(samples, sizes)]
     total = [s["sent"] - size for s, size in zip(cold, sizes)]
