@@ -41,6 +41,7 @@ import mindstore
 from benchmarks.conversation import PROBE_TURNS, with_probe
 from benchmarks.sync_recording import RecordingClient
 from mindstore.backends.recorder import CommandRecorder, RecorderListener
+from mindstore.ids import task_key
 from mindstore.model import planner as plans
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -125,14 +126,15 @@ async def bench_mindstore(h: Harness, messages: list[Any], window: int) -> dict[
     cold_tasks = mindstore.Store(h.store.backend, header_cache_size=0).scoped("bench").tasks
     _, cold, cold_commands = await _mindstore_appends(cold_tasks, h, prefix, tail)
     read = await _timed(h.recorder, lambda: tasks.tail(tid, LAST))
-    raw = await h.store.database["tasks"].find_one({"_id": tid})
+    raw = await h.store.database["tasks"].find_one({"_id": task_key("bench", tid)})
     sizes = [len(bson.encode(plans.stored_doc(m, tid))) for m in tail]
     warm = [s["sent"] - size for s, size in zip(samples, sizes)]
     total = [s["sent"] - size for s, size in zip(cold, sizes)]
     write = [s["write_sent"] - size for s, size in zip(cold, sizes)]
     worst = max(range(len(tail)), key=lambda i: warm[i])
     updates = commands[worst].by_name("update")
-    header_fields = sorted(k for k in (updates[0].update or {}).get("$set", {}) if not k.startswith("messages."))
+    header_fields = sorted(k for entries in (updates[0].update or {}).values() for k in entries
+                           if not k.startswith("messages."))  # $set, and $push for a truncated list
     reads = [sum(c.bytes_sent for c in log if c.name != "update") for log in cold_commands]
     return {**_summary(samples), "bytes_stored": len(bson.encode(raw)), "read_last_50_bytes": read["received"],
             "message_bson": round(statistics.mean(sizes)),
@@ -268,7 +270,7 @@ async def run(results: dict[str, Any], *, sizes: tuple[int, ...] = SIZES) -> Non
                 "on every update; bytes and round trips are the server-side cost",
                 "mindstore (warm, the table rows): the process wrote the task last, so the header is "
                 "cached and an append is one guarded update; cold (a process's first append to a "
-                "task, or after another process wrote it): a header read (projection, no messages), "
+                "task, or after another process wrote it): a header read (the header fields and the last message), "
                 "then the update. Both are measured on the same probe appends",
                 f"each store is prefilled with the same conversation (unrecorded) up to a turn boundary "
                 f"just below N - {3 * PROBE_TURNS}; then the same {PROBE_TURNS} probe turns (user message, "

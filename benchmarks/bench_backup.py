@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
+import importlib
 import json
 import sys
 import tempfile
@@ -95,6 +96,28 @@ async def _peak(coro: Any) -> tuple[Any, float, float]:
     return result, (peak - base) / MIB, (current - base) / MIB
 
 
+verify_module = importlib.import_module("mindstore.backup.verify")  # the module, not the function
+
+
+class _ParseCounter:
+    """Counts the Extended JSON parses of backup records during one restore (the
+    `decode_line` that the reading pass calls), to show each record is decoded once."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.original = verify_module.decode_line
+
+        def counting(line: Any) -> Any:
+            self.count += 1
+            return self.original(line)
+
+        verify_module.decode_line = counting  # type: ignore[assignment]
+
+    def stop(self) -> int:
+        verify_module.decode_line = self.original  # type: ignore[assignment]
+        return self.count
+
+
 async def _store() -> Any:
     return await mindstore.connect("embedded", database=f"bench_{uuid.uuid4().hex[:8]}")
 
@@ -114,8 +137,12 @@ async def run(results: dict[str, Any], *, messages: int = 100_000) -> None:
             await verify(root / "b")
             verify_s = time.perf_counter() - start
             target = await _store()
+            parses = _ParseCounter()
             start = time.perf_counter()
-            report = await restore(target, root / "b")
+            try:
+                report = await restore(target, root / "b")
+            finally:
+                restore_parses = parses.stop()
             restore_s = time.perf_counter() - start
             start = time.perf_counter()
             again = await restore(target, root / "b", mode="overwrite")  # all unchanged
@@ -154,6 +181,8 @@ async def run(results: dict[str, Any], *, messages: int = 100_000) -> None:
         "restore_s": round(restore_s, 2),
         "restore_messages_per_s": round(total_messages / restore_s),
         "restore_again_unchanged_s": round(restore_again_s, 2),
+        "restore_record_parses": restore_parses,
+        "restore_parses_per_record": round(restore_parses / sum(manifest.counts.values()), 2),
         "backup_peak_mib": round(backup_peak, 1),
         "backup_peak_mib_small": round(backup_small_peak, 1),
         "small_tenant_messages": shape["small_tasks"] * PER_TASK,

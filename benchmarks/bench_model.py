@@ -300,7 +300,7 @@ async def run(results: dict[str, Any], *, messages: int = 10_000) -> None:
     story = conversation(messages)
     workloads = {
         "mixed_message_dicts": _stored(data),
-        "conversation": _stored([stored_doc(message) for message in story]),
+        "conversation": _stored([stored_doc(message, message.task_id) for message in story]),
     }
     ballast = [{"n": i, "tags": [i]} for i in range(BALLAST_CONTAINERS // 2)]
     gc.collect()

@@ -113,7 +113,124 @@ def _storage_table(storage: dict[str, Any]) -> list[str]:
               f"null fields {saved['null']:,} B, fields at their default {saved['default']:,} B, "
               f"the per-message task id {saved['task_id']:,} B.", "",
               "Notes:", *[f"- {note}" for note in storage.get("notes", [])], ""]  # fmt: skip
+
+
+def _verbs_tables(verbs: dict[str, Any]) -> list[str]:
+    """Every verb's round trips and bytes beyond its message, warm and cold, beside the
+    figures of the code before (bench_verbs)."""
+    limit = verbs["limit_bytes"]
+    lines = [f"## What each verb costs ({verbs['backend']} backend)", "",
+             f"Bytes beyond the message: bytes sent minus the stored BSON of the appended messages (append "
+             f"verbs) or of the values set inside the message (verbs on the last message); limit {limit} B "
+             "for a warm append. Before: this module on the code before (commit "
+             f"{verbs['earlier']['this_module_before']['commit']}).", "",
+             "| verb | kind | message B | warm: round trips / beyond | cold: round trips / beyond "
+             "| before, warm | before, cold |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in verbs["verbs"]:
+        warm, cold, before = row["warm"], row["cold"], row.get("before") or {}
+        flag = " **over**" if row["kind"] == "append" and warm["beyond"] > limit else ""
+        was = (f"{before['warm_round_trips']} / {before['warm_beyond']:,}", f"{before['cold_round_trips']} / "
+               f"{before['cold_beyond']:,}") if before else ("-", "-")  # fmt: skip
+        lines.append(f"| {row['verb']} | {row['kind']} | {row['payload_bytes']:,} | {warm['round_trips']} / "
+                     f"{warm['beyond']:,}{flag} | {cold['round_trips']} / {cold['beyond']:,} | {was[0]} | {was[1]} |")  # fmt: skip
+    summary, before = verbs["summary"], verbs["earlier"]["this_module_before"]
+    issue = verbs["earlier"]["issue_20"]
+    lines += ["", "| | max beyond (verb) | mean beyond | max round trips | before: max / mean / trips |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for key, title in (("append_warm", "appends, warm"), ("append_cold", "appends, cold"),
+                       ("part_warm", "verbs on the last message, warm"),
+                       ("part_cold", "verbs on the last message, cold")):  # fmt: skip
+        row, was = summary[key], before.get(key)
+        earlier = f"{was['max_beyond']:,} / {was['mean_beyond']:,} / {was['max_round_trips']}" if was else "-"
+        lines.append(f"| {title} | {row['max_beyond']:,} ({row['max_beyond_verb']}) | {row['mean_beyond']:,} "
+                     f"| {row['max_round_trips']} | {earlier} |")  # fmt: skip
+    over = summary["append_warm"]["over_limit"]
+    lines += ["", f"Warm appends over {limit} B: {', '.join(over) if over else 'none'}. Issue 20 measured a warm "
+              f"append at {issue['warm_append_beyond']['mean']} B mean, {issue['warm_append_beyond']['max']} B max "
+              f"(cold {issue['cold_append_beyond']['min']:,}-{issue['cold_append_beyond']['max']:,} B, 2 round trips), and "
+              f"{issue['part_verbs']} (2 round trips).", "",
+              "| one assistant turn | deltas | stream writes | streamed: round trips / bytes sent "
+              "| add_message: round trips / bytes sent |", "|---|---|---|---|---|"]  # fmt: skip
+    for turn in verbs["turns"]:
+        streamed, plain = turn["streamed"], turn["add_message"]
+        lines.append(f"| deltas of {turn['delta']}, flush_bytes={turn['flush_bytes']} | {turn['deltas']} | "
+                     f"{turn['stream_writes']} | {streamed['round_trips']} / {streamed['bytes_sent']:,} | "
+                     f"{plain['round_trips']} / {plain['bytes_sent']:,} |")  # fmt: skip
+    words = before["turn_words"]
+    lines += ["", f"Before, word by word: streamed {words['streamed']['round_trips']} round trips / "
+              f"{words['streamed']['bytes_sent']:,} B, add_message {words['add_message']['round_trips']} / "
+              f"{words['add_message']['bytes_sent']:,} B. Issue 20: a streamed turn "
+              f"{issue['streamed_turn']['round_trips']} round trips / {issue['streamed_turn']['bytes_sent']:,} B "
+              f"against {issue['add_message_turn']['round_trips']} / {issue['add_message_turn']['bytes_sent']:,} B "
+              "with add_message.", "", "Notes:", *[f"- {note}" for note in verbs.get("notes", [])], ""]  # fmt: skip
     return lines
+
+
+def _get(tree: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(tree, dict) or key not in tree:
+            return None
+        tree = tree[key]
+    return tree
+
+
+def _verdict(ok: Any) -> str:
+    return "-" if ok is None else ("met" if ok else "**not met**")
+
+
+def _lean_goals(results: dict[str, Any]) -> list[str]:
+    """Lean storage and faster reads: each goal, the earlier figure beside this run's."""
+    rows: list[tuple[str, str, str, Any]] = []
+    storage = results.get("storage")
+    if storage:
+        ours, peer = storage["rows"]["mindstore"], storage["rows"]["langchain_mongodb_history"]
+        rows.append(("stored bytes, 80-turn conversation: <= 1.1x the payload, below LangChain's history",
+                     f"{ours['before']['ratio_to_payload']}x (earlier form, same run); 1.49x measured in the issue",
+                     f"{ours['ratio_to_payload']}x ({ours['bytes_stored']:,} B); LangChain {peer['ratio_to_payload']}x",
+                     storage["meets_goal"]["at_most_goal_ratio"] and storage["meets_goal"]["below_langchain_history"]))  # fmt: skip
+    verbs = results.get("verbs")
+    if verbs:
+        warm, before = verbs["summary"]["append_warm"], _get(verbs, "earlier", "this_module_before", "append_warm")
+        rows.append(("every append verb, warm: <= message + 512 B (max), one round trip",
+                     f"max {before['max_beyond']:,} B, {before['max_round_trips']} round trips" if before else "-",
+                     f"max {warm['max_beyond']:,} B ({warm['max_beyond_verb']}), {warm['max_round_trips']} round trip(s)",
+                     warm["max_beyond"] <= verbs["limit_bytes"] and warm["max_round_trips"] == 1))  # fmt: skip
+        part, before = verbs["summary"]["part_warm"], _get(verbs, "earlier", "this_module_before", "part_warm")
+        rows.append(("part verbs on the last message, warm: one round trip",
+                     f"{before['max_round_trips']} round trips" if before else "-",
+                     f"{part['max_round_trips']} round trip(s), max {part['max_beyond']:,} B beyond the values set",
+                     part["max_round_trips"] == 1))  # fmt: skip
+    read = _get(results, "model", "read")
+    if read:
+        conv = read["conversation"]
+        rows.append(("10,000 realistic messages parsed and validated, collector on: median < 150 ms",
+                     f"{conv['former_read']['median_ms']:,} ms (former path, same run)",
+                     f"{conv['current_read']['median_ms']:,} ms (CPU {conv['current_read']['cpu_median_ms']:,} ms); "
+                     f"without the collector pause {conv['current_read_without_collector_pause']['median_ms']:,} ms",
+                     conv["within_target"]))  # fmt: skip
+        e2e = read["tasks_messages_end_to_end"]
+        rows.append(("tasks.messages() of 10,000: one decode pass",
+                     f"{e2e['former_passes']} (former, same run)", f"{e2e['current_passes']}; "
+                     f"{e2e['current']['median_ms']:,} ms vs {e2e['former']['median_ms']:,} ms end to end",
+                     None))  # fmt: skip
+    backup = results.get("backup")
+    if backup and "restore_parses_per_record" in backup:
+        rows.append(("restore decodes each record once", "2 (issue)",
+                     f"{backup['restore_parses_per_record']} ({backup['restore_record_parses']:,} records)",
+                     backup["restore_parses_per_record"] == 1))  # fmt: skip
+    embedded = results.get("embedded")
+    if embedded:
+        (key,) = [k for k in embedded if k.startswith("ratio_")]
+        ratio = embedded[key]
+        rows.append(("embedded backend: append at 10,000 messages <= 5x an append at 100",
+                     f"{ratio['old']}x (mongomock's update, same run)", f"{ratio['fast']}x",
+                     embedded["within_goal"]))  # fmt: skip
+    if not rows:
+        return []
+    lines = ["## Lean storage and faster reads: the goals", "",
+             "| goal | earlier | this run | |", "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {goal} | {earlier} | {now} | {_verdict(ok)} |" for goal, earlier, now, ok in rows]
+    return lines + ["", "Details in the sections below; `-` in the last column: a figure, not a pass/fail goal.", ""]
 
 
 def markdown(document: dict[str, Any]) -> str:
@@ -122,14 +239,17 @@ def markdown(document: dict[str, Any]) -> str:
              f"Run {document['created']} (Python {document['python']}, {document['machine']}"
              f"{', quick sizes' if document['quick'] else ''}). Reproduce: `scripts/bench`"
              " (add `--quick` for smaller sizes). Ratios are peer / mindstore, measured in the same run.", ""]  # fmt: skip
+    lines += _lean_goals(results)
     if "append_compare" in results:
         lines += _append_tables(results["append_compare"])
     if "context" in results:
         lines += _context_tables(results["context"])
     if "storage" in results:
         lines += _storage_table(results["storage"])
+    if "verbs" in results:
+        lines += _verbs_tables(results["verbs"])
     for key, value in results.items():
-        if key in ("append_compare", "context", "storage"):
+        if key in ("append_compare", "context", "storage", "verbs"):
             continue
         lines += [f"## {key}", "", "```json", json.dumps(value, indent=2), "```", ""]
     if document["failures"]:

@@ -143,7 +143,7 @@ FORGERIES: list[tuple[str, Edit, str]] = [
     ("task size_bytes", _first("tasks", size_bytes=1), "size_bytes"),
     ("task usage", _first("tasks", usage={"tokens_in": 10**12, "tokens_out": 0, "cache_reads": 0,
                                           "cache_writes": 0, "cost": 0.0}), "usage"),
-    ("task tail", _first("tasks", tail=None), "tail"),
+    ("task usage short keys", _first("tasks", usage={"in": 10**12}), "usage"),
     ("task open sub-task", _first("tasks", scope_stack=[{"entry_id": "x", "index": 0}]), "scope_stack"),
     ("task state", _first("tasks", state="pwned"), "state"),
     ("message id expression", _message("id", "$$m.scope"), "message 0 id"),

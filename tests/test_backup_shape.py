@@ -216,8 +216,8 @@ def _forged(field: str, value) -> dict:
     ("usage", {"tokens_in": 5, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0, "cost": float("nan")}, "usage"),
     ("open_tool_calls", [], "open_tool_calls"),
     ("scope_stack", [{"entry_id": "m0", "index": 0}], "scope_stack"),
-    ("tail", None, "tail"),
-    ("tail", {"index": 0, "id": "m0", "role": "plugin", "started_ts": 0, "finished": True}, "tail"),
+    ("usage", {"in": 5, "cost": 0.25, "out": 10**9}, "usage"),  # the short keys stored now
+    ("scope_stack", [{"entry_id": "m0", "index": 0, "fallback": True}], "scope_stack"),
     ("last_model_name", "gpt-forged", "last_model_name"),
     ("messages.0.scope", "$$m.scope", "scope/depth"),
     ("messages.1.depth", 3, "scope/depth"),
@@ -232,6 +232,13 @@ def _forged(field: str, value) -> dict:
 def test_a_header_that_disagrees_with_the_messages_is_refused(field, value, match):
     check_task(_forged("title", "fine"))  # the unforged record passes
     _refused(check_task, _forged(field, value), match)
+
+
+def test_a_tail_field_of_an_earlier_version_is_ignored():
+    """The tail is derived from the last message now: a stored `tail` (written by an earlier
+    version, or forged) decides nothing, so it is neither checked nor trusted."""
+    for tail in (None, {"index": 0, "id": "m0", "role": "plugin", "started_ts": 0, "finished": True}):
+        check_task(_forged("tail", tail))
 
 
 def test_messages_that_do_not_parse_are_refused():

@@ -178,7 +178,12 @@ async def test_part_updates_arrive_as_updates(store):
                 return
 
     watcher = asyncio.ensure_future(watch())
-    await asyncio.sleep(0)
+    # the parts must come after the watcher has read the message once: a part verb is one
+    # write now, so two of them could land before a watcher that has not read yet runs
+    for _ in range(10_000):
+        if events:
+            break
+        await asyncio.sleep(0.001)
     await acme.tasks.add_text_part(task.id, reply.id, "Hel")
     await acme.tasks.add_text_part(task.id, reply.id, "lo")
     await asyncio.wait_for(watcher, timeout=10)

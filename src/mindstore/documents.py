@@ -23,9 +23,11 @@ from pymongo import IndexModel
 
 from mindstore.ids import task_key
 from mindstore.model.dialog import DialogNode
-from mindstore.model.header import HEADER_FIELDS, TaskHeader
+from mindstore.model.header import TaskHeader, header_from_stored, stored_header, tail_of
+from mindstore.model.messages import UnknownMessage
 from mindstore.model.planner import stored_doc
 from mindstore.model.task import Task
+from mindstore.payloads import read_value
 
 TASKS = "tasks"
 DIALOG_NODES = "dialog_nodes"
@@ -287,12 +289,31 @@ DOCUMENT_MODELS: list[type[Document]] = [
 
 
 def header_to_fields(header: TaskHeader) -> dict[str, Any]:
-    """The header as top-level task document fields."""
-    return header.to_dict()
+    """The header as top-level task document fields (`stored_header`: no tail, compact)."""
+    return stored_header(header)
+
+
+TAIL_KEYS = ("id", "role", "started_ts", "finished_ts")
+"""What the header's tail takes from the last stored message."""
 
 
 def header_from_document(document: dict[str, Any]) -> TaskHeader:
-    return TaskHeader.model_validate({k: document[k] for k in HEADER_FIELDS if k in document})
+    """The header of a task document read with (at least) its last message (`$slice: -1`);
+    read without messages (a listing), its tail is None.
+
+    The tail comes from the last message's stored fields, read as an unknown message reads
+    them (escapes removed), so a malformed message elsewhere never fails a header read."""
+    messages = document.get("messages")
+    seq = document.get("seq", 0)
+    tail = None
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        last = messages[-1]
+        view = UnknownMessage.model_validate(
+            {k: read_value(last[k], {}) for k in TAIL_KEYS if k in last}
+        )
+        if isinstance(seq, int) and seq > 0:
+            tail = tail_of(seq - 1, view)
+    return header_from_stored(document, tail)
 
 
 def node_document(

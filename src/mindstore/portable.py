@@ -50,6 +50,8 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$in": "id lists: payload lookups, dialog subtrees, erase/restore chunks; also the "
     "aggregation form in the context view's exclusion list",
     "$nin": "exactly-once append guard (`messages.id` not among the new ids), updates.py",
+    "$all": "a compression message's referenced ids must all be stored: the same filter as "
+    "the append guard (`messages.id`), so checking them costs no read, updates.py",
     "$exists": "dialogs.repair() finds half-made forks by their marker",
     "$gt": "keyset pages over _id (backup export, erase) and `updated_after` in list(); in "
     "analytics `{$gt: [x, null]}` inside `$cond` tests 'present and not null' (a fork "

@@ -13,12 +13,15 @@ act on the target database is refused:
 * no top-level key starts with ``$`` (the server refuses such documents, half-way
   through a restore);
 * a task's header agrees with its messages: it is recomputed from the messages with the
-  planner (`derive_header`), and every header field, and each message's ``scope`` and
-  ``depth``, must equal the recomputed value. A forged ``seq`` would otherwise make the
-  task unwritable after the restore. Messages may be in the lean stored form or in the
-  form written before it (every field written out, docs/data-model.md); ``size_bytes``
-  is the messages' exact BSON size, or, once a message of the earlier form was patched,
-  at most that message's full form above it (`size_allowance`);
+  planner (`derive_header`), and every stored header field (read as the repositories read
+  it, `header_from_stored`), and each message's ``scope`` and ``depth``, must equal the
+  recomputed value. A forged ``seq`` would otherwise make the task unwritable after the
+  restore. The tail is not stored (it is the last message); a ``tail`` field left by an
+  earlier version is ignored, as the repositories ignore it. Messages may be in the lean
+  stored form or in the form written before it (every field written out,
+  docs/data-model.md); ``size_bytes`` is the messages' exact BSON size, or, once a message
+  of the earlier form was patched, at most that message's full form above it
+  (`size_allowance`);
 * every payload marker inside a task's messages is a well-formed payload id (that the
   payload itself is in the backup is checked by `verify`, which sees all files).
 
@@ -38,7 +41,7 @@ import bson
 
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name, task_key
-from mindstore.model.header import HEADER_FIELDS, TaskHeader, TaskState
+from mindstore.model.header import STORED_HEADER_FIELDS, TaskState, header_from_stored
 from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
 from mindstore.model.planner import derive_header, full_stored_doc, parse_stored, stored_doc
@@ -257,7 +260,7 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]],
     except MindstoreError as exc:
         raise ShapeError(f"messages do not form a valid history: {exc}") from None
     try:
-        stored = TaskHeader.model_validate({k: record[k] for k in HEADER_FIELDS if k in record})
+        stored = header_from_stored(record)
     except Exception as exc:  # pydantic's ValidationError
         first = str(exc).splitlines()[0]
         raise ShapeError(f"header fields are malformed: {first}") from None
@@ -267,7 +270,7 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]],
                 f"message {index} scope/depth ({_shown(message.get('scope'))}, "
                 f"{_shown(message.get('depth'))}) do not match its level"
             )
-    for field in HEADER_FIELDS:
+    for field in STORED_HEADER_FIELDS:
         if field == "size_bytes":
             if not _size_matches(stored.size_bytes, task_id, raw, parsed):
                 raise ShapeError(

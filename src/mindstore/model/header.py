@@ -6,15 +6,36 @@ sub-task frames (innermost last), the open tool calls, the tail message's timing
 model of the current configuration, the running size and the usage roll-ups. It is folded
 forward by `Planner.append` message by message, so the in-memory `Task` and the stored
 document derive it the same way.
+
+The stored form (`stored_header` / `header_from_stored`) is smaller than the model, because
+every append rewrites part of it and those bytes travel with every message:
+
+* the tail is not stored: it describes the last message, which a header read fetches
+  anyway (`$slice: -1`), so it is derived from that message (`tail_of`), and its index is
+  `seq - 1`. A `tail` field left by an earlier version is ignored;
+* sub-documents leave out the fields at their defaults (an empty `entry_tools`, a null
+  `fallback`, a zero counter, ...): they read back the same;
+* a sub-task frame names its `trigger` and `fallback` by the call id while the call is
+  open (the call itself is in `open_tool_calls`), and a `fallback` that is the trigger
+  (the usual case: the call right before the entry) as `fallback: true`; a frame with a
+  trigger leaves out `trigger_recorded` (only a recorded entry has one);
+* `usage` uses short keys (`in`, `out`, `cr`, `cw`, `cost`): an assistant turn sets three
+  of them on every append. The long keys of an earlier version are read where no short
+  one is stored;
+* a tool call's `message_id` (the message holding it) is no longer recorded: the version
+  guard already pins the array the plan was made from, and it was only the guard of the
+  answer's flag patch. One found in an older document reads as empty.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 from pydantic import Field
 
-from mindstore.model.base import Model
+from mindstore.model.base import JSON, Model
 
 
 class TaskState(str, Enum):
@@ -55,6 +76,7 @@ class ToolCallRef(Model):
     index: int
     part: int
     message_id: str = ""
+    """Not recorded any more (see the module docstring); empty."""
 
 
 class ScopeFrame(Model):
@@ -151,3 +173,135 @@ class TaskHeader(Model):
 
 
 HEADER_FIELDS: tuple[str, ...] = tuple(TaskHeader.model_fields)
+STORED_HEADER_FIELDS: tuple[str, ...] = tuple(name for name in HEADER_FIELDS if name != "tail")
+"""The header fields a task document holds (the tail is derived from the last message)."""
+
+
+def tail_of(index: int, message: Any) -> Tail:
+    """The tail a header keeps for `message` stored at `index` (as `Planner.append` folds it)."""
+    role = message.role
+    return Tail(
+        index=index,
+        id=message.id,
+        role=role if isinstance(role, str) else None,
+        started_ts=message.started_ts,
+        finished=message.finished_ts is not None,
+    )
+
+
+def _compact(model: Model) -> JSON:
+    """A sub-document without the fields at their defaults (they read back the same)."""
+    document = model.model_dump(mode="python", by_alias=True, exclude_defaults=True)
+    for name, value in document.items():
+        if isinstance(value, dict) and isinstance(getattr(model, name, None), Model):
+            document[name] = _compact(getattr(model, name))
+    return document
+
+
+def _ref(ref: ToolCallRef) -> JSON:
+    document = _compact(ref)
+    document.pop("message_id", None)
+    return document
+
+
+def _frame(frame: ScopeFrame, open_calls: Mapping[str, JSON]) -> JSON:
+    document = _compact(frame)
+    for name in ("fallback", "trigger"):
+        ref = getattr(frame, name)
+        if ref is not None:
+            document[name] = _ref(ref)
+    if "fallback" in document and document["fallback"] == document.get("trigger"):
+        document["fallback"] = True
+    for name in ("fallback", "trigger"):
+        value = document.get(name)
+        if isinstance(value, dict) and open_calls.get(value["id"]) == value:
+            document[name] = value["id"]
+    if frame.trigger is not None:  # only a recorded entry has a trigger
+        document.pop("trigger_recorded", None)
+    return document
+
+
+USAGE_KEYS: dict[str, str] = {
+    "tokens_in": "in",
+    "tokens_out": "out",
+    "cache_reads": "cr",
+    "cache_writes": "cw",
+    "cost": "cost",
+}
+"""UsageTotals field -> its stored key."""
+
+
+def _usage(usage: UsageTotals) -> JSON:
+    return {USAGE_KEYS[name]: value for name, value in usage if value}
+
+
+def _read_usage(stored: Any) -> Any:
+    """Stored usage (short keys, or an earlier version's long ones) -> UsageTotals input."""
+    if not isinstance(stored, Mapping):
+        return stored  # malformed: validation names it
+    values = {name: stored[name] for name in USAGE_KEYS if name in stored}
+    values.update({name: stored[key] for name, key in USAGE_KEYS.items() if key in stored})
+    return values
+
+
+def _read_frame(stored: Any, open_calls: Mapping[str, Any]) -> Any:
+    """A stored frame with its calls written out: a call id names an open call, `fallback:
+    true` the trigger (an id that names no open call is left for validation to refuse)."""
+    if not isinstance(stored, Mapping):
+        return stored
+    frame = dict(stored)
+    for name in ("trigger", "fallback"):
+        value = frame.get(name)
+        if isinstance(value, str) and value in open_calls:
+            frame[name] = open_calls[value]
+    if frame.get("fallback") is True:
+        frame["fallback"] = frame.get("trigger")
+    if frame.get("trigger") is not None:
+        frame.setdefault("trigger_recorded", True)
+    return frame
+
+
+def stored_header(header: TaskHeader) -> JSON:
+    """The header fields of a task document (see the module docstring for what is left out)."""
+    calls = [_ref(ref) for ref in header.open_tool_calls]
+    open_calls = {call["id"]: call for call in calls}
+    return {
+        "seq": header.seq,
+        "size_bytes": header.size_bytes,
+        "scope_stack": [_frame(frame, open_calls) for frame in header.scope_stack],
+        "open_tool_calls": calls,
+        "root_config_index": header.root_config_index,
+        "root_model_name": header.root_model_name,
+        "root_entry_tools": list(header.root_entry_tools),
+        "last_config_index": header.last_config_index,
+        "last_model_name": header.last_model_name,
+        "usage": _usage(header.usage),
+    }
+
+
+def header_from_stored(fields: Mapping[str, Any], tail: Tail | None = None) -> TaskHeader:
+    """The header from a task document's fields and its tail (`tail_of` the last message;
+    None for an empty task, or when the document was read without its last message).
+
+    Raises pydantic's `ValidationError` for malformed fields, as model validation does.
+    """
+    data = {name: fields[name] for name in STORED_HEADER_FIELDS if name in fields}
+    if "usage" in data:
+        data["usage"] = _read_usage(data["usage"])
+    if isinstance(data.get("scope_stack"), list):
+        calls = data.get("open_tool_calls")
+        open_calls = {
+            call["id"]: call
+            for call in (calls if isinstance(calls, list) else [])
+            if isinstance(call, Mapping) and isinstance(call.get("id"), str)
+        }
+        data["scope_stack"] = [_read_frame(frame, open_calls) for frame in data["scope_stack"]]
+    header = TaskHeader.model_validate(data)
+    for ref in header.open_tool_calls:
+        ref.message_id = ""
+    for frame in header.scope_stack:
+        for kept in (frame.fallback, frame.trigger):
+            if kept is not None:
+                kept.message_id = ""
+    header.tail = tail
+    return header

@@ -394,7 +394,6 @@ class Planner:
             name=part.tool_name,
             index=index,
             part=position,
-            message_id=message_id,
         )
         self.header.open_tool_calls.append(ref)
         for frame in self.header.scope_stack:

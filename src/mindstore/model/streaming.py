@@ -178,7 +178,8 @@ def plan_stream_write(
     """One write of everything the stream holds that the store does not: the plan, the
     message as it will be stored, and the content index given to each new part (keyed
     by its position in `state.parts`). `message` is the stored message (for a write that
-    places parts: read just before, so a part appended by someone else is not overwritten)."""
+    places parts: as of the state the write is pinned to, read or cached, so a part
+    appended by someone else is never overwritten)."""
     old = check_streamable(message)
     new = old.model_copy(deep=True)
     planner = Planner(header, task_id, transform=transform)

@@ -1,88 +1,80 @@
-"""The task repository's mutation engine: scope, plan, guard, retry, replay, header cache.
+"""The task repository's mutation engine: plan, guard, retry, replay, header cache.
 
-A verb reads the task header (a projection that leaves the message array on the server),
-asks the pure planner what to write, and applies the plan with one `update_one` whose
-filter pins the header `version` and, for patches, the id of each patched message. A lost
-race matches nothing: the verb re-reads and re-plans (bounded, jittered) and finally
-raises `Conflict`. Multi-message verbs (task entry, task exit with its tool answer) are a
-single update, so a reader never sees half of one.
+A verb takes the state it plans from (the header, the last message, the message it
+changes) from the header cache when this process wrote the task last, else from one read
+(`scope.TaskScope`), asks the pure planner what to write, and applies the plan with one
+`update_one` whose filter pins that state (`version` and `updated_at`). A lost race
+matches nothing: the verb re-reads and re-plans (bounded, jittered) and finally raises
+`Conflict`. Multi-message verbs (task entry, task exit with its tool answer) are a single
+update, so a reader never sees half of one.
 
 Within one process, writers to the same task queue on a per-task lock first, so the
 optimistic retry loop only pays for races with *other* processes.
-
-Scope is applied here, once, for every read and write: the stored key is
-``task_key(tenant, task_id)`` and, on an owner-scoped view, every filter also names the
-owner. Documents written before per-tenant keys (``_id`` = the bare task id) are adopted
-the first time a read misses them (`_adopt_legacy`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
-
-from mindstore.documents import (
-    DIALOG_NODES,
-    PAYLOADS,
-    TASKS,
-    header_from_document,
-    utcnow,
-)
-from mindstore.errors import (
-    Conflict,
-    MindstoreError,
-    NotFound,
-    TaskTooLarge,
-    ValidationError,
-)
-from mindstore.ids import check_key, check_name, legacy_key, task_key
-from mindstore.model.header import HEADER_FIELDS, TaskHeader
+from mindstore.documents import header_from_document, utcnow
+from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
+from mindstore.ids import check_name
+from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
+from mindstore.model.storage_form import bson_size
 from mindstore.model.stored_read import read_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.pipelines import boundaries as pipelines
-from mindstore.repositories.feed import Notifier
-from mindstore.repositories.header_cache import CachedHeader, HeaderCache
+from mindstore.repositories.header_cache import CachedHeader, apply_sets
+from mindstore.repositories.scope import (
+    MAX_DOCUMENT_BYTES,
+    PLAN_FIELDS,
+    READ_FIELDS,
+    RetryPolicy,
+    TaskScope,
+)
 from mindstore.repositories.updates import build_task_update
-from mindstore.validation import check_owner
 
 logger = logging.getLogger(__name__)
 
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "MAX_SLICE",
+    "PLAN_FIELDS",
+    "READ_FIELDS",
+    "RetryPolicy",
+    "TaskEngine",
+    "document_estimate",
+]
+
 # Room kept for the header fields and the array's index keys, which `size_bytes` excludes:
 # title (<= 4,096 characters), metadata (<= 64 KiB), the scope stack and open calls.
 HEADER_BUDGET_BYTES = 192 * 1024
 MAX_SLICE = 2**31 - 1
 """`$slice` takes a 32-bit count on a server: larger requests are clamped to it."""
-READ_FIELDS: tuple[str, ...] = (
-    "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
-    "metadata", *HEADER_FIELDS,
-)  # fmt: skip
 
 PlanFn = Callable[[TaskHeader, "dict[str, Any] | None", Offloader], Plan]
 """(header, located message or None, offloader) -> Plan."""
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded optimistic retries with jittered exponential backoff."""
+class _State:
+    """What a verb plans from: the task state at `version` (and `updated_at`, which the
+    write pins with it), the stored last message, and the message a part verb changes."""
 
-    attempts: int = 30
-    base_delay: float = 0.0005
-    max_delay: float = 0.05
-
-    def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
+    version: int
+    updated_at: datetime | None
+    header: TaskHeader
+    tail: dict[str, Any] | None
+    located: tuple[int, dict[str, Any]] | None = None
+    cached: bool = False
+    unset: tuple[str, ...] = ()
 
 
 def document_estimate(header: TaskHeader) -> int:
@@ -101,146 +93,26 @@ def _has_reserved(value: Any) -> bool:
     return False
 
 
-class TaskEngine:
-    """Plumbing shared by the task repository's reads and verbs (one tenant, one owner)."""
+class TaskEngine(TaskScope):
+    """The write loop and what it needs: decoding, replays, the header cache (one tenant,
+    one owner)."""
 
-    def __init__(
-        self,
-        database: Any,
-        tenant: str,
-        *,
-        owner: str | None = None,
-        locks: weakref.WeakValueDictionary[Any, asyncio.Lock] | None = None,
-        retry: RetryPolicy | None = None,
-        offload_threshold: int = 256 * 1024,
-        max_document_bytes: int = MAX_DOCUMENT_BYTES,
-        headers: HeaderCache | None = None,
-        notifier: Notifier | None = None,
-    ) -> None:
-        self.tenant = check_key(tenant, "tenant")
-        self.owner = check_owner(owner)
-        self.database = database
-        self._tasks = database[TASKS]
-        self._payloads = database[PAYLOADS]
-        self._nodes = database[DIALOG_NODES]
-        self._locks: weakref.WeakValueDictionary[Any, asyncio.Lock] = (
-            locks if locks is not None else weakref.WeakValueDictionary()
-        )
-        self.retry = retry or RetryPolicy()
-        self.offload_threshold = offload_threshold
-        self.max_document_bytes = max_document_bytes
-        self._headers = headers if headers is not None else HeaderCache()
-        self._notifier = notifier if notifier is not None else Notifier()
-
-    # ------------------------------------------------------------------ scope
-    def _lock(self, task_id: str) -> asyncio.Lock:
-        key = (self.tenant, task_id)
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        return lock
-
-    def _key(self, task_id: Any) -> str:
-        """The stored `_id` of one of this tenant's tasks (checks the id first)."""
-        return task_key(self.tenant, check_key(task_id, "task id"))
-
-    def _filter(self, task_id: Any) -> dict[str, Any]:
-        query: dict[str, Any] = {"_id": self._key(task_id), "tenant": self.tenant}
-        if self.owner is not None:
-            query["owner"] = self.owner
-        return query
-
-    def _not_found(self, task_id: str) -> NotFound:
-        return NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
-
-    def _offloader(self, task_id: str) -> Offloader:
-        return Offloader(task_id, self.offload_threshold, tenant=self.tenant)
-
-    async def _adopt_legacy(self, task_id: str) -> bool:
-        """Re-key a task stored before per-tenant ids (``_id`` = bare id) to its tenant key.
-
-        Copy first, then drop the old document, so a crash in between leaves both (the
-        next adoption, or `mindstore migrate`, finishes) and never neither. Its dialog
-        node moves the same way. True if this tenant had such a task.
-        """
-        old = {"_id": legacy_key(task_id), "tenant": self.tenant}
-        moved = False
-        for collection in (self._tasks, self._nodes):
-            document = await collection.find_one(old)
-            if document is None:
-                continue
-            document["_id"] = self._key(task_id)
-            with contextlib.suppress(DuplicateKeyError):  # adopted by a concurrent reader
-                await collection.insert_one(document)
-            await collection.delete_one(old)
-            moved = moved or collection is self._tasks
-        if moved:
-            logger.info("adopted legacy task %r of tenant %r", task_id, self.tenant)
-        return moved
-
-    async def _find_task(
-        self, task_id: str, projection: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """One task document (projected); NotFound outside this view's scope."""
-        query = self._filter(task_id)
-        document: dict[str, Any] | None = await self._tasks.find_one(query, projection)
-        if document is None and await self._adopt_legacy(task_id):
-            document = await self._tasks.find_one(query, projection)
-        if document is None:
-            raise self._not_found(task_id)
-        return document
-
-    async def _aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
-                              length: int | None = 1) -> list[dict[str, Any]]:  # fmt: skip
-        """Rows of a pipeline that starts by matching this task (filter from `_filter`).
-
-        No rows means no such task in scope (the pipelines here always yield a row for an
-        existing task), after adopting a legacy document if there is one.
-        """
-        query = self._filter(task_id)
-        rows: list[dict[str, Any]] = await (await self._tasks.aggregate(build(query))).to_list(
-            length=length
-        )
-        if not rows and await self._adopt_legacy(task_id):
-            rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
-        if not rows:
-            raise self._not_found(task_id)
-        return rows
-
-    async def _read_header_doc(self, task_id: str, *, tail: bool = False) -> dict[str, Any]:
-        projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
-        if tail:
-            projection["messages"] = {"$slice": [-1, 1]}
-        return await self._find_task(task_id, projection)
-
-    async def _locate(
-        self, task_id: str, message_id: str
-    ) -> tuple[dict[str, Any], int, AnyMessage]:
-        """The header and one message (with its index) from the same document snapshot."""
+    async def _message_at(self, task_id: str, message_id: str) -> tuple[int, AnyMessage]:
+        """(index, the message in its stored form): the last message this process wrote
+        comes from the header cache, anything else is read."""
         check_name(message_id, "message id")
-        document = await self._read_header_doc(task_id, tail=True)
-        tail = document.get("tail") or {}
-        if tail.get("id") == message_id and document.get("messages"):
-            return document, tail["index"], self._decode_raw(document["messages"], task_id)[0]
-        query = self._filter(task_id)
-        cursor = await self._tasks.aggregate(
-            pipelines.locate_message_pipeline(query, message_id, READ_FIELDS)
-        )
-        rows = await cursor.to_list(length=1)
-        if not rows:
-            raise NotFound(f"no message {message_id!r} in task {task_id!r}")
-        row = rows[0]
-        row["_id"] = query["_id"]
-        return row, int(row["index"]), self._decode_raw([row["message"]], task_id)[0]
+        entry = self._headers.get((self.tenant, task_id))
+        known = entry.tail_document(message_id) if entry is not None else None
+        if known is None:
+            _document, index, raw = await self._locate(task_id, message_id)
+            known = index, raw
+        return known[0], self._decode_raw([known[1]], task_id)[0]
 
     # ------------------------------------------------------------------ decoding
-    def _decode_raw(
-        self, documents: list[dict[str, Any]], task_id: str | None = None
-    ) -> list[AnyMessage]:
+    def _decode_raw(self, documents: list[dict[str, Any]], task_id: str) -> list[AnyMessage]:
         """Stored message documents -> messages in their stored form (for planning only:
         markers and escaped strings stay as stored, so a patch's size is computed on the
-        same form as the stored document; task ids filled back when `task_id` is given)."""
+        same form as the stored document; the task ids the lean form left out filled back)."""
         return parse_stored(documents, task_id=task_id)
 
     async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
@@ -324,6 +196,15 @@ class TaskEngine:
             raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
         return stored
 
+    async def _check_required(self, task_id: str, ids: Sequence[str]) -> None:
+        """After a write that matched nothing: was a message it requires missing?"""
+        wanted = set(ids)
+        if wanted and await self._count_stored_ids(task_id, wanted) < len(wanted):
+            raise ValidationError(
+                "compressed_message_ids / kept_message_ids name messages "
+                "that the task does not hold"
+            )
+
     async def _count_stored_ids(self, task_id: str, ids: set[str]) -> int:
         """How many of `ids` the task holds (one number travels back, not the messages)."""
 
@@ -341,14 +222,76 @@ class TaskEngine:
         return int(rows[0]["found"])
 
     def _remember(
-        self, task_id: str, version: int, updated_at: datetime, header: TaskHeader
+        self,
+        task_id: str,
+        version: int,
+        updated_at: datetime,
+        header: TaskHeader,
+        tail: dict[str, Any] | None = None,
     ) -> None:
-        self._headers.put((self.tenant, task_id), CachedHeader(version, updated_at, header))
+        size = bson_size(tail) if tail is not None else 0
+        entry = CachedHeader(version, updated_at, header, tail, size)
+        self._headers.put((self.tenant, task_id), entry)
 
     def _forget(self, task_id: str) -> None:
         self._headers.forget((self.tenant, task_id))
 
     # ------------------------------------------------------------------ the write loop
+    def _cached_state(self, task_id: str, locate: str | None) -> _State | None:
+        """The state this process last wrote, if it knows all the verb needs (for a verb
+        on a message: that it is the last message, whose stored form the entry keeps)."""
+        entry = self._headers.get((self.tenant, task_id))
+        if entry is None:
+            return None
+        located = None
+        if locate is not None:
+            known = entry.tail_document(locate)
+            if known is None:
+                return None
+            located = (known[0], known[1])
+        return _State(entry.version, entry.updated_at, entry.header, entry.tail, located, True)
+
+    async def _read_state(self, task_id: str, locate: str | None) -> _State:
+        """The state as stored: one read of the header and the last message (for a verb on
+        an earlier message, one more read of that message)."""
+        located = None
+        if locate is None:
+            document = await self._read_header_doc(task_id, write=True)
+        else:
+            document, index, raw = await self._locate(task_id, locate)
+            located = (index, raw)
+        stored = document.get("messages") or []
+        return _State(
+            version=document.get("version", 0),
+            updated_at=document.get("updated_at"),
+            header=header_from_document(document),
+            tail=stored[-1] if stored else None,
+            located=located,
+            cached=False,
+            unset=("tail",) if "tail" in document else (),
+        )
+
+    @staticmethod
+    def _next_tail(
+        plan: Plan, update: dict[str, dict[str, Any]], state: _State
+    ) -> dict[str, Any] | None:
+        """The stored form of the last message after this write, when it is known: the
+        last appended document, or the previous one with this write's `$set` and `$unset`
+        paths applied (a lean patch removes a field set back to its default)."""
+        if plan.appended_docs:
+            return plan.appended_docs[-1]
+        tail, before = plan.header.tail, state.header.tail
+        if state.tail is None or tail is None or before is None or before.index != tail.index:
+            return None
+        prefix = f"messages.{tail.index}."
+
+        def inside(entries: dict[str, Any]) -> dict[str, Any]:
+            return {k[len(prefix) :]: v for k, v in entries.items() if k.startswith(prefix)}
+
+        return apply_sets(
+            state.tail, inside(update.get("$set", {})), inside(update.get("$unset", {}))
+        )
+
     async def _mutate(
         self,
         task_id: str,
@@ -357,35 +300,41 @@ class TaskEngine:
         locate: str | None = None,
         explicit_ids: Sequence[str | None] = (),
         on_replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
+        also_guard: Sequence[str | None] = (),
+        require_ids: Sequence[str] = (),
     ) -> Any:
         """Plan from the header, apply one guarded update; retry lost races; detect replays.
 
-        The header is the one this process last wrote (`HeaderCache`) when it has it, else
-        a fresh read. A cached header is only a guess: if planning from it fails or the
-        guarded update matches nothing, it is dropped and the verb goes on from a read.
+        `explicit_ids`: the message ids the caller named, which make a repeated call a
+        replay; `also_guard`: other caller-named ids the exactly-once guard must hold
+        (an exit's answer id), without taking part in replay detection; `require_ids`:
+        stored messages the write refers to (the filter requires them, and a write that
+        matches nothing because one is missing raises `ValidationError`).
+
+        The state planned from (header, and for a verb on a message that message) is the
+        one this process last wrote (`HeaderCache`) when it has it, else a fresh read. A
+        cached state is only a guess: if planning from it fails or the guarded update
+        matches nothing, it is dropped and the verb goes on from a read.
         """
         key = self._key(task_id)
         ids = [check_name(i, "message id") for i in explicit_ids if i is not None]
+        guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
         async with self._lock(task_id):
             attempt = 0
             while attempt < self.retry.attempts:
-                cached = self._headers.get((self.tenant, task_id)) if locate is None else None
-                located: dict[str, Any] | None = None
-                if cached is not None:
-                    document: dict[str, Any] = {"version": cached.version}
-                    header = cached.header
-                elif locate is not None:
-                    document, index, message = await self._locate(task_id, locate)
-                    located = {"index": index, "message": message}
-                    header = header_from_document(document)
-                else:
-                    document = await self._read_header_doc(task_id)
-                    header = header_from_document(document)
+                state = self._cached_state(task_id, locate)
+                if state is None:
+                    state = await self._read_state(task_id, locate)
+                located = None
+                if state.located is not None:
+                    index, raw = state.located
+                    located = {"index": index, "message": self._decode_raw([raw], task_id)[0]}
+                header = state.header
                 offloader = self._offloader(task_id)
                 try:
                     plan = plan_fn(header, located, offloader)
                 except MindstoreError:
-                    if cached is not None:  # maybe stale: decide on what is stored
+                    if state.cached:  # maybe stale: decide on what is stored
                         self._forget(task_id)
                         continue
                     replay = await self._replayed(task_id, ids)
@@ -395,36 +344,36 @@ class TaskEngine:
                 if plan.is_empty:
                     return plan.result
                 if document_estimate(plan.header) > self.max_document_bytes:
-                    if cached is not None:
+                    if state.cached:
                         self._forget(task_id)
                         continue
                     added = plan.header.size_bytes - header.size_bytes
                     raise TaskTooLarge(task_id, header.size_bytes, added, self.max_document_bytes)
                 now = utcnow()
-                version = document.get("version", 0)
                 query, update = build_task_update(
-                    plan, key=key, tenant=self.tenant, version=version, now=now,
-                    transform=offloader.transform_value,
+                    plan, key=key, tenant=self.tenant, version=state.version,
+                    updated_at=state.updated_at, now=now, transform=offloader.transform_value,
+                    guard_ids=guard, require_ids=require_ids, unset=state.unset,
                 )  # fmt: skip
-                if cached is not None:
-                    query["updated_at"] = cached.updated_at
                 if self.owner is not None:
                     query["owner"] = self.owner
                 await self._store_payloads(task_id, offloader)
                 try:
                     result = await self._tasks.update_one(query, update)
                 except BaseException:
-                    self._forget(task_id)  # applied or not, the cached header is now a guess
+                    self._forget(task_id)  # applied or not, the cached state is now a guess
                     raise
                 if result.matched_count == 1:
-                    self._remember(task_id, version + 1, now, plan.header)
+                    tail = self._next_tail(plan, update, state)
+                    self._remember(task_id, state.version + 1, now, plan.header, tail)
                     self._notifier.notify((self.tenant, task_id))
                     return plan.result
                 self._forget(task_id)
                 replay = await self._replayed(task_id, ids or plan.new_ids)
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
-                if cached is None:  # a cache miss is not a lost race: no backoff for it
+                await self._check_required(task_id, require_ids)
+                if not state.cached:  # a cache miss is not a lost race: no backoff for it
                     logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
                                  task_id, attempt + 1, self.retry.attempts)  # fmt: skip
                     await asyncio.sleep(self.retry.delay(attempt))
@@ -443,6 +392,8 @@ class TaskEngine:
         *args: Any,
         ids: Sequence[str | None] = (),
         replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
+        also_guard: Sequence[str | None] = (),
+        require_ids: Sequence[str] = (),
         **kwargs: Any,
     ) -> Any:
         def plan(header: TaskHeader, _located: Any, offloader: Offloader) -> Plan:
@@ -453,7 +404,10 @@ class TaskEngine:
         if replay is None and ids:
             first = ids[0]
             replay = (lambda stored: stored.get(first)) if first else None
-        return await self._mutate(task_id, plan, explicit_ids=ids, on_replay=replay)
+        return await self._mutate(
+            task_id, plan, explicit_ids=ids, on_replay=replay, also_guard=also_guard,
+            require_ids=require_ids,
+        )  # fmt: skip
 
     async def _part_verb(
         self,

@@ -9,13 +9,25 @@ the task in between, the guard matches nothing and the repository re-reads, exac
 after a lost race. `updated_at` in the guard closes the ABA gap a counter alone leaves:
 a task deleted and re-created under the same id (or restored from an older backup) can
 reach the same `version` again, but not the same millisecond the cached write stamped.
+
+An entry also keeps the stored form of the task's last message as that write left it
+(`tail`), so a verb that changes the last message (`add_text_part`, a stream's next
+part, `finish_assistant_message`) plans from it without reading the message either. It is
+the message's exact stored document (the appended document, or the previous one with the
+write's `$set` paths applied), dropped with the header. Memory stays bounded: a message
+larger than `MAX_TAIL_BYTES` is not kept, and the kept ones together stay under
+`tail_budget` bytes (the least recently written tasks lose theirs first; their next verb
+on the last message reads it, as it would without a cache).
 """
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from mindstore.model.header import TaskHeader
 
@@ -23,20 +35,85 @@ CacheKey = tuple[str, str]
 """(tenant, task id)"""
 
 
+MAX_TAIL_BYTES = 64 * 1024
+"""The largest last message an entry keeps (BSON bytes)."""
+TAIL_BUDGET_BYTES = 32 * 1024 * 1024
+"""What the kept last messages of all entries may hold together (BSON bytes)."""
+
+
 @dataclass(frozen=True)
 class CachedHeader:
     version: int
     updated_at: datetime
     header: TaskHeader
+    tail: dict[str, Any] | None = None
+    """The stored document of the message at `header.tail.index` (None: not known)."""
+    tail_bytes: int = 0
+    """Its BSON size."""
+
+    def tail_document(self, message_id: str) -> tuple[int, dict[str, Any]] | None:
+        """(index, a copy of the stored document) when `message_id` is the last message and
+        its stored form is known."""
+        tail = self.header.tail
+        if self.tail is None or tail is None or tail.id != message_id:
+            return None
+        return tail.index, copy.deepcopy(self.tail)
+
+
+def apply_sets(
+    document: Mapping[str, Any], sets: Mapping[str, Any], unsets: Iterable[str] = ()
+) -> dict[str, Any] | None:
+    """A copy of a stored document with `$set` and `$unset` paths (relative to it) applied
+    as MongoDB applies them, or None for a path this does not model (a list index past the
+    end, a step into a scalar, an `$unset` inside a list): the caller then forgets the
+    document rather than guess."""
+    result = copy.deepcopy(dict(document))
+    for path in unsets:
+        *steps, last = path.split(".")
+        parent: Any = result
+        for step in steps:
+            if isinstance(parent, dict):
+                parent = parent.get(step)
+            elif isinstance(parent, list) and step.isdigit() and int(step) < len(parent):
+                parent = parent[int(step)]
+            else:
+                return None
+        if isinstance(parent, dict):
+            parent.pop(last, None)
+        elif parent is not None:
+            return None  # `$unset` of a list item leaves a null there: not modelled
+    for path, value in sets.items():
+        *steps, last = path.split(".")
+        target: Any = result
+        for step in steps:
+            if isinstance(target, dict):
+                target = target.setdefault(step, {})
+            elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
+                target = target[int(step)]
+            else:
+                return None
+        if isinstance(target, dict):
+            target[last] = copy.deepcopy(value)
+        elif isinstance(target, list) and last.isdigit() and int(last) <= len(target):
+            if int(last) == len(target):
+                target.append(copy.deepcopy(value))
+            else:
+                target[int(last)] = copy.deepcopy(value)
+        else:
+            return None
+    return result
 
 
 class HeaderCache:
     """A bounded LRU map; `capacity` 0 turns caching off (every write reads first)."""
 
-    def __init__(self, capacity: int = 10_000) -> None:
+    def __init__(self, capacity: int = 10_000, tail_budget: int = TAIL_BUDGET_BYTES) -> None:
         if capacity < 0:
             raise ValueError("capacity must be >= 0")
         self.capacity = capacity
+        self.tail_budget = tail_budget
+        self.tail_bytes = 0
+        """BSON bytes of the last messages kept now."""
         self._entries: OrderedDict[CacheKey, CachedHeader] = OrderedDict()
 
     def get(self, key: CacheKey) -> CachedHeader | None:
@@ -48,13 +125,26 @@ class HeaderCache:
     def put(self, key: CacheKey, entry: CachedHeader) -> None:
         if not self.capacity:
             return
+        if entry.tail is not None and entry.tail_bytes > min(MAX_TAIL_BYTES, self.tail_budget):
+            entry = replace(entry, tail=None, tail_bytes=0)
+        self.forget(key)
         self._entries[key] = entry
-        self._entries.move_to_end(key)
+        self.tail_bytes += entry.tail_bytes
         while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+            _key, dropped = self._entries.popitem(last=False)
+            self.tail_bytes -= dropped.tail_bytes
+        if self.tail_bytes > self.tail_budget:
+            for older, kept in list(self._entries.items()):  # least recently written first
+                if self.tail_bytes <= self.tail_budget:
+                    break
+                if kept.tail is not None:
+                    self._entries[older] = replace(kept, tail=None, tail_bytes=0)
+                    self.tail_bytes -= kept.tail_bytes
 
     def forget(self, key: CacheKey) -> None:
-        self._entries.pop(key, None)
+        dropped = self._entries.pop(key, None)
+        if dropped is not None:
+            self.tail_bytes -= dropped.tail_bytes
 
     def __len__(self) -> int:
         return len(self._entries)

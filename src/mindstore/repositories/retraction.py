@@ -51,7 +51,7 @@ class Retraction(TaskReads):
                 stored = document.get("messages") or []
                 if header.seq == 0 or not stored:
                     return None
-                last = self._decode_raw([stored[-1]])[0]
+                last = self._decode_raw([stored[-1]], task_id)[0]
                 if expected_id is not None and last.id != expected_id:
                     if await self._count_stored_ids(task_id, {expected_id}) == 0:
                         return None  # retracted already: a replay
@@ -67,7 +67,7 @@ class Retraction(TaskReads):
                     if calls
                     else []
                 )
-                previous = self._decode_raw([stored[-2]])[0] if len(stored) == 2 else None
+                previous = self._decode_raw([stored[-2]], task_id)[0] if len(stored) == 2 else None
                 plan = retract.plan_retract(header, last, bson_size(stored[-1]), previous, reopen)
                 now = utcnow()
                 version = document.get("version", 0)
@@ -108,6 +108,6 @@ class Retraction(TaskReads):
         ]
         rows = await (await self._tasks.aggregate(pipeline)).to_list(length=None)
         return [
-            {"index": int(row["index"]), "message": self._decode_raw([row["message"]])[0]}
+            {"index": int(row["index"]), "message": self._decode_raw([row["message"]], task_id)[0]}
             for row in rows
         ]

@@ -15,8 +15,10 @@ equal to it once the block is left; a crash loses at most what arrived in the la
 `flush_ms`, and never more than `flush_bytes` bytes.
 
 While a stream is open, it owns the parts it grows; other verbs may still append parts
-to the message (a stream places each new part after reading the message, so it never
-overwrites one).
+to the message: a stream places each new part from the message as last seen (the header
+cache keeps the last message this process wrote; another writer in between moves the
+task's version, so the write matches nothing and is placed again after a read), so it
+never overwrites one.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class MessageStream:
         if self.message_id is None:
             created = await self.tasks.add_assistant_message(self.task_id)
             self.message_id = created.id
-        _document, index, message = await self.tasks._locate(self.task_id, self.message_id)
+        index, message = await self.tasks._message_at(self.task_id, self.message_id)
         self._message, self._index = check_streamable(message), index
         return self
 

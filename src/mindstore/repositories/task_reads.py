@@ -52,7 +52,7 @@ class TaskReads(TaskEngine):
         return TaskRecord.from_document(document, header_from_document(document))
 
     async def header(self, task_id: str) -> TaskHeader:
-        return header_from_document(await self._read_header_doc(task_id))
+        return header_from_document(await self._read_header_doc(task_id, tail=True))
 
     async def load(self, task_id: str) -> Task:
         """The whole task in memory (the Mind Map `Task`), e.g. to run Mind Map code over it."""
@@ -205,7 +205,7 @@ class TaskReads(TaskEngine):
 
     # ------------------------------------------------------------------ levels
     async def current_task_level(self, task_id: str) -> int:
-        return (await self.header(task_id)).level
+        return (await self._scope_header(task_id)).level
 
     async def level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
         """The messages of one level: `scope` is the entry id of a sub-task, None the root."""
@@ -220,11 +220,11 @@ class TaskReads(TaskEngine):
         return await self._decode(task_id, rows[0]["messages"])
 
     async def current_task_messages(self, task_id: str) -> builtins.list[AnyMessage]:
-        header = await self.header(task_id)
+        header = await self._scope_header(task_id)
         return await self._level_messages(task_id, header.current_scope)
 
     async def find_current_task_boundaries(self, task_id: str) -> tuple[int | None, int | None]:
-        header = await self.header(task_id)
+        header = await self._scope_header(task_id)
         if not header.scope_stack:
             return 0, None
         return header.scope_stack[-1].index, None
@@ -272,7 +272,7 @@ class TaskReads(TaskEngine):
         minus compression messages and minus what that checkpoint dropped; the tool results
         it stubbed come back as skeletons (see `mindstore.compression.view`).
         """
-        header = await self.header(task_id)
+        header = await self._scope_header(task_id)
         scope = header.current_scope
         rows = await self._aggregate_task(
             task_id, lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope)
@@ -295,7 +295,7 @@ class TaskReads(TaskEngine):
         return header, latest, await self._decode(task_id, rows[0]["messages"])
 
     async def current_task_config(self, task_id: str) -> TaskConfigPart:
-        header = await self.header(task_id)
+        header = await self._scope_header(task_id)
         location = header.current_config_index()
         if location is None:
             raise MissingConfig(f"task {task_id!r} has no task configuration")

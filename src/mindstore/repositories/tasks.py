@@ -16,7 +16,7 @@ from typing import Any, Unpack
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import header_from_document, utcnow
+from mindstore.documents import header_from_document, header_to_fields, utcnow
 from mindstore.errors import Conflict, TaskTooLarge, ValidationError
 from mindstore.ids import check_key, check_name, task_key
 from mindstore.model import planner as plans
@@ -145,7 +145,7 @@ class TaskRepository(ContentLifecycle):
             "updated_at": now,
             "version": 0,
             "metadata": escape_keys(metadata) if metadata is not None else None,
-            **plan.header.to_dict(),
+            **header_to_fields(plan.header),
             "messages": plan.appended_docs,
         }
         size = bson_size({key: value for key, value in document.items() if key != "messages"})
@@ -160,7 +160,9 @@ class TaskRepository(ContentLifecycle):
             await self._tasks.insert_one(document)
         except DuplicateKeyError as exc:
             raise Conflict(f"task id {task_id!r} is already in use") from exc
-        self._remember(task_id, 0, now, plan.header)
+        self._remember(
+            task_id, 0, now, plan.header, plan.appended_docs[-1] if plan.appended_docs else None
+        )
         return TaskRecord.from_document(document, plan.header)
 
     async def import_task(
@@ -330,16 +332,12 @@ class TaskRepository(ContentLifecycle):
         timestamp: float | None = None,
         message_id: str | None = None,
     ) -> AnyMessage:
+        # the ids must be stored: the write's filter requires them (`$all`), no read first
         referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
-        if referenced and await self._count_stored_ids(task_id, referenced) < len(referenced):
-            raise ValidationError(
-                "compressed_message_ids / kept_message_ids name messages "
-                "that the task does not hold"
-            )
         return await self._verb(
             task_id, plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
             compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
-            ids=[message_id],
+            ids=[message_id], require_ids=sorted(referenced),
         )  # fmt: skip
 
     async def answer_tool_call(
@@ -387,7 +385,7 @@ class TaskRepository(ContentLifecycle):
         )
         result = await self._verb(
             task_id, plans.plan_add_task_exit, handoff_description, payload_key, timestamp,
-            exit_id, result_message_id, ids=[exit_id],
+            exit_id, result_message_id, ids=[exit_id], also_guard=[result_message_id],
             replay=lambda stored: _Replayed(stored[exit_id]) if exit_id in stored else None,
         )  # fmt: skip
         if isinstance(result, _Replayed):

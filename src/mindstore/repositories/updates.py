@@ -6,23 +6,39 @@ rejects an update that touches `messages` and `messages.7.finished_ts` together
 (conflicting paths); mongomock accepts it, so the trap only shows on a real server. The
 array is append-only and `seq` is its length under the version guard, so setting index
 `seq` appends, and every path in the update is disjoint.
+
+Every byte of the update travels with every append, so the header's changes are sent in
+their smallest form (`header_changes`): a sub-document's changed fields as dotted paths, a
+list that grew by setting the new items at their indexes (`field.<n>`, as messages are
+appended), a list that lost its last items by `$push`
+with an empty `$each` and a `$slice` (the portable truncation), one changed list item as
+`field.<i>`, whichever encodes smallest. The filter pins the document state the plan was
+made from: `version` and `updated_at` (a counter alone can repeat after a delete and
+re-create, a timestamp pins the incarnation). Under that pin the message array is exactly
+the one planned from, so patches carry no per-message id guard of their own.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from mindstore.errors import MindstoreError
-from mindstore.model.header import TaskHeader
+from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, stored_header
 from mindstore.model.lean_form import lean_value
 from mindstore.model.planner import ABSENT, FROM_VALUE, Patch, Plan
 from mindstore.model.storage_form import element_size, escape_keys
 
 ValueTransform = Callable[[Any, str, str], Any]
 """(stored value, message id, path inside the message) -> value actually written."""
+
+Update = dict[str, dict[str, Any]]
+"""{operator: {path: value}}, e.g. {"$set": {...}, "$push": {...}}."""
+
+OPERATOR_BYTES = 12
+"""An operator's own sub-document in an update (`"$push": {...}`): type, name, length, end."""
 
 
 def stored_value(value: Any) -> Any:
@@ -37,8 +53,11 @@ def patch_value(patch: Patch) -> Any:
 
 
 def check_disjoint(paths: list[str]) -> None:
-    """Refuse an update whose paths overlap; MongoDB would reject it (see module doc)."""
-    ordered = sorted(paths)
+    """Refuse an update whose paths overlap; MongoDB would reject it (see module doc).
+
+    Paths are compared by their components: sorted as text, `a.1-x` would fall between
+    `a.1` and `a.1.id` and hide that overlap."""
+    ordered = sorted(paths, key=lambda path: path.split("."))
     for first, second in itertools.pairwise(ordered):
         if first == second or second.startswith(first + "."):
             raise MindstoreError(
@@ -46,35 +65,75 @@ def check_disjoint(paths: list[str]) -> None:
             )
 
 
-def _smaller_of(key: str, old: Any, new: Any) -> dict[str, Any]:
-    """`key: new`, or `key.sub: value` for just the changed entries of a sub-document when
-    that encodes smaller (usage after one turn changes 3 of its 5 counters). Dotted
-    entries are used only when both sides have the same keys, so nothing needs `$unset`."""
-    whole = {key: new}
-    if not (isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys()):
-        return whole
-    dotted = {f"{key}.{sub}": value for sub, value in new.items() if old[sub] != value}
-    if sum(element_size(k, v) for k, v in dotted.items()) < element_size(key, new):
-        return dotted
-    return whole
+def _size(update: Update) -> int:
+    return sum(
+        OPERATOR_BYTES + sum(element_size(path, value) for path, value in entries.items())
+        for entries in update.values()
+    )
+
+
+def _dict_options(key: str, old: Any, new: Any) -> list[Update]:
+    """`key: new`, or just the changed entries of a sub-document as `key.sub: value` (a
+    missing entry reads as its default, so setting one never needs `$unset`)."""
+    options: list[Update] = [{"$set": {key: new}}]
+    if isinstance(old, dict) and isinstance(new, dict) and new.keys() >= old.keys():
+        dotted = {f"{key}.{sub}": value for sub, value in new.items() if old.get(sub) != value}
+        options.append({"$set": dotted})
+    return options
+
+
+def _list_options(key: str, old: list[Any], new: list[Any]) -> list[Update]:
+    """Ways to turn the stored list `old` into `new`: set it whole; push what was added at
+    its end; truncate it to a prefix; set the items that changed in place."""
+    options: list[Update] = [{"$set": {key: new}}]
+    if len(new) > len(old) and new[: len(old)] == old:
+        # as messages are appended: setting the index at the end grows the array by one
+        options.append({"$set": {f"{key}.{i}": new[i] for i in range(len(old), len(new))}})
+    elif len(new) < len(old) and old[: len(new)] == new:
+        options.append({"$push": {key: {"$each": [], "$slice": len(new)}}})
+    elif len(new) == len(old):
+        items: dict[str, Any] = {}
+        for index, (before, after) in enumerate(zip(old, new, strict=True)):
+            if before != after:
+                smallest = min(_dict_options(f"{key}.{index}", before, after), key=_size)
+                items.update(smallest["$set"])
+        options.append({"$set": items})
+    return options
+
+
+def header_changes(before: TaskHeader, after: TaskHeader) -> Update:
+    """The stored header fields a plan changed, each in its smallest encoding."""
+    old, new = stored_header(before), stored_header(after)
+    update: Update = {}
+    for key in STORED_HEADER_FIELDS:
+        if old[key] == new[key]:
+            continue
+        if isinstance(old[key], list) and isinstance(new[key], list):
+            options = _list_options(key, old[key], new[key])
+        else:
+            options = _dict_options(key, old[key], new[key])
+        for operator, entries in min(options, key=_size).items():
+            update.setdefault(operator, {}).update(entries)
+    return update
 
 
 def changed_header_fields(before: TaskHeader, after: TaskHeader) -> dict[str, Any]:
-    """The header fields a plan changed, as compact `$set` entries."""
-    old, new = before.to_dict(), after.to_dict()
+    """The header fields a plan changed, as `$set` entries only (for writes that add their
+    own `$push`, such as retracting the last message)."""
+    old, new = stored_header(before), stored_header(after)
     sets: dict[str, Any] = {}
-    for key, value in new.items():
-        if old.get(key) != value:
-            sets.update(_smaller_of(key, old.get(key), value))
+    for key in STORED_HEADER_FIELDS:
+        if old[key] != new[key]:
+            sets.update(min(_dict_options(key, old[key], new[key]), key=_size)["$set"])
     return sets
 
 
-def exactly_once_guard(new_ids: list[str]) -> dict[str, Any]:
-    """Match only if none of the new message ids is stored yet (`$ne` for one id is the
+def exactly_once_guard(ids: Sequence[str]) -> dict[str, Any]:
+    """Match only if none of these message ids is stored yet (`$ne` for one id is the
     same test as `$nin`, and 9 bytes shorter on every single-message append)."""
-    if len(new_ids) == 1:
-        return {"$ne": new_ids[0]}
-    return {"$nin": new_ids}
+    if len(ids) == 1:
+        return {"$ne": ids[0]}
+    return {"$nin": list(ids)}
 
 
 def build_task_update(
@@ -83,25 +142,40 @@ def build_task_update(
     key: str,
     tenant: str,
     version: int,
+    updated_at: datetime | None,
     now: datetime,
     transform: ValueTransform | None = None,
-    extra_set: dict[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(filter, update) for one plan, guarded by version, message ids and patch targets.
+    guard_ids: Sequence[str] = (),
+    require_ids: Sequence[str] = (),
+    unset: Sequence[str] = (),
+) -> tuple[dict[str, Any], Update]:
+    """(filter, update) for one plan, pinned to the document state it was planned from.
 
-    A patch that sets a field back to its default removes it (`$unset`), so the stored
-    message stays in its lean form and `size_bytes` (planned on that form) stays exact."""
-    query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version}
+    `guard_ids`: the appended ids a caller named (a replay of the call carries them
+    again); the exactly-once guard holds them and the first appended id. Ids the planner
+    generates for the other messages of one write (a sub-task entry's config and context
+    messages) are fresh, so the guard leaves them out. `require_ids`: stored message ids
+    the write needs (`$all`, e.g. those a compression message names). `unset`: stored
+    fields of an earlier format to drop in the same write. A patch that sets a field back
+    to its default removes it (`$unset`), so the stored message stays in its lean form and
+    `size_bytes` (planned on that form) stays exact.
+    """
+    query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version,
+                             "updated_at": updated_at}  # fmt: skip
     if plan.appended:
         # Exactly-once: a message id already stored makes the whole update match nothing.
-        query["messages.id"] = exactly_once_guard(plan.new_ids)
+        named = set(guard_ids)
+        guarded = [i for n, i in enumerate(plan.new_ids) if n == 0 or i in named]
+        query["messages.id"] = exactly_once_guard(guarded)
+    if require_ids:
+        # beside the guard, not inside its operator document: mongomock evaluates
+        # {"$ne": .., "$all": [..]} on an array path as never matching (MongoDB does not)
+        query["$and"] = [{"messages.id": {"$all": sorted(set(require_ids))}}]
     sets: dict[str, Any] = {}
     unsets: dict[str, Any] = {}
     for offset, doc in enumerate(plan.appended_docs):
         sets[f"messages.{plan.base_index + offset}"] = doc
     for patch in plan.patches:
-        if patch.message_id:
-            query[f"messages.{patch.index}.id"] = patch.message_id
         value = patch_value(patch)
         if value is ABSENT:
             unsets[f"messages.{patch.index}.{patch.path}"] = ""
@@ -109,14 +183,14 @@ def build_task_update(
         if transform is not None:
             value = transform(value, patch.message_id, patch.path)
         sets[f"messages.{patch.index}.{patch.path}"] = value
-    sets.update(changed_header_fields(plan.header_before, plan.header))
+    update: Update = {"$set": sets}
+    for operator, entries in header_changes(plan.header_before, plan.header).items():
+        update.setdefault(operator, {}).update(entries)
     sets["updated_at"] = now
-    # the guard pins the version, so setting the next one is `$inc` without its sub-document
+    # the filter pins the version, so setting the next one is `$inc` without its sub-document
     sets["version"] = version + 1
-    if extra_set:
-        sets.update(extra_set)
-    check_disjoint([*sets, *unsets])
-    update: dict[str, Any] = {"$set": sets}
+    unsets.update(dict.fromkeys(unset, ""))
     if unsets:
         update["$unset"] = unsets
+    check_disjoint([path for entries in update.values() for path in entries])
     return query, update

@@ -1,0 +1,210 @@
+"""One tenant's view of the tasks collection: scope, keys, locks, finds and header reads.
+
+Scope is applied here, once, for every read and write: the stored key is
+``task_key(tenant, task_id)`` and, on an owner-scoped view, every filter also names the
+owner. Documents written before per-tenant keys (``_id`` = the bare task id) are adopted
+the first time a read misses them (`_adopt_legacy`).
+
+A header read brings the header fields and, when the header's tail is needed (a write,
+`tasks.header()`), the last message, from which the tail is derived
+(`documents.header_from_document`); reads that need the level or the configuration only
+leave it on the server (`_scope_header`). Only inclusion projections: the embedded
+backend copies the whole document for an exclusion one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo.errors import DuplicateKeyError
+
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, header_from_document
+from mindstore.errors import NotFound
+from mindstore.ids import check_key, check_name, legacy_key, task_key
+from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
+from mindstore.payloads import Offloader
+from mindstore.pipelines import boundaries as pipelines
+from mindstore.repositories.feed import Notifier
+from mindstore.repositories.header_cache import HeaderCache
+from mindstore.validation import check_owner
+
+logger = logging.getLogger(__name__)
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+PLAN_FIELDS: tuple[str, ...] = ("version", "updated_at", *STORED_HEADER_FIELDS, "tail")
+"""What a write plans from (with the last message); `tail` is an earlier version's field."""
+READ_FIELDS: tuple[str, ...] = (
+    "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
+    "metadata", *STORED_HEADER_FIELDS,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded optimistic retries with jittered exponential backoff."""
+
+    attempts: int = 30
+    base_delay: float = 0.0005
+    max_delay: float = 0.05
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
+
+
+class TaskScope:
+    """Scope, finds and header reads shared by the task repository's reads and verbs."""
+
+    def __init__(
+        self,
+        database: Any,
+        tenant: str,
+        *,
+        owner: str | None = None,
+        locks: weakref.WeakValueDictionary[Any, asyncio.Lock] | None = None,
+        retry: RetryPolicy | None = None,
+        offload_threshold: int = 256 * 1024,
+        max_document_bytes: int = MAX_DOCUMENT_BYTES,
+        headers: HeaderCache | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self.tenant = check_key(tenant, "tenant")
+        self.owner = check_owner(owner)
+        self.database = database
+        self._tasks = database[TASKS]
+        self._payloads = database[PAYLOADS]
+        self._nodes = database[DIALOG_NODES]
+        self._locks: weakref.WeakValueDictionary[Any, asyncio.Lock] = (
+            locks if locks is not None else weakref.WeakValueDictionary()
+        )
+        self.retry = retry or RetryPolicy()
+        self.offload_threshold = offload_threshold
+        self.max_document_bytes = max_document_bytes
+        self._headers = headers if headers is not None else HeaderCache()
+        self._notifier = notifier if notifier is not None else Notifier()
+
+    # ------------------------------------------------------------------ scope
+    def _lock(self, task_id: str) -> asyncio.Lock:
+        key = (self.tenant, task_id)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+    def _key(self, task_id: Any) -> str:
+        """The stored `_id` of one of this tenant's tasks (checks the id first)."""
+        return task_key(self.tenant, check_key(task_id, "task id"))
+
+    def _filter(self, task_id: Any) -> dict[str, Any]:
+        query: dict[str, Any] = {"_id": self._key(task_id), "tenant": self.tenant}
+        if self.owner is not None:
+            query["owner"] = self.owner
+        return query
+
+    def _not_found(self, task_id: str) -> NotFound:
+        return NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
+
+    def _offloader(self, task_id: str) -> Offloader:
+        return Offloader(task_id, self.offload_threshold, tenant=self.tenant)
+
+    async def _adopt_legacy(self, task_id: str) -> bool:
+        """Re-key a task stored before per-tenant ids (``_id`` = bare id) to its tenant key.
+
+        Copy first, then drop the old document, so a crash in between leaves both (the
+        next adoption, or `mindstore migrate`, finishes) and never neither. Its dialog
+        node moves the same way. True if this tenant had such a task.
+        """
+        old = {"_id": legacy_key(task_id), "tenant": self.tenant}
+        moved = False
+        for collection in (self._tasks, self._nodes):
+            document = await collection.find_one(old)
+            if document is None:
+                continue
+            document["_id"] = self._key(task_id)
+            with contextlib.suppress(DuplicateKeyError):  # adopted by a concurrent reader
+                await collection.insert_one(document)
+            await collection.delete_one(old)
+            moved = moved or collection is self._tasks
+        if moved:
+            logger.info("adopted legacy task %r of tenant %r", task_id, self.tenant)
+        return moved
+
+    async def _find_task(
+        self, task_id: str, projection: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One task document (projected); NotFound outside this view's scope."""
+        query = self._filter(task_id)
+        document: dict[str, Any] | None = await self._tasks.find_one(query, projection)
+        if document is None and await self._adopt_legacy(task_id):
+            document = await self._tasks.find_one(query, projection)
+        if document is None:
+            raise self._not_found(task_id)
+        return document
+
+    async def _aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
+                              length: int | None = 1) -> list[dict[str, Any]]:  # fmt: skip
+        """Rows of a pipeline that starts by matching this task (filter from `_filter`).
+
+        No rows means no such task in scope (the pipelines here always yield a row for an
+        existing task), after adopting a legacy document if there is one.
+        """
+        query = self._filter(task_id)
+        rows: list[dict[str, Any]] = await (await self._tasks.aggregate(build(query))).to_list(
+            length=length
+        )
+        if not rows and await self._adopt_legacy(task_id):
+            rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
+        if not rows:
+            raise self._not_found(task_id)
+        return rows
+
+    async def _read_header_doc(
+        self, task_id: str, *, tail: bool = False, write: bool = False
+    ) -> dict[str, Any]:
+        """The task's fields without its messages; with `tail` (always for a `write`) also
+        the last message, from which the header's tail is derived.
+
+        For a write, only what a plan reads (`PLAN_FIELDS`), including a `tail` field stored
+        by an earlier version, so the write can drop it. Inclusion projections only: the
+        embedded backend copies the whole document for an exclusion one.
+        """
+        projection: dict[str, Any] = dict.fromkeys(PLAN_FIELDS if write else READ_FIELDS, 1)
+        if tail or write:
+            projection["messages"] = {"$slice": [-1, 1]}
+        return await self._find_task(task_id, projection)
+
+    async def _scope_header(self, task_id: str) -> TaskHeader:
+        """The header without its tail (None), for reads that need the level, the open
+        calls or the configuration only: the last message, however large, stays on the
+        server."""
+        return header_from_document(await self._read_header_doc(task_id))
+
+    async def _locate(
+        self, task_id: str, message_id: str
+    ) -> tuple[dict[str, Any], int, dict[str, Any]]:
+        """The header document (`_read_header_doc`) and one stored message with its index.
+
+        The last message comes with the header read. Another one is read by id with the
+        `locate_message_pipeline`, after the header: a write in between changes the
+        version, so the guarded update planned from both matches nothing and is retried.
+        """
+        check_name(message_id, "message id")
+        document = await self._read_header_doc(task_id, write=True)
+        tail = header_from_document(document).tail
+        if tail is not None and tail.id == message_id:
+            return document, tail.index, document["messages"][-1]
+        query = self._filter(task_id)
+        cursor = await self._tasks.aggregate(
+            pipelines.locate_message_pipeline(query, message_id, ())
+        )
+        rows = await cursor.to_list(length=1)
+        if not rows:
+            raise NotFound(f"no message {message_id!r} in task {task_id!r}")
+        return document, int(rows[0]["index"]), rows[0]["message"]
