@@ -338,6 +338,18 @@ async def test_returned_documents_are_copies() -> None:
     assert await coll.find_one({"_id": "t"}) == {"_id": "t", "messages": [{"id": "a"}]}
 
 
+def test_expired_documents_are_not_found() -> None:
+    """A TTL index removes expired documents on every read of the store, the lookup's too."""
+    fast, slow = pair()
+    old = dt.datetime(2000, 1, 1)
+    for coll in (fast, slow):
+        coll.create_index([("at", 1)], expireAfterSeconds=60)
+        coll.insert_many([{"_id": "new"}, {"_id": "old", "at": old}])  # expired last
+    assert fast.find_one({"_id": "old"}) is None and slow.find_one({"_id": "old"}) is None
+    assert fast.count_documents({"_id": {"$in": ["old", "new"]}}) == 1
+    assert stored(fast) == stored(slow)
+
+
 def test_a_store_that_held_a_tuple_id_is_always_scanned() -> None:
     """mongomock matches a plain value inside a tuple `_id` (as inside an array), which
     a lookup by key cannot see: such a store falls back to the scan for good."""

@@ -31,9 +31,9 @@ Why the results are mongomock's, exactly:
   than one document found (`$in`) is put in store order.
 * Errors and laziness. The scan stops at the first key of the filter for every document
   whose `_id` does not match, so with `_id` first nothing else of the filter is ever
-  evaluated on those documents; the found documents get the whole filter, lazily, as the
-  scan's generator would. An empty collection still has the filter applied to an empty
-  document first (mongomock validates the filter that way).
+  evaluated on those documents (nor on the empty document mongomock tests an empty
+  collection's filter with); the found documents get the whole filter, lazily, as the
+  scan's generator would.
 * State. The documents are read from the store at the call, as the scan takes its list.
 
 The switch is per client (`EmbeddedClient.fast_reads`, `register`): a mongomock client
@@ -136,12 +136,14 @@ def _iter_found(
 
 
 def _lookup(store: Any, filter: dict[str, Any], keys: list[Any]) -> Iterator[Any] | None:
-    """mongomock's `_iter_documents(filter)` through the store's keys; None: scan."""
+    """mongomock's `_iter_documents(filter)` through the store's keys; None: scan.
+
+    On an empty collection the scan first applies the filter to an empty document (its
+    validation); with `_id` first that stops at the missing `_id` and cannot raise, so
+    there is nothing to repeat here."""
     if store in _IRREGULAR:
         return None
-    if store.is_empty:  # expires TTL documents first, as the scan does
-        _filter_applies(filter, {})  # mongomock validates the filter on an empty store
-        return _iter_found(filter, [])
+    store._remove_expired_documents()  # TTL indexes, as every read of the store does
     return _iter_found(filter, _found(store, keys))
 
 
