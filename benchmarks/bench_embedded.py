@@ -14,6 +14,15 @@ one guarded update). Reported: the median and 90th percentile per append, the fi
 (the fast path builds its guard index there), for the fast path and for the old path
 (`client.fast_updates = False`) in the same run; and the ratio of the median at 10,000 to
 the median at 100 against the goal (at most 5x).
+
+Reads by `_id` (`results["embedded"]["reads_by_id"]`): mongomock tested every document of
+the collection on every read, so a read by `_id` cost time in proportion to the
+collection; the backend's lookup by key (`fast_reads`, on by default) does not. For 1,000
+and 10,000 small documents (`{"_id": "bench/doc-N", "tenant": "bench", "n": N}`), `reads`
+`find_one` calls with mindstore's filter shape (`{"tenant": ..., "_id": ...}`) on ids
+drawn with a fixed seed (a tenth of them missing), through the backend's async collection,
+with the lookup and with the scan (`client.fast_reads = False`) in the same run: the
+median and 90th percentile per read, and the scan's median over the lookup's.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import random
 import statistics
 import time
 from typing import Any
@@ -35,6 +45,8 @@ from mindstore.model import planner as plans
 SIZES = (100, 1_000, 10_000)
 APPENDS = 21
 GOAL_RATIO = 5.0
+READ_SIZES = (1_000, 10_000)
+READS = 41
 
 
 def _ms(seconds: float) -> float:
@@ -68,8 +80,52 @@ async def _appends(fast: bool, prefix: list[Any], probe: Any, appends: int) -> d
     }
 
 
+def _spread(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {
+        "median_ms": _ms(statistics.median(ordered)),
+        "p90_ms": _ms(ordered[int(0.9 * (len(ordered) - 1))]),
+    }
+
+
+async def _reads_by_id(size: int, reads: int) -> dict[str, Any]:
+    """`reads` find_one by `_id` in a collection of `size` small documents, with the
+    lookup and with the scan, on one client (the same documents, the same ids)."""
+    store = await mindstore.connect("embedded")
+    client = store.backend.client
+    collection = store.database["bench_reads"]
+    await collection.insert_many(
+        [{"_id": f"bench/doc-{n}", "tenant": "bench", "n": n} for n in range(size)]
+    )
+    draw = random.Random(size)
+    keys = [f"bench/doc-{draw.randrange(size + size // 9)}" for _ in range(reads)]
+    row: dict[str, Any] = {"documents": size, "reads": reads}
+    found: dict[str, list[Any]] = {}
+    for path, fast in (("lookup", True), ("scan", False)):
+        client.fast_reads = fast
+        times, documents = [], []
+        gc.collect()
+        for key in keys:
+            start = time.perf_counter()
+            document = await collection.find_one({"tenant": "bench", "_id": key})
+            times.append(time.perf_counter() - start)
+            documents.append(document)
+        row[path] = _spread(times)
+        found[path] = documents
+    await store.close()
+    row["scan_over_lookup"] = round(row["scan"]["median_ms"] / row["lookup"]["median_ms"], 1)
+    row["same_documents_read"] = found["lookup"] == found["scan"]
+    row["missing_ids_read"] = sum(document is None for document in found["lookup"])
+    return row
+
+
 async def run(
-    results: dict[str, Any], *, sizes: tuple[int, ...] = SIZES, appends: int = APPENDS
+    results: dict[str, Any],
+    *,
+    sizes: tuple[int, ...] = SIZES,
+    appends: int = APPENDS,
+    read_sizes: tuple[int, ...] = READ_SIZES,
+    reads: int = READS,
 ) -> None:
     rows: dict[str, Any] = {}
     probe_size = 0
@@ -108,6 +164,12 @@ async def run(
             "old = the same backend with client.fast_updates = False (mongomock's own update: "
             "the whole document copied and compared, every message scanned by the id guard)",
             "warm appends: the header is cached, so each append is one guarded update",
+        ],
+        "reads_by_id": {str(size): await _reads_by_id(size, reads) for size in read_sizes},
+        "reads_notes": [
+            "find_one({'tenant': ..., '_id': ...}) through the embedded async collection; "
+            "lookup = the backend's lookup by key (client.fast_reads, the default), scan = "
+            "mongomock's test of every document (client.fast_reads = False)",
         ],
     }
 

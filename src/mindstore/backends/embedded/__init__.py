@@ -43,6 +43,9 @@ Layout (each module one concern; imports flow downwards only):
 * `fast_update`, `guard_index` -- updates of mindstore's shape applied in place, without
   mongomock's whole-document copy, with the same results (``fast_updates=False`` on the
   client runs every update mongomock's way);
+* `id_lookup` -- filters that pin `_id` find their documents by key in mongomock's store
+  instead of testing every document, with the same results (``fast_reads=False`` on the
+  client scans every time);
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
 Importing this package imports mongomock and mongomock-motor (and through it motor);

@@ -17,6 +17,7 @@ from pymongo import monitoring
 
 from ..recorder import CommandRecorder
 from ..wire import LISTENER_TYPES
+from . import id_lookup
 from .codec import OUT_CODEC_OPTIONS
 from .database import EmbeddedDatabase
 from .reporting import CommandReporter, registered_listeners
@@ -62,6 +63,10 @@ class EmbeddedClient:
     `fast_updates` (default True; may be changed at any time): updates of the shape
     mindstore sends run without mongomock's whole-document copies (`fast_update`); False
     runs every update mongomock's own way (benchmarks and tests compare the two).
+    `fast_reads` (default True; may be changed at any time): a read, count, update, delete
+    or find-and-modify whose filter starts with `_id` equal to one plain value (or `$in` a
+    list of them) takes the documents from the store by key instead of testing every
+    document (`id_lookup`); False runs mongomock's scan for every filter.
     """
 
     kind = "embedded"
@@ -73,6 +78,7 @@ class EmbeddedClient:
         default_database: str = "mindstore",
         event_listeners: Sequence[Any] | None = None,
         fast_updates: bool = True,
+        fast_reads: bool = True,
     ) -> None:
         listeners = list(event_listeners or [])
         for listener in listeners:
@@ -83,11 +89,22 @@ class EmbeddedClient:
         commands = [item for item in listeners if isinstance(item, monitoring.CommandListener)]
         self.reporter = CommandReporter(recorder, [*registered_listeners(), *commands])
         self._default_database = default_database
+        id_lookup.install()  # before any collection exists (see `id_lookup.install`)
         self._sync: Any = mongomock.MongoClient(tz_aware=True)
+        self._reads = id_lookup.register(self._sync, fast_reads)
         self._motor: Any = AsyncMongoMockClient(mock_mongo_client=self._sync)
         self._databases: dict[str, EmbeddedDatabase] = {}
         self._closed = False
         self.fast_updates = fast_updates
+
+    @property
+    def fast_reads(self) -> bool:
+        """Whether reads that pin `_id` look the documents up by key (`id_lookup`)."""
+        return self._reads.on
+
+    @fast_reads.setter
+    def fast_reads(self, on: bool) -> None:
+        self._reads.on = bool(on)
 
     @property
     def recorder(self) -> CommandRecorder | None:
