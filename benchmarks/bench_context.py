@@ -93,7 +93,7 @@ async def _streaming(store: Any, words: int = 2_000) -> dict[str, Any]:
     tid = (await acme.tasks.create(config=CONFIG)).id
     await acme.tasks.add_human_message(tid, "write me an essay")
     assistant = await acme.tasks.add_assistant_message(tid)
-    with store.backend.recorder.capture() as log:
+    with store.backend.recorder.capture(payloads=True) as log:  # the updates themselves
         async with acme.tasks.stream(tid, assistant.id, flush_bytes=256, flush_ms=3_600_000) as stream:
             for i in range(words):
                 await stream.text(f"word{i} ")
