@@ -271,6 +271,13 @@ def latency_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> P
 
 
 # ---------------------------------------------------------------- tools
+def _parts_of(content: Any, *types: str) -> dict[str, Any]:
+    """The parts of a message's `content` whose type is one of `types` (an expression)."""
+    matches = [{"$eq": ["$$p.type", kind]} for kind in types]
+    cond = matches[0] if len(matches) == 1 else {"$or": matches}
+    return {"$filter": {"input": content, "as": "p", "cond": cond}}
+
+
 def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
     """Tool calls by tool name, with results and errors; optionally by period and model.
 
@@ -304,32 +311,8 @@ def tools_pipeline(f: ReportFilter, group_by: Iterable[str] = ()) -> Pipeline:
             "$project": {
                 "ts": "$messages.started_ts",
                 "model": _field("$messages.model_id"),
-                "error_part": {
-                    "$gt": [
-                        {
-                            "$size": {
-                                "$filter": {
-                                    "input": content,
-                                    "as": "p",
-                                    "cond": {"$eq": ["$$p.type", "error"]},
-                                }
-                            }
-                        },
-                        0,
-                    ]
-                },
-                "part": {
-                    "$filter": {
-                        "input": content,
-                        "as": "p",
-                        "cond": {
-                            "$or": [
-                                {"$eq": ["$$p.type", "toolCall"]},
-                                {"$eq": ["$$p.type", "toolResult"]},
-                            ]
-                        },
-                    }
-                },
+                "error_part": {"$gt": [{"$size": _parts_of(content, "error")}, 0]},
+                "part": _parts_of(content, "toolCall", "toolResult"),
             }
         },
         {"$unwind": "$part"},
