@@ -60,6 +60,26 @@ class CachedHeader:
         return tail.index, copy.deepcopy(self.tail)
 
 
+_UNMODELLED = object()
+"""A path step `apply_sets` does not model (a list index past the end, a step into a scalar)."""
+
+
+def _container(document: dict[str, Any], steps: list[str], *, create: bool) -> Any:
+    """What a path's last step is taken in: `create` makes missing sub-documents (as `$set`
+    does); without it a missing one is None (nothing there for `$unset` to remove)."""
+    target: Any = document
+    for step in steps:
+        if isinstance(target, dict):
+            target = target.setdefault(step, {}) if create else target.get(step)
+        elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
+            target = target[int(step)]
+        elif target is None and not create:
+            return None
+        else:
+            return _UNMODELLED
+    return target
+
+
 def apply_sets(
     document: Mapping[str, Any], sets: Mapping[str, Any], unsets: Iterable[str] = ()
 ) -> dict[str, Any] | None:
@@ -70,28 +90,14 @@ def apply_sets(
     result = copy.deepcopy(dict(document))
     for path in unsets:
         *steps, last = path.split(".")
-        parent: Any = result
-        for step in steps:
-            if isinstance(parent, dict):
-                parent = parent.get(step)
-            elif isinstance(parent, list) and step.isdigit() and int(step) < len(parent):
-                parent = parent[int(step)]
-            else:
-                return None
+        parent = _container(result, steps, create=False)
         if isinstance(parent, dict):
             parent.pop(last, None)
         elif parent is not None:
-            return None  # `$unset` of a list item leaves a null there: not modelled
+            return None  # unmodelled, or a list item (`$unset` leaves a null there)
     for path, value in sets.items():
         *steps, last = path.split(".")
-        target: Any = result
-        for step in steps:
-            if isinstance(target, dict):
-                target = target.setdefault(step, {})
-            elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
-                target = target[int(step)]
-            else:
-                return None
+        target = _container(result, steps, create=True)
         if isinstance(target, dict):
             target[last] = copy.deepcopy(value)
         elif isinstance(target, list) and last.isdigit() and int(last) <= len(target):
