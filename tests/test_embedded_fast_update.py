@@ -215,6 +215,14 @@ def stored(client: EmbeddedClient) -> list[tuple[Any, Any]]:
     return out
 
 
+def comparable(outcome: Any) -> Any:
+    """An outcome where NaN equals NaN, types and key order still count: a returned document
+    as BSON (as `stored` compares documents), anything else by its repr."""
+    if isinstance(outcome, dict):
+        return bson.encode(outcome)
+    return repr(outcome)
+
+
 async def both(docs: list[dict[str, Any]]) -> tuple[EmbeddedClient, EmbeddedClient]:
     clients = EmbeddedClient(fast_updates=True), EmbeddedClient(fast_updates=False)
     for client in clients:
@@ -241,7 +249,7 @@ def test_fast_path_and_mongomock_agree_on_generated_updates(guard_mode, t1, t2, 
         assert stored(fast) == stored(slow)
         for statement in statements:
             outcome = await run_statement(fast, statement)
-            assert outcome == await run_statement(slow, statement), statement
+            assert comparable(outcome) == comparable(await run_statement(slow, statement)), statement
             assert stored(fast) == stored(slow), statement
 
     asyncio.run(scenario())
