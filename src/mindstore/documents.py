@@ -37,6 +37,16 @@ LANGGRAPH_CHECKPOINTS = "langgraph_checkpoints"
 LANGGRAPH_WRITES = "langgraph_writes"
 LANGGRAPH_BLOBS = "langgraph_blobs"
 POLICIES = "policies"
+TASK_PAGES = "task_pages"
+PAGE_KEY_SEPARATOR = "#"
+"""Between a task's key and a page number in a page's `_id`: outside the key alphabet, so
+no task key can end in something that reads as another task's page."""
+
+
+def page_key(key: str, page: int) -> str:
+    """The `_id` of page `page` of the task stored under `key`: deterministic, so writing a
+    page twice (a retried or repaired seal) writes the same document."""
+    return f"{key}{PAGE_KEY_SEPARATOR}{page}"
 
 
 def utcnow() -> datetime:
@@ -70,6 +80,12 @@ class TaskDoc(Document):
     last_model_name: str | None = None
     tail: dict[str, Any] | None = None
     usage: dict[str, Any] = Field(default_factory=dict)
+    # paging (absent on a task that was never paged; docs/data-model.md "Paged messages")
+    sealed: int = 0
+    pages: int = 0
+    sealed_bytes: int = 0
+    pending: list[dict[str, Any]] = Field(default_factory=list)
+    pending_at: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)
 
     class Settings:
@@ -105,6 +121,50 @@ class TaskDoc(Document):
             IndexModel(
                 [("tenant", pymongo.ASCENDING), ("created_at", pymongo.ASCENDING)],
                 name="tenant_created",
+            ),
+        ]
+
+
+class TaskPageDoc(Document):
+    """A sealed page of a task's history: messages ``[start, end)`` in the same
+    stored form as the task document's array (docs/data-model.md, "Paged messages").
+
+    Written once by a seal, before the task document's `pages` mark counts it (a page at or
+    past the mark is a half-done seal, invisible to readers); later changes to its messages
+    are folded in from the task's `pending` list, and `version` (monotone) is the task
+    version its content reflects."""
+
+    id: str  # type: ignore[assignment]  # page_key(task key, page)
+    tenant: str
+    task: str  # the task's stored key (its _id)
+    page: int
+    start: int
+    end: int
+    size_bytes: int = 0
+    version: int = 0
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = TASK_PAGES
+        use_state_management = False
+        validate_on_save = False
+        indexes = [
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task", pymongo.ASCENDING),
+                    ("start", pymongo.ASCENDING),
+                ],
+                name="tenant_task_start",
+            ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task", pymongo.ASCENDING),
+                    ("messages.id", pymongo.ASCENDING),
+                ],
+                name="tenant_task_message",
             ),
         ]
 
@@ -278,6 +338,7 @@ class PolicyDoc(Document):
 
 DOCUMENT_MODELS: list[type[Document]] = [
     TaskDoc,
+    TaskPageDoc,
     DialogNodeDoc,
     PayloadDoc,
     AgentDoc,

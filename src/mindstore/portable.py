@@ -35,6 +35,7 @@ from mindstore.documents import (
     LANGGRAPH_WRITES,
     PAYLOADS,
     POLICIES,
+    TASK_PAGES,
     TASKS,
 )
 
@@ -88,6 +89,7 @@ ALLOWED = DESIGN_SUBSET | frozenset(STANDARD_EXTRAS)
 SHARDED_COLLECTIONS = frozenset(
     {
         TASKS,
+        TASK_PAGES,
         DIALOG_NODES,
         PAYLOADS,
         AGENTS,
@@ -106,6 +108,8 @@ these, not the scratch collections of the backend adapter's own tests."""
 TENANT_WIDE_WRITES: Mapping[tuple[str, str, frozenset[str]], str] = {
     ("delete", "payloads", frozenset({"tenant", "task_id"})):
         "tasks.delete() drops the deleted task's offloaded payloads (deleteMany)",
+    ("delete", "task_pages", frozenset({"tenant", "task"})):
+        "tasks.delete() drops the deleted task's sealed pages (deleteMany)",
 }  # fmt: skip
 """Multi-document writes without ``_id`` that are allowed, keyed by (command, collection,
 filter fields): admin paths that must reach every chunk of one tenant. Anything else
