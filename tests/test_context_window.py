@@ -246,7 +246,11 @@ async def test_a_window_read_is_bounded_by_the_window(acme, store, auto_compress
     with store.backend.recorder.capture(payloads=True) as whole:
         level = await acme.tasks.current_task_messages(tid)
     header_reply = log[0].bytes_received
-    assert log.round_trips <= 3 and log.names()[0] == "find" and "update" not in log.names()
+    # 5,000 messages are paged: the checkpoint, the counts and the head and tail pages are
+    # read per segment (pages, then the open page), a few more round trips than the one
+    # pipeline over an unpaged task (<= 3), the same bytes bound
+    assert (await acme.tasks.header(tid)).pages > 0
+    assert log.round_trips <= 9 and log.names()[0] == "find" and "update" not in log.names()
     assert log.bytes_received <= 2 * stored_bytes(window) + header_reply, (log.bytes_received, stored_bytes(window))
     # the window is mostly text; the whole level (lean stored messages) about 7 times it
     assert whole.bytes_received > 6 * log.bytes_received

@@ -55,9 +55,10 @@ async def fill_until_too_large(fast: bool) -> tuple[int, int, list[Any]]:
     until one is refused."""
     store = await mindstore.connect("embedded")
     store.backend.client.fast_updates = fast
-    repo = TaskRepository(
-        store.database, "acme", max_document_bytes=400_000, offload_threshold=10**9
-    )
+    repo = TaskRepository(  # unpaged: the task document holds every message
+        store.database, "acme", max_document_bytes=400_000, offload_threshold=10**9,
+        page_policy=None,
+    )  # fmt: skip
     tid = (await repo.create()).id
     appended = 0
     with pytest.raises(TaskTooLarge) as error:
@@ -78,9 +79,9 @@ async def test_the_document_limit_is_refused_at_the_same_append_on_both_paths() 
     assert stored_ids == [f"m{i}" for i in range(appended)]  # the refused append wrote nothing
 
 
-async def test_the_16_mib_limit_is_still_refused_on_a_nearly_full_task() -> None:
+async def test_the_16_mib_limit_is_still_refused_on_a_nearly_full_unpaged_task() -> None:
     store = await mindstore.connect("embedded")
-    repo = TaskRepository(store.database, "acme", offload_threshold=10**9)
+    repo = TaskRepository(store.database, "acme", offload_threshold=10**9, page_policy=None)
     tid = (await repo.create()).id
     for i in range(15):
         await repo.add_human_message(tid, "z" * (1024 * 1024), message_id=f"big{i}")

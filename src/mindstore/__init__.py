@@ -21,6 +21,7 @@ from mindstore.errors import (
     ValidationError,
 )
 from mindstore.model.header import TaskState
+from mindstore.model.paging import PagePolicy
 from mindstore.model.task import Task
 from mindstore.store import Store, TenantStore, connect
 
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidTransition",
     "MindstoreError",
     "NotFound",
+    "PagePolicy",
     "Store",
     "Task",
     "TaskState",

@@ -38,15 +38,6 @@ LANGGRAPH_WRITES = "langgraph_writes"
 LANGGRAPH_BLOBS = "langgraph_blobs"
 POLICIES = "policies"
 TASK_PAGES = "task_pages"
-PAGE_KEY_SEPARATOR = "#"
-"""Between a task's key and a page number in a page's `_id`: outside the key alphabet, so
-no task key can end in something that reads as another task's page."""
-
-
-def page_key(key: str, page: int) -> str:
-    """The `_id` of page `page` of the task stored under `key`: deterministic, so writing a
-    page twice (a retried or repaired seal) writes the same document."""
-    return f"{key}{PAGE_KEY_SEPARATOR}{page}"
 
 
 def utcnow() -> datetime:
@@ -142,6 +133,7 @@ class TaskPageDoc(Document):
     end: int
     size_bytes: int = 0
     version: int = 0
+    born: datetime | None = None  # the task's created_at: pages of a deleted namesake differ
     messages: list[dict[str, Any]] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utcnow)
 

@@ -80,6 +80,17 @@ def task_key(tenant: str, task_id: str) -> str:
     return f"{tenant}{KEY_SEPARATOR}{task_id}"
 
 
+PAGE_KEY_SEPARATOR = "#"
+"""Between a task's key and a page number in a page's `_id`: outside the key alphabet, so
+no task key can end in something that reads as another task's page."""
+
+
+def page_key(key: str, page: int) -> str:
+    """The `_id` of page `page` of the task stored under `key`: deterministic, so writing a
+    page twice (a retried or repaired seal) writes the same document."""
+    return f"{key}{PAGE_KEY_SEPARATOR}{page}"
+
+
 def legacy_key(task_id: str) -> str:
     """The ``_id`` that documents written before per-tenant ids used: the bare task id."""
     return task_id

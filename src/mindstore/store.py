@@ -7,9 +7,11 @@ tasks (another tenant's id is simply "not found").
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Sequence
 from functools import cached_property
+from types import EllipsisType
 from typing import Any
 
 from beanie import init_beanie
@@ -20,6 +22,7 @@ from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.backends.recorder import CommandRecorder, EventListener
 from mindstore.documents import DOCUMENT_MODELS
+from mindstore.model.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_MESSAGES, PagePolicy
 from mindstore.model.planner import check_id
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.engine import RetryPolicy
@@ -27,6 +30,26 @@ from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
+
+
+def policy_from_environment() -> PagePolicy:
+    """The page size `MINDSTORE_PAGE_MESSAGES` and `MINDSTORE_PAGE_BYTES` ask for (the
+    defaults where unset); a value that is not a positive integer is refused."""
+    from mindstore.errors import ConfigurationError, ValidationError
+
+    values = {}
+    for name, default in (("page_messages", DEFAULT_PAGE_MESSAGES),
+                          ("page_bytes", DEFAULT_PAGE_BYTES)):  # fmt: skip
+        variable = f"MINDSTORE_{name.upper()}"
+        text = os.environ.get(variable, "").strip()
+        try:
+            values[name] = int(text) if text else default
+        except ValueError:
+            raise ConfigurationError(f"{variable}: expected a positive integer") from None
+    try:
+        return PagePolicy(**values)
+    except ValidationError as error:
+        raise ConfigurationError(f"MINDSTORE_PAGE_*: {error}") from None
 
 
 class TenantStore:
@@ -45,6 +68,7 @@ class TenantStore:
             offload_threshold=store.offload_threshold,
             headers=store.headers,
             notifier=store.notifier,
+            page_policy=store.page_policy,
         )
 
     @cached_property
@@ -71,8 +95,10 @@ class Store:
         retry: RetryPolicy | None = None,
         offload_threshold: int = 256 * 1024,
         header_cache_size: int = 10_000,
+        page_policy: PagePolicy | EllipsisType | None = ...,
     ) -> None:
         self.backend = backend
+        self.page_policy = policy_from_environment() if page_policy is ... else page_policy
         self.database = backend.database
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
@@ -111,6 +137,7 @@ async def connect(
     recorder: CommandRecorder | None = None,
     event_listeners: Sequence[EventListener] | None = None,
     client: AsyncMongoClient[Any] | None = None,
+    page_policy: PagePolicy | EllipsisType | None = ...,
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
@@ -120,7 +147,10 @@ async def connect(
     `recorder` receives every command (`store.backend.recorder`; default: sizes only).
     `event_listeners`: pymongo monitoring listeners (e.g. for tracing); `client`: an
     existing `pymongo.AsyncMongoClient` to use instead of a URI, left open by `close()`
-    (see `mindstore.backends.connection`).
+    (see `mindstore.backends.connection`). `page_policy`: how many messages and bytes a
+    sealed page of a long conversation holds (`mindstore.PagePolicy`; by default 256
+    messages or 1 MiB, or `MINDSTORE_PAGE_MESSAGES` / `MINDSTORE_PAGE_BYTES`; None: never
+    page, so a task stops at MongoDB's 16 MiB document limit; docs/data-model.md).
     """
     backend = await open_backend(
         uri, database=database, recorder=recorder, event_listeners=event_listeners, client=client
@@ -133,4 +163,5 @@ async def connect(
         retry=retry,
         offload_threshold=offload_threshold,
         header_cache_size=header_cache_size,
+        page_policy=page_policy,
     )

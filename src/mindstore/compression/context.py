@@ -241,7 +241,7 @@ async def _widened(
             end - messages_to_add(missing, count_tokens(tail_items, counter), len(tail_items)),
         )
         mark_id, _count, older, stubbed = await read_level_range(
-            tasks, task_id, read.scope, start, end - start
+            tasks, task_id, read.scope, start, end - start, paged=read.paged
         )
         if mark_id != read.checkpoint_message_id:  # a compression landed in between: start over
             header = await tasks.header(task_id)

@@ -242,6 +242,8 @@ class LevelRead:
     config: TaskConfigPart | None = None
     read_bytes: int = 0
     """Stored bytes of the messages read (for the estimate of what was not)."""
+    paged: bool = False
+    """Read from a task with sealed pages (its widening reads go per page too)."""
 
     @property
     def anchor(self) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.window import LevelRead
+from mindstore.compression.window_pages import read_paged_range, read_paged_window
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
@@ -34,6 +35,8 @@ async def read_level_window(
     check_int(head, "head", minimum=1)
     check_int(tail, "tail", minimum=1)
     location = header.current_config_index()
+    if header.pages:
+        return await _read_paged_level(tasks, task_id, header, head=head, tail=tail)
     config_index = (
         location[0]
         if location is not None and location[1] == "config" and location[0] >= head
@@ -71,12 +74,16 @@ async def read_level_window(
 
 
 async def read_level_range(
-    tasks: TaskReads, task_id: str, scope: str | None, start: int, count: int
-) -> tuple[str | None, int, list[AnyMessage], set[str]]:
+    tasks: TaskReads, task_id: str, scope: str | None, start: int, count: int,
+    *, paged: bool = False,
+) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a level, for a window read that fell
-    short: (checkpoint message id, visible count, messages, stubbed ids among them)."""
+    short: (checkpoint message id, visible count, messages, stubbed ids among them).
+    `paged`: the window was read from a paged task (`LevelRead.paged`)."""
     check_int(start, "start")
     check_int(count, "count", minimum=1)
+    if paged:
+        return await read_paged_range(tasks, task_id, scope, start, count)
     rows = await tasks._aggregate_task(
         task_id, lambda query: context_pipelines.context_range_pipeline(query, scope, start, count)
     )
@@ -88,6 +95,21 @@ async def read_level_range(
         messages,
         set(row.get("stubbed_range", [])),
     )
+
+
+async def _read_paged_level(
+    tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int
+) -> LevelRead:
+    """The window read of a paged task, per segment (`compression.window_pages`)."""
+    read, groups = await read_paged_window(tasks, task_id, header, head=head, tail=tail)
+    decoded = await tasks._decode(task_id, [doc for group in groups for doc in group])
+    read.head, read.systems, read.tail = _split(decoded, [len(group) for group in groups])
+    location = header.current_config_index()
+    extra: list[AnyMessage] = []
+    if location is not None and location[1] == "config" and location[0] >= head:
+        extra = await tasks.read_range(task_id, location[0], location[0] + 1)
+    read.config = _level_config(read.scope, location, read.head, extra)
+    return read
 
 
 def _split(messages: list[AnyMessage], sizes: list[int]) -> list[list[AnyMessage]]:

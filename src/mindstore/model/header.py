@@ -138,6 +138,21 @@ class TaskHeader(Model):
     last_model_name: str | None = None
     tail: Tail | None = None
     usage: UsageTotals = Field(default_factory=UsageTotals)
+    # paged storage (docs/data-model.md "Paged messages"): messages [0, sealed) live in
+    # `pages` sealed page documents, holding `sealed_bytes` of the `size_bytes`
+    sealed: int = 0
+    pages: int = 0
+    sealed_bytes: int = 0
+
+    @property
+    def open_count(self) -> int:
+        """Messages in the task document's own array (the open page)."""
+        return self.seq - self.sealed
+
+    @property
+    def open_bytes(self) -> int:
+        """Stored bytes of the open page's messages."""
+        return self.size_bytes - self.sealed_bytes
 
     @property
     def level(self) -> int:
@@ -173,6 +188,9 @@ class TaskHeader(Model):
 
 
 HEADER_FIELDS: tuple[str, ...] = tuple(TaskHeader.model_fields)
+PAGING_FIELDS: tuple[str, ...] = ("sealed", "pages", "sealed_bytes")
+"""Stored only once a task is paged (0 reads as absent), so unpaged documents keep their
+shape."""
 STORED_HEADER_FIELDS: tuple[str, ...] = tuple(name for name in HEADER_FIELDS if name != "tail")
 """The header fields a task document holds (the tail is derived from the last message)."""
 
@@ -276,6 +294,7 @@ def stored_header(header: TaskHeader) -> JSON:
         "last_config_index": header.last_config_index,
         "last_model_name": header.last_model_name,
         "usage": _usage(header.usage),
+        **{name: getattr(header, name) for name in PAGING_FIELDS if getattr(header, name)},
     }
 
 

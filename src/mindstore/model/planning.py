@@ -372,7 +372,7 @@ class Planner:
         else:
             self.patches.append(Patch(tail.index, tail.id, "finished_ts", finish))
             # The stored value was null (0 bytes); the key always exists in stored messages.
-            self.header.size_bytes += bson_size({"": finish}) - bson_size({"": None})
+            self._resize(tail.index, bson_size({"": finish}) - bson_size({"": None}))
         tail.finished = True
 
     def _tail_last_call(self, entry_index: int) -> ToolCallRef | None:
@@ -412,6 +412,13 @@ class Planner:
         ]
 
     # -- patches --------------------------------------------------------------------
+    def _resize(self, index: int, change: int) -> None:
+        """A stored message grew or shrank by `change` bytes (also the sealed pages' share
+        when it lives in one)."""
+        self.header.size_bytes += change
+        if index < self.header.sealed:
+            self.header.sealed_bytes += change
+
     def patch_message(
         self,
         index: int,
@@ -440,7 +447,7 @@ class Planner:
                 new_doc["content"] = wrapped["content"]
         elif self.transform is not None:
             old_doc, new_doc = self.transform(old_doc), self.transform(new_doc)
-        self.header.size_bytes += bson_size(new_doc) - bson_size(old_doc)
+        self._resize(index, bson_size(new_doc) - bson_size(old_doc))
         before, after = message_usage(old), message_usage(new)
         if after != before:  # (adding and taking back the same cost could round it)
             self.header.usage = self.header.usage.plus(after).plus(before, sign=-1)

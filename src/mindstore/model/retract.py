@@ -150,15 +150,18 @@ def plan_retract(
 
 
 def retract_update(
-    plan: RetractPlan, *, key: str, tenant: str, version: int, now: Any, changed: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    plan: RetractPlan, *, key: str, tenant: str, version: int, now: Any,
+    changed: Mapping[str, Any], sealed: int = 0,
+) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
     """(filter, update): truncate the array by one under the version and id guards.
 
     `$push` with an empty `$each` and `$slice: n` keeps the first n elements (the portable
     way to shorten an array); `changed` holds the header fields to set. The two touch
-    disjoint paths (`messages` and top-level header fields).
+    disjoint paths (`messages` and top-level header fields). A paged task's array holds
+    the messages from `sealed` on, so positions are counted from there.
     """
+    position = plan.index - sealed
     query = {"_id": key, "tenant": tenant, "version": version,
-             f"messages.{plan.index}.id": plan.message.id}  # fmt: skip
+             f"messages.{position}.id": plan.message.id}  # fmt: skip
     sets = {**changed, "updated_at": now, "version": version + 1}
-    return query, {"$push": {"messages": {"$each": [], "$slice": plan.index}}, "$set": sets}
+    return query, {"$push": {"messages": {"$each": [], "$slice": position}}, "$set": sets}

@@ -82,7 +82,8 @@ def level_messages_pipeline(task: TaskFilter, scope: str | None) -> Pipeline:
 def locate_message_pipeline(
     task: TaskFilter, message_id: str, header_fields: tuple[str, ...] = ()
 ) -> Pipeline:
-    """One message and its index (plus, optionally, header fields from the same snapshot)."""
+    """One message and its position in the document's array (plus, optionally, header
+    fields from the same snapshot); a paged task adds its `sealed` for the index."""
     projection: dict[str, Any] = {"_id": 0, "index": 1, "message": "$messages"}
     projection.update(dict.fromkeys(header_fields, 1))
     return [
@@ -94,11 +95,25 @@ def locate_message_pipeline(
     ]
 
 
-def boundaries_pipeline(task: TaskFilter, scope: str) -> Pipeline:
+TASK_BASE = "$sealed"
+"""Where a task document's array starts in the history (absent: 0); a page's is `$start`."""
+
+
+def _indexed(base: str) -> list[dict[str, Any]]:
+    """Unwind the messages with their index in the whole history: the array position plus
+    the document's `base` (a task document holds messages from `sealed` on, a sealed page
+    from its `start`; docs/data-model.md "Paged messages")."""
+    return [
+        {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+        {"$project": {"messages": 1, "index": {"$add": ["$index", {"$ifNull": [base, 0]}]}}},
+    ]
+
+
+def boundaries_pipeline(task: TaskFilter, scope: str, base: str = TASK_BASE) -> Pipeline:
     """Index of a sub-task's entry and, if it has exited, of its exit."""
     return [
         _task_match(task),
-        {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+        *_indexed(base),
         {
             "$match": {
                 "$or": [
@@ -134,11 +149,14 @@ def span_accumulators() -> dict[str, Any]:
     }
 
 
-def spans_pipeline(task: TaskFilter) -> Pipeline:
-    """Every sub-task of a task: entry, exit, depth, own message count, start and end."""
-    return [
+def spans_pipeline(task: TaskFilter, base: str = TASK_BASE, *, partial: bool = False) -> Pipeline:
+    """Every sub-task of a task: entry, exit, depth, own message count, start and end.
+
+    `partial`: the groups of one collection of a paged task (its pages, or its open page),
+    merged by `merge_span_groups`; a sub-task whose entry lies in the other is kept."""
+    pipeline = [
         _task_match(task),
-        {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+        *_indexed(base),
         span_members(),
         {
             "$group": {
@@ -149,8 +167,36 @@ def spans_pipeline(task: TaskFilter) -> Pipeline:
                 **span_accumulators(),
             }
         },
-        {"$match": {"entry_index": {"$ne": None}}},
-        {"$sort": {"entry_index": 1}},
+    ]
+    if partial:
+        return pipeline
+    return [*pipeline, {"$match": {"entry_index": {"$ne": None}}}, {"$sort": {"entry_index": 1}}]
+
+
+def merge_span_groups(*groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows `spans_pipeline` gives for a whole history, from the partial groups of its
+    parts: maxima of maxima, sums of counts; sub-tasks without an entry dropped, in entry
+    order (pure)."""
+    merged: dict[Any, dict[str, Any]] = {}
+    for rows in groups:
+        for row in rows:
+            into = merged.setdefault(row["_id"], {"_id": row["_id"], "message_count": 0})
+            into["message_count"] += int(row.get("message_count", 0))
+            for name in ("entry_index", "exit_index", "parent_scope", "depth", "started_ts",
+                         "finished_ts"):  # fmt: skip
+                values = [v for v in (into.get(name), row.get(name)) if v is not None]
+                into[name] = max(values) if values else None
+    rows = [row for row in merged.values() if row.get("entry_index") is not None]
+    return sorted(rows, key=lambda row: int(row["entry_index"]))
+
+
+def with_fields(pipeline: Pipeline, fields: tuple[str, ...]) -> Pipeline:
+    """The pipeline with `fields` kept by each of its `$project` stages (a paged read needs
+    a document's `start`/`sealed`, `version`... beside what the pipeline projects)."""
+    extra = dict.fromkeys(fields, 1)
+    return [
+        {"$project": {**stage["$project"], **extra}} if "$project" in stage else stage
+        for stage in pipeline
     ]
 
 

@@ -1,9 +1,10 @@
 """Context-view pipelines: the current level with the latest checkpoint applied, on the server.
 
 Compression never deletes messages; it appends a compression message whose checkpoint
-lists the compressed ids (seed 004). Building the model's context therefore means: take the
-current level's messages, find its latest checkpoint, drop what it compressed. Doing that
-in the pipeline means a 5,000-message task with a checkpoint sends only what is kept.
+lists the compressed ids (docs/compression.md). Building the model's context therefore
+means: take the current level's messages, find its latest checkpoint, drop what it
+compressed. Doing that in the pipeline means a 5,000-message task with a checkpoint
+sends only what is kept.
 
 Portable operators only: `$filter` with `$and`/`$or`/`$eq`/`$ne`/`$in` expressions and
 `$slice`; negation is written `{"$eq": [expr, false]}` because mongomock evaluates the
@@ -27,8 +28,12 @@ STUB_SKELETON_FIELDS = ("id", "role", "task_id", "started_ts", "finished_ts", "s
 """Fields a stubbed tool message keeps (mindstore.compression.view builds stubs from them)."""
 
 
-def latest_checkpoint_pipeline(task: TaskFilter, scope: str | None) -> Pipeline:
-    """The last compression message of the level (at most one small document)."""
+def latest_checkpoint_pipeline(
+    task: TaskFilter, scope: str | None, field: str = "latest"
+) -> Pipeline:
+    """The last compression message of the level (at most one small document), in a
+    one-element list named `field` (a paged task's reader takes the last of its pages' and
+    its open page's)."""
     is_compression = {"$and": [_in_level_expr(scope), {"$eq": ["$$m.role", "compression"]}]}
     return [
         _task_match(task),
@@ -40,9 +45,15 @@ def latest_checkpoint_pipeline(task: TaskFilter, scope: str | None) -> Pipeline:
                 },
             }
         },
-        {"$project": {"latest": {"$slice": ["$compressions", -1]}}},
+        {"$project": {field: {"$slice": ["$compressions", -1]}}},
         # Only what the view needs: the part's own copy of the id lists stays on the server.
-        {"$project": {"latest.id": 1, "latest.content.metadata": 1, "latest.content.cache": 1}},
+        {
+            "$project": {
+                f"{field}.id": 1,
+                f"{field}.content.metadata": 1,
+                f"{field}.content.cache": 1,
+            }
+        },
     ]
 
 

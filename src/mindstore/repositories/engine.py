@@ -21,23 +21,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pymongo.errors import PyMongoError
+
 from mindstore.documents import header_from_document, utcnow
 from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
+from mindstore.model.paging import should_seal
 from mindstore.model.planner import Plan, parse_stored
 from mindstore.model.storage_form import bson_size
 from mindstore.model.stored_read import read_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.header_cache import CachedHeader, apply_sets
+from mindstore.repositories.pages import Paging, TaskPages
 from mindstore.repositories.scope import (
     MAX_DOCUMENT_BYTES,
     PLAN_FIELDS,
     READ_FIELDS,
     RetryPolicy,
-    TaskScope,
 )
 from mindstore.repositories.updates import build_task_update
 
@@ -75,11 +78,14 @@ class _State:
     located: tuple[int, dict[str, Any]] | None = None
     cached: bool = False
     unset: tuple[str, ...] = ()
+    pending: bool = False
+    """The task holds changes to sealed messages not yet folded into their pages."""
 
 
 def document_estimate(header: TaskHeader) -> int:
-    """Upper estimate of the stored document size: messages, their array keys, the header."""
-    return header.size_bytes + header.seq * 8 + HEADER_BUDGET_BYTES
+    """Upper estimate of the task document's size: the open page's messages, their array
+    keys, the header (sealed messages live in their pages)."""
+    return header.open_bytes + header.open_count * 8 + HEADER_BUDGET_BYTES
 
 
 def _has_reserved(value: Any) -> bool:
@@ -93,7 +99,7 @@ def _has_reserved(value: Any) -> bool:
     return False
 
 
-class TaskEngine(TaskScope):
+class TaskEngine(TaskPages):
     """The write loop and what it needs: decoding, replays, the header cache (one tenant,
     one owner)."""
 
@@ -187,10 +193,14 @@ class TaskEngine(TaskScope):
         ids = [i for i in ids if i]
         if not ids:
             return None
-        query = {**self._filter(task_id), "messages.id": {"$in": ids}}
-        if await self._tasks.count_documents(query, limit=1) == 0:
+        found, paging = await self._open_ids(task_id, set(ids))
+        sealed = await self._sealed_locate(self._key(task_id), paging, "id", ids)
+        if found == 0 and not sealed:
             return None  # the usual case after a lost race: nothing of ours is stored
-        stored = await self._stored_messages_by_id(task_id, ids)
+        stored = await self._stored_messages_by_id(task_id, ids) if found else {}
+        if sealed:
+            decoded = await self._decode(task_id, [message for _, message in sealed])
+            stored.update({message.id: message for message in decoded})
         if not all(i in stored for i in ids):
             taken = sorted(i for i in ids if i in stored)
             raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
@@ -205,8 +215,9 @@ class TaskEngine(TaskScope):
                 "that the task does not hold"
             )
 
-    async def _count_stored_ids(self, task_id: str, ids: set[str]) -> int:
-        """How many of `ids` the task holds (one number travels back, not the messages)."""
+    async def _open_ids(self, task_id: str, ids: set[str]) -> tuple[int, Paging]:
+        """How many of `ids` the open page holds (one number travels back, not the
+        messages), and the task's paging fields from the same read."""
 
         def build(query: dict[str, Any]) -> list[Any]:
             present = {
@@ -216,10 +227,19 @@ class TaskEngine(TaskScope):
                     "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]},
                 }
             }
-            return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present}}}]
+            fields = dict.fromkeys(("version", "sealed", "pages", "pending"), 1)
+            return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present},
+                                                     **fields}}]  # fmt: skip
 
         rows = await self._aggregate_task(task_id, build)
-        return int(rows[0]["found"])
+        return int(rows[0]["found"]), Paging.of(rows[0])
+
+    async def _count_stored_ids(self, task_id: str, ids: set[str]) -> int:
+        """How many of `ids` the task holds, in its open page or its sealed pages."""
+        found, paging = await self._open_ids(task_id, ids)
+        if found == len(ids) or paging.pages == 0:
+            return found
+        return found + len(await self._sealed_ids(self._key(task_id), paging, sorted(ids)))
 
     def _remember(
         self,
@@ -269,6 +289,7 @@ class TaskEngine(TaskScope):
             located=located,
             cached=False,
             unset=("tail",) if "tail" in document else (),
+            pending=bool(document.get("pending")),
         )
 
     @staticmethod
@@ -283,7 +304,7 @@ class TaskEngine(TaskScope):
         tail, before = plan.header.tail, state.header.tail
         if state.tail is None or tail is None or before is None or before.index != tail.index:
             return None
-        prefix = f"messages.{tail.index}."
+        prefix = f"messages.{tail.index - state.header.sealed}."
 
         def inside(entries: dict[str, Any]) -> dict[str, Any]:
             return {k[len(prefix) :]: v for k, v in entries.items() if k.startswith(prefix)}
@@ -347,13 +368,26 @@ class TaskEngine(TaskScope):
                     if state.cached:
                         self._forget(task_id)
                         continue
+                    if header.open_count > 1 and await self._seal_now(task_id, state, force=True):
+                        continue  # the open page moved to pages: plan again
                     added = plan.header.size_bytes - header.size_bytes
-                    raise TaskTooLarge(task_id, header.size_bytes, added, self.max_document_bytes)
+                    raise TaskTooLarge(task_id, header.open_bytes, added, self.max_document_bytes)
+                open_required, patched_ids = list(require_ids), {}
+                if header.pages:
+                    paging = Paging(state.version, header.sealed, header.pages)
+                    patched_ids = await self._ids_at(key, paging, plan)
+                    if ids and await self._sealed_ids(key, paging, ids):
+                        replay = await self._replayed(task_id, ids)  # stored in a sealed page
+                        if replay is not None:
+                            return on_replay(replay) if on_replay is not None else plan.result
+                    required_sealed = await self._sealed_ids(key, paging, require_ids)
+                    open_required = [i for i in require_ids if i not in required_sealed]
                 now = utcnow()
                 query, update = build_task_update(
                     plan, key=key, tenant=self.tenant, version=state.version,
                     updated_at=state.updated_at, now=now, transform=offloader.transform_value,
-                    guard_ids=guard, require_ids=require_ids, unset=state.unset,
+                    guard_ids=guard, require_ids=open_required, unset=state.unset,
+                    sealed_ids=patched_ids,
                 )  # fmt: skip
                 if self.owner is not None:
                     query["owner"] = self.owner
@@ -367,6 +401,10 @@ class TaskEngine(TaskScope):
                     tail = self._next_tail(plan, update, state)
                     self._remember(task_id, state.version + 1, now, plan.header, tail)
                     self._notifier.notify((self.tenant, task_id))
+                    await self._after_write(
+                        task_id, state.version + 1, plan.header, tail,
+                        fold=state.pending or ("$push" in update and "pending" in update["$push"]),
+                    )  # fmt: skip
                     return plan.result
                 self._forget(task_id)
                 replay = await self._replayed(task_id, ids or plan.new_ids)
@@ -384,6 +422,31 @@ class TaskEngine(TaskScope):
             f"task {task_id!r}: gave up after {self.retry.attempts} attempts "
             "lost to concurrent writers"
         )
+
+    async def _after_write(
+        self, task_id: str, version: int, header: TaskHeader, tail: dict[str, Any] | None,
+        *, fold: bool,
+    ) -> None:  # fmt: skip
+        """Housekeeping a committed write may leave: fold changes to sealed messages into
+        their pages, seal the open page once it has grown to twice a page. Both are
+        repairs any later write redoes, so a failure here does not fail the verb."""
+        try:
+            if fold:
+                await self._fold(task_id)
+            if should_seal(header, self.page_policy):
+                sealed = await self._seal(task_id, version, header)
+                if sealed is not None:
+                    after, now = sealed
+                    self._remember(task_id, version + 1, now, after, tail)
+        except PyMongoError as error:
+            self._forget(task_id)
+            logger.warning("task %r: paging after a write failed (%s); the next write "
+                           "repairs it", task_id, error)  # fmt: skip
+
+    async def _seal_now(self, task_id: str, state: _State, *, force: bool) -> bool:
+        """Seal before a write that would not fit (the cache is dropped either way)."""
+        self._forget(task_id)
+        return await self._seal(task_id, state.version, state.header, force=force) is not None
 
     async def _verb(
         self,

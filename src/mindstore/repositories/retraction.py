@@ -17,6 +17,7 @@ from mindstore.ids import check_name
 from mindstore.model.messages import AnyMessage
 from mindstore.model.storage_form import bson_size
 from mindstore.repositories.engine import READ_FIELDS
+from mindstore.repositories.pages import PAGING_FIELDS, Paging
 from mindstore.repositories.task_reads import TaskReads
 
 
@@ -49,8 +50,15 @@ class Retraction(TaskReads):
                 document = await self._find_task(task_id, projection)
                 header = header_from_document(document)
                 stored = document.get("messages") or []
-                if header.seq == 0 or not stored:
+                if header.seq == 0:
                     return None
+                if len(stored) < 2 and header.sealed:
+                    if not stored:  # every message is sealed: bring the last page back first
+                        await self._unseal_last(task_id)
+                        continue
+                    paging = Paging.of(document)
+                    stored = [*await self._sealed_range(key, paging, header.sealed - 1,
+                                                        header.sealed), *stored]  # fmt: skip
                 last = self._decode_raw([stored[-1]], task_id)[0]
                 if expected_id is not None and last.id != expected_id:
                     if await self._count_stored_ids(task_id, {expected_id}) == 0:
@@ -74,6 +82,7 @@ class Retraction(TaskReads):
                 query, update = retract.retract_update(
                     plan, key=key, tenant=self.tenant, version=version, now=now,
                     changed=changed_header_fields(plan.header_before, plan.header),
+                    sealed=header.sealed,
                 )  # fmt: skip
                 if self.owner is not None:
                     query["owner"] = self.owner
@@ -99,15 +108,21 @@ class Retraction(TaskReads):
 
     async def _call_rows(self, task_id: str, call_ids: Sequence[str]) -> list[dict[str, Any]]:
         """Every stored message holding a call or a result with one of `call_ids` (and its
-        index)."""
+        index in the history), sealed pages first."""
         pipeline = [
             {"$match": self._filter(task_id)},
             {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
             {"$match": {"messages.content.tool_call_id": {"$in": list(call_ids)}}},
-            {"$project": {"_id": 0, "index": 1, "message": "$messages"}},
+            {"$project": {"_id": 0, "index": 1, "message": "$messages", "sealed": 1}},
         ]
         rows = await (await self._tasks.aggregate(pipeline)).to_list(length=None)
+        located = [(int(row.get("sealed", 0) or 0) + int(row["index"]), row["message"])
+                   for row in rows]  # fmt: skip
+        paging = Paging.of(await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
+        sealed = await self._sealed_locate(
+            self._key(task_id), paging, "content.tool_call_id", list(call_ids)
+        )
         return [
-            {"index": int(row["index"]), "message": self._decode_raw([row["message"]], task_id)[0]}
-            for row in rows
+            {"index": index, "message": self._decode_raw([message], task_id)[0]}
+            for index, message in [*sealed, *located]
         ]

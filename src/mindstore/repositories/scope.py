@@ -25,12 +25,12 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, header_from_document
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, header_from_document
 from mindstore.errors import NotFound
-from mindstore.ids import check_key, check_name, legacy_key, task_key
+from mindstore.ids import check_key, legacy_key, task_key
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
+from mindstore.model.paging import DEFAULT_POLICY, PagePolicy
 from mindstore.payloads import Offloader
-from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
 from mindstore.validation import check_owner
@@ -38,8 +38,11 @@ from mindstore.validation import check_owner
 logger = logging.getLogger(__name__)
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-PLAN_FIELDS: tuple[str, ...] = ("version", "updated_at", *STORED_HEADER_FIELDS, "tail")
-"""What a write plans from (with the last message); `tail` is an earlier version's field."""
+PLAN_FIELDS: tuple[str, ...] = (
+    "version", "updated_at", *STORED_HEADER_FIELDS, "tail", "pending", "pending_at",
+)  # fmt: skip
+"""What a write plans from (with the last message); `tail` is an earlier version's field,
+`pending` the changes to sealed messages not yet folded into their pages."""
 READ_FIELDS: tuple[str, ...] = (
     "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
     "metadata", *STORED_HEADER_FIELDS,
@@ -73,12 +76,14 @@ class TaskScope:
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
         headers: HeaderCache | None = None,
         notifier: Notifier | None = None,
+        page_policy: PagePolicy | None = DEFAULT_POLICY,
     ) -> None:
         self.tenant = check_key(tenant, "tenant")
         self.owner = check_owner(owner)
         self.database = database
         self._tasks = database[TASKS]
         self._payloads = database[PAYLOADS]
+        self._pages = database[TASK_PAGES]
         self._nodes = database[DIALOG_NODES]
         self._locks: weakref.WeakValueDictionary[Any, asyncio.Lock] = (
             locks if locks is not None else weakref.WeakValueDictionary()
@@ -88,6 +93,9 @@ class TaskScope:
         self.max_document_bytes = max_document_bytes
         self._headers = headers if headers is not None else HeaderCache()
         self._notifier = notifier if notifier is not None else Notifier()
+        self.page_policy = page_policy
+        """How large sealed pages are (`model.paging`); None: never seal (every message
+        stays in the task document, which then stops at 16 MiB)."""
 
     # ------------------------------------------------------------------ scope
     def _lock(self, task_id: str) -> asyncio.Lock:
@@ -185,26 +193,3 @@ class TaskScope:
         calls or the configuration only: the last message, however large, stays on the
         server."""
         return header_from_document(await self._read_header_doc(task_id))
-
-    async def _locate(
-        self, task_id: str, message_id: str
-    ) -> tuple[dict[str, Any], int, dict[str, Any]]:
-        """The header document (`_read_header_doc`) and one stored message with its index.
-
-        The last message comes with the header read. Another one is read by id with the
-        `locate_message_pipeline`, after the header: a write in between changes the
-        version, so the guarded update planned from both matches nothing and is retried.
-        """
-        check_name(message_id, "message id")
-        document = await self._read_header_doc(task_id, write=True)
-        tail = header_from_document(document).tail
-        if tail is not None and tail.id == message_id:
-            return document, tail.index, document["messages"][-1]
-        query = self._filter(task_id)
-        cursor = await self._tasks.aggregate(
-            pipelines.locate_message_pipeline(query, message_id, ())
-        )
-        rows = await cursor.to_list(length=1)
-        if not rows:
-            raise NotFound(f"no message {message_id!r} in task {task_id!r}")
-        return document, int(rows[0]["index"]), rows[0]["message"]

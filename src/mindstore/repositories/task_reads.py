@@ -9,14 +9,16 @@ the features built on them. Scope (tenant, owner) comes from the engine's `_filt
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from mindstore.documents import header_from_document
-from mindstore.errors import MissingConfig, NotFound, ValidationError
-from mindstore.ids import check_name
+from mindstore.errors import Conflict, MissingConfig, NotFound, ValidationError
+from mindstore.ids import check_name, page_key
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
+from mindstore.model.paging import apply_pending
 from mindstore.model.parts import TaskConfigPart
 from mindstore.model.specs import resolve_alias
 from mindstore.model.storage_form import unescape_keys
@@ -24,7 +26,9 @@ from mindstore.model.task import Task
 from mindstore.model.views import SubTaskSpan
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.pipelines import context as context_pipelines
+from mindstore.pipelines.boundaries import with_fields
 from mindstore.repositories.engine import MAX_SLICE, READ_FIELDS, TaskEngine
+from mindstore.repositories.pages import PAGING_FIELDS, STALE_READS, Paging, StalePage
 from mindstore.repositories.records import (
     CheckpointRecord,
     Page,
@@ -112,26 +116,55 @@ class TaskReads(TaskEngine):
         return Page[TaskRecord](items=items, next_cursor=next_cursor)
 
     # ------------------------------------------------------------------ ranges
+    def _sealed_guess(self, task_id: str) -> int:
+        """Where the open page starts, as this process last wrote the task (0 if unknown:
+        most tasks are never paged). A wrong guess costs one more read, never a wrong
+        answer: the read returns the task's real mark and is redone with it."""
+        entry = self._headers.get((self.tenant, task_id))
+        return entry.header.sealed if entry is not None else 0
+
+    @staticmethod
+    def _open_slice(start: int, stop: int | None, sealed: int) -> dict[str, Any]:
+        """The projection of the open page's part of ``[start, stop)`` (its array holds
+        messages from `sealed` on) and the fields of a paged read."""
+        projection: dict[str, Any] = dict.fromkeys(PAGING_FIELDS, 1)
+        first = max(start - sealed, 0)
+        if stop is None and first == 0:
+            projection["messages"] = 1
+        elif stop is None or stop > sealed:
+            count = MAX_SLICE if stop is None else min(stop - sealed - first, MAX_SLICE)
+            if count > 0:
+                projection["messages"] = {"$slice": [min(first, MAX_SLICE), count]}
+        return projection
+
     async def read_range(
         self, task_id: str, start: int = 0, stop: int | None = None
     ) -> builtins.list[AnyMessage]:
         """Messages ``[start, stop)`` of the history (``stop=None``: to the end).
 
-        The one primitive the range reads build on: a ``$slice`` of the array, so only
-        the range travels.
+        The one primitive the range reads build on: the open page's part is a ``$slice`` of
+        the task document's array, the sealed part comes from the pages it overlaps (the
+        first and last sliced on the server), so only the range travels, plus at most the
+        open page when this process guessed the task's paging wrong.
         """
         check_int(start, "start")
         check_optional_int(stop, "stop")
         if stop is not None and stop <= start:
             await self._read_header_doc(task_id)  # NotFound still applies
             return []
-        if start == 0 and stop is None:
-            projection: dict[str, Any] = {"messages": 1}
-        else:
-            count = MAX_SLICE if stop is None else min(stop - start, MAX_SLICE)
-            projection = {"messages": {"$slice": [min(start, MAX_SLICE), count]}, "seq": 1}
-        document = await self._find_task(task_id, projection)
-        return await self._decode(task_id, document.get("messages", []))
+        key, guess = self._key(task_id), self._sealed_guess(task_id)
+        for _attempt in range(STALE_READS):
+            document = await self._find_task(task_id, self._open_slice(start, stop, guess))
+            paging = Paging.of(document)
+            if paging.sealed != guess:
+                guess = paging.sealed
+                continue
+            try:
+                sealed = await self._sealed_range(key, paging, start, stop or paging.sealed)
+            except StalePage:
+                continue
+            return await self._decode(task_id, [*sealed, *(document.get("messages") or [])])
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
 
     async def messages(
         self, task_id: str, start: int = 0, limit: int | None = None
@@ -146,41 +179,82 @@ class TaskReads(TaskEngine):
     ) -> tuple[int, builtins.list[AnyMessage], builtins.list[AnyMessage]]:
         """(message count, first `first` messages, last `last` messages) from one snapshot.
 
-        One pipeline with two `$slice`s, so a trimmed fork of a long dialog reads only
-        what it keeps, and the count matches the slices even under concurrent appends.
+        One read of the task document with two `$slice`s (and, for a paged task, of the
+        pages they reach), so a trimmed fork of a long dialog reads only what it keeps,
+        and the count matches the slices even under concurrent appends.
         """
         check_int(first, "first", maximum=MAX_SLICE)
         check_int(last, "last", minimum=1, maximum=MAX_SLICE)
-        project: dict[str, Any] = {"_id": 0, "seq": 1, "tail": {"$slice": ["$messages", -last]}}
-        if first:
-            project["head"] = {"$slice": ["$messages", first]}
-        rows = await self._aggregate_task(
-            task_id, lambda query: [{"$match": query}, {"$project": project}]
-        )
-        row = rows[0]
-        head = await self._decode(task_id, row.get("head", []))
-        return int(row.get("seq", 0)), head, await self._decode(task_id, row["tail"])
+        key, guess = self._key(task_id), self._sealed_guess(task_id)
+        for _attempt in range(STALE_READS):
+            project: dict[str, Any] = {"_id": 0, **dict.fromkeys(PAGING_FIELDS, 1),
+                                       "tail": {"$slice": ["$messages", -last]}}  # fmt: skip
+            if first > guess:
+                project["head"] = {"$slice": ["$messages", first - guess]}
+
+            def build(query: dict[str, Any], project: dict[str, Any] = project) -> list[Any]:
+                return [{"$match": query}, {"$project": project}]
+
+            rows = await self._aggregate_task(task_id, build)
+            row, paging = rows[0], Paging.of(rows[0])
+            if paging.sealed != guess:
+                guess = paging.sealed
+                continue
+            try:
+                head = await self._sealed_range(key, paging, 0, min(first, paging.sealed))
+                tail = row["tail"]
+                if len(tail) < last:
+                    older = max(paging.seq - last, 0)
+                    tail = [*await self._sealed_range(key, paging, older, paging.sealed), *tail]
+            except StalePage:
+                continue
+            head = [*head, *row.get("head", [])]
+            return paging.seq, await self._decode(task_id, head), await self._decode(task_id, tail)
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
 
     async def tail(self, task_id: str, count: int = 50) -> builtins.list[AnyMessage]:
         """The last `count` messages: only they travel over the wire."""
         check_int(count, "count", minimum=1)
-        document = await self._find_task(
-            task_id, {"seq": 1, "messages": {"$slice": -min(count, MAX_SLICE)}}
-        )
-        return await self._decode(task_id, document.get("messages", []))
+        key = self._key(task_id)
+        projection = {**dict.fromkeys(PAGING_FIELDS, 1),
+                      "messages": {"$slice": -min(count, MAX_SLICE)}}  # fmt: skip
+        for _attempt in range(STALE_READS):
+            document = await self._find_task(task_id, projection)
+            paging, stored = Paging.of(document), document.get("messages") or []
+            if len(stored) < count and paging.sealed:
+                older = max(paging.sealed - (count - len(stored)), 0)
+                try:
+                    stored = [*await self._sealed_range(key, paging, older, paging.sealed), *stored]
+                except StalePage:
+                    continue
+            return await self._decode(task_id, stored)
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+
+    async def _find_message(self, task_id: str, message_id: str) -> tuple[int, Any] | None:
+        """(index in the history, stored message) of a message, open page first."""
+        for _attempt in range(STALE_READS):
+            paging = Paging.of(await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
+            rows = await (
+                await self._tasks.aggregate(
+                    pipelines.locate_message_pipeline(self._filter(task_id), message_id)
+                )
+            ).to_list(length=1)
+            if rows:
+                return paging.sealed + int(rows[0]["index"]), rows[0]["message"]
+            try:
+                found = await self._sealed_locate(self._key(task_id), paging, "id", [message_id])
+            except StalePage:
+                continue
+            return found[0] if found else None
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
 
     async def get_message(self, task_id: str, message_id: str) -> AnyMessage | None:
         """The message, or None if the task has no such message (as in the Mind Map)."""
         check_name(message_id, "message id")
-        await self._read_header_doc(task_id)
-        rows = await (
-            await self._tasks.aggregate(
-                pipelines.locate_message_pipeline(self._filter(task_id), message_id)
-            )
-        ).to_list(length=1)
-        if not rows:
+        found = await self._find_message(task_id, message_id)
+        if found is None:
             return None
-        return (await self._decode(task_id, [rows[0]["message"]]))[0]
+        return (await self._decode(task_id, [found[1]]))[0]
 
     async def get_updates(
         self, task_id: str, since_id: str | None = None, *, since_message_id: str | None = None
@@ -191,17 +265,10 @@ class TaskReads(TaskEngine):
         if since_id is None or since_id == "":
             return await self.messages(task_id)
         check_name(since_id, "since_id")
-        rows = await (
-            await self._tasks.aggregate(
-                pipelines.locate_message_pipeline(self._filter(task_id), since_id, ("seq",))
-            )
-        ).to_list(length=1)
-        if not rows:
+        found = await self._find_message(task_id, since_id)
+        if found is None:
             return await self.messages(task_id)
-        index = int(rows[0]["index"])
-        if index + 1 >= rows[0]["seq"]:
-            return []
-        return await self.messages(task_id, start=index + 1)
+        return await self.read_range(task_id, found[0] + 1)
 
     # ------------------------------------------------------------------ levels
     async def current_task_level(self, task_id: str) -> int:
@@ -214,10 +281,69 @@ class TaskReads(TaskEngine):
         return await self._level_messages(task_id, scope)
 
     async def _level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
-        rows = await self._aggregate_task(
-            task_id, lambda query: pipelines.level_messages_pipeline(query, scope)
+        return await self._decode(
+            task_id,
+            await self._filtered(
+                task_id, lambda query: pipelines.level_messages_pipeline(query, scope)
+            ),
         )
-        return await self._decode(task_id, rows[0]["messages"])
+
+    async def _filtered(
+        self, task_id: str, build: Callable[[dict[str, Any]], builtins.list[Any]]
+    ) -> builtins.list[Any]:
+        """The stored messages a one-row `$filter` pipeline keeps (its `messages` field),
+        over the open page and, for a paged task, over the sealed pages (the same pipeline
+        after its `$match`, pending changes applied), in history order."""
+        for _attempt in range(STALE_READS):
+            rows = await self._aggregate_task(
+                task_id, lambda query: with_fields(build(query), PAGING_FIELDS)
+            )
+            paging = Paging.of(rows[0])
+            if not paging.pages:
+                return list(rows[0]["messages"])
+            tail = with_fields(build({})[1:], ("start", "version"))
+            try:
+                pages = await self._sealed_rows(self._key(task_id), paging, tail)
+            except StalePage:
+                continue
+            sealed = [message for row in pages for message in row.get("messages", [])]
+            apply_pending(sealed, paging.pending)
+            return [*sealed, *rows[0]["messages"]]
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+
+    async def _segments(
+        self, task_id: str, stages: builtins.list[Any], open_stages: builtins.list[Any]
+    ) -> tuple[Paging, builtins.list[Any], dict[str, Any]]:
+        """A per-document pipeline over a task's segments: `stages` over each visible page
+        (rows in page order, with `page`, `start`, `version`), `open_stages` over the task
+        document (its row, with the paging fields). Task document first (`pages`)."""
+        for _attempt in range(STALE_READS):
+            rows = await self._aggregate_task(
+                task_id, lambda query: [{"$match": query}, *with_fields(open_stages, PAGING_FIELDS)]
+            )
+            paging = Paging.of(rows[0])
+            fields = ("page", "start", "version")
+            try:
+                pages = await self._sealed_rows(
+                    self._key(task_id), paging, with_fields(stages, fields)
+                )
+            except StalePage:
+                continue
+            return paging, pages, rows[0]
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+
+    async def _page_rows(
+        self, task_id: str, paging: Paging, pages: builtins.list[int], stages: builtins.list[Any]
+    ) -> dict[int, Any]:
+        """A per-document pipeline over some visible pages (by number), as of `paging`."""
+        wanted = [page_key(self._key(task_id), n) for n in sorted(set(pages)) if n < paging.pages]
+        if not wanted:
+            return {}
+        match = {"$match": {"_id": {"$in": wanted}, "tenant": self.tenant}}
+        pipeline = [match, *with_fields(stages, ("page", "start", "version"))]
+        rows = await (await self._pages.aggregate(pipeline)).to_list(length=None)
+        self._checked(rows, paging)
+        return {int(row["page"]): row for row in rows}
 
     async def current_task_messages(self, task_id: str) -> builtins.list[AnyMessage]:
         header = await self._scope_header(task_id)
@@ -232,12 +358,15 @@ class TaskReads(TaskEngine):
     async def task_boundaries(self, task_id: str, entry_id: str) -> tuple[int, int | None]:
         """(entry index, exit index or None) of any sub-task of the task."""
         check_name(entry_id, "entry id")
-        await self._read_header_doc(task_id)
+        paging = Paging.of(await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
         rows = await (
             await self._tasks.aggregate(
                 pipelines.boundaries_pipeline(self._filter(task_id), entry_id)
             )
         ).to_list(length=None)
+        if paging.pages:  # entries and exits never change: no version check needed
+            found = pipelines.boundaries_pipeline({}, entry_id, "$start")[1:]
+            rows = [*await self._sealed_rows(self._key(task_id), paging, found), *rows]
         entry = [row["index"] for row in rows if row["role"] == "taskentry"]
         exits = [row["index"] for row in rows if row["role"] == "taskexit"]
         if not entry:
@@ -245,10 +374,16 @@ class TaskReads(TaskEngine):
         return int(entry[0]), (int(exits[0]) if exits else None)
 
     async def sub_task_spans(self, task_id: str) -> builtins.list[SubTaskSpan]:
-        await self._read_header_doc(task_id)
+        paging = Paging.of(await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
+        query = self._filter(task_id)
         rows = await (
-            await self._tasks.aggregate(pipelines.spans_pipeline(self._filter(task_id)))
+            await self._tasks.aggregate(pipelines.spans_pipeline(query, partial=bool(paging.pages)))
         ).to_list(length=None)
+        if paging.pages:  # what spans read (roles, scopes, start times) never changes
+            sealed = pipelines.spans_pipeline({}, "$start", partial=True)[1:]
+            rows = pipelines.merge_span_groups(
+                await self._sealed_rows(self._key(task_id), paging, sealed), rows
+            )
         return [
             SubTaskSpan(
                 entry_id=row["_id"],
@@ -274,25 +409,26 @@ class TaskReads(TaskEngine):
         """
         header = await self._scope_header(task_id)
         scope = header.current_scope
-        rows = await self._aggregate_task(
-            task_id, lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope)
+        marks = await self._filtered(
+            task_id,
+            lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope, "messages"),
         )
         latest = None
-        if rows[0].get("latest"):
-            latest = CheckpointRecord.from_stored(unescape_keys(rows[0]["latest"][0]))
+        if marks:
+            latest = CheckpointRecord.from_stored(unescape_keys(marks[-1]))
         excluded: list[str] = []
         stubbed: list[str] = []
         if latest is not None:
             stubbed = list(latest.metadata.get("stubbed_message_ids") or [])
             stubbed_set = set(stubbed)
             excluded = [mid for mid in latest.compressed_message_ids if mid not in stubbed_set]
-        rows = await self._aggregate_task(
+        kept = await self._filtered(
             task_id,
             lambda query: context_pipelines.context_messages_pipeline(
                 query, scope, excluded, stubbed
             ),
         )
-        return header, latest, await self._decode(task_id, rows[0]["messages"])
+        return header, latest, await self._decode(task_id, kept)
 
     async def current_task_config(self, task_id: str) -> TaskConfigPart:
         header = await self._scope_header(task_id)

@@ -10,6 +10,7 @@ leaves the database as it was.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
@@ -150,6 +151,11 @@ class TaskRepository(ContentLifecycle):
         }
         size = bson_size({key: value for key, value in document.items() if key != "messages"})
         if document_estimate(plan.header) + size > self.max_document_bytes:
+            if self.page_policy is not None and len(initial) > 1:
+                return await self._create_in_steps(
+                    task_id, initial, plan.appended_docs, replay=replay, owner=owner,
+                    title=title, content=content, state=state_value, metadata=metadata,
+                )  # fmt: skip
             raise TaskTooLarge(task_id, 0, plan.header.size_bytes + size, self.max_document_bytes)
         if chosen and await self._tasks.count_documents(
             {"_id": task_id, "tenant": self.tenant}, limit=1
@@ -160,10 +166,34 @@ class TaskRepository(ContentLifecycle):
             await self._tasks.insert_one(document)
         except DuplicateKeyError as exc:
             raise Conflict(f"task id {task_id!r} is already in use") from exc
-        self._remember(
-            task_id, 0, now, plan.header, plan.appended_docs[-1] if plan.appended_docs else None
-        )
+        tail = plan.appended_docs[-1] if plan.appended_docs else None
+        self._remember(task_id, 0, now, plan.header, tail)
+        await self._after_write(task_id, 0, plan.header, tail, fold=False)  # a long history
         return TaskRecord.from_document(document, plan.header)
+
+    async def _create_in_steps(
+        self, task_id: str, history: list[AnyMessage], stored: list[JSON], *, replay: bool,
+        **fields: Any,
+    ) -> TaskRecord:  # fmt: skip
+        """A new task whose history does not fit in one document: created with its first
+        page-sized run of messages, then the rest appended in runs (each one guarded update,
+        sealing as it goes). Not one atomic write: a crash leaves the task with a prefix of
+        the history (docs/write-paths.md, "Paged storage")."""
+        assert self.page_policy is not None
+        runs: list[list[AnyMessage]] = [[]]
+        run_bytes = 0
+        for message, document in zip(history, stored, strict=True):
+            size = bson_size(document)
+            if runs[-1] and run_bytes + size > self.page_policy.page_bytes:
+                runs.append([])
+                run_bytes = 0
+            runs[-1].append(message)
+            run_bytes += size
+        await self.create(task_id=task_id, messages=runs[0], replay=replay, **fields)
+        add_run = functools.partial(plans.plan_add_messages, replay=replay)
+        for run in runs[1:]:
+            await self._verb(task_id, add_run, run)
+        return await self.get(task_id)
 
     async def import_task(
         self, task: Task, *, owner: str | None = None, title: str | None = None
@@ -178,7 +208,10 @@ class TaskRepository(ContentLifecycle):
         )  # fmt: skip
 
     async def delete(self, task_id: str) -> bool:
-        """Delete the task, its offloaded payloads and its dialog-tree node.
+        """Delete the task, its offloaded payloads, its sealed pages and its dialog-tree node.
+
+        The task document goes first, so a crash part-way leaves only pages no reader sees
+        (a re-created task of the same id tells them apart by `born` and overwrites them).
 
         A dialog with forks is refused (`Conflict`): deleting it would leave children
         pointing at a missing parent; `dialogs.delete(id, cascade=True)` removes the subtree.
@@ -197,6 +230,7 @@ class TaskRepository(ContentLifecycle):
         if result.deleted_count == 0:
             raise self._not_found(task_id)
         await self._payloads.delete_many({"tenant": self.tenant, "task_id": task_id})
+        await self._pages.delete_many({"tenant": self.tenant, "task": query["_id"]})
         await self._nodes.delete_one({"_id": query["_id"], "tenant": self.tenant})
         return True
 

@@ -21,13 +21,14 @@ the one planned from, so patches carry no per-message id guard of their own.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from mindstore.errors import MindstoreError
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, stored_header
 from mindstore.model.lean_form import lean_value
+from mindstore.model.paging import pending_entry
 from mindstore.model.planner import ABSENT, FROM_VALUE, Patch, Plan
 from mindstore.model.storage_form import element_size, escape_keys
 
@@ -106,12 +107,13 @@ def header_changes(before: TaskHeader, after: TaskHeader) -> Update:
     old, new = stored_header(before), stored_header(after)
     update: Update = {}
     for key in STORED_HEADER_FIELDS:
-        if old[key] == new[key]:
+        was, now = old.get(key), new.get(key)  # a paging field is absent at 0
+        if was == now:
             continue
-        if isinstance(old[key], list) and isinstance(new[key], list):
-            options = _list_options(key, old[key], new[key])
+        if isinstance(was, list) and isinstance(now, list):
+            options = _list_options(key, was, now)
         else:
-            options = _dict_options(key, old[key], new[key])
+            options = _dict_options(key, was, now)
         for operator, entries in min(options, key=_size).items():
             update.setdefault(operator, {}).update(entries)
     return update
@@ -123,8 +125,8 @@ def changed_header_fields(before: TaskHeader, after: TaskHeader) -> dict[str, An
     old, new = stored_header(before), stored_header(after)
     sets: dict[str, Any] = {}
     for key in STORED_HEADER_FIELDS:
-        if old[key] != new[key]:
-            sets.update(min(_dict_options(key, old[key], new[key]), key=_size)["$set"])
+        if old.get(key) != new.get(key):
+            sets.update(min(_dict_options(key, old.get(key), new.get(key)), key=_size)["$set"])
     return sets
 
 
@@ -148,6 +150,7 @@ def build_task_update(
     guard_ids: Sequence[str] = (),
     require_ids: Sequence[str] = (),
     unset: Sequence[str] = (),
+    sealed_ids: Mapping[int, str] | None = None,
 ) -> tuple[dict[str, Any], Update]:
     """(filter, update) for one plan, pinned to the document state it was planned from.
 
@@ -158,7 +161,9 @@ def build_task_update(
     the write needs (`$all`, e.g. those a compression message names). `unset`: stored
     fields of an earlier format to drop in the same write. A patch that sets a field back
     to its default removes it (`$unset`), so the stored message stays in its lean form and
-    `size_bytes` (planned on that form) stays exact.
+    `size_bytes` (planned on that form) stays exact. A patch of a sealed message (index
+    below the header's `sealed`) is a `pending` entry instead, named by the message's id
+    (`sealed_ids` supplies the ids a patch does not carry).
     """
     query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version,
                              "updated_at": updated_at}  # fmt: skip
@@ -173,17 +178,26 @@ def build_task_update(
         query["$and"] = [{"messages.id": {"$all": sorted(set(require_ids))}}]
     sets: dict[str, Any] = {}
     unsets: dict[str, Any] = {}
+    pending: list[dict[str, Any]] = []
+    sealed = plan.header_before.sealed  # the array holds messages [sealed, seq)
     for offset, doc in enumerate(plan.appended_docs):
-        sets[f"messages.{plan.base_index + offset}"] = doc
+        sets[f"messages.{plan.base_index + offset - sealed}"] = doc
     for patch in plan.patches:
         value = patch_value(patch)
-        if value is ABSENT:
-            unsets[f"messages.{patch.index}.{patch.path}"] = ""
-            continue
-        if transform is not None:
+        if value is not ABSENT and transform is not None:
             value = transform(value, patch.message_id, patch.path)
-        sets[f"messages.{patch.index}.{patch.path}"] = value
+        if patch.index < sealed:  # in a sealed page: recorded here, folded into it later
+            message_id = patch.message_id or (sealed_ids or {}).get(patch.index, "")
+            pending.append(pending_entry(message_id, patch.index, patch.path, value,
+                                         absent=value is ABSENT))  # fmt: skip
+        elif value is ABSENT:
+            unsets[f"messages.{patch.index - sealed}.{patch.path}"] = ""
+        else:
+            sets[f"messages.{patch.index - sealed}.{patch.path}"] = value
     update: Update = {"$set": sets}
+    if pending:
+        update["$push"] = {"pending": {"$each": pending}}
+        sets["pending_at"] = version + 1
     for operator, entries in header_changes(plan.header_before, plan.header).items():
         update.setdefault(operator, {}).update(entries)
     sets["updated_at"] = now

@@ -1,0 +1,178 @@
+"""The context window's read of a level that spans sealed pages.
+
+`window_read.read_level_window` reads a level in one pipeline over the task document. A
+paged task's level lies in several documents, so this reader works per segment (each
+visible page, then the open page) with the level's latest checkpoint given to each:
+
+1. the checkpoint: the last compression message of the level (`context_source`'s read:
+   only compression messages travel, in their pages and the open page);
+2. one pass over every segment for its counts and system messages
+   (`pipelines.context_pages.segment_counts`), the open page's head and tail slices in
+   the same read;
+3. slices of only the pages that hold the window's head (the level's first view
+   messages) and tail (its newest visible messages).
+
+The counts add up to what the one-document pipeline computes, and the messages are the
+same, so the assembled window is identical (tests/test_paging.py compares them); only
+the pages the window touches send messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindstore.compression.checkpoint import CompressionCheckpoint
+from mindstore.compression.window import LevelRead
+from mindstore.model.header import TaskHeader
+from mindstore.model.messages import AnyMessage
+from mindstore.model.paging import apply_pending
+from mindstore.model.storage_form import bson_size, unescape_keys
+from mindstore.pipelines import context as context_pipelines
+from mindstore.pipelines.context_pages import segment_counts, segment_slice
+from mindstore.repositories.pages import Paging
+from mindstore.repositories.task_reads import TaskReads
+
+JSON = dict[str, Any]
+
+
+class _Level:
+    """What the first two passes learnt: the checkpoint and each segment's counts."""
+
+    def __init__(self, mark: JSON | None, paging: Paging, pages: list[JSON], open_row: JSON):
+        self.mark = mark
+        part = next(iter((mark or {}).get("content") or []), None)
+        part = unescape_keys(part) if isinstance(part, dict) else {}
+        self.checkpoint = CompressionCheckpoint.from_parts(part.get("metadata"), part.get("cache"))
+        checkpoint = self.checkpoint
+        self.stubbed = list(checkpoint.stubbed_ids) if checkpoint is not None else []
+        self.dropped = list(checkpoint.dropped_ids) if checkpoint is not None else []
+        self.anchor = checkpoint.summary_after_id if checkpoint is not None else None
+        self.paging = paging
+        self.segments: list[JSON] = [*pages, open_row]  # the open page last, page None
+
+    def args(self) -> tuple[Any, ...]:
+        return self.dropped, self.stubbed, self.anchor
+
+    def total(self, name: str) -> int:
+        return sum(int(row.get(name, 0)) for row in self.segments)
+
+
+async def _level(tasks: TaskReads, task_id: str, scope: str | None, head: int, tail: int) -> _Level:
+    marks = await tasks._filtered(
+        task_id,
+        lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope, "messages"),
+    )
+    mark = marks[-1] if marks else None
+    probe = _Level(mark, Paging(0, 0, 0), [], {})
+    counts = segment_counts(scope, *probe.args())
+    opened = [
+        *counts[:-1],
+        {"$project": {**counts[-1]["$project"],
+                      "head": {"$slice": ["$view", head]},
+                      "tail": {"$slice": ["$visible", -tail]}}},
+    ]  # fmt: skip
+    paging, pages, open_row = await tasks._segments(task_id, counts, opened)
+    open_row["page"] = None
+    return _Level(mark, paging, pages, open_row)
+
+
+async def _slices(
+    tasks: TaskReads, task_id: str, level: _Level, scope: str | None, field: str,
+    wanted: list[tuple[JSON, int, int]],
+) -> dict[int | None, list[JSON]]:  # fmt: skip
+    """`field` slices (segment row, start, count) of sealed pages, by page number."""
+    out: dict[int | None, list[JSON]] = {}
+    for row, start, count in wanted:
+        stages = segment_slice(scope, *level.args(), field=field, start=start, count=count)
+        found = await tasks._page_rows(task_id, level.paging, [int(row["page"])], stages)
+        messages = found.get(int(row["page"]), {}).get("slice", [])
+        apply_pending(messages, level.paging.pending)
+        out[int(row["page"])] = messages
+    return out
+
+
+async def read_paged_window(
+    tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int
+) -> tuple[LevelRead, tuple[list[JSON], list[JSON], list[JSON]]]:
+    """The window read of a paged level: its counts and checkpoint (a `LevelRead` whose
+    messages are still to be decoded) and the stored head, systems and tail."""
+    scope = header.current_scope
+    level = await _level(tasks, task_id, scope, head, tail)
+    # the head: the first `head` view messages, segment by segment
+    head_wanted: list[tuple[JSON, int, int]] = []
+    need = head
+    for row in level.segments[:-1]:
+        if need <= 0:
+            break
+        if int(row.get("view_count", 0)):
+            head_wanted.append((row, 0, min(need, int(row["view_count"]))))
+            need -= int(row["view_count"])
+    firsts = await _slices(tasks, task_id, level, scope, "view", head_wanted)
+    head_raw = [m for page in sorted(p for p in firsts if p is not None) for m in firsts[page]]
+    if need > 0:
+        head_raw += level.segments[-1].get("head", [])[:need]
+    # the tail: the newest `tail` visible messages, from the open page backwards
+    tail_raw = list(level.segments[-1].get("tail", []))
+    need = tail - len(tail_raw)
+    tail_wanted: list[tuple[JSON, int, int]] = []
+    for row in reversed(level.segments[:-1]):
+        if need <= 0:
+            break
+        count = int(row.get("visible_count", 0))
+        if count:
+            take = min(need, count)
+            tail_wanted.append((row, count - take, take))
+            need -= take
+    older = await _slices(tasks, task_id, level, scope, "visible", tail_wanted)
+    pages = sorted(page for page in older if page is not None)
+    tail_raw = [*(m for page in pages for m in older[page]), *tail_raw]
+    head_ids = {m.get("id") for m in head_raw}
+    systems_raw = [m for row in level.segments for m in row.get("systems", [])]
+    systems_raw = [m for m in systems_raw if m.get("id") not in head_ids]
+    stubbed = set(level.stubbed)
+    read = LevelRead(
+        scope=scope,
+        head=[],
+        systems=[],
+        tail=[],
+        level_count=level.total("level_count"),
+        view_count=level.total("view_count"),
+        visible_count=level.total("visible_count"),
+        model_count=level.total("model_count"),
+        checkpoint=level.checkpoint,
+        checkpoint_message_id=(level.mark or {}).get("id"),
+        stubbed_ids={str(m.get("id")) for m in [*head_raw, *tail_raw] if m.get("id") in stubbed},
+        stubbed_count=len(stubbed),
+        read_bytes=sum(bson_size(m) for m in [*head_raw, *tail_raw]),
+        paged=True,
+    )
+    return read, (head_raw, systems_raw, tail_raw)
+
+
+async def read_paged_range(
+    tasks: TaskReads, task_id: str, scope: str | None, start: int, count: int
+) -> tuple[str | None, int, list[AnyMessage], set[str]]:
+    """Visible messages ``[start, start + count)`` of a paged level (a widening read)."""
+    level = await _level(tasks, task_id, scope, 1, 1)
+    wanted: list[tuple[JSON, int, int]] = []
+    open_part: list[tuple[int, int]] = []
+    position, stop = 0, start + count
+    for row in level.segments:
+        size = int(row.get("visible_count", 0))
+        first, last = max(start, position), min(stop, position + size)
+        if first < last:
+            if row.get("page") is None:
+                open_part = [(first - position, last - first)]
+            else:
+                wanted.append((row, first - position, last - first))
+        position += size
+    found = await _slices(tasks, task_id, level, scope, "visible", wanted)
+    raw = [m for page in sorted(p for p in found if p is not None) for m in found[page]]
+    if open_part:
+        offset, length = open_part[0]
+        stages = segment_slice(scope, *level.args(), field="visible", start=offset, count=length)
+        rows = await tasks._aggregate_task(task_id, lambda query: [{"$match": query}, *stages])
+        raw += rows[0].get("slice", [])
+    messages = await tasks._decode(task_id, raw)
+    stubbed = {m.id for m in messages if m.id in set(level.stubbed)}
+    return (level.mark or {}).get("id"), level.total("visible_count"), messages, stubbed

@@ -1,0 +1,406 @@
+"""Sealed pages of a task's history: reading them, sealing the open page, folding changes.
+
+A task document holds the open page (messages ``[sealed, seq)``); older messages live in
+`task_pages` documents (`model/paging.py` decides when and where to cut). This module
+does the I/O, always after the task document itself was read or written:
+
+* **Reads** take the task document first (its `version`, `sealed`, `pages` and `pending`
+  list), then only the pages the range needs: pages ``< pages`` overlapping the range,
+  the first and last sliced on the server, the ones between whole. A page whose
+  `version` is newer than the task version read has had a later change folded in: the
+  read is retried from the task document (`StalePage`), so a reader sees one version.
+* **Seals** write each page under its deterministic id first (an upsert that never
+  replaces a page written from a later version), then one guarded task update drops the
+  sealed messages and advances the mark. A crash or a lost race between the two leaves
+  pages past the mark, which readers ignore and the next seal overwrites.
+* **Folds** move the task's `pending` changes into their pages: each page is updated
+  guarded by the version read (compare-and-set), its `version` set to the last pending
+  change's task version, then the list is cleared, guarded by that version.
+
+docs/write-paths.md ("Paged storage") gives the argument that no reader sees a torn
+state, and the order of writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pymongo.errors import DuplicateKeyError
+
+from mindstore.documents import utcnow
+from mindstore.errors import NotFound
+from mindstore.ids import check_name, page_key
+from mindstore.model.header import TaskHeader
+from mindstore.model.paging import (
+    apply_entry,
+    apply_pending,
+    cut_pages,
+    page_document,
+    sealed_header,
+)
+from mindstore.model.planning import Plan
+from mindstore.model.storage_form import bson_size
+from mindstore.pipelines import boundaries as pipelines
+from mindstore.repositories.scope import TaskScope
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+PAGING_FIELDS: tuple[str, ...] = ("seq", "version", "sealed", "pages", "pending")
+"""Task document fields a read over pages needs (`Paging.of`)."""
+STALE_READS = 8
+"""How often a read starts over after finding a page newer than the task it read."""
+
+
+class StalePage(Exception):
+    """A page read reflects a later task version than the task document read before it."""
+
+
+@dataclass(frozen=True)
+class Paging:
+    """What a reader learnt from the task document about its pages."""
+
+    version: int
+    sealed: int
+    pages: int
+    pending: tuple[JSON, ...] = ()
+    seq: int = 0
+
+    @classmethod
+    def of(cls, document: JSON) -> Paging:
+        pending = document.get("pending")
+        return cls(
+            seq=int(document.get("seq", 0) or 0),
+            version=int(document.get("version", 0) or 0),
+            sealed=int(document.get("sealed", 0) or 0),
+            pages=int(document.get("pages", 0) or 0),
+            pending=tuple(pending) if isinstance(pending, list) else (),
+        )
+
+
+class TaskPages(TaskScope):
+    """Page reads, seals and folds for one tenant's tasks."""
+
+    def _pages_of(self, key: str, paging: Paging) -> JSON:
+        """The filter of a task's visible pages."""
+        return {"tenant": self.tenant, "task": key, "page": {"$lt": paging.pages}}
+
+    # ------------------------------------------------------------------ reads
+    async def _page_bounds(self, key: str, paging: Paging, start: int, stop: int) -> list[JSON]:
+        """(page, start, end, version) of the visible pages overlapping ``[start, stop)``."""
+        query = {
+            **self._pages_of(key, paging),
+            "start": {"$lt": stop},
+            "end": {"$gt": start},
+        }
+        projection = {"_id": 0, "page": 1, "start": 1, "end": 1, "version": 1}
+        rows: list[JSON] = await self._pages.find(query, projection).to_list(length=None)
+        rows.sort(key=lambda row: int(row["start"]))
+        return rows
+
+    def _checked(self, rows: Sequence[JSON], paging: Paging) -> None:
+        for row in rows:
+            if int(row.get("version", 0)) > paging.version:
+                raise StalePage(row.get("page"))
+
+    async def _sealed_range(self, key: str, paging: Paging, start: int, stop: int) -> list[JSON]:
+        """Stored messages ``[start, min(stop, sealed))`` from the pages, pending applied.
+
+        The first and last page are sliced on the server; the pages between travel whole
+        (every message of them is asked for)."""
+        stop = min(stop, paging.sealed)
+        if paging.pages == 0 or start >= stop:
+            return []
+        bounds = await self._page_bounds(key, paging, start, stop)
+        self._checked(bounds, paging)
+        whole = [b for b in bounds if b["start"] >= start and b["end"] <= stop]
+        found: dict[int, list[JSON]] = {}
+        if whole:
+            ids = [page_key(key, int(b["page"])) for b in whole]
+            cursor = self._pages.find(
+                {"_id": {"$in": ids}, "tenant": self.tenant},
+                {"_id": 0, "page": 1, "version": 1, "messages": 1},
+            )
+            for row in await cursor.to_list(length=None):
+                self._checked([row], paging)
+                found[int(row["page"])] = row.get("messages") or []
+        for bound in bounds:
+            if bound in whole:
+                continue
+            first = max(start, int(bound["start"])) - int(bound["start"])
+            count = min(stop, int(bound["end"])) - max(start, int(bound["start"]))
+            row = await self._pages.find_one(
+                {"_id": page_key(key, int(bound["page"])), "tenant": self.tenant},
+                {"_id": 0, "version": 1, "messages": {"$slice": [first, count]}},
+            )
+            if row is None:
+                raise StalePage(bound["page"])
+            self._checked([row], paging)
+            found[int(bound["page"])] = row.get("messages") or []
+        messages = [m for bound in bounds for m in found.get(int(bound["page"]), [])]
+        if len(messages) != stop - start:
+            raise StalePage(None)  # a page changed under the read: read again
+        apply_pending(messages, paging.pending)
+        return messages
+
+    async def _sealed_rows(self, key: str, paging: Paging, pipeline_tail: list[JSON]) -> list[JSON]:
+        """Rows of a pipeline run over the task's visible pages (``$match`` first), each
+        with the page's `start`, `page` and `version`, in page order."""
+        if paging.pages == 0:
+            return []
+        pipeline = [{"$match": self._pages_of(key, paging)}, *pipeline_tail]
+        rows: list[JSON] = await (await self._pages.aggregate(pipeline)).to_list(length=None)
+        self._checked(rows, paging)
+        rows.sort(key=lambda row: (int(row.get("start", 0)), int(row.get("index", 0))))
+        return rows
+
+    async def _sealed_ids(self, key: str, paging: Paging, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` are stored in the task's visible pages (ids travel back, not
+        messages)."""
+        if paging.pages == 0 or not ids:
+            return set()
+        rows = await self._sealed_rows(
+            key,
+            paging,
+            [
+                {"$match": {"messages.id": {"$in": list(ids)}}},
+                {"$unwind": {"path": "$messages"}},
+                {"$match": {"messages.id": {"$in": list(ids)}}},
+                {"$project": {"_id": 0, "id": "$messages.id", "start": 1, "version": 1}},
+            ],
+        )
+        return {row["id"] for row in rows}
+
+    async def _sealed_locate(
+        self, key: str, paging: Paging, field: str, values: Sequence[Any]
+    ) -> list[tuple[int, JSON]]:
+        """(index, stored message, pending applied) of the sealed messages whose `field`
+        is among `values` (e.g. ``id``), in history order."""
+        if paging.pages == 0 or not values:
+            return []
+        path = f"messages.{field}"
+        rows = await self._sealed_rows(
+            key,
+            paging,
+            [
+                {"$match": {path: {"$in": list(values)}}},
+                {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
+                {"$match": {path: {"$in": list(values)}}},
+                {"$project": {"_id": 0, "index": 1, "start": 1, "version": 1,
+                              "message": "$messages"}},
+            ],
+        )  # fmt: skip
+        located = [(int(row["start"]) + int(row["index"]), row["message"]) for row in rows]
+        apply_pending([message for _, message in located], paging.pending)
+        return located
+
+    async def _ids_at(self, key: str, paging: Paging, plan: Plan) -> dict[int, str]:
+        """The ids of the sealed messages a plan patches without naming them (a tool call's
+        flags: the header keeps only the call's index), read from their pages."""
+        wanted = {p.index for p in plan.patches if p.index < paging.sealed and not p.message_id}
+        found: dict[int, str] = {}
+        for index in sorted(wanted):
+            stored = await self._sealed_range(key, paging, index, index + 1)
+            if stored and isinstance(stored[0].get("id"), str):
+                found[index] = stored[0]["id"]
+        return found
+
+    async def _last_sealed(self, key: str, paging: Paging) -> JSON | None:
+        """The last sealed message (pending applied), for a task whose open page is empty."""
+        messages = await self._sealed_range(key, paging, paging.sealed - 1, paging.sealed)
+        return messages[0] if messages else None
+
+    async def _read_header_doc(
+        self, task_id: str, *, tail: bool = False, write: bool = False
+    ) -> dict[str, Any]:
+        """As `TaskScope._read_header_doc`; when the open page is empty (every message of a
+        paged task sealed, after retracting), the last message comes from its page."""
+        document = await super()._read_header_doc(task_id, tail=tail, write=write)
+        if (tail or write) and not document.get("messages") and document.get("sealed"):
+            paging = Paging.of(document)
+            last = await self._last_sealed(self._key(task_id), paging)
+            document["messages"] = [last] if last is not None else []
+            document["tail_sealed"] = last is not None
+        return document
+
+    async def _locate(
+        self, task_id: str, message_id: str
+    ) -> tuple[dict[str, Any], int, dict[str, Any]]:
+        """As `TaskScope._locate`, over the open page and the sealed pages: the header
+        document, the message's index in the history and its stored form (pending applied)."""
+        check_name(message_id, "message id")
+        document = await self._read_header_doc(task_id, write=True)
+        paging = Paging.of(document)
+        seq = int(document.get("seq", 0) or 0)
+        stored = document.get("messages") or []
+        if stored and isinstance(stored[-1], dict) and stored[-1].get("id") == message_id:
+            return document, seq - 1, stored[-1]
+        rows = await (
+            await self._tasks.aggregate(
+                pipelines.locate_message_pipeline(self._filter(task_id), message_id, ())
+            )
+        ).to_list(length=1)
+        if rows:
+            return document, paging.sealed + int(rows[0]["index"]), rows[0]["message"]
+        located = await self._sealed_locate(self._key(task_id), paging, "id", [message_id])
+        if not located:
+            raise NotFound(f"no message {message_id!r} in task {task_id!r}")
+        return document, located[0][0], located[0][1]
+
+    # ------------------------------------------------------------------ seals
+    async def _seal(
+        self, task_id: str, version: int, header: TaskHeader, *, force: bool = False
+    ) -> tuple[TaskHeader, datetime] | None:
+        """Seal the open page of the task at `version` (see the module docstring): the new
+        header and the time written (its version is `version + 1`), or None when the task
+        moved on (the next write seals) or nothing is cut."""
+        key = self._key(task_id)
+        query = self._filter(task_id)
+        document = await self._tasks.find_one(
+            query, {"version": 1, "updated_at": 1, "created_at": 1, "messages": 1}
+        )
+        if document is None or document.get("version", 0) != version:
+            return None
+        stored: list[JSON] = document.get("messages") or []
+        if len(stored) != header.open_count:
+            logger.warning("task %r: open page holds %d messages, header says %d; not sealed",
+                           task_id, len(stored), header.open_count)  # fmt: skip
+            return None
+        cuts = cut_pages(
+            [bson_size(message) for message in stored], first_index=header.sealed,
+            first_page=header.pages, policy=self.page_policy, force=force,
+        )  # fmt: skip
+        if not cuts:
+            return None
+        now = utcnow()
+        for cut in cuts:
+            born = document.get("created_at")
+            page = page_document(
+                key=key, tenant=self.tenant, cut=cut, version=version, now=now, born=born,
+                messages=stored[cut.start - header.sealed : cut.end - header.sealed],
+            )  # fmt: skip
+            # never over a page this task wrote from a later version (a newer seal is under
+            # way); a page left by a deleted task of the same id (another `born`) is garbage
+            newer_or_foreign = {"$or": [{"born": {"$ne": born}}, {"version": {"$lt": version + 1}}]}
+            try:
+                await self._pages.replace_one(
+                    {"_id": page["_id"], "tenant": self.tenant, **newer_or_foreign},
+                    page,
+                    upsert=True,
+                )
+            except DuplicateKeyError:
+                return None
+        after = sealed_header(header, cuts)
+        update = {
+            "$push": {"messages": {"$each": [], "$slice": -(header.seq - after.sealed)}},
+            "$set": {
+                "sealed": after.sealed,
+                "pages": after.pages,
+                "sealed_bytes": after.sealed_bytes,
+                "updated_at": now,
+                "version": version + 1,
+            },
+        }
+        guard = {**query, "version": version, "updated_at": document.get("updated_at")}
+        result = await self._tasks.update_one(guard, update)
+        if result.matched_count != 1:
+            return None
+        logger.debug("task %r: sealed pages %d-%d (messages up to %d)",
+                     task_id, cuts[0].page, cuts[-1].page, after.sealed)  # fmt: skip
+        return after, now
+
+    async def _unseal_last(self, task_id: str) -> None:
+        """Bring the last sealed page back into an empty open page (retracting a message
+        that was sealed): one guarded task update; the page, now past the mark, is garbage
+        the next seal overwrites. Pending changes are folded first, so none is lost."""
+        await self._fold(task_id)
+        query = self._filter(task_id)
+        fields = ("version", "updated_at", "sealed", "pages", "sealed_bytes", "pending", "seq")
+        document = await self._tasks.find_one(query, {**dict.fromkeys(fields, 1), "messages": 1})
+        if document is None or document.get("messages") or document.get("pending"):
+            return  # changed meanwhile: the caller reads again
+        paging = Paging.of(document)
+        if not paging.pages:
+            return
+        page = await self._pages.find_one(
+            {"_id": page_key(self._key(task_id), paging.pages - 1), "tenant": self.tenant}
+        )
+        if page is None or int(page["end"]) != paging.sealed:
+            raise NotFound(f"task {task_id!r}: its last sealed page is missing")
+        update = {
+            "messages": page.get("messages") or [],
+            "sealed": int(page["start"]),
+            "pages": paging.pages - 1,
+            "sealed_bytes": int(document.get("sealed_bytes", 0)) - int(page.get("size_bytes", 0)),
+            "updated_at": utcnow(),
+            "version": paging.version + 1,
+        }
+        guard = {**query, "version": paging.version, "updated_at": document.get("updated_at")}
+        await self._tasks.update_one(guard, {"$set": update})
+        self._headers.forget((self.tenant, task_id))
+
+    # ------------------------------------------------------------------ folds
+    async def _fold(self, task_id: str) -> bool:
+        """Fold the task's pending changes into their pages, then clear them (True if the
+        list was cleared, or was empty)."""
+        key = self._key(task_id)
+        query = self._filter(task_id)
+        document = await self._tasks.find_one(
+            query, {"version": 1, "pending": 1, "pending_at": 1, "sealed": 1, "pages": 1}
+        )
+        if document is None:
+            return True
+        paging = Paging.of(document)
+        if not paging.pending:
+            return True
+        folded_at = int(document.get("pending_at", paging.version))
+        indexes = [int(e["i"]) for e in paging.pending if isinstance(e.get("i"), int)]
+        if indexes:
+            bounds = await self._page_bounds(key, paging, min(indexes), max(indexes) + 1)
+            for bound in bounds:
+                if not await self._fold_page(key, bound, paging.pending, folded_at):
+                    return False
+        cleared = await self._tasks.update_one(
+            {**query, "pending_at": folded_at}, {"$unset": {"pending": "", "pending_at": ""}}
+        )
+        return bool(cleared.matched_count)
+
+    async def _fold_page(
+        self, key: str, bound: JSON, pending: Sequence[JSON], folded_at: int
+    ) -> bool:
+        """Apply the pending entries that fall in one page (compare-and-set on its version)."""
+        start, end = int(bound["start"]), int(bound["end"])
+        entries = [e for e in pending if isinstance(e.get("i"), int) and start <= e["i"] < end]
+        if not entries or int(bound.get("version", 0)) >= folded_at:
+            return True
+        _id = page_key(key, int(bound["page"]))
+        page = await self._pages.find_one(
+            {"_id": _id, "tenant": self.tenant}, {"version": 1, "messages": 1, "size_bytes": 1}
+        )
+        if page is None or int(page.get("version", 0)) >= folded_at:
+            return True
+        messages: list[JSON] = page.get("messages") or []
+        sets: JSON = {}
+        size = int(page.get("size_bytes", 0))
+        for position in sorted({int(e["i"]) - start for e in entries}):
+            if position >= len(messages):
+                continue
+            before = bson_size(messages[position])
+            message = messages[position]
+            for entry in entries:
+                if int(entry["i"]) - start == position and entry.get("id") == message.get("id"):
+                    apply_entry(message, entry)
+            size += bson_size(message) - before
+            sets[f"messages.{position}"] = message
+        sets["version"] = folded_at
+        sets["size_bytes"] = size
+        result = await self._pages.update_one(
+            {"_id": _id, "tenant": self.tenant, "version": page.get("version", 0)},
+            {"$set": sets},
+        )
+        return bool(result.matched_count)
