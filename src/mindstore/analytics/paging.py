@@ -14,8 +14,6 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import mongomock.aggregate
-
 __all__ = ["merge_groups", "run_local"]
 
 _ACCUMULATORS = frozenset({"$sum", "$max", "$min"})
@@ -106,9 +104,12 @@ def merge_groups(
 def run_local(
     rows: Iterable[Mapping[str, Any]], stages: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Run aggregation `stages` over `rows` in process (no database)."""
+    """Run aggregation `stages` over `rows` in process (no database). The engine is
+    imported here, only when a paged task needs it: a server user never loads it else."""
     documents = [dict(row) for row in rows]
     if not stages:
         return documents
+    import mongomock.aggregate  # lazy: see above
+
     process = mongomock.aggregate.process_pipeline
     return list(process(documents, None, list(stages), None))  # type: ignore[no-untyped-call]
