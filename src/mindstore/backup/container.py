@@ -97,6 +97,11 @@ class RecordWriter:
         finally:
             self._raw.close()
 
+    def discard(self) -> None:
+        """Abort and remove the file (a collection the backup turned out not to hold)."""
+        self.abort()
+        self.path.unlink(missing_ok=True)
+
 
 class Staging:
     """A hidden directory next to `dest` that becomes the backup (or its tar) at the end."""

@@ -2,13 +2,17 @@
 
 What is erased (always within `tenant`):
 
-* tenant only: every task, dialog node and payload of the tenant;
+* tenant only: every task, sealed page, dialog node and payload of the tenant;
 * ``owner=O``: the tasks of owner O, the dialog nodes of those tasks and every dialog
   node recorded with owner O, and the payloads of those tasks;
 * ``task_id=T``: task T, its dialog node (`_id` T) and its payloads (`task_id` T), also
   if the task itself is already gone (leftovers are erased too).
 
-Order: payloads, then dialog nodes, then tasks, each by `_id` in chunks; every delete
+A task's sealed pages (`task_pages`, visible or left by a half-done seal) go with it, and
+the receipt counts them under ``task_pages`` (the key is present only when pages were
+erased, so a receipt over unpaged data reads as before).
+
+Order: payloads, dialog nodes, pages, then tasks, each by `_id` in chunks; every delete
 filter also names the tenant (and the owner, for tasks). If an erase is interrupted, run
 it again: the tasks are still there to be found, and it finishes the job.
 
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mindstore
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, utcnow
 from mindstore.errors import ValidationError
 from mindstore.ids import check_key as check_id
 from mindstore.ids import check_name, task_id_of, task_key
@@ -135,6 +139,17 @@ def _both_forms(tenant: str, ids: list[Any]) -> list[Any]:
     return list(out)
 
 
+async def _page_ids(pages: Any, tenant: str, task_keys: list[Any] | None) -> list[Any]:
+    """The sealed pages of the tenant (`task_keys` None) or of the given stored task keys,
+    visible or not (a half-done seal's page is the task's data too)."""
+    if task_keys is None:
+        return [d["_id"] for d in await _ids(pages, {"tenant": tenant})]
+    found: list[Any] = []
+    for chunk in _chunks(task_keys):
+        found += [d["_id"] for d in await _ids(pages, {"tenant": tenant, "task": {"$in": chunk}})]
+    return found
+
+
 def _chunks(values: list[Any], size: int = DELETE_CHUNK) -> list[list[Any]]:
     return [values[i : i + size] for i in range(0, len(values), size)]
 
@@ -160,7 +175,7 @@ async def erase(
         check_id(task_id, "task id")
     started, clock = utcnow(), time.perf_counter()
     db = store.database
-    tasks, nodes, payloads = db[TASKS], db[DIALOG_NODES], db[PAYLOADS]
+    tasks, nodes, payloads, pages = db[TASKS], db[DIALOG_NODES], db[PAYLOADS], db[TASK_PAGES]
 
     task_query: dict[str, Any] = {"tenant": tenant}
     if owner is not None:
@@ -172,6 +187,10 @@ async def erase(
     messages = sum(d["seq"] for d in task_docs if isinstance(d.get("seq"), int))
     del task_docs
 
+    # sealed pages name their task by its stored key (either form, as the task's _id)
+    whole = owner is None and task_id is None
+    followed = None if whole else _both_forms(tenant, task_ids if task_id is None else [task_id])
+    page_ids = await _page_ids(pages, tenant, followed)
     if owner is None and task_id is None:  # the whole tenant
         node_ids = [d["_id"] for d in await _ids(nodes, {"tenant": tenant})]
         payload_ids = [d["_id"] for d in await _ids(payloads, {"tenant": tenant})]
@@ -194,6 +213,8 @@ async def erase(
             ]
 
     erased = {TASKS: task_ids, DIALOG_NODES: node_ids, PAYLOADS: payload_ids}
+    if page_ids:
+        erased[TASK_PAGES] = page_ids
     digest = ids_digest(erased)
 
     # children left behind: remaining dialog nodes whose parent is erased
@@ -215,11 +236,18 @@ async def erase(
                     )
 
     if not dry_run:
-        for collection, ids in ((payloads, payload_ids), (nodes, node_ids)):
+        # pages before their tasks: an interrupted erase still finds the task, and a run
+        # again finishes the job
+        for collection, ids in ((payloads, payload_ids), (nodes, node_ids), (pages, page_ids)):
             for chunk in _chunks(ids):
                 await collection.delete_many({"tenant": tenant, "_id": {"$in": chunk}})
         for chunk in _chunks(task_ids):
             await tasks.delete_many({**task_query, "_id": {"$in": chunk}})
+        # a page sealed by a writer racing the erase (between the page read and the delete)
+        erased_keys = None if owner is None and task_id is None else _both_forms(tenant, task_ids)
+        late = [i for i in await _page_ids(pages, tenant, erased_keys) if i not in set(page_ids)]
+        for chunk in _chunks(late):
+            await pages.delete_many({"tenant": tenant, "_id": {"$in": chunk}})
 
     return EraseReceipt(
         tenant=tenant,
@@ -228,7 +256,7 @@ async def erase(
         dry_run=dry_run,
         started_at=started,
         completed_at=utcnow(),
-        counts={TASKS: len(task_ids), DIALOG_NODES: len(node_ids), PAYLOADS: len(payload_ids)},
+        counts={name: len(ids) for name, ids in erased.items()},
         messages=messages,
         ids_sha256=digest,
         dangling_dialog_nodes=dangling,

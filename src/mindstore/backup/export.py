@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import mindstore
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS, utcnow
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 from mindstore.ids import check_key as check_id
@@ -34,10 +34,12 @@ from .manifest import (
     COLLECTIONS,
     FILE_NAMES,
     MANIFEST_NAME,
+    VERSION_COLLECTIONS,
     Manifest,
     Scope,
     parse_time,
 )
+from .page_export import PageExporter
 from .verify import Progress
 
 __all__ = ["backup", "make_scope", "stored_task_key"]
@@ -135,6 +137,7 @@ class _Exporter:
         self.tasks = db[TASKS]
         self.nodes = db[DIALOG_NODES]
         self.payloads = db[PAYLOADS]
+        self.pages = PageExporter(db[TASKS], db[TASK_PAGES])
         self.scope = scope
         self.progress = progress
         self.writers = {name: RecordWriter(staging.file(FILE_NAMES[name])) for name in COLLECTIONS}
@@ -196,6 +199,12 @@ class _Exporter:
             identity = task_key(tenant, task_id_of(doc["_id"]))
             if self.scope.task_ids is not None and identity not in self.scope.task_ids:
                 continue  # a legacy bare id of the same name in another tenant
+            if doc.get("pages"):  # paged: its visible pages first, as of the same version
+                exported = await self.pages.export(doc, self.writers[TASK_PAGES])
+                if exported is None:
+                    continue  # deleted meanwhile: it is not in the backup
+                doc, sealed_messages = exported
+                self.messages += sealed_messages
             identities.add(identity)
             chunk_tenants.add(tenant)
             self.tenants.add(tenant)
@@ -275,7 +284,12 @@ async def backup(
     try:
         exporter = _Exporter(store, scope, staging, progress)
         await exporter.run()
-        entries = {name: exporter.writers[name].close() for name in COLLECTIONS}
+        # no sealed page: format 1, readable by releases before paged storage
+        version = 2 if exporter.writers[TASK_PAGES].count else 1
+        names = VERSION_COLLECTIONS[version]
+        if version == 1:
+            exporter.writers.pop(TASK_PAGES).discard()
+        entries = {name: exporter.writers[name].close() for name in names}
         missing = (
             sorted(set(scope.task_ids) - exporter.found_ids) if scope.task_ids is not None else []
         )
@@ -292,9 +306,10 @@ async def backup(
                 "database": getattr(store.database, "name", None),
             },
             missing_task_ids=missing,
+            format_version=version,
         )
         staging.write_bytes(MANIFEST_NAME, manifest.to_json())
-        order = [MANIFEST_NAME, *(FILE_NAMES[name] for name in COLLECTIONS)]
+        order = [MANIFEST_NAME, *(FILE_NAMES[name] for name in names)]
         staging.commit(order, mtime=created.timestamp())
     except BaseException as exc:
         if exporter is not None:

@@ -4,19 +4,23 @@ See docs/backup.md for the complete description. In short, a backup (a directory
 uncompressed tar archive with the same members at its root) holds::
 
     manifest.json
+    task_pages.jsonl.gz       (format 2 only: sealed pages of paged tasks)
     tasks.jsonl.gz
     dialog_nodes.jsonl.gz
     payloads.jsonl.gz
 
 and `manifest.json` is a JSON object::
 
-    {"format": "mindstore-backup", "format_version": 1, "mindstore_version": "0.1.0",
+    {"format": "mindstore-backup", "format_version": 2, "mindstore_version": "0.1.0",
      "created_at": "2026-11-22T17:00:00.000Z", "completed_at": "...",
      "encoding": {...}, "source": {...},
      "scope": {"tenant": null, "owner": null, "task_ids": null, "since": null},
      "tenants": ["acme"], "messages": 1200, "missing_task_ids": [],
-     "collections": {"tasks": {"file": "tasks.jsonl.gz", "count": 12, "bytes": 4711,
+     "collections": {"task_pages": {...},
+                     "tasks": {"file": "tasks.jsonl.gz", "count": 12, "bytes": 4711,
                                "sha256": "..."}, "dialog_nodes": {...}, "payloads": {...}},
+
+Format 1 (a backup without sealed pages) has no ``task_pages`` entry or file.
      "manifest_sha256": "..."}
 
 ``manifest_sha256`` is the sha256 (hex) of the manifest without that key, serialised as
@@ -31,7 +35,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name
 
@@ -43,6 +47,8 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "MANIFEST_NAME",
+    "READABLE_VERSIONS",
+    "VERSION_COLLECTIONS",
     "Manifest",
     "Scope",
     "format_time",
@@ -51,10 +57,20 @@ __all__ = [
 ]
 
 FORMAT = "mindstore-backup"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest format this release writes and reads. A backup that holds no sealed page is
+written as format 1 (exactly the format of releases before paged storage, which can read
+it); one that holds pages is format 2, which adds the ``task_pages`` file."""
+READABLE_VERSIONS = (1, 2)
 MANIFEST_NAME = "manifest.json"
-#: Collections in the order verify reads them (tasks first: the others refer to them).
-COLLECTIONS: tuple[str, ...] = (TASKS, DIALOG_NODES, PAYLOADS)
+#: Collections in the order verify reads them: the pages first (verify folds a paged
+#: task's header over them when it reaches the task), then the tasks (the others refer
+#: to them). Format 1 has no pages.
+COLLECTIONS: tuple[str, ...] = (TASK_PAGES, TASKS, DIALOG_NODES, PAYLOADS)
+VERSION_COLLECTIONS: dict[int, tuple[str, ...]] = {
+    1: (TASKS, DIALOG_NODES, PAYLOADS),
+    2: COLLECTIONS,
+}
 FILE_NAMES: dict[str, str] = {name: f"{name}.jsonl.gz" for name in COLLECTIONS}
 ENCODING: dict[str, str] = {
     "records": "jsonl",
@@ -230,6 +246,11 @@ class Manifest:
     path: str | None = None
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The collections this backup holds, in the order verify reads them."""
+        return tuple(name for name in COLLECTIONS if name in self.collections)
+
+    @property
     def counts(self) -> dict[str, int]:
         return {name: entry.count for name, entry in self.collections.items()}
 
@@ -266,10 +287,10 @@ class Manifest:
                 f'not a mindstore backup (manifest.json has no "format": "{FORMAT}")'
             )
         version = data.get("format_version")
-        if version != FORMAT_VERSION or type(version) is not int:
+        if version not in READABLE_VERSIONS or type(version) is not int:
             raise BackupVersionError(
                 f"backup format version {version!r} is not supported (this mindstore reads "
-                f"version {FORMAT_VERSION})"
+                f"versions {', '.join(map(str, READABLE_VERSIONS))})"
             )
         expected = data.get(CHECKSUM_KEY)
         if not isinstance(expected, str) or manifest_checksum(data) != expected:
@@ -277,12 +298,14 @@ class Manifest:
         check_encoding(data.get("encoding"))
         try:
             collections = data["collections"]
-            if not isinstance(collections, dict) or set(collections) != set(COLLECTIONS):
+            expected = VERSION_COLLECTIONS[version]
+            if not isinstance(collections, dict) or set(collections) != set(expected):
                 raise BackupCorrupt(
-                    f"manifest: collections must be exactly {', '.join(COLLECTIONS)}"
+                    f"manifest: collections of format {version} must be exactly "
+                    f"{', '.join(expected)}"
                 )
             entries = {}
-            for name in COLLECTIONS:
+            for name in expected:
                 entry = collections[name]
                 if not (
                     isinstance(entry, dict)

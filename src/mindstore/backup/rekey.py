@@ -11,6 +11,7 @@ changes with it, and nothing else:
 * task and dialog-node ``_id``: ``task_key(new tenant, task id)``;
 * dialog-node ``parent_id``, ``root_id``, ``ancestors`` and payload ``task_id``: bare ids
   stay bare (they are resolved within the record's tenant); a per-tenant key is re-keyed;
+* a sealed page's ``task`` and ``_id``: its task's new key, and ``page_key`` of it;
 * payload ``_id``: payload ids are hashes that include the tenant, so a payload moved to
   another tenant gets `moved_payload_id` (sha256 of the new tenant and the old id, 32 hex
   digits: deterministic, so restoring twice writes the same ids), and every payload
@@ -27,10 +28,18 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from mindstore.documents import page_key
 from mindstore.ids import KEY_SEPARATOR, task_id_of, task_key
 from mindstore.payloads import MARKER_PREFIX
 
-__all__ = ["moved_payload_id", "rekey_node", "rekey_payload", "rekey_record", "rekey_task"]
+__all__ = [
+    "moved_payload_id",
+    "rekey_node",
+    "rekey_page",
+    "rekey_payload",
+    "rekey_record",
+    "rekey_task",
+]
 
 
 def moved_payload_id(tenant: str, payload_id: str) -> str:
@@ -111,10 +120,31 @@ def rekey_payload(record: dict[str, Any], as_tenant: str | None = None, *,
     return _replace(record, changes)
 
 
-_BY_COLLECTION = {"tasks": rekey_task, "dialog_nodes": rekey_node, "payloads": rekey_payload}
+def rekey_page(record: dict[str, Any], as_tenant: str | None = None, *,
+               keyed: bool = True) -> dict[str, Any]:  # fmt: skip
+    """A sealed page of a task in the (new) tenant: its task key and `_id` follow the task's
+    (``page_key(task key, page)``), its payload markers move with the payloads."""
+    source, target = _target(record, as_tenant)
+    task = _key(target, record["task"], keyed)
+    changes: dict[str, Any] = {
+        "_id": page_key(task, record["page"]),
+        "tenant": target,
+        "task": task,
+    }
+    if target != source and "messages" in record:
+        changes["messages"] = _markers(record["messages"], target)
+    return _replace(record, changes)
+
+
+_BY_COLLECTION = {
+    "tasks": rekey_task,
+    "task_pages": rekey_page,
+    "dialog_nodes": rekey_node,
+    "payloads": rekey_payload,
+}
 
 
 def rekey_record(collection: str, record: dict[str, Any], as_tenant: str | None = None, *,
                  keyed: bool = True) -> dict[str, Any]:  # fmt: skip
-    """`rekey_task`, `rekey_node` or `rekey_payload` by collection name."""
+    """`rekey_task`, `rekey_page`, `rekey_node` or `rekey_payload` by collection name."""
     return _BY_COLLECTION[collection](record, as_tenant, keyed=keyed)

@@ -47,13 +47,13 @@ import bson
 from pymongo.errors import BulkWriteError
 from pymongo.operations import ReplaceOne
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 
 from .container import open_backup
 from .errors import RestoreConflict
-from .manifest import COLLECTIONS, Manifest, format_time
+from .manifest import Manifest, format_time
 from .rekey import rekey_record
 from .spool import CheckedSpool
 from .verify import Progress, read_manifest, scan
@@ -62,8 +62,11 @@ __all__ = ["RestoreReport", "restore"]
 
 Mode = Literal["skip", "overwrite", "fail"]
 MODES = ("skip", "overwrite", "fail")
-#: Write order: what a task refers to exists before the task does.
-WRITE_ORDER = (PAYLOADS, DIALOG_NODES, TASKS)
+#: Write order: what a task refers to exists before the task does (its pages included:
+#: a task that counts pages never appears without them).
+WRITE_ORDER = (PAYLOADS, DIALOG_NODES, TASK_PAGES, TASKS)
+#: Collections whose `_id` has one form only (no legacy bare task key).
+SINGLE_FORM = (PAYLOADS, TASK_PAGES)
 ACTIONS = ("inserted", "overwritten", "skipped", "unchanged")
 _EXAMPLES = 5
 
@@ -151,6 +154,7 @@ class _Restorer:
         mode: str,
         as_tenant: str | None,
         keyed: bool,
+        names: tuple[str, ...],
         spool: CheckedSpool | None = None,
     ) -> None:
         self.db = store.database
@@ -158,9 +162,9 @@ class _Restorer:
         self.as_tenant = as_tenant
         self.keyed = keyed
         self.spool = spool
-        self.counts = {name: dict.fromkeys(ACTIONS, 0) for name in COLLECTIONS}
-        self.conflicts: dict[str, int] = dict.fromkeys(COLLECTIONS, 0)
-        self.collisions: dict[str, int] = dict.fromkeys(COLLECTIONS, 0)
+        self.counts = {name: dict.fromkeys(ACTIONS, 0) for name in names}
+        self.conflicts: dict[str, int] = dict.fromkeys(names, 0)
+        self.collisions: dict[str, int] = dict.fromkeys(names, 0)
         self.examples: list[str] = []
         self.collision_examples: list[str] = []
 
@@ -172,7 +176,7 @@ class _Restorer:
         """Stored documents by `_id`: the records' own, and for tasks and dialog nodes
         also the same task under the other form of its key."""
         ids = {_literal(record["_id"]) for record in records}
-        if name != PAYLOADS:
+        if name not in SINGLE_FORM:
             ids |= {_other_form(record) for record in records}
         projection = None if full else {"_id": 1, "tenant": 1}
         cursor = self.db[name].find({"_id": {"$in": sorted(ids)}}, projection)
@@ -182,10 +186,15 @@ class _Restorer:
         """What to do with each target (a record re-keyed by `_targets`)."""
         full = self.mode != "skip"
         existing = await self._stored(name, targets, full)
+        tasks = await self._stored_tasks(targets) if name == TASK_PAGES else set()
         plan = _Plan()
         for record in targets:
             stored = existing.get(record["_id"])
-            if stored is None and name != PAYLOADS:
+            if name == TASK_PAGES and self._plan_page(
+                plan, record, stored, record["task"] in tasks
+            ):
+                continue
+            if stored is None and name not in SINGLE_FORM:
                 other = existing.get(_other_form(record))
                 if other is not None and other.get("tenant") == record["tenant"]:
                     stored = other  # the same task, stored under the other form of its key
@@ -206,6 +215,46 @@ class _Restorer:
             else:
                 plan.conflicts.append(record["_id"])
         return plan
+
+    async def _stored_tasks(self, pages: list[dict[str, Any]]) -> set[str]:
+        """The task keys (as the pages name them) of `pages` that are stored, in either
+        key form, in the pages' tenant."""
+        tenants = {_literal(page["task"]): _literal(page["tenant"]) for page in pages}
+        forms = set(tenants) | {task_id_of(key) for key in tenants}
+        found = (
+            await self.db[TASKS]
+            .find(
+                {"_id": {"$in": sorted(forms)}, "tenant": {"$in": sorted(set(tenants.values()))}},
+                {"_id": 1, "tenant": 1},
+            )
+            .to_list()
+        )
+        present = {task_key(doc["tenant"], task_id_of(doc["_id"])) for doc in found}
+        return {
+            key for key, tenant in tenants.items() if task_key(tenant, task_id_of(key)) in present
+        }
+
+    def _plan_page(
+        self, plan: _Plan, record: dict[str, Any], stored: dict[str, Any] | None, task_stored: bool
+    ) -> bool:
+        """A page follows its task: kept when mode skip keeps the task; written over a
+        stored page of a task that is not stored (a leftover of a half-done seal or an
+        interrupted erase, which the restored task would otherwise count). True when the
+        page is planned here, False for the rules every record follows."""
+        if stored is not None and stored.get("tenant") != record["tenant"]:
+            return False  # another tenant's id: refused by the common rules
+        if task_stored:
+            if self.mode == "skip":
+                plan.skipped += 1
+                return True
+            return False
+        if stored is None:
+            return False
+        if self.mode != "skip" and bson.encode(stored) == bson.encode(record):
+            plan.unchanged += 1
+        else:
+            plan.overwrites.append(record)
+        return True
 
     def _note(self, name: str, plan: _Plan) -> None:
         self.conflicts[name] += len(plan.conflicts)
@@ -310,7 +359,8 @@ async def restore(
                 f"({', '.join(manifest.tenants[:5])}{', ...' if len(manifest.tenants) > 5 else ''})"
             )
         keyed = repositories_use_task_keys()
-        planner = _Restorer(store, mode, as_tenant, keyed, None if dry_run else spool)
+        names = manifest.names
+        planner = _Restorer(store, mode, as_tenant, keyed, names, None if dry_run else spool)
         await scan(reader, manifest, on_batch=planner.plan_batch, progress=progress, step="check")
         planner.refuse_if_needed()
         if dry_run:
@@ -323,8 +373,10 @@ async def restore(
                 manifest,
                 time.perf_counter() - started,
             )
-        writer = _Restorer(store, mode, as_tenant, keyed)
+        writer = _Restorer(store, mode, as_tenant, keyed, names)
         for name in WRITE_ORDER:
+            if name not in manifest.collections:
+                continue  # format 1: no pages
             total = manifest.collections[name].count
             done = 0
             if progress:

@@ -1,17 +1,20 @@
-"""Retention: delete a tenant's tasks not updated since a date, with their nodes and payloads.
+"""Retention: delete a tenant's tasks not updated since a date, with their nodes, payloads and
+sealed pages.
 
 `erase_before(store, tenant, before=..., owner=None, dry_run=False)` selects by
 `(tenant, updated_at)` (the `tenant_updated` index), in pages, and for each page:
 
 1. deletes the tasks with the same guard, `updated_at < before`, so a task written during
    the sweep no longer matches and is kept (never lost, never half deleted);
-2. reads which of the page's tasks are gone, and deletes their dialog nodes and payloads.
+2. reads which of the page's tasks are gone, and deletes their dialog nodes, payloads and
+   sealed pages (`task_pages`, visible or not; counted under ``task_pages`` in the
+   receipt when there are any).
 
 A dialog that still has live forks (child nodes that are not being deleted) is kept and
 listed in the receipt (`kept_with_forks`); the sweep repeats while it makes progress, so a
 parent goes in the same run as its last fork, and otherwise in the run after. An
-interrupted sweep is run again: it starts by deleting leftovers (nodes and payloads whose
-task is gone), then selects again; nothing is deleted twice, because every delete names ids
+interrupted sweep is run again: it starts by deleting leftovers (nodes, payloads and pages
+whose task is gone), then selects again; nothing is deleted twice, because every delete names ids
 that still exist. The receipt has the same form as `erase`'s.
 
 A retention policy is stored per tenant (`set_policy`, `get_policy`) and applied by
@@ -25,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, POLICIES, TASKS, utcnow
+from mindstore.documents import DIALOG_NODES, PAYLOADS, POLICIES, TASK_PAGES, TASKS, utcnow
 from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 from mindstore.validation import check_int, check_owner
@@ -65,6 +68,28 @@ class RetentionReceipt(EraseReceipt):
         out["scope"]["before"] = self.before.isoformat() if self.before else None
         out["kept_with_forks"] = list(self.kept_with_forks)
         return out
+
+
+async def _page_ids(db: Any, tenant: str, keys: list[Any]) -> list[Any]:
+    """Sealed pages (visible or not) of the tasks stored under `keys`."""
+    found: list[Any] = []
+    for start in range(0, len(keys), PAGE):
+        found += [d["_id"] for d in await db[TASK_PAGES].find(
+            {"tenant": tenant, "task": {"$in": keys[start : start + PAGE]}}, {"_id": 1}
+        ).to_list()]  # fmt: skip
+    return found
+
+
+async def _leftover_pages(db: Any, tenant: str) -> list[Any]:
+    """Pages of this tenant whose task is gone (an interrupted sweep's rest)."""
+    owners = [k for k in await db[TASK_PAGES].distinct("task", {"tenant": tenant})
+              if isinstance(k, str)]  # fmt: skip
+    present: set[str] = set()
+    for start in range(0, len(owners), PAGE):
+        chunk = owners[start : start + PAGE]
+        present |= {d["_id"] for d in await db[TASKS].find(
+            {"tenant": tenant, "_id": {"$in": chunk}}, {"_id": 1}).to_list()}  # fmt: skip
+    return await _page_ids(db, tenant, [k for k in owners if k not in present])
 
 
 async def _leftovers(db: Any, tenant: str) -> tuple[list[Any], list[Any]]:
@@ -112,10 +137,14 @@ async def erase_before(
     cutoff = _as_utc(before, "before")
     started, clock = utcnow(), time.perf_counter()
     db = store.database
-    erased: dict[str, list[Any]] = {TASKS: [], DIALOG_NODES: [], PAYLOADS: []}
+    erased: dict[str, list[Any]] = {TASKS: [], DIALOG_NODES: [], PAYLOADS: [], TASK_PAGES: []}
     messages = 0
     kept: set[str] = set()
     if not dry_run:
+        leftover_pages = await _leftover_pages(db, tenant)
+        if leftover_pages:
+            await db[TASK_PAGES].delete_many({"tenant": tenant, "_id": {"$in": leftover_pages}})
+        erased[TASK_PAGES] += leftover_pages
         nodes, payloads = await _leftovers(db, tenant)
         if nodes:
             await db[DIALOG_NODES].delete_many({"tenant": tenant, "_id": {"$in": nodes}})
@@ -160,7 +189,12 @@ async def erase_before(
                 {"tenant": tenant, "_id": {"$in": node_keys}}, {"_id": 1}).to_list()]  # fmt: skip
             payloads = [d["_id"] for d in await db[PAYLOADS].find(
                 {"tenant": tenant, "task_id": {"$in": ids}}, {"_id": 1}).to_list()]  # fmt: skip
+            pages = await _page_ids(db, tenant, gone)
             if not dry_run:
+                for start in range(0, len(pages), PAGE):
+                    await db[TASK_PAGES].delete_many(
+                        {"tenant": tenant, "_id": {"$in": pages[start : start + PAGE]}}
+                    )
                 if nodes:
                     await db[DIALOG_NODES].delete_many({"tenant": tenant, "_id": {"$in": nodes}})
                 if payloads:
@@ -168,10 +202,13 @@ async def erase_before(
             erased[TASKS] += gone
             erased[DIALOG_NODES] += nodes
             erased[PAYLOADS] += payloads
+            erased[TASK_PAGES] += pages
             messages += sum(int(c.get("seq") or 0) for c in chosen if c["_id"] in set(gone))
         if not progress or dry_run:
             break
     remaining_parents = sorted(kept - {task_id_of(k) for k in erased[TASKS]})
+    if not erased[TASK_PAGES]:
+        del erased[TASK_PAGES]  # a receipt over unpaged data reads as before
     return RetentionReceipt(
         tenant=tenant, owner=owner, task_id=None, dry_run=dry_run, started_at=started,
         completed_at=utcnow(), counts={name: len(ids) for name, ids in erased.items()},

@@ -41,10 +41,11 @@ import bson
 
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name, task_key
-from mindstore.model.header import STORED_HEADER_FIELDS, TaskState, header_from_stored
+from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, TaskState, header_from_stored
 from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
-from mindstore.model.planner import derive_header, full_stored_doc, parse_stored, stored_doc
+from mindstore.model.planner import full_stored_doc, parse_stored, stored_doc
+from mindstore.model.planning import Planner
 from mindstore.model.stored_read import StoredRead, read_stored
 from mindstore.payloads import find_markers
 
@@ -243,36 +244,68 @@ def _same(field: str, stored: Any, derived: Any) -> bool:
     return bool(stored == derived)
 
 
-def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]],
-            read: StoredRead) -> None:  # fmt: skip
-    """The stored header must be the one the planner folds from the stored messages."""
-    for key in ("seq", "size_bytes"):
-        _count(record.get(key, 0), key)
-    if record.get("seq", 0) != len(raw):
-        raise ShapeError(
-            f"header seq is {_shown(record.get('seq', 0))} but the task holds {len(raw)} messages"
-        )
+@dataclass
+class SealedFold:
+    """What verify folded from a paged task's pages (`mindstore.backup.pages`): the header
+    planner after the sealed messages, and their count and stored size."""
+
+    planner: Any  # mindstore.model.planning.Planner, replaying the history
+    messages: int = 0
+    size_bytes: int = 0
+
+
+def start_fold(task_id: str) -> SealedFold:
+    """An empty fold for the task `task_id` (its pages are fed in page order)."""
+    return SealedFold(Planner(TaskHeader(), task_id, replay=True))
+
+
+def fold_messages(fold: SealedFold, task_id: str, raw: list[dict[str, Any]], read: StoredRead,
+                  what: str = "message") -> list[Any]:  # fmt: skip
+    """Feed stored messages to the fold; check each one's `scope` and `depth` against its
+    level. Returns the parsed messages (their size allowance needs them)."""
     try:
-        # as the repositories read them (keys, derived fields, task ids)
         parsed = parse_stored(read, task_id=task_id)
         _tool_call_ids(parsed)
-        derived = derive_header(task_id, parsed)
+        for parsed_message in parsed:
+            fold.planner.append(parsed_message)
     except MindstoreError as exc:
         raise ShapeError(f"messages do not form a valid history: {exc}") from None
+    fold.planner.appended.clear()  # a replay never patches back: keep no messages
+    fold.planner.docs.clear()
+    for index, (message, folded) in enumerate(zip(raw, parsed, strict=True)):
+        if message.get("scope") != folded.scope or message.get("depth", 0) != folded.depth:
+            raise ShapeError(
+                f"{what} {index} scope/depth ({_shown(message.get('scope'))}, "
+                f"{_shown(message.get('depth'))}) do not match its level"
+            )
+    fold.messages += len(raw)
+    return parsed
+
+
+def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]],
+            read: StoredRead, sealed: SealedFold | None = None) -> None:  # fmt: skip
+    """The stored header must be the one the planner folds from the stored messages (a
+    paged task's: its pages, folded by verify, then its open page)."""
+    for key in ("seq", "size_bytes"):
+        _count(record.get(key, 0), key)
+    fold = sealed if sealed is not None else start_fold(task_id)
+    before = fold.messages
+    if record.get("seq", 0) != before + len(raw):
+        held = f"{before} sealed and {len(raw)} open" if sealed is not None else str(len(raw))
+        raise ShapeError(
+            f"header seq is {_shown(record.get('seq', 0))} but the task holds {held} messages"
+        )
+    parsed = fold_messages(fold, task_id, raw, read)
+    derived = fold.planner.header
     try:
         stored = header_from_stored(record)
     except Exception as exc:  # pydantic's ValidationError
         first = str(exc).splitlines()[0]
         raise ShapeError(f"header fields are malformed: {first}") from None
-    for index, (message, folded) in enumerate(zip(raw, parsed, strict=True)):
-        if message.get("scope") != folded.scope or message.get("depth", 0) != folded.depth:
-            raise ShapeError(
-                f"message {index} scope/depth ({_shown(message.get('scope'))}, "
-                f"{_shown(message.get('depth'))}) do not match its level"
-            )
     for field in STORED_HEADER_FIELDS:
         if field == "size_bytes":
-            if not _size_matches(stored.size_bytes, task_id, raw, parsed):
+            open_bytes = stored.size_bytes - fold.size_bytes
+            if not _size_matches(open_bytes, task_id, raw, parsed):
                 raise ShapeError(
                     f"header field size_bytes does not match the messages "
                     f"(stored {_shown(record.get(field))})"
@@ -285,7 +318,7 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]],
             )
 
 
-def _markers(read: StoredRead) -> frozenset[str]:
+def markers(read: StoredRead) -> frozenset[str]:
     """The payload ids the messages refer to: found by the same read that parses them,
     plus any marker-shaped string in a derived-field list (refused like any other)."""
     found = set(read.markers)
@@ -296,16 +329,19 @@ def _markers(read: StoredRead) -> frozenset[str]:
     return frozenset(found)
 
 
-def check_task(record: Any) -> TaskFacts:
-    """Check a task record (see the module docstring); what verify must remember of it."""
+def check_task(record: Any, sealed: SealedFold | None = None) -> TaskFacts:
+    """Check a task record (see the module docstring); what verify must remember of it.
+
+    A paged task's header covers its pages too: verify folds them first (`sealed`), and
+    the open page continues that fold."""
     _top_level(record)
     tenant = _tenant(record)
     task_id = stored_task_id(record.get("_id"), tenant, "task _id")
     _task_fields(record)
     raw = _messages(record)
     read = read_stored(raw, strings=False)  # one walk at most: keys, markers (stored form)
-    _header(record, task_id, raw, read)
-    return TaskFacts(task_key(tenant, task_id), task_id, tenant, len(raw), _markers(read))
+    _header(record, task_id, raw, read, sealed)
+    return TaskFacts(task_key(tenant, task_id), task_id, tenant, len(raw), markers(read))
 
 
 # --------------------------------------------------------------------------- dialog nodes

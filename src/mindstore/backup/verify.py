@@ -35,13 +35,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASKS
-from mindstore.ids import task_key
+from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.ids import task_id_of, task_key
 
 from .codec import RecordError, decode_line
 from .container import READ_CHUNK, BackupReader, HashingReader, open_backup
 from .errors import BackupCorrupt, BackupError, BackupIncomplete, BackupUnreadable
-from .manifest import COLLECTIONS, MANIFEST_NAME, Manifest, format_time
+from .manifest import MANIFEST_NAME, Manifest, format_time
+from .pages import PageContinuityError, PagedTask, check_page, close_task, fold_page
 from .shape import ShapeError, TaskFacts, check_node, check_payload, check_task
 
 __all__ = [
@@ -217,9 +218,12 @@ class _State:
     messages: int = 0
     external_parents: int = 0
     task_ids: frozenset[str] | None = None
+    paged: dict[str, PagedTask] = field(default_factory=dict)  # task identity -> its pages
+    pages: set[str] = field(default_factory=set)  # page ids
 
     def seen(self, name: str) -> set[str] | dict[str, int]:
         chosen: set[str] | dict[str, int] = {
+            TASK_PAGES: self.pages,
             TASKS: self.tasks,
             DIALOG_NODES: self.nodes,
             PAYLOADS: self.payloads,
@@ -234,12 +238,50 @@ _SHAPES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def check_shape(name: str, where: str, record: dict[str, Any]) -> Any:
+def check_shape(name: str, where: str, record: dict[str, Any], sealed: Any = None) -> Any:
     """The record's shape (`mindstore.backup.shape`), as `BackupCorrupt` naming the line."""
     try:
+        if name == TASKS:
+            return check_task(record, sealed)
         return _SHAPES[name](record)
     except ShapeError as exc:
         raise BackupCorrupt(f"{where}: {exc}") from None
+
+
+def _identity(record: dict[str, Any]) -> str | None:
+    """A task record's identity before its shape is checked (None if it has none)."""
+    tenant, key = record.get("tenant"), record.get("_id")
+    if not (isinstance(tenant, str) and isinstance(key, str)):
+        return None
+    return task_key(tenant, task_id_of(key))
+
+
+def _check_page(state: _State, where: str, record: dict[str, Any],
+                tenant_index: dict[str, int]) -> None:  # fmt: skip
+    """A page record: shape, scope, continuity with the task's pages before it."""
+    try:
+        facts, raw, read = check_page(record)
+    except ShapeError as exc:
+        raise BackupCorrupt(f"{where}: {exc}") from None
+    scope = state.manifest.scope
+    if (scope.tenant is not None and facts.tenant != scope.tenant) or \
+            facts.tenant not in tenant_index:  # fmt: skip
+        raise BackupCorrupt(
+            f"{where}: record of tenant {facts.tenant!r} is outside the backup's scope "
+            f"({scope.describe()}; tenants {state.manifest.tenants})"
+        )
+    if facts.id in state.pages:
+        raise PageContinuityError("duplicate", facts.task, f"{where}: page _id {facts.id!r} twice")
+    state.paged[facts.task] = fold_page(state.paged.get(facts.task), facts, raw, read, where)
+    state.pages.add(facts.id)
+    for payload_id in facts.payload_ids:
+        other = state.referenced.setdefault(payload_id, facts.task)
+        if other != facts.task:
+            raise BackupCorrupt(
+                f"{where}: payload {payload_id!r} is referenced by two tasks "
+                f"({other!r} and {facts.task!r})"
+            )
+    state.messages += len(raw)
 
 
 def _check(
@@ -253,7 +295,21 @@ def _check(
     manifest = state.manifest
     scope = manifest.scope
     where = f"{file} line {lineno}"
-    facts = check_shape(name, where, record)
+    if name == TASK_PAGES:
+        _check_page(state, where, record, tenant_index)
+        return
+    sealed = None
+    if name == TASKS:
+        identity = _identity(record)
+        known = state.paged.pop(identity, None) if identity is not None else None
+        if identity is not None:
+            close_task(known, record, identity, where)
+        sealed = known.fold if known is not None else None
+    facts = (
+        check_shape(name, where, record)
+        if sealed is None
+        else check_shape(name, where, record, sealed)
+    )
     tenant = facts.tenant
     if (scope.tenant is not None and tenant != scope.tenant) or tenant not in tenant_index:
         raise BackupCorrupt(
@@ -330,7 +386,15 @@ def _check_task(state: _State, where: str, record: dict[str, Any], facts: TaskFa
 
 
 def _check_references(state: _State) -> None:
-    """Every payload a message refers to is in the backup (after the payloads file)."""
+    """Every payload a message refers to is in the backup (after the payloads file), and
+    every page belongs to a paged task of the backup."""
+    if state.paged:
+        task, known = next(iter(state.paged.items()))
+        raise PageContinuityError(
+            "orphan", task,
+            f"{len(state.paged)} task(s) have pages but no task record that counts them "
+            f"(e.g. from {known.where})",
+        )  # fmt: skip
     missing = [pid for pid in state.referenced if pid not in state.payloads]
     if missing:
         example = missing[0]
@@ -350,13 +414,13 @@ async def scan(
 ) -> _State:
     """Hash every file, then stream each once with every check, handing batches of
     valid records to `on_batch` (restore plans its writes there)."""
-    for name in COLLECTIONS:
+    for name in manifest.names:
         check_file(reader, manifest, name)
     state = _State(manifest)
     if manifest.scope.task_ids is not None:
         state.task_ids = frozenset(manifest.scope.task_ids)
     tenant_index = {tenant: i for i, tenant in enumerate(manifest.tenants)}
-    for name in COLLECTIONS:
+    for name in manifest.names:
         entry = manifest.collections[name]
         batch: list[dict[str, Any]] = []
         size = done = 0

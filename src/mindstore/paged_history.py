@@ -1,0 +1,166 @@
+"""A paged task's whole history as readers outside the task repository see it (pure, no I/O).
+
+A task's older messages live in sealed page documents (`task_pages`), its recent ones in
+the task document's `messages` (the open page); docs/data-model.md, "Paged messages".
+Analytics, backup and erase read the layout directly (they run over many tasks at once),
+and these are the rules they share:
+
+* pages ``0 .. pages-1`` are visible; a page document at or past the task's `pages` mark
+  is a half-done seal, ignored by every reader (`is_visible`, `visible_clause`);
+* the task's `pending` entries are committed changes to sealed messages that may not be
+  folded into their page yet: a reader applies them, in list order, on top of the page's
+  stored messages (`apply_pending`; idempotent, a folded entry sets the same value again);
+* the history is the visible pages in page order, then the open page.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "apply_pending",
+    "is_paged",
+    "is_visible",
+    "page_ranges",
+    "pending_pages",
+    "unset_path",
+    "visible_clause",
+]
+
+
+def _count(value: Any) -> int:
+    """A paging counter as stored: absent (never paged) or anything odd reads as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def is_paged(task: Mapping[str, Any]) -> bool:
+    """Does the task document count any sealed page?"""
+    return _count(task.get("pages")) > 0
+
+
+def is_visible(page: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
+    """A page counts when its number is below the task's `pages` mark."""
+    number = page.get("page")
+    return isinstance(number, int) and 0 <= number < _count(task.get("pages"))
+
+
+def visible_clause(key: str, low: int, high: int) -> dict[str, Any]:
+    """A query clause for pages ``[low, high)`` of the task stored under `key`."""
+    return {"task": key, "page": {"$gte": low, "$lt": high}}
+
+
+def page_ranges(pages: int, skipped: Iterable[int] = ()) -> list[tuple[int, int]]:
+    """``[0, pages)`` without the `skipped` page numbers, as contiguous ``[low, high)``."""
+    out: list[tuple[int, int]] = []
+    low = 0
+    for number in sorted(set(skipped)):
+        if 0 <= number < pages:
+            if number > low:
+                out.append((low, number))
+            low = number + 1
+    if low < pages:
+        out.append((low, pages))
+    return out
+
+
+def _entries(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    pending = task.get("pending")
+    if not isinstance(pending, list):
+        return []
+    return [e for e in pending if isinstance(e, Mapping) and isinstance(e.get("i"), int)]
+
+
+def pending_pages(task: Mapping[str, Any], pages: Sequence[Mapping[str, Any]]) -> set[int]:
+    """Numbers of the given pages (headers with `page`, `start`, `end`) that a pending
+    entry of `task` changes."""
+    indexes = [e["i"] for e in _entries(task)]
+    return {
+        page["page"]
+        for page in pages
+        if any(page.get("start", 0) <= i < page.get("end", 0) for i in indexes)
+    }
+
+
+def _steps(path: str) -> list[str | int]:
+    return [int(step) if step.isdigit() else step for step in path.split(".")]
+
+
+def _container(document: Any, steps: list[str | int]) -> Any:
+    """The object holding the last step of a path, None when the path does not exist."""
+    node = document
+    for step in steps[:-1]:
+        if isinstance(node, list) and isinstance(step, int) and step < len(node):
+            node = node[step]
+        elif isinstance(node, dict) and str(step) in node:
+            node = node[str(step)]
+        else:
+            return None
+    return node
+
+
+def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
+    """`$set` of one dotted path: missing sub-documents are created, as MongoDB does."""
+    steps = _steps(path)
+    node: Any = document
+    for step in steps[:-1]:
+        if isinstance(node, list):
+            if not isinstance(step, int) or step >= len(node):
+                return
+            node = node[step]
+        elif isinstance(node, dict):
+            key = str(step)
+            if not isinstance(node.get(key), (dict, list)):
+                node[key] = {}
+            node = node[key]
+        else:
+            return
+    last = steps[-1]
+    if isinstance(node, list) and isinstance(last, int):
+        if last < len(node):
+            node[last] = copy.deepcopy(value)
+    elif isinstance(node, dict):
+        node[str(last)] = copy.deepcopy(value)
+
+
+def unset_path(document: dict[str, Any], path: str) -> None:
+    """Remove the field at a dotted path (an array element becomes null, as `$unset` does)."""
+    steps = _steps(path)
+    node = _container(document, steps)
+    last = steps[-1]
+    if isinstance(node, dict):
+        node.pop(str(last), None)
+    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+        node[last] = None
+
+
+def apply_pending(
+    messages: Sequence[dict[str, Any]], start: int, task: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The messages of a page starting at index `start`, with the task's pending entries
+    for them applied in list order; and the positions (in the page) that changed.
+
+    Changed messages are copies; the others are the given objects. An entry whose message
+    id does not match the message at its index is skipped (it cannot belong to it).
+    """
+    out = list(messages)
+    touched: dict[int, None] = {}
+    for entry in _entries(task):
+        position = entry["i"] - start
+        if not 0 <= position < len(out):
+            continue
+        message = out[position]
+        if not isinstance(message, dict) or message.get("id") != entry.get("id"):
+            continue
+        path = entry.get("p")
+        if not isinstance(path, str) or not path:
+            continue
+        if position not in touched:
+            message = out[position] = copy.deepcopy(message)
+            touched[position] = None
+        if "v" in entry:
+            _set_path(message, path, entry["v"])
+        else:
+            unset_path(message, path)
+    return out, list(touched)
