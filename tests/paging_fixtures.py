@@ -15,7 +15,8 @@ from typing import Any
 
 import bson
 
-from mindstore.documents import TASK_PAGES, TASKS, page_key, utcnow
+from mindstore.documents import TASK_PAGES, TASKS, utcnow
+from mindstore.ids import page_key
 
 
 def page_docs(

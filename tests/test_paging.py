@@ -24,7 +24,7 @@ from mindstore import PagePolicy, Store
 from mindstore.errors import MindstoreError, TaskTooLarge, ValidationError
 from mindstore.ids import task_key
 from mindstore.model.header import TaskHeader
-from mindstore.model.messages import message_to_dict
+from mindstore.model.messages import UserMessage, message_to_dict
 from mindstore.model.paging import cut_pages, should_seal
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 from mindstore.model.storage_form import bson_size
@@ -543,3 +543,21 @@ async def test_a_history_larger_than_a_document_is_created_in_steps() -> None:
     assert [message_to_dict(m) for m in stored] == [message_to_dict(m) for m in memory.messages]
     assert (await raw_task(store, "big"))["pages"] >= 2
     await store.close()
+
+
+async def test_a_replayed_append_of_a_sealed_message_is_recognised_and_a_fresh_one_reads_no_page(
+    paged: Store,
+) -> None:
+    acme = paged.scoped("acme").tasks
+    tid = (await acme.create()).id
+    first = UserMessage(id="first", started_ts=1_700_000_000, content=[TextPart(text="hello")])
+    await acme.add_message(tid, first)
+    written = ["first", *await grow(acme, tid, 12)]
+    assert (await raw_task(paged, tid))["sealed"] > 1  # "first" is in a sealed page
+    before = await dump(paged)
+    again = await acme.add_message(tid, first)  # a late replay of the first append
+    assert again.id == "first" and ids(await acme.messages(tid)) == written
+    assert await dump(paged) == before
+    with paged.backend.recorder.capture() as log:
+        await acme.add_message(tid, UserMessage(id="fresh", content=[TextPart(text="new")]))
+    assert log.names() == ["update"]  # one guarded update, no page read

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paging_fixtures import add_invisible_page, page_all, page_task
 
 import mindstore
 from mindstore.analytics.paging import merge_groups
@@ -24,6 +23,7 @@ from mindstore.documents import TASK_PAGES, TASKS
 from mindstore.paged_history import apply_pending, page_ranges
 from mindstore.pipelines import analytics_pages
 from mindstore.workload import Workload, WorkloadSpec, generate, load
+from paging_fixtures import add_invisible_page, page_all, page_task
 
 SPEC = WorkloadSpec(tenants=1, owners_per_tenant=3, tasks=14, mean_messages=24, days=20,
                     tool_error_rate=0.3, fork_every=5, seed=7)  # fmt: skip

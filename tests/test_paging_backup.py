@@ -16,14 +16,14 @@ from typing import Any
 
 import bson
 import pytest
-from paging_fixtures import add_invisible_page, page_all, page_task
-from test_backup_support import new_store, read_file_records, resign, rewrite_file, seed
 
 from mindstore.backup import BackupCorrupt, backup, erase, restore, verify
 from mindstore.backup.pages import PageContinuityError
 from mindstore.backup.retention import erase_before
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.workload import Workload, WorkloadSpec, generate, load
+from paging_fixtures import add_invisible_page, page_all, page_task
+from test_backup_support import new_store, read_file_records, resign, rewrite_file, seed
 
 ALL = (TASK_PAGES, TASKS, DIALOG_NODES, PAYLOADS)
 WORKLOAD = generate(WorkloadSpec(tenants=1, owners_per_tenant=2, tasks=6, mean_messages=20, seed=4))

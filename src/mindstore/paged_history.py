@@ -19,13 +19,14 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from mindstore.model.paging import apply_entry
+
 __all__ = [
     "apply_pending",
     "is_paged",
     "is_visible",
     "page_ranges",
     "pending_pages",
-    "unset_path",
     "visible_clause",
 ]
 
@@ -83,58 +84,6 @@ def pending_pages(task: Mapping[str, Any], pages: Sequence[Mapping[str, Any]]) -
     }
 
 
-def _steps(path: str) -> list[str | int]:
-    return [int(step) if step.isdigit() else step for step in path.split(".")]
-
-
-def _container(document: Any, steps: list[str | int]) -> Any:
-    """The object holding the last step of a path, None when the path does not exist."""
-    node = document
-    for step in steps[:-1]:
-        if isinstance(node, list) and isinstance(step, int) and step < len(node):
-            node = node[step]
-        elif isinstance(node, dict) and str(step) in node:
-            node = node[str(step)]
-        else:
-            return None
-    return node
-
-
-def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
-    """`$set` of one dotted path: missing sub-documents are created, as MongoDB does."""
-    steps = _steps(path)
-    node: Any = document
-    for step in steps[:-1]:
-        if isinstance(node, list):
-            if not isinstance(step, int) or step >= len(node):
-                return
-            node = node[step]
-        elif isinstance(node, dict):
-            key = str(step)
-            if not isinstance(node.get(key), (dict, list)):
-                node[key] = {}
-            node = node[key]
-        else:
-            return
-    last = steps[-1]
-    if isinstance(node, list) and isinstance(last, int):
-        if last < len(node):
-            node[last] = copy.deepcopy(value)
-    elif isinstance(node, dict):
-        node[str(last)] = copy.deepcopy(value)
-
-
-def unset_path(document: dict[str, Any], path: str) -> None:
-    """Remove the field at a dotted path (an array element becomes null, as `$unset` does)."""
-    steps = _steps(path)
-    node = _container(document, steps)
-    last = steps[-1]
-    if isinstance(node, dict):
-        node.pop(str(last), None)
-    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
-        node[last] = None
-
-
 def apply_pending(
     messages: Sequence[dict[str, Any]], start: int, task: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[int]]:
@@ -159,8 +108,5 @@ def apply_pending(
         if position not in touched:
             message = out[position] = copy.deepcopy(message)
             touched[position] = None
-        if "v" in entry:
-            _set_path(message, path, entry["v"])
-        else:
-            unset_path(message, path)
+        apply_entry(message, dict(entry))  # as the task repository's readers apply it
     return out, list(touched)

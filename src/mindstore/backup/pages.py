@@ -29,8 +29,7 @@ from typing import Any
 
 import bson
 
-from mindstore.documents import page_key
-from mindstore.ids import KEY_SEPARATOR
+from mindstore.ids import KEY_SEPARATOR, page_key
 from mindstore.model.stored_read import read_stored
 
 from .errors import BackupCorrupt

@@ -28,8 +28,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from mindstore.documents import page_key
-from mindstore.ids import KEY_SEPARATOR, task_id_of, task_key
+from mindstore.ids import KEY_SEPARATOR, page_key, task_id_of, task_key
 from mindstore.payloads import MARKER_PREFIX
 
 __all__ = [

@@ -41,7 +41,13 @@ import bson
 
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name, task_key
-from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, TaskState, header_from_stored
+from mindstore.model.header import (
+    PAGING_FIELDS,
+    STORED_HEADER_FIELDS,
+    TaskHeader,
+    TaskState,
+    header_from_stored,
+)
 from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
 from mindstore.model.planner import full_stored_doc, parse_stored, stored_doc
@@ -303,6 +309,8 @@ def _header(record: dict[str, Any], task_id: str, raw: list[dict[str, Any]],
         first = str(exc).splitlines()[0]
         raise ShapeError(f"header fields are malformed: {first}") from None
     for field in STORED_HEADER_FIELDS:
+        if field in PAGING_FIELDS:  # checked against the pages (page continuity)
+            continue
         if field == "size_bytes":
             open_bytes = stored.size_bytes - fold.size_bytes
             if not _size_matches(open_bytes, task_id, raw, parsed):

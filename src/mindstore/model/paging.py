@@ -114,6 +114,26 @@ def cut_pages(
 
 
 # ---------------------------------------------------------------------- pending changes
+def may_be_sealed(header: TaskHeader, plan_messages: Iterable[Any], named: Sequence[str]) -> bool:
+    """Could one of the caller-named messages a write appends already be in a sealed page
+    (a replay of an old write)? Only a message that started before the open page's first
+    one: a fresh message starts no earlier, so the common append needs no page read.
+
+    Timestamps are whole seconds: a sealed message that started in the same second as the
+    open page's first message is not looked for. It was sealed because a page of newer
+    messages (256 by default) followed it within that second, so its replay is not the
+    retry of a timed-out call (docs/write-paths.md, "Exactly-once across pages")."""
+    if not header.pages or not named:
+        return False
+    wanted = set(named)
+    return any(
+        message.id in wanted
+        and isinstance(message.started_ts, (int, float))
+        and message.started_ts < header.open_since
+        for message in plan_messages
+    )
+
+
 def pending_entry(message_id: str, index: int, path: str, value: Any, *, absent: bool) -> JSON:
     """One change to a sealed message: `path` inside it set to `value`, or removed."""
     entry: JSON = {"id": message_id, "i": index, "p": path}
@@ -200,9 +220,13 @@ def page_document(
     }
 
 
-def sealed_header(header: TaskHeader, cuts: Sequence[PageCut]) -> TaskHeader:
-    """The header after sealing `cuts` (the only fields a seal changes)."""
+def sealed_header(
+    header: TaskHeader, cuts: Sequence[PageCut], open_since: int | float
+) -> TaskHeader:
+    """The header after sealing `cuts` (the only fields a seal changes); `open_since` is
+    the `started_ts` of the first message left open."""
     sealed = header.model_copy(deep=True)
+    sealed.open_since = open_since
     sealed.sealed = cuts[-1].end
     sealed.pages = cuts[-1].page + 1
     sealed.sealed_bytes = header.sealed_bytes + sum(cut.size_bytes for cut in cuts)

@@ -28,7 +28,7 @@ from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationE
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
-from mindstore.model.paging import should_seal
+from mindstore.model.paging import may_be_sealed, should_seal
 from mindstore.model.planner import Plan, parse_stored
 from mindstore.model.storage_form import bson_size
 from mindstore.model.stored_read import read_stored
@@ -376,7 +376,9 @@ class TaskEngine(TaskPages):
                 if header.pages:
                     paging = Paging(state.version, header.sealed, header.pages)
                     patched_ids = await self._ids_at(key, paging, plan)
-                    if ids and await self._sealed_ids(key, paging, ids):
+                    if may_be_sealed(header, plan.appended, ids) and await self._sealed_ids(
+                        key, paging, ids
+                    ):
                         replay = await self._replayed(task_id, ids)  # stored in a sealed page
                         if replay is not None:
                             return on_replay(replay) if on_replay is not None else plan.result

@@ -295,13 +295,15 @@ class TaskPages(TaskScope):
                 )
             except DuplicateKeyError:
                 return None
-        after = sealed_header(header, cuts)
+        first_open = stored[cuts[-1].end - header.sealed]
+        after = sealed_header(header, cuts, first_open.get("started_ts") or 0)
         update = {
             "$push": {"messages": {"$each": [], "$slice": -(header.seq - after.sealed)}},
             "$set": {
                 "sealed": after.sealed,
                 "pages": after.pages,
                 "sealed_bytes": after.sealed_bytes,
+                "open_since": after.open_since,
                 "updated_at": now,
                 "version": version + 1,
             },
@@ -337,6 +339,7 @@ class TaskPages(TaskScope):
             "sealed": int(page["start"]),
             "pages": paging.pages - 1,
             "sealed_bytes": int(document.get("sealed_bytes", 0)) - int(page.get("size_bytes", 0)),
+            "open_since": (page.get("messages") or [{}])[0].get("started_ts") or 0,
             "updated_at": utcnow(),
             "version": paging.version + 1,
         }
