@@ -19,18 +19,19 @@ public API only (`mindstore.connect`, `store.scoped(...).tasks`, default options
    measured mean and max rather than left out.
 3. A conversation of `big_messages` messages (every 99th a large tool result: 200,000
    characters, stored inline below the 256 KiB offload threshold; every tenth of those 300,000
-   characters, above it, so offloaded) stored through `add_messages` in batches of 99, then
+   characters, above it, so offloaded) stored through `add_messages` in batches of 297, then
    read back through `messages(start, limit)` in windows and compared message by message (a
    SHA-256 of each message's JSON) with what the appends returned. A `TaskTooLarge` is
    recorded with how many messages were stored, not raised, so the module runs on the code
    before paging (which stops after about 81 large results) and after.
 
-The histories of (1) are stored with `tasks.create(messages=..., replay=True)` (one insert,
-the stored form of the same appends); when that raises `TaskTooLarge` (a history above one
-document), with `create` of the first `build_batch` messages and `add_messages` batches of
-`build_batch`, stopping at a `TaskTooLarge`: that size is then reported as not stored, with
-the error and the messages stored. Histories are built from a fast seeded generator rather
-than `conversation.py`, whose in-memory task takes minutes for 100,000 messages.
+The histories of (1) are written as an agent importing them would: `create` with the first
+`build_batch` messages, then `add_messages` batches of `build_batch`, so they have the stored
+form appends give (a `create` of the whole history would put it all in one document, or in
+one open page to be sealed later). A `TaskTooLarge` on the way is recorded: that size is
+then reported as not stored, with the error and the messages stored. Histories come from a
+fast seeded generator rather than `conversation.py`, whose in-memory task takes minutes for
+100,000 messages.
 """
 
 from __future__ import annotations
@@ -63,11 +64,14 @@ from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolRes
 SIZES = (100, 10_000, 100_000)
 APPENDS = 50
 SEAL_CAP = 3_000
-BUILD_BATCH = 1_000
+BUILD_BATCH = 500
+"""Messages per `add_messages` call building the histories of goals 1 and 2."""
 TAIL = 50
 BIG_MESSAGES = 100_000
-BIG_BATCH = 99
-"""Messages per `add_messages` call in goal 3: 33 turns, the last one's result large."""
+BIG_BATCH = 297
+"""Messages per `add_messages` call in goal 3 (99 turns, three large results)."""
+LARGE_EVERY_TURNS = 33
+"""Every 33rd turn (99th message) ends on a large tool result."""
 LARGE_CHARS = 200_000
 OFFLOADED_CHARS = 300_000
 OFFLOADED_EVERY = 10
@@ -186,29 +190,23 @@ async def _layout(store: Any, task_id: str) -> dict[str, Any]:
 async def _store_history(
     tasks: Any, size: int, build_batch: int
 ) -> tuple[str | None, dict[str, Any]]:
-    """A task of `size` messages (the config message and `size - 1` conversation messages)."""
+    """A task of `size` messages (the config message and `size - 1` conversation messages),
+    written as an agent importing it would: `create` with the first batch, then
+    `add_messages` batches. Stops at a `TaskTooLarge` (returns None and the error)."""
     history = list(islice(turns("h", 7), size - 1))
-    info: dict[str, Any] = {"built_with": "create (one insert)"}
+    info: dict[str, Any] = {"built_with": f"create + add_messages batches of {build_batch}"}
     start = time.perf_counter()
+    task_id = (await tasks.create(config=CONFIG, messages=history[:build_batch], replay=True)).id
+    stored = min(build_batch, len(history))
     try:
-        task_id = (await tasks.create(config=CONFIG, messages=history, replay=True)).id
+        while stored < len(history):
+            await tasks.add_messages(task_id, history[stored : stored + build_batch])
+            stored = min(stored + build_batch, len(history))
     except TaskTooLarge as exc:
-        info = {
-            "create_error": f"TaskTooLarge: {exc}",
-            "built_with": f"create of {build_batch} + add_messages batches of {build_batch}",
-        }
-        task_id = (
-            await tasks.create(config=CONFIG, messages=history[:build_batch], replay=True)
-        ).id
-        stored = build_batch
-        try:
-            while stored < len(history):
-                await tasks.add_messages(task_id, history[stored : stored + build_batch])
-                stored += build_batch
-        except TaskTooLarge as exc:
-            info.update(error=f"TaskTooLarge: {exc}", stored_messages=stored + 1,
-                        build_seconds=round(time.perf_counter() - start, 1))  # fmt: skip
-            return None, info
+        info["error"] = f"TaskTooLarge: {exc}"
+        info["stored_messages"] = stored + 1
+        info["build_seconds"] = round(time.perf_counter() - start, 1)
+        return None, info
     info["build_seconds"] = round(time.perf_counter() - start, 1)
     return task_id, info
 
@@ -312,9 +310,9 @@ async def _size_row(size: int, appends: int, seal_cap: int, build_batch: int) ->
 
 
 def _large_chars(turn: int) -> int:
-    if turn % (BIG_BATCH // 3) != BIG_BATCH // 3 - 1:
+    if turn % LARGE_EVERY_TURNS != LARGE_EVERY_TURNS - 1:
         return 0
-    nth = turn // (BIG_BATCH // 3)
+    nth = turn // LARGE_EVERY_TURNS
     return OFFLOADED_CHARS if nth % OFFLOADED_EVERY == OFFLOADED_EVERY - 1 else LARGE_CHARS
 
 
@@ -458,10 +456,10 @@ async def run(
             "over every append made",
             "tail_50 reads the 50 probe messages just appended (the same at every size); "
             "middle_50 reads 50 messages from the middle of the history",
-            f"large conversation: add_messages batches of {BIG_BATCH}, each ending on a large "
-            f"tool result; read back with messages(start, {READ_WINDOW}) and compared by SHA-256 "
-            "of each message's JSON (less finished_ts, set when the next message arrives; every "
-            "message but the last must have it)",
+            f"large conversation: add_messages batches of {BIG_BATCH}, a large tool result every "
+            f"{3 * LARGE_EVERY_TURNS} messages; read back with messages(start, {READ_WINDOW}) "
+            "and compared by SHA-256 of each message's JSON (less finished_ts, set when the next "
+            "message arrives; every message but the last must have it)",
         ],
     }
 
