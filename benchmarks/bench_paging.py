@@ -14,9 +14,10 @@ public API only (`mindstore.connect`, `store.scoped(...).tasks`, default options
    the bytes received for `tail(task, 50)` (the 50 probe messages, identical at every size)
    and for `messages(start, 50)` from the middle of the history.
 2. Embedded append time at the largest size against the smallest (median, goal at most 2x),
-   with the mean and the max; then appends go on until one of them seals a page (it writes to
-   the page collection) or `seal_cap` appends were made, so the occasional seal is inside a
-   measured mean and max rather than left out.
+   with the mean and the max; then appends go on until two of them sealed a page (wrote to
+   the page collection) or `seal_cap` appends were made, and the figures of the whole cycle
+   between the two seals are reported, so the occasional seal is inside a measured mean and
+   max rather than left out.
 3. A conversation of `big_messages` messages (every 99th a large tool result: 200,000
    characters, stored inline below the 256 KiB offload threshold; every tenth of those 300,000
    characters, above it, so offloaded) stored through `add_messages` in batches of 297, then
