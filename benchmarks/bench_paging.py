@@ -65,6 +65,8 @@ from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolRes
 SIZES = (100, 10_000, 100_000)
 APPENDS = 50
 SEAL_CAP = 3_000
+SEAL_SECONDS = 60.0
+"""The seal cycle also stops after this long (slow appends would make the cap take hours)."""
 BUILD_BATCH = 500
 """Messages per `add_messages` call building the histories of goals 1 and 2."""
 TAIL = 50
@@ -81,6 +83,8 @@ GOAL_TIME_RATIO = 2.0
 FLAT_RATIO = 1.1
 """'Flat': the largest size's figure at most 10% above the smallest size's."""
 TENANT = "bench"
+WRITES = frozenset({"insert", "update", "delete", "findAndModify"})
+"""Command names that write: one of them on the page collection is a seal (or its repair)."""
 
 
 def _ms(seconds: float) -> float:
@@ -222,7 +226,8 @@ async def _append(store: Any, tasks: Any, task_id: str, message: AnyMessage) -> 
         "ms": elapsed * 1000, "bytes_sent": log.bytes_sent,
         "update_bytes": log.by_name("update").bytes_sent,
         "round_trips": log.round_trips, "beyond": log.bytes_sent - size,
-        "page_writes": sum(1 for command in log if command.collection == TASK_PAGES),
+        "page_writes": sum(1 for c in log if c.collection == TASK_PAGES and c.name in WRITES),
+        "page_reads": sum(1 for c in log if c.collection == TASK_PAGES and c.name not in WRITES),
     }  # fmt: skip
 
 
@@ -235,6 +240,7 @@ def _append_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "update_bytes": _spread([row["update_bytes"] for row in rows]),
         "beyond_message": _spread([row["beyond"] for row in rows]),
         "round_trips": _spread([row["round_trips"] for row in rows]),
+        "appends_reading_pages": sum(1 for row in rows if row["page_reads"]),
         "sealing_appends": len(sealing),
         "sealing_ms": [round(row["ms"], 3) for row in sealing],
         "sealing_round_trips": [row["round_trips"] for row in sealing],
@@ -256,7 +262,8 @@ async def _read(store: Any, task_id: str, call: Callable[[], Any]) -> dict[str, 
 async def _seal_cycle(
     store: Any, tasks: Any, task_id: str, probe: Iterator[AnyMessage], cap: int
 ) -> dict[str, Any]:
-    """Appends until two of them sealed a page (wrote to the page collection), at most `cap`.
+    """Appends until two of them sealed a page (wrote to the page collection), at most `cap`
+    appends and about `SEAL_SECONDS`.
 
     The figures cover one whole cycle, from the append after the first seal through the
     second: the mean is the append cost with its share of one seal. With fewer than two
@@ -264,12 +271,15 @@ async def _seal_cycle(
     """
     onward: list[dict[str, Any]] = []
     seals: list[int] = []
+    deadline = time.perf_counter() + SEAL_SECONDS
     for message in islice(probe, cap):
         onward.append(await _append(store, tasks, task_id, message))
         if onward[-1]["page_writes"]:
             seals.append(len(onward) - 1)
             if len(seals) == 2:
                 break
+        if time.perf_counter() > deadline:
+            break
     cycle = onward[seals[0] + 1 : seals[1] + 1] if len(seals) == 2 else onward
     return {
         **_append_summary(cycle),
@@ -452,9 +462,9 @@ async def run(
             "with $db, replies)",
             "beyond_message: bytes sent minus the appended message's own stored BSON",
             f"through_a_seal: appends after the measured ones until two wrote to {TASK_PAGES} "
-            f"(seals), at most {seal_cap}; figures over one whole cycle (after the first seal "
-            "through the second), so the mean carries one seal's share; without two seals, "
-            "over every append made",
+            f"(seals), at most {seal_cap} or {SEAL_SECONDS:.0f} s; figures over one whole cycle "
+            "(after the first seal through the second), so the mean carries one seal's share; "
+            "without two seals, over every append made",
             "tail_50 reads the 50 probe messages just appended (the same at every size); "
             "middle_50 reads 50 messages from the middle of the history",
             f"large conversation: add_messages batches of {BIG_BATCH}, a large tool result every "

@@ -248,7 +248,7 @@ def _paging_sizes(paging: dict[str, Any]) -> list[str]:
     """One row per history length: appends, the seal, the reads, the stored layout."""
     lines = [
         "| messages in the task | bytes sent / append: median / max (beyond the message) "
-        "| round trips / append: max | append ms: median / mean / max "
+        "| round trips / append: max (appends reading pages) | append ms: median / mean / max "
         "| through a seal: appends (cycle), seals, mean / max ms "
         "| tail(50): bytes received (beyond the messages) "
         "| messages(middle, 50): bytes received (beyond) | task document / pages |",
@@ -265,10 +265,11 @@ def _paging_sizes(paging: dict[str, Any]) -> list[str]:
         a, seal = row["appends"], row["through_a_seal"]
         tail, mid, lay = row["tail_50"], row["middle_50"], row["layout"]
         sent, beyond, ms = a["bytes_sent"], a["beyond_message"], a["ms"]
-        seals = f"{seal['seals_seen']}" + ("" if seal["sealed"] else " (cap)")
+        seals = f"{seal['seals_seen']}" + ("" if seal["sealed"] else " (stopped)")
         lines.append(
             f"| {int(size):,} | {sent['median']:,.0f} / {sent['max']:,} ({beyond['median']:,.0f} "
-            f"/ {beyond['max']:,}) | {a['round_trips']['max']} | {ms['median']} / {ms['mean']} / "
+            f"/ {beyond['max']:,}) | {a['round_trips']['max']} ({a['appends_reading_pages']}) "
+            f"| {ms['median']} / {ms['mean']} / "
             f"{ms['max']} | {seal['appends_made']:,} ({seal['appends']:,}), {seals}, "
             f"{seal['ms']['mean']} / {seal['ms']['max']} | {tail['bytes_received']:,} "
             f"({tail['beyond_messages']:,}) | "
