@@ -33,6 +33,7 @@ QUICK_ARGS: dict[str, dict[str, Any]] = {
     "bench_dialogs": {"sizes": (10, 1_000)},
     "bench_langgraph_storage": {"turns": 20},
     "bench_model": {},
+    "bench_paging": {"sizes": (100, 1_000, 10_000), "big_messages": 10_000},
     "bench_storage": {"turns": 20},
 }
 

@@ -240,6 +240,133 @@ def _lean_goals(results: dict[str, Any]) -> list[str]:
     return lines + ["", "Details in the sections below.", ""]
 
 
+def _mb(value: float) -> str:
+    return f"{value / 1e6:,.1f} MB"
+
+
+def _paging_sizes(paging: dict[str, Any]) -> list[str]:
+    """One row per history length: appends, the seal, the reads, the stored layout."""
+    lines = [
+        "| messages in the task | bytes sent / append: median / max (beyond the message) "
+        "| round trips / append: max (appends reading pages) | append ms: median / mean / max "
+        "| through a seal: appends (cycle), seals, mean / max ms "
+        "| tail(50): bytes received (beyond the messages) "
+        "| messages(middle, 50): bytes received (beyond) | task document / pages |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for size, row in paging["sizes"].items():
+        if not row["stored"]:
+            error = row.get("error", "not stored").split(":")[0]
+            lines.append(
+                f"| {int(size):,} | **{error}** after {row.get('stored_messages', 0):,} messages "
+                f"stored ({row['built_with']}, {row.get('build_seconds', 0)} s) |" + " - |" * 6
+            )
+            continue
+        a, seal = row["appends"], row["through_a_seal"]
+        tail, mid, lay = row["tail_50"], row["middle_50"], row["layout"]
+        sent, beyond, ms = a["bytes_sent"], a["beyond_message"], a["ms"]
+        seals = f"{seal['seals_seen']}" + ("" if seal["sealed"] else " (stopped)")
+        lines.append(
+            f"| {int(size):,} | {sent['median']:,.0f} / {sent['max']:,} ({beyond['median']:,.0f} "
+            f"/ {beyond['max']:,}) | {a['round_trips']['max']} ({a['appends_reading_pages']}) "
+            f"| {ms['median']} / {ms['mean']} / "
+            f"{ms['max']} | {seal['appends_made']:,} ({seal['appends']:,}), {seals}, "
+            f"{seal['ms']['mean']} / {seal['ms']['max']} | {tail['bytes_received']:,} "
+            f"({tail['beyond_messages']:,}) | "
+            f"{mid['bytes_received']:,} ({mid['beyond_messages']:,}) | "
+            f"{_mb(lay['task_document_bytes'])} / {lay['visible_pages']} |"
+        )
+    return lines
+
+
+def _paging_goal_rows(paging: dict[str, Any]) -> list[tuple[str, str, str, Any]]:
+    goals, big, rows = paging["goals"], paging["large_conversation"], paging["sizes"]
+    sizes = [f"{int(size):,}" for size in rows]
+    missing = [
+        f"{int(size):,}: {row.get('error', '').split(':')[0]} after "
+        f"{row.get('stored_messages', 0):,} messages"
+        for size, row in rows.items()
+        if not row["stored"]
+    ]
+    lacking = f"; not stored at {'; '.join(missing)}" if missing else ""
+    between = f" ({goals['ratio_sizes']})" if goals["ratio_sizes"] else ""
+
+    def ratio(key: str) -> str:
+        return "-" if goals[key] is None else f"{goals[key]}x{between}"
+
+    read, large = big["read_back"], big["large_results"]
+    if big["stored_all"]:
+        stored = f"{big['messages_stored']:,} messages stored in {big['store_seconds']} s"
+    else:
+        stored = (
+            f"**{(big['error'] or 'not stored').split(':')[0]}** after "
+            f"{big['messages_stored']:,} of {big['messages_planned']:,} messages "
+            f"({large['inline']} large results inline, {large['offloaded']} offloaded)"
+        )
+    flat = f"largest / smallest <= {paging['flat_ratio']}x"
+    return [
+        (
+            f"bytes sent per append flat at {' / '.join(sizes)} messages (median, {flat})",
+            "-",
+            f"{ratio('bytes_sent_median_ratio')}; max {goals['bytes_sent_max_over_sizes']:,} B, "
+            f"{goals['round_trips_max_over_sizes']} round trip(s){lacking}",
+            goals["bytes_sent_flat"],
+        ),
+        (
+            f"bytes received for tail(task, 50) flat ({flat})",
+            "-",
+            f"{ratio('tail_50_bytes_ratio')}{lacking}",
+            goals["tail_50_flat"],
+        ),
+        (
+            f"embedded append at {sizes[-1]} messages <= {paging['goal_time_ratio']}x an append "
+            f"at {sizes[0]} (median)",
+            "80-109 ms at 10,000 against about 1 ms at 100 (mongomock's update)",
+            f"{ratio('append_ms_median_ratio')}; through a seal: mean "
+            f"{ratio('append_ms_mean_ratio_through_a_seal')}, max "
+            f"{ratio('append_ms_max_ratio_through_a_seal')}{lacking}",
+            goals["append_time_within_goal"],
+        ),
+        (
+            f"{big['messages_planned']:,}-message conversation with large tool results stores "
+            "and reads back intact",
+            "TaskTooLarge after 81 appends of 200 KB",
+            f"{stored}; {_mb(big['messages_bson_bytes'])} of messages; read back "
+            f"{read['messages']:,} in {read['seconds']} s, {read['mismatched']} differing",
+            goals["big_conversation_intact"],
+        ),
+    ]
+
+
+def _paging_tables(paging: dict[str, Any]) -> list[str]:
+    """Paged storage: each goal of the issue with this run's figure, then the figures by size."""
+    big = paging["large_conversation"]
+    large, layout = big["large_results"], big["layout"]
+    lines = [
+        f"## Paged storage: the goals ({paging['backend']} backend)",
+        "",
+        "| goal | measured in the issue | this run | |",
+        "|---|---|---|---|",
+    ]
+    for goal, issue, now, ok in _paging_goal_rows(paging):
+        lines.append(f"| {goal} | {issue} | {now} | {_verdict(ok)} |")
+    lines += [
+        "",
+        *_paging_sizes(paging),
+        "",
+        f"Large conversation: {large['inline']} tool results of {large['inline_chars']:,} "
+        f"characters inline, {large['offloaded']} of {large['offloaded_chars']:,} offloaded; "
+        f"stored: the task document {_mb(layout['task_document_bytes'])}, "
+        f"{layout['page_documents']} pages ({_mb(layout['page_bytes'])}), "
+        f"{layout['payload_documents']} payloads ({_mb(layout['payload_bytes'])}).",
+        "",
+        "Notes:",
+        *[f"- {note}" for note in paging.get("notes", [])],
+        "",
+    ]
+    return lines
+
+
 def markdown(document: dict[str, Any]) -> str:
     results = document["results"]
     lines = ["# mindstore benchmarks", "",
@@ -248,6 +375,8 @@ def markdown(document: dict[str, Any]) -> str:
              " (add `--quick` for smaller sizes). Ratios are peer / mindstore, measured in the same run.", ""]  # fmt: skip
     lines += [f"Note: {note}" for note in document.get("notes", [])] + ([""] if document.get("notes") else [])
     lines += _lean_goals(results)
+    if "paging" in results:
+        lines += _paging_tables(results["paging"])
     if "append_compare" in results:
         lines += _append_tables(results["append_compare"])
     if "context" in results:
@@ -257,7 +386,7 @@ def markdown(document: dict[str, Any]) -> str:
     if "verbs" in results:
         lines += _verbs_tables(results["verbs"])
     for key, value in results.items():
-        if key in ("append_compare", "context", "storage", "verbs"):
+        if key in ("append_compare", "context", "storage", "verbs", "paging"):
             continue
         lines += [f"## {key}", "", "```json", json.dumps(value, indent=2), "```", ""]
     if document["failures"]:
