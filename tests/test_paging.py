@@ -15,7 +15,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pymongo.errors import AutoReconnect
 
@@ -561,3 +561,115 @@ async def test_a_replayed_append_of_a_sealed_message_is_recognised_and_a_fresh_o
     with paged.backend.recorder.capture() as log:
         await acme.add_message(tid, UserMessage(id="fresh", content=[TextPart(text="new")]))
     assert log.names() == ["update"]  # one guarded update, no page read
+
+
+async def test_load_and_watch_cover_the_pages(paged: Store) -> None:
+    acme = paged.scoped("acme").tasks
+    tid = (await acme.create()).id
+    written = await grow(acme, tid, 14)
+    assert (await raw_task(paged, tid))["sealed"] > 3
+    task = await acme.load(tid)
+    assert ids(task.messages) == written and task.header == await acme.header(tid)
+    feed = acme.watch(tid, since_id="h1")
+    seen = [event.message.id async for event in _first(feed, len(written) - 2)]
+    assert seen == written[2:]
+
+
+async def _first(stream: Any, count: int) -> Any:
+    async for item in stream:
+        yield item
+        count -= 1
+        if count == 0:
+            return
+
+
+async def _conversation(store: Store) -> str:
+    """Owners, sub-tasks, tool calls and answers, usage: what the reports read."""
+    repo = store.scoped("acme").tasks
+    tid = (await repo.create(task_id="T", owner="alice", config=CONFIG)).id
+    for turn in range(6):
+        await repo.add_human_message(tid, f"question {turn}", message_id=f"u{turn}")
+        reply = await repo.add_assistant_message(tid, message_id=f"a{turn}")
+        call = ToolCallPart(tool_call_id=f"c{turn}", tool_name="search", args={"q": turn})
+        await repo.add_tool_call_part(tid, reply.id, call)
+        await repo.finish_assistant_message(tid, reply.id, tokens_in=10 + turn, tokens_out=3)
+        await grow(repo, tid, 3, f"f{turn}-")
+        await repo.answer_tool_call(tid, f"c{turn}", {"hits": turn}, message_id=f"r{turn}")
+    delegate = await repo.add_assistant_message(tid, message_id="d")
+    await repo.add_tool_call_part(
+        tid, delegate.id, ToolCallPart(tool_call_id="dc", tool_name="delegate", args={})
+    )
+    await repo.add_task_entry(tid, [TextPart(text="sub")], SUB, "e")
+    await grow(repo, tid, 6, "s")
+    await repo.add_task_exit(tid, [TextPart(text="done")], "task_result", None, "x", "xr")
+    return tid
+
+
+async def test_analytics_and_backups_of_a_paged_task_equal_the_unpaged_ones(tmp_path: Any) -> None:
+    from mindstore.backup import backup, restore, verify
+
+    results = []
+    for name, policy in (("paged", SMALL), ("unpaged", None)):
+        with frozen_world():
+            store = await mindstore.connect("embedded", page_policy=policy)
+            await _conversation(store)
+            analytics = store.scoped("acme").analytics
+            reports = [await analytics.usage(), await analytics.tools(), await analytics.sessions(),
+                       await analytics.subtasks(), await analytics.latency(),
+                       await analytics.top_owners()]  # fmt: skip
+            archive = tmp_path / name
+            await backup(store, archive)
+            await verify(archive)
+            target = await mindstore.connect("embedded", page_policy=policy)
+            await restore(target, archive)
+            restored = await target.scoped("acme").tasks.messages("T")
+            original = await store.scoped("acme").tasks.messages("T")
+            assert [message_to_dict(m) for m in restored] == [message_to_dict(m) for m in original]
+            results.append((reports, [message_to_dict(m) for m in original]))
+            if policy is not None:
+                assert (await raw_task(store, "T"))["pages"] > 5
+            await store.close()
+            await target.close()
+    assert results[0] == results[1]
+
+
+MESSAGES = st.fixed_dictionaries({
+    "id": st.just("m"),
+    "status": st.sampled_from(["loading", "completed"]),
+    "content": st.lists(st.fixed_dictionaries({"type": st.just("text"),
+                                               "text": st.text(max_size=4)}), max_size=3),
+})  # fmt: skip
+PATHS = st.one_of(
+    st.sampled_from(["finished_ts", "status", "tokens_in", "metadata.note"]),
+    st.builds(lambda k, f: f"content.{k}.{f}", st.integers(0, 3), st.sampled_from(["text", "is_loading"])),
+    st.builds(lambda k: f"content.{k}", st.integers(0, 3)),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(message=MESSAGES, path=PATHS, value=st.one_of(st.none(), st.booleans(), st.text(max_size=3)),
+       remove=st.booleans())  # fmt: skip
+def test_a_pending_entry_applies_as_the_update_it_stands_for(
+    message: dict[str, Any], path: str, value: Any, remove: bool
+) -> None:
+    """`apply_entry` (readers, folds) gives what `$set`/`$unset` of that path gives."""
+    import copy as copying
+
+    import mongomock
+
+    from mindstore.model.paging import apply_entry, pending_entry
+
+    # removing an array item: MongoDB leaves a null there, mongomock leaves the item; a
+    # pending removal never names one (only message fields at their default are removed)
+    assume(not (remove and path.rsplit(".", 1)[-1].isdigit()))
+    collection = mongomock.MongoClient().db.pages
+    collection.insert_one({"_id": 1, "m": copying.deepcopy(message)})
+    operator = {"$unset": {f"m.{path}": ""}} if remove else {"$set": {f"m.{path}": value}}
+    try:
+        collection.update_one({"_id": 1}, operator)
+    except Exception:  # a path the database refuses is not one a verb writes
+        return
+    expected = collection.find_one({"_id": 1})["m"]
+    mine = copying.deepcopy(message)
+    apply_entry(mine, pending_entry("m", 0, path, value, absent=remove))
+    assert mine == expected

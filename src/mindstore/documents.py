@@ -75,6 +75,7 @@ class TaskDoc(Document):
     sealed: int = 0
     pages: int = 0
     sealed_bytes: int = 0
+    open_since: int | float = 0
     pending: list[dict[str, Any]] = Field(default_factory=list)
     pending_at: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)

@@ -274,13 +274,7 @@ def _check_page(state: _State, where: str, record: dict[str, Any],
         raise PageContinuityError("duplicate", facts.task, f"{where}: page _id {facts.id!r} twice")
     state.paged[facts.task] = fold_page(state.paged.get(facts.task), facts, raw, read, where)
     state.pages.add(facts.id)
-    for payload_id in facts.payload_ids:
-        other = state.referenced.setdefault(payload_id, facts.task)
-        if other != facts.task:
-            raise BackupCorrupt(
-                f"{where}: payload {payload_id!r} is referenced by two tasks "
-                f"({other!r} and {facts.task!r})"
-            )
+    _claim_payloads(state, facts.payload_ids, facts.task, where)
     state.messages += len(raw)
 
 
@@ -375,14 +369,20 @@ def _check_task(state: _State, where: str, record: dict[str, Any], facts: TaskFa
                 f"{where}: task updated at {updated!r} is outside the "
                 f"backup's scope ({scope.describe()})"
             )
-    for payload_id in facts.payload_ids:
-        other = state.referenced.setdefault(payload_id, facts.identity)
-        if other != facts.identity:
+    _claim_payloads(state, facts.payload_ids, facts.identity, where)
+    state.messages += facts.messages
+
+
+def _claim_payloads(state: _State, payload_ids: Any, task: Any, where: str) -> None:
+    """Each payload belongs to one task: the first record that refers to it claims it
+    (a page's messages claim for their task, as the open page's do)."""
+    for payload_id in payload_ids:
+        other = state.referenced.setdefault(payload_id, task)
+        if other != task:
             raise BackupCorrupt(
                 f"{where}: payload {payload_id!r} is referenced by two tasks "
-                f"({other!r} and {facts.identity!r})"
+                f"({other!r} and {task!r})"
             )
-    state.messages += facts.messages
 
 
 def _check_references(state: _State) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 from mindstore.ids import check_name
 from mindstore.model.messages import AnyMessage
 from mindstore.model.plans_redact import plan_redact, redaction_of
-from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.retraction import Retraction
 from mindstore.validation import check_optional_int, check_optional_text
@@ -55,12 +54,8 @@ class ContentLifecycle(Retraction):
         start = 0
         if since_id:
             check_name(since_id, "since_id")
-            rows = await (
-                await self._tasks.aggregate(
-                    pipelines.locate_message_pipeline(self._filter(task_id), since_id)
-                )
-            ).to_list(length=1)
-            start = int(rows[0]["index"]) + 1 if rows else 0
+            found = await self._find_message(task_id, since_id)  # open page or sealed pages
+            start = found[0] + 1 if found is not None else 0
         await self._read_header_doc(task_id)  # NotFound outside the scope
         with self._notifier.subscribe((self.tenant, task_id)) as event:
             stream = await self._open_change_stream(task_id)

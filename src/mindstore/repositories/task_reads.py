@@ -60,16 +60,24 @@ class TaskReads(TaskEngine):
 
     async def load(self, task_id: str) -> Task:
         """The whole task in memory (the Mind Map `Task`), e.g. to run Mind Map code over it."""
-        document = await self._find_task(task_id)
-        task = Task(
-            id=task_id,
-            state=document.get("state", "running"),
-            content=document.get("content", []),
-            messages=[],
-        )
-        task.messages.extend(await self._decode(task_id, document.get("messages", [])))
-        task._header = header_from_document(document)
-        return task
+        for _attempt in range(STALE_READS):
+            document = await self._find_task(task_id)
+            paging = Paging.of(document)
+            try:  # a paged task's older messages come from its pages, as of this version
+                sealed = await self._sealed_range(self._key(task_id), paging, 0, paging.sealed)
+            except StalePage:
+                continue
+            task = Task(
+                id=task_id,
+                state=document.get("state", "running"),
+                content=document.get("content", []),
+                messages=[],
+            )
+            stored = [*sealed, *(document.get("messages") or [])]
+            task.messages.extend(await self._decode(task_id, stored))
+            task._header = header_from_document(document)
+            return task
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
 
     async def list(
         self,
