@@ -107,12 +107,14 @@ def test_cut_pages_is_contiguous_within_limits_and_keeps_the_tail(
         if cut.end - cut.start > 1:  # only a single message may be larger than a page
             assert cut.end - cut.start <= messages and cut.size_bytes <= limit
         position = cut.end
-    kept = sizes[position - 10 :]
-    assert len(kept) >= 1  # the tail always stays open
+    assert position - 10 <= len(sizes) - 1  # the last message always stays open
     if force:
-        assert len(kept) == 1
-    elif cuts:
-        assert len(kept) <= messages and (sum(kept) <= limit or len(kept) == 1)
+        assert position - 10 == max(len(sizes) - 1, 0)
+    # a page's range depends only on the messages from its start: a longer open page
+    # (more messages appended meanwhile) cuts the same full pages first
+    if not force:
+        longer = cut_pages([*sizes, *sizes], first_index=10, first_page=3, policy=policy)
+        assert longer[: len(cuts)] == cuts
 
 
 def test_a_bad_page_policy_is_refused_with_its_name() -> None:
@@ -281,8 +283,7 @@ async def test_a_seal_cut_short_at_any_step_loses_nothing_and_the_next_write_rep
         )
 
     crash_on(pages, "replace_one", page_write)
-    crash_on(tasks, "update_one", lambda a, k: step == "task update" and "$push" in a[1]
-             and "messages" in a[1]["$push"])  # fmt: skip
+    crash_on(tasks, "update_one", lambda a, k: step == "task update" and "$pull" in a[1])
     # the append itself lands; the seal after it fails part-way (the verb still returns)
     await repo.add_human_message(tid, "thirteen", message_id="h12")
     written.append("h12")
@@ -673,3 +674,75 @@ def test_a_pending_entry_applies_as_the_update_it_stands_for(
     mine = copying.deepcopy(message)
     apply_entry(mine, pending_entry("m", 0, path, value, absent=remove))
     assert mine == expected
+
+
+async def test_part_verbs_on_a_sealed_last_message_plan_from_what_is_stored() -> None:
+    """Retracting can leave the open page empty, the last message sealed: part verbs on it
+    go to `pending`, and the next one plans from the stored message, not a stale copy."""
+    store = await mindstore.connect("embedded", page_policy=PagePolicy(4, 60))
+    repo = store.scoped("acme").tasks
+    tid = (await repo.create(config=CONFIG)).id
+    for turn in range(12):
+        asked = await repo.add_assistant_message(tid, message_id=f"a{turn}")
+        await repo.add_human_message(tid, f"and {turn}", message_id=f"h{turn}")
+        if [m["id"] for m in (await raw_task(store, tid))["messages"]] == [f"h{turn}"]:
+            break
+    else:
+        pytest.fail("no state with a sealed assistant message right before the open page")
+    await repo.retract_last(tid)
+    assert (await raw_task(store, tid))["messages"] == []
+    await repo.add_text_part(tid, asked.id, "one ")
+    await repo.add_text_part(tid, asked.id, "two")
+    stored = await repo.get_message(tid, asked.id)
+    assert stored is not None and stored.text() == "one two"
+    await store.close()
+
+
+async def test_a_seal_racing_a_change_to_a_message_it_cuts_loses_no_update() -> None:
+    """Appends made during a seal do not stop it, but a change to a message it is moving
+    does: the seal read the message before the change, so it must not land."""
+    store = await mindstore.connect("embedded", page_policy=SMALL)
+    sealer = TaskRepository(store.database, "acme", page_policy=SMALL)
+    other = TaskRepository(store.database, "acme", page_policy=SMALL)
+    tid = (await sealer.create(config=CONFIG)).id
+    asked = await sealer.add_assistant_message(tid, message_id="a0")
+    await sealer.add_tool_call_part(
+        tid, asked.id, ToolCallPart(tool_call_id="c0", tool_name="search", args={})
+    )
+    await grow(sealer, tid, 5)  # 7 open: the next append is due for a seal
+    pages = sealer._pages
+    original = pages.replace_one
+    raced = []
+
+    async def racing_replace(*args: Any, **kwargs: Any) -> Any:
+        if not raced:  # while the seal writes its first page, another writer acts
+            raced.append(True)
+            await other.add_human_message(tid, "meanwhile", message_id="m0")
+            await other.answer_tool_call(tid, "c0", {"n": 1}, message_id="r0")
+        return await original(*args, **kwargs)
+
+    async def no_housekeeping(*args: Any, **kwargs: Any) -> None:
+        return None  # the other writer neither seals nor folds: only its writes race
+
+    other._after_write = no_housekeeping  # type: ignore[method-assign]
+    pages.replace_one = racing_replace
+    await sealer.add_human_message(tid, "due", message_id="due")
+    del pages.replace_one
+    assert raced and (await raw_task(store, tid)).get("pages", 0) == 0  # the seal lost
+    call = (await sealer.get_message(tid, "a0")).content[0]  # type: ignore[union-attr]
+    assert call.is_loading is False  # the answer's change survived the seal that lost
+    messages = ids(await sealer.messages(tid))
+    assert (
+        messages.count("r0") == 1
+        and messages.count("m0") == 1
+        and len(messages) == len(set(messages))
+    )
+    await grow(sealer, tid, 6, "later")  # and the task is sealed by a later write
+    document = await raw_task(store, tid)
+    assert document["pages"] >= 1 and not document.get("pending")
+    stored = [m for p in await raw_pages(store, tid) if p["page"] < document["pages"]
+              for m in p["messages"]] + document["messages"]  # fmt: skip
+    assert [m["id"] for m in stored] == ids(await sealer.messages(tid))
+    sealed_call = next(m for m in stored if m["id"] == "a0")["content"][0]
+    assert sealed_call["is_loading"] is False
+    await store.close()

@@ -77,6 +77,8 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$dayOfMonth": "analytics: tasks created per day",
     "$literal": "every caller id inside an aggregation expression (level scopes, replay and "
     "checkpoint id lists), so no stored id is ever read as a field path or variable",
+    "$pull": "a seal drops the messages it moved into pages by id (`{messages: {id: {$in: "
+    "[...]}}}`), so appends made meanwhile do not stop it (repositories/pages.py)",
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
 }

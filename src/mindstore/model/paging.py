@@ -80,32 +80,33 @@ def cut_pages(
     """Pages to cut from an open page whose messages have these stored `sizes` (the first
     at history index `first_index`; the next page number is `first_page`).
 
-    The longest suffix within one page's limits stays open (at least one message); with
-    `force` (the task document would outgrow its limit) only the last message stays. The
-    rest is cut from the front into pages within the limits. Deterministic in `sizes`.
+    Pages are cut greedily from the front, each closed by a limit (`page_messages`
+    messages, or `page_bytes` reached: the next message would not fit; a message larger
+    than a page is a page of its own), and only *full* pages are cut: a page's range then
+    depends only on the messages from its start, so two writers sealing the same task at
+    once cut the same pages (docs/write-paths.md). The last message always stays open.
+    With `force` (the task document would outgrow its limit) everything but the last
+    message is cut, the last page partial. Deterministic in `sizes`.
     """
     if policy is None:
         return []
-    keep, kept_bytes = 1, sizes[-1] if sizes else 0
-    if not force:
-        while keep < len(sizes):
-            size = sizes[-keep - 1]
-            if keep + 1 > policy.page_messages or kept_bytes + size > policy.page_bytes:
-                break
-            keep += 1
-            kept_bytes += size
-    sealed = len(sizes) - keep
+    limit = len(sizes) - 1  # the last message stays open
     cuts: list[PageCut] = []
     position = 0
-    while position < sealed:
+    while position < limit:
         end, total = position + 1, sizes[position]
         while (
-            end < sealed
+            end < limit
             and end - position < policy.page_messages
             and total + sizes[end] <= policy.page_bytes
         ):
             total += sizes[end]
             end += 1
+        full = end - position == policy.page_messages or (
+            end < len(sizes) and total + sizes[end] > policy.page_bytes
+        )
+        if not (full or force):
+            break
         cuts.append(
             PageCut(first_page + len(cuts), first_index + position, first_index + end, total)
         )

@@ -164,4 +164,6 @@ def retract_update(
     query = {"_id": key, "tenant": tenant, "version": version,
              f"messages.{position}.id": plan.message.id}  # fmt: skip
     sets = {**changed, "updated_at": now, "version": version + 1}
-    return query, {"$push": {"messages": {"$each": [], "$slice": position}}, "$set": sets}
+    # `patched`: a message went, so a seal that read the open page before must not land
+    return query, {"$push": {"messages": {"$each": [], "$slice": position}}, "$set": sets,
+                   "$inc": {"patched": 1}}  # fmt: skip

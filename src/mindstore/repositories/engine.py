@@ -28,7 +28,7 @@ from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationE
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
-from mindstore.model.paging import may_be_sealed, should_seal
+from mindstore.model.paging import DEFAULT_POLICY, may_be_sealed, should_seal
 from mindstore.model.planner import Plan, parse_stored
 from mindstore.model.storage_form import bson_size
 from mindstore.model.stored_read import read_stored
@@ -188,19 +188,31 @@ class TaskEngine(TaskPages):
             return {}
         return {message.id: message for message in await self._decode(task_id, rows[0]["messages"])}
 
-    async def _replayed(self, task_id: str, ids: Sequence[str]) -> dict[str, AnyMessage] | None:
-        """If every given id is already stored, this call is a replay: return the stored ones."""
+    async def _replayed(
+        self, task_id: str, ids: Sequence[str], planned: Sequence[AnyMessage] | None = None
+    ) -> dict[str, AnyMessage] | None:
+        """If every given id is already stored, this call is a replay: return the stored ones.
+
+        `planned`: the messages of a write that lost a race. Then only the open page is
+        asked (one count): a replayed message that is sealed is found by the next attempt,
+        which checks the pages before its update when its state says the message may be
+        there (`may_be_sealed`). Without `planned` (planning failed) the pages are asked too.
+        """
         ids = [i for i in ids if i]
         if not ids:
             return None
-        found, paging = await self._open_ids(task_id, set(ids))
-        sealed = await self._sealed_locate(self._key(task_id), paging, "id", ids)
-        if found == 0 and not sealed:
+        query = {**self._filter(task_id), "messages.id": {"$in": ids}}
+        found = await self._tasks.count_documents(query, limit=1)
+        if not found and planned is not None:
             return None  # the usual case after a lost race: nothing of ours is stored
         stored = await self._stored_messages_by_id(task_id, ids) if found else {}
-        if sealed:
+        if len(stored) < len(ids):
+            _count, paging = await self._open_ids(task_id, set(ids))
+            sealed = await self._sealed_locate(self._key(task_id), paging, "id", ids)
             decoded = await self._decode(task_id, [message for _, message in sealed])
             stored.update({message.id: message for message in decoded})
+        if not stored:
+            return None
         if not all(i in stored for i in ids):
             taken = sorted(i for i in ids if i in stored)
             raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
@@ -227,7 +239,7 @@ class TaskEngine(TaskPages):
                     "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]},
                 }
             }
-            fields = dict.fromkeys(("version", "sealed", "pages", "pending"), 1)
+            fields = dict.fromkeys(("version", "sealed", "pages", "pending", "open_since"), 1)
             return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present},
                                                      **fields}}]  # fmt: skip
 
@@ -303,6 +315,8 @@ class TaskEngine(TaskPages):
             return plan.appended_docs[-1]
         tail, before = plan.header.tail, state.header.tail
         if state.tail is None or tail is None or before is None or before.index != tail.index:
+            return None
+        if tail.index < state.header.sealed:  # its changes went to `pending`: not tracked here
             return None
         prefix = f"messages.{tail.index - state.header.sealed}."
 
@@ -389,7 +403,7 @@ class TaskEngine(TaskPages):
                     plan, key=key, tenant=self.tenant, version=state.version,
                     updated_at=state.updated_at, now=now, transform=offloader.transform_value,
                     guard_ids=guard, require_ids=open_required, unset=state.unset,
-                    sealed_ids=patched_ids,
+                    sealed_ids=patched_ids, seal_due=self._seal_may_run(header),
                 )  # fmt: skip
                 if self.owner is not None:
                     query["owner"] = self.owner
@@ -409,7 +423,7 @@ class TaskEngine(TaskPages):
                     )  # fmt: skip
                     return plan.result
                 self._forget(task_id)
-                replay = await self._replayed(task_id, ids or plan.new_ids)
+                replay = await self._replayed(task_id, ids or plan.new_ids, plan.appended)
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
                 await self._check_required(task_id, require_ids)
@@ -444,6 +458,11 @@ class TaskEngine(TaskPages):
             self._forget(task_id)
             logger.warning("task %r: paging after a write failed (%s); the next write "
                            "repairs it", task_id, error)  # fmt: skip
+
+    def _seal_may_run(self, header: TaskHeader) -> bool:
+        """Could a seal of this task be under way (another process's, with its own page
+        size)? When it is due by this store's page size, or by the default one."""
+        return should_seal(header, self.page_policy) or should_seal(header, DEFAULT_POLICY)
 
     async def _seal_now(self, task_id: str, state: _State, *, force: bool) -> bool:
         """Seal before a write that would not fit (the cache is dropped either way)."""

@@ -70,17 +70,30 @@ class Paging:
     pages: int
     pending: tuple[JSON, ...] = ()
     seq: int = 0
+    open_since: int | float = 0
 
     @classmethod
     def of(cls, document: JSON) -> Paging:
         pending = document.get("pending")
         return cls(
             seq=int(document.get("seq", 0) or 0),
+            open_since=document.get("open_since") or 0,
             version=int(document.get("version", 0) or 0),
             sealed=int(document.get("sealed", 0) or 0),
             pages=int(document.get("pages", 0) or 0),
             pending=tuple(pending) if isinstance(pending, list) else (),
         )
+
+
+def _counters(document: JSON) -> dict[str, int]:
+    """A task document's paging counters (absent: 0)."""
+    names = ("seq", "sealed", "pages", "sealed_bytes", "patched")
+    return {name: int(document.get(name, 0) or 0) for name in names}
+
+
+def _unchanged(field: str, value: int) -> JSON:
+    """A filter clause: `field` still holds `value` (0 also matches a field never stored)."""
+    return {field: value} if value else {field: {"$in": [0, None]}}
 
 
 class TaskPages(TaskScope):
@@ -256,37 +269,44 @@ class TaskPages(TaskScope):
     async def _seal(
         self, task_id: str, version: int, header: TaskHeader, *, force: bool = False
     ) -> tuple[TaskHeader, datetime] | None:
-        """Seal the open page of the task at `version` (see the module docstring): the new
-        header and the time written (its version is `version + 1`), or None when the task
-        moved on (the next write seals) or nothing is cut."""
+        """Seal the task's open page (see the module docstring): the new header and the
+        time written when the task was still at `version` (the caller caches them), else
+        None (sealed at a later version, nothing to cut, or another writer's change won).
+
+        The task update is guarded by the paging mark (`sealed`) and the count of changes
+        to earlier messages (`patched`), not by `version`: appends made meanwhile do not
+        stop it (they only add at the end; the sealed messages are removed by id with
+        `$pull`), so a busy task is sealed on time. A forced seal (the document would
+        outgrow its limit) cuts a partial last page and is pinned to the exact version."""
         key = self._key(task_id)
         query = self._filter(task_id)
-        document = await self._tasks.find_one(
-            query, {"version": 1, "updated_at": 1, "created_at": 1, "messages": 1}
-        )
-        if document is None or document.get("version", 0) != version:
+        fields = ("version", "updated_at", "created_at", "seq", "sealed", "pages",
+                  "sealed_bytes", "patched")  # fmt: skip
+        document = await self._tasks.find_one(query, {**dict.fromkeys(fields, 1), "messages": 1})
+        if document is None or (force and document.get("version", 0) != version):
             return None
+        read = _counters(document)
         stored: list[JSON] = document.get("messages") or []
-        if len(stored) != header.open_count:
+        if len(stored) != read["seq"] - read["sealed"]:
             logger.warning("task %r: open page holds %d messages, header says %d; not sealed",
-                           task_id, len(stored), header.open_count)  # fmt: skip
+                           task_id, len(stored), read["seq"] - read["sealed"])  # fmt: skip
             return None
         cuts = cut_pages(
-            [bson_size(message) for message in stored], first_index=header.sealed,
-            first_page=header.pages, policy=self.page_policy, force=force,
+            [bson_size(message) for message in stored], first_index=read["sealed"],
+            first_page=read["pages"], policy=self.page_policy, force=force,
         )  # fmt: skip
         if not cuts:
             return None
-        now = utcnow()
+        now, born, at = utcnow(), document.get("created_at"), int(document.get("version", 0))
         for cut in cuts:
-            born = document.get("created_at")
             page = page_document(
-                key=key, tenant=self.tenant, cut=cut, version=version, now=now, born=born,
-                messages=stored[cut.start - header.sealed : cut.end - header.sealed],
+                key=key, tenant=self.tenant, cut=cut, version=at, now=now, born=born,
+                messages=stored[cut.start - read["sealed"] : cut.end - read["sealed"]],
             )  # fmt: skip
             # never over a page this task wrote from a later version (a newer seal is under
-            # way); a page left by a deleted task of the same id (another `born`) is garbage
-            newer_or_foreign = {"$or": [{"born": {"$ne": born}}, {"version": {"$lt": version + 1}}]}
+            # way, or a fold); a page left by a deleted task of the same id (another `born`)
+            # is garbage
+            newer_or_foreign = {"$or": [{"born": {"$ne": born}}, {"version": {"$lt": at + 1}}]}
             try:
                 await self._pages.replace_one(
                     {"_id": page["_id"], "tenant": self.tenant, **newer_or_foreign},
@@ -295,26 +315,31 @@ class TaskPages(TaskScope):
                 )
             except DuplicateKeyError:
                 return None
-        first_open = stored[cuts[-1].end - header.sealed]
-        after = sealed_header(header, cuts, first_open.get("started_ts") or 0)
-        update = {
-            "$push": {"messages": {"$each": [], "$slice": -(header.seq - after.sealed)}},
-            "$set": {
-                "sealed": after.sealed,
-                "pages": after.pages,
-                "sealed_bytes": after.sealed_bytes,
-                "open_since": after.open_since,
-                "updated_at": now,
-                "version": version + 1,
-            },
+        cut_to = cuts[-1].end
+        first_open = stored[cut_to - read["sealed"]]
+        sets = {
+            "sealed": cut_to,
+            "pages": cuts[-1].page + 1,
+            "sealed_bytes": read["sealed_bytes"] + sum(cut.size_bytes for cut in cuts),
+            "open_since": first_open.get("started_ts") or 0,
+            "updated_at": now,
         }
-        guard = {**query, "version": version, "updated_at": document.get("updated_at")}
-        result = await self._tasks.update_one(guard, update)
+        if force:
+            guard = {**query, "version": at, "updated_at": document.get("updated_at")}
+            drop: JSON = {"$push": {"messages": {"$each": [], "$slice": -(read["seq"] - cut_to)}}}
+        else:
+            guard = {**query, **_unchanged("sealed", read["sealed"]),
+                     **_unchanged("patched", read["patched"])}  # fmt: skip
+            gone = [message.get("id") for message in stored[: cut_to - read["sealed"]]]
+            drop = {"$pull": {"messages": {"id": {"$in": gone}}}}
+        result = await self._tasks.update_one(guard, {**drop, "$set": sets, "$inc": {"version": 1}})
         if result.matched_count != 1:
             return None
         logger.debug("task %r: sealed pages %d-%d (messages up to %d)",
-                     task_id, cuts[0].page, cuts[-1].page, after.sealed)  # fmt: skip
-        return after, now
+                     task_id, cuts[0].page, cuts[-1].page, cut_to)  # fmt: skip
+        if at != version:
+            return None  # sealed at a later version than the caller's header: not cached
+        return sealed_header(header, cuts, first_open.get("started_ts") or 0), now
 
     async def _unseal_last(self, task_id: str) -> None:
         """Bring the last sealed page back into an empty open page (retracting a message

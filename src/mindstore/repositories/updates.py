@@ -151,6 +151,7 @@ def build_task_update(
     require_ids: Sequence[str] = (),
     unset: Sequence[str] = (),
     sealed_ids: Mapping[int, str] | None = None,
+    seal_due: bool = False,
 ) -> tuple[dict[str, Any], Update]:
     """(filter, update) for one plan, pinned to the document state it was planned from.
 
@@ -163,7 +164,8 @@ def build_task_update(
     to its default removes it (`$unset`), so the stored message stays in its lean form and
     `size_bytes` (planned on that form) stays exact. A patch of a sealed message (index
     below the header's `sealed`) is a `pending` entry instead, named by the message's id
-    (`sealed_ids` supplies the ids a patch does not carry).
+    (`sealed_ids` supplies the ids a patch does not carry). `seal_due`: the task was due
+    for a seal when planned, so a seal may be under way (docs/write-paths.md).
     """
     query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version,
                              "updated_at": updated_at}  # fmt: skip
@@ -198,6 +200,11 @@ def build_task_update(
     if pending:
         update["$push"] = {"pending": {"$each": pending}}
         sets["pending_at"] = version + 1
+    last = plan.header_before.tail.index if plan.header_before.tail is not None else -1
+    if seal_due and any(sealed <= patch.index != last for patch in plan.patches):
+        # an open message other than the last changed while a seal may be under way: that
+        # seal must not drop the copy it read (its guard, repositories/pages.py)
+        update["$inc"] = {"patched": 1}
     for operator, entries in header_changes(plan.header_before, plan.header).items():
         update.setdefault(operator, {}).update(entries)
     sets["updated_at"] = now
