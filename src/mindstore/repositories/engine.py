@@ -21,20 +21,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pymongo.errors import PyMongoError
-
 from mindstore.documents import header_from_document, utcnow
 from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
-from mindstore.model.paging import DEFAULT_POLICY, may_be_sealed, should_seal
+from mindstore.model.paging import may_be_sealed
 from mindstore.model.planner import Plan, parse_stored
-from mindstore.model.storage_form import bson_size
 from mindstore.model.stored_read import read_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.pipelines import boundaries as pipelines
-from mindstore.repositories.header_cache import CachedHeader, apply_sets
+from mindstore.repositories.header_cache import apply_sets
 from mindstore.repositories.pages import Paging, TaskPages
 from mindstore.repositories.scope import (
     MAX_DOCUMENT_BYTES,
@@ -253,21 +250,6 @@ class TaskEngine(TaskPages):
             return found
         return found + len(await self._sealed_ids(self._key(task_id), paging, sorted(ids)))
 
-    def _remember(
-        self,
-        task_id: str,
-        version: int,
-        updated_at: datetime,
-        header: TaskHeader,
-        tail: dict[str, Any] | None = None,
-    ) -> None:
-        size = bson_size(tail) if tail is not None else 0
-        entry = CachedHeader(version, updated_at, header, tail, size)
-        self._headers.put((self.tenant, task_id), entry)
-
-    def _forget(self, task_id: str) -> None:
-        self._headers.forget((self.tenant, task_id))
-
     # ------------------------------------------------------------------ the write loop
     def _cached_state(self, task_id: str, locate: str | None) -> _State | None:
         """The state this process last wrote, if it knows all the verb needs (for a verb
@@ -382,7 +364,9 @@ class TaskEngine(TaskPages):
                     if state.cached:
                         self._forget(task_id)
                         continue
-                    if header.open_count > 1 and await self._seal_now(task_id, state, force=True):
+                    if header.open_count > 1 and await self._seal_now(
+                        task_id, state.version, header
+                    ):
                         continue  # the open page moved to pages: plan again
                     added = plan.header.size_bytes - header.size_bytes
                     raise TaskTooLarge(task_id, header.open_bytes, added, self.max_document_bytes)
@@ -438,36 +422,6 @@ class TaskEngine(TaskPages):
             f"task {task_id!r}: gave up after {self.retry.attempts} attempts "
             "lost to concurrent writers"
         )
-
-    async def _after_write(
-        self, task_id: str, version: int, header: TaskHeader, tail: dict[str, Any] | None,
-        *, fold: bool,
-    ) -> None:  # fmt: skip
-        """Housekeeping a committed write may leave: fold changes to sealed messages into
-        their pages, seal the open page once it has grown to twice a page. Both are
-        repairs any later write redoes, so a failure here does not fail the verb."""
-        try:
-            if fold:
-                await self._fold(task_id)
-            if should_seal(header, self.page_policy):
-                sealed = await self._seal(task_id, version, header)
-                if sealed is not None:
-                    after, now = sealed
-                    self._remember(task_id, version + 1, now, after, tail)
-        except PyMongoError as error:
-            self._forget(task_id)
-            logger.warning("task %r: paging after a write failed (%s); the next write "
-                           "repairs it", task_id, error)  # fmt: skip
-
-    def _seal_may_run(self, header: TaskHeader) -> bool:
-        """Could a seal of this task be under way (another process's, with its own page
-        size)? When it is due by this store's page size, or by the default one."""
-        return should_seal(header, self.page_policy) or should_seal(header, DEFAULT_POLICY)
-
-    async def _seal_now(self, task_id: str, state: _State, *, force: bool) -> bool:
-        """Seal before a write that would not fit (the cache is dropped either way)."""
-        self._forget(task_id)
-        return await self._seal(task_id, state.version, state.header, force=force) is not None
 
     async def _verb(
         self,

@@ -29,18 +29,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mindstore.documents import utcnow
 from mindstore.errors import NotFound
 from mindstore.ids import check_name, page_key
 from mindstore.model.header import TaskHeader
 from mindstore.model.paging import (
+    DEFAULT_POLICY,
     apply_entry,
     apply_pending,
     cut_pages,
     page_document,
     sealed_header,
+    should_seal,
 )
 from mindstore.model.planning import Plan
 from mindstore.model.storage_form import bson_size
@@ -264,6 +266,36 @@ class TaskPages(TaskScope):
         if not located:
             raise NotFound(f"no message {message_id!r} in task {task_id!r}")
         return document, located[0][0], located[0][1]
+
+    async def _after_write(
+        self, task_id: str, version: int, header: TaskHeader, tail: dict[str, Any] | None,
+        *, fold: bool,
+    ) -> None:  # fmt: skip
+        """Housekeeping a committed write may leave: fold changes to sealed messages into
+        their pages, seal the open page once it has grown to twice a page. Both are
+        repairs any later write redoes, so a failure here does not fail the verb."""
+        try:
+            if fold:
+                await self._fold(task_id)
+            if should_seal(header, self.page_policy):
+                sealed = await self._seal(task_id, version, header)
+                if sealed is not None:
+                    after, now = sealed
+                    self._remember(task_id, version + 1, now, after, tail)
+        except PyMongoError as error:
+            self._forget(task_id)
+            logger.warning("task %r: paging after a write failed (%s); the next write "
+                           "repairs it", task_id, error)  # fmt: skip
+
+    def _seal_may_run(self, header: TaskHeader) -> bool:
+        """Could a seal of this task be under way (another process's, with its own page
+        size)? When it is due by this store's page size, or by the default one."""
+        return bool(should_seal(header, self.page_policy) or should_seal(header, DEFAULT_POLICY))
+
+    async def _seal_now(self, task_id: str, version: int, header: TaskHeader) -> bool:
+        """Seal before a write that would not fit (the cache is dropped either way)."""
+        self._forget(task_id)
+        return await self._seal(task_id, version, header, force=True) is not None
 
     # ------------------------------------------------------------------ seals
     async def _seal(

@@ -21,6 +21,7 @@ import random
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pymongo.errors import DuplicateKeyError
@@ -30,9 +31,10 @@ from mindstore.errors import NotFound
 from mindstore.ids import check_key, legacy_key, task_key
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
 from mindstore.model.paging import DEFAULT_POLICY, PagePolicy
+from mindstore.model.storage_form import bson_size
 from mindstore.payloads import Offloader
 from mindstore.repositories.feed import Notifier
-from mindstore.repositories.header_cache import HeaderCache
+from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.validation import check_owner
 
 logger = logging.getLogger(__name__)
@@ -193,3 +195,18 @@ class TaskScope:
         calls or the configuration only: the last message, however large, stays on the
         server."""
         return header_from_document(await self._read_header_doc(task_id))
+
+    def _remember(
+        self,
+        task_id: str,
+        version: int,
+        updated_at: datetime,
+        header: TaskHeader,
+        tail: dict[str, Any] | None = None,
+    ) -> None:
+        size = bson_size(tail) if tail is not None else 0
+        entry = CachedHeader(version, updated_at, header, tail, size)
+        self._headers.put((self.tenant, task_id), entry)
+
+    def _forget(self, task_id: str) -> None:
+        self._headers.forget((self.tenant, task_id))
