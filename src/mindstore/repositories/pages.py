@@ -9,10 +9,12 @@ does the I/O, always after the task document itself was read or written:
   the first and last sliced on the server, the ones between whole. A page whose
   `version` is newer than the task version read has had a later change folded in: the
   read is retried from the task document (`StalePage`), so a reader sees one version.
-* **Seals** write each page under its deterministic id first (an upsert that never
-  replaces a page written from a later version), then one guarded task update drops the
-  sealed messages and advances the mark. A crash or a lost race between the two leaves
-  pages past the mark, which readers ignore and the next seal overwrites.
+* **Seals** write each full page under its deterministic id first (an upsert that never
+  replaces a page written from a later version), then one task update, guarded by the
+  mark and by the count of changes to earlier open messages (not by the version, so
+  concurrent appends do not stop it), drops the sealed messages by id and advances the
+  mark. A crash or a lost race between the two leaves pages past the mark, which readers
+  ignore and the next seal overwrites.
 * **Folds** move the task's `pending` changes into their pages: each page is updated
   guarded by the version read (compare-and-set), its `version` set to the last pending
   change's task version, then the list is cleared, guarded by that version.
