@@ -13,11 +13,13 @@ from typing import Any
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.window import LevelRead
 from mindstore.compression.window_pages import read_paged_range, read_paged_window
+from mindstore.errors import Conflict
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
 from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.pipelines import context as context_pipelines
+from mindstore.repositories.pages import STALE_READS, StalePage
 from mindstore.repositories.task_reads import TaskReads
 from mindstore.validation import check_int
 
@@ -83,7 +85,12 @@ async def read_level_range(
     check_int(start, "start")
     check_int(count, "count", minimum=1)
     if paged:
-        return await read_paged_range(tasks, task_id, scope, start, count)
+        for _attempt in range(STALE_READS):
+            try:
+                return await read_paged_range(tasks, task_id, scope, start, count)
+            except StalePage:
+                continue
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
     rows = await tasks._aggregate_task(
         task_id, lambda query: context_pipelines.context_range_pipeline(query, scope, start, count)
     )
@@ -100,8 +107,16 @@ async def read_level_range(
 async def _read_paged_level(
     tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int
 ) -> LevelRead:
-    """The window read of a paged task, per segment (`compression.window_pages`)."""
-    read, groups = await read_paged_window(tasks, task_id, header, head=head, tail=tail)
+    """The window read of a paged task, per segment (`compression.window_pages`); read
+    again if a page changed under it (`StalePage`: a later change was folded in)."""
+    for _attempt in range(STALE_READS):
+        try:
+            read, groups = await read_paged_window(tasks, task_id, header, head=head, tail=tail)
+            break
+        except StalePage:
+            continue
+    else:
+        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
     decoded = await tasks._decode(task_id, [doc for group in groups for doc in group])
     read.head, read.systems, read.tail = _split(decoded, [len(group) for group in groups])
     location = header.current_config_index()

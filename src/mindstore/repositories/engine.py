@@ -241,7 +241,7 @@ class TaskEngine(TaskPages):
                                                      **fields}}]  # fmt: skip
 
         rows = await self._aggregate_task(task_id, build)
-        return int(rows[0]["found"]), Paging.of(rows[0])
+        return int(rows[0]["found"]), Paging.of(rows[0], strict=False)  # writers' checks
 
     async def _count_stored_ids(self, task_id: str, ids: set[str]) -> int:
         """How many of `ids` the task holds, in its open page or its sealed pages."""
@@ -372,7 +372,7 @@ class TaskEngine(TaskPages):
                     raise TaskTooLarge(task_id, header.open_bytes, added, self.max_document_bytes)
                 open_required, patched_ids = list(require_ids), {}
                 if header.pages:
-                    paging = Paging(state.version, header.sealed, header.pages)
+                    paging = Paging(state.version, header.sealed, header.pages, strict=False)
                     patched_ids = await self._ids_at(key, paging, plan)
                     if may_be_sealed(header, plan.appended, ids) and await self._sealed_ids(
                         key, paging, ids

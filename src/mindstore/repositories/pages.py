@@ -75,9 +75,13 @@ class Paging:
     pending: tuple[JSON, ...] = ()
     seq: int = 0
     open_since: int | float = 0
+    strict: bool = True
+    """Refuse a page newer than `version` (`StalePage`): a reader's snapshot. A writer's
+    reads are not strict: its update is pinned to its state, so a newer page only means
+    that update will not match and the writer plans again."""
 
     @classmethod
-    def of(cls, document: JSON) -> Paging:
+    def of(cls, document: JSON, *, strict: bool = True) -> Paging:
         pending = document.get("pending")
         return cls(
             seq=int(document.get("seq", 0) or 0),
@@ -86,6 +90,7 @@ class Paging:
             sealed=int(document.get("sealed", 0) or 0),
             pages=int(document.get("pages", 0) or 0),
             pending=tuple(pending) if isinstance(pending, list) else (),
+            strict=strict,
         )
 
 
@@ -121,6 +126,8 @@ class TaskPages(TaskScope):
         return rows
 
     def _checked(self, rows: Sequence[JSON], paging: Paging) -> None:
+        if not paging.strict:
+            return
         for row in rows:
             if int(row.get("version", 0)) > paging.version:
                 raise StalePage(row.get("page"))
@@ -239,7 +246,7 @@ class TaskPages(TaskScope):
         paged task sealed, after retracting), the last message comes from its page."""
         document = await super()._read_header_doc(task_id, tail=tail, write=write)
         if (tail or write) and not document.get("messages") and document.get("sealed"):
-            paging = Paging.of(document)
+            paging = Paging.of(document, strict=not write)
             last = await self._last_sealed(self._key(task_id), paging)
             document["messages"] = [last] if last is not None else []
             document["tail_sealed"] = last is not None
@@ -252,7 +259,7 @@ class TaskPages(TaskScope):
         document, the message's index in the history and its stored form (pending applied)."""
         check_name(message_id, "message id")
         document = await self._read_header_doc(task_id, write=True)
-        paging = Paging.of(document)
+        paging = Paging.of(document, strict=False)  # a writer's read (see Paging.strict)
         seq = int(document.get("seq", 0) or 0)
         stored = document.get("messages") or []
         if stored and isinstance(stored[-1], dict) and stored[-1].get("id") == message_id:

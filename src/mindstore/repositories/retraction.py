@@ -56,7 +56,7 @@ class Retraction(TaskReads):
                     if not stored:  # every message is sealed: bring the last page back first
                         await self._unseal_last(task_id)
                         continue
-                    paging = Paging.of(document)
+                    paging = Paging.of(document, strict=False)  # the update is pinned
                     stored = [*await self._sealed_range(key, paging, header.sealed - 1,
                                                         header.sealed), *stored]  # fmt: skip
                 last = self._decode_raw([stored[-1]], task_id)[0]
@@ -118,7 +118,9 @@ class Retraction(TaskReads):
         rows = await (await self._tasks.aggregate(pipeline)).to_list(length=None)
         located = [(int(row.get("sealed", 0) or 0) + int(row["index"]), row["message"])
                    for row in rows]  # fmt: skip
-        paging = Paging.of(await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
+        paging = Paging.of(
+            await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)), strict=False
+        )
         sealed = await self._sealed_locate(
             self._key(task_id), paging, "content.tool_call_id", list(call_ids)
         )
