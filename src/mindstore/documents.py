@@ -135,6 +135,7 @@ class TaskPageDoc(Document):
     size_bytes: int = 0
     version: int = 0
     born: datetime | None = None  # the task's created_at: pages of a deleted namesake differ
+    last_ts: int | float = 0  # the newest started_ts in the page (exactly-once lookups)
     messages: list[dict[str, Any]] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utcnow)
 

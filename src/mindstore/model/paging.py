@@ -215,6 +215,12 @@ def page_document(
         "size_bytes": cut.size_bytes,
         "version": version,
         "born": born,
+        # the newest start time in the page: a lookup for messages that started at or
+        # after some time skips the pages that end before it (exactly-once checks)
+        "last_ts": max(
+            (m["started_ts"] for m in messages if isinstance(m.get("started_ts"), (int, float))),
+            default=0,
+        ),
         "messages": messages,
         "created_at": now,
     }

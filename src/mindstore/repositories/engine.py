@@ -374,8 +374,9 @@ class TaskEngine(TaskPages):
                 if header.pages:
                     paging = Paging(state.version, header.sealed, header.pages, strict=False)
                     patched_ids = await self._ids_at(key, paging, plan)
+                    since = min((m.started_ts for m in plan.appended if m.id in ids), default=None)
                     if may_be_sealed(header, plan.appended, ids) and await self._sealed_ids(
-                        key, paging, ids
+                        key, paging, ids, since=since
                     ):
                         replay = await self._replayed(task_id, ids)  # stored in a sealed page
                         if replay is not None:

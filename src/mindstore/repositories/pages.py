@@ -183,16 +183,22 @@ class TaskPages(TaskScope):
         rows.sort(key=lambda row: (int(row.get("start", 0)), int(row.get("index", 0))))
         return rows
 
-    async def _sealed_ids(self, key: str, paging: Paging, ids: Sequence[str]) -> set[str]:
+    async def _sealed_ids(
+        self, key: str, paging: Paging, ids: Sequence[str], *, since: float | None = None
+    ) -> set[str]:
         """Which of `ids` are stored in the task's visible pages (ids travel back, not
-        messages)."""
+        messages); `since`: only messages that started then or later are looked for, so
+        only the pages that end at or after it are read (`last_ts`)."""
         if paging.pages == 0 or not ids:
             return set()
+        first: JSON = {"messages.id": {"$in": list(ids)}}
+        if since is not None:
+            first["$or"] = [{"last_ts": {"$gte": since}}, {"last_ts": None}]
         rows = await self._sealed_rows(
             key,
             paging,
             [
-                {"$match": {"messages.id": {"$in": list(ids)}}},
+                {"$match": first},
                 {"$unwind": {"path": "$messages"}},
                 {"$match": {"messages.id": {"$in": list(ids)}}},
                 {"$project": {"_id": 0, "id": "$messages.id", "start": 1, "version": 1}},
