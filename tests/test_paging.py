@@ -748,19 +748,3 @@ async def test_a_seal_racing_a_change_to_a_message_it_cuts_loses_no_update() -> 
     sealed_call = next(m for m in stored if m["id"] == "a0")["content"][0]
     assert sealed_call["is_loading"] is False
     await store.close()
-
-
-async def test_a_replay_of_a_message_sealed_within_the_same_second_is_recognised(
-    paged: Store,
-) -> None:
-    """Timestamps are whole seconds: a message sealed in the second it was written (a burst)
-    is still found when its append is replayed."""
-    acme = paged.scoped("acme").tasks
-    tid = (await acme.create()).id
-    with mock.patch("mindstore.model.base.CLOCK", lambda: 1_800_000_000.5):  # one second
-        first = UserMessage(id="burst-0", content=[TextPart(text="hello")])
-        await acme.add_message(tid, first)
-        written = ["burst-0", *await grow(acme, tid, 12)]
-        assert (await raw_task(paged, tid))["sealed"] > 1
-        again = await acme.add_message(tid, first)
-    assert again.id == "burst-0" and ids(await acme.messages(tid)) == written

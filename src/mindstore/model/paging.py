@@ -117,19 +117,19 @@ def cut_pages(
 # ---------------------------------------------------------------------- pending changes
 def may_be_sealed(header: TaskHeader, plan_messages: Iterable[Any], named: Sequence[str]) -> bool:
     """Could one of the caller-named messages a write appends already be in a sealed page
-    (a replay of an old write)? Only a message that started no later than the open page's
-    first one: a fresh message starts later, so the common append needs no page read.
+    (a replay of an old write)? Only a message that started before the open page's first
+    one: a fresh message starts no earlier, so the common append needs no page read.
 
-    Timestamps are whole seconds, so a fresh message started in the same second as the
-    open page's first one is looked for too: a page read for the appends of the second
-    after a seal, the price of never missing a replay (docs/write-paths.md)."""
+    Timestamps are whole seconds: a sealed message that started in the same second as the
+    open page's first message is not looked for (a known gap, docs/write-paths.md: looking
+    for those too made every append of a history with equal timestamps read the pages)."""
     if not header.pages or not named:
         return False
     wanted = set(named)
     return any(
         message.id in wanted
         and isinstance(message.started_ts, (int, float))
-        and message.started_ts <= header.open_since
+        and message.started_ts < header.open_since
         for message in plan_messages
     )
 
