@@ -402,8 +402,10 @@ class Planner:
             if frame.index == index + 1 and (
                 frame.fallback is None or frame.fallback.part < position
             ):
-                frame.fallback = ref
-                if frame.trigger_recorded and frame.trigger is None:
+                previous, frame.fallback = frame.fallback, ref
+                # a trigger that came from the fallback follows it, as when the finished
+                # message is folded whole (backup verify, imports): its last call
+                if frame.trigger_recorded and (frame.trigger is None or frame.trigger == previous):
                     frame.trigger = ref
 
     def _close_call(self, tool_call_id: str) -> None:
