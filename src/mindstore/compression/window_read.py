@@ -13,13 +13,12 @@ from typing import Any
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.window import LevelRead
 from mindstore.compression.window_pages import read_paged_range, read_paged_window
-from mindstore.errors import Conflict
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
 from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.pipelines import context as context_pipelines
-from mindstore.repositories.pages import STALE_READS, StalePage
+from mindstore.repositories.pages import STALE_READS, StalePage, kept_changing
 from mindstore.repositories.task_reads import TaskReads
 from mindstore.validation import check_int
 
@@ -90,7 +89,7 @@ async def read_level_range(
                 return await read_paged_range(tasks, task_id, scope, start, count)
             except StalePage:
                 continue
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
     rows = await tasks._aggregate_task(
         task_id, lambda query: context_pipelines.context_range_pipeline(query, scope, start, count)
     )
@@ -116,7 +115,7 @@ async def _read_paged_level(
         except StalePage:
             continue
     else:
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
     decoded = await tasks._decode(task_id, [doc for group in groups for doc in group])
     read.head, read.systems, read.tail = _split(decoded, [len(group) for group in groups])
     location = header.current_config_index()

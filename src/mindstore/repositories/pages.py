@@ -34,7 +34,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mindstore.documents import utcnow
-from mindstore.errors import NotFound
+from mindstore.errors import Conflict, NotFound
 from mindstore.ids import check_name, page_key
 from mindstore.model.header import TaskHeader
 from mindstore.model.paging import (
@@ -59,6 +59,11 @@ PAGING_FIELDS: tuple[str, ...] = ("seq", "version", "sealed", "pages", "pending"
 """Task document fields a read over pages needs (`Paging.of`)."""
 STALE_READS = 8
 """How often a read starts over after finding a page newer than the task it read."""
+
+
+def kept_changing(task_id: str) -> Conflict:
+    """What a read raises when its pages changed under every one of its `STALE_READS`."""
+    return Conflict(f"task {task_id!r}: its pages kept changing under the read")
 
 
 class StalePage(Exception):

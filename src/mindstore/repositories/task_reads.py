@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from mindstore.documents import header_from_document
-from mindstore.errors import Conflict, MissingConfig, NotFound, ValidationError
+from mindstore.errors import MissingConfig, NotFound, ValidationError
 from mindstore.ids import check_name, page_key
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
@@ -28,7 +28,13 @@ from mindstore.pipelines import boundaries as pipelines
 from mindstore.pipelines import context as context_pipelines
 from mindstore.pipelines.boundaries import with_fields
 from mindstore.repositories.engine import MAX_SLICE, READ_FIELDS, TaskEngine
-from mindstore.repositories.pages import PAGING_FIELDS, STALE_READS, Paging, StalePage
+from mindstore.repositories.pages import (
+    PAGING_FIELDS,
+    STALE_READS,
+    Paging,
+    StalePage,
+    kept_changing,
+)
 from mindstore.repositories.records import (
     CheckpointRecord,
     Page,
@@ -77,7 +83,7 @@ class TaskReads(TaskEngine):
             task.messages.extend(await self._decode(task_id, stored))
             task._header = header_from_document(document)
             return task
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
 
     async def list(
         self,
@@ -172,7 +178,7 @@ class TaskReads(TaskEngine):
             except StalePage:
                 continue
             return await self._decode(task_id, [*sealed, *(document.get("messages") or [])])
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
 
     async def messages(
         self, task_id: str, start: int = 0, limit: int | None = None
@@ -218,7 +224,7 @@ class TaskReads(TaskEngine):
                 continue
             head = [*head, *row.get("head", [])]
             return paging.seq, await self._decode(task_id, head), await self._decode(task_id, tail)
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
 
     async def tail(self, task_id: str, count: int = 50) -> builtins.list[AnyMessage]:
         """The last `count` messages: only they travel over the wire."""
@@ -236,7 +242,7 @@ class TaskReads(TaskEngine):
                 except StalePage:
                     continue
             return await self._decode(task_id, stored)
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
 
     async def _find_message(self, task_id: str, message_id: str) -> tuple[int, Any] | None:
         """(index in the history, stored message) of a message, open page first."""
@@ -254,7 +260,7 @@ class TaskReads(TaskEngine):
             except StalePage:
                 continue
             return found[0] if found else None
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
 
     async def get_message(self, task_id: str, message_id: str) -> AnyMessage | None:
         """The message, or None if the task has no such message (as in the Mind Map)."""
@@ -317,7 +323,7 @@ class TaskReads(TaskEngine):
             sealed = [message for row in pages for message in row.get("messages", [])]
             apply_pending(sealed, paging.pending)
             return [*sealed, *rows[0]["messages"]]
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
 
     async def _segments(
         self, task_id: str, stages: builtins.list[Any], open_stages: builtins.list[Any]
@@ -338,7 +344,7 @@ class TaskReads(TaskEngine):
             except StalePage:
                 continue
             return paging, pages, rows[0]
-        raise Conflict(f"task {task_id!r}: its pages kept changing under the read")
+        raise kept_changing(task_id)
 
     async def _page_rows(
         self, task_id: str, paging: Paging, pages: builtins.list[int], stages: builtins.list[Any]
