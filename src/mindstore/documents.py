@@ -75,7 +75,8 @@ class TaskDoc(Document):
     sealed: int = 0
     pages: int = 0
     sealed_bytes: int = 0
-    open_since: int | float = 0
+    id_filter_blocks: int = 0
+    id_filter: list[bytes] | None = None  # sealed ids: a blocked Bloom filter (model/id_filter.py)
     pending: list[dict[str, Any]] = Field(default_factory=list)
     pending_at: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -135,7 +136,6 @@ class TaskPageDoc(Document):
     size_bytes: int = 0
     version: int = 0
     born: datetime | None = None  # the task's created_at: pages of a deleted namesake differ
-    last_ts: int | float = 0  # the newest started_ts in the page (exactly-once lookups)
     messages: list[dict[str, Any]] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utcnow)
 

@@ -143,9 +143,9 @@ class TaskHeader(Model):
     sealed: int = 0
     pages: int = 0
     sealed_bytes: int = 0
-    open_since: int | float = 0
-    """`started_ts` of the first open message when the last seal ran: a message named by
-    its caller and started before it may be a replay of a sealed one (docs/write-paths.md)."""
+    id_filter_blocks: int = 0
+    """Blocks in the task document's filter of sealed message ids (`model/id_filter.py`);
+    0: none yet (a task sealed by an earlier version: replays are looked up in the pages)."""
 
     @property
     def open_count(self) -> int:
@@ -191,7 +191,7 @@ class TaskHeader(Model):
 
 
 HEADER_FIELDS: tuple[str, ...] = tuple(TaskHeader.model_fields)
-PAGING_FIELDS: tuple[str, ...] = ("sealed", "pages", "sealed_bytes", "open_since")
+PAGING_FIELDS: tuple[str, ...] = ("sealed", "pages", "sealed_bytes", "id_filter_blocks")
 """Stored only once a task is paged (0 reads as absent), so unpaged documents keep their
 shape."""
 STORED_HEADER_FIELDS: tuple[str, ...] = tuple(name for name in HEADER_FIELDS if name != "tail")

@@ -12,6 +12,7 @@ range ``[start, end)`` in the same stored form. This module decides, without I/O
   rest is cut into pages from the front, each at most `page_messages` messages and
   `page_bytes` bytes (a message larger than that is a page of its own). The cut depends
   only on the stored messages, so a seal retried at the same version cuts the same pages;
+* which ids the pages hold, for exactly-once appends: `model/id_filter.py`;
 * the *pending* changes: a verb that changes a sealed message (answering an old tool call,
   a part verb, redaction) records the change in the task document's `pending` list in its
   one guarded update; readers apply that list on top of the page (`apply_pending`), and
@@ -115,25 +116,6 @@ def cut_pages(
 
 
 # ---------------------------------------------------------------------- pending changes
-def may_be_sealed(header: TaskHeader, plan_messages: Iterable[Any], named: Sequence[str]) -> bool:
-    """Could one of the caller-named messages a write appends already be in a sealed page
-    (a replay of an old write)? Only a message that started before the open page's first
-    one: a fresh message starts no earlier, so the common append needs no page read.
-
-    Timestamps are whole seconds: a sealed message that started in the same second as the
-    open page's first message is not looked for (a known gap, docs/write-paths.md: looking
-    for those too made every append of a history with equal timestamps read the pages)."""
-    if not header.pages or not named:
-        return False
-    wanted = set(named)
-    return any(
-        message.id in wanted
-        and isinstance(message.started_ts, (int, float))
-        and message.started_ts < header.open_since
-        for message in plan_messages
-    )
-
-
 def pending_entry(message_id: str, index: int, path: str, value: Any, *, absent: bool) -> JSON:
     """One change to a sealed message: `path` inside it set to `value`, or removed."""
     entry: JSON = {"id": message_id, "i": index, "p": path}
@@ -215,24 +197,16 @@ def page_document(
         "size_bytes": cut.size_bytes,
         "version": version,
         "born": born,
-        # the newest start time in the page: a lookup for messages that started at or
-        # after some time skips the pages that end before it (exactly-once checks)
-        "last_ts": max(
-            (m["started_ts"] for m in messages if isinstance(m.get("started_ts"), (int, float))),
-            default=0,
-        ),
         "messages": messages,
         "created_at": now,
     }
 
 
-def sealed_header(
-    header: TaskHeader, cuts: Sequence[PageCut], open_since: int | float
-) -> TaskHeader:
-    """The header after sealing `cuts` (the only fields a seal changes); `open_since` is
-    the `started_ts` of the first message left open."""
+def sealed_header(header: TaskHeader, cuts: Sequence[PageCut], id_filter_blocks: int) -> TaskHeader:
+    """The header after sealing `cuts` (the only fields a seal changes), with the size of
+    the sealed-id filter the seal wrote (`model/id_filter.py`)."""
     sealed = header.model_copy(deep=True)
-    sealed.open_since = open_since
+    sealed.id_filter_blocks = id_filter_blocks
     sealed.sealed = cuts[-1].end
     sealed.pages = cuts[-1].page + 1
     sealed.sealed_bytes = header.sealed_bytes + sum(cut.size_bytes for cut in cuts)

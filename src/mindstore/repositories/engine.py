@@ -24,9 +24,9 @@ from typing import Any
 from mindstore.documents import header_from_document, utcnow
 from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
 from mindstore.ids import check_name
+from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
-from mindstore.model.paging import may_be_sealed
 from mindstore.model.planner import Plan, parse_stored
 from mindstore.model.stored_read import read_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
@@ -81,8 +81,9 @@ class _State:
 
 def document_estimate(header: TaskHeader) -> int:
     """Upper estimate of the task document's size: the open page's messages, their array
-    keys, the header (sealed messages live in their pages)."""
-    return header.open_bytes + header.open_count * 8 + HEADER_BUDGET_BYTES
+    keys, the header and the sealed-id filter (sealed messages live in their pages)."""
+    filter_bytes = header.id_filter_blocks * (id_filter.BLOCK_BYTES + 16)
+    return header.open_bytes + header.open_count * 8 + HEADER_BUDGET_BYTES + filter_bytes
 
 
 def _has_reserved(value: Any) -> bool:
@@ -192,8 +193,9 @@ class TaskEngine(TaskPages):
 
         `planned`: the messages of a write that lost a race. Then only the open page is
         asked (one count): a replayed message that is sealed is found by the next attempt,
-        which checks the pages before its update when its state says the message may be
-        there (`may_be_sealed`). Without `planned` (planning failed) the pages are asked too.
+        which checks the pages before its update when the sealed-id filter may have
+        refused the write (`model/id_filter.py`). Without `planned` (planning failed) the
+        pages are asked too.
         """
         ids = [i for i in ids if i]
         if not ids:
@@ -236,7 +238,7 @@ class TaskEngine(TaskPages):
                     "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]},
                 }
             }
-            fields = dict.fromkeys(("version", "sealed", "pages", "pending", "open_since"), 1)
+            fields = dict.fromkeys(("version", "sealed", "pages", "pending"), 1)
             return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present},
                                                      **fields}}]  # fmt: skip
 
@@ -338,6 +340,7 @@ class TaskEngine(TaskPages):
         guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
         async with self._lock(task_id):
             attempt = 0
+            look_in_pages = False  # set once the sealed-id filter may have refused a write
             while attempt < self.retry.attempts:
                 state = self._cached_state(task_id, locate)
                 if state is None:
@@ -370,17 +373,22 @@ class TaskEngine(TaskPages):
                         continue  # the open page moved to pages: plan again
                     added = plan.header.size_bytes - header.size_bytes
                     raise TaskTooLarge(task_id, header.open_bytes, added, self.max_document_bytes)
-                open_required, patched_ids = list(require_ids), {}
+                open_required, patched_ids, unsealed = list(require_ids), {}, list(guard)
                 if header.pages:
                     paging = Paging(state.version, header.sealed, header.pages, strict=False)
                     patched_ids = await self._ids_at(key, paging, plan)
-                    since = min((m.started_ts for m in plan.appended if m.id in ids), default=None)
-                    if may_be_sealed(header, plan.appended, ids) and await self._sealed_ids(
-                        key, paging, ids, since=since
-                    ):
-                        replay = await self._replayed(task_id, ids)  # stored in a sealed page
-                        if replay is not None:
-                            return on_replay(replay) if on_replay is not None else plan.result
+                    if guard and (look_in_pages or not header.id_filter_blocks):
+                        # the filter said "maybe" (or there is none yet): ask the pages,
+                        # after reading the state this write is pinned to
+                        found = await self._sealed_ids(key, paging, guard)
+                        if found:
+                            replay = await self._replayed(task_id, ids)
+                            if replay is not None:
+                                return on_replay(replay) if on_replay is not None else plan.result
+                            raise ValidationError(
+                                f"message ids already stored in task {task_id!r}: {sorted(found)}"
+                            )
+                        unsealed = []
                     required_sealed = await self._sealed_ids(key, paging, require_ids)
                     open_required = [i for i in require_ids if i not in required_sealed]
                 now = utcnow()
@@ -389,6 +397,7 @@ class TaskEngine(TaskPages):
                     updated_at=state.updated_at, now=now, transform=offloader.transform_value,
                     guard_ids=guard, require_ids=open_required, unset=state.unset,
                     sealed_ids=patched_ids, seal_due=self._seal_may_run(header),
+                    unsealed_ids=unsealed if header.pages else (),
                 )  # fmt: skip
                 if self.owner is not None:
                     query["owner"] = self.owner
@@ -412,6 +421,9 @@ class TaskEngine(TaskPages):
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
                 await self._check_required(task_id, require_ids)
+                if header.pages and unsealed and not look_in_pages:
+                    look_in_pages = True  # the sealed-id filter may have refused it: no backoff
+                    continue
                 if not state.cached:  # a cache miss is not a lost race: no backoff for it
                     logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
                                  task_id, attempt + 1, self.retry.attempts)  # fmt: skip

@@ -36,6 +36,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mindstore.documents import utcnow
 from mindstore.errors import Conflict, NotFound
 from mindstore.ids import check_name, page_key
+from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.paging import (
     DEFAULT_POLICY,
@@ -79,7 +80,6 @@ class Paging:
     pages: int
     pending: tuple[JSON, ...] = ()
     seq: int = 0
-    open_since: int | float = 0
     strict: bool = True
     """Refuse a page newer than `version` (`StalePage`): a reader's snapshot. A writer's
     reads are not strict: its update is pinned to its state, so a newer page only means
@@ -90,7 +90,6 @@ class Paging:
         pending = document.get("pending")
         return cls(
             seq=int(document.get("seq", 0) or 0),
-            open_since=document.get("open_since") or 0,
             version=int(document.get("version", 0) or 0),
             sealed=int(document.get("sealed", 0) or 0),
             pages=int(document.get("pages", 0) or 0),
@@ -188,22 +187,16 @@ class TaskPages(TaskScope):
         rows.sort(key=lambda row: (int(row.get("start", 0)), int(row.get("index", 0))))
         return rows
 
-    async def _sealed_ids(
-        self, key: str, paging: Paging, ids: Sequence[str], *, since: float | None = None
-    ) -> set[str]:
+    async def _sealed_ids(self, key: str, paging: Paging, ids: Sequence[str]) -> set[str]:
         """Which of `ids` are stored in the task's visible pages (ids travel back, not
-        messages); `since`: only messages that started then or later are looked for, so
-        only the pages that end at or after it are read (`last_ts`)."""
+        messages; the `(tenant, task, messages.id)` index finds the pages)."""
         if paging.pages == 0 or not ids:
             return set()
-        first: JSON = {"messages.id": {"$in": list(ids)}}
-        if since is not None:
-            first["$or"] = [{"last_ts": {"$gte": since}}, {"last_ts": None}]
         rows = await self._sealed_rows(
             key,
             paging,
             [
-                {"$match": first},
+                {"$match": {"messages.id": {"$in": list(ids)}}},
                 {"$unwind": {"path": "$messages"}},
                 {"$match": {"messages.id": {"$in": list(ids)}}},
                 {"$project": {"_id": 0, "id": "$messages.id", "start": 1, "version": 1}},
@@ -333,7 +326,7 @@ class TaskPages(TaskScope):
         key = self._key(task_id)
         query = self._filter(task_id)
         fields = ("version", "updated_at", "created_at", "seq", "sealed", "pages",
-                  "sealed_bytes", "patched")  # fmt: skip
+                  "sealed_bytes", "patched", "id_filter")  # fmt: skip
         document = await self._tasks.find_one(query, {**dict.fromkeys(fields, 1), "messages": 1})
         if document is None or (force and document.get("version", 0) != version):
             return None
@@ -368,12 +361,14 @@ class TaskPages(TaskScope):
             except DuplicateKeyError:
                 return None
         cut_to = cuts[-1].end
-        first_open = stored[cut_to - read["sealed"]]
+        moved = stored[: cut_to - read["sealed"]]
+        blocks, filter_sets = await self._grown_filter(key, document, read, moved)
         sets = {
             "sealed": cut_to,
             "pages": cuts[-1].page + 1,
             "sealed_bytes": read["sealed_bytes"] + sum(cut.size_bytes for cut in cuts),
-            "open_since": first_open.get("started_ts") or 0,
+            "id_filter_blocks": blocks,
+            **filter_sets,
             "updated_at": now,
         }
         if force:
@@ -382,7 +377,7 @@ class TaskPages(TaskScope):
         else:
             guard = {**query, **_unchanged("sealed", read["sealed"]),
                      **_unchanged("patched", read["patched"])}  # fmt: skip
-            gone = [message.get("id") for message in stored[: cut_to - read["sealed"]]]
+            gone = [message.get("id") for message in moved]
             drop = {"$pull": {"messages": {"id": {"$in": gone}}}}
         result = await self._tasks.update_one(guard, {**drop, "$set": sets, "$inc": {"version": 1}})
         if result.matched_count != 1:
@@ -391,7 +386,28 @@ class TaskPages(TaskScope):
                      task_id, cuts[0].page, cuts[-1].page, cut_to)  # fmt: skip
         if at != version:
             return None  # sealed at a later version than the caller's header: not cached
-        return sealed_header(header, cuts, first_open.get("started_ts") or 0), now
+        return sealed_header(header, cuts, blocks), now
+
+    async def _grown_filter(
+        self, key: str, document: JSON, read: dict[str, int], moved: Sequence[JSON]
+    ) -> tuple[int, JSON]:
+        """The sealed-id filter after a seal moves `moved` into pages (`model/id_filter.py`):
+        (its size in blocks, the `$set` entries that write it). Only the blocks the moved
+        ids touch are sent; a filter that is missing (a task sealed by an earlier version),
+        malformed or full is rebuilt from every sealed id."""
+        ids = [m["id"] for m in moved if isinstance(m.get("id"), str)]
+        stored = document.get("id_filter")
+        current = [bytes(b) for b in stored] if isinstance(stored, list) else None
+        if current is not None and not id_filter.needs_rebuild(current, read["sealed"] + len(ids)):
+            changed = id_filter.add(current, ids)
+            return len(current), {f"id_filter.{i}": block for i, block in changed.items()}
+        earlier = Paging(version=0, sealed=read["sealed"], pages=read["pages"], strict=False)
+        rows = await self._sealed_rows(key, earlier, [
+            {"$project": {"_id": 0, "start": 1, "ids": "$messages.id"}},
+        ])  # fmt: skip
+        every = [i for row in rows for i in row.get("ids") or [] if isinstance(i, str)]
+        rebuilt = id_filter.build(len(every) + len(ids), [*every, *ids])
+        return len(rebuilt), {"id_filter": rebuilt}
 
     async def _unseal_last(self, task_id: str) -> None:
         """Bring the last sealed page back into an empty open page (retracting a message
@@ -416,7 +432,6 @@ class TaskPages(TaskScope):
             "sealed": int(page["start"]),
             "pages": paging.pages - 1,
             "sealed_bytes": int(document.get("sealed_bytes", 0)) - int(page.get("size_bytes", 0)),
-            "open_since": (page.get("messages") or [{}])[0].get("started_ts") or 0,
             "updated_at": utcnow(),
             "version": paging.version + 1,
         }

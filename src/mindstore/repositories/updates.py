@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from mindstore.errors import MindstoreError
+from mindstore.model import id_filter
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, stored_header
 from mindstore.model.lean_form import lean_value
 from mindstore.model.paging import pending_entry
@@ -152,6 +153,7 @@ def build_task_update(
     unset: Sequence[str] = (),
     sealed_ids: Mapping[int, str] | None = None,
     seal_due: bool = False,
+    unsealed_ids: Sequence[str] = (),
 ) -> tuple[dict[str, Any], Update]:
     """(filter, update) for one plan, pinned to the document state it was planned from.
 
@@ -166,6 +168,8 @@ def build_task_update(
     below the header's `sealed`) is a `pending` entry instead, named by the message's id
     (`sealed_ids` supplies the ids a patch does not carry). `seal_due`: the task was due
     for a seal when planned, so a seal may be under way (docs/write-paths.md).
+    `unsealed_ids`: caller-named ids the task's sealed-id filter must not hold
+    (`model/id_filter.py`), so the replay of a sealed message matches nothing.
     """
     query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version,
                              "updated_at": updated_at}  # fmt: skip
@@ -174,10 +178,18 @@ def build_task_update(
         named = set(guard_ids)
         guarded = [i for n, i in enumerate(plan.new_ids) if n == 0 or i in named]
         query["messages.id"] = exactly_once_guard(guarded)
+    clauses: list[dict[str, Any]] = []
     if require_ids:
         # beside the guard, not inside its operator document: mongomock evaluates
         # {"$ne": .., "$all": [..]} on an array path as never matching (MongoDB does not)
-        query["$and"] = [{"messages.id": {"$all": sorted(set(require_ids))}}]
+        clauses.append({"messages.id": {"$all": sorted(set(require_ids))}})
+    blocks = plan.header_before.id_filter_blocks
+    if unsealed_ids and blocks:
+        clauses.extend(id_filter.guard(blocks, sorted(set(unsealed_ids))))
+    if len(clauses) == 1 and "messages.id" not in clauses[0]:
+        query.update(clauses[0])
+    elif clauses:
+        query["$and"] = clauses
     sets: dict[str, Any] = {}
     unsets: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []

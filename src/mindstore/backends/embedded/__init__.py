@@ -46,18 +46,22 @@ Layout (each module one concern; imports flow downwards only):
 * `id_lookup` -- filters that pin `_id` find their documents by key in mongomock's store
   instead of testing every document, with the same results (``fast_reads=False`` on the
   client scans every time);
+* `bit_queries` -- `$bitsAllSet` (mongomock lacks it), for the sealed-id filter;
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
 Importing this package imports mongomock and mongomock-motor (and through it motor);
 `mindstore` itself imports it only when an embedded backend is opened.
 """
 
+from . import bit_queries
 from .client import EmbeddedClient, EmbeddedSession
 from .codec import OUT_CODEC_OPTIONS
 from .collection import EmbeddedCollection
 from .collection_base import _patch_collection_internals as _patch_collection_internals
 from .cursors import EmbeddedCommandCursor, EmbeddedCursor
 from .database import EmbeddedDatabase
+
+bit_queries.install()
 
 __all__ = [
     "OUT_CODEC_OPTIONS",

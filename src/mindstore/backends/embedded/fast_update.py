@@ -13,7 +13,9 @@ exactly-once guard `{"messages.id": {"$ne": id}}` or `$nin`) and an update of `$
 * finds the document by `_id` in mongomock's store (no scan of the collection);
 * matches the filter without copying: the `$ne`/`$nin` guard by one pass over the values
   it names (with mongomock's semantics: an array value matches element by element, a
-  missing field never equals a string), every other key by mongomock's own matcher;
+  missing field never equals a string), every other key by mongomock's own matcher
+  (equality values, `$all`, and `$not`/`$bitsAllSet` on the sealed-id filter, also
+  inside an `$and` of such clauses);
 * applies each operator in place on the stored document, storing values copied from the
   update (so nothing the caller or a listener holds is shared with the store), and knows
   per path whether the document changed (mongomock's ``nModified``), so no snapshot is
@@ -89,6 +91,44 @@ def _index(part: str) -> int | None:
     return None
 
 
+_EXACT_OPERATORS = frozenset({"$all", "$not", "$bitsAllSet"})
+"""Operators of a filter value mongomock's matcher evaluates on the one document exactly
+as its general path would, without raising for the operands mindstore sends (`$all` of
+ids beside the guard, `$not`/`$bitsAllSet` on the sealed-id filter)."""
+
+
+def _exact_operators(search: Any) -> bool:
+    """A filter value made only of `_EXACT_OPERATORS` (nested through `$not`)."""
+    return (
+        type(search) is dict
+        and bool(search)
+        and all(
+            operator in _EXACT_OPERATORS and (operator != "$not" or _exact_operators(operand))
+            for operator, operand in search.items()
+        )
+    )
+
+
+def _exact_clauses(clauses: Any) -> bool:
+    """An `$and` of single-key clauses on fields, each plain or `_exact_operators`."""
+    return (
+        type(clauses) is list
+        and bool(clauses)
+        and all(
+            type(clause) is dict
+            and len(clause) == 1
+            and all(
+                type(path) is str
+                and path
+                and not path.startswith("$")
+                and (type(value) in _PLAIN_FILTER_VALUES or _exact_operators(value))
+                for path, value in clause.items()
+            )
+            for clause in clauses
+        )
+    )
+
+
 def _guard(path: str, search: Mapping[str, Any]) -> Guard | None:
     if type(search) is not dict or len(search) != 1:
         return None
@@ -125,9 +165,13 @@ def parse_update(spec: Any, document: Any) -> FastUpdate | None:
     guards: list[Guard] = []
     order: list[tuple[str, bool]] = []
     for path, search in spec.items():
+        if path == "$and" and _exact_clauses(search):
+            plain[path] = search
+            order.append((path, False))
+            continue
         if type(path) is not str or not path or path.startswith("$"):
             return None
-        if type(search) in _PLAIN_FILTER_VALUES:
+        if type(search) in _PLAIN_FILTER_VALUES or _exact_operators(search):
             plain[path] = search
             order.append((path, False))
             continue
