@@ -402,10 +402,13 @@ class TaskPages(TaskScope):
             changed = id_filter.add(current, ids)
             return len(current), {f"id_filter.{i}": block for i, block in changed.items()}
         earlier = Paging(version=0, sealed=read["sealed"], pages=read["pages"], strict=False)
-        rows = await self._sealed_rows(key, earlier, [
-            {"$project": {"_id": 0, "start": 1, "ids": "$messages.id"}},
-        ])  # fmt: skip
-        every = [i for row in rows for i in row.get("ids") or [] if isinstance(i, str)]
+        cursor = self._pages.find(self._pages_of(key, earlier), {"_id": 0, "messages.id": 1})
+        every = [
+            message.get("id")
+            for row in await cursor.to_list(length=None)
+            for message in row.get("messages") or []
+            if isinstance(message, dict) and isinstance(message.get("id"), str)
+        ]
         rebuilt = id_filter.build(len(every) + len(ids), [*every, *ids])
         return len(rebuilt), {"id_filter": rebuilt}
 
