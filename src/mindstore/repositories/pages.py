@@ -403,8 +403,8 @@ class TaskPages(TaskScope):
             return len(current), {f"id_filter.{i}": block for i, block in changed.items()}
         earlier = Paging(version=0, sealed=read["sealed"], pages=read["pages"], strict=False)
         cursor = self._pages.find(self._pages_of(key, earlier), {"_id": 0, "messages.id": 1})
-        every = [
-            message.get("id")
+        every: list[str] = [
+            message["id"]
             for row in await cursor.to_list(length=None)
             for message in row.get("messages") or []
             if isinstance(message, dict) and isinstance(message.get("id"), str)
