@@ -4,9 +4,10 @@ A checkpoint saver usually stores every channel value in every checkpoint, so a 
 `messages` list is stored again at every step and the thread grows with the square of its
 length. Here:
 
-* the `messages` channel is a mindstore task: each message is appended once, typed
-  (`langchain_messages`: tool calls tracked, usage rolled up), and a checkpoint records
-  how many of the task's messages it holds (`ms`: count and a fingerprint chain);
+* the `messages` channel is a mindstore task (`task_id_for(thread_id)`, the rule every
+  adapter uses): each message is appended once, typed (`langchain_messages`: tool calls
+  tracked, usage and model kept), and a checkpoint records how many of the task's
+  messages it holds (`ms`: count and a fingerprint chain);
 * every other channel value is written once per version: a small one (64 bytes or less
   serialized) inside the checkpoint document, a larger one as a blob keyed by the
   checkpoint that wrote it, which every later checkpoint holding that version names;
@@ -15,10 +16,16 @@ length. Here:
   task instead of holding a second copy (`langgraph_writes`).
 
 When a step's `messages` list does not extend the stored prefix (a `RemoveMessage`, an
-update of an earlier message by id), that version is stored as a blob, correctly, at the
-cost of one copy; the next step that only appends starts a new task from it. Time travel
-(`get_state_history`, resuming or updating an earlier checkpoint) reads the recorded
-prefix; a branch from an earlier step continues in its own task (the prefix copied once).
+update of an earlier message by id), that version starts a task of its own holding it (one
+copy); the steps after it append there. Time travel (`get_state_history`, resuming or
+updating an earlier checkpoint) reads the recorded prefix; a branch from an earlier step
+continues in its own task (the prefix copied once). Copies are marked as a fork's are
+(`origin`; the new task's `metadata.copied_from` names where they came from), so analytics
+count each model call once. A list no document can hold is a blob.
+
+Every put and put_writes is exactly once: sent again, right away or after later ones,
+it stores nothing new (appends are recognised by message ids and content, tasks created
+before by their messages' ids, blobs and writes are written if absent).
 
 Async methods are native; the sync ones run them (see `_sync`). Extended capabilities:
 list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
