@@ -125,8 +125,9 @@ async def test_bad_input_is_refused_before_any_write(acme):
         await history.aadd_messages([HumanMessage("lost"), HumanMessage("x", additional_kwargs={"o": object()})])
     with pytest.raises(ValidationError, match="messages"):
         await history.aadd_messages(HumanMessage("not a list"))
-    with pytest.raises(ValidationError, match="session_id"):
-        MindstoreChatMessageHistory("a b", acme)
+    for bad in ("", "x" * 513, "a\x00b", "line\nbreak", 7):
+        with pytest.raises(ValidationError, match="session_id"):
+            MindstoreChatMessageHistory(bad, acme)
     assert [m.content for m in await history.aget_messages()] == ["kept"]
 
 

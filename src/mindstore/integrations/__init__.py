@@ -12,5 +12,17 @@ extra of the package:
 * `mindstore.integrations.langchain`: `MindstoreChatMessageHistory`, an async LangChain
   chat history (`[langchain]`).
 
+Every adapter maps the framework's conversation id (session id, thread id) to the task
+that holds it with one rule (`conversation_ids`): `task_id_for("org/team/chat-1")` names
+that task, so mindstore's own API finds a framework conversation.
+
 Importing this package imports no framework. See docs/integrations.md.
 """
+
+from mindstore.integrations.conversation_ids import (
+    MAX_CONVERSATION_ID_LENGTH,
+    conversation_id_of,
+    task_id_for,
+)
+
+__all__ = ["MAX_CONVERSATION_ID_LENGTH", "conversation_id_of", "task_id_for"]

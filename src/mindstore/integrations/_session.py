@@ -1,17 +1,28 @@
 """What the session-style integrations share: one mindstore task per framework session.
 
-The LangChain history and the OpenAI Agents session both keep a conversation in one task
-named by the session id, created on the first write with the integration's marker in its
-metadata, scoped to an owner (the store view's owner wins; a different one is refused).
+The LangChain history and the OpenAI Agents session both keep a conversation in one task,
+created on the first write with the integration's marker and the session id as given in
+its metadata, scoped to an owner (the store view's owner wins; a different one is
+refused). The session id may be any string the framework accepts (`conversation_ids`:
+1-512 characters, no control characters); the task is `task_id_for(session_id)`, and the
+adapters keep passing `self.session_id` to `self._tasks`, a view of the repository that
+knows which task that id names (`SessionTasks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 from mindstore.errors import Conflict, NotFound, ValidationError
-from mindstore.ids import check_key
+from mindstore.integrations.conversation_ids import (
+    check_conversation_id,
+    conversation_id_of,
+    task_id_for,
+)
+from mindstore.model.header import TaskHeader
+from mindstore.model.messages import AnyMessage
+from mindstore.repositories.records import TaskRecord
 from mindstore.validation import check_owner
 
 
@@ -26,6 +37,62 @@ def scoped_owner(store: Any, owner: str | None) -> str | None:
     return owner
 
 
+class SessionTasks:
+    """The tasks repository as one session uses it: its session id (or its task id) names
+    its task. Only the verbs the session adapters call."""
+
+    def __init__(self, tasks: Any, session_id: str, task_id: str) -> None:
+        self._repository = tasks
+        self._names = {session_id: task_id, task_id: task_id}
+
+    def _task(self, session_id: str) -> str:
+        try:
+            return self._names[session_id]
+        except (KeyError, TypeError):
+            raise ValidationError(
+                f"session_id: this view holds one session, not {session_id!r}"
+            ) from None
+
+    async def get(self, session_id: str) -> TaskRecord:
+        record: TaskRecord = await self._repository.get(self._task(session_id))
+        return record
+
+    async def header(self, session_id: str) -> TaskHeader:
+        header: TaskHeader = await self._repository.header(self._task(session_id))
+        return header
+
+    async def messages(
+        self, session_id: str, start: int = 0, limit: int | None = None
+    ) -> list[AnyMessage]:
+        found: list[AnyMessage] = await self._repository.messages(
+            self._task(session_id), start, limit
+        )
+        return found
+
+    async def tail(self, session_id: str, count: int = 50) -> list[AnyMessage]:
+        found: list[AnyMessage] = await self._repository.tail(self._task(session_id), count)
+        return found
+
+    async def add_messages(
+        self, session_id: str, messages: Sequence[AnyMessage]
+    ) -> list[AnyMessage]:
+        added: list[AnyMessage] = await self._repository.add_messages(
+            self._task(session_id), messages
+        )
+        return added
+
+    async def retract_last(
+        self, session_id: str, expected_id: str | None = None
+    ) -> AnyMessage | None:
+        removed: AnyMessage | None = await self._repository.retract_last(
+            self._task(session_id), expected_id=expected_id
+        )
+        return removed
+
+    async def delete(self, session_id: str) -> bool:
+        return bool(await self._repository.delete(self._task(session_id)))
+
+
 class TaskSession:
     """The task behind one framework session: created lazily, written with one retry."""
 
@@ -34,25 +101,32 @@ class TaskSession:
     def __init__(
         self, session_id: str, store: Any, *, owner: str | None = None, title: str | None = None
     ) -> None:
-        self.session_id = check_key(session_id, "session_id")
+        self.session_id = check_conversation_id(session_id, "session_id")
+        self.task_id = task_id_for(session_id, "session_id")
         self.owner = scoped_owner(store, owner)
         self.title = title
-        self._tasks = store.tasks
+        self._repository = store.tasks
+        self._tasks = SessionTasks(store.tasks, self.session_id, self.task_id)
         self._exists = False
+
+    @staticmethod
+    def listed_id(record: TaskRecord) -> str:
+        """The session id a listed task holds, as the framework gave it."""
+        return conversation_id_of(record)
 
     async def _ensure(self) -> None:
         """Create the session's task once; another owner's task of that id is NotFound."""
         if self._exists:
             return
         try:
-            await self._tasks.create(
-                task_id=self.session_id,
+            await self._repository.create(
+                task_id=self.task_id,
                 owner=self.owner,
                 title=self.title,
-                metadata=dict(self.MARKER),
+                metadata={**self.MARKER, "session_id": self.session_id},
             )
         except Conflict:
-            await self._tasks.get(self.session_id)  # NotFound if it is another owner's
+            await self._repository.get(self.task_id)  # NotFound if it is another owner's
         self._exists = True
 
     async def _write(self, write: Callable[[], Awaitable[None]]) -> None:

@@ -1,7 +1,7 @@
 """An async LangChain chat history (`BaseChatMessageHistory`) stored as a mindstore task.
 
 `MindstoreChatMessageHistory(session_id, store.scoped(tenant, owner=...))` keeps one task
-per session (task id = session id, tenant and owner from the view). Messages are stored
+per session (`task_id_for(session_id)`, tenant and owner from the view). Messages are stored
 typed (`mindstore.integrations.langchain_messages`), not as JSON strings: an `AIMessage`'s
 tool calls are `ToolCallPart`s the task header tracks until their `ToolMessage` arrives, a
 `ToolMessage` names its tool, usage rolls up into the task and into analytics. Reading gives
@@ -10,22 +10,31 @@ back exactly the messages that were added.
 `aget_messages`, `aadd_messages` and `aclear` are native async (one read, one atomic write,
 one delete). The sync `messages`, `add_messages` and `clear` run them (see `_sync`): from a
 worker thread while the store's loop runs, or in a script with no loop running.
+
+`aadd_messages` is exactly once: a retried call stores nothing new (the store's append
+treats a call naming stored message ids as a replay), because each message's id is a
+function of the call (`call_ids`): derived from the call's messages when one of them has a
+LangChain id (a chat model's reply always has one), else the ids the previous call of
+this history object got when it passed the same message objects, else fresh ones.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, message_to_dict
 from langchain_core.messages import ToolMessage as LCToolMessage
 
 from mindstore.errors import NotFound, ValidationError
 from mindstore.integrations._session import TaskSession
 from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
+from mindstore.model.base import new_id
 
 MARKER = {"integration": "langchain"}
 
@@ -40,6 +49,7 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
     ) -> None:
         TaskSession.__init__(self, session_id, store, owner=owner, title=title)
         self._loop = current_loop()
+        self._last: tuple[list[BaseMessage], list[str], str] | None = None
 
     # ------------------------------------------------------------------ async
     async def aget_messages(self) -> list[BaseMessage]:
@@ -55,17 +65,35 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
         if not messages:
             return
         messages = list(messages)
-        from_langchain(messages, keep_ids=False, check=True)  # refuse before any write
+        ids = self._call_ids(messages)
+        from_langchain(messages, check=True, ids=ids)  # refuse before any write
 
         async def write() -> None:
             names: dict[str, str] = {}
             if any(isinstance(message, LCToolMessage) and not message.name for message in messages):
                 header = await self._tasks.header(self.session_id)
                 names = {ref.id: ref.name for ref in header.open_tool_calls}
-            converted = from_langchain(messages, keep_ids=False, check=True, names=names)
+            converted = from_langchain(messages, check=True, names=names, ids=ids)
             await self._tasks.add_messages(self.session_id, converted)
 
         await self._write(write)
+
+    def _call_ids(self, messages: list[BaseMessage]) -> list[str]:
+        """The message ids of one `aadd_messages` call (see the module doc)."""
+        ids, fingerprint = call_ids(messages)
+        if ids is not None:
+            return ids
+        last = self._last
+        if (
+            last is not None
+            and len(last[0]) == len(messages)
+            and all(a is b for a, b in zip(last[0], messages, strict=True))
+            and last[2] == fingerprint
+        ):
+            return last[1]
+        fresh = [new_id() for _ in messages]
+        self._last = (messages, fresh, fingerprint)
+        return fresh
 
     async def aclear(self) -> None:
         self._exists = False
@@ -84,3 +112,21 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
 
     def clear(self) -> None:
         run_sync(self.aclear(), self._loop, "MindstoreChatMessageHistory.clear")
+
+
+def call_ids(messages: Sequence[BaseMessage]) -> tuple[list[str] | None, str]:
+    """(ids derived from the call, when a message in it has a LangChain id; the call's
+    fingerprint). Two calls get the same ids only when they hold the same messages, ids
+    included, in the same order: a retry, never a new exchange (a model's reply is new)."""
+    dumped = json.dumps(
+        [message_to_dict(message) for message in messages],
+        sort_keys=True,
+        separators=(",", ":"),
+        default=repr,
+        ensure_ascii=False,
+    )
+    fingerprint = hashlib.blake2b(dumped.encode("utf-8", "surrogatepass"), digest_size=16)
+    digest = fingerprint.hexdigest()
+    if not any(isinstance(message.id, str) and message.id for message in messages):
+        return None, digest
+    return [f"lc-{digest}-{index}" for index in range(len(messages))], digest

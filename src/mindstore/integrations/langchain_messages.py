@@ -5,7 +5,7 @@ LangGraph integrations; imports `langchain_core`).
 |---|---|
 | `HumanMessage` | `UserMessage` |
 | `SystemMessage` | `SystemMessage` |
-| `AIMessage` (`content`, `tool_calls`, `usage_metadata`) | `AssistantMessage`: `TextPart`s, `ReasoningPart`s (`reasoning` / `thinking` blocks), a `ToolCallPart` per tool call, `Usage` |
+| `AIMessage` (`content`, `tool_calls`, `usage_metadata`, `response_metadata`'s `model_name`) | `AssistantMessage`: `TextPart`s, `ReasoningPart`s (`reasoning` / `thinking` blocks), a `ToolCallPart` per tool call, `Usage`, `model_id` |
 | `ToolMessage` (`tool_call_id`, `content`, `status`) | `ToolMessage` with one `ToolResultPart` (`status="error"` -> `is_error`) |
 | `ChatMessage` | by its role (user, assistant, system; anything else a user message) |
 | other content blocks (images, files, provider blocks) | kept verbatim (an unknown part) |
@@ -80,23 +80,30 @@ def from_langchain(
     keep_ids: bool = True,
     check: bool = False,
     names: Mapping[str, str] | None = None,
+    ids: Sequence[str | None] | None = None,
 ) -> list[AnyMessage]:
     """Typed mindstore messages for LangChain messages (see the module doc).
 
-    `keep_ids`: a LangChain id becomes the message id (once per call); otherwise, and for
-    messages without one, the message gets a fresh id (the LangChain id is kept in the
-    difference either way). `check`: refuse what would not come back equal. `names`: tool
-    names of calls stored earlier, by call id, for results whose call is not in `messages`.
+    `ids`: the message id of each message (None: decided as below). `keep_ids`: a LangChain
+    id becomes the message id (once per call); otherwise, and for messages without one, the
+    message gets a fresh id (the LangChain id is kept in the difference either way).
+    `check`: refuse what would not come back equal. `names`: tool names of calls stored
+    earlier, by call id, for results whose call is not in `messages`.
     """
     out: list[AnyMessage] = []
     used: set[str] = set()
+    if ids is not None and len(ids) != len(messages):
+        raise ValidationError("ids: one per message")
     for index, message in enumerate(messages):
         if not isinstance(message, BaseMessage):
             raise ValidationError(
                 f"messages[{index}]: expected a LangChain message, got {type(message).__name__}"
             )
         lc_id = message.id
-        if keep_ids and isinstance(lc_id, str) and is_name(lc_id) and lc_id not in used:
+        named = ids[index] if ids is not None else None
+        if named is not None:
+            message_id = named
+        elif keep_ids and isinstance(lc_id, str) and is_name(lc_id) and lc_id not in used:
             message_id = lc_id
             used.add(lc_id)
         else:
@@ -152,7 +159,11 @@ def _convert(message: BaseMessage, message_id: str) -> AnyMessage:
                 )
             )
         return AssistantMessage(
-            id=message_id, content=parts, status="completed", usage=_usage(message)
+            id=message_id,
+            content=parts,
+            status="completed",
+            usage=_usage(message),
+            model_id=model_of(message),
         )
     if isinstance(message, LCToolMessage):
         call_id = message.tool_call_id
@@ -210,6 +221,17 @@ def _blocks(content: Any) -> list[Any]:
         else:
             parts.append(UnknownPart.model_validate({"type": BLOCK, "block": block}))
     return parts
+
+
+def model_of(message: AIMessage) -> str | None:
+    """The model that wrote a reply, as the provider reported it: `response_metadata`'s
+    `model_name` (OpenAI, Google, most providers), else its `model` (Anthropic, Ollama)."""
+    metadata = message.response_metadata or {}
+    for key in ("model_name", "model"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _usage(message: AIMessage) -> Usage | None:

@@ -4,9 +4,10 @@ A checkpoint saver usually stores every channel value in every checkpoint, so a 
 `messages` list is stored again at every step and the thread grows with the square of its
 length. Here:
 
-* the `messages` channel is a mindstore task: each message is appended once, typed
-  (`langchain_messages`: tool calls tracked, usage rolled up), and a checkpoint records
-  how many of the task's messages it holds (`ms`: count and a fingerprint chain);
+* the `messages` channel is a mindstore task (`task_id_for(thread_id)`, the rule every
+  adapter uses): each message is appended once, typed (`langchain_messages`: tool calls
+  tracked, usage and model kept), and a checkpoint records how many of the task's
+  messages it holds (`ms`: count and a fingerprint chain);
 * every other channel value is written once per version: a small one (64 bytes or less
   serialized) inside the checkpoint document, a larger one as a blob keyed by the
   checkpoint that wrote it, which every later checkpoint holding that version names;
@@ -15,10 +16,16 @@ length. Here:
   task instead of holding a second copy (`langgraph_writes`).
 
 When a step's `messages` list does not extend the stored prefix (a `RemoveMessage`, an
-update of an earlier message by id), that version is stored as a blob, correctly, at the
-cost of one copy; the next step that only appends starts a new task from it. Time travel
-(`get_state_history`, resuming or updating an earlier checkpoint) reads the recorded
-prefix; a branch from an earlier step continues in its own task (the prefix copied once).
+update of an earlier message by id), that version starts a task of its own holding it (one
+copy); the steps after it append there. Time travel (`get_state_history`, resuming or
+updating an earlier checkpoint) reads the recorded prefix; a branch from an earlier step
+continues in its own task (the prefix copied once). Copies are marked as a fork's are
+(`origin`; the new task's `metadata.copied_from` names where they came from), so analytics
+count each model call once. A list no document can hold is a blob.
+
+Every put and put_writes is exactly once: sent again, right away or after later ones,
+it stores nothing new (appends are recognised by message ids and content, tasks created
+before by their messages' ids, blobs and writes are written if absent).
 
 Async methods are native; the sync ones run them (see `_sync`). Extended capabilities:
 list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
@@ -26,6 +33,7 @@ list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
 
 from __future__ import annotations
 
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -45,13 +53,15 @@ from langgraph.checkpoint.base import (
 
 from mindstore.documents import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
 from mindstore.errors import Conflict, NotFound, ValidationError
-from mindstore.ids import check_name
+from mindstore.ids import check_name, is_name
 from mindstore.integrations import langgraph_admin as admin
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations import langgraph_writes as pending
 from mindstore.integrations._sync import current_loop
+from mindstore.integrations.conversation_ids import check_conversation_id, task_id_for
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
 from mindstore.integrations.langgraph_sync import SyncForms
+from mindstore.model.messages import AnyMessage, MessageBase, Origin
 from mindstore.model.storage_form import escape_keys, unescape_keys
 
 MARKER = keys.MARKER
@@ -85,17 +95,27 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
     # ------------------------------------------------------------------ where
     def _where(self, config: RunnableConfig | None) -> tuple[str, str, str | None]:
         configurable = (config or {}).get("configurable") or {}
-        thread = configurable.get("thread_id")
-        if isinstance(thread, int) and not isinstance(thread, bool):
-            thread = str(thread)
-        check_name(thread, "thread_id")
+        thread = self._thread(configurable.get("thread_id"))
         ns = configurable.get("checkpoint_ns") or ""
         if ns != "":
             check_name(ns, "checkpoint_ns")
         checkpoint_id = get_checkpoint_id(config) if config else None
         if checkpoint_id is not None:
             keys.check_checkpoint_id(checkpoint_id)
-        return str(thread), str(ns), checkpoint_id
+        return thread, str(ns), checkpoint_id
+
+    @staticmethod
+    def _thread(thread: Any) -> str:
+        """A thread id as LangGraph passes it (a string; an int or a UUID as its text),
+        checked like every framework conversation id (`conversation_ids`)."""
+        if isinstance(thread, (int, uuid.UUID)) and not isinstance(thread, bool):
+            thread = str(thread)
+        return check_conversation_id(thread, "thread_id")
+
+    def _home(self, thread: str, ident: str, ns: str) -> str:
+        """The task a (thread, namespace) appends its messages to: the root namespace's is
+        `task_id_for(thread)`, the same on every view, so mindstore's API finds it."""
+        return task_id_for(thread, "thread_id") if ns == "" else keys.messages_task_id(ident, ns)
 
     def _ident(self, thread: str) -> str:
         """What keys are derived from: the thread id, with the owner on an owner-scoped view
@@ -240,38 +260,85 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         checkpoint_id: str,
         value: Any,
     ) -> dict[str, Any] | None:
-        """Append what is new to the task and return the record (`b`: kept as a blob;
-        None: not a list of messages, a plain blob)."""
+        """Append what is new to the task and return the record (None: not a list of
+        messages, a plain blob).
+
+        The record names the task (`t`; none: the one `keys.messages_task_id` gives, which
+        rows stored before `task_id_for` mean too), how many of its messages the
+        checkpoint holds (`n`) and their fingerprint chain (`h`). A list that does not
+        extend the parent's (a message removed or rewritten) starts a task of its own; one
+        that cannot be stored as messages is a blob (`b`, with `f`: the task it came from).
+        """
         if not isinstance(value, list) or not all(isinstance(m, BaseMessage) for m in value):
             return None
         fingerprints = keys.chain(self._fingerprint(m) for m in value)
         record: dict[str, Any] = {"n": len(value), "h": fingerprints[-1]}
-        base = parent.get("ms") or {"n": 0, "h": keys.EMPTY_CHAIN}
+        implicit = keys.messages_task_id(ident, ns)
+        base = parent.get("ms")
+        task: str | None
+        if base is None:  # the thread's first messages
+            base, task = {"n": 0, "h": keys.EMPTY_CHAIN}, self._home(thread, ident, ns)
+        else:
+            task = None if base.get("b") else base.get("t", implicit)
+        source = task if task is not None else base.get("f")
+        blob = {**record, "b": 1, **({"f": source} if source else {})}
         count = int(base["n"])
         if count > len(value) or fingerprints[count] != bytes(base["h"]):
-            return {**record, "b": 1}  # earlier messages rewritten or removed: a blob
-        default = keys.messages_task_id(ident, ns)
-        task = None if base.get("b") else base.get("t", default)
+            count, task = 0, None  # earlier messages rewritten or removed
         try:
-            new = from_langchain(value[count:], check=True)
+            new = from_langchain(
+                value[count:], check=True, ids=message_ids(value, count, len(value), fingerprints)
+            )
         except ValidationError:
-            return {**record, "b": 1}
-        if task is not None and await self._append(task, thread, ns, count, new):
-            return record if task == default else {**record, "t": task}
+            return blob
+        if task is not None and await self._append(task, thread, ns, count, new, value[count:]):
+            return record if task == implicit else {**record, "t": task}
         branch = keys.branch_task_id(ident, ns, checkpoint_id)
         try:
-            if task is None:
-                kept = from_langchain(value[:count], check=True)
-            else:
+            if task is None:  # from the list itself: what `source` holds is copied
+                kept = from_langchain(
+                    value[:count], check=True, ids=message_ids(value, 0, count, fingerprints)
+                )
+                await self._mark_copies([*kept, *new], source)
+            else:  # time travel: the prefix of `task` is copied
                 kept = await self._tasks.messages(task, 0, count) if count else []
+                mark_copies(kept, task)
             await self._create(branch, thread, ns, [*kept, *new])
         except (ValidationError, NotFound):
-            return {**record, "b": 1}
+            return blob
         return {**record, "t": branch}
 
-    async def _append(self, task: str, thread: str, ns: str, count: int, new: list[Any]) -> bool:
-        """Append `new` after the task's first `count` messages; False when it holds more
-        (the caller starts a branch). A task of that id that is not this thread's: Conflict."""
+    async def _mark_copies(self, kept: list[AnyMessage], source: str | None) -> None:
+        """Messages of a task started from a list (rewritten, or after a blob) that
+        `source`, the task the list came from, already holds are copies (`origin`)."""
+        if source is None:
+            return
+        try:
+            stored = await self._tasks.messages(source)
+        except NotFound:
+            return
+        origins = {
+            m.id: m.origin or Origin(task_id=source, index=index)
+            for index, m in enumerate(stored)
+            if isinstance(m, MessageBase)
+        }
+        for message in kept:
+            if isinstance(message, MessageBase) and message.origin is None:
+                message.origin = origins.get(message.id)
+
+    async def _append(
+        self,
+        task: str,
+        thread: str,
+        ns: str,
+        count: int,
+        new: list[Any],
+        given: Sequence[BaseMessage],
+    ) -> bool:
+        """Append `new` (the typed form of `given`) after the task's first `count` messages.
+        True also when the task already holds exactly these messages there (a retried or
+        late put: nothing is written); False when it holds others (the caller starts a
+        branch). A task of that id that is not this thread's: Conflict."""
         try:
             record = await self._tasks.get(task)
         except NotFound:
@@ -280,22 +347,30 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
             await self._create(task, thread, ns, new)
             return True
         check_ours(task, record.metadata, thread)
-        if not new:
-            return bool(record.seq >= count)  # the same messages: a prefix of the task
-        if record.seq != count:
-            if record.seq != count + len(new):
+        if record.seq == count and new:
+            try:
+                await self._tasks.add_messages(task, new)
+            except ValidationError:
                 return False
-            stored = await self._tasks.messages(task, count, len(new))
-            return [m.id for m in stored] == [m.id for m in new]  # a replayed put
-        try:
-            await self._tasks.add_messages(task, new)
-        except ValidationError:
+            return bool((await self._tasks.header(task)).seq == count + len(new))
+        if record.seq < count + len(new):
             return False
-        return bool((await self._tasks.header(task)).seq == count + len(new))
+        if not new:
+            return True
+        stored = to_langchain(await self._tasks.messages(task, count, len(new)))
+        return [keys.fingerprint(message_to_dict(m)) for m in stored] == [
+            self._fingerprint(m) for m in given
+        ]
 
     async def _create(self, task: str, thread: str, ns: str, messages: list[Any]) -> None:
-        """A messages task holding `messages` (copies of another task's are re-homed)."""
-        metadata = {"integration": MARKER, "thread_id": thread, "checkpoint_ns": ns}
+        """A messages task holding `messages` (copies of another task's are re-homed, and
+        the tasks they were copied from named in `copied_from`)."""
+        metadata: dict[str, Any] = {"integration": MARKER, "thread_id": thread, "checkpoint_ns": ns}
+        sources = sorted(
+            {m.origin.task_id for m in messages if isinstance(m, MessageBase) and m.origin}
+        )
+        if sources:
+            metadata["copied_from"] = sources
         for message in messages:
             message.task_id = ""
         try:
@@ -303,9 +378,16 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
                 task_id=task, messages=messages, replay=True, metadata=metadata
             )
         except Conflict:
-            record = await self._tasks.get(task)
+            try:
+                record = await self._tasks.get(task)
+            except NotFound:
+                raise NotFound(
+                    f"thread_id {thread!r}: its messages task {task!r} is another owner's "
+                    "(a conversation id names one task per tenant)"
+                ) from None
             check_ours(task, record.metadata, thread)
-            if record.seq != len(messages):
+            held = await self._tasks.messages(task, 0, len(messages)) if messages else []
+            if [m.id for m in held] != [m.id for m in messages]:  # else: created before (a retry)
                 raise ValidationError(f"task {task!r} already holds other messages") from None
 
     def _fingerprint(self, message: BaseMessage) -> bytes:
@@ -461,7 +543,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
     # ------------------------------------------------------------------ deleting, copying, pruning
     async def adelete_thread(self, thread_id: str) -> None:
         """Every checkpoint, write, blob and messages task of the thread (all namespaces)."""
-        await admin.delete_thread(self, check_name(str(thread_id), "thread_id"))
+        await admin.delete_thread(self, self._thread(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """The checkpoints written by these runs and their writes (blobs and messages stay:
@@ -473,8 +555,8 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         copies of its messages tasks (so deleting either thread leaves the other whole)."""
         await admin.copy_thread(
             self,
-            check_name(str(source_thread_id), "thread_id"),
-            check_name(str(target_thread_id), "thread_id"),
+            self._thread(source_thread_id),
+            self._thread(target_thread_id),
         )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -483,7 +565,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         if strategy not in ("keep_latest", "delete"):
             raise ValidationError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
         for thread_id in thread_ids:
-            await admin.prune(self, check_name(str(thread_id), "thread_id"), strategy)
+            await admin.prune(self, self._thread(thread_id), strategy)
 
 
 def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:
@@ -493,3 +575,29 @@ def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:
         raise Conflict(
             f"task {task!r} exists and does not hold LangGraph thread {thread!r}'s messages"
         )
+
+
+def mark_copies(kept: list[AnyMessage], source: str) -> None:
+    """The first messages of `source`, kept by a branch, are copies (`origin`, the first
+    origin kept, as `dialogs.fork` does): analytics count each model call once."""
+    for index, message in enumerate(kept):
+        if isinstance(message, MessageBase) and message.origin is None:
+            message.origin = Origin(task_id=source, index=index)
+
+
+def message_ids(
+    value: Sequence[BaseMessage], start: int, stop: int, fingerprints: Sequence[bytes]
+) -> list[str | None]:
+    """The message id of each of `value[start:stop]`: its LangChain id when that is a name
+    not used before in `value` (None: `from_langchain` keeps it), else one derived from
+    the fingerprint chain at its position, so a retried put stores the same ids."""
+    seen = {m.id for m in value[:start] if isinstance(m.id, str)}
+    out: list[str | None] = []
+    for index in range(start, stop):
+        lc_id = value[index].id
+        if isinstance(lc_id, str) and is_name(lc_id) and lc_id not in seen:
+            out.append(None)
+            seen.add(lc_id)
+        else:
+            out.append("lg-" + fingerprints[index + 1].hex())
+    return out

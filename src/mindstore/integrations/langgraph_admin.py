@@ -5,6 +5,10 @@ listed before a delete names them, as every multi-document write of mindstore do
 thread's messages live in tasks: a copy gets its own copies of them (so deleting either
 thread leaves the other whole), deleting and pruning drop the tasks nothing refers to any
 more. A task is only ever deleted when its metadata says it holds this thread's messages.
+
+A time-travel branch's task holds copies of messages another task of the thread owns
+(`origin`, and that task in its metadata's `copied_from`): pruning keeps the owner task
+while a kept task copies from it, so analytics still count those model calls once.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from mindstore.errors import NotFound
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations.langgraph_writes import REF
+from mindstore.model.messages import MessageBase, Origin
 
 MindstoreSaver = Any
 """The saver these functions serve (`mindstore.integrations.langgraph.MindstoreSaver`;
@@ -57,6 +62,23 @@ async def _delete_task(saver: MindstoreSaver, task: str, thread: str) -> None:
         await saver._tasks.delete(task)
 
 
+async def _copied_from(saver: MindstoreSaver, tasks: set[str]) -> dict[str, str]:
+    """The tasks that own the messages `tasks` hold copies of, with their namespace (a
+    copy keeps the first origin, so one step finds them all)."""
+    found: dict[str, str] = {}
+    for task in sorted(tasks):
+        try:
+            record = await saver._tasks.get(task)
+        except NotFound:
+            continue
+        metadata = record.metadata or {}
+        sources = metadata.get("copied_from")
+        if isinstance(sources, list):
+            ns = str(metadata.get("checkpoint_ns") or "")
+            found.update({source: ns for source in sources if isinstance(source, str)})
+    return found
+
+
 def _referenced(docs: list[dict[str, Any]]) -> set[str]:
     """Tasks the writes documents refer to."""
     return {data["t"] for doc in docs for _, _, kind, data in doc.get("w") or [] if kind == REF}
@@ -66,7 +88,7 @@ async def delete_thread(saver: MindstoreSaver, thread: str) -> None:
     ident = saver._ident(thread)
     prefix = keys.thread_prefix(saver.tenant, ident)
     rows = await _rows(saver, prefix, {"ms": 1, "ns": 1, "th": 1})
-    tasks = {keys.messages_task_id(ident, "")}
+    tasks = {keys.messages_task_id(ident, ""), saver._home(thread, ident, "")}
     for row in rows:
         _, ns, _ = keys.row_where(row)
         tasks.add(keys.messages_task_id(ident, ns))
@@ -77,6 +99,7 @@ async def delete_thread(saver: MindstoreSaver, thread: str) -> None:
         {"tenant": saver.tenant, "_id": keys.prefix_range(prefix)}
     ).to_list(length=None)
     tasks |= _referenced(writes)
+    tasks |= set(await _copied_from(saver, tasks))
     await _delete(saver._checkpoints, saver.tenant, [row["_id"] for row in rows])
     await _delete(saver._writes, saver.tenant, [doc["_id"] for doc in writes])
     await _delete(saver._blobs, saver.tenant, await _ids(saver._blobs, saver.tenant, prefix))
@@ -115,15 +138,23 @@ async def copy_thread(saver: MindstoreSaver, source: str, target: str) -> None:
             wanted.setdefault(task, ns)
     for task in _referenced(writes):
         wanted.setdefault(task, "")
+    for task, ns in (await _copied_from(saver, set(wanted))).items():
+        wanted.setdefault(task, ns)
     renamed: dict[str, str] = {}
     for task, ns in wanted.items():
-        default = keys.messages_task_id(source_ident, ns)
+        homes = (keys.messages_task_id(source_ident, ns), saver._home(source, source_ident, ns))
         renamed[task] = (
-            keys.messages_task_id(target_ident, ns)
-            if task == default
+            saver._home(target, target_ident, ns)
+            if task in homes
             else keys.branch_task_id(target_ident, ns, task)
         )
-        await saver._create(renamed[task], target, ns, await saver._tasks.messages(task))
+    for task, ns in wanted.items():
+        messages = await saver._tasks.messages(task)
+        for message in messages:  # the copy's copies point at the copy's own tasks
+            origin = message.origin if isinstance(message, MessageBase) else None
+            if origin is not None and origin.task_id in renamed:
+                message.origin = Origin(task_id=renamed[origin.task_id], index=origin.index)
+        await saver._create(renamed[task], target, ns, messages)
     for row in rows:
         _, ns, _ = keys.row_where(row)
         document = {key: value for key, value in row.items() if key not in ("_id", "th")}
@@ -133,6 +164,8 @@ async def copy_thread(saver: MindstoreSaver, source: str, target: str) -> None:
             if renamed[task] != keys.messages_task_id(target_ident, ns):
                 moved["t"] = renamed[task]
             document["ms"] = moved
+        elif (row.get("ms") or {}).get("f") in renamed:
+            document["ms"] = {**row["ms"], "f": renamed[row["ms"]["f"]]}
         if keys.thread_segment(target_ident) != target:
             document["th"] = target
         key = target_prefix + row["_id"][len(source_prefix) :]
@@ -187,6 +220,7 @@ async def prune(saver: MindstoreSaver, thread: str, strategy: str) -> None:
     ).to_list(length=None)
     kept_writes = [doc for doc in writes if keys.split_writes_key(doc["_id"])[0] in kept]
     kept_tasks |= _referenced(kept_writes)
+    kept_tasks |= set(await _copied_from(saver, kept_tasks))
     dropped = [row for row in rows if row["_id"] not in kept]
     await _delete(
         saver._writes, saver.tenant, [doc["_id"] for doc in writes if doc not in kept_writes]

@@ -16,10 +16,13 @@ holding the same version names that writer, so a value is stored once however ma
 checkpoints hold it (and two branches that both write "version 5" never share a key).
 
 The `messages` channel lives in mindstore tasks: the root namespace's messages in the task
-named like the thread, a sub-graph's in a task per namespace, a time-travel branch's in a
-task per branch. A checkpoint records which task, how many of its messages, and a
-fingerprint chain over them (`chain`), so a later step can tell whether its messages
-extend what is stored (append the new ones) or rewrote it (store that version as a blob).
+`task_id_for(thread)` names (`conversation_ids`; a checkpoint row that names no task means
+`messages_task_id`, which is the same task for a thread id that is a key on a view without
+owner, and the task rows stored before that rule used), a sub-graph's in a task per
+namespace, a time-travel branch's or a rewritten list's in a task per checkpoint. A
+checkpoint records which task, how many of its messages, and a fingerprint chain over
+them (`chain`), so a later step can tell whether its messages extend what is stored
+(append the new ones) or rewrote it (start a task holding that version).
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ class MindstoreSession(TaskSession):
                     continue
                 found.append(
                     SessionInfo(
-                        session_id=record.id,
+                        session_id=MindstoreSession.listed_id(record),
                         owner=record.owner,
                         title=record.title,
                         created_at=record.created_at,
