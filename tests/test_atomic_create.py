@@ -34,6 +34,8 @@ from mindstore.model.messages import message_to_dict
 from mindstore.model.paging import cut_pages, should_seal
 from mindstore.model.storage_form import bson_size
 from mindstore.model.task import Task
+from mindstore.repositories.bulk_pages import PAGE_FIELDS_BYTES, cut_history
+from mindstore.repositories.engine import HEADER_BUDGET_BYTES, document_estimate
 from mindstore.repositories.tasks import TaskRepository
 from test_backup_support import read_file_records
 from test_repository_property import CONFIG, OPS, apply
@@ -268,6 +270,51 @@ async def test_a_history_larger_than_a_document_is_one_insert_after_its_pages(
     assert await snapshot(store, "acme") == before
 
 
+@given(
+    pads=st.lists(st.integers(0, 3000), min_size=1, max_size=40),
+    policy=POLICIES,
+    limit=st.sampled_from([200_000, 205_000, 16 * 1024 * 1024]),
+)
+def test_the_cut_is_contiguous_keeps_the_last_message_open_and_fits(
+    pads: list[int], policy: PagePolicy, limit: int
+) -> None:
+    stored = [
+        {"id": f"m{i}", "started_ts": 1000 + i, "pad": "x" * pad} for i, pad in enumerate(pads)
+    ]
+    sizes = [bson_size(message) for message in stored]
+    header = TaskHeader(seq=len(stored), size_bytes=sum(sizes))
+    try:
+        cut = cut_history(
+            "T", header, stored, policy=policy, head_bytes=500, max_document_bytes=limit
+        )
+    except TaskTooLarge:  # only when the last message alone does not fit, or a page does not
+        alone = sizes[-1] + 8 + HEADER_BUDGET_BYTES + 500 > limit
+        pages = cut_pages(sizes, first_index=0, first_page=0, policy=policy, force=True)
+        too_large = [
+            p for p in pages if p.size_bytes + 8 * (p.end - p.start) + PAGE_FIELDS_BYTES > limit
+        ]
+        assert alone or too_large
+        return
+    if cut is None:
+        assert document_estimate(header) + 500 <= limit and not (
+            should_seal(header, policy)
+            and cut_pages(sizes, first_index=0, first_page=0, policy=policy)
+        )
+        return
+    position = 0
+    for number, (page, messages) in enumerate(zip(cut.cuts, cut.pages, strict=True)):
+        assert (page.page, page.start) == (number, position) and page.end > page.start
+        assert messages == stored[page.start : page.end]
+        assert page.size_bytes == sum(sizes[page.start : page.end])
+        position = page.end
+    assert cut.open == stored[position:] and len(cut.open) >= 1  # the last message stays open
+    assert cut.header.sealed == position and cut.header.pages == len(cut.cuts)
+    assert cut.header.sealed_bytes == sum(sizes[:position])
+    assert cut.header.open_since == stored[position]["started_ts"]
+    assert document_estimate(cut.header) + 500 <= limit
+    assert without_paging(cut.header) == header
+
+
 # ---------------------------------------------------------------------- crashes at every write
 @EXAMPLES
 @given(ops=OPS, padding=st.integers(2, 12), policy=POLICIES, after=st.booleans())
@@ -380,6 +427,9 @@ async def test_a_fork_of_a_long_history_cut_short_is_invisible_and_repair_remove
         ]
         assert sorted(p["_id"] for p in pages) == sorted(p["_id"] for p in expected)
         assert await page_docs(store, clean.tenant, "root") == root_pages
+        for finished in children:  # a finished child reads its whole copy
+            copied = await clean.tasks.messages(finished)
+            assert [m.id for m in copied] == [m.id for m in root_history.messages]
         child = await clean.dialogs.fork("root")  # and a fork works again
         assert len(await clean.tasks.messages(child.id)) == len(root_history.messages)
 

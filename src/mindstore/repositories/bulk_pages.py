@@ -41,6 +41,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.errors import TaskTooLarge
+from mindstore.ids import task_id_of, task_key
 from mindstore.model.header import TaskHeader
 from mindstore.model.paging import (
     PageCut,
@@ -51,7 +52,7 @@ from mindstore.model.paging import (
     should_seal,
 )
 from mindstore.model.storage_form import bson_size
-from mindstore.repositories.engine import HEADER_BUDGET_BYTES, document_estimate
+from mindstore.repositories.engine import document_estimate
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ JSON = dict[str, Any]
 
 CHUNK = 500
 """Task keys per query of the orphan sweep (as erase and retention chunk them)."""
+PAGE_FIELDS_BYTES = 4096
+"""Room kept in a page document for its fields other than the messages."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,25 @@ def _fits(header: TaskHeader, head_bytes: int, limit: int) -> bool:
 
 
 def _page_fits(cut: PageCut, limit: int) -> bool:
-    """A page document holds its messages, their array keys and a few fields: the same
-    budget a task document's header gets."""
-    return cut.size_bytes + (cut.end - cut.start) * 8 + HEADER_BUDGET_BYTES <= limit
+    """A page document holds its messages, their array keys and a few fields (two task
+    keys of at most 2 x 128 characters, numbers, dates)."""
+    return cut.size_bytes + (cut.end - cut.start) * 8 + PAGE_FIELDS_BYTES <= limit
+
+
+def _cut(
+    header: TaskHeader, stored: Sequence[JSON], sizes: Sequence[int], policy: PagePolicy, *,
+    force: bool,
+) -> HistoryCut | None:  # fmt: skip
+    cuts = cut_pages(sizes, first_index=0, first_page=0, policy=policy, force=force)
+    if not cuts:
+        return None
+    open_since = stored[cuts[-1].end].get("started_ts") or 0
+    return HistoryCut(
+        cuts=tuple(cuts),
+        pages=tuple(list(stored[cut.start : cut.end]) for cut in cuts),
+        open=list(stored[cuts[-1].end :]),
+        header=sealed_header(header, cuts, open_since),
+    )
 
 
 def cut_history(
@@ -101,27 +120,17 @@ def cut_history(
             raise TaskTooLarge(task_id, 0, header.size_bytes + head_bytes, max_document_bytes)
         return None
     sizes = [bson_size(message) for message in stored]
-    for force in (False, True):
-        cuts = cut_pages(sizes, first_index=0, first_page=0, policy=policy, force=force)
-        if not cuts:
-            continue
-        open_since = stored[cuts[-1].end].get("started_ts") or 0
-        paged = sealed_header(header, cuts, open_since)
-        if _fits(paged, head_bytes, max_document_bytes):
-            break
-    else:
-        if fits:  # due, but nothing to cut (one large message and the last)
-            return None
-        raise TaskTooLarge(task_id, 0, header.size_bytes + head_bytes, max_document_bytes)
-    if not all(_page_fits(cut, max_document_bytes) for cut in cuts):
-        largest = max(cut.size_bytes for cut in cuts)
+    cut = _cut(header, stored, sizes, policy, force=False)
+    if cut is None and fits:
+        return None  # due, but no full page to cut (one large message, then the last)
+    if cut is None or not _fits(cut.header, head_bytes, max_document_bytes):
+        cut = _cut(header, stored, sizes, policy, force=True)  # as a seal forced by the limit
+        if cut is None or not _fits(cut.header, head_bytes, max_document_bytes):
+            raise TaskTooLarge(task_id, 0, header.size_bytes + head_bytes, max_document_bytes)
+    if not all(_page_fits(page, max_document_bytes) for page in cut.cuts):
+        largest = max(page.size_bytes for page in cut.cuts)
         raise TaskTooLarge(task_id, 0, largest, max_document_bytes)
-    return HistoryCut(
-        cuts=tuple(cuts),
-        pages=tuple(list(stored[cut.start : cut.end]) for cut in cuts),
-        open=list(stored[cuts[-1].end :]),
-        header=paged,
-    )
+    return cut
 
 
 def _page(tenant: str, key: str, born: datetime, cut: PageCut, messages: list[JSON]) -> JSON:
@@ -191,10 +200,11 @@ async def remove_orphans(pages: Any, tasks: Any, tenant: str, *, before: datetim
     removed: list[str] = []
     for start in range(0, len(keys), CHUNK):
         chunk = keys[start : start + CHUNK]
+        forms = [*chunk, *(task_id_of(key) for key in chunk)]  # a legacy task's bare id too
         live = {
-            document["_id"]: document
+            task_key(tenant, task_id_of(document["_id"])): document
             for document in await tasks.find(
-                {"tenant": tenant, "_id": {"$in": chunk}}, {"_id": 1, "pages": 1, "created_at": 1}
+                {"tenant": tenant, "_id": {"$in": forms}}, {"_id": 1, "pages": 1, "created_at": 1}
             ).to_list(None)
         }
         gone = [key for key in chunk if key not in live]
