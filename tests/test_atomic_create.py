@@ -454,18 +454,22 @@ async def test_pages_changed_before_the_insert_are_put_back_after_it(store: Stor
     key = task_key(scoped.tenant, "T")
     pages = store.database["task_pages"]
     repo = scoped.tasks
-    original = repo._tasks.insert_one
+    real = repo._tasks
 
-    async def interfere(document: Any, *args: Any, **kwargs: Any) -> Any:
-        await pages.delete_one({"_id": page_key(key, 0), "tenant": scoped.tenant})
-        await pages.update_one({"_id": page_key(key, 1)},
-                               {"$set": {"born": "another create", "messages": []}})  # fmt: skip
-        return await original(document, *args, **kwargs)
+    class Interfering:
+        """The tasks collection, with a sweep and a racing create just before the insert."""
 
-    repo._tasks = Faulty(repo._tasks, Writes())
-    repo._tasks._inner.insert_one = interfere  # type: ignore[union-attr]
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        async def insert_one(self, document: Any, *args: Any, **kwargs: Any) -> Any:
+            await pages.delete_one({"_id": page_key(key, 0), "tenant": scoped.tenant})
+            foreign = {"$set": {"born": "another create", "messages": []}}
+            await pages.update_one({"_id": page_key(key, 1)}, foreign)
+            return await real.insert_one(document, *args, **kwargs)
+
+    repo._tasks = Interfering()
     await repo.create(task_id="T", messages=memory.messages, replay=True)
-    del repo._tasks._inner.insert_one  # type: ignore[union-attr]
     await assert_complete(store.scoped(scoped.tenant), "T", memory)
 
 

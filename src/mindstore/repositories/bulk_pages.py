@@ -219,13 +219,15 @@ async def remove_orphans(pages: Any, tasks: Any, tenant: str, *, before: datetim
                 {"tenant": tenant, "task": {"$in": sorted(live)}, "created_at": {"$lt": before}},
                 {"_id": 1, "task": 1, "page": 1, "born": 1},
             ).to_list(None)
+            by_task: dict[str, list[JSON]] = {}
+            for row in rows:
+                by_task.setdefault(row.get("task"), []).append(row)
             for key, task in live.items():
                 mark, born = int(task.get("pages", 0) or 0), task.get("created_at")
                 foreign = [
                     row["_id"]
-                    for row in rows
-                    if row.get("task") == key
-                    and isinstance(row.get("page"), int)
+                    for row in by_task.get(key, [])
+                    if isinstance(row.get("page"), int)
                     and row["page"] >= mark
                     and row.get("born") != born
                 ]
