@@ -1,11 +1,17 @@
 """Dialog trees on the store (the dialog document): dialogs are tasks, nodes are separate documents.
 
 Forks are frequent (agents fork at every interrupt iteration), so a fork is two inserts:
-the child task with its copied messages (one insert, header recomputed from what it
-kept), then its node. The node is written last: until it exists the child is invisible to
-every tree query, and `repair()` either finishes it (its task carries the fork's plan in
+the child task with its copied messages (one `tasks.create`, header recomputed from what
+it kept; a long copy writes its sealed pages first, which stay invisible until that
+insert), then its node. The node is written last: until it exists the child is invisible
+to every tree query, and `repair()` either finishes it (its task carries the fork's plan in
 `metadata.mindstore_fork`) or removes it. Deletion goes deepest first, task before node,
 so no node ever points at a missing parent.
+
+`repair()` is the tenant's repair of every multi-document write cut short: half-made forks
+and imports, nodes whose task is gone, and sealed pages that no task counts (a long
+create that stopped before its insert, a delete that stopped before its pages;
+`repositories.bulk_pages`).
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ import base64
 import contextlib
 import mimetypes
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import DIALOG_NODES, TASKS, node_document
+from mindstore.documents import DIALOG_NODES, TASK_PAGES, TASKS, node_document, utcnow
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.ids import task_id_of, task_key
 from mindstore.model import dialog as tree
@@ -36,6 +43,7 @@ from mindstore.model.messages import (
 )
 from mindstore.model.parts import ImagePart, TextPart
 from mindstore.model.planner import check_id, check_message_id
+from mindstore.repositories.bulk_pages import remove_orphans
 from mindstore.repositories.records import TaskRecord
 from mindstore.repositories.tasks import TaskRepository
 from mindstore.validation import (
@@ -50,6 +58,9 @@ PROMPT_KEY = "prompt_path"
 
 ROLE_CLASSES = {"user": UserMessage, "system": SystemMessage, "assistant": AssistantMessage}
 PromptRegistry = Mapping[str, "str | Callable[..., str]"]
+ORPHAN_GRACE = timedelta(hours=1)
+"""How old a page without its task must be before `repair()` removes it: a long create
+under way has written its pages and not yet inserted its task."""
 
 
 class DialogRepository:
@@ -62,6 +73,7 @@ class DialogRepository:
         database = tasks.database
         self._nodes = database[DIALOG_NODES]
         self._tasks = database[TASKS]
+        self._pages = database[TASK_PAGES]
 
     # ------------------------------------------------------------------ nodes
     def _scope(self, **fields: Any) -> dict[str, Any]:
@@ -332,12 +344,21 @@ class DialogRepository:
                 )
         return doomed
 
-    async def repair(self) -> dict[str, list[str]]:
-        """Finish or remove half-made forks, and drop nodes whose task is gone.
+    async def repair(self, *, grace: timedelta = ORPHAN_GRACE) -> dict[str, list[str]]:
+        """Finish or remove half-made forks, drop nodes whose task is gone, and remove the
+        sealed pages no task counts.
 
         A fork whose node is missing is finished when its parent's node exists (the plan
-        is in the task's metadata), else its task is removed. Safe to run at any time.
+        is in the task's metadata), else its task is removed. A page is removed when its
+        task does not exist, or when it lies at or past its task's mark and carries
+        another `born` (a deleted namesake's, a crashed create's), and it was written more
+        than `grace` ago (a create under way has its pages written before its task; zero
+        only when no create can be running). Pages belong to no owner: an owner-scoped
+        view leaves them to the tenant's repair. The report lists `removed_pages` (page
+        ids) only when there were some. Safe to run at any time.
         """
+        if not isinstance(grace, timedelta) or grace < timedelta(0):
+            raise ValidationError(f"grace: expected a timedelta of zero or more, got {grace!r}")
         report: dict[str, list[str]] = {"finished": [], "removed_tasks": [], "removed_nodes": []}
         forks = self._tasks.find(
             self._scope(**{f"metadata.{FORK_MARKER}": {"$exists": True}}),
@@ -375,6 +396,12 @@ class DialogRepository:
                     {"_id": task_key(self.tenant, node_id), "tenant": self.tenant}
                 )
                 report["removed_nodes"].append(node_id)
+        if self.owner is None:
+            pages = await remove_orphans(
+                self._pages, self._tasks, self.tenant, before=utcnow() - grace
+            )
+            if pages:
+                report["removed_pages"] = pages
         return report
 
     # -- the dialog document dict form ----------------------------------------------------

@@ -10,7 +10,6 @@ leaves the database as it was.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
@@ -18,7 +17,7 @@ from typing import Any, Unpack
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import header_from_document, header_to_fields, utcnow
-from mindstore.errors import Conflict, TaskTooLarge, ValidationError
+from mindstore.errors import Conflict, ValidationError
 from mindstore.ids import check_key, check_name, task_key
 from mindstore.model import planner as plans
 from mindstore.model.base import JSON, new_id, now_ts
@@ -41,6 +40,7 @@ from mindstore.model.parts import (
 from mindstore.model.specs import ToolResultOptions, ToolResultSpec, resolve_alias
 from mindstore.model.storage_form import bson_size, escape_keys
 from mindstore.model.task import Task, check_transition, exit_answer_id, tool_call_id_of
+from mindstore.repositories.bulk_pages import confirm_pages, cut_history, write_pages
 from mindstore.repositories.content_lifecycle import ContentLifecycle
 from mindstore.repositories.engine import (
     MAX_DOCUMENT_BYTES,
@@ -92,7 +92,13 @@ class TaskRepository(ContentLifecycle):
         metadata: JSON | None = None,
         replay: bool = False,
     ) -> TaskRecord:
-        """Insert a new task, optionally with its config and first messages, in one write.
+        """Insert a new task, optionally with its config and first messages: all or nothing.
+
+        A history that is due for a seal (or too large for one document) is stored as
+        sealed pages first, then the task document that counts them, in one insert: until
+        that insert nothing of it is visible (`repositories.bulk_pages`; a crash before it
+        leaves pages no reader sees, overwritten by a retried create of the same id and
+        removed by `dialogs.repair()`). A task id already in use is a `Conflict`.
 
         `replay=True` folds `messages` as an existing history (a fork's copies): their
         timestamps are kept and an exit whose entry was not kept is tolerated.
@@ -135,8 +141,9 @@ class TaskRepository(ContentLifecycle):
             TaskHeader(), task_id, initial, transform=offloader.transform_document, replay=replay
         )
         now = utcnow()
-        document = {
-            "_id": task_key(self.tenant, task_id),
+        key = task_key(self.tenant, task_id)
+        document: dict[str, Any] = {
+            "_id": key,
             "tenant": self.tenant,
             "owner": owner,
             "title": title,
@@ -146,59 +153,40 @@ class TaskRepository(ContentLifecycle):
             "updated_at": now,
             "version": 0,
             "metadata": escape_keys(metadata) if metadata is not None else None,
-            **header_to_fields(plan.header),
-            "messages": plan.appended_docs,
         }
-        size = bson_size({key: value for key, value in document.items() if key != "messages"})
-        if document_estimate(plan.header) + size > self.max_document_bytes:
-            if self.page_policy is not None and len(initial) > 1:
-                return await self._create_in_steps(
-                    task_id, initial, plan.appended_docs, replay=replay, owner=owner,
-                    title=title, content=content, state=state_value, metadata=metadata,
-                )  # fmt: skip
-            raise TaskTooLarge(task_id, 0, plan.header.size_bytes + size, self.max_document_bytes)
-        if chosen and await self._tasks.count_documents(
-            {"_id": task_id, "tenant": self.tenant}, limit=1
-        ):
-            raise Conflict(f"task id {task_id!r} is already in use")  # a legacy document
+        history = cut_history(
+            task_id, plan.header, plan.appended_docs, policy=self.page_policy,
+            head_bytes=bson_size({**document, **header_to_fields(plan.header)}),
+            max_document_bytes=self.max_document_bytes,
+        )  # fmt: skip
+        header = plan.header if history is None else history.header
+        document.update(header_to_fields(header))
+        stored = plan.appended_docs if history is None else history.open
+        document["messages"] = stored
+        if (chosen or history is not None) and await self._tasks.count_documents(
+            {"_id": {"$in": [task_id, key]}, "tenant": self.tenant}, limit=1
+        ):  # before any page is written: pages under a live task's ids are its own
+            raise Conflict(f"task id {task_id!r} is already in use")
         await self._store_payloads(task_id, offloader)
+        if history is not None:  # pages first, invisible until the insert counts them
+            await write_pages(self._pages, tenant=self.tenant, key=key, born=now, history=history)
         try:
             await self._tasks.insert_one(document)
         except DuplicateKeyError as exc:
             raise Conflict(f"task id {task_id!r} is already in use") from exc
-        tail = plan.appended_docs[-1] if plan.appended_docs else None
-        self._remember(task_id, 0, now, plan.header, tail)
-        await self._after_write(task_id, 0, plan.header, tail, fold=False)  # a long history
-        return TaskRecord.from_document(document, plan.header)
-
-    async def _create_in_steps(
-        self, task_id: str, history: list[AnyMessage], stored: list[JSON], *, replay: bool,
-        **fields: Any,
-    ) -> TaskRecord:  # fmt: skip
-        """A new task whose history does not fit in one document: created with its first
-        page-sized run of messages, then the rest appended in runs (each one guarded update,
-        sealing as it goes). Not one atomic write: a crash leaves the task with a prefix of
-        the history (docs/write-paths.md, "Paged storage")."""
-        assert self.page_policy is not None
-        runs: list[list[AnyMessage]] = [[]]
-        run_bytes = 0
-        for message, document in zip(history, stored, strict=True):
-            size = bson_size(document)
-            if runs[-1] and run_bytes + size > self.page_policy.page_bytes:
-                runs.append([])
-                run_bytes = 0
-            runs[-1].append(message)
-            run_bytes += size
-        await self.create(task_id=task_id, messages=runs[0], replay=replay, **fields)
-        add_run = functools.partial(plans.plan_add_messages, replay=replay)
-        for run in runs[1:]:
-            await self._verb(task_id, add_run, run)
-        return await self.get(task_id)
+        if history is not None:
+            await confirm_pages(
+                self._pages, self._tasks, tenant=self.tenant, key=key, born=now, history=history
+            )
+        tail = stored[-1] if stored else None
+        self._remember(task_id, 0, now, header, tail)
+        return TaskRecord.from_document(document, header)
 
     async def import_task(
         self, task: Task, *, owner: str | None = None, title: str | None = None
     ) -> TaskRecord:
-        """Store an in-memory task (with its whole history) as a new task, in one insert."""
+        """Store an in-memory task (with its whole history) as a new task, all or nothing
+        (`create`: a long history's pages first, then the one insert that shows it)."""
         if not isinstance(task, Task):
             raise ValidationError(f"task must be a mindstore Task, got {type(task).__name__}")
         history = [message.model_copy(deep=True) for message in task.messages]
