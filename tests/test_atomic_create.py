@@ -29,7 +29,8 @@ from mindstore import PagePolicy, Store, TenantStore
 from mindstore.backup import backup
 from mindstore.errors import Conflict, NotFound, TaskTooLarge, ValidationError
 from mindstore.ids import page_key, task_key
-from mindstore.model.header import TaskHeader
+from mindstore.model import id_filter
+from mindstore.model.header import PAGING_FIELDS, TaskHeader
 from mindstore.model.messages import message_to_dict
 from mindstore.model.paging import cut_pages, should_seal
 from mindstore.model.storage_form import bson_size
@@ -55,7 +56,7 @@ WRITES = frozenset({
     "delete_many", "bulk_write", "find_one_and_update", "find_one_and_replace",
     "find_one_and_delete",
 })  # fmt: skip
-PAGING = ("sealed", "pages", "sealed_bytes", "open_since")
+PAGING = PAGING_FIELDS
 NAMES = itertools.count()
 
 
@@ -224,7 +225,9 @@ async def test_a_long_history_is_created_in_one_step_and_reads_back_as_the_in_me
     if pages:
         assert [(p["start"], p["end"]) for p in pages] == [(c.start, c.end) for c in cuts]
         assert header.sealed_bytes == sum(page["size_bytes"] for page in pages)
-        assert header.open_since == document["messages"][0]["started_ts"]
+        blocks = [bytes(block) for block in document["id_filter"]]  # every sealed id held
+        assert header.id_filter_blocks == len(blocks)
+        assert all(id_filter.may_hold(blocks, m["id"]) for page in pages for m in page["messages"])
     else:  # not due for a seal: one document, as before paging
         assert not (cuts and should_seal(header, policy))
     # the same messages appended one by one are sealed at the same boundaries (a prefix:
@@ -288,7 +291,9 @@ def test_the_cut_is_contiguous_keeps_the_last_message_open_and_fits(
             "T", header, stored, policy=policy, head_bytes=500, max_document_bytes=limit
         )
     except TaskTooLarge:  # only when the last message alone does not fit, or a page does not
-        alone = sizes[-1] + 8 + HEADER_BUDGET_BYTES + 500 > limit
+        # the last message, its array key, the header budget and the sealed-id filter
+        filter_bytes = id_filter.blocks_for(len(sizes) - 1) * (id_filter.BLOCK_BYTES + 16)
+        alone = sizes[-1] + 8 + HEADER_BUDGET_BYTES + filter_bytes + 500 > limit
         pages = cut_pages(sizes, first_index=0, first_page=0, policy=policy, force=True)
         too_large = [
             p for p in pages if p.size_bytes + 8 * (p.end - p.start) + PAGE_FIELDS_BYTES > limit
@@ -310,7 +315,8 @@ def test_the_cut_is_contiguous_keeps_the_last_message_open_and_fits(
     assert cut.open == stored[position:] and len(cut.open) >= 1  # the last message stays open
     assert cut.header.sealed == position and cut.header.pages == len(cut.cuts)
     assert cut.header.sealed_bytes == sum(sizes[:position])
-    assert cut.header.open_since == stored[position]["started_ts"]
+    assert cut.header.id_filter_blocks == len(cut.id_filter)
+    assert all(id_filter.may_hold(cut.id_filter, m["id"]) for m in stored[:position])
     assert document_estimate(cut.header) + 500 <= limit
     assert without_paging(cut.header) == header
 

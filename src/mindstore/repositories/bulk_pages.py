@@ -42,6 +42,7 @@ from pymongo.errors import DuplicateKeyError
 
 from mindstore.errors import TaskTooLarge
 from mindstore.ids import task_id_of, task_key
+from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.paging import (
     PageCut,
@@ -75,7 +76,9 @@ class HistoryCut:
     """The messages left in the task document."""
     header: TaskHeader
     """The task's header with its paging mark (`sealed`, `pages`, `sealed_bytes`,
-    `open_since`); every other field is the history's, as folded before the cut."""
+    `id_filter_blocks`); every other field is the history's, as folded before the cut."""
+    id_filter: id_filter.Blocks
+    """The filter of the sealed ids (exactly-once appends, `model/id_filter.py`)."""
 
 
 def _fits(header: TaskHeader, head_bytes: int, limit: int) -> bool:
@@ -97,12 +100,14 @@ def _cut(
     cuts = cut_pages(sizes, first_index=0, first_page=0, policy=policy, force=force)
     if not cuts:
         return None
-    open_since = stored[cuts[-1].end].get("started_ts") or 0
+    sealed = stored[: cuts[-1].end]
+    blocks = id_filter.build(len(sealed), (m["id"] for m in sealed if isinstance(m.get("id"), str)))
     return HistoryCut(
         cuts=tuple(cuts),
         pages=tuple(list(stored[cut.start : cut.end]) for cut in cuts),
         open=list(stored[cuts[-1].end :]),
-        header=sealed_header(header, cuts, open_since),
+        header=sealed_header(header, cuts, len(blocks)),
+        id_filter=blocks,
     )
 
 

@@ -162,6 +162,8 @@ class TaskRepository(ContentLifecycle):
         header = plan.header if history is None else history.header
         document.update(header_to_fields(header))
         stored = plan.appended_docs if history is None else history.open
+        if history is not None:
+            document["id_filter"] = history.id_filter
         document["messages"] = stored
         if (chosen or history is not None) and await self._tasks.count_documents(
             {"_id": {"$in": [task_id, key]}, "tenant": self.tenant}, limit=1
