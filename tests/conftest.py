@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,45 @@ async def store() -> AsyncIterator[Store]:
 @pytest.fixture
 def acme(store: Store) -> mindstore.TenantStore:
     return store.scoped("acme")
+
+
+class StoreFactory:
+    """More stores for one test, on the suite's backend (`MINDSTORE_TEST_URI` or embedded)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._opened: list[tuple[Store, str]] = []
+
+    def sibling(self, store: Store | None = None, **options: Any) -> Store:
+        """Another "process" on `store`'s database (default: the `store` fixture's): its own
+        per-task locks and header cache, so its writers race the others' on the stored
+        guards. `options` as for `Store` (page_policy, retry, header_cache_size, ...). It
+        shares the backend: close only the store it came from."""
+        return Store((store or self.store).backend, **options)
+
+    async def fresh(self, **options: Any) -> Store:
+        """A store on a database of its own (dropped afterwards on a server); `options` as
+        for `mindstore.connect` (page_policy, offload_threshold, ...)."""
+        database = f"mindstore_test_{uuid.uuid4().hex[:12]}"
+        opened = await mindstore.connect(TEST_URI or "embedded", database=database, **options)
+        self._opened.append((opened, database))
+        return opened
+
+    async def close(self) -> None:
+        for opened, database in self._opened:
+            if TEST_URI:
+                await opened.backend.client.drop_database(database)
+            await opened.close()
+
+
+@pytest.fixture
+async def stores(store: Store) -> AsyncIterator[StoreFactory]:
+    """A `StoreFactory`: sibling stores on the `store` fixture's database, fresh ones."""
+    factory = StoreFactory(store)
+    try:
+        yield factory
+    finally:
+        await factory.close()
 
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

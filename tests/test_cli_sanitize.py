@@ -161,16 +161,13 @@ async def test_the_library_connect_refuses_bad_uri_options_before_connecting(uri
     """`connect()` runs the same check as the CLI: a typo in an option is a one-line
     ConfigurationError at once, not a warning and a 30-second default wait; no client is
     ever built (a port nobody listens on would otherwise be tried)."""
-    import time
-
     import pymongo
 
     import mindstore
 
     built: list[str] = []
     monkeypatch.setattr(pymongo, "AsyncMongoClient", lambda *a, **k: built.append(a[0]))
-    started = time.perf_counter()
     with pytest.raises(ConfigurationError, match="invalid MongoDB URI") as refused:
         await mindstore.connect(uri)
-    assert time.perf_counter() - started < 2 and built == []
+    assert built == []
     assert "secret" not in str(refused.value)

@@ -1,34 +1,37 @@
 """Analytics over paged tasks: every report counts sealed pages and the open page once.
 
-The same stored workload is reported on before and after its tasks are cut into pages
-(raw writes in the paged stored shape, `paging_fixtures`); the reports must not change,
-whatever the split points, filters and groupings. Half-done seals (a page at or past the
-task's `pages` mark) are ignored, and pending changes to sealed messages are applied.
+The same stored workload is reported on before and after its tasks are paged by the
+task repository's own seals (`paging_fixtures.seal_all`, with small page policies); the
+reports must not change, whatever the page size, filters and groupings. Half-done seals
+(pages past the task's `pages` mark) are ignored, pending changes to sealed messages are
+applied, and another tenant's pages are never read.
 """
 
 from __future__ import annotations
 
 import copy
-import random
-import uuid
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mindstore
+from conftest import StoreFactory
+from mindstore import PagePolicy, Store
 from mindstore.analytics.paging import merge_groups
 from mindstore.documents import TASK_PAGES, TASKS
+from mindstore.ids import task_id_of
 from mindstore.paged_history import apply_pending, page_ranges
 from mindstore.pipelines import analytics_pages
 from mindstore.workload import Workload, WorkloadSpec, generate, load
-from paging_fixtures import add_invisible_page, page_all, page_task
+from paging_fixtures import half_done_seal, seal_all, unfolded
 
 SPEC = WorkloadSpec(tenants=1, owners_per_tenant=3, tasks=14, mean_messages=24, days=20,
                     tool_error_rate=0.3, fork_every=5, seed=7)  # fmt: skip
 WORKLOAD = generate(SPEC)
 TENANT = "tenant-0"
+SMALL = PagePolicy(page_messages=5)
 
 
 def _plain(value: Any) -> Any:
@@ -70,139 +73,145 @@ async def reports(view: Any) -> dict[str, Any]:
     return _plain(out)
 
 
-async def fresh_store() -> Any:
-    store = await mindstore.connect("embedded", database=f"paging_{uuid.uuid4().hex[:8]}")
+async def loaded(stores: StoreFactory, workload: Workload = WORKLOAD) -> Store:
+    """A store holding the workload as inserted (no task paged yet)."""
+    store = await stores.fresh(page_policy=None)
     await load(
-        store, Workload(tasks=copy.deepcopy(WORKLOAD.tasks), nodes=copy.deepcopy(WORKLOAD.nodes))
+        store, Workload(tasks=copy.deepcopy(workload.tasks), nodes=copy.deepcopy(workload.nodes))
     )
     return store
 
 
-@pytest.fixture(scope="module")
-def unpaged_reports() -> dict[str, Any]:
-    import asyncio
-
-    async def run() -> dict[str, Any]:
-        store = await fresh_store()
-        try:
-            return await reports(store.scoped(TENANT))
-        finally:
-            await store.close()
-
-    return asyncio.run(run())
+_REFERENCE: dict[str, dict[str, Any]] = {}
 
 
-async def test_paging_every_task_changes_no_report(unpaged_reports):
-    store = await fresh_store()
-    try:
-        assert await page_all(store.database, TENANT, random.Random(1)) >= 10
-        assert await store.database[TASK_PAGES].count_documents({}) >= 10
-        assert await reports(store.scoped(TENANT)) == unpaged_reports
-    finally:
-        await store.close()
+@pytest.fixture
+async def unpaged_reports(stores: StoreFactory) -> dict[str, Any]:
+    """The reports on the workload never paged (computed once per session)."""
+    return await _unpaged(stores)
+
+
+async def paged_count(store: Store) -> int:
+    return int(await store.database[TASKS].count_documents({"pages": {"$gt": 0}}))
+
+
+async def test_paging_every_task_changes_no_report(
+    stores: StoreFactory, unpaged_reports: dict[str, Any]
+) -> None:
+    store = await loaded(stores)
+    assert await seal_all(store, SMALL, TENANT) >= 10
+    assert await store.database[TASK_PAGES].count_documents({}) >= 30
+    assert await reports(store.scoped(TENANT)) == unpaged_reports
 
 
 @settings(
     max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(seed=st.integers(0, 10_000), share=st.sampled_from([0.3, 1.0]))
-async def test_reports_do_not_depend_on_split_points(unpaged_reports, seed, share):
-    store = await fresh_store()
-    try:
-        await page_all(store.database, TENANT, random.Random(seed), share=share)
-        assert await reports(store.scoped(TENANT)) == unpaged_reports
-    finally:
-        await store.close()
+@given(
+    messages=st.integers(1, 8),
+    page_bytes=st.sampled_from([600, 2000, 1024 * 1024]),
+    share=st.sampled_from([0.3, 1.0]),
+)
+async def test_reports_do_not_depend_on_page_size_or_which_tasks_are_paged(
+    stores: StoreFactory, unpaged_reports: dict[str, Any], messages: int, page_bytes: int,
+    share: float,
+) -> None:  # fmt: skip
+    store = await loaded(stores)
+    tasks = sorted(t["_id"] for t in WORKLOAD.tasks)
+    chosen = tasks[: max(1, round(len(tasks) * share))]
+    await seal_all(store, PagePolicy(page_messages=messages, page_bytes=page_bytes), keys=chosen)
+    assert await paged_count(store) >= 1
+    assert await reports(store.scoped(TENANT)) == unpaged_reports
 
 
-async def test_every_message_sealed_leaves_an_empty_open_page(unpaged_reports):
-    store = await fresh_store()
-    try:
-        tasks = await store.database[TASKS].find({"tenant": TENANT}).to_list(None)
-        for task in tasks:
-            n = len(task["messages"])
-            if n:
-                await page_task(store.database, task["_id"], sorted({max(1, n // 2), n}))
-        assert (
-            await store.database[TASKS].count_documents(
-                {"tenant": TENANT, "messages.0": {"$exists": True}}
-            )
-            == 0
-        )
-        assert await reports(store.scoped(TENANT)) == unpaged_reports
-    finally:
-        await store.close()
+async def test_every_message_sealed_leaves_an_empty_open_page(
+    stores: StoreFactory, unpaged_reports: dict[str, Any]
+) -> None:
+    """Pages of one message: each task's open page ends up empty (every message sealed)."""
+    store = await loaded(stores)
+    assert await seal_all(store, PagePolicy(page_messages=1), TENANT) == len(WORKLOAD.tasks)
+    held = {"tenant": TENANT, "messages.0": {"$exists": True}}
+    assert await store.database[TASKS].count_documents(held) == 0
+    assert await reports(store.scoped(TENANT)) == unpaged_reports
 
 
-async def test_a_half_done_seal_is_not_counted(unpaged_reports):
-    store = await fresh_store()
-    try:
-        await page_all(store.database, TENANT, random.Random(3))
-        tasks = (
-            await store.database[TASKS].find({"tenant": TENANT, "pages": {"$gt": 0}}).to_list(None)
-        )
-        for task in tasks:
-            if task["messages"]:
-                # the open page written as the next page, but the task never counted it
-                await add_invisible_page(store.database, task["_id"], task["messages"])
-        assert await reports(store.scoped(TENANT)) == unpaged_reports
-    finally:
-        await store.close()
+async def test_a_half_done_seal_is_not_counted(
+    stores: StoreFactory, unpaged_reports: dict[str, Any]
+) -> None:
+    store = await loaded(stores)
+    await seal_all(store, SMALL, TENANT)
+    left = 0
+    for task in await store.database[TASKS].find({"pages": {"$gt": 0}}).to_list(None):
+        left += len(await half_done_seal(store, SMALL, task["_id"]))
+    assert left >= 10  # pages past the mark, holding messages that are in the open page
+    assert await reports(store.scoped(TENANT)) == unpaged_reports
 
 
-async def test_pending_changes_to_sealed_messages_are_applied(unpaged_reports):
-    """A sealed assistant turn whose usage and finish were changed after the seal: the
-    page still holds the old values, the task's pending list the committed ones."""
-    store = await fresh_store()
-    db = store.database
-    try:
-        await page_all(db, TENANT, random.Random(5))
-        changed = 0
-        for task in await db[TASKS].find({"tenant": TENANT, "pages": {"$gt": 0}}).to_list(None):
-            pages = await db[TASK_PAGES].find({"task": task["_id"]}).sort("page", 1).to_list(None)
-            pending = []
-            for page in pages:
-                for position, message in enumerate(page["messages"]):
-                    if message.get("role") == "assistant" and "finished_ts" in message:
-                        index = page["start"] + position
-                        pending.append({"id": message["id"], "i": index, "p": "finished_ts",
-                                        "v": message["finished_ts"]})  # fmt: skip
-                        for key, value in message.items():
-                            if key in ("tokens_in", "cost", "usage"):
-                                pending.append(
-                                    {"id": message["id"], "i": index, "p": key, "v": value}
-                                )
-                        stale = {"finished_ts": None, "tokens_in": 0, "cost": 0.0}
-                        await db[TASK_PAGES].update_one(
-                            {"_id": page["_id"]},
-                            {"$set": {f"messages.{position}.{k}": v for k, v in stale.items()},
-                             "$unset": {f"messages.{position}.usage": ""}},
-                        )  # fmt: skip
-                        changed += 1
-                        break
-            if pending:
-                await db[TASKS].update_one({"_id": task["_id"]}, {"$set": {"pending": pending}})
-        assert changed >= 5
-        assert await reports(store.scoped(TENANT)) == unpaged_reports
-    finally:
-        await store.close()
+async def test_pending_changes_to_sealed_messages_are_applied(stores: StoreFactory) -> None:
+    """Sealed assistant turns finished again with new usage while the fold into their
+    pages fails: the pages keep the old usage, the task's `pending` list holds the
+    committed one. Reports equal those of the unpaged workload given the same verbs."""
+    paged, plain = await loaded(stores), await loaded(stores)
+    await seal_all(paged, SMALL, TENANT)
+    turns = []  # the first sealed assistant turn of each paged task
+    for page in await paged.database[TASK_PAGES].find({"page": 0}).sort("_id").to_list(None):
+        turn = next((m for m in page["messages"] if m["role"] == "assistant"), None)
+        if turn is not None:
+            turns.append((page["task"], turn["id"], turn.get("tokens_in")))
+    assert len(turns) >= 5
+    for store, fold_fails in ((paged, True), (plain, False)):
+        tasks = store.scoped(TENANT).tasks
+        for key, message_id, _before in turns:
+            with unfolded(tasks) if fold_fails else nullcontext():
+                await tasks.finish_assistant_message(
+                    task_id_of(key), message_id, tokens_in=77_777, tokens_out=7, cost=12.5
+                )
+    for key, message_id, tokens_before in turns:
+        task = await paged.database[TASKS].find_one({"_id": key})
+        assert task is not None and [e["id"] for e in task["pending"]].count(message_id) >= 1
+        page = await paged.database[TASK_PAGES].find_one({"task": key, "page": 0})
+        stored = next(m for m in page["messages"] if m["id"] == message_id)
+        assert stored.get("tokens_in") == tokens_before != 77_777  # the page is not folded
+    expected = await reports(plain.scoped(TENANT))
+    assert expected["usage0"] != (await _unpaged(stores))["usage0"]  # the verbs count
+    assert await reports(paged.scoped(TENANT)) == expected
 
 
-async def test_pages_of_another_tenant_are_not_read():
-    spec = WorkloadSpec(tenants=2, owners_per_tenant=2, tasks=8, mean_messages=12, seed=2)
-    store = await mindstore.connect("embedded", database=f"paging_{uuid.uuid4().hex[:8]}")
-    try:
-        await load(store, generate(spec))
-        before = _plain(await store.scoped("tenant-1").analytics.usage(group_by=("owner",)))
-        await page_all(store.database, "tenant-0", random.Random(0))
-        # a forged page of tenant-0 naming a tenant-1 task is not tenant-1's history
-        victim = await store.database[TASKS].find_one({"tenant": "tenant-1"})
-        page, _ = (await store.database[TASK_PAGES].find_one({"tenant": "tenant-0"})), None
-        forged = dict(page, _id=victim["_id"] + "#0", task=victim["_id"], page=0)
-        await store.database[TASK_PAGES].insert_one(forged)
-        assert _plain(await store.scoped("tenant-1").analytics.usage(group_by=("owner",))) == before
-    finally:
-        await store.close()
+async def _unpaged(stores: StoreFactory) -> dict[str, Any]:
+    if "reports" not in _REFERENCE:
+        _REFERENCE["reports"] = await reports((await loaded(stores)).scoped(TENANT))
+    return _REFERENCE["reports"]
+
+
+async def test_pages_of_another_tenant_are_not_read(stores: StoreFactory) -> None:
+    """Both tenants paged; page documents stored under one tenant that name the other
+    tenant's tasks (under ids of their own) change neither tenant's reports."""
+    spec = WorkloadSpec(tenants=2, owners_per_tenant=2, tasks=10, mean_messages=14, seed=2)
+    store = await loaded(stores, generate(spec))
+    await seal_all(store, PagePolicy(page_messages=3))
+    tenants = ("tenant-0", "tenant-1")
+
+    async def all_reports() -> dict[str, Any]:
+        out = {}
+        for tenant in tenants:
+            a = store.scoped(tenant).analytics
+            out[tenant] = _plain([await a.usage(group_by=("owner",)), await a.tools(),
+                                  await a.sessions(), await a.latency(group_by="owner"),
+                                  await a.subtasks(), await a.top_owners()])  # fmt: skip
+        return out
+
+    before = await all_reports()
+    pages = store.database[TASK_PAGES]
+    for attacker, victim in (tenants, tenants[::-1]):
+        victims = await store.database[TASKS].find(
+            {"tenant": victim, "pages": {"$gt": 0}}
+        ).to_list(None)
+        theirs = await pages.find({"tenant": attacker}).sort("_id").to_list(None)
+        assert len(victims) >= 2 and theirs
+        forged = [dict(theirs[n % len(theirs)], _id=f"{attacker}/forged-{n}#0",
+                       task=task["_id"], page=0) for n, task in enumerate(victims)]  # fmt: skip
+        await pages.insert_many(forged)
+    assert await all_reports() == before
 
 
 # ------------------------------------------------------------------ pure pieces
@@ -237,8 +246,10 @@ def test_apply_pending_sets_and_removes_fields_in_order():
 
 def test_merge_groups_combines_by_accumulator():
     group = {"_id": {"t": "$_id"}, "n": {"$sum": 1}, "hi": {"$max": "$x"}, "lo": {"$min": "$x"}}
-    rows = [{"_id": {"t": "a"}, "n": 2, "hi": 5, "lo": None}, {"_id": {"t": "a"}, "n": 3, "hi": None, "lo": 1},
-            {"_id": {"t": "b", "missing": None}, "n": 1, "hi": "s", "lo": 4}, {"_id": {"t": "b"}, "n": 1, "hi": 9, "lo": 2}]  # fmt: skip
+    rows = [{"_id": {"t": "a"}, "n": 2, "hi": 5, "lo": None},
+            {"_id": {"t": "a"}, "n": 3, "hi": None, "lo": 1},
+            {"_id": {"t": "b", "missing": None}, "n": 1, "hi": "s", "lo": 4},
+            {"_id": {"t": "b"}, "n": 1, "hi": 9, "lo": 2}]  # fmt: skip
     merged = {row["_id"]["t"]: row for row in merge_groups(rows, group)}
     assert merged["a"]["n"] == 5 and merged["a"]["hi"] == 5 and merged["a"]["lo"] == 1
     assert (

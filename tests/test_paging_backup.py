@@ -1,15 +1,15 @@
 """Backup, verify, restore and erase of paged tasks (sealed pages in `task_pages`).
 
-Paged tasks are built by raw writes in the paged stored shape (`paging_fixtures`) from
-data written through the store (workload tasks with sub-tasks and tool calls, dialogs
-with offloaded payloads); the backup of such data is format 2, round-trips byte for byte,
-and every break of page continuity is a typed problem that stops restore before it writes.
+Paged tasks are paged by the task repository's own seals (`paging_fixtures`) from data
+written through the store (workload tasks with sub-tasks and tool calls, dialogs with
+offloaded payloads, small page policies); the backup of such data is format 2,
+round-trips byte for byte, and every break of page continuity is a typed problem that
+stops restore before it writes.
 """
 
 from __future__ import annotations
 
 import copy
-import random
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,41 +17,46 @@ from typing import Any
 import bson
 import pytest
 
+from conftest import StoreFactory
+from mindstore import PagePolicy, Store
 from mindstore.backup import BackupCorrupt, backup, erase, restore, verify
 from mindstore.backup.pages import PageContinuityError
 from mindstore.backup.retention import erase_before
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.ids import task_id_of
 from mindstore.workload import Workload, WorkloadSpec, generate, load
-from paging_fixtures import add_invisible_page, page_all, page_task
-from test_backup_support import new_store, read_file_records, resign, rewrite_file, seed
+from paging_fixtures import half_done_seal, seal_all, unfolded
+from test_backup_support import read_file_records, resign, rewrite_file, seed
 
 ALL = (TASK_PAGES, TASKS, DIALOG_NODES, PAYLOADS)
 WORKLOAD = generate(WorkloadSpec(tenants=1, owners_per_tenant=2, tasks=6, mean_messages=20, seed=4))
+POLICIES = {1: PagePolicy(page_messages=3), 2: PagePolicy(page_messages=4, page_bytes=900)}
 
 
 async def dump(store: Any) -> dict[str, list[bytes]]:
     out = {}
     for name in ALL:
         docs = await store.database[name].find({}).to_list()
-        out[name] = sorted((bson.encode(d) for d in docs), key=lambda raw: repr(bson.decode(raw)["_id"]))
+        raws = (bson.encode(d) for d in docs)
+        out[name] = sorted(raws, key=lambda raw: repr(bson.decode(raw)["_id"]))
     return out
 
 
-async def paged_store(seed_value: int = 1) -> Any:
-    """Workload tasks (sub-tasks, tool calls) and dialogs with payloads, every task paged."""
-    store = await new_store()
-    await load(store, Workload(tasks=copy.deepcopy(WORKLOAD.tasks), nodes=copy.deepcopy(WORKLOAD.nodes)))
-    await seed(store, (("tenant-0", ("alice", "bob")),), messages=6)
-    assert await page_all(store.database, None, random.Random(seed_value)) >= 6
+async def paged_store(stores: StoreFactory, seed_value: int = 1) -> Store:
+    """Workload tasks (sub-tasks, tool calls) and dialogs with payloads, paged by seals."""
+    policy = POLICIES[seed_value]
+    store = await stores.fresh(page_policy=policy)
+    await load(store, copy.deepcopy(WORKLOAD))
+    await seed(store, (("tenant-0", ("alice", "bob")),), messages=6)  # paged as written
+    assert await seal_all(store, policy) >= 6
     return store
 
 
 @pytest.fixture
-async def paged_backup(tmp_path) -> Path:
-    store = await paged_store()
+async def paged_backup(tmp_path: Path, stores: StoreFactory) -> Path:
+    store = await paged_store(stores)
     path = tmp_path / "paged"
     await backup(store, path, tenant="tenant-0")
-    await store.close()
     return path
 
 
@@ -61,23 +66,23 @@ def _copy(path: Path, name: str) -> Path:
     return target
 
 
-async def _refused(path: Path, problem: str | None, match: str | None = None) -> None:
+async def _refused(stores: StoreFactory, path: Path, problem: str | None,
+                   match: str | None = None) -> None:  # fmt: skip
     error = PageContinuityError if problem else BackupCorrupt
     with pytest.raises(error, match=match) as caught:
         await verify(path)
     assert caught.value.exit_code == 10
     if problem:
         assert caught.value.problem == problem
-    target = await new_store()
+    target = await stores.fresh()
     with pytest.raises(error):
         await restore(target, path)
     assert await dump(target) == {name: [] for name in ALL}  # nothing written
-    await target.close()
 
 
 @pytest.mark.parametrize("seed_value", [1, 2])
-async def test_paged_tasks_round_trip_byte_for_byte(tmp_path, seed_value):
-    source = await paged_store(seed_value)
+async def test_paged_tasks_round_trip_byte_for_byte(tmp_path, stores, seed_value):
+    source = await paged_store(stores, seed_value)
     before = await dump(source)
     manifest = await backup(source, tmp_path / "b")
     assert manifest.format_version == 2
@@ -86,64 +91,85 @@ async def test_paged_tasks_round_trip_byte_for_byte(tmp_path, seed_value):
     total += sum(len(bson.decode(p)["messages"]) for p in before[TASK_PAGES])
     report = await verify(tmp_path / "b")
     assert report.messages == manifest.messages == total
-    target = await new_store()
+    target = await stores.fresh()
     result = await restore(target, tmp_path / "b")
     assert result.counts[TASK_PAGES]["inserted"] == len(before[TASK_PAGES])
     assert await dump(target) == before
     again = await restore(target, tmp_path / "b", mode="overwrite")  # idempotent
     assert again.written == 0 and await dump(target) == before
     # the restored paged tasks read back as the source's (analytics over pages)
-    assert await target.scoped("tenant-0").analytics.sessions() == await source.scoped("tenant-0").analytics.sessions()
-    await source.close()
-    await target.close()
+    sessions = [await s.scoped("tenant-0").analytics.sessions() for s in (target, source)]
+    assert sessions[0] == sessions[1]
+    for task in await source.database[TASKS].find({"pages": {"$gt": 0}}).to_list():  # and reads
+        tenant, task_id = task["tenant"], task_id_of(task["_id"])
+        read = [m.to_dict() for m in await target.scoped(tenant).tasks.messages(task_id)]
+        assert read == [m.to_dict() for m in await source.scoped(tenant).tasks.messages(task_id)]
 
 
-async def test_a_backup_without_pages_is_format_1_and_restores(tmp_path):
-    store = await new_store()
+async def test_a_backup_without_pages_is_format_1_and_restores(tmp_path, stores):
+    store = await stores.fresh(page_policy=None)
     await seed(store)
     manifest = await backup(store, tmp_path / "old")
     assert manifest.format_version == 1 and TASK_PAGES not in manifest.counts
     assert not (tmp_path / "old" / "task_pages.jsonl.gz").exists()
-    target = await new_store()
+    target = await stores.fresh()
     result = await restore(target, tmp_path / "old")
     stored = await store.database[TASKS].count_documents({})
     assert TASK_PAGES not in result.counts and result.counts[TASKS]["inserted"] == stored == 5
     assert await dump(target) == await dump(store)
-    await store.close()
-    await target.close()
 
 
-async def test_half_done_seals_are_left_out(tmp_path):
-    store = await paged_store()
-    task = await store.database[TASKS].find_one({"pages": {"$gt": 0}, "messages.0": {"$exists": True}})
-    ghost = await add_invisible_page(store.database, task["_id"], task["messages"])
+async def test_half_done_seals_are_left_out(tmp_path, stores):
+    store = await paged_store(stores)
+    task = await store.database[TASKS].find_one({"pages": {"$gt": 0}})
+    ghosts = await half_done_seal(store, POLICIES[1], task["_id"])
     manifest = await backup(store, tmp_path / "b")
     pages = read_file_records(tmp_path / "b" / "task_pages.jsonl.gz")
-    assert ghost["_id"] not in {p["_id"] for p in pages}
-    assert manifest.counts[TASK_PAGES] == await store.database[TASK_PAGES].count_documents({}) - 1
+    assert not {g["_id"] for g in ghosts} & {p["_id"] for p in pages}
+    total = await store.database[TASK_PAGES].count_documents({})
+    assert manifest.counts[TASK_PAGES] == total - len(ghosts) == len(pages)
     await verify(tmp_path / "b")
-    await store.close()
 
 
-async def test_pending_changes_are_folded_into_the_backup(tmp_path):
-    store = await paged_store()
+async def test_pending_changes_are_folded_into_the_backup(tmp_path, stores):
+    """Text added to a sealed assistant turn while the fold into its page fails: the page
+    holds the old turn, the task's `pending` list the change; the backup holds the page
+    with the change folded in (sizes to match) and no pending list, and restores to the
+    same reads."""
+    store = await paged_store(stores)
     db = store.database
-    page = await db[TASK_PAGES].find_one({"page": 0})
-    message = page["messages"][0]
+    page = next(p for p in await db[TASK_PAGES].find({"tenant": "tenant-0"}).sort("_id").to_list()
+                if any(m["role"] == "assistant" for m in p["messages"]))  # fmt: skip
+    position, message = next(
+        (n, m) for n, m in enumerate(page["messages"]) if m["role"] == "assistant"
+    )
+    tasks = store.scoped("tenant-0").tasks
+    task_id = task_id_of(page["task"])
+    with unfolded(tasks):
+        await tasks.add_text_part(task_id, message["id"], " (added late)")
     task = await db[TASKS].find_one({"_id": page["task"]})
-    # the committed value is in the page already; a pending entry sets it again (folded)
-    # and a second one changes a field that is not folded yet
-    pending = [{"id": message["id"], "i": 0, "p": "title", "v": "renamed"}]
-    await db[TASKS].update_one({"_id": task["_id"]}, {"$set": {"pending": pending, "pending_at": task.get("version", 0)}})
+    assert task["pending"] and await db[TASK_PAGES].find_one({"_id": page["_id"]}) == page
+    committed = await tasks.get_message(task_id, message["id"])
+    assert committed.text().endswith(" (added late)")
     await backup(store, tmp_path / "b")
+    await verify(tmp_path / "b")
     pages = {p["_id"]: p for p in read_file_records(tmp_path / "b" / "task_pages.jsonl.gz")}
-    tasks = {t["_id"]: t for t in read_file_records(tmp_path / "b" / "tasks.jsonl.gz")}
-    assert pages[page["_id"]]["messages"][0]["title"] == "renamed"
-    grown = len(bson.encode(pages[page["_id"]]["messages"][0])) - len(bson.encode(message))
-    assert pages[page["_id"]]["size_bytes"] == page["size_bytes"] + grown
-    assert tasks[task["_id"]]["pending"] == []
-    assert tasks[task["_id"]]["sealed_bytes"] == task["sealed_bytes"] + grown
-    await store.close()
+    records = {t["_id"]: t for t in read_file_records(tmp_path / "b" / "tasks.jsonl.gz")}
+    folded = pages[page["_id"]]["messages"][position]
+    assert folded["content"][-1]["text"].endswith(" (added late)")
+    grown = len(bson.encode(folded)) - len(bson.encode(message))
+    assert grown > 0 and pages[page["_id"]]["size_bytes"] == page["size_bytes"] + grown
+    assert records[task["_id"]]["pending"] == []
+    # the verb counted the change in `sealed_bytes` already; the pages catch up in the backup
+    visible = {"task": page["task"], "page": {"$lt": task["pages"]}}
+    stored_pages = await db[TASK_PAGES].find(visible).to_list()
+    assert task["sealed_bytes"] == sum(p["size_bytes"] for p in stored_pages) + grown
+    backed_up = sum(p["size_bytes"] for p in pages.values() if p["task"] == page["task"])
+    assert records[task["_id"]]["sealed_bytes"] == task["sealed_bytes"] == backed_up
+    target = await stores.fresh()
+    await restore(target, tmp_path / "b")
+    restored = await target.scoped("tenant-0").tasks.get_message(task_id, message["id"])
+    assert restored.to_dict() == committed.to_dict()
 
 
 # --------------------------------------------------------------------------- continuity
@@ -164,19 +190,20 @@ async def test_verify_passes_the_good_backup(paged_backup):
     assert report.counts[TASK_PAGES] == len(_pages(paged_backup))
 
 
-async def test_a_missing_page_is_refused(paged_backup):
+async def test_a_missing_page_is_refused(paged_backup, stores):
     path = _copy(paged_backup, "missing")
     pages = _pages(path)
     task = _multi(pages)
     rewrite_file(path, TASK_PAGES, [p for p in pages if not (p["task"] == task and p["page"] == 0)])
-    await _refused(path, "missing", "page 1 where page 0")
+    await _refused(stores, path, "missing", "page 1 where page 0")
     last = _copy(paged_backup, "missing-last")
     numbers = [p["page"] for p in pages if p["task"] == task]
-    rewrite_file(last, TASK_PAGES, [p for p in pages if not (p["task"] == task and p["page"] == max(numbers))])
-    await _refused(last, "missing", "counts")
+    rewrite_file(last, TASK_PAGES,
+                 [p for p in pages if not (p["task"] == task and p["page"] == max(numbers))])
+    await _refused(stores, last, "missing", "counts")
 
 
-async def test_a_gap_and_an_overlap_are_refused(paged_backup):
+async def test_a_gap_and_an_overlap_are_refused(paged_backup, stores):
     pages = _pages(paged_backup)
     task = _multi(pages)
     for shift, problem in ((1, "gap"), (-1, "overlap")):
@@ -184,25 +211,25 @@ async def test_a_gap_and_an_overlap_are_refused(paged_backup):
         edited = [dict(p, start=p["start"] + shift, end=p["end"] + shift)
                   if p["task"] == task and p["page"] == 1 else p for p in pages]  # fmt: skip
         rewrite_file(path, TASK_PAGES, edited)
-        await _refused(path, problem, "starts at message")
+        await _refused(stores, path, problem, "starts at message")
 
 
-async def test_a_duplicate_page_and_pages_out_of_order_are_refused(paged_backup):
+async def test_a_duplicate_page_and_pages_out_of_order_are_refused(paged_backup, stores):
     pages = _pages(paged_backup)
     task = _multi(pages)
     path = _copy(paged_backup, "duplicate")
     first = next(p for p in pages if p["task"] == task and p["page"] == 0)
     at = pages.index(first)
     rewrite_file(path, TASK_PAGES, [*pages[: at + 1], first, *pages[at + 1 :]])
-    await _refused(path, "duplicate")
+    await _refused(stores, path, "duplicate")
     swapped = _copy(paged_backup, "swapped")
     mine = [p for p in pages if p["task"] == task]
     others = [p for p in pages if p["task"] != task]
     rewrite_file(swapped, TASK_PAGES, [*others, mine[1], mine[0], *mine[2:]])
-    await _refused(swapped, "missing")
+    await _refused(stores, swapped, "missing")
 
 
-async def test_task_marks_that_disagree_with_its_pages_are_refused(paged_backup):
+async def test_task_marks_that_disagree_with_its_pages_are_refused(paged_backup, stores):
     tasks = read_file_records(paged_backup / "tasks.jsonl.gz")
     paged = next(t for t in tasks if t.get("pages"))
     cases = [
@@ -214,40 +241,43 @@ async def test_task_marks_that_disagree_with_its_pages_are_refused(paged_backup)
     ]
     for n, (change, problem) in enumerate(cases):
         path = _copy(paged_backup, f"marks-{n}")
-        rewrite_file(path, TASKS, [dict(t, **change) if t["_id"] == paged["_id"] else t for t in tasks])
-        await _refused(path, problem)
+        edited = [dict(t, **change) if t["_id"] == paged["_id"] else t for t in tasks]
+        rewrite_file(path, TASKS, edited)
+        await _refused(stores, path, problem)
 
 
-async def test_an_orphan_page_is_refused(paged_backup):
+async def test_an_orphan_page_is_refused(paged_backup, stores):
     pages = _pages(paged_backup)
     path = _copy(paged_backup, "orphan")
     stray = dict(pages[0], task="tenant-0/nobody", _id="tenant-0/nobody#0", page=0)
     stray["start"], stray["end"] = 0, len(stray["messages"])
     rewrite_file(path, TASK_PAGES, [*pages, stray])
-    await _refused(path, "orphan")
+    await _refused(stores, path, "orphan")
 
 
-async def test_an_edited_sealed_message_breaks_the_header(paged_backup):
+async def test_an_edited_sealed_message_breaks_the_header(paged_backup, stores):
     pages = _pages(paged_backup)
     path = _copy(paged_backup, "edited")
-    target = next(i for i, p in enumerate(pages) if any(m.get("role") == "assistant" for m in p["messages"]))
+    target = next(i for i, p in enumerate(pages)
+                  if any(m.get("role") == "assistant" for m in p["messages"]))  # fmt: skip
     page = copy.deepcopy(pages[target])
     for message in page["messages"]:
         if message.get("role") == "assistant":
             message["role"] = "user"
             break
     rewrite_file(path, TASK_PAGES, [*pages[:target], page, *pages[target + 1 :]])
-    await _refused(path, None)
+    await _refused(stores, path, None)
 
 
-async def test_a_page_of_another_tenant_or_a_forged_id_is_refused(paged_backup):
+async def test_a_page_of_another_tenant_or_a_forged_id_is_refused(paged_backup, stores):
     pages = _pages(paged_backup)
     path = _copy(paged_backup, "forged")
     rewrite_file(path, TASK_PAGES, [dict(pages[0], _id={"$gt": ""}), *pages[1:]])
-    await _refused(path, None, "page _id")
+    await _refused(stores, path, None, "page _id")
     other = _copy(paged_backup, "tenant")
-    rewrite_file(other, TASK_PAGES, [dict(pages[0], task="beta/" + pages[0]["task"].split("/", 1)[1]), *pages[1:]])
-    await _refused(other, None, "tenant")
+    foreign = dict(pages[0], task="beta/" + pages[0]["task"].split("/", 1)[1])
+    rewrite_file(other, TASK_PAGES, [foreign, *pages[1:]])
+    await _refused(stores, other, None, "tenant")
 
 
 async def test_old_format_manifests_must_not_list_pages(paged_backup):
@@ -262,8 +292,8 @@ async def test_old_format_manifests_must_not_list_pages(paged_backup):
 
 
 # --------------------------------------------------------------------------- restore modes
-async def test_restore_modes_and_as_tenant_keep_pages_with_their_task(paged_backup):
-    target = await new_store()
+async def test_restore_modes_and_as_tenant_keep_pages_with_their_task(paged_backup, stores):
+    target = await stores.fresh()
     moved = await restore(target, paged_backup, as_tenant="copy")
     pages = await target.database[TASK_PAGES].find({}).to_list()
     assert pages and all(p["tenant"] == "copy" and p["task"].startswith("copy/") for p in pages)
@@ -281,24 +311,24 @@ async def test_restore_modes_and_as_tenant_keep_pages_with_their_task(paged_back
     assert tasks
     again = await restore(target, paged_backup, mode="skip")
     assert again.counts[TASK_PAGES]["skipped"] == len(_pages(paged_backup)) and again.written == 0
-    await target.close()
 
 
 # --------------------------------------------------------------------------- erase
-async def test_erase_deletes_a_tasks_pages_and_nothing_else():
-    store = await paged_store()
+async def test_erase_deletes_a_tasks_pages_and_nothing_else(stores):
+    store = await paged_store(stores)
     db = store.database
     # another tenant with pages of its own
     spec = WorkloadSpec(tenants=2, owners_per_tenant=1, tasks=4, mean_messages=10, seed=9)
     extra = [t for t in generate(spec).tasks if t["tenant"] == "tenant-1"]
     await load(store, Workload(tasks=extra, nodes=[]))
-    await page_all(db, "tenant-1", random.Random(4))
+    await seal_all(store, POLICIES[1], "tenant-1")
     theirs = await db[TASK_PAGES].count_documents({"tenant": "tenant-1"})
     assert theirs > 0
     task = await db[TASKS].find_one({"tenant": "tenant-0", "pages": {"$gt": 1}})
-    await add_invisible_page(db, task["_id"], task["messages"][:1])
+    await half_done_seal(store, POLICIES[1], task["_id"])  # pages past the mark go too
     owner = task.get("owner")
-    owned = [t["_id"] for t in await db[TASKS].find({"tenant": "tenant-0", "owner": owner}).to_list()]
+    mine = {"tenant": "tenant-0", "owner": owner}
+    owned = [t["_id"] for t in await db[TASKS].find(mine).to_list()]
     expected = await db[TASK_PAGES].count_documents({"tenant": "tenant-0", "task": {"$in": owned}})
     dry = await erase(store, "tenant-0", owner=owner, dry_run=True)
     assert dry.counts[TASK_PAGES] == expected
@@ -311,11 +341,10 @@ async def test_erase_deletes_a_tasks_pages_and_nothing_else():
     assert whole.counts[TASK_PAGES] == left
     assert await db[TASK_PAGES].count_documents({"tenant": "tenant-0"}) == 0
     assert await db[TASK_PAGES].count_documents({"tenant": "tenant-1"}) == theirs
-    await store.close()
 
 
-async def test_retention_deletes_pages_with_their_tasks():
-    store = await paged_store()
+async def test_retention_deletes_pages_with_their_tasks(stores):
+    store = await paged_store(stores)
     db = store.database
     total = await db[TASK_PAGES].count_documents({"tenant": "tenant-0"})
     # an interrupted sweep's leftover: a page whose task is gone
@@ -324,11 +353,10 @@ async def test_retention_deletes_pages_with_their_tasks():
     receipt = await erase_before(store, "tenant-0", before="2100-01-01")
     assert receipt.counts[TASK_PAGES] == total
     assert await db[TASK_PAGES].count_documents({}) == 0
-    await store.close()
 
 
-async def test_erasing_a_single_paged_task(tmp_path):
-    store = await paged_store()
+async def test_erasing_a_single_paged_task(stores):
+    store = await paged_store(stores)
     db = store.database
     task = await db[TASKS].find_one({"tenant": "tenant-0", "pages": {"$gt": 0}})
     bare = task["_id"].split("/", 1)[1]
@@ -338,7 +366,3 @@ async def test_erasing_a_single_paged_task(tmp_path):
     assert receipt.counts[TASK_PAGES] == mine
     assert await db[TASK_PAGES].count_documents({"task": task["_id"]}) == 0
     assert await db[TASK_PAGES].count_documents({}) == others
-    # page_task refuses a task that is already paged (fixture sanity)
-    with pytest.raises(AssertionError):
-        await page_task(db, (await db[TASKS].find_one({"pages": {"$gt": 0}}))["_id"], [1])
-    await store.close()
