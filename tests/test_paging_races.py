@@ -367,12 +367,6 @@ async def test_a_forced_seal_racing_an_append_loses_no_message(stores: StoreFact
     assert ids(await view.tasks.messages(tid)) == written == await check_stored(view, tid)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="repositories/engine.py:367: a forced seal that loses a race (or finds the task "
-    "changed since the verb's read, pages.py:338) makes the verb raise TaskTooLarge instead "
-    "of reading again and retrying",
-)
 async def test_a_write_whose_forced_seal_lost_a_race_is_retried(stores: StoreFactory) -> None:
     view, tid, written, refused = await _forced_seal_raced(stores)
     assert not refused and written[-1] == "big6"

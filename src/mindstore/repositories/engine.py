@@ -367,10 +367,13 @@ class TaskEngine(TaskPages):
                     if state.cached:
                         self._forget(task_id)
                         continue
-                    if header.open_count > 1 and await self._seal_now(
-                        task_id, state.version, header
-                    ):
-                        continue  # the open page moved to pages: plan again
+                    if header.open_count > 1:
+                        if await self._seal_now(task_id, state.version, header):
+                            continue  # the open page moved to pages: plan again
+                        if await self._changed_since(task_id, state.version):
+                            await asyncio.sleep(self.retry.delay(attempt))  # a lost race:
+                            attempt += 1  # read again and plan again
+                            continue
                     added = plan.header.size_bytes - header.size_bytes
                     raise TaskTooLarge(task_id, header.open_bytes, added, self.max_document_bytes)
                 open_required, patched_ids, unsealed = list(require_ids), {}, list(guard)

@@ -305,6 +305,12 @@ class TaskPages(TaskScope):
         size)? When it is due by this store's page size, or by the default one."""
         return bool(should_seal(header, self.page_policy) or should_seal(header, DEFAULT_POLICY))
 
+    async def _changed_since(self, task_id: str, version: int) -> bool:
+        """Has the task moved past `version` (a forced seal that found it changed, or lost
+        to another writer, did not fail for lack of room: the verb plans again)?"""
+        document = await self._tasks.find_one(self._filter(task_id), {"version": 1})
+        return document is not None and int(document.get("version", 0)) != version
+
     async def _seal_now(self, task_id: str, version: int, header: TaskHeader) -> bool:
         """Seal before a write that would not fit (the cache is dropped either way)."""
         self._forget(task_id)
