@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -35,6 +36,15 @@ from mindstore.model.planner import DERIVED_KEY, parse_stored, stored_doc
 from mindstore.model.storage_form import escape_keys, unescape_keys
 from mindstore.model.stored_read import StoredRead, read_stored
 from mindstore.payloads import ESCAPE_PREFIX, MARKER_PREFIX, find_markers, read_value
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_instant() -> Iterator[None]:
+    """A document without `started_ts` reads as "now": every parse here sees the same
+    instant, so two parses compared a moment apart agree (the clock ticks in ms)."""
+    with mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000.25):
+        yield
+
 
 OURS = {"a" * 32: "the payload of this task", "b" * 32: b"\x00binary payload"}
 """Payloads the read may resolve; markers of other ids (another task's) must stay markers."""
@@ -152,17 +162,14 @@ def outcome(function: Any, *args: Any) -> tuple[str, Any]:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches)
 def test_one_pass_reads_what_the_separate_walks_read(batch):
-    # a document without `started_ts` reads as "now": one instant for both reads (the clock
-    # ticks in milliseconds, so two reads a moment apart would differ)
-    with mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000.25):
-        for payloads in (OURS, None):  # the caller's form, then the planning form
-            expected = outcome(reference_read, batch, payloads)
-            got = outcome(lambda b, p: one_pass(b, p)[0], batch, payloads)
-            assert got[0] == expected[0], (got, expected)
-            if got[0] == "ok":
-                same(got[1], expected[1])
-            else:
-                assert got[1] == expected[1]  # the same typed error, the same message
+    for payloads in (OURS, None):  # the caller's form, then the planning form
+        expected = outcome(reference_read, batch, payloads)
+        got = outcome(lambda b, p: one_pass(b, p)[0], batch, payloads)
+        assert got[0] == expected[0], (got, expected)
+        if got[0] == "ok":
+            same(got[1], expected[1])
+        else:
+            assert got[1] == expected[1]  # the same typed error, the same message
 
 
 @settings(max_examples=60, deadline=None)
