@@ -2,8 +2,10 @@
 
 Written from the documented semantics (docs/analytics.md), over parsed messages and the
 model layer's own helpers (`message_usage`, `views.sub_task_spans`), with no pipeline and
-no folding code: percentiles are computed from sorted lists, periods from `datetime`.
-The report tests compare `acme.analytics.*` with these on the same stored data.
+no folding code: percentiles are computed from sorted lists, periods from `datetime`,
+durations from the exact difference of the stored timestamps (`Fraction`) rounded to the
+millisecond, means from `math.fsum`. The report tests compare `acme.analytics.*` with these
+on the same stored data.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from fractions import Fraction
 from typing import Any, Iterable
 
 from mindstore.model.messages import AnyMessage, parse_messages
@@ -113,6 +116,12 @@ def period_label(ts: float, period: str | None) -> str | None:
     return "%d-%02d" % (day.year, day.month)
 
 
+def duration(start: float, end: float) -> float:
+    """Seconds from `start` to `end`, to the millisecond: the exact difference of the two
+    stored numbers, rounded once (docs/analytics.md: durations are reported in ms)."""
+    return float(round(Fraction(end) - Fraction(start), 3))
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
@@ -123,7 +132,7 @@ def summary(values: list[float]) -> dict[str, Any]:
         return {"count": 0, "min": None, "max": None, "mean": None, "p50": None, "p90": None, "p99": None}
     return {
         "count": len(values), "min": min(values), "max": max(values),
-        "mean": round(sum(values) / len(values), 6),
+        "mean": round(math.fsum(values) / len(values), 6),
         "p50": percentile(values, 50), "p90": percentile(values, 90), "p99": percentile(values, 99),
     }  # fmt: skip
 
@@ -184,9 +193,9 @@ def latency(tasks: list[StoredTask], f: Filters, dims: tuple[str, ...], period: 
                 continue
             if not isinstance(m.finished_ts, (int, float)) or m.finished_ts < 0:
                 continue
-            value = m.finished_ts - m.started_ts
-            if value < 0:
+            if m.finished_ts < m.started_ts:
                 continue
+            value = duration(m.started_ts, m.finished_ts)
             labels = {"period": period_label(m.started_ts, period), "model": m.model_id, "owner": task.owner}
             values[_key(labels, dims)].append(value)
     return {key: summary(v) for key, v in values.items()}
@@ -235,7 +244,7 @@ def sessions(tasks: list[StoredTask], f: Filters) -> dict[str, Any]:
         ends = starts + [stored_value(m, "finished_ts") for m in own
                          if is_number(stored_value(m, "finished_ts"))]  # fmt: skip
         if starts:
-            durations.append(max(ends) - min(starts))
+            durations.append(duration(min(starts), max(ends)))
     return {"sessions": len(lengths), "messages": summary(lengths), "duration": summary(durations),
             "lengths": lengths}  # fmt: skip
 
@@ -257,7 +266,7 @@ def subtasks(tasks: list[StoredTask], f: Filters) -> dict[int, dict[str, Any]]:
             if span.duration is None:
                 entry["open"] += 1
             else:
-                entry["durations"].append(span.duration)
+                entry["durations"].append(duration(span.started_ts, span.finished_ts))
     return {depth: {"spans": e["spans"], "open": e["open"], "messages": e["messages"],
                     "duration": summary(e["durations"])} for depth, e in by_depth.items()}  # fmt: skip
 

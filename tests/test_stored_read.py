@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import bson
 import pytest
@@ -34,6 +36,15 @@ from mindstore.model.planner import DERIVED_KEY, parse_stored, stored_doc
 from mindstore.model.storage_form import escape_keys, unescape_keys
 from mindstore.model.stored_read import StoredRead, read_stored
 from mindstore.payloads import ESCAPE_PREFIX, MARKER_PREFIX, find_markers, read_value
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_instant() -> Iterator[None]:
+    """A document without `started_ts` reads as "now": every parse here sees the same
+    instant, so two parses compared a moment apart agree (the clock ticks in ms)."""
+    with mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000.25):
+        yield
+
 
 OURS = {"a" * 32: "the payload of this task", "b" * 32: b"\x00binary payload"}
 """Payloads the read may resolve; markers of other ids (another task's) must stay markers."""

@@ -6,6 +6,12 @@ Missing and null keys are the same thing here (MongoDB and mongomock differ on w
 missing group key is kept), so merging by the normalised key is also what makes the two
 backends return identical rows. Groups that counted nothing are dropped: mongomock
 returns one all-zero group for `{_id: {}}` over no documents, MongoDB returns none.
+
+Durations (latencies, session and sub-task lengths) are rounded to the millisecond here,
+and only here (`mindstore.model.base.to_ms`): the server subtracts stored timestamps
+exactly, and the difference of two millisecond timestamps carries binary noise
+(0.30000001192 for 0.3) that would otherwise show in rows and split one value into
+several histogram entries.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from mindstore.analytics.rows import (
     UsageRow,
 )
 from mindstore.analytics.stats import distribution
+from mindstore.model.base import to_ms
 
 USAGE_SUMS = ("messages", "tokens_in", "tokens_out", "cache_reads", "cache_writes")
 LENGTH_EDGES: tuple[int, ...] = (0, 1, 10, 25, 50, 100, 250, 500, 1000)
@@ -90,7 +97,7 @@ def fold_latency(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
         latency = raw.get("latency")
         if not isinstance(latency, (int, float)) or latency < 0:
             continue  # a finish before the start is a clock error, not a latency
-        histograms[_group_key(raw, dims, period)][latency] += int(group.get("count", 0))
+        histograms[_group_key(raw, dims, period)][to_ms(latency)] += int(group.get("count", 0))
     rows = []
     for key, counts in sorted(histograms.items(), key=lambda item: _sort_key(item[0])):
         summary = distribution(counts)
@@ -144,7 +151,7 @@ def session_duration(raw: Mapping[str, Any]) -> float | None:
     ]
     if not isinstance(first, (int, float)) or not ends:
         return None
-    return max(ends) - first
+    return to_ms(max(ends) - first)
 
 
 def length_bins(
@@ -193,7 +200,7 @@ def fold_subtasks(groups: Iterable[Mapping[str, Any]]) -> list[SubtaskRow]:
         entry["messages"] += int(_number(group.get("messages")))
         duration = raw.get("duration")
         if isinstance(duration, (int, float)):
-            entry["durations"][duration] += spans
+            entry["durations"][to_ms(duration)] += spans
         else:
             entry["open"] += spans
     return [

@@ -1,8 +1,10 @@
 """Exact distributions from value histograms (pure).
 
 The server cannot compute percentiles portably, so pipelines return how often each value
-occurs; a histogram is as small as the number of distinct values (latencies and lengths
-are whole numbers) and gives the same percentiles as the full list of values.
+occurs; a histogram is as small as the number of distinct values (lengths are whole
+numbers, durations are rounded to the millisecond) and gives the same percentiles as the
+full list of values. The mean is the exact sum of the values, then one rounding: it does not
+depend on the order the values are added in (float sums do, in the last bit).
 """
 
 from __future__ import annotations
@@ -42,13 +44,25 @@ def nearest_rank(sorted_counts: list[tuple[float, int]], total: int, percentile:
     return sorted_counts[-1][0]
 
 
+def exact_sum(counts: Iterable[tuple[float, int]]) -> float:
+    """The sum of `value * count` over (value, count) pairs, correctly rounded once (what
+    `math.fsum` gives for the expanded list): every float is an integer over a power of
+    two, so the sum is an integer over the largest of them."""
+    ratios = [(value.as_integer_ratio(), count) for value, count in counts]
+    if not ratios:
+        return 0.0
+    scale = max(denominator for (_, denominator), _ in ratios)
+    total = sum(n * count * (scale // d) for (n, d), count in ratios)
+    return total / scale
+
+
 def distribution(histogram: Mapping[int, int] | Mapping[float, int]) -> Distribution:
     """Exact summary of the values a histogram (value -> occurrences) describes."""
     counts = sorted((value, count) for value, count in histogram.items() if count > 0)
     total = sum(count for _, count in counts)
     if total == 0:
         return Distribution()
-    mean = sum(value * count for value, count in counts) / total
+    mean = exact_sum(counts) / total
     return Distribution(
         count=total,
         min=counts[0][0],

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from mindstore.errors import ValidationError
-from mindstore.model.base import new_id, now_ts
+from mindstore.model.base import Timestamp, new_id, now_ts
 from mindstore.model.messages import AnyMessage, CompressionMessage
 from mindstore.model.parts import CompressionPart
 
@@ -36,7 +36,9 @@ class CompressionCheckpoint(BaseModel):
     `metadata["checkpoint"]`."""
 
     checkpoint_id: str = ""
-    timestamp: int = Field(default_factory=now_ts)
+    timestamp: Timestamp = Field(default_factory=now_ts)
+    """Epoch seconds, to the millisecond when mindstore stamps it; older checkpoints hold
+    whole seconds (an int), read as they are."""
     compressed_message_ids: list[str] = Field(default_factory=list)
     kept_message_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -87,7 +89,7 @@ class CompressionCheckpoint(BaseModel):
         summary = (cache or {}).get("summary")
         return cls(
             checkpoint_id=data.get("checkpoint_id", ""),
-            timestamp=int(data.get("timestamp", 0) or 0),
+            timestamp=_stored_timestamp(data.get("timestamp")),
             compressed_message_ids=list(data.get("compressed_message_ids", [])),
             kept_message_ids=list(data.get("kept_message_ids", [])),
             metadata=dict(data.get("metadata", {}) or {}),
@@ -95,11 +97,20 @@ class CompressionCheckpoint(BaseModel):
         )
 
 
+def _stored_timestamp(value: Any) -> Timestamp:
+    """A stored checkpoint's timestamp as written (int seconds or float); absent is 0 and
+    anything else is read as the integer it spells, as before milliseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return int(value or 0)
+
+
 def checkpoints_in(level: Sequence[AnyMessage]) -> list[CompressionCheckpoint]:
     """Every checkpoint stored in a level's compression messages, oldest first.
 
     Level order is append order, which is also time order; the compression document sorted by
-    `started_ts`, whose one-second resolution cannot order two rounds in the same second.
+    `started_ts`, which cannot order two rounds stamped in the same millisecond (or, in the
+    Mind Map's integer form, the same second).
     """
     found: list[CompressionCheckpoint] = []
     for message in level:

@@ -31,9 +31,16 @@ def _nanoid() -> str:
 
 
 # The two sources of non-determinism in the model. Tests (and deterministic replays)
-# swap them out; everything else calls `new_id()` and `clock()`.
+# swap them out; everything else calls `new_id()` and `now_ts()`.
 ID_SOURCE: Callable[[], str] = _nanoid
 CLOCK: Callable[[], float] = time.time
+
+Timestamp = int | float
+"""Epoch seconds as stored: a float to the millisecond when the store stamps it, whatever
+a caller gave (an int for the Mind Map's integer form), and int in older documents."""
+
+TS_DIGITS = 3
+"""Timestamps the store makes are epoch seconds rounded to this many decimals (1 ms)."""
 
 
 def new_id() -> str:
@@ -41,13 +48,30 @@ def new_id() -> str:
     return ID_SOURCE()
 
 
-def clock() -> float:
-    return CLOCK()
+def to_ms(seconds: float) -> float:
+    """Seconds rounded to the millisecond, the one precision of every timestamp the store
+    makes and of every duration analytics reports (a difference of two such timestamps
+    carries binary noise, 0.30000001192 for 0.3, that this removes)."""
+    return round(float(seconds), TS_DIGITS)
 
 
-def now_ts() -> int:
-    """Epoch seconds as the Mind Map stores them (an int, so durations are plain `$subtract`)."""
-    return int(CLOCK())
+def now_ts() -> float:
+    """Now, in epoch seconds to the millisecond (a float).
+
+    The Mind Map format stamps `int(time())`; a model turn lasts well under a second, so
+    whole seconds would report 0.3 s as 0 and 1.4 s as 1 (docs/contract.md). The unit stays
+    seconds, so durations are still a plain `$subtract` and integer-second documents read
+    and compare as they are."""
+    return to_ms(CLOCK())
+
+
+def later_ts(ts: Timestamp, steps: int) -> Timestamp:
+    """`ts` plus `steps` milliseconds: the Mind Map orders the messages one verb writes
+    (a sub-task's entry, config, context) by `ts + 0.001`, `ts + 0.002`... A caller's int
+    stays that integer second (the Mind Map's `int(ts + 0.001)`)."""
+    if isinstance(ts, int):
+        return ts
+    return to_ms(ts + steps / 10**TS_DIGITS)
 
 
 class Model(BaseModel):

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_serializer, model_validator
 
-from mindstore.model.base import JSON, Model
+from mindstore.model.base import JSON, Model, Timestamp
 
 
 class MediaRef(Model):
@@ -74,8 +74,8 @@ class ReasoningPart(Model):
     type: Literal["reasoning"] = "reasoning"
     reasoning: str
     signature: str | None = None
-    started_ts: float | None = None
-    finished_ts: float | None = None
+    started_ts: Timestamp | None = None
+    finished_ts: Timestamp | None = None
 
 
 class RedactedThinkingPart(Model):

@@ -25,7 +25,7 @@ from mindstore.errors import (
     ValidationError,
 )
 from mindstore.ids import check_key, check_name
-from mindstore.model.base import JSON, clock
+from mindstore.model.base import JSON, Timestamp, now_ts
 from mindstore.model.header import (
     ScopeFrame,
     Tail,
@@ -245,7 +245,8 @@ class Planner:
         self.before = header
         self.header = header.model_copy(deep=True)
         self.base = header.seq
-        self.now = int(now if now is not None else clock())
+        # one instant for every message and patch of this write (epoch seconds, 1 ms)
+        self.now: Timestamp = now if now is not None else now_ts()
         self.transform = transform
         self.appended: list[AnyMessage] = []
         self.docs: list[JSON] = []
@@ -469,9 +470,11 @@ class Planner:
         )
 
 
-def resolve_ts(timestamp: float | None, now: int) -> int:
+def resolve_ts(timestamp: float | None, now: Timestamp) -> Timestamp:
+    """A caller's timestamp as given (an int stays an int, a float keeps its digits), else
+    the write's `now`."""
     checked = check_timestamp(timestamp)
-    return int(checked if checked is not None else now)
+    return checked if checked is not None else now
 
 
 @typed_errors

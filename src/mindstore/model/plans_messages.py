@@ -1,6 +1,7 @@
 """Verbs that append messages: plain messages, configs, human, system and assistant turns,
 tool results and answers, informational and compression messages. Each takes the header
-and returns a `Plan`; timestamps are int epoch seconds, as the Mind Map stores them.
+and returns a `Plan`; timestamps are epoch seconds: the caller's as given, else the write's
+`now` (to the millisecond, `mindstore.model.base.now_ts`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from mindstore.errors import (
     UnknownToolCall,
     ValidationError,
 )
-from mindstore.model.base import JSON, new_id
+from mindstore.model.base import JSON, Timestamp, new_id
 from mindstore.model.header import TaskHeader, ToolCallRef
 from mindstore.model.messages import (
     AnyMessage,
@@ -86,7 +87,7 @@ def build_human_message(
     text: str | Sequence[str] | None,
     images: Sequence[ImagePart] | None,
     is_ui_hidden: bool,
-    ts: int,
+    ts: Timestamp,
     message_id: str | None = None,
 ) -> UserMessage | None:
     content: list[Any] = []
@@ -184,7 +185,12 @@ def plan_add_assistant_message(
 
 
 def build_tool_result_message(
-    task_id: str, tool_call_id: str, tool_name: str, result: Any, spec: ToolResultSpec, ts: int
+    task_id: str,
+    tool_call_id: str,
+    tool_name: str,
+    result: Any,
+    spec: ToolResultSpec,
+    ts: Timestamp,
 ) -> ToolMessage:
     """The ToolMessage of one tool result (both `add_tool_result_message` and the answers)."""
     check_message_id(tool_call_id, "tool_call_id")

@@ -10,7 +10,7 @@ from mindstore.errors import (
     InvalidTransition,
     ValidationError,
 )
-from mindstore.model.base import clock
+from mindstore.model.base import now_ts
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import (
     AnyMessage,
@@ -80,7 +80,7 @@ def plan_add_reasoning_part(
         raise ValidationError("reasoning part must be a non-empty string")
     message = _require_role(message, (AssistantMessage,), "add_reasoning_part")
     planner = Planner(header, task_id, **kw)
-    started = round(clock(), 3)
+    started = now_ts()
     new = message.model_copy(deep=True)
     paths: list[tuple[str, Any]] = []
     for position in range(len(new.content) - 1, -1, -1):
@@ -114,7 +114,7 @@ def plan_add_tool_call_part(
     for position in range(len(new.content) - 1, -1, -1):
         part = new.content[position]
         if isinstance(part, ReasoningPart) and part.finished_ts is None:
-            part.finished_ts = round(clock(), 3)
+            part.finished_ts = now_ts()
             paths.append((f"content.{position}.finished_ts", part.finished_ts))
             break
     position = len(message.content)
@@ -175,7 +175,7 @@ def plan_finish_assistant_message(
         paths.append(("usage", usage))
     check_message_values(new)
     if finished_ts is not None or new.finished_ts is None:
-        new.finished_ts = int(finished_ts if finished_ts is not None else planner.now)
+        new.finished_ts = finished_ts if finished_ts is not None else planner.now
         paths.append(("finished_ts", new.finished_ts))
     planner.patch_message(index, message, new, paths)
     return planner.finish(new)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mindstore.errors import ValidationError
-from mindstore.model.base import JSON, clock
+from mindstore.model.base import JSON, now_ts
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, MessageBase, UnknownMessage, parse_message
 from mindstore.model.planning import Plan, Planner, typed_errors
@@ -92,7 +92,7 @@ def plan_redact(
     kept: set[str] = set()
     find_markers(document, kept)
     document["redaction"] = {
-        "at": round(clock(), 3),
+        "at": now_ts(),
         "reason": reason,
         "parts": sorted(done | set(targets)),
         "whole": whole,

@@ -12,7 +12,7 @@ from mindstore.errors import (
     ValidationError,
     WrongType,
 )
-from mindstore.model.base import clock, new_id
+from mindstore.model.base import later_ts, new_id
 from mindstore.model.header import TaskHeader, ToolCallRef
 from mindstore.model.messages import (
     InformationalMessage,
@@ -32,6 +32,7 @@ from mindstore.model.parts import (
 from mindstore.model.planning import (
     Plan,
     Planner,
+    resolve_ts,
     typed_errors,
 )
 from mindstore.model.plans_messages import (
@@ -40,10 +41,7 @@ from mindstore.model.plans_messages import (
     build_tool_result_message,
 )
 from mindstore.model.specs import ToolResultSpec
-from mindstore.validation import (
-    check_text,
-    check_timestamp,
-)
+from mindstore.validation import check_text
 
 
 @typed_errors
@@ -72,13 +70,12 @@ def plan_add_task_entry(
     if not isinstance(initial_task_config, TaskConfigPart):
         raise WrongType("initial_task_config must be a TaskConfigPart")
     planner = Planner(header, task_id, **kw)
-    checked = check_timestamp(timestamp)
-    entry_ts = float(checked if checked is not None else clock())
+    entry_ts = resolve_ts(timestamp, planner.now)
     entry = TaskEntryMessage(
         id=entry_id or new_id(),
         task_id=task_id,
-        started_ts=int(entry_ts),
-        finished_ts=int(entry_ts),
+        started_ts=entry_ts,
+        finished_ts=entry_ts,
         content=[
             # set only when named: a set trigger_call_id (even None) marks a recorded trigger
             TaskEntryPart(initial_task_config=initial_task_config, initial_context=description,
@@ -88,7 +85,7 @@ def plan_add_task_entry(
         ],
     )  # fmt: skip
     planner.append(entry)
-    ts = int(entry_ts + 0.001)
+    ts = later_ts(entry_ts, 1)
     planner.append(
         TaskConfigMessage(
             task_id=task_id, started_ts=ts, finished_ts=ts, content=[initial_task_config]
@@ -97,12 +94,12 @@ def plan_add_task_entry(
     texts = [part.text for part in description if isinstance(part, TextPart)]
     images = [part for part in description if isinstance(part, ImagePart)]
     if texts or images:
-        user = build_human_message(task_id, texts, images, True, int(entry_ts + 0.002))
+        user = build_human_message(task_id, texts, images, True, later_ts(entry_ts, 2))
         if user is not None:
             planner.append(user)
     infos = [part for part in description if isinstance(part, InformationalPart)]
     for position, part in enumerate(infos):
-        ts = int(entry_ts + 0.003 + position * 0.001)
+        ts = later_ts(entry_ts, 3 + position)
         planner.append(
             InformationalMessage(
                 task_id=task_id,
@@ -177,13 +174,12 @@ def plan_add_task_exit(
     else:  # an entry written before triggers were recorded: the Mind Map's search
         trigger = find_exit_trigger(header)
     planner = Planner(header, task_id, **kw)
-    checked = check_timestamp(timestamp)
-    exit_ts = float(checked if checked is not None else clock())
+    exit_ts = resolve_ts(timestamp, planner.now)
     exit_message = TaskExitMessage(
         id=exit_id or new_id(),
         task_id=task_id,
-        started_ts=int(exit_ts),
-        finished_ts=int(exit_ts),
+        started_ts=exit_ts,
+        finished_ts=exit_ts,
         content=[
             TaskExitPart(handoff_description=handoff, tool_call_id=trigger.id if trigger else None)
         ],
@@ -204,7 +200,7 @@ def plan_add_task_exit(
     tool_message = build_tool_result_message(
         task_id, trigger.id, trigger.name,
         {payload_key: text, "status": "completed", "message": text},
-        answer, int(exit_ts + 0.001),
+        answer, later_ts(exit_ts, 1),
     )  # fmt: skip
     exit_part = exit_message.content[0]
     assert isinstance(exit_part, TaskExitPart)  # built just above

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from mindstore.errors import InvalidTransition, ValidationError
-from mindstore.model.base import clock
+from mindstore.model.base import now_ts, to_ms
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, AssistantMessage
 from mindstore.model.parts import ReasoningPart, TextPart
@@ -83,11 +83,11 @@ class StreamState:
         current = self.current
         if current is None or current.kind != kind:
             if current is not None and current.kind == "reasoning" and current.finished_ts is None:
-                current.finished_ts = round(now if now is not None else clock(), 3)
+                current.finished_ts = to_ms(now) if now is not None else now_ts()
                 current.dirty.add("finished_ts")
             current = StreamedPart(kind=kind)
             if kind == "reasoning":
-                current.started_ts = round(now if now is not None else clock(), 3)
+                current.started_ts = to_ms(now) if now is not None else now_ts()
             self.parts.append(current)
         if delta:
             current.pending.append(delta)
@@ -107,7 +107,7 @@ class StreamState:
         """End the stream: an open reasoning part gets its `finished_ts`."""
         current = self.current
         if current is not None and current.kind == "reasoning" and current.finished_ts is None:
-            current.finished_ts = round(now if now is not None else clock(), 3)
+            current.finished_ts = to_ms(now) if now is not None else now_ts()
             current.dirty.add("finished_ts")
 
     @property

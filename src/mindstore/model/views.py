@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mindstore.model.base import Timestamp, to_ms
 from mindstore.model.messages import AnyMessage
 
 
@@ -59,12 +60,13 @@ class SubTaskSpan:
     depth: int
     parent_scope: str | None
     message_count: int
-    started_ts: float
-    finished_ts: float | None
+    started_ts: Timestamp
+    finished_ts: Timestamp | None
 
     @property
     def duration(self) -> float | None:
-        return None if self.finished_ts is None else self.finished_ts - self.started_ts
+        """Seconds from entry to exit, to the millisecond (the timestamps' precision)."""
+        return None if self.finished_ts is None else to_ms(self.finished_ts - self.started_ts)
 
 
 def sub_task_spans(messages: Sequence[AnyMessage]) -> list[SubTaskSpan]:

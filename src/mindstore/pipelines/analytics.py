@@ -9,11 +9,15 @@ Three rules hold for all of them:
   shared prefix counts once, in the task that wrote it.
 * **Time is bucketed by day on the server**, as epoch seconds of the UTC day start
   (`ts - ts mod 86400`), because `$dateTrunc`/`$isoWeek`/`$toDate` are outside the portable
-  subset (docs/design.md). `mindstore.analytics` rolls days up into weeks and months, which is
-  exact for sums, counts and distinct sets.
+  subset (docs/design.md). `$mod` of a float timestamp (milliseconds) is exact, so the day
+  start is a whole number for int and float timestamps alike. `mindstore.analytics` rolls
+  days up into weeks and months, which is exact for sums, counts and distinct sets.
 * **Percentiles are exact and computed client-side.** `$percentile` is not portable, so
   the server returns a value histogram (value -> count) per group, which is as small as
-  the number of distinct values and gives exact nearest-rank percentiles.
+  the number of distinct values and gives exact nearest-rank percentiles. Durations are
+  exact differences here; `mindstore.analytics.folding` rounds them to the millisecond
+  (two millisecond timestamps subtract to the value plus binary noise, at most two
+  variants of each millisecond value, which the rounding merges).
 
 Operators: the portable subset of docs/design.md plus the standard extras listed in
 `mindstore.portable` (`$sum`, `$min`, `$max`, `$mod`, `$subtract`, `$ifNull`, `$gt`,
@@ -250,8 +254,9 @@ def top_owners_pipeline(f: ReportFilter, limit: int = 10, by: str = "cost") -> P
 
 # ---------------------------------------------------------------- latency
 def latency_pipeline(f: ReportFilter, group_by: Iterable[str] = ("model",)) -> Pipeline:
-    """Assistant response time (`finished_ts - started_ts`, seconds) as a value histogram
-    per group: rows `{_id: {period?, model?, owner?, latency}, count}`."""
+    """Assistant response time (`finished_ts - started_ts`, seconds, unrounded: the fold
+    rounds it to the millisecond) as a value histogram per group: rows
+    `{_id: {period?, model?, owner?, latency}, count}`."""
     dims = _check_dimensions(group_by, GROUP_DIMENSIONS)
     conditions: dict[str, Any] = {"role": "assistant", "finished_ts": {"$gte": 0}}
     if f.model is not None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from mindstore.errors import ValidationError
 from mindstore.ids import task_id_of
+from mindstore.model.base import Timestamp
 from mindstore.model.header import TaskHeader, UsageTotals
 from mindstore.model.storage_form import unescape_keys
 
@@ -96,7 +97,7 @@ class CheckpointRecord(BaseModel):
 
     message_id: str
     checkpoint_id: str = ""
-    timestamp: float = 0
+    timestamp: Timestamp = 0
     compressed_message_ids: list[str] = Field(default_factory=list)
     kept_message_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
