@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import warnings
+from datetime import UTC, datetime
 
+import bson
 import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
@@ -24,12 +26,13 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.models.test import TestModel  # noqa: E402
-from pydantic_ai.usage import RequestUsage  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RequestUsage
 
-from mindstore.errors import NotFound, ValidationError  # noqa: E402
-from mindstore.integrations.pydantic_ai import (  # noqa: E402
+from mindstore.errors import NotFound, ValidationError
+from mindstore.ids import task_key
+from mindstore.integrations.pydantic_ai import (
     from_model_messages,
     history_processor,
     load_messages,
@@ -37,8 +40,11 @@ from mindstore.integrations.pydantic_ai import (  # noqa: E402
     save_messages,
     to_model_messages,
 )
-from mindstore.model.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage  # noqa: E402
-from mindstore.model.parts import ReasoningPart, ToolCallPart as StoredCall  # noqa: E402
+from mindstore.model.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from mindstore.model.paging import PagePolicy
+from mindstore.model.parts import ReasoningPart
+from mindstore.model.parts import ToolCallPart as StoredCall
+from mindstore.store import Store
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -237,3 +243,103 @@ def test_conversion_round_trips(messages):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert dumped(to_model_messages(from_model_messages(messages))) == dumped(messages)
+
+
+# -- exactly-once saves ---------------------------------------------------------------------
+
+
+async def stored_bytes(store: Store, task_id: str, tenant: str = "acme") -> bytes:
+    """The task document and its pages, as stored: equal bytes, nothing written."""
+    key = task_key(tenant, task_id)
+    task = await store.database["tasks"].find_one({"_id": key})
+    pages = await store.database["task_pages"].find({"task": key}).to_list(None)
+    return b"".join(bson.encode(doc) for doc in [task, *sorted(pages, key=lambda p: p["_id"])])
+
+
+@pytest.mark.parametrize("page_messages", [None, 2])
+async def test_a_retried_save_stores_nothing_new(store, page_messages):
+    policy = PagePolicy(page_messages=page_messages) if page_messages else None
+    view = Store(store.backend, page_policy=policy).scoped("acme")
+    agent = agent_with([])
+    for question in ("billing?", "refunds?"):
+        result = await agent.run(question, message_history=await load_messages(view, "retry"))
+        await save_messages(view, "retry", result.new_messages())
+        before = await stored_bytes(store, "retry")
+        await save_messages(view, "retry", result.new_messages())  # the same save again
+        other = Store(store.backend, page_policy=policy).scoped("acme")  # another process
+        await save_messages(other, "retry", result.new_messages())
+        assert await stored_bytes(store, "retry") == before
+    assert dumped(await load_messages(view, "retry")) == dumped(result.all_messages())
+
+
+async def test_a_save_whose_reply_was_lost_is_retried_exactly_once(acme, monkeypatch):
+    real = type(acme.tasks).add_messages
+    lost: list[int] = []
+
+    async def write_then_lose_the_reply(self, task_id, messages):
+        stored = await real(self, task_id, messages)
+        if not lost:
+            lost.append(1)
+            raise ConnectionError("the reply was lost")
+        return stored
+
+    monkeypatch.setattr(type(acme.tasks), "add_messages", write_then_lose_the_reply)
+    result = await agent_with([]).run("billing?")
+    with pytest.raises(ConnectionError):
+        await save_messages(acme, "lost", result.new_messages())
+    await save_messages(acme, "lost", result.new_messages())
+    assert dumped(await load_messages(acme, "lost")) == dumped(result.all_messages())
+    assert (await acme.tasks.get("lost")).usage.tokens_in == result.usage.input_tokens
+
+
+async def test_saving_history_that_is_stored_already_is_refused_whole(acme):
+    agent = agent_with([])
+    first = await agent.run("billing?")
+    await save_messages(acme, "overlap", first.new_messages())
+    second = await agent.run("refunds?", message_history=await load_messages(acme, "overlap"))
+    before = await acme.tasks.messages("overlap")
+    with pytest.raises(ValidationError, match="already stored"):
+        await save_messages(acme, "overlap", second.all_messages())  # not new_messages()
+    assert await acme.tasks.messages("overlap") == before
+    await save_messages(acme, "overlap", second.new_messages())
+    assert dumped(await load_messages(acme, "overlap")) == dumped(second.all_messages())
+
+
+def test_identical_messages_in_one_save_get_their_own_ids():
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    same = [ModelRequest(parts=[UserPromptPart("hi", timestamp=when)], timestamp=when) for _ in range(2)]
+    ids = [m.id for m in from_model_messages(same)]
+    assert len(set(ids)) == 2 and ids == [m.id for m in from_model_messages(same)]
+
+
+# -- usage and model ------------------------------------------------------------------------
+
+
+def answering(model_name: str, tokens_in: int, tokens_out: int) -> FunctionModel:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("ok")], usage=RequestUsage(input_tokens=tokens_in, output_tokens=tokens_out,
+                             cache_read_tokens=3), model_name=model_name)  # fmt: skip
+
+    return FunctionModel(respond, model_name=model_name)
+
+
+async def test_analytics_per_model_equal_what_pydantic_ai_reported(acme):
+    runs = [(agent_with([]), "billing?"), (Agent(answering("fake-large", 250, 40)), "and?"),
+            (Agent(TestModel()), "test?"), (agent_with([]), "refunds?")]  # fmt: skip
+    reported: dict[str, list[int]] = {}
+    totals = [0, 0]
+    for agent, question in runs:
+        result = await agent.run(question, message_history=await load_messages(acme, "per-model"))
+        await save_messages(acme, "per-model", result.new_messages())
+        totals = [totals[0] + result.usage.input_tokens, totals[1] + result.usage.output_tokens]  # the run's
+        for message in result.new_messages():  # what pydantic-ai reported, response by response
+            if isinstance(message, ModelResponse):
+                sums = reported.setdefault(message.model_name, [0, 0, 0])
+                sums[0] += message.usage.input_tokens
+                sums[1] += message.usage.output_tokens
+                sums[2] += message.usage.cache_read_tokens
+    rows = await acme.analytics.usage(group_by="model")
+    assert {r.model: [r.tokens_in, r.tokens_out, r.cache_reads] for r in rows} == reported
+    assert reported["function:respond:"] == [200, 26, 0] and reported["fake-large"] == [250, 40, 3]
+    assert set(reported) == {"function:respond:", "fake-large", "test"}
+    assert [sum(r.tokens_in for r in rows), sum(r.tokens_out for r in rows)] == totals

@@ -8,31 +8,45 @@ until its `function_call_output` arrives as a `ToolMessage`), reasoning a `Reaso
 Whatever the item says beyond the typed model is kept in the message's metadata, so
 `get_items()` gives back exactly the items that were added.
 
-Behaviour matches the SDK's `SQLiteSession` for the same calls, with one deliberate
-difference: `get_items(limit=N)` never starts with a `function_call_output` whose
-`function_call` fell outside the window (a model API refuses such an input), so it may
-return fewer than N items. `pop_item` is `tasks.retract_last`: one guarded write, exactly
-once under concurrency, the call a popped result answered open again.
+Behaviour matches the SDK's `SQLiteSession` for the same calls: `get_items(limit=N)` is
+exactly the latest N items (the Runner itself leaves out a tool result whose call fell
+outside the window; `drop_orphans` does it for direct callers), `session_settings` is
+converted and checked as the SDK does (a dict becomes `SessionSettings`, an unknown key is
+refused). `pop_item` is `tasks.retract_last`: one guarded write, exactly once under
+concurrency, the call a popped result answered open again.
+
+`add_items` is exactly-once: each item's message id is derived from the batch's content
+and the message the batch follows (`batch_ids`), so a call retried with the same items,
+while they are still the session's latest, stores nothing new (one read of the session's
+last messages before the write tells which message that is). Item ids cannot serve:
+user items have none, and Chat Completions models give every item the same placeholder.
+Usage and model of each model response come through `UsageHooks`
+(`mindstore.integrations.openai_agents_usage`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agents.memory.session_settings import SessionSettings, resolve_session_limit
+from agents.items import ModelResponse
+from agents.memory.session_settings import SessionSettings
+from pydantic import ValidationError as PydanticError
 
-from mindstore.errors import Conflict, InvalidTransition, NotFound, ValidationError
+from mindstore.errors import Conflict, InvalidTransition, NotFound, ValidationError, WrongType
 from mindstore.formats import from_responses, to_responses
 from mindstore.formats.conversation import settle
+from mindstore.integrations._derived_ids import derived_id, digest
 from mindstore.integrations._session import TaskSession
-from mindstore.model.base import new_id
+from mindstore.integrations.openai_agents_usage import Reported, UsageHooks, attribute, reported
 from mindstore.model.messages import AnyMessage, MessageBase, ToolMessage
 from mindstore.model.parts import ToolResultPart
 from mindstore.validation import check_int
+
+__all__ = ["MindstoreSession", "SessionInfo", "UsageHooks", "drop_orphans", "session_settings_of"]
 
 MARKER = {"integration": "openai-agents"}
 """Task metadata of a session's task: `list_sessions` lists only these."""
@@ -66,15 +80,16 @@ class MindstoreSession(TaskSession):
         *,
         owner: str | None = None,
         title: str | None = None,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> None:
         TaskSession.__init__(self, session_id, store, owner=owner, title=title)
-        self.session_settings = session_settings or SessionSettings()
+        self.session_settings = session_settings_of(session_settings)
+        self._reported: list[Reported] = []
 
     # ------------------------------------------------------------------ the protocol
     async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """Oldest first; `limit=N`: the latest N, never starting with an orphaned tool result."""
-        wanted = resolve_session_limit(limit, self.session_settings)
+        """Oldest first; `limit=N` (else `session_settings.limit`): the latest N items."""
+        wanted = limit if limit is not None else session_settings_of(self.session_settings).limit
         if wanted is not None:
             check_int(wanted, "limit")
         try:
@@ -87,28 +102,50 @@ class MindstoreSession(TaskSession):
             return []
 
     async def add_items(self, items: list[Any]) -> None:
-        """One message per item, all in one atomic write (refused whole if one is malformed)."""
+        """One message per item, all in one atomic write (refused whole if one is malformed);
+        exactly once: the same items again, right after themselves, store nothing."""
         if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
             raise ValidationError("items must be a list of Responses input items")
         if not items:
             return
         messages: list[AnyMessage] = []
+        sources: list[Any] = []  # the item each message came from (one message per item)
         for index, item in enumerate(items):
             try:
                 converted = from_responses([item])
             except ValidationError as exc:
                 raise ValidationError(f"items[{index}]: {exc}") from None
-            for message in converted:
-                if isinstance(message, MessageBase):
-                    message.id = new_id()
             messages.extend(converted)
+            sources.extend([item] * len(converted))
         settle(messages)
+        batch = digest(list(items))
+        taken, self._reported = self._reported, []
+        try:
+            attribute(sources, messages, taken)
 
-        async def write() -> None:
-            await self._name_results(messages)
-            await self._tasks.add_messages(self.session_id, messages)
+            async def write() -> None:
+                before = await self._tasks.tail(self.session_id, len(messages) + 1)
+                if stored_already(before, batch, len(messages)):
+                    return  # a retry of a call that was stored: nothing new
+                for message, message_id in zip(
+                    messages,
+                    batch_ids(before[-1].id if before else "", batch, len(messages)),
+                    strict=True,
+                ):
+                    if isinstance(message, MessageBase):
+                        message.id = message_id
+                await self._name_results(messages)
+                await self._tasks.add_messages(self.session_id, messages)
 
-        await self._write(write)
+            await self._write(write)
+        except BaseException:
+            self._reported = taken + self._reported  # not stored: the retry attributes them
+            raise
+
+    def record_response(self, response: ModelResponse, *, model: str | None = None) -> None:
+        """Keep a model response's usage and model until `add_items` stores its output
+        (`UsageHooks` calls this from `on_llm_end`)."""
+        self._reported.append(reported(response, model))
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Remove and return the latest item (None when the session is empty)."""
@@ -210,11 +247,61 @@ class MindstoreSession(TaskSession):
             if len(items) >= wanted or len(messages) < count:
                 break
             count *= 2
-        return drop_orphans(items[-wanted:])
+        return items[-wanted:]
+
+
+def session_settings_of(value: SessionSettings | Mapping[str, Any] | None) -> SessionSettings:
+    """`SessionSettings` from what a caller passed (as the SDK's sessions take it): a dict is
+    converted, an unknown key refused naming it (`WrongType`, a `TypeError` as the SDK's),
+    a bad value refused naming its field."""
+    if value is None:
+        return SessionSettings()
+    if isinstance(value, SessionSettings):
+        settings = value
+    elif isinstance(value, Mapping):
+        known = [field.name for field in fields(SessionSettings) if field.init]
+        unknown = sorted(str(key) for key in value if key not in known)
+        if unknown:
+            raise WrongType(
+                f"session_settings: Unknown session settings: {', '.join(unknown)} "
+                f"(known: {', '.join(known)})"
+            )
+        try:
+            settings = SessionSettings(**value)
+        except PydanticError as exc:
+            problems = [
+                f"session_settings.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                for e in exc.errors()
+            ]
+            raise ValidationError("; ".join(problems) or f"session_settings: {exc}") from None
+    else:
+        raise WrongType(
+            f"session_settings must be a SessionSettings or a dict, got {type(value).__name__}"
+        )
+    if settings.limit is not None:
+        check_int(settings.limit, "session_settings.limit")
+    return settings
+
+
+def batch_ids(after: str, batch: str, count: int) -> list[str]:
+    """The message ids of a batch of `count` items with digest `batch`, written after the
+    message `after` ("" at the start of a session)."""
+    return [derived_id("openai-agents", after, batch, str(i)) for i in range(count)]
+
+
+def stored_already(before: list[AnyMessage], batch: str, count: int) -> bool:
+    """Whether the session's last `count` messages are this batch, written by an earlier
+    call (`before`: the session's last `count + 1` messages)."""
+    if len(before) < count:
+        return False
+    after = before[-count - 1].id if len(before) > count else ""
+    return [m.id for m in before[-count:]] == batch_ids(after, batch, count)
 
 
 def drop_orphans(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Leading tool results whose call is not in the window are left out."""
+    """Leading tool results whose call is not in the window are left out (what the Runner
+    does to a limited history before the model sees it; for callers reading items
+    themselves)."""
     calls = {item.get("call_id") for item in items if item.get("type") == "function_call"}
     start = 0
     while (

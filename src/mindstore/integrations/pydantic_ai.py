@@ -16,6 +16,13 @@
   so, trimmed to `max_tokens` without splitting a tool call from its result), followed by
   what the current run added and is not stored yet.
 
+Saves are exactly-once: each stored message's id is derived from the pydantic-ai message
+it came from (its whole content: pydantic-ai stamps every message and part with the time it
+was made, to the microsecond, and a run id) and its part's position, so saving the same
+messages again (a retried save) stores nothing new, and a save that repeats only some
+stored messages (`result.all_messages()` after a history that was saved) is refused with a
+`ValidationError` before anything is written.
+
 Messages stored by other code (no `pydantic_ai` entry) are converted canonically:
 consecutive user-side messages form one `ModelRequest`, each assistant message a
 `ModelResponse`.
@@ -35,6 +42,7 @@ from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.formats.conversation import settle
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.ids import check_key, is_name
+from mindstore.integrations._derived_ids import derived_id, digest
 from mindstore.model.base import new_id
 from mindstore.model.messages import (
     AnyMessage,
@@ -69,34 +77,46 @@ def from_model_messages(messages: Sequence[ModelMessage]) -> list[AnyMessage]:
             )
     dumped = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
     out: list[AnyMessage] = []
+    seen: dict[str, int] = {}
     for original in dumped:
-        if original.get("kind") == "response":
-            message = _response(original)
-            message.metadata = with_entry(
-                None, FORMAT, {"delta": diff(original, _render_response(message)), "first": True}
-            )
-            out.append(message)
-            continue
-        parts = original.get("parts") or []
-        shell = {key: value for key, value in original.items() if key != "parts"}
-        built = [_request_part(part) for part in parts]
-        for position, (part, request) in enumerate(zip(parts, built, strict=True)):
-            entry: dict[str, Any] = {"delta": diff(part, _render_request_part(request))}
-            if position == 0:
-                entry.update(first=True, request=diff(shell, _request_shell()))
-            if isinstance(request, MessageBase):
-                request.metadata = with_entry(None, FORMAT, entry)
-        if not built:  # an empty request still has its place
-            empty = UserMessage(
-                metadata=with_entry(
-                    None,
-                    FORMAT,
-                    {"first": True, "empty": True, "request": diff(shell, _request_shell())},
-                )
-            )
-            built.append(empty)
-        out.extend(built)
+        content = digest(original)
+        seen[content] = seen.get(content, -1) + 1  # the same message twice in one save
+        first = len(out)
+        _convert(original, out)
+        for position, message in enumerate(out[first:]):
+            if isinstance(message, MessageBase):
+                message.id = derived_id(FORMAT, content, str(seen[content]), str(position))
     return settle(out)
+
+
+def _convert(original: dict[str, Any], out: list[AnyMessage]) -> None:
+    """Append the mindstore messages of one dumped pydantic-ai message to `out`."""
+    if original.get("kind") == "response":
+        message = _response(original)
+        message.metadata = with_entry(
+            None, FORMAT, {"delta": diff(original, _render_response(message)), "first": True}
+        )
+        out.append(message)
+        return
+    parts = original.get("parts") or []
+    shell = {key: value for key, value in original.items() if key != "parts"}
+    built = [_request_part(part) for part in parts]
+    for position, (part, request) in enumerate(zip(parts, built, strict=True)):
+        entry: dict[str, Any] = {"delta": diff(part, _render_request_part(request))}
+        if position == 0:
+            entry.update(first=True, request=diff(shell, _request_shell()))
+        if isinstance(request, MessageBase):
+            request.metadata = with_entry(None, FORMAT, entry)
+    if not built:  # an empty request still has its place
+        empty = UserMessage(
+            metadata=with_entry(
+                None,
+                FORMAT,
+                {"first": True, "empty": True, "request": diff(shell, _request_shell())},
+            )
+        )
+        built.append(empty)
+    out.extend(built)
 
 
 def to_model_messages(messages: Sequence[AnyMessage]) -> list[ModelMessage]:
@@ -275,7 +295,8 @@ async def save_messages(
     view: Any, task_id: str, messages: Sequence[ModelMessage], *, title: str | None = None
 ) -> None:
     """Append pydantic-ai messages to a task in one atomic write (the task is created with
-    the view's owner on first use). Save `result.new_messages()` after each run."""
+    the view's owner on first use). Save `result.new_messages()` after each run; saving
+    the same messages again stores nothing (see the module doc)."""
     check_key(task_id, "task_id")
     converted = from_model_messages(messages)
     if not converted:
