@@ -1,7 +1,8 @@
 """The OpenAI Agents SDK's `Session`, stored as a mindstore task.
 
 `MindstoreSession(session_id, store.scoped(tenant, owner=...))` is one task per session
-(task id = session id, tenant and owner from the view). Each Responses input item is one
+(task id = `mindstore.integrations.task_id_for(session_id)`: the session id itself when it
+is a valid task id, else a deterministic mapping; tenant and owner from the view). Each Responses input item is one
 typed mindstore message (`mindstore.formats.from_responses`): a user item a `UserMessage`,
 a `function_call` an `AssistantMessage` holding a `ToolCallPart` (tracked in the header
 until its `function_call_output` arrives as a `ToolMessage`), reasoning a `ReasoningPart`.
