@@ -235,7 +235,11 @@ async def test_a_restored_tenant_resumes_its_threads_sessions_and_agents_exactly
     original, restored = [await s.scoped("acme").agents.state("ann") for s in (store, fresh)]
     assert restored == original and restored.version > 0
     assert await get_policy(fresh, "acme") == await get_policy(store, "acme")
-    assert holding(await everything(fresh.database), OTHER) == {}  # nothing of beta
+    restored_docs = await everything(fresh.database)
+    assert holding(restored_docs, OTHER) == {}  # nothing of beta
+    original_docs = await everything(store.database)
+    for name in (*SAVER, AGENTS, POLICIES):  # byte for byte
+        assert restored_docs[name] == [d for d in original_docs[name] if bson.decode(d)["tenant"] == "acme"]
 
     # the threads go on from where they were, on both stores alike
     for target in (store, fresh):
@@ -378,6 +382,32 @@ async def test_retention_keeps_a_live_thread_whole_and_expires_an_idle_one(store
     assert idle.counts[AGENTS] == 1  # unchanged since the cut-off, and its dialog is gone
     left = await everything(db)
     assert holding(left, MARK) == {} and {n for n, docs in left.items() if docs} == {POLICIES}
+
+
+async def test_a_thread_written_during_the_sweep_is_kept(store: Any, monkeypatch: Any) -> None:
+    """The thread is found idle, then a graph step writes to it before its documents are
+    listed for deletion: the activity check on that list keeps it whole."""
+    from mindstore.backup import retention_units
+
+    await plant(store, "acme")
+    await asyncio.sleep(0.01)
+    cutoff = dt.datetime.now(dt.UTC)
+    listing = retention_units.thread_documents
+    stepped: list[str] = []
+
+    async def step_first(db: Any, tenant: str, prefixes: Any) -> Any:
+        if not stepped:  # one step on each thread, before the first thread is listed
+            for owner in ("ann", None):
+                await turn(store.scoped("acme", owner=owner), MARK, 5)
+            stepped.append("done")
+        return await listing(db, tenant, prefixes)
+
+    monkeypatch.setattr(retention_units, "thread_documents", step_first)
+    receipt = await erase_before(store, "acme", before=cutoff)
+    assert not any(name in receipt.counts for name in SAVER)
+    assert len(receipt.kept_with_threads) == 2
+    latest, history = await tuples(store, "acme", "ann")
+    assert len(latest.checkpoint["channel_values"]["messages"]) == 6 and len(history) == 9
 
 
 async def test_retention_keeps_an_agent_whose_dialog_lives(store: Any) -> None:
