@@ -145,6 +145,10 @@ def test_the_registry_is_the_document_models_and_the_docs_name_each_collection()
     names = {entry.name for entry in REGISTRY}
     assert names == {model.Settings.name for model in DOCUMENT_MODELS} == MINDSTORE_COLLECTIONS
     assert set(BACKED_UP) == names
+    models = {model.Settings.name: model for model in DOCUMENT_MODELS}
+    for entry in REGISTRY:  # the fields the registry names are the documents' own
+        assert "tenant" in models[entry.name].model_fields
+        assert entry.owner_field is None or entry.owner_field in models[entry.name].model_fields
     docs = (Path(__file__).parent.parent / "docs" / "backup.md").read_text()
     for name in names:
         assert f"`{name}`" in docs, name

@@ -42,7 +42,6 @@ __all__ = [
     "TENANT_FIELD",
     "Collection",
     "Unit",
-    "collection",
     "first_holding",
 ]
 
@@ -145,11 +144,6 @@ before their tasks, tasks before what refers to them, threads, agents and settin
 COLLECTIONS: dict[str, Collection] = {entry.name: entry for entry in REGISTRY}
 BEYOND_TASKS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.unit is not Unit.TASK)
 """The collections of threads, agents and tenant settings (format 3 of a backup)."""
-
-
-def collection(name: str) -> Collection:
-    """The registry's entry for `name` (KeyError for a collection mindstore does not write)."""
-    return COLLECTIONS[name]
 
 
 def first_holding(version: int) -> tuple[str, ...]:

@@ -31,7 +31,6 @@ from mindstore.documents import (
     LANGGRAPH_WRITES,
     TASKS,
 )
-from mindstore.ids import task_id_of
 from mindstore.integrations import langgraph_keys as keys
 
 __all__ = [
@@ -189,7 +188,3 @@ async def thread_documents(db: Any, tenant: str, prefixes: Iterable[str]
                                 {"_id": 1})  # fmt: skip
             out[name].extend(row["_id"] for row in rows)
     return out
-
-
-def bare_ids(stored: Iterable[str]) -> list[str]:
-    return sorted({task_id_of(key) for key in stored})
