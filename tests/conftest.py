@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 
 import mindstore
 from mindstore.backends.recorder import observe_all
-from mindstore.portable import MINDSTORE_COLLECTIONS, audit
+from mindstore.portable import MINDSTORE_COLLECTIONS, WRITE_COMMANDS, audit
+from mindstore.registry import COLLECTIONS as REGISTERED
 from mindstore.store import Store
 
 TEST_URI = os.environ.get("MINDSTORE_TEST_URI") or None
@@ -74,6 +75,13 @@ async def stores(store: Store) -> AsyncIterator[StoreFactory]:
         await factory.close()
 
 
+@pytest.fixture
+def store_factory(stores: StoreFactory) -> Callable[..., Awaitable[Store]]:
+    """`stores.fresh`: a store on its own database (say, a fresh one to restore a backup
+    into); `connect` keywords pass through."""
+    return stores.fresh
+
+
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -89,6 +97,13 @@ def portable_audit() -> Iterator[None]:
     with observe_all() as log:
         yield
     sent = [c for c in log if not (c.origin or "").startswith(TESTS_DIR)]
+    # every collection mindstore writes is in the lifecycle registry (backup, erase, retention)
+    unknown = {(c.collection, c.origin) for c in sent
+               if c.name.lower() in WRITE_COMMANDS and c.collection not in REGISTERED}  # fmt: skip
+    if unknown:
+        shown = "\n".join(f"  {name} (written from {origin})" for name, origin in sorted(unknown, key=str)[:10])
+        pytest.fail(f"mindstore wrote collections the registry (mindstore.registry) does not know:\n{shown}",
+                    pytrace=False)
     found = [(c, v) for c in sent if c.collection in MINDSTORE_COLLECTIONS for v in audit([c])]
     if found:
         shown = "\n".join(f"  {v.command} on {v.collection}: {v.problem} (sent from {c.origin})"

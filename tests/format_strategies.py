@@ -41,6 +41,8 @@ ID_CHARS = string.ascii_letters + string.digits + "_-"
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
 texts = st.text(max_size=24)
+filled = st.text(min_size=1, max_size=24).filter(str.strip)
+"""Text the Anthropic and Gemini APIs take: not empty, not only whitespace (docs/formats.md)."""
 names = st.sampled_from(["search", "read_file", "get_weather", "calc"])
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), texts)
 json_values = st.recursive(
@@ -152,7 +154,7 @@ def anthropic_payloads(draw: Any) -> dict[str, Any]:
     ids = Ids(draw)
     payload: dict[str, Any] = {}
     if draw(st.booleans()):
-        blocks = [{"type": "text", "text": draw(texts)} for _ in range(draw(st.integers(1, 2)))]
+        blocks = [{"type": "text", "text": draw(filled)} for _ in range(draw(st.integers(1, 2)))]
         if draw(st.booleans()):
             blocks[-1]["cache_control"] = {"type": "ephemeral"}
         payload["system"] = blocks if len(blocks) > 1 or draw(st.booleans()) else blocks[0]["text"]
@@ -162,12 +164,12 @@ def anthropic_payloads(draw: Any) -> dict[str, Any]:
         user_blocks: list[dict[str, Any]] = []
         for call_id in pending:
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
-            body = draw(texts)
+            body = draw(filled)
             result["content"] = [{"type": "text", "text": body}] if draw(st.booleans()) else body
             maybe(draw, result, "is_error", st.booleans())
             user_blocks.append(result)
         if not pending or draw(st.booleans()):
-            user_blocks.append({"type": "text", "text": draw(texts)})
+            user_blocks.append({"type": "text", "text": draw(filled)})
         if draw(st.booleans()):
             user_blocks.append({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}})
         single_text = len(user_blocks) == 1 and user_blocks[0]["type"] == "text"
@@ -178,7 +180,7 @@ def anthropic_payloads(draw: Any) -> dict[str, Any]:
                 {"type": "thinking", "thinking": "let me see", "signature": "EqQBCgIYAhIM"},
                 {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3p"},
             ])))
-        blocks.append({"type": "text", "text": draw(texts)})
+        blocks.append({"type": "text", "text": draw(filled)})
         pending = [ids("toolu_") for _ in range(draw(st.integers(0, 2)))]
         blocks.extend({"type": "tool_use", "id": call_id, "name": draw(names), "input": draw(args)} for call_id in pending)
         single_text = len(blocks) == 1
@@ -193,7 +195,7 @@ def gemini_payloads(draw: Any) -> dict[str, Any]:
     ids = Ids(draw)
     payload: dict[str, Any] = {}
     if draw(st.booleans()):
-        payload["system_instruction"] = {"parts": [{"text": draw(texts)}]}
+        payload["system_instruction"] = {"parts": [{"text": draw(filled)}]}
     contents: list[dict[str, Any]] = []
     pending: list[tuple[str, str | None]] = []
     for _ in range(draw(st.integers(1, 3))):
@@ -204,14 +206,14 @@ def gemini_payloads(draw: Any) -> dict[str, Any]:
                 response["id"] = call_id
             parts.append({"functionResponse": response})
         if not pending or draw(st.booleans()):
-            parts.append({"text": draw(texts)})
+            parts.append({"text": draw(filled)})
         if draw(st.booleans()):
             parts.append({"inlineData": {"mimeType": "image/png", "data": PNG}})
         contents.append({"role": "user", "parts": parts})
         model: list[dict[str, Any]] = []
         if draw(st.booleans()):
-            model.append({"text": draw(texts), "thought": True})
-        model.append({"text": draw(texts)})
+            model.append({"text": draw(filled), "thought": True})
+        model.append({"text": draw(filled)})
         with_ids = draw(st.booleans())
         pending = [(draw(names), ids("fc_") if with_ids else None) for _ in range(draw(st.integers(0, 2)))]
         for name, call_id in pending:

@@ -9,9 +9,11 @@
     result = await restore(store, "backups/acme-2026-11-22", mode="skip")
     receipt = await erase(store, "acme", owner="user-7", dry_run=True)
 
-The format is documented in docs/backup.md; the errors and their exit codes in
-`mindstore.backup.errors`. What a record must look like is `mindstore.backup.shape`;
-how restore keys records (per-tenant task keys, ``as_tenant``) is `mindstore.backup.rekey`.
+Every collection mindstore writes is covered (`mindstore.registry`: tasks and what follows
+them, LangGraph threads, agents, policies). The format is documented in docs/backup.md;
+the errors and their exit codes in `mindstore.backup.errors`. What a record must look like
+is `mindstore.backup.shape` (`shape_units` for threads, agents, policies); how restore
+keys records (per-tenant task keys, ``as_tenant``) is `mindstore.backup.rekey`.
 """
 
 from .codec import decode_line, encode_line

@@ -1,20 +1,27 @@
 """`erase(store, tenant, ...)`: delete a tenant's, an owner's or one task's data, with a receipt.
 
-What is erased (always within `tenant`):
+What is erased (always within `tenant`; every collection of `mindstore.registry`):
 
-* tenant only: every task, sealed page, dialog node and payload of the tenant;
+* tenant only: every document of the tenant, in every collection (tasks, sealed pages,
+  dialog nodes, payloads, LangGraph threads, agents, the tenant's policy);
 * ``owner=O``: the tasks of owner O, the dialog nodes of those tasks and every dialog
-  node recorded with owner O, and the payloads of those tasks;
+  node recorded with owner O, the payloads of those tasks, O's LangGraph threads (an
+  owner-scoped saver's: checkpoints with ``o == O`` and the threads O's messages tasks
+  name, each whole) and the agent named O;
 * ``task_id=T``: task T, its dialog node (`_id` T) and its payloads (`task_id` T), also
-  if the task itself is already gone (leftovers are erased too).
+  if the task itself is already gone (leftovers are erased too); when T holds a LangGraph
+  thread's messages, the whole thread: its checkpoints, writes and blobs and its other
+  messages tasks (branches, namespaces), with their nodes and payloads.
 
 A task's sealed pages (`task_pages`, visible or left by a half-done seal) go with it, and
 the receipt counts them under ``task_pages`` (the key is present only when pages were
 erased, so a receipt over unpaged data reads as before).
 
-Order: payloads, dialog nodes, pages, then tasks, each by `_id` in chunks; every delete
-filter also names the tenant (and the owner, for tasks). If an erase is interrupted, run
-it again: the tasks are still there to be found, and it finishes the job.
+Order: payloads, dialog nodes, pages, the threads' writes and blobs, their checkpoints,
+agents, policies, then tasks, each by `_id` in chunks; every delete filter also names the
+tenant (and the owner, for tasks). If an erase is interrupted, run it again: the tasks
+(and a thread's checkpoints) are still there to be found, and it finishes the job. The
+receipt counts the collections after ``payloads`` only when something was erased there.
 
 Other data is never modified: a remaining dialog node (e.g. another owner's fork) whose
 parent task was erased keeps its `parent_id`, and the receipt lists it under
@@ -34,13 +41,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mindstore
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, utcnow
+from mindstore.documents import (
+    AGENTS,
+    DIALOG_NODES,
+    LANGGRAPH_BLOBS,
+    LANGGRAPH_CHECKPOINTS,
+    LANGGRAPH_WRITES,
+    PAYLOADS,
+    POLICIES,
+    TASK_PAGES,
+    TASKS,
+    utcnow,
+)
 from mindstore.errors import ValidationError
 from mindstore.ids import check_key as check_id
 from mindstore.ids import check_name, task_id_of, task_key
 
 from .codec import encode_document
 from .manifest import format_time
+from .threads import find_threads, thread_documents, thread_of_task
 
 __all__ = ["EraseReceipt", "erase", "ids_digest"]
 
@@ -49,6 +68,9 @@ RECEIPT_VERSION = 1
 PAGE = 1000
 DELETE_CHUNK = 500
 _DANGLING_LISTED = 1000
+#: Threads, agents and policies, in the order they are erased: a thread's writes and blobs
+#: before its checkpoints (an interrupted erase run again finds the thread by those)
+UNIT_ORDER = (LANGGRAPH_WRITES, LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES)
 
 
 def _id_json(value: Any) -> str:
@@ -177,11 +199,21 @@ async def erase(
     db = store.database
     tasks, nodes, payloads, pages = db[TASKS], db[DIALOG_NODES], db[PAYLOADS], db[TASK_PAGES]
 
+    # a task holding a LangGraph thread's messages takes its thread with it: every
+    # checkpoint, write and blob, and the thread's other messages tasks (branches, namespaces)
+    threads: list[str] = []
+    named = [task_id] if task_id is not None else []
+    if task_id is not None:
+        for thread in await thread_of_task(db, tenant, _both_forms(tenant, [task_id])):
+            threads.append(thread.prefix)
+            named += [task_id_of(key) for key in sorted(thread.tasks)]
+    elif owner is not None:
+        threads = sorted(await find_threads(db, tenant, owner))
     task_query: dict[str, Any] = {"tenant": tenant}
     if owner is not None:
         task_query["owner"] = owner
     if task_id is not None:
-        task_query["_id"] = {"$in": _both_forms(tenant, [task_id])}
+        task_query["_id"] = {"$in": _both_forms(tenant, named)}
     task_docs = await _ids(tasks, task_query, {"seq": 1})
     task_ids = [d["_id"] for d in task_docs]
     messages = sum(d["seq"] for d in task_docs if isinstance(d.get("seq"), int))
@@ -189,14 +221,14 @@ async def erase(
 
     # sealed pages name their task by its stored key (either form, as the task's _id)
     whole = owner is None and task_id is None
-    followed = None if whole else _both_forms(tenant, task_ids if task_id is None else [task_id])
+    followed = None if whole else _both_forms(tenant, task_ids if task_id is None else named)
     page_ids = await _page_ids(pages, tenant, followed)
     if owner is None and task_id is None:  # the whole tenant
         node_ids = [d["_id"] for d in await _ids(nodes, {"tenant": tenant})]
         payload_ids = [d["_id"] for d in await _ids(payloads, {"tenant": tenant})]
     else:
         # a task's node and payloads name it by either stored form
-        follow = _both_forms(tenant, task_ids if task_id is None else [task_id])
+        follow = _both_forms(tenant, task_ids if task_id is None else named)
         found: dict[Any, None] = {}
         for chunk in _chunks(follow):
             for d in await _ids(nodes, {"tenant": tenant, "_id": {"$in": chunk}}):
@@ -212,9 +244,23 @@ async def erase(
                 for d in await _ids(payloads, {"tenant": tenant, "task_id": {"$in": chunk}})
             ]
 
+    # threads, agents, policies: the whole tenant's, the owner's, or the task's thread
+    units: dict[str, list[Any]] = {name: [] for name in UNIT_ORDER}
+    if whole:
+        for name in UNIT_ORDER:
+            units[name] = [d["_id"] for d in await _ids(db[name], {"tenant": tenant})]
+    else:
+        units.update(await thread_documents(db, tenant, threads))
+        if owner is not None:
+            agents = await _ids(db[AGENTS], {"tenant": tenant, "owner": owner})
+            units[AGENTS] = [d["_id"] for d in agents]
+
     erased = {TASKS: task_ids, DIALOG_NODES: node_ids, PAYLOADS: payload_ids}
+    # the collections added later are counted only when they held something, so a
+    # receipt over data that has none reads as before
     if page_ids:
         erased[TASK_PAGES] = page_ids
+    erased.update({name: ids for name, ids in units.items() if ids})
     digest = ids_digest(erased)
 
     # children left behind: remaining dialog nodes whose parent is erased
@@ -238,7 +284,13 @@ async def erase(
     if not dry_run:
         # pages before their tasks: an interrupted erase still finds the task, and a run
         # again finishes the job
-        for collection, ids in ((payloads, payload_ids), (nodes, node_ids), (pages, page_ids)):
+        # a thread's writes and blobs before its checkpoints, and all of it before the
+        # tasks: a run again still finds the thread by its checkpoints or its tasks
+        following = [
+            (payloads, payload_ids), (nodes, node_ids), (pages, page_ids),
+            *((db[name], units[name]) for name in UNIT_ORDER),
+        ]  # fmt: skip
+        for collection, ids in following:
             for chunk in _chunks(ids):
                 await collection.delete_many({"tenant": tenant, "_id": {"$in": chunk}})
         for chunk in _chunks(task_ids):

@@ -1,4 +1,5 @@
-"""`backup(store, dest, ...)`: stream the tasks in scope, their dialog nodes and payloads.
+"""`backup(store, dest, ...)`: stream the tasks in scope, their dialog nodes and payloads,
+then the LangGraph threads, agents and policies the scope holds (`unit_export`).
 
 Tasks are read in `_id` order by keyset pagination: a page of ``(_id, size_bytes)``
 headers (projection, no messages), then the tasks themselves in chunks of at most
@@ -28,6 +29,7 @@ from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, utcno
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 from mindstore.ids import check_key as check_id
+from mindstore.registry import BEYOND_TASKS
 
 from .container import RecordWriter, Staging
 from .manifest import (
@@ -40,6 +42,7 @@ from .manifest import (
     parse_time,
 )
 from .page_export import PageExporter
+from .unit_export import UnitExporter
 from .verify import Progress
 
 __all__ = ["backup", "make_scope", "stored_task_key"]
@@ -284,11 +287,14 @@ async def backup(
     try:
         exporter = _Exporter(store, scope, staging, progress)
         await exporter.run()
-        # no sealed page: format 1, readable by releases before paged storage
-        version = 2 if exporter.writers[TASK_PAGES].count else 1
+        await UnitExporter(store.database, scope, exporter.writers, exporter.tenants.add).run()
+        # the oldest format that holds the records: without sealed pages format 1, readable
+        # by releases before paged storage; without threads, agents or policies format 2
+        units = any(exporter.writers[name].count for name in BEYOND_TASKS)
+        version = 3 if units else 2 if exporter.writers[TASK_PAGES].count else 1
         names = VERSION_COLLECTIONS[version]
-        if version == 1:
-            exporter.writers.pop(TASK_PAGES).discard()
+        for name in set(exporter.writers) - set(names):
+            exporter.writers.pop(name).discard()
         entries = {name: exporter.writers[name].close() for name in names}
         missing = (
             sorted(set(scope.task_ids) - exporter.found_ids) if scope.task_ids is not None else []

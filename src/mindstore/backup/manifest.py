@@ -4,10 +4,12 @@ See docs/backup.md for the complete description. In short, a backup (a directory
 uncompressed tar archive with the same members at its root) holds::
 
     manifest.json
-    task_pages.jsonl.gz       (format 2 only: sealed pages of paged tasks)
+    task_pages.jsonl.gz       (format 2 and 3: sealed pages of paged tasks)
     tasks.jsonl.gz
     dialog_nodes.jsonl.gz
     payloads.jsonl.gz
+    langgraph_checkpoints.jsonl.gz, langgraph_writes.jsonl.gz, langgraph_blobs.jsonl.gz,
+    agents.jsonl.gz, policies.jsonl.gz     (format 3 only)
 
 and `manifest.json` is a JSON object::
 
@@ -20,8 +22,11 @@ and `manifest.json` is a JSON object::
                      "tasks": {"file": "tasks.jsonl.gz", "count": 12, "bytes": 4711,
                                "sha256": "..."}, "dialog_nodes": {...}, "payloads": {...}},
 
-Format 1 (a backup without sealed pages) has no ``task_pages`` entry or file.
      "manifest_sha256": "..."}
+
+Format 1 (a backup without sealed pages) has no ``task_pages`` entry or file; format 3
+(a backup holding LangGraph threads, agents or policies) has every collection of the
+registry (`mindstore.registry`), some maybe empty.
 
 ``manifest_sha256`` is the sha256 (hex) of the manifest without that key, serialised as
 ``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` in UTF-8.
@@ -35,9 +40,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name
+from mindstore.registry import REGISTRY, first_holding
 
 from .errors import BackupCorrupt, BackupUnreadable, BackupVersionError
 
@@ -57,21 +62,22 @@ __all__ = [
 ]
 
 FORMAT = "mindstore-backup"
-FORMAT_VERSION = 2
-"""The newest format this release writes and reads. A backup that holds no sealed page is
-written as format 1 (exactly the format of releases before paged storage, which can read
-it); one that holds pages is format 2, which adds the ``task_pages`` file."""
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+"""The newest format this release writes and reads. Each backup is written in the oldest
+format that holds its records, so an older release reads every backup it could: one
+without sealed pages is format 1 (the format of releases before paged storage), one with
+pages format 2 (adds ``task_pages``), one with LangGraph threads, agents or policies
+format 3 (adds those collections, `mindstore.registry`)."""
+READABLE_VERSIONS = (1, 2, 3)
 MANIFEST_NAME = "manifest.json"
-#: Collections in the order verify reads them: the pages first (verify folds a paged
-#: task's header over them when it reaches the task), then the tasks (the others refer
-#: to them). Format 1 has no pages.
-COLLECTIONS: tuple[str, ...] = (TASK_PAGES, TASKS, DIALOG_NODES, PAYLOADS)
+#: Collections in the order verify reads them (the registry's): the pages first (verify
+#: folds a paged task's header over them when it reaches the task), then the tasks (the
+#: others refer to them), then threads, agents and policies.
+COLLECTIONS: tuple[str, ...] = tuple(entry.name for entry in REGISTRY)
 VERSION_COLLECTIONS: dict[int, tuple[str, ...]] = {
-    1: (TASKS, DIALOG_NODES, PAYLOADS),
-    2: COLLECTIONS,
+    version: first_holding(version) for version in READABLE_VERSIONS
 }
-FILE_NAMES: dict[str, str] = {name: f"{name}.jsonl.gz" for name in COLLECTIONS}
+FILE_NAMES: dict[str, str] = {entry.name: entry.file for entry in REGISTRY}
 ENCODING: dict[str, str] = {
     "records": "jsonl",
     "json": "extended-json-v2-canonical",

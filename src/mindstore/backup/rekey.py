@@ -15,7 +15,11 @@ changes with it, and nothing else:
 * payload ``_id``: payload ids are hashes that include the tenant, so a payload moved to
   another tenant gets `moved_payload_id` (sha256 of the new tenant and the old id, 32 hex
   digits: deterministic, so restoring twice writes the same ids), and every payload
-  marker in the task's messages is rewritten to it. With the same tenant the id is kept.
+  marker in the task's messages is rewritten to it. With the same tenant the id is kept;
+* a LangGraph saver document's ``_id`` (``"<tenant>/<thread>/..."``): the tenant part.
+  Nothing else in it names the tenant: the thread segment is derived from the owner and
+  the thread id, and the messages tasks it names (`ms.t`, write references) are bare ids;
+* an agent's ``_id`` (``"<tenant>/<agent name>"``) and a policy's (the tenant): the tenant.
 
 Each function takes a record and returns a new one (key order kept; the input is not
 modified). They expect records that passed `mindstore.backup.shape`. ``keyed=False``
@@ -33,10 +37,13 @@ from mindstore.payloads import MARKER_PREFIX
 
 __all__ = [
     "moved_payload_id",
+    "rekey_agent",
     "rekey_node",
     "rekey_page",
     "rekey_payload",
+    "rekey_policy",
     "rekey_record",
+    "rekey_saver",
     "rekey_task",
 ]
 
@@ -135,15 +142,44 @@ def rekey_page(record: dict[str, Any], as_tenant: str | None = None, *,
     return _replace(record, changes)
 
 
+def rekey_saver(record: dict[str, Any], as_tenant: str | None = None, *,
+                keyed: bool = True) -> dict[str, Any]:  # fmt: skip
+    """A LangGraph checkpoint, write or blob in the (new) tenant: its `_id`'s tenant part."""
+    source, target = _target(record, as_tenant)
+    doc_id = record["_id"]
+    if target != source and doc_id.startswith(source + KEY_SEPARATOR):
+        doc_id = target + doc_id[len(source) :]
+    return _replace(record, {"_id": doc_id, "tenant": target})
+
+
+def rekey_agent(record: dict[str, Any], as_tenant: str | None = None, *,
+                keyed: bool = True) -> dict[str, Any]:  # fmt: skip
+    """An agent's aliases in the (new) tenant (`_id` = ``"<tenant>/<agent name>"``)."""
+    _, target = _target(record, as_tenant)
+    return _replace(record, {"_id": f"{target}{KEY_SEPARATOR}{record['owner']}", "tenant": target})
+
+
+def rekey_policy(record: dict[str, Any], as_tenant: str | None = None, *,
+                 keyed: bool = True) -> dict[str, Any]:  # fmt: skip
+    """A tenant's policy, as the (new) tenant's (`_id` = the tenant)."""
+    _, target = _target(record, as_tenant)
+    return _replace(record, {"_id": target, "tenant": target})
+
+
 _BY_COLLECTION = {
     "tasks": rekey_task,
     "task_pages": rekey_page,
     "dialog_nodes": rekey_node,
     "payloads": rekey_payload,
+    "langgraph_checkpoints": rekey_saver,
+    "langgraph_writes": rekey_saver,
+    "langgraph_blobs": rekey_saver,
+    "agents": rekey_agent,
+    "policies": rekey_policy,
 }
 
 
 def rekey_record(collection: str, record: dict[str, Any], as_tenant: str | None = None, *,
                  keyed: bool = True) -> dict[str, Any]:  # fmt: skip
-    """`rekey_task`, `rekey_page`, `rekey_node` or `rekey_payload` by collection name."""
+    """The rekey function of the record's collection (`rekey_task`, `rekey_page`, ...)."""
     return _BY_COLLECTION[collection](record, as_tenant, keyed=keyed)

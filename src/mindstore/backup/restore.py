@@ -10,15 +10,16 @@ Two passes over the backup:
    belongs to *another tenant*, or (``mode="fail"``) a differing document raises here,
    before anything is written. ``dry_run=True`` stops here and returns these counts: the
    real ones a run would write.
-2. **write**: payloads, then dialog nodes, then tasks (a task appears only after what
-   it refers to), in batches. The backup is not read again: the first pass keeps each
-   batch of checked records (re-keyed, as they will be written) in a spool
-   (`mindstore.backup.spool`: compressed BSON in an anonymous temporary file, a digest
-   per batch), so every record's Extended JSON is parsed once, and what is written is
-   exactly what was checked. Each batch is planned again against the current state and
-   written with `insert_many(ordered=False)` and `ReplaceOne` guarded by `_id` and
-   tenant. Every filter holds plain string ids only: a record's `_id` can never act as
-   a query.
+2. **write**: payloads, then dialog nodes, sealed pages and tasks (a task appears only
+   after what it refers to), then the LangGraph threads' blobs, writes and checkpoints (a
+   checkpoint after what it names), then agents and policies, in batches. The backup is
+   not read again: the first pass keeps each batch of checked records (re-keyed, as they
+   will be written) in a spool (`mindstore.backup.spool`: compressed BSON in an anonymous
+   temporary file, a digest per batch), so every record's Extended JSON is parsed once,
+   and what is written is exactly what was checked. Each batch is planned again against
+   the current state and written with `insert_many(ordered=False)` and `ReplaceOne`
+   guarded by `_id` and tenant. Every filter holds plain string ids only: a record's
+   `_id` can never act as a query.
 
 Mode ``skip`` never reads stored documents in full (it fetches `_id` and `tenant` only),
 so it reports every existing `_id` as skipped; ``overwrite`` and ``fail`` compare, so a
@@ -47,7 +48,17 @@ import bson
 from pymongo.errors import BulkWriteError
 from pymongo.operations import ReplaceOne
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.documents import (
+    AGENTS,
+    DIALOG_NODES,
+    LANGGRAPH_BLOBS,
+    LANGGRAPH_CHECKPOINTS,
+    LANGGRAPH_WRITES,
+    PAYLOADS,
+    POLICIES,
+    TASK_PAGES,
+    TASKS,
+)
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 
@@ -64,9 +75,15 @@ Mode = Literal["skip", "overwrite", "fail"]
 MODES = ("skip", "overwrite", "fail")
 #: Write order: what a task refers to exists before the task does (its pages included:
 #: a task that counts pages never appears without them).
-WRITE_ORDER = (PAYLOADS, DIALOG_NODES, TASK_PAGES, TASKS)
+WRITE_ORDER = (
+    PAYLOADS, DIALOG_NODES, TASK_PAGES, TASKS,
+    LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES,
+)  # fmt: skip
 #: Collections whose `_id` has one form only (no legacy bare task key).
-SINGLE_FORM = (PAYLOADS, TASK_PAGES)
+SINGLE_FORM = (
+    PAYLOADS, TASK_PAGES, LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS, AGENTS,
+    POLICIES,
+)  # fmt: skip
 ACTIONS = ("inserted", "overwritten", "skipped", "unchanged")
 _EXAMPLES = 5
 
@@ -376,7 +393,7 @@ async def restore(
         writer = _Restorer(store, mode, as_tenant, keyed, names)
         for name in WRITE_ORDER:
             if name not in manifest.collections:
-                continue  # format 1: no pages
+                continue  # an older format: no pages (1), no threads, agents, policies
             total = manifest.collections[name].count
             done = 0
             if progress:

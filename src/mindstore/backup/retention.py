@@ -1,5 +1,5 @@
 """Retention: delete a tenant's tasks not updated since a date, with their nodes, payloads and
-sealed pages.
+sealed pages, and the LangGraph threads and agents not active since then (`retention_units`).
 
 `erase_before(store, tenant, before=..., owner=None, dry_run=False)` selects by
 `(tenant, updated_at)` (the `tenant_updated` index), in pages, and for each page:
@@ -28,12 +28,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, POLICIES, TASK_PAGES, TASKS, utcnow
+from mindstore.documents import (
+    AGENTS,
+    DIALOG_NODES,
+    PAYLOADS,
+    POLICIES,
+    TASK_PAGES,
+    TASKS,
+    utcnow,
+)
 from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 from mindstore.validation import check_int, check_owner
 
 from .erase import EraseReceipt, ids_digest
+from .retention_units import expire_agents, expire_threads
 
 PAGE = 500
 MAX_PASSES = 8
@@ -62,11 +71,15 @@ class RetentionReceipt(EraseReceipt):
 
     before: Any = None
     kept_with_forks: list[str] = field(default_factory=list)
+    kept_with_threads: list[str] = field(default_factory=list)
+    """Messages tasks older than the cut-off, kept because their LangGraph thread is live."""
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
         out["scope"]["before"] = self.before.isoformat() if self.before else None
         out["kept_with_forks"] = list(self.kept_with_forks)
+        if self.kept_with_threads:
+            out["kept_with_threads"] = list(self.kept_with_threads)
         return out
 
 
@@ -152,6 +165,8 @@ async def erase_before(
             await db[PAYLOADS].delete_many({"tenant": tenant, "_id": {"$in": payloads}})
         erased[DIALOG_NODES] += nodes
         erased[PAYLOADS] += payloads
+    # LangGraph threads not active since the cut-off go whole; a live one keeps its tasks
+    threads, with_threads = await expire_threads(db, tenant, owner, cutoff, dry_run)
     query: dict[str, Any] = {"tenant": tenant, "updated_at": {"$lt": cutoff}}
     if owner is not None:
         query["owner"] = owner
@@ -159,7 +174,8 @@ async def erase_before(
         progress = False
         candidates = await db[TASKS].find(query, {"_id": 1, "seq": 1}).sort(
             [("updated_at", 1), ("_id", 1)]).to_list()  # fmt: skip
-        candidates = [c for c in candidates if c["_id"] not in erased[TASKS]]
+        skipped = set(erased[TASKS]) | with_threads
+        candidates = [c for c in candidates if c["_id"] not in skipped]
         for start in range(0, len(candidates), PAGE):
             page = candidates[start : start + PAGE]
             plain = {task_id_of(c["_id"]): c for c in page}
@@ -206,14 +222,20 @@ async def erase_before(
             messages += sum(int(c.get("seq") or 0) for c in chosen if c["_id"] in set(gone))
         if not progress or dry_run:
             break
+    agents = await expire_agents(db, tenant, owner, cutoff, set(erased[TASKS]), dry_run)
     remaining_parents = sorted(kept - {task_id_of(k) for k in erased[TASKS]})
     if not erased[TASK_PAGES]:
         del erased[TASK_PAGES]  # a receipt over unpaged data reads as before
+    # threads and agents are counted only when some went, for the same reason
+    erased.update({name: ids for name, ids in threads.items() if ids})
+    if agents:
+        erased[AGENTS] = agents
     return RetentionReceipt(
         tenant=tenant, owner=owner, task_id=None, dry_run=dry_run, started_at=started,
         completed_at=utcnow(), counts={name: len(ids) for name, ids in erased.items()},
         messages=messages, ids_sha256=ids_digest(erased), elapsed_s=time.perf_counter() - clock,
         before=cutoff, kept_with_forks=remaining_parents,
+        kept_with_threads=sorted(task_id_of(k) for k in with_threads),
     )  # fmt: skip
 
 

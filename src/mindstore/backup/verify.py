@@ -12,7 +12,10 @@ record parses, has the shape mindstore writes (`mindstore.backup.shape`: ids in 
 alphabets, no ``$`` top-level keys, a task header that agrees with its messages), lies
 within the manifest's scope and tenants, has a unique identity, and refers only to what
 the backup holds: every dialog node's and payload's task, and every payload that a
-message references (`BackupCorrupt`). Last, the record counts and the message total.
+message references (`BackupCorrupt`). Records of LangGraph threads, agents and policies
+(format 3) have their own shapes (`mindstore.backup.shape_units`) and scope: a backup of
+one owner holds only that owner's agent and threads and no policy, one of named tasks none
+of them. Last, the record counts and the message total.
 
 The checksums are not a signature (anyone can recompute them), so the content checks are
 what keeps an edited backup from acting on the database: restore runs all of them before
@@ -35,7 +38,15 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.documents import (
+    AGENTS,
+    DIALOG_NODES,
+    LANGGRAPH_CHECKPOINTS,
+    PAYLOADS,
+    POLICIES,
+    TASK_PAGES,
+    TASKS,
+)
 from mindstore.ids import task_id_of, task_key
 
 from .codec import RecordError, decode_line
@@ -44,6 +55,8 @@ from .errors import BackupCorrupt, BackupError, BackupIncomplete, BackupUnreadab
 from .manifest import MANIFEST_NAME, Manifest, format_time
 from .pages import PageContinuityError, PagedTask, check_page, close_task, fold_page
 from .shape import ShapeError, TaskFacts, check_node, check_payload, check_task
+from .shape_units import UnitFacts, check_unit
+from .threads import MARKER, prefix_of
 
 __all__ = [
     "Progress",
@@ -220,6 +233,8 @@ class _State:
     task_ids: frozenset[str] | None = None
     paged: dict[str, PagedTask] = field(default_factory=dict)  # task identity -> its pages
     pages: set[str] = field(default_factory=set)  # page ids
+    units: dict[str, set[str]] = field(default_factory=dict)  # thread, agent, policy ids
+    threads: set[str] = field(default_factory=set)  # thread prefixes of the backup's tasks
 
     def seen(self, name: str) -> set[str] | dict[str, int]:
         chosen: set[str] | dict[str, int] = {
@@ -227,7 +242,7 @@ class _State:
             TASKS: self.tasks,
             DIALOG_NODES: self.nodes,
             PAYLOADS: self.payloads,
-        }[name]  # type: ignore[assignment]  # the three keep their own container types
+        }.get(name) or self.units.setdefault(name, set())  # type: ignore[assignment]  # the three keep their own container types
         return chosen
 
 
@@ -292,6 +307,9 @@ def _check(
     if name == TASK_PAGES:
         _check_page(state, where, record, tenant_index)
         return
+    if name not in _SHAPES:
+        _check_unit(state, name, where, record, tenant_index)
+        return
     sealed = None
     if name == TASKS:
         identity = _identity(record)
@@ -346,6 +364,38 @@ def _check(
     state.payloads.add(key)
 
 
+def _check_unit(state: _State, name: str, where: str, record: dict[str, Any],
+                tenant_index: dict[str, int]) -> None:  # fmt: skip
+    """A record of a LangGraph thread, an agent or a policy: shape, scope, unique `_id`."""
+    try:
+        facts: UnitFacts = check_unit(name, record)
+    except ShapeError as exc:
+        raise BackupCorrupt(f"{where}: {exc}") from None
+    scope = state.manifest.scope
+    outside = (scope.tenant is not None and facts.tenant != scope.tenant) or \
+        facts.tenant not in tenant_index or scope.task_ids is not None  # fmt: skip
+    if scope.owner is not None and not outside:
+        if name == LANGGRAPH_CHECKPOINTS:
+            outside = facts.owner != scope.owner
+            if facts.prefix is not None and not outside:
+                state.threads.add(facts.prefix)
+        elif facts.prefix is not None:  # writes and blobs: a thread of the owner's
+            outside = facts.prefix not in state.threads
+        else:  # agents: the owner's own; policies: none
+            outside = name != AGENTS or facts.owner != scope.owner
+    if scope.since is not None and name in (AGENTS, POLICIES) and not outside:
+        outside = facts.updated_at is None or facts.updated_at < scope.since
+    if outside:
+        raise BackupCorrupt(
+            f"{where}: record of tenant {facts.tenant!r} is outside the backup's scope "
+            f"({scope.describe()}; tenants {state.manifest.tenants})"
+        )
+    seen = state.units.setdefault(name, set())
+    if facts.id in seen:
+        raise BackupCorrupt(f"{where}: duplicate _id {facts.id!r}")
+    seen.add(facts.id)
+
+
 def _check_task(state: _State, where: str, record: dict[str, Any], facts: TaskFacts) -> None:
     scope = state.manifest.scope
     if scope.owner is not None and record.get("owner") != scope.owner:
@@ -371,6 +421,10 @@ def _check_task(state: _State, where: str, record: dict[str, Any], facts: TaskFa
             )
     _claim_payloads(state, facts.payload_ids, facts.identity, where)
     state.messages += facts.messages
+    metadata = record.get("metadata") or {}
+    if metadata.get("integration") == MARKER and isinstance(metadata.get("thread_id"), str):
+        # a thread's writes and blobs are in an owner's backup when its messages are
+        state.threads.add(prefix_of(facts.tenant, record.get("owner"), metadata["thread_id"]))
 
 
 def _claim_payloads(state: _State, payload_ids: Any, task: Any, where: str) -> None:

@@ -38,6 +38,7 @@ from mindstore.formats.conversation import (
     settle,
 )
 from mindstore.formats.media import inline_image, sniff_mime
+from mindstore.formats.outgoing import NO_OUTPUT, outgoing, refused_by_anthropic
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
@@ -215,23 +216,48 @@ def _import_result(block: Mapping[str, Any], path: str) -> ToolResultPart:
 
 def to_anthropic(messages: Sequence[AnyMessage]) -> JSON:
     """The `system` and `messages` of an Anthropic Messages request (see the module doc)."""
-    systems, turns = group_turns(messages, FORMAT, "assistant")
+    # redacted parts as placeholders; a message with nothing this format carries (only
+    # unsigned reasoning, say) is left out before turns form, so its neighbours merge
+    sent = outgoing(messages, FORMAT, _carries, blank=refused_by_anthropic)
+    systems, turns = group_turns(sent, FORMAT, "assistant")
     out: JSON = {}
     if systems:
         first = read_entry(systems[0].metadata, FORMAT)
-        out.update(
-            patch(
-                {"system": _render_system(systems, bool(first.get("blocks")))}, first.get("delta")
-            )
+        system = patch(
+            {"system": _render_system(systems, bool(first.get("blocks")))}, first.get("delta")
         )
+        if (kept := _filled(system["system"])) is not None:
+            out["system"] = kept
     rendered = [
-        (patch(_render_turn(role, group, bool(entry.get("blocks"))), entry.get("delta")), entry)
+        patch(_render_turn(role, group, bool(entry.get("blocks"))), entry.get("delta"))
         for role, group, entry in turns
     ]
-    # A turn with nothing this format carries (only unsigned reasoning, say) is refused
-    # by the API: it is left out unless it was imported that way.
-    out["messages"] = [turn for turn, entry in rendered if entry or turn["content"] != []]
+    # The API refuses empty content and empty text blocks, even where an import had them
+    out["messages"] = [
+        {**turn, "content": content}
+        for turn in rendered
+        if (content := _filled(turn.get("content"))) is not None
+    ]
     return out
+
+
+def _filled(content: Any) -> Any:
+    """`content` without the text blocks the API refuses; None when nothing is left."""
+    if isinstance(content, str):
+        return None if refused_by_anthropic(content) else content
+    if not isinstance(content, list):
+        return content
+    kept = [block for block in content if not _refused_block(block)]
+    return kept or None
+
+
+def _refused_block(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        and refused_by_anthropic(block["text"])
+    )
 
 
 def _render_system(systems: Sequence[SystemMessage], as_blocks: bool = False) -> Any:
@@ -269,6 +295,10 @@ def _render_source(media: MediaRef | None, inline: tuple[str, str] | None) -> JS
     if media.file_id:
         return {"type": "file", "file_id": media.file_id}
     return None
+
+
+def _carries(message: MessageBase) -> bool:
+    return any(_render_part(part) for part in message.content)
 
 
 def _render_part(part: Any) -> list[JSON]:
@@ -315,11 +345,15 @@ def _render_part(part: Any) -> list[JSON]:
 
 
 def _result(part: ToolResultPart) -> Any:
+    """The result's content. The API refuses a blank text block anywhere, and an empty
+    content on an error result: an error without text is sent as `NO_OUTPUT`."""
+    empty = NO_OUTPUT if part.is_error else ""
     if not part.tool_result_contents:
-        return result_text(part)
+        text = result_text(part)
+        return empty if refused_by_anthropic(text) else text
     blocks: list[JSON] = []
     for content in part.tool_result_contents:
-        if content.type == "text" and content.text is not None:
+        if content.type == "text" and content.text and not refused_by_anthropic(content.text):
             blocks.append({"type": "text", "text": content.text})
         elif content.type == "image" and content.image_data:
             mime = content.mime_type or sniff_mime(content.image_data)
@@ -329,4 +363,4 @@ def _result(part: ToolResultPart) -> Any:
                     "source": {"type": "base64", "media_type": mime, "data": content.image_data},
                 }
             )
-    return blocks
+    return blocks or empty

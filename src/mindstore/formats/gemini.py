@@ -39,6 +39,7 @@ from mindstore.formats.conversation import (
     settle,
 )
 from mindstore.formats.media import inline_image
+from mindstore.formats.outgoing import outgoing, refused_by_gemini
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
 from mindstore.model.messages import (
@@ -205,7 +206,10 @@ def _media_part(media: MediaRef) -> Any:
 
 def to_gemini(messages: Sequence[AnyMessage]) -> JSON:
     """`system_instruction` and `contents` of a Gemini request (see the module doc)."""
-    systems, turns = group_turns(messages, FORMAT, "model")
+    # redacted parts as placeholders; a message with nothing this format carries is left
+    # out before contents form, so its neighbours merge
+    sent = outgoing(messages, FORMAT, _carries, blank=refused_by_gemini)
+    systems, turns = group_turns(sent, FORMAT, "model")
     out: JSON = {}
     if systems:
         delta = read_entry(systems[0].metadata, FORMAT).get("delta")
@@ -214,6 +218,7 @@ def to_gemini(messages: Sequence[AnyMessage]) -> JSON:
         (patch(_render_content(side, group), entry.get("delta")), entry)
         for side, group, entry in turns
     ]
+    # the API refuses a content without parts (imported ones are given back as they came)
     out["contents"] = [content for content, entry in rendered if entry or content["parts"]]
     return out
 
@@ -247,6 +252,10 @@ def _render_media(media: MediaRef | None, fallback_mime: str) -> list[JSON]:
         mime = media.mime_type or mimetypes.guess_type(media.url)[0] or fallback_mime
         return [{"fileData": {"mimeType": mime, "fileUri": media.url}}]
     return []
+
+
+def _carries(message: MessageBase) -> bool:
+    return any(_render_part(part) for part in message.content)
 
 
 def _render_part(part: Any) -> list[JSON]:

@@ -30,11 +30,11 @@ from mindstore.formats.conversation import (
     dump_args,
     finished,
     load_args,
-    model_messages,
     result_text,
     settle,
 )
 from mindstore.formats.media import data_url, image_from_url, image_url, parse_data_url
+from mindstore.formats.outgoing import outgoing
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
@@ -195,7 +195,7 @@ def _import_call(raw: Any, path: str) -> ToolCallPart:
 def to_openai_chat(messages: Sequence[AnyMessage]) -> list[JSON]:
     """The Chat Completions `messages` for these mindstore messages (see the module doc)."""
     out: list[JSON] = []
-    for message in model_messages(messages):
+    for message in outgoing(messages, FORMAT):  # redacted: placeholders
         entry = read_entry(message.metadata, FORMAT)
         if not message.content and not entry:
             continue  # an empty (e.g. still loading) turn: the API refuses empty messages

@@ -30,7 +30,6 @@ from mindstore.formats.conversation import (
     dump_args,
     finished,
     load_args,
-    model_messages,
     result_text,
     settle,
 )
@@ -41,6 +40,7 @@ from mindstore.formats.media import (
     image_url,
     parse_data_url,
 )
+from mindstore.formats.outgoing import outgoing
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
 from mindstore.model.messages import (
@@ -263,7 +263,7 @@ def _import_output(item: Mapping[str, Any], path: str) -> ToolResultPart:
 def to_responses(messages: Sequence[AnyMessage]) -> list[JSON]:
     """Responses `input` items for these mindstore messages (see the module doc)."""
     out: list[JSON] = []
-    for message in model_messages(messages):
+    for message in outgoing(messages, FORMAT):  # redacted: placeholders
         entry = read_entry(message.metadata, FORMAT)
         if not message.content and not entry:
             continue
