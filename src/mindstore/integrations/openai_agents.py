@@ -3,8 +3,8 @@
 `MindstoreSession(session_id, store.scoped(tenant, owner=...))` is one task per session
 (task id = `mindstore.integrations.task_id_for(session_id)`: the session id itself when it
 is a valid task id, else a deterministic mapping; tenant and owner from the view). Each
-Responses input item is one typed mindstore message (`mindstore.formats.from_responses`): a user item a `UserMessage`,
-a `function_call` an `AssistantMessage` holding a `ToolCallPart` (tracked in the header
+Responses input item is one typed mindstore message (`mindstore.formats.from_responses`):
+a user item a `UserMessage`, a `function_call` an `AssistantMessage` holding a `ToolCallPart` (tracked in the header
 until its `function_call_output` arrives as a `ToolMessage`), reasoning a `ReasoningPart`.
 Whatever the item says beyond the typed model is kept in the message's metadata, so
 `get_items()` gives back exactly the items that were added.
