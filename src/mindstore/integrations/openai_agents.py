@@ -4,10 +4,11 @@
 (task id = `mindstore.integrations.task_id_for(session_id)`: the session id itself when it
 is a valid task id, else a deterministic mapping; tenant and owner from the view). Each
 Responses input item is one typed mindstore message (`mindstore.formats.from_responses`):
-a user item a `UserMessage`, a `function_call` an `AssistantMessage` holding a `ToolCallPart` (tracked in the header
-until its `function_call_output` arrives as a `ToolMessage`), reasoning a `ReasoningPart`.
-Whatever the item says beyond the typed model is kept in the message's metadata, so
-`get_items()` gives back exactly the items that were added.
+a user item a `UserMessage`, a `function_call` an `AssistantMessage` holding a
+`ToolCallPart` (tracked in the header until its `function_call_output` arrives as a
+`ToolMessage`), reasoning a `ReasoningPart`. Whatever the item says beyond the typed model
+is kept in the message's metadata, so `get_items()` gives back exactly the items that were
+added.
 
 Behaviour matches the SDK's `SQLiteSession` for the same calls: `get_items(limit=N)` is
 exactly the latest N items (the Runner itself leaves out a tool result whose call fell
