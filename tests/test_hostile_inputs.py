@@ -206,8 +206,10 @@ async def attempt(owner_scoped: bool, area: str, verb: str, args: tuple[Any, ...
             message = str(exc)
             assert message and "\n" not in message.strip(), f"not one line: {message!r}"
             return type(exc).__name__
-        shown = repr(result)
+        shown, given = repr(result), repr((args, kwargs))
         for secret in forbidden_for(owner_scoped):
+            if secret in given:  # the caller's own value (a title "bob-the-other-owner")
+                continue
             assert secret not in shown, f"{area}.{verb}{args}{kwargs} leaked {secret!r}"
         if isinstance(result, (int, float)) and not isinstance(result, bool):
             assert math.isfinite(result)
