@@ -15,6 +15,7 @@ from typing import Any
 
 import analytics_reference as ref
 import pytest
+from layout import flat_tasks
 
 from mindstore.errors import ValidationError
 from mindstore.model.parts import TaskConfigPart
@@ -40,7 +41,8 @@ async def loaded(store: Any, name: str) -> list[ref.StoredTask]:
 
 
 async def stored(store: Any, tenant: str) -> list[ref.StoredTask]:
-    documents = await store.database["tasks"].find({"tenant": tenant}).to_list(None)
+    # the whole stored history of each task, sealed pages included
+    documents = await flat_tasks(store.database, {"tenant": tenant})
     return ref.stored_tasks(documents, tenant)
 
 

@@ -127,7 +127,13 @@ async def test_a_record_from_the_wrong_tenant_is_corrupt(good):
 async def test_a_task_outside_the_owner_scope_is_corrupt(store, good, tmp_path):
     await backup(store, tmp_path / "alice", tenant="acme", owner="alice")
     records = read_file_records(good / "tasks.jsonl.gz")  # alice's and bob's tasks
-    rewrite_file(tmp_path / "alice", "tasks", records, messages=sum(len(r["messages"]) for r in records))
+    messages = sum(len(r["messages"]) for r in records)
+    if (good / "task_pages.jsonl.gz").exists():  # paged tasks: their sealed pages go along
+        assert (tmp_path / "alice" / "task_pages.jsonl.gz").exists()
+        pages = read_file_records(good / "task_pages.jsonl.gz")
+        rewrite_file(tmp_path / "alice", "task_pages", pages)
+        messages += sum(len(p["messages"]) for p in pages)
+    rewrite_file(tmp_path / "alice", "tasks", records, messages=messages)
     await _assert_refused(tmp_path / "alice", BackupCorrupt, CORRUPT, "owner 'bob'")
 
 

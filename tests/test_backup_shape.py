@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mindstore
+from layout import flat_tasks
 from mindstore.backup.rekey import moved_payload_id, rekey_node, rekey_payload, rekey_task
 from mindstore.backup.shape import ShapeError, check_node, check_payload, check_task
 from mindstore.documents import task_document
@@ -85,7 +86,7 @@ async def _history(ops) -> list[dict]:
         for step, op in enumerate(ops):
             with frozen_world(counter):
                 await apply(op, step, repo, True, "T")
-        return await store.database["tasks"].find({}).to_list()
+        return await flat_tasks(store.database)  # sealed pages included
     finally:
         await store.close()
 

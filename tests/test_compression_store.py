@@ -22,6 +22,7 @@ from mindstore.compression.toolpairs import call_ids, result_ids
 from mindstore.compression.window import model_view
 from mindstore.errors import NotFound, ValidationError
 from mindstore.model.messages import message_to_dict
+from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import (
     CompressionConfig,
     TaskConfigPart,
@@ -29,6 +30,7 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolMetadata,
 )
+from mindstore.store import Store
 
 SMALL = CompressionConfig(token_limit=400, keep_recent_messages=3, keep_first_messages=1)
 CONFIG = TaskConfigPart(model_name="m", compression_config=SMALL,
@@ -183,8 +185,12 @@ async def test_context_errors_are_typed(acme):
         await Compressor("tool_compression").transform()  # not loaded
 
 
-async def test_stubbed_tool_results_do_not_travel(acme, store):
-    tasks = acme.tasks
+@pytest.mark.parametrize("page_messages", [None, 3])
+async def test_stubbed_tool_results_do_not_travel(store, page_messages):
+    # at the run's page size, and in 3-message pages: the level's head then lies in the
+    # pages, and the open page's first messages (a kept 20 kB result) must not travel too
+    policy = store.page_policy if page_messages is None else PagePolicy(page_messages=page_messages)
+    tasks = Store(store.backend, page_policy=policy).scoped("acme").tasks
     tid = (await tasks.create(config=CONFIG)).id
     for i in range(6):
         await tool_round(tasks, tid, f"r{i}", size=20_000)

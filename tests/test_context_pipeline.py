@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import TaskConfigPart, TextPart
 from mindstore.model.task import Task
 from mindstore.model.views import level_messages
+from mindstore.store import Store
 
 CONFIG = TaskConfigPart(model_name="m")
 
@@ -15,7 +19,12 @@ def _checkpoint_metadata(compressed, kept):
                            "metadata": {}}}
 
 
-async def test_context_of_a_5000_message_task_reads_less_than_the_task(acme, store):
+@pytest.mark.parametrize("page_messages", [None, 3])
+async def test_context_of_a_5000_message_task_reads_less_than_the_task(store, page_messages):
+    # at the run's page size, and in 1,666 pages of 3 messages: a page holding nothing the
+    # view keeps must not send a row (a row per page would outweigh the kept messages)
+    policy = store.page_policy if page_messages is None else PagePolicy(page_messages=page_messages)
+    acme = Store(store.backend, page_policy=policy).scoped("acme")
     task = Task()
     task.add_task_config(CONFIG)
     for i in range(4999):

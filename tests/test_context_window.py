@@ -39,6 +39,7 @@ from mindstore.model.messages import (
     UserMessage,
     message_to_dict,
 )
+from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import (
     CompressionConfig,
     InformationalPart,
@@ -50,6 +51,7 @@ from mindstore.model.parts import (
 )
 from mindstore.model.storage_form import bson_size
 from mindstore.model.task import Task
+from mindstore.store import Store
 
 TOOLS = [ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")]
 OFF = TaskConfigPart(model_name="m", tool_metadata=TOOLS, compression_config=CompressionConfig(enabled=False))
@@ -110,6 +112,15 @@ def long_task(messages: int, part: TaskConfigPart = OFF, seed: int = 3) -> Task:
             task.add_task_exit([TextPart(text="done")])
         tool_round(task, f"r{round_no}", rng.randint(10, 1500))
     return task
+
+
+def sized(store, page_messages: int | None = None):
+    """Tenant `acme` on a store over the same backend with pages of `page_messages`
+    messages (None: the default page size). The read-cost bounds below are stated for the
+    default page size whatever the run's MINDSTORE_PAGE_MESSAGES: a paged read costs a
+    row per page it counts, so its bytes and batches depend on the page size."""
+    policy = PagePolicy() if page_messages is None else PagePolicy(page_messages=page_messages)
+    return Store(store.backend, page_policy=policy).scoped("acme")
 
 
 async def imported(acme, task: Task) -> str:
@@ -238,7 +249,8 @@ def test_pairing_keeps_the_other_parts_and_drops_empty_messages():
 
 
 @pytest.mark.parametrize("auto_compress", [False, True])
-async def test_a_window_read_is_bounded_by_the_window(acme, store, auto_compress):
+async def test_a_window_read_is_bounded_by_the_window(store, auto_compress):
+    acme = sized(store)  # the default page size: about 20 pages
     task = long_task(5_000, config(10_000_000))
     tid = await imported(acme, task)
     with store.backend.recorder.capture(payloads=True) as log:
@@ -259,7 +271,82 @@ async def test_a_window_read_is_bounded_by_the_window(acme, store, auto_compress
     assert [m.id for m in window][-50:] == [m.id for m in expected][-50:]
 
 
-async def test_a_read_that_falls_short_widens_once(acme, store):
+async def test_a_paged_window_read_costs_the_same_commands_whatever_the_pages_it_spans(store):
+    """The pages a window wants whole travel in one command (only a page wanted in part
+    has its own), so a window over a hundred 3-message pages costs the commands of one
+    over a few; the pages it counts without reading them send no row when they hold
+    nothing of the level."""
+    acme = sized(store, 3)
+    tid = await imported(acme, long_task(1_500, config(10_000_000)))
+    spans, commands = [], []
+    for budget in (1_000, 30_000):
+        with store.backend.recorder.capture(payloads=True) as log:
+            window = await acme.tasks.context(tid, max_tokens=budget, auto_compress=False)
+        spans.append(len(window))
+        commands.append(len(log))
+        assert window.tokens <= budget and pairs_intact(window) and bookkeeping_free(window)
+    assert spans[1] > 20 * spans[0] and spans[1] > 300  # over a hundred pages
+    assert commands[0] == commands[1] <= 9, commands
+
+
+async def test_a_sub_task_window_gets_no_row_from_the_pages_before_the_sub_task(store):
+    acme = sized(store, 3)
+    task = long_task(300)
+    assistant = task.add_assistant_message()
+    task.add_tool_call_part(assistant.id, ToolCallPart(tool_call_id="late", tool_name="delegate"))
+    task.add_task_entry([TextPart(text="a late sub-task")], OFF)
+    for i in range(7):
+        task.add_human_message(f"in the sub-task {i}")
+    tid = await imported(acme, task)
+    assert (await acme.tasks.header(tid)).pages > 90
+    with store.backend.recorder.capture(payloads=True) as log:
+        window = await acme.tasks.context(tid, auto_compress=False)
+    # the pass counting the level in every page: pages of the parent level hold nothing
+    # of this one, only the sub-task's few pages send a row (its messages, the entry's two
+    # included, fill at most four)
+    counted = [c.n_returned for c in log
+               if c.collection == "task_pages" and "level_count" in str(c.pipeline[-1])]
+    assert len(counted) == 1 and counted[0] <= 4, counted
+    assert [m.id for m in window] == [m.id for m in model_view(task.current_task_messages())]
+
+
+async def test_a_widening_read_of_a_paged_level_starts_over_when_a_seal_lands_in_between(
+    store, monkeypatch
+):
+    """A widening read takes the sealed part of its range from the pages, then the rest
+    from the open page by position; a seal in between moves the open page's start, so that
+    read must start over, not take the messages now at those positions."""
+    from mindstore.compression import window_pages
+    from mindstore.compression.window_read import read_level_range
+
+    acme, other = sized(store, 3), sized(store, 3)  # two processes writing one task
+    tid = (await acme.tasks.create(config=OFF)).id
+    for i in range(20):
+        await acme.tasks.add_human_message(tid, f"question {i}")
+    header = await acme.tasks.header(tid)
+    assert header.pages and header.open_count >= 1
+    wanted = (14, 6)  # the last six questions: from the last pages into the open page
+    before = (await read_level_range(acme.tasks, tid, None, *wanted, paged=True))[2]
+    assert [m.text() for m in before] == [f"question {i}" for i in range(14, 20)]
+
+    original, raced = window_pages._slices, []
+
+    async def seal_in_between(*args, **kwargs):
+        found = await original(*args, **kwargs)
+        if not raced:  # another writer's appends make the task seal its open page
+            raced.append(True)
+            for i in range(6):
+                await other.tasks.add_human_message(tid, f"later {i}")
+            assert (await other.tasks.header(tid)).sealed > header.sealed
+        return found
+
+    monkeypatch.setattr(window_pages, "_slices", seal_in_between)
+    after = (await read_level_range(acme.tasks, tid, None, *wanted, paged=True))[2]
+    assert raced and [m.id for m in after] == [m.id for m in before]
+
+
+async def test_a_read_that_falls_short_widens_once(store):
+    acme = sized(store)  # the default page size: one document, one pipeline per read
     task = long_task(400)
     for i in range(30):  # the newest messages are far smaller than the task's average
         task.add_human_message(f"short {i}")
@@ -275,7 +362,8 @@ async def test_a_read_that_falls_short_widens_once(acme, store):
 # ---------------------------------------------------------------- compression once per need
 
 
-async def test_a_round_that_cannot_reach_the_limit_is_recorded_and_not_redone(acme, store):
+async def test_a_round_that_cannot_reach_the_limit_is_recorded_and_not_redone(store):
+    acme = sized(store)  # the default page size: one document, one pipeline per read
     task = long_task(300, config(3_000, keep_recent_messages=4))
     tid = await imported(acme, task)
     first = await acme.tasks.context(tid, max_tokens=2_000)
@@ -320,7 +408,8 @@ async def test_nothing_to_compress_is_recorded_too(acme):
     assert await compression_count(acme, tid) == 1
 
 
-async def test_a_round_that_reached_the_limit_is_counted_on_not_reread(acme, store):
+async def test_a_round_that_reached_the_limit_is_counted_on_not_reread(store):
+    acme = sized(store)  # the default page size: one document, one pipeline per read
     tasks = acme.tasks
     task = long_task(300, config(6_000, strategy="compact_summarization", keep_recent_messages=6))
     tid = await imported(acme, task)

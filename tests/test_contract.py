@@ -17,6 +17,7 @@ from unittest import mock
 
 import pytest
 
+from layout import assert_header
 from mindstore.errors import (
     InvalidTransition,
     MindstoreError,
@@ -67,6 +68,7 @@ class Homes:
     def __init__(self, store: Any) -> None:
         self.memory = Task(id="T")
         self.repo = store.scoped("contract").tasks
+        self.database = store.database
         self.memory_ids, self.store_ids = itertools.count(), itertools.count()
         self.log: list[tuple[str, Any, Any]] = []
 
@@ -108,7 +110,8 @@ class Homes:
     async def agree(self) -> None:
         stored = await self.repo.messages("T")
         assert [message_to_dict(m) for m in stored] == [message_to_dict(m) for m in self.memory.messages]
-        assert await self.repo.header("T") == self.memory.header
+        header = await self.repo.header("T")
+        await assert_header(self.database, "contract/T", header, self.memory.header)
 
 
 @pytest.fixture

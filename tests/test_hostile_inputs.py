@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mindstore
+from layout import forge_messages, stored_messages
 from mindstore.errors import MindstoreError, TaskTooLarge
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
@@ -205,8 +206,10 @@ async def attempt(owner_scoped: bool, area: str, verb: str, args: tuple[Any, ...
             message = str(exc)
             assert message and "\n" not in message.strip(), f"not one line: {message!r}"
             return type(exc).__name__
-        shown = repr(result)
+        shown, given = repr(result), repr((args, kwargs))
         for secret in forbidden_for(owner_scoped):
+            if secret in given:  # the caller's own value (a title "bob-the-other-owner")
+                continue
             assert secret not in shown, f"{area}.{verb}{args}{kwargs} leaked {secret!r}"
         if isinstance(result, (int, float)) and not isinstance(result, bool):
             assert math.isfinite(result)
@@ -263,12 +266,12 @@ async def test_a_marker_shaped_text_is_text_and_payloads_stay_with_their_task(st
     await alice.add_human_message(World.alice_task, forged, message_id="forged")
     stored = await alice.get_message(World.alice_task, "forged")
     assert stored.content[0].text == forged  # read back as the caller wrote it, never resolved
-    raw = await store.database["tasks"].find_one({"_id": "acme/" + World.alice_task})
-    assert raw["messages"][-1]["content"][0]["text"] != forged  # stored escaped
+    key = "acme/" + World.alice_task
+    raw = await stored_messages(store.database, key)
+    assert raw[-1]["content"][0]["text"] != forged  # stored escaped
     # even a raw marker planted in alice's document cannot fetch bob's payload
-    index = raw["seq"] - 1
-    await store.database["tasks"].update_one({"_id": "acme/" + World.alice_task},
-                                             {"$set": {f"messages.{index}.content.0.text": forged}})
+    await forge_messages(store.database, key, {"forged": {"content.0.text": forged}})
+    assert (await stored_messages(store.database, key))[-1]["content"][0]["text"] == forged
     again = await alice.get_message(World.alice_task, "forged")
     assert BOB_SECRET not in repr(again)
 
@@ -283,16 +286,13 @@ async def test_ids_are_literals_inside_pipelines(store):
     with pytest.raises(MindstoreError):
         await acme.add_human_message(task.id, "x", message_id="$$ROOT")
     # ... and one that got in anyway (a forged document) is compared as a literal
-    key, tasks = "acme/" + task.id, store.database["tasks"]
-    raw = await tasks.find_one({"_id": key})
+    key = "acme/" + task.id
     forged = "$$m.scope"
-    updates = {"scope_stack.0.entry_id": forged}
-    for index, message in enumerate(raw["messages"]):
-        if message["id"] == "e1":
-            updates[f"messages.{index}.id"] = forged
+    changes: dict[str, dict[str, str]] = {"e1": {"id": forged}}
+    for message in await stored_messages(store.database, key):
         if message.get("scope") == "e1":
-            updates[f"messages.{index}.scope"] = forged
-    await tasks.update_one({"_id": key}, {"$set": updates})
+            changes.setdefault(message["id"], {})["scope"] = forged
+    await forge_messages(store.database, key, changes, **{"scope_stack.0.entry_id": forged})
     store.headers.forget(("acme", task.id))
     level = [m.id for m in await acme.current_task_messages(task.id)]
     assert "root-1" not in level and "inside-1" in level and forged in level

@@ -14,11 +14,13 @@ from unittest import mock
 import bson
 import pytest
 
+from layout import flat_task, unpaged
 from mindstore.backup import backup, restore, verify
 from mindstore.backup.shape import check_task
 from mindstore.documents import task_document
 from mindstore.errors import ValidationError
 from mindstore.model.messages import AssistantMessage, Usage, message_to_dict, parse_message
+from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import (
     TaskConfigPart,
     TextPart,
@@ -26,9 +28,11 @@ from mindstore.model.parts import (
     ToolMetadata,
 )
 from mindstore.model.planner import full_stored_doc, stored_doc
+from mindstore.model.plans_redact import redaction_of
 from mindstore.model.storage_form import bson_size
 from mindstore.model.task import Task
 from mindstore.pipelines import analytics as pipelines
+from mindstore.store import Store
 from test_backup_support import new_store
 
 CONFIG = TaskConfigPart(model_name="openai/gpt-4o", tool_metadata=[
@@ -94,8 +98,8 @@ def old_form(task: Task, tenant: str, owner: str = "alice") -> dict[str, Any]:
 
 
 async def stored(store, tenant: str, task_id: str) -> dict[str, Any]:
-    return await store.database["tasks"].find_one({"_id": f"{tenant}/{task_id}"})
-
+    """The task document as an unpaged task holds it: every message, sealed pages included."""
+    return await flat_task(store.database, f"{tenant}/{task_id}")
 
 def dumps(messages) -> list[dict[str, Any]]:
     return [message_to_dict(m) for m in messages]
@@ -116,7 +120,8 @@ async def reads(tenant, tid: str) -> dict[str, Any]:
         "tail": dumps(await tasks.tail(tid, 3)),
         "one": message_to_dict(await tasks.get_message(tid, "p1")),
         "window": (dumps(window), window.left_out, window.tokens),
-        "header": (await tasks.header(tid)).model_dump(exclude={"size_bytes"}),
+        # where the history is cut into pages is storage, not what a caller reads
+        "header": unpaged(await tasks.header(tid)).model_dump(exclude={"size_bytes"}),
     }
 
 
@@ -218,7 +223,10 @@ async def raw_rows(store, tenant: str) -> dict[str, bytes]:
 
 
 async def test_analytics_pipelines_give_the_same_rows_for_both_forms(store):
-    await store.scoped("lean").tasks.import_task(conversation("T"), owner="alice")
+    # the pipelines of the task documents alone, on two unpaged documents (the reports
+    # over pages read the same, test_a_collection_mixing_both_forms_reports_as_if_all_were_lean)
+    unpaged_store = Store(store.backend, page_policy=None)
+    await unpaged_store.scoped("lean").tasks.import_task(conversation("T"), owner="alice")
     await store.database["tasks"].insert_one(old_form(conversation("T"), "old"))
     lean, old = await raw_rows(store, "lean"), await raw_rows(store, "old")
     assert all(lean.values())
@@ -264,6 +272,37 @@ async def test_writes_to_an_old_document_read_back_and_still_verify(store, tmp_p
     }
     with pytest.raises(ValueError, match="size_bytes"):
         check_task(forged)
+
+
+@pytest.mark.parametrize("sealed_first", [False, True])
+async def test_an_old_document_patched_and_paged_still_verifies(store, tmp_path, sealed_first):
+    """A patch of a message of the earlier form counts its size above the exact change;
+    the pages (sealed and folded by measuring) hold exact sizes. So the task's
+    `sealed_bytes` and `size_bytes` may lie above its pages, within the sealed messages'
+    allowance, whether the message was patched in a page (`sealed_first`) or before a seal
+    moved it into one; backup verify accepts exactly that."""
+    old = Store(store.backend, page_policy=PagePolicy(page_messages=3)).scoped("old")
+    task = conversation("T")
+    await store.database["tasks"].insert_one(old_form(task, "old"))
+    # messages of the earlier form: the last stays open after the first seal, the one
+    # three before it is sealed then
+    target = task.messages[-3 if sealed_first else -1]
+    if sealed_first:
+        await old.tasks.add_human_message("T", "the write that seals")
+        assert (await old.tasks.header("T")).sealed > len(task.messages) - 3
+    await old.tasks.redact("T", target.id)
+    for i in range(8):  # the patched message goes into a page, if it was not in one already
+        await old.tasks.add_human_message("T", f"after {i}")
+    document = await store.database["tasks"].find_one({"_id": "old/T"})
+    pages = await store.database["task_pages"].find({"task": "old/T"}).to_list(None)
+    assert document["sealed"] > len(task.messages) - 1  # the redacted message is sealed
+    exact = sum(page["size_bytes"] for page in pages) + sum(
+        bson_size(m) for m in document["messages"])  # fmt: skip
+    assert document["size_bytes"] > exact  # the earlier form's over-count
+    assert redaction_of(await old.tasks.get_message("T", target.id)) is not None
+    await backup(store, tmp_path / "b")
+    assert (await verify(tmp_path / "b")).counts["task_pages"] == len(pages)
+    check_task(await stored(store, "old", "T"))
 
 
 async def test_a_lean_document_allows_no_size_slack():

@@ -109,7 +109,9 @@ PAYLOAD_FIELDS = ("filter", "update", "pipeline", "projection", "documents", "wr
 @pytest.mark.parametrize("keep", [False, True])
 async def test_the_recorder_keeps_sizes_only_unless_asked(keep: bool) -> None:
     recorder = CommandRecorder(keep_payloads=keep)
-    store = await mindstore.connect("embedded", recorder=recorder)
+    # what the recorder keeps of each write, one write per append: a store that never
+    # seals (a seal's page writes would be commands of their own)
+    store = await mindstore.connect("embedded", recorder=recorder, page_policy=None)
     acme = store.scoped("acme")
     tid = (await acme.tasks.create(title="big")).id
     for _ in range(30):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from layout import read_layout
 from mindstore.errors import InvalidTransition, NotFound
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 from mindstore.model.planner import derive_header, stored_doc
@@ -124,4 +125,10 @@ async def test_lost_races_without_local_locks_still_store_everything(store):
 
     await asyncio.gather(*(writer(n) for n in range(12)))
     record = await tenants[0].tasks.get(tid)
-    assert record.seq == 96 and record.version == 96
+    # exactly one successful write per append, plus one per seal (its pages name the
+    # version they were sealed from)
+    layout = await read_layout(store.database, f"acme/{tid}")
+    seals = len({page["version"] for page in layout.pages})
+    assert record.seq == 96 and record.version == 96 + seals
+    expected = sorted(f"{n}.{i}" for n in range(12) for i in range(8))
+    assert sorted(m["id"] for m in layout.messages) == expected

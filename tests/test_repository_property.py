@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mindstore
+from layout import assert_header
 from mindstore.errors import MindstoreError
 from mindstore.model.messages import UnknownMessage, message_to_dict
 from mindstore.model.parts import (
@@ -160,7 +161,7 @@ async def scenario(ops):
             assert left == right, outcomes
         stored = await repo.messages("T")
         assert [message_to_dict(m) for m in stored] == [message_to_dict(m) for m in memory.messages]
-        assert await repo.header("T") == memory.header
+        await assert_header(store.database, "prop/T", await repo.header("T"), memory.header)
         current = await repo.current_task_messages("T")
         assert [m.id for m in current] == [m.id for m in memory.current_task_messages()]
         assert await repo.find_current_task_boundaries("T") == memory.find_current_task_boundaries()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from layout import flat_task
 from mindstore import Conflict, InvalidTransition, NotFound, TaskState, ValidationError
 from mindstore.ids import task_key
 from mindstore.model.messages import AssistantMessage, UserMessage, message_to_dict
@@ -29,7 +30,8 @@ SUB = TaskConfigPart(
 
 
 async def stored_document(store, task_id):
-    return await store.database["tasks"].find_one({"_id": task_key("acme", task_id)})
+    """The task as an unpaged task stores it: every message, sealed pages included."""
+    return await flat_task(store.database, task_key("acme", task_id))
 
 
 async def assert_header_matches_messages(acme, task_id):

@@ -5,15 +5,25 @@ most its messages' stored BSON plus 512 B, and every verb on the last message (a
 stream write, the turn's finish) is one update too. Cold (another store): one header read
 (which brings the last message), then the update. The two multi-message verbs whose
 overhead grows with what they write have their own bounds, asserted below with the reason.
+
+Paged (the suite also runs with 3-message pages), each verb's own step is still that one
+update (or read and update), and what paging adds is counted as what it is
+(`check_paging_costs`): page reads only for an earlier message in a sealed page that the
+verb changes or requires, a seal exactly when the write moved the paging mark, a fold
+after a change to a sealed message, whose `pending` entries are counted as the in-place
+patch they stand for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from layout import assert_paging, read_layout, split_housekeeping, unpaged
+from mindstore.backends.recorder import CommandLog
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import (
     ReasoningPart,
@@ -91,47 +101,117 @@ PART_VERBS = {"add_tool_call_part", "add_tool_call_part (delegate)", "add_reason
               "add_text_part", "finish_assistant_message", "redact"}  # fmt: skip
 
 
-async def run_script(store: Store, tasks: Any) -> list[tuple[str, Any, int]]:
-    """Run every verb once on a fresh task; (name, command log, bytes of appended messages)."""
+REFERS: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
+    "add_tool_result_message": ("changes", lambda c: ["k1"]),
+    "answer_tool_call": ("changes", lambda c: ["k2"]),
+    "answer_tool_call (in the sub-task)": ("changes", lambda c: ["k5"]),
+    "add_task_exit": ("changes", lambda c: ["k4"]),  # answers the delegate call
+    "add_compression_message": ("requires", lambda c: c["ids"][1:4]),
+}
+"""Earlier messages a verb changes (a call's flags, named by the call id) or requires (a
+compression message's references, by message id); every other verb appends, or changes
+the last message."""
+
+
+@dataclass
+class Step:
+    """One verb of the script: its own commands, and the seals and folds its write left."""
+
+    name: str
+    own: CommandLog
+    housekeeping: list[str]
+    appended: int
+    sealed: tuple[int, int]  # the paging mark before and after
+    earlier_sealed: bool  # it changes or requires a message that was in a sealed page
+
+
+def _index(messages: list[dict[str, Any]], ref: str) -> int:
+    for index, message in enumerate(messages):
+        parts = message.get("content") or []
+        calls = [p.get("tool_call_id") for p in parts if p.get("type") == "toolCall"]
+        if message.get("id") == ref or ref in calls:
+            return index
+    raise AssertionError(f"no message {ref!r}")
+
+
+async def run_script(store: Store, tasks: Any) -> list[Step]:
+    """Run every verb once on a fresh task; each verb's `Step`."""
     tid = (await tasks.create(config=CONFIG)).id
+    key = f"acme/{tid}"
     for i in range(4):
         await tasks.add_human_message(tid, f"earlier {i}")
     ctx: dict[str, Any] = {"ids": [m.id for m in await tasks.messages(tid)]}
-    tasks_db = store.database["tasks"]
-    rows = []
+    steps = []
     for name, action in APPENDS:
-        before = (await tasks_db.find_one({"_id": f"acme/{tid}"}))["messages"]
-        with store.backend.recorder.capture() as log:
+        before = await read_layout(store.database, key)
+        with store.backend.recorder.capture(payloads=True) as log:
             await action(tasks, tid, ctx)
-        after = (await tasks_db.find_one({"_id": f"acme/{tid}"}))["messages"]
-        appended = sum(bson_size(m) for m in after[len(before) :])
-        rows.append((name, log, appended))
+        after = await read_layout(store.database, key)
+        appended = sum(bson_size(m) for m in after.messages[len(before.messages) :])
+        refs = REFERS[name][1](ctx) if name in REFERS else []
+        earlier = any(_index(before.messages, ref) < before.sealed for ref in refs)
+        own, housekeeping = split_housekeeping(log)
+        marks = (before.sealed, after.sealed)
+        steps.append(Step(name, own, housekeeping, appended, marks, earlier))
     stored = await tasks.messages(tid)
-    assert await tasks.header(tid) == derive_header(tid, stored).model_copy(
-        update={"tail": (await tasks.header(tid)).tail}
-    )
-    return rows
+    header = await tasks.header(tid)
+    assert unpaged(header) == derive_header(tid, stored).model_copy(update={"tail": header.tail})
+    await assert_paging(store.database, key, header)
+    return steps
+
+
+def check_paging_costs(step: Step) -> None:
+    """What paging adds to a verb, and only that (nothing at all while the history fits
+    in the task document): reads of a sealed page for an earlier message the verb changes
+    or requires (which message holds a call, whether referenced ids are stored); a seal
+    after the write exactly when it moved the paging mark; a fold after a change to a
+    sealed message."""
+    on_pages = [c.name for c in step.own if c.collection == "task_pages"]
+    assert bool(on_pages) == step.earlier_sealed and set(on_pages) <= {"find", "aggregate"}, (
+        step.name, on_pages)  # fmt: skip
+    sealed = step.sealed[1] > step.sealed[0]
+    changes_sealed = step.earlier_sealed and REFERS[step.name][0] == "changes"
+    expected = ["fold"] * changes_sealed + ["seal"] * sealed
+    assert step.housekeeping == expected, (step.name, step.housekeeping, expected)
+
+
+def sealed_change_surcharge(update: Any) -> int:
+    """Bytes a change to a sealed message costs beyond the same change in place: it is
+    sent as `pending` entries (message id, index, path, value) and `pending_at` instead of
+    ``messages.<i>.<path>: value`` (docs/write-paths.md, "Paged storage")."""
+    pending = (update.update.get("$push") or {}).get("pending")
+    if pending is None:
+        return 0
+    entries = pending["$each"]
+    sent = bson_size({"pending": pending, "pending_at": update.update["$set"]["pending_at"]})
+    in_place = bson_size({f"messages.{e['i']}.{e['p']}": e.get("v") for e in entries})
+    return sent - in_place
 
 
 async def test_every_verb_warm_is_one_update_within_the_limit(acme, store):
     over = []
-    for name, log, appended in await run_script(store, acme.tasks):
-        assert log.names() == ["update"], (name, log.names())
-        if name in PART_VERBS:
+    for step in await run_script(store, acme.tasks):
+        on_task = [c.name for c in step.own if c.collection == "tasks"]
+        assert on_task == ["update"], (step.name, step.own.names())
+        check_paging_costs(step)
+        if step.name in PART_VERBS:
             continue
-        beyond = log.bytes_sent - appended
-        limit = ENTRY_LIMIT if name == "add_task_entry" else LIMIT
+        (update,) = step.own.by_name("update")
+        beyond = update.bytes_sent - step.appended - sealed_change_surcharge(update)
+        limit = ENTRY_LIMIT if step.name == "add_task_entry" else LIMIT
         if beyond > limit:
-            over.append((name, beyond))
+            over.append((step.name, beyond))
     assert over == []
 
 
 async def test_every_verb_cold_reads_once_then_updates(store):
     cold = Store(store.backend, header_cache_size=0).scoped("acme").tasks
-    for name, log, _appended in await run_script(store, cold):
+    for step in await run_script(store, cold):
         # one read of the header with the last message; a part verb on an earlier
         # message would need one more (none in this script: they all change the last)
-        assert log.names() == ["find", "update"], (name, log.names())
+        on_task = [c.name for c in step.own if c.collection == "tasks"]
+        assert on_task == ["find", "update"], (step.name, step.own.names())
+        check_paging_costs(step)
 
 
 async def test_a_warm_append_costs_the_same_at_any_history_length(acme, store):
@@ -174,11 +254,14 @@ async def test_the_guard_names_the_callers_ids_and_the_first_new_one(acme, store
     exactly-once guard holds the entry's id only; `add_messages` holds every id it was given."""
     tid = (await acme.tasks.create(config=CONFIG)).id
     await acme.tasks.add_human_message(tid, "go")
-    with store.backend.recorder.capture(payloads=True) as log:
-        await acme.tasks.add_task_entry(tid, [TextPart(text="sub")], SUB, entry_id="e1")
-        given = [UserMessage(id=f"g{n}", content=[TextPart(text="x")]) for n in range(count)]
-        await acme.tasks.add_messages(tid, given)
-    entry, several = (c.filter["messages.id"] for c in log.by_name("update"))
+    logs = []
+    given = [UserMessage(id=f"g{n}", content=[TextPart(text="x")]) for n in range(count)]
+    for verb in (lambda: acme.tasks.add_task_entry(tid, [TextPart(text="sub")], SUB, entry_id="e1"),
+                 lambda: acme.tasks.add_messages(tid, given)):  # fmt: skip
+        with store.backend.recorder.capture(payloads=True) as log:
+            await verb()
+        logs.append(split_housekeeping(log)[0])  # the verb's own update, not a seal's
+    entry, several = (log.by_name("update")[0].filter["messages.id"] for log in logs)
     assert entry == {"$ne": "e1"}
     assert several == ({"$ne": "g0"} if count == 1 else {"$nin": [m.id for m in given]})
 

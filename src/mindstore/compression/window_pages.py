@@ -7,10 +7,14 @@ visible page, then the open page) with the level's latest checkpoint given to ea
 1. the checkpoint: the last compression message of the level (`context_source`'s read:
    only compression messages travel, in their pages and the open page);
 2. one pass over every segment for its counts and system messages
-   (`pipelines.context_pages.segment_counts`), the open page's head and tail slices in
-   the same read;
+   (`pipelines.context_pages.segment_counts`; a page without a message of the level
+   sends no row), the open page's tail slice in the same read, and its head slice when
+   the level starts in the open page;
 3. slices of only the pages that hold the window's head (the level's first view
-   messages) and tail (its newest visible messages).
+   messages) and tail (its newest visible messages): the pages wanted whole in one
+   query, a page wanted in part in its own, so the round trips do not grow with the
+   pages a window spans. A slice of the open page taken after the counts is pinned to
+   its start (`sealed`): a seal in between starts the read over.
 
 The counts add up to what the one-document pipeline computes, and the messages are the
 same, so the assembled window is identical (tests/test_paging.py compares them); only
@@ -28,8 +32,10 @@ from mindstore.model.messages import AnyMessage
 from mindstore.model.paging import apply_pending
 from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.pipelines import context as context_pipelines
+from mindstore.pipelines.boundaries import with_fields
+from mindstore.pipelines.context import MAX_SLICE
 from mindstore.pipelines.context_pages import segment_counts, segment_slice
-from mindstore.repositories.pages import Paging
+from mindstore.repositories.pages import Paging, StalePage
 from mindstore.repositories.task_reads import TaskReads
 
 JSON = dict[str, Any]
@@ -57,7 +63,14 @@ class _Level:
         return sum(int(row.get(name, 0)) for row in self.segments)
 
 
-async def _level(tasks: TaskReads, task_id: str, scope: str | None, head: int, tail: int) -> _Level:
+async def _level(
+    tasks: TaskReads, task_id: str, scope: str | None, head: int, tail: int,
+    *, open_head: bool = True,
+) -> _Level:  # fmt: skip
+    """The checkpoint and every segment's counts; the open page's row also brings its last
+    `tail` visible messages and, with `open_head`, its first `head` view messages (only
+    worth sending when the level's head may lie in the open page: else they would travel
+    for nothing, `read_paged_window` reads them apart if the pages fall short)."""
     marks = await tasks._filtered(
         task_id,
         lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope, "messages"),
@@ -65,29 +78,54 @@ async def _level(tasks: TaskReads, task_id: str, scope: str | None, head: int, t
     mark = marks[-1] if marks else None
     probe = _Level(mark, Paging(0, 0, 0), [], {})
     counts = segment_counts(scope, *probe.args())
-    opened = [
-        *counts[:-1],
-        {"$project": {**counts[-1]["$project"],
-                      "head": {"$slice": ["$view", head]},
-                      "tail": {"$slice": ["$visible", -tail]}}},
-    ]  # fmt: skip
-    paging, pages, open_row = await tasks._segments(task_id, counts, opened)
+    slices: JSON = {"tail": {"$slice": ["$visible", -tail]}}
+    if open_head:
+        slices["head"] = {"$slice": ["$view", head]}
+    opened = [*counts[:-1], {"$project": {**counts[-1]["$project"], **slices}}]
+    # a page without a message of the level counts nothing: it sends no row
+    keep = {"level_count": {"$gt": 0}}
+    paging, pages, open_row = await tasks._segments(task_id, counts, opened, keep=keep)
     open_row["page"] = None
     return _Level(mark, paging, pages, open_row)
+
+
+async def _open_slice(
+    tasks: TaskReads, task_id: str, level: _Level, scope: str | None, field: str,
+    start: int, count: int,
+) -> list[JSON]:  # fmt: skip
+    """A `field` slice of the open page, read after the counts: only while no seal moved
+    the open page's start (appends only add after it, the checkpoint's lists are the ones
+    counted with); else `StalePage`, and the caller reads again."""
+    stages = segment_slice(scope, *level.args(), field=field, start=start, count=count)
+    rows = await tasks._aggregate_task(
+        task_id, lambda query: [{"$match": query}, *with_fields(stages, ("sealed",))]
+    )
+    if int(rows[0].get("sealed", 0) or 0) != level.paging.sealed:
+        raise StalePage(None)
+    return list(rows[0].get("slice", []))
 
 
 async def _slices(
     tasks: TaskReads, task_id: str, level: _Level, scope: str | None, field: str,
     wanted: list[tuple[JSON, int, int]],
 ) -> dict[int | None, list[JSON]]:  # fmt: skip
-    """`field` slices (segment row, start, count) of sealed pages, by page number."""
+    """`field` slices (segment row, start, count) of sealed pages, by page number: the
+    pages wanted whole in one read, each page wanted in part in a read of its own (the
+    first or last of a run), so the round trips do not grow with the pages a window spans."""
+    counted = "view_count" if field == "view" else "visible_count"
+    whole = [int(row["page"]) for row, start, count in wanted
+             if start == 0 and count >= int(row.get(counted, 0))]  # fmt: skip
+    reads = [(whole, 0, MAX_SLICE)] if whole else []
+    reads += [([int(row["page"])], start, count) for row, start, count in wanted
+              if int(row["page"]) not in whole]  # fmt: skip
     out: dict[int | None, list[JSON]] = {}
-    for row, start, count in wanted:
+    for pages, start, count in reads:
         stages = segment_slice(scope, *level.args(), field=field, start=start, count=count)
-        found = await tasks._page_rows(task_id, level.paging, [int(row["page"])], stages)
-        messages = found.get(int(row["page"]), {}).get("slice", [])
-        apply_pending(messages, level.paging.pending)
-        out[int(row["page"])] = messages
+        found = await tasks._page_rows(task_id, level.paging, pages, stages)
+        for page in pages:
+            messages = found.get(page, {}).get("slice", [])
+            apply_pending(messages, level.paging.pending)
+            out[page] = messages
     return out
 
 
@@ -97,7 +135,9 @@ async def read_paged_window(
     """The window read of a paged level: its counts and checkpoint (a `LevelRead` whose
     messages are still to be decoded) and the stored head, systems and tail."""
     scope = header.current_scope
-    level = await _level(tasks, task_id, scope, head, tail)
+    # the open page's head travels with the counts only when the level starts in it
+    starts_open = bool(header.scope_stack) and header.scope_stack[-1].index >= header.sealed
+    level = await _level(tasks, task_id, scope, head, tail, open_head=starts_open)
     # the head: the first `head` view messages, segment by segment
     head_wanted: list[tuple[JSON, int, int]] = []
     need = head
@@ -109,8 +149,13 @@ async def read_paged_window(
             need -= int(row["view_count"])
     firsts = await _slices(tasks, task_id, level, scope, "view", head_wanted)
     head_raw = [m for page in sorted(p for p in firsts if p is not None) for m in firsts[page]]
-    if need > 0:
-        head_raw += level.segments[-1].get("head", [])[:need]
+    if need > 0 and int(level.segments[-1].get("view_count", 0)):
+        opened = level.segments[-1]
+        head_raw += (
+            opened["head"][:need]
+            if "head" in opened
+            else await _open_slice(tasks, task_id, level, scope, "view", 0, need)
+        )
     # the tail: the newest `tail` visible messages, from the open page backwards
     tail_raw = list(level.segments[-1].get("tail", []))
     need = tail - len(tail_raw)
@@ -153,7 +198,7 @@ async def read_paged_range(
     tasks: TaskReads, task_id: str, scope: str | None, start: int, count: int
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:
     """Visible messages ``[start, start + count)`` of a paged level (a widening read)."""
-    level = await _level(tasks, task_id, scope, 1, 1)
+    level = await _level(tasks, task_id, scope, 1, 1, open_head=False)
     wanted: list[tuple[JSON, int, int]] = []
     open_part: list[tuple[int, int]] = []
     position, stop = 0, start + count
@@ -170,9 +215,7 @@ async def read_paged_range(
     raw = [m for page in sorted(p for p in found if p is not None) for m in found[page]]
     if open_part:
         offset, length = open_part[0]
-        stages = segment_slice(scope, *level.args(), field="visible", start=offset, count=length)
-        rows = await tasks._aggregate_task(task_id, lambda query: [{"$match": query}, *stages])
-        raw += rows[0].get("slice", [])
+        raw += await _open_slice(tasks, task_id, level, scope, "visible", offset, length)
     messages = await tasks._decode(task_id, raw)
     stubbed = {m.id for m in messages if m.id in set(level.stubbed)}
     return (level.mark or {}).get("id"), level.total("visible_count"), messages, stubbed

@@ -315,7 +315,10 @@ class TaskReads(TaskEngine):
             paging = Paging.of(rows[0])
             if not paging.pages:
                 return list(rows[0]["messages"])
-            tail = with_fields(build({})[1:], ("start", "version"))
+            # a page with nothing kept sends no row (one per page would grow with the
+            # pages, not with what is kept), unless it changed after the task was read
+            kept = {"$or": [{"messages": {"$ne": []}}, {"version": {"$gt": paging.version}}]}
+            tail = [*with_fields(build({})[1:], ("start", "version")), {"$match": kept}]
             try:
                 pages = await self._sealed_rows(self._key(task_id), paging, tail)
             except StalePage:
@@ -326,21 +329,26 @@ class TaskReads(TaskEngine):
         raise kept_changing(task_id)
 
     async def _segments(
-        self, task_id: str, stages: builtins.list[Any], open_stages: builtins.list[Any]
-    ) -> tuple[Paging, builtins.list[Any], dict[str, Any]]:
+        self, task_id: str, stages: builtins.list[Any], open_stages: builtins.list[Any],
+        *, keep: dict[str, Any] | None = None,
+    ) -> tuple[Paging, builtins.list[Any], dict[str, Any]]:  # fmt: skip
         """A per-document pipeline over a task's segments: `stages` over each visible page
         (rows in page order, with `page`, `start`, `version`), `open_stages` over the task
-        document (its row, with the paging fields). Task document first (`pages`)."""
+        document (its row, with the paging fields). Task document first (`pages`).
+        `keep`: a condition on a page's row; a page whose row fails it sends none (unless
+        it changed after the task was read), so a pass over many pages that matter little
+        does not send a row for each."""
         for _attempt in range(STALE_READS):
             rows = await self._aggregate_task(
                 task_id, lambda query: [{"$match": query}, *with_fields(open_stages, PAGING_FIELDS)]
             )
             paging = Paging.of(rows[0])
             fields = ("page", "start", "version")
+            tail = with_fields(stages, fields)
+            if keep is not None:
+                tail.append({"$match": {"$or": [keep, {"version": {"$gt": paging.version}}]}})
             try:
-                pages = await self._sealed_rows(
-                    self._key(task_id), paging, with_fields(stages, fields)
-                )
+                pages = await self._sealed_rows(self._key(task_id), paging, tail)
             except StalePage:
                 continue
             return paging, pages, rows[0]
