@@ -35,7 +35,7 @@ from typing import Any
 from mindstore.backends.recorder import CommandLog
 from mindstore.backup.shape import size_allowance
 from mindstore.documents import TASK_PAGES, TASKS
-from mindstore.model.header import TaskHeader
+from mindstore.model.header import PAGING_FIELDS, TaskHeader
 from mindstore.model.planner import parse_stored
 from mindstore.model.stored_read import read_stored
 from mindstore.paged_history import apply_pending
@@ -43,7 +43,8 @@ from mindstore.paged_history import apply_pending
 JSON = dict[str, Any]
 
 PAGING_KEYS: tuple[str, ...] = (
-    "sealed", "pages", "sealed_bytes", "open_since", "patched", "pending", "pending_at",
+    "sealed", "pages", "sealed_bytes", "id_filter_blocks", "id_filter", "patched", "pending",
+    "pending_at",
 )  # fmt: skip
 """Task document fields only paged storage writes (absent on a task never paged)."""
 
@@ -180,8 +181,7 @@ async def forge_messages(
 def unpaged(header: TaskHeader) -> TaskHeader:
     """The header without its paging fields (as the in-memory `Task` folds it)."""
     defaults = TaskHeader()
-    names = ("sealed", "pages", "sealed_bytes", "open_since")
-    return header.model_copy(update={name: getattr(defaults, name) for name in names})
+    return header.model_copy(update={name: getattr(defaults, name) for name in PAGING_FIELDS})
 
 
 async def assert_paging(database: Any, key: str, header: TaskHeader) -> None:
