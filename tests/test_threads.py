@@ -218,16 +218,9 @@ async def test_store_verbs_from_threads_each_running_its_own_loop(store):
             again = await acme.tasks.add_human_message(shared, f"{n}.{i}", message_id=f"u-{n}-{i}")
             assert again is not None and again.id == f"u-{n}-{i}"
 
-    # A replay of a message sealed into a page within the second it started is a known
-    # gap of exactly-once across pages (docs/write-paths.md), threads or not: replay only
-    # while every message stays in the open page (tiny pages seal them at once).
-    policy = store.page_policy
-    replays = policy is None or 2 * policy.page_messages > THREADS * appends
-
     def work(n: int) -> None:
         asyncio.run(write(n))
-        if replays:  # the same appends from another loop: replays, nothing stored
-            asyncio.run(replay(n))
+        asyncio.run(replay(n))  # the same appends from another loop: replays, nothing stored
 
     await asyncio.to_thread(run_threads, work)
     messages = await acme.tasks.messages(shared)
