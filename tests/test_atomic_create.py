@@ -29,7 +29,7 @@ from mindstore import PagePolicy, Store, TenantStore
 from mindstore.backup import backup
 from mindstore.errors import Conflict, NotFound, TaskTooLarge, ValidationError
 from mindstore.ids import page_key, task_key
-from mindstore.model import id_filter
+from mindstore.model import base, id_filter
 from mindstore.model.header import PAGING_FIELDS, TaskHeader
 from mindstore.model.messages import message_to_dict
 from mindstore.model.paging import cut_pages, should_seal
@@ -521,7 +521,7 @@ async def test_repair_removes_only_pages_no_task_counts(store: Store) -> None:
 
 
 async def test_a_retried_create_of_a_shorter_history_leaves_pages_repair_removes(
-    store: Store,
+    store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scoped = paged(store, PagePolicy(2, 1 << 20))()
     long, short = await conversation([], 16), await conversation([], 7)
@@ -530,6 +530,8 @@ async def test_a_retried_create_of_a_shorter_history_leaves_pages_repair_removes
         await scoped.tasks.create(task_id="T", messages=long.messages, replay=True)
     clean = store.scoped(scoped.tenant)
     await clean.tasks.create(task_id="T", messages=short.messages, replay=True)
+    now = base.CLOCK()  # both homes finish the previous message at the same millisecond
+    monkeypatch.setattr(base, "CLOCK", lambda: now)
     await clean.tasks.add_human_message("T", "and on", message_id="more")
     short.add_human_message("and on", message_id="more")
     header = await clean.tasks.header("T")
