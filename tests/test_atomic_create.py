@@ -225,9 +225,9 @@ async def test_a_long_history_is_created_in_one_step_and_reads_back_as_the_in_me
     if pages:
         assert [(p["start"], p["end"]) for p in pages] == [(c.start, c.end) for c in cuts]
         assert header.sealed_bytes == sum(page["size_bytes"] for page in pages)
-        blocks = [bytes(block) for block in document["id_filter"]]  # every sealed id held
-        assert header.id_filter_blocks == len(blocks)
-        assert all(id_filter.may_hold(blocks, m["id"]) for page in pages for m in page["messages"])
+        words = list(document["id_filter"])  # every sealed id held
+        assert header.id_filter_words == len(words)
+        assert all(id_filter.may_hold(words, m["id"]) for page in pages for m in page["messages"])
     else:  # not due for a seal: one document, as before paging
         assert not (cuts and should_seal(header, policy))
     # the same messages appended one by one are sealed at the same boundaries (a prefix:
@@ -292,7 +292,7 @@ def test_the_cut_is_contiguous_keeps_the_last_message_open_and_fits(
         )
     except TaskTooLarge:  # only when the last message alone does not fit, or a page does not
         # the last message, its array key, the header budget and the sealed-id filter
-        filter_bytes = id_filter.blocks_for(len(sizes) - 1) * (id_filter.BLOCK_BYTES + 16)
+        filter_bytes = id_filter.words_for(len(sizes) - 1) * 16
         alone = sizes[-1] + 8 + HEADER_BUDGET_BYTES + filter_bytes + 500 > limit
         pages = cut_pages(sizes, first_index=0, first_page=0, policy=policy, force=True)
         too_large = [
@@ -315,7 +315,7 @@ def test_the_cut_is_contiguous_keeps_the_last_message_open_and_fits(
     assert cut.open == stored[position:] and len(cut.open) >= 1  # the last message stays open
     assert cut.header.sealed == position and cut.header.pages == len(cut.cuts)
     assert cut.header.sealed_bytes == sum(sizes[:position])
-    assert cut.header.id_filter_blocks == len(cut.id_filter)
+    assert cut.header.id_filter_words == len(cut.id_filter)
     assert all(id_filter.may_hold(cut.id_filter, m["id"]) for m in stored[:position])
     assert document_estimate(cut.header) + 500 <= limit
     assert without_paging(cut.header) == header
