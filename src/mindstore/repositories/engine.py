@@ -24,6 +24,7 @@ from typing import Any
 from mindstore.documents import header_from_document, utcnow
 from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
 from mindstore.ids import check_name
+from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
@@ -215,6 +216,14 @@ class TaskEngine(TaskPages):
             taken = sorted(i for i in ids if i in stored)
             raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
         return stored
+
+    async def _filter_passes(self, task_id: str, words: int, ids: Sequence[str]) -> bool:
+        """After a write that matched nothing: does the task's sealed-id filter let `ids`
+        through (the write lost a race), or does it say one may be sealed (look in the
+        pages)? One count, no document travels."""
+        query: dict[str, Any] = self._filter(task_id)
+        query["$and"] = id_filter.guard(words, sorted(set(ids)))
+        return bool(await self._tasks.count_documents(query, limit=1))
 
     async def _check_required(self, task_id: str, ids: Sequence[str]) -> None:
         """After a write that matched nothing: was a message it requires missing?"""
@@ -423,9 +432,12 @@ class TaskEngine(TaskPages):
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
                 await self._check_required(task_id, require_ids)
-                if header.pages and unsealed and not look_in_pages:
-                    look_in_pages = True  # the sealed-id filter may have refused it: no backoff
-                    continue
+                if header.pages and unsealed and not await self._filter_passes(
+                    task_id, header.id_filter_words, unsealed
+                ):
+                    look_in_pages = True  # the sealed-id filter refused it: the pages decide,
+                    continue  # once, before the next write (no backoff: not a lost race)
+                look_in_pages = False
                 if not state.cached:  # a cache miss is not a lost race: no backoff for it
                     logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
                                  task_id, attempt + 1, self.retry.attempts)  # fmt: skip
