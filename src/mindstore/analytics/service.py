@@ -7,7 +7,7 @@ this module only validates arguments, talks to the database and wires the two to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mindstore.analytics import folding, paging
@@ -23,13 +23,30 @@ from mindstore.analytics.rows import (
     UsageRow,
 )
 from mindstore.documents import TASK_PAGES, TASKS
-from mindstore.errors import ValidationError
+from mindstore.errors import ValidationError, WrongType
 from mindstore.model.header import TaskState
 from mindstore.paged_history import apply_pending, page_ranges, pending_pages
 from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines import analytics_pages as paged
 from mindstore.pipelines.analytics import Pipeline, ReportFilter
-from mindstore.validation import check_optional_text, check_owner
+from mindstore.validation import check_optional_text, check_owner, check_text
+
+
+def _dimension_names(group_by: Any) -> list[str]:
+    """`group_by` as a list of names: one name, or an iterable of names (not a mapping,
+    not bytes); anything else is refused here, naming the argument, before it reaches a
+    pipeline (where an unhashable or non-string value would be a bare TypeError)."""
+    if isinstance(group_by, str):
+        return [group_by]
+    if isinstance(group_by, (bytes, bytearray, Mapping)) or not isinstance(group_by, Iterable):
+        raise WrongType(
+            f"group_by must be a dimension name or a list of them, got {type(group_by).__name__}"
+        )
+    names = list(group_by)
+    for name in names:
+        if not isinstance(name, str):
+            raise WrongType(f"group_by must hold dimension names, got {type(name).__name__}")
+    return names
 
 
 class Analytics:
@@ -157,7 +174,7 @@ class Analytics:
 
     @staticmethod
     def _dims(group_by: Iterable[str] | str, period: Period | None) -> tuple[str, ...]:
-        dims = [group_by] if isinstance(group_by, str) else list(group_by)
+        dims = _dimension_names(group_by)
         if period is not None and "period" not in dims:
             dims.insert(0, "period")
         if period is None and "period" in dims:
@@ -195,6 +212,7 @@ class Analytics:
         until: TimeBound = None,
     ) -> list[OwnerRow]:
         """Owners ranked by cost (or tokens_in, tokens_out, ...), largest first."""
+        check_text(by, "by")
         f = self._filter(owner, state, model, since, until)
         return folding.fold_owners(
             await self._report(pipelines.top_owners_pipeline(f, limit, by), units=True)

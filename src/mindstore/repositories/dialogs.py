@@ -28,7 +28,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import DIALOG_NODES, TASK_PAGES, TASKS, node_document, utcnow
-from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
 from mindstore.ids import task_id_of, task_key
 from mindstore.model import dialog as tree
 from mindstore.model.base import new_id
@@ -49,8 +49,10 @@ from mindstore.repositories.tasks import TaskRepository
 from mindstore.validation import (
     check_int,
     check_optional_int,
+    check_optional_json,
     check_optional_text,
     check_owner,
+    check_text,
 )
 
 PROMPT_KEY = "prompt_path"
@@ -147,11 +149,13 @@ class DialogRepository:
 
     async def _put(self, dialog_id: str, role: str, content: list[Any], name: str | None,
                    metadata: dict[str, Any] | None) -> AnyMessage:  # fmt: skip
-        cls = ROLE_CLASSES.get(role)
+        # every argument checked here, naming it: a dict role is unhashable, a non-string
+        # name or metadata key would surface as pydantic's own error from the message model
+        cls = ROLE_CLASSES.get(role) if isinstance(role, str) else None
         if cls is None:
-            raise ValidationError(f"role must be one of {sorted(ROLE_CLASSES)}, got {role!r}")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise ValidationError("metadata must be a dict")
+            raise ValidationError(f"role must be one of {sorted(ROLE_CLASSES)}, got {role!r:.60}")
+        check_optional_text(name, "name")
+        check_optional_json(metadata, "metadata")
         stamped = {**(metadata or {}), "dialog_id": dialog_id}
         return await self.tasks.add_message(
             dialog_id, cls(content=content, name=name, metadata=stamped)
@@ -167,7 +171,7 @@ class DialogRepository:
     ) -> AnyMessage:
         """Append raw text (stateless: the top prompt is reset)."""
         if not isinstance(text, str):
-            raise ValidationError("put_text expects a string")
+            raise WrongType(f"text must be a string (put_text), got {type(text).__name__}")
         return await self._put(dialog_id, role, [TextPart(text=text)], name, metadata)
 
     async def put_image(self, dialog_id: str, image: str | Path | bytes, caption: str | None = None,
@@ -207,17 +211,28 @@ class DialogRepository:
 
         A registry value is a `str.format` template or a callable taking the args.
         """
+        check_text(prompt, "prompt")
+        if not isinstance(registry, Mapping):
+            raise WrongType(f"registry must be a mapping, got {type(registry).__name__}")
+        if prompt_args is not None and not (
+            isinstance(prompt_args, Mapping) and all(isinstance(k, str) for k in prompt_args)
+        ):
+            raise WrongType("prompt_args must be a dict with string keys")
+        check_optional_json(metadata, "metadata")
         if prompt not in registry:
             raise NotFound(f"no prompt {prompt!r} in the registry")
         template = registry[prompt]
+        if not (callable(template) or isinstance(template, str)):
+            raise WrongType(f"registry[{prompt!r}] must be a template string or a callable")
         try:
             text = (
                 template(**(prompt_args or {}))
                 if callable(template)
                 else template.format(**(prompt_args or {}))
             )
-        except (KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValidationError(f"prompt {prompt!r} could not be rendered: {exc!r}") from exc
+        check_text(text, f"prompt {prompt!r} rendered")
         return await self._put(
             dialog_id, role, [TextPart(text=text)], name, {**(metadata or {}), PROMPT_KEY: prompt}
         )
