@@ -132,7 +132,14 @@ def from_langchain(
 def to_langchain(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
     """LangChain messages for mindstore messages: the ones this module stored come back
     exactly; other user, assistant, system and tool messages in their canonical form;
-    bookkeeping messages (configs, entries, compression markers) are left out."""
+    bookkeeping messages (configs, entries, compression markers) are left out.
+
+    Args:
+        messages: mindstore messages.
+
+    Returns:
+        LangChain `BaseMessage`s.
+    """
     rendered = []
     for message in messages:
         if not isinstance(message, (UserMessage, AssistantMessage, SystemMessage, ToolMessage)):
