@@ -63,7 +63,17 @@ class ExecutionState(Model):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExecutionState:
-        """Read the agent graph's serialised form (`_internal_data`) or this model's own."""
+        """Read the agent graph's serialised form (`_internal_data`) or this model's own.
+
+        Args:
+            data: The serialised execution state.
+
+        Returns:
+            The `ExecutionState`.
+
+        Raises:
+            ValidationError: `data` is not an object, or a field is malformed.
+        """
         if not isinstance(data, Mapping):
             raise ValidationError(f"execution state must be an object, got {type(data).__name__}")
         fields = dict(data)

@@ -219,8 +219,8 @@ def to_openai_chat(messages: Sequence[AnyMessage]) -> list[JSON]:
 
     Example:
         ```python
-        window = await acme.tasks.context(task.id, max_tokens=32_000)
-        client.chat.completions.create(model="gpt-4o", messages=to_openai_chat(list(window)))
+        recent = await acme.tasks.tail(task.id, 20)
+        client.chat.completions.create(model="gpt-4o", messages=to_openai_chat(recent))
         ```
     """
     out: list[JSON] = []

@@ -178,6 +178,10 @@ class MindstoreSession(TaskSession):
 
         Returns:
             The item, or None when the session is empty.
+
+        Raises:
+            InvalidTransition: The last message was not written by the session (it holds
+                several items), or a retract cannot undo it (a task config).
         """
         for _ in range(POP_ATTEMPTS):
             try:

@@ -926,7 +926,7 @@ class TaskRepository(ContentLifecycle):
             task_id: The task.
             message_id: The assistant message.
             status: How the turn ended: `"completed"`, `"error"`, `"interrupted"` or
-        `"loading"` (still streaming).
+                `"loading"` (still streaming).
             usage: Token and cost figures as one `Usage`.
             tokens_in: Input tokens.
             tokens_out: Output tokens.

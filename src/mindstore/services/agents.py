@@ -224,15 +224,17 @@ class Agent:
     # -- the document's names ---------------------------------------------------------
     @property
     def name(self) -> str:
+        """The agent's name (the owner of its dialogs)."""
         return self.state.name
 
     @property
     def dialogs(self) -> dict[str, str]:
-        """Alias -> dialog id."""
+        """The agent's dialogs: alias -> dialog id."""
         return self.state.dialogs
 
     @property
     def active_alias(self) -> str | None:
+        """The alias of the active dialog, or None before the first `open`."""
         return self.state.active_alias
 
     @property

@@ -59,7 +59,7 @@ class TaskService(TaskRepository):
         Example:
             ```python
             window = await acme.tasks.context(task.id, max_tokens=32_000)
-            payload = to_openai_chat(list(window))
+            client.chat.completions.create(model="gpt-4o", messages=window.to_openai_chat())
             ```
         """
         check_optional_int(max_tokens, "max_tokens", minimum=1)
