@@ -33,7 +33,8 @@ from mindstore.commands.help import METAVARS, tidy_help
 from mindstore.commands.pipes import EXIT_CLOSED_PIPE
 
 runner = CliRunner()
-erase_module = importlib.import_module("mindstore.backup.erase")  # the package's `erase` is the function
+# the module: `mindstore.backup.erase` as an attribute is the package's `erase` function
+erase_module = importlib.import_module("mindstore.backup.erase")
 SRC = Path(__file__).resolve().parents[1] / "src"
 PLACEHOLDER = re.compile(r"<(bool|str|path|int|float|list\[[a-z]+\])[^>]*>")
 
