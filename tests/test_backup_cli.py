@@ -67,7 +67,7 @@ def test_backup_verify_erase_restore(data, tmp_path):
     assert dump(data) == original
 
     result = invoke(data, "erase", "--tenant", "acme", "--owner", "alice", "--dry-run")
-    assert result.exit_code == 0 and json.loads(result.output)["dry_run"] is True
+    assert result.exit_code == 0 and json.loads(result.stdout)["dry_run"] is True
     assert dump(data) == original
 
     receipt_file = tmp_path / "receipts" / "alice.json"

@@ -74,7 +74,7 @@ def test_erase_before_and_apply_policy(tmp_path: Path) -> None:
     dry = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "2024-01-01",
                               "--dry-run"])  # fmt: skip
     assert dry.exit_code == 0, dry.output
-    assert json.loads(dry.output)["counts"]["tasks"] == 1 and stored_bytes(data) == before
+    assert json.loads(dry.stdout)["counts"]["tasks"] == 1 and stored_bytes(data) == before
     both = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "2024-01-01",
                                "--apply-policy", "--yes"])  # fmt: skip
     assert both.exit_code == 2 and stored_bytes(data) == before

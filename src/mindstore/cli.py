@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -35,6 +36,7 @@ from mindstore.commands.common import (
     run,
     settings,
 )
+from mindstore.commands.help import tidy_help
 
 __all__ = [
     "DEBUG_ENV", "EXIT_INTERRUPTED", "EXIT_UNEXPECTED", "EXIT_USAGE", "OneLineErrors", "Settings",
@@ -42,8 +44,18 @@ __all__ = [
     "require_tenant", "run", "settings",
 ]  # fmt: skip
 
+
+class _Root(OneLineErrors):
+    """The root command: every parameter gets its metavar (`commands.help`) before the
+    command line is read, so usage errors and `--help` spell values alike."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        tidy_help(self)
+        return super().main(*args, **kwargs)
+
+
 app = typer.Typer(
-    cls=OneLineErrors,
+    cls=_Root,
     name="mindstore",
     help="Store, inspect, analyse and back up AI-agent conversations in MongoDB.",
     no_args_is_help=True,

@@ -7,7 +7,7 @@ this module only validates arguments, talks to the database and wires the two to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mindstore.analytics import folding, paging
@@ -23,13 +23,30 @@ from mindstore.analytics.rows import (
     UsageRow,
 )
 from mindstore.documents import TASK_PAGES, TASKS
-from mindstore.errors import ValidationError
+from mindstore.errors import ValidationError, WrongType
 from mindstore.model.header import TaskState
 from mindstore.paged_history import apply_pending, page_ranges, pending_pages
 from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines import analytics_pages as paged
 from mindstore.pipelines.analytics import Pipeline, ReportFilter
-from mindstore.validation import check_optional_text, check_owner
+from mindstore.validation import check_optional_text, check_owner, check_text
+
+
+def _dimension_names(group_by: Any) -> list[str]:
+    """`group_by` as a list of names: one name, or an iterable of names (not a mapping,
+    not bytes); anything else is refused here, naming the argument, before it reaches a
+    pipeline (where an unhashable or non-string value would be a bare TypeError)."""
+    if isinstance(group_by, str):
+        return [group_by]
+    if isinstance(group_by, (bytes, bytearray, Mapping)) or not isinstance(group_by, Iterable):
+        raise WrongType(
+            f"group_by must be a dimension name or a list of them, got {type(group_by).__name__}"
+        )
+    names = list(group_by)
+    for name in names:
+        if not isinstance(name, str):
+            raise WrongType(f"group_by must hold dimension names, got {type(name).__name__}")
+    return names
 
 
 class Analytics:
@@ -157,7 +174,7 @@ class Analytics:
 
     @staticmethod
     def _dims(group_by: Iterable[str] | str, period: Period | None) -> tuple[str, ...]:
-        dims = [group_by] if isinstance(group_by, str) else list(group_by)
+        dims = _dimension_names(group_by)
         if period is not None and "period" not in dims:
             dims.insert(0, "period")
         if period is None and "period" in dims:
@@ -176,7 +193,34 @@ class Analytics:
         since: TimeBound = None,
         until: TimeBound = None,
     ) -> list[UsageRow]:
-        """Tokens in/out, cache reads/writes and cost by model, owner and/or period."""
+        """Tokens in/out, cache reads/writes and cost, grouped by model, owner and/or period.
+
+        Counts assistant turns (and any message carrying usage), sealed pages included.
+
+        Args:
+            group_by: `"model"`, `"owner"`, `"period"` or a list of them (the order of the
+                row keys); a period needs `period`.
+            period: Also bucket by `"day"`, `"week"` (ISO) or `"month"`, in UTC.
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            One `UsageRow` per group.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+            ValidationError: `group_by` is not a name or a list of names, or names an unknown
+                dimension; an unknown period.
+
+        Example:
+            ```python
+            rows = await acme.analytics.usage(group_by=("model", "owner"), period="week")
+            ```
+        """
         period = to_period(period)
         dims = self._dims(group_by, period)
         f = self._filter(owner, state, model, since, until)
@@ -194,7 +238,27 @@ class Analytics:
         since: TimeBound = None,
         until: TimeBound = None,
     ) -> list[OwnerRow]:
-        """Owners ranked by cost (or tokens_in, tokens_out, ...), largest first."""
+        """Owners ranked by cost (or a token measure), largest first, with how many tasks their
+        usage came from.
+
+        Args:
+            limit: How many owners (1 to 10,000).
+            by: `"cost"`, `"tokens_in"`, `"tokens_out"`, `"cache_reads"` or `"cache_writes"`.
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            One `OwnerRow` per owner.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+            ValidationError: `by` is not one of the measures, or a bad limit.
+        """
+        check_text(by, "by")
         f = self._filter(owner, state, model, since, until)
         return folding.fold_owners(
             await self._report(pipelines.top_owners_pipeline(f, limit, by), units=True)
@@ -211,7 +275,32 @@ class Analytics:
         since: TimeBound = None,
         until: TimeBound = None,
     ) -> list[LatencyRow]:
-        """Assistant response times with exact p50/p90/p99 (seconds)."""
+        """Assistant response times with exact p50/p90/p99 (seconds), grouped by model, owner
+        and/or period.
+
+        Args:
+            group_by: `"model"`, `"owner"`, `"period"` or a list of them (the order of the
+                row keys); a period needs `period`.
+            period: Also bucket by `"day"`, `"week"` (ISO) or `"month"`, in UTC.
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            One `LatencyRow` per group: count, mean, min, p50, p90, p99, max.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+            ValidationError: A bad `group_by` or period.
+
+        Example:
+            ```python
+            rows = await acme.analytics.latency(group_by="model")
+            ```
+        """
         period = to_period(period)
         dims = self._dims(group_by, period)
         f = self._filter(owner, state, model, since, until)
@@ -223,7 +312,27 @@ class Analytics:
                     owner: str | None = None, state: TaskState | str | None = None,
                     model: str | None = None, since: TimeBound = None,
                     until: TimeBound = None) -> list[ToolRow]:  # fmt: skip
-        """Tool calls by tool name with results, errors and error rate."""
+        """Tool calls by tool name, with results, errors and the error rate; optionally also by
+        model and/or period.
+
+        Args:
+            group_by: `"model"`, `"period"` or a list of them, on top of the tool name (a call
+                has no owner of its own).
+            period: Also bucket by `"day"`, `"week"` (ISO) or `"month"`, in UTC.
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            One `ToolRow` per tool and group.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+            ValidationError: A bad `group_by` or period.
+        """
         period = to_period(period)
         dims = self._dims(group_by, period)
         f = self._filter(owner, state, model, since, until)
@@ -234,14 +343,44 @@ class Analytics:
     async def sessions(self, *, owner: str | None = None, state: TaskState | str | None = None,
                        model: str | None = None, since: TimeBound = None,
                        until: TimeBound = None) -> SessionReport:  # fmt: skip
-        """Session length (own messages) and duration distributions."""
+        """Session length (own messages) and duration distributions, with a length histogram.
+
+        Args:
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            A `SessionReport`.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+        """
         f = self._filter(owner, state, model, since, until)
         return folding.fold_sessions(await self._report(pipelines.sessions_pipeline(f), units=True))
 
     async def subtasks(self, *, owner: str | None = None, state: TaskState | str | None = None,
                        model: str | None = None, since: TimeBound = None,
                        until: TimeBound = None) -> list[SubtaskRow]:  # fmt: skip
-        """Sub-task spans by depth: how many, how many finished, their size and duration."""
+        """Sub-task spans by depth: how many, how many finished, their size and duration.
+
+        Args:
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            One `SubtaskRow` per depth.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+        """
         f = self._filter(owner, state, model, since, until)
         return folding.fold_subtasks(await self._report(pipelines.subtasks_pipeline(f), units=True))
 
@@ -255,7 +394,24 @@ class Analytics:
         since: TimeBound = None,
         until: TimeBound = None,
     ) -> list[ActivityRow]:
-        """Tasks created, messages by role and active owners, per period."""
+        """Per period: tasks created, messages by role and active owners.
+
+        Args:
+            period: `"day"`, `"week"` (ISO) or `"month"`, in UTC.
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            One `ActivityRow` per period.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+            ValidationError: An unknown period.
+        """
         period = to_period(period)
         f = self._filter(owner, state, model, since, until)
         messages = await self._report(pipelines.message_activity_pipeline(f))
@@ -272,7 +428,24 @@ class Analytics:
         since: TimeBound = None,
         until: TimeBound = None,
     ) -> list[ActiveOwnersRow]:
-        """Owners with at least one message of their own in each period."""
+        """Owners with at least one message of their own in each period.
+
+        Args:
+            period: `"day"`, `"week"` (ISO) or `"month"`, in UTC.
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            model: Only this model (what it selects per report: `ReportFilter`).
+            since: From this time, inclusive: a datetime, a date, epoch seconds or ISO 8601 text.
+            until: Up to this time, exclusive (same forms).
+
+        Returns:
+            One `ActiveOwnersRow` per period.
+
+        Raises:
+            ValidationError: A bad filter (unknown state, a time that is not one, `since` after
+                `until`), or an owner other than an owner-scoped view's.
+            ValidationError: An unknown period.
+        """
         period = to_period(period)
         f = self._filter(owner, state, model, since, until)
         return folding.fold_active_owners(

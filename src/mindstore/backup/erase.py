@@ -27,10 +27,15 @@ Other data is never modified: a remaining dialog node (e.g. another owner's fork
 parent task was erased keeps its `parent_id`, and the receipt lists it under
 ``dangling_dialog_nodes`` so the operator knows.
 
+A dry run's receipt also lists what it would erase: under ``ids``, per collection, the
+first `LISTED_IDS` ids in sorted order (tasks and dialog nodes by their task id), with
+``ids_listed_max`` saying where the list stops; ``counts`` has the full numbers. A real
+erase lists none.
+
 The receipt's ``ids_sha256`` is the sha256 (hex) of the UTF-8 text made of one line per
 erased document, ``<collection>\\t<_id as canonical Extended JSON>\\n`` (a string id
 ``abc`` is ``"abc"`` with its quotes), the lines sorted by their UTF-8 bytes. Anyone with
-the list of ids can recompute it; the receipt itself holds no ids of erased data.
+the list of ids can recompute it; the receipt of an erase holds no ids of erased data.
 """
 
 from __future__ import annotations
@@ -68,6 +73,8 @@ RECEIPT_VERSION = 1
 PAGE = 1000
 DELETE_CHUNK = 500
 _DANGLING_LISTED = 1000
+LISTED_IDS = 1000
+"""How many ids of each collection a dry run's receipt lists (`listed_ids`)."""
 #: Threads, agents and policies, in the order they are erased: a thread's writes and blobs
 #: before its checkpoints (an interrupted erase run again finds the thread by those)
 UNIT_ORDER = (LANGGRAPH_WRITES, LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES)
@@ -89,6 +96,23 @@ def ids_digest(ids: dict[str, list[Any]]) -> str:
     return digest.hexdigest()
 
 
+def listed_ids(ids: dict[str, list[Any]], limit: int | None = None) -> dict[str, list[Any]]:
+    """What a dry run shows of `ids`: per collection, the first `limit` in sorted order,
+    tasks and dialog nodes by their task id (not the stored per-tenant key), other
+    string ids as they are and any other id as canonical Extended JSON text."""
+    limit = LISTED_IDS if limit is None else limit
+    shown: dict[str, list[Any]] = {}
+    for name, values in ids.items():
+        plain = [
+            (task_id_of(v) if name in (TASKS, DIALOG_NODES) else v)
+            if isinstance(v, str)
+            else _id_json(v)
+            for v in values
+        ]
+        shown[name] = sorted(plain)[:limit]
+    return shown
+
+
 @dataclass
 class EraseReceipt:
     tenant: str
@@ -103,6 +127,10 @@ class EraseReceipt:
     dangling_dialog_nodes: list[dict[str, Any]] = field(default_factory=list)
     dangling_total: int = 0
     elapsed_s: float = 0.0
+    ids: dict[str, list[Any]] | None = None
+    """A dry run's preview of the ids (`listed_ids`); None on a real erase."""
+    ids_max: int = field(default_factory=lambda: LISTED_IDS)
+    """Where each list of `ids` stops."""
 
     @property
     def total(self) -> int:
@@ -125,6 +153,11 @@ class EraseReceipt:
             "JSON>\\n'",
             "dangling_dialog_nodes": list(self.dangling_dialog_nodes),
             "dangling_total": self.dangling_total,
+            **(
+                {"ids": {n: list(v) for n, v in self.ids.items()}, "ids_listed_max": self.ids_max}
+                if self.ids is not None
+                else {}
+            ),
         }
 
 
@@ -314,4 +347,5 @@ async def erase(
         dangling_dialog_nodes=dangling,
         dangling_total=dangling_total,
         elapsed_s=time.perf_counter() - clock,
+        ids=listed_ids(erased) if dry_run else None,
     )

@@ -41,7 +41,7 @@ from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 from mindstore.validation import check_int, check_owner
 
-from .erase import EraseReceipt, ids_digest
+from .erase import EraseReceipt, ids_digest, listed_ids
 from .retention_units import expire_agents, expire_threads
 
 PAGE = 500
@@ -236,6 +236,7 @@ async def erase_before(
         messages=messages, ids_sha256=ids_digest(erased), elapsed_s=time.perf_counter() - clock,
         before=cutoff, kept_with_forks=remaining_parents,
         kept_with_threads=sorted(task_id_of(k) for k in with_threads),
+        ids=listed_ids(erased) if dry_run else None,
     )  # fmt: skip
 
 

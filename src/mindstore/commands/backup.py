@@ -17,6 +17,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from mindstore.commands.arguments import time_bound
 from mindstore.commands.common import (
     check_writable,
     note_unknown_tenant,
@@ -26,6 +27,9 @@ from mindstore.commands.common import (
 )
 from mindstore.commands.output import console, echo_json, progress_bar
 from mindstore.commands.sanitize import plain, terminal_text
+
+PREVIEW_IDS = 10
+"""Ids per collection that `erase --dry-run` names on stderr."""
 
 
 class RestoreMode(str, Enum):
@@ -61,6 +65,19 @@ def _counts_table(title: str, rows: dict[str, dict[str, Any]], columns: list[str
     for name, values in rows.items():
         table.add_row(plain(name), *(plain(values.get(c, "")) for c in columns))
     return table
+
+
+def _preview_ids(counts: dict[str, int], ids: dict[str, list[Any]]) -> None:
+    """A dry run on stderr: per collection, how many documents would go and the first
+    `PREVIEW_IDS` of their ids (the JSON receipt on stdout lists more: `ids`)."""
+    for name, count in counts.items():
+        if not count:
+            continue
+        shown = [str(i) for i in ids.get(name, [])[:PREVIEW_IDS]]
+        more = f", ... ({count - len(shown)} more)" if count > len(shown) else ""
+        typer.echo(
+            terminal_text(f"would erase {count} from {name}: {', '.join(shown)}{more}"), err=True
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -211,12 +228,16 @@ def register(app: typer.Typer) -> None:
         owner: str | None = typer.Option(None, "--owner", help="Erase this owner's data only."),
         task: str | None = typer.Option(None, "--task", help="Erase this task only."),
         before: str | None = typer.Option(
-            None, "--before", help="Retention: erase tasks not updated since this date (ISO 8601)."
+            None,
+            "--before",
+            help="Retention: erase tasks not updated since this time (ISO 8601 or epoch seconds).",
         ),
         apply_policy: bool = typer.Option(
             False, "--apply-policy", help="Retention: erase what the tenant's stored policy says."
         ),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be erased."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Erase nothing; list what would be erased (ids and counts)."
+        ),
         yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
         receipt: Path | None = typer.Option(
             None, "--receipt", help="Also write the JSON receipt here."
@@ -233,14 +254,18 @@ def register(app: typer.Typer) -> None:
         async def sweep(store: Any, name: str, dry: bool) -> Any:
             if apply_policy:
                 return await retention.apply_policy(store, name, dry_run=dry)
-            if before is not None:
+            if cutoff is not None:
                 return await retention.erase_before(
-                    store, name, before=before, owner=owner, dry_run=dry
+                    store, name, before=cutoff, owner=owner, dry_run=dry
                 )
             return await erase(store, name, owner=owner, task_id=task, dry_run=dry)
 
+        cutoff = None
+
         async def body() -> Any:
+            nonlocal cutoff
             name = require_tenant(tenant)
+            cutoff = time_bound(before, "--before")  # an error names the option
             if owner is not None and task is not None:
                 raise ValidationError("pass --owner or --task, not both")
             if sum(x for x in (before is not None, apply_policy, task is not None)) > 1:
@@ -271,6 +296,8 @@ def register(app: typer.Typer) -> None:
 
         result = run(body())
         data = result.to_dict()
+        if result.dry_run:
+            _preview_ids(result.counts, data.get("ids") or {})
         echo_json(data)
         if receipt is not None:
 

@@ -29,6 +29,7 @@ import typer
 from typer.core import TyperGroup
 
 from mindstore.backends.uri_check import check_uri
+from mindstore.commands.pipes import EXIT_CLOSED_PIPE, silence_stdout
 from mindstore.errors import ConfigurationError, MindstoreError
 
 T = TypeVar("T")
@@ -78,6 +79,14 @@ class OneLineErrors(TyperGroup):
             typer.echo("aborted", err=True)
             sys.exit(EXIT_UNEXPECTED)
         sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a closed stdout pipe ends it quietly (`commands.pipes`)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            silence_stdout()
+            raise typer.Exit(EXIT_CLOSED_PIPE) from None
 
 
 EXIT_UNEXPECTED = 1  # not a MindstoreError: a bug, or stored data no mindstore wrote
@@ -203,6 +212,8 @@ def run(coroutine: Awaitable[T]) -> T:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(code=EXIT_INTERRUPTED) from None
+    except BrokenPipeError:
+        raise  # the reader of stdout went away: OneLineErrors.invoke ends quietly
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise

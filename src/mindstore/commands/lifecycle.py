@@ -65,7 +65,8 @@ def follow_command(
     task_id: TaskId,
     tenant: Tenant = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Start after this message id.")
+        str | None,
+        typer.Option("--since", metavar="MESSAGE_ID", help="Start after this message id."),
     ] = None,
     idle: Annotated[
         float | None,

@@ -96,7 +96,9 @@ PeriodOption = Annotated[
 By = Annotated[
     list[str] | None,
     typer.Option(
-        "--by", help="Group by model and/or owner: comma-separated or repeated (default: model)."
+        "--by",
+        metavar="GROUPS",
+        help="Group by model and/or owner: comma-separated or repeated (default: model).",
     ),
 ]
 
@@ -313,7 +315,8 @@ def tools_command(
     ctx: typer.Context,
     tenant: Tenant = None,
     by: Annotated[
-        list[str] | None, typer.Option("--by", help="Also group by model (default: by tool only).")
+        list[str] | None,
+        typer.Option("--by", metavar="GROUPS", help="Also group by model (default: by tool only)."),
     ] = None,
     period: PeriodOption = None,
     owner: Owner = None,
@@ -427,7 +430,9 @@ def owners_command(
     by: Annotated[
         str,
         typer.Option(
-            "--by", help="Rank by cost, tokens_in, tokens_out, cache_reads or cache_writes."
+            "--by",
+            metavar="MEASURE",
+            help="Rank by cost, tokens_in, tokens_out, cache_reads or cache_writes.",
         ),
     ] = "cost",
     owner: Owner = None,

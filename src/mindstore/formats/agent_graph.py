@@ -90,7 +90,19 @@ def _model(cls: type[M], value: Any, path: str) -> M:
 
 
 def from_agent_graph(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
-    """Typed mindstore messages from agent-graph messages (see the module doc)."""
+    """Typed mindstore messages from agent-graph messages (see the module doc and
+    docs/glossary.md: the agent-graph format is the message list of a graph-run agent, with
+    content blocks, `message_id` and `TokenUsages`).
+
+    Args:
+        messages: The agent-graph messages (dicts).
+
+    Returns:
+        Typed messages ready for `tasks.add_messages`, in order.
+
+    Raises:
+        ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
+    """
     out: list[AnyMessage] = []
     for index, raw in enumerate(as_list(messages, "messages")):
         path = f"messages[{index}]"
@@ -246,7 +258,15 @@ def _derived_calls(tools_calls: Any, path: str, parts: list[Any]) -> list[ToolCa
 
 def to_agent_graph(messages: Sequence[AnyMessage]) -> list[JSON]:
     """Agent-graph messages for the system, user, assistant and tool messages given (the
-    format has no role for the store's bookkeeping or informational messages)."""
+    format has no role for the store's bookkeeping or informational messages).
+
+    Args:
+        messages: mindstore messages (e.g. `await tasks.messages(task_id)` or a
+            `ContextWindow`).
+
+    Returns:
+        The agent-graph messages.
+    """
     out: list[JSON] = []
     for message in messages:
         if isinstance(message, (SystemMessage, UserMessage, AssistantMessage, ToolMessage)):

@@ -63,7 +63,17 @@ class ExecutionState(Model):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExecutionState:
-        """Read the agent graph's serialised form (`_internal_data`) or this model's own."""
+        """Read the agent graph's serialised form (`_internal_data`) or this model's own.
+
+        Args:
+            data: The serialised execution state.
+
+        Returns:
+            The `ExecutionState`.
+
+        Raises:
+            ValidationError: `data` is not an object, or a field is malformed.
+        """
         if not isinstance(data, Mapping):
             raise ValidationError(f"execution state must be an object, got {type(data).__name__}")
         fields = dict(data)
@@ -76,6 +86,18 @@ class ExecutionState(Model):
 
     def set_interrupt(self, node: str, reason: str, status: ExecutionStatus | str,
                       data: JSON | None = None) -> None:  # fmt: skip
+        """Pause the run at a node: the status becomes `interrupted_before` or
+        `interrupted_after`, with the reason and data kept until `clear_interrupt`.
+
+        Args:
+            node: The node the run stopped at.
+            reason: Why (e.g. waiting for a person's approval).
+            status: `"interrupted_before"` or `"interrupted_after"` the node.
+            data: JSON-like data for whoever resumes the run.
+
+        Raises:
+            ValidationError: `status` is not an interrupted status.
+        """
         status = ExecutionStatus(status)
         if status not in INTERRUPTED:
             raise ValidationError(
@@ -92,28 +114,56 @@ class ExecutionState(Model):
         self.status = ExecutionStatus.running.value  # type: ignore[assignment]
 
     def is_interrupted(self) -> bool:
+        """Is the run paused at an interrupt?
+
+        Returns:
+            True while the status is `interrupted_before` or `interrupted_after`.
+        """
         return self.status in INTERRUPTED
 
     def is_running(self) -> bool:
+        """Is the run running?
+
+        Returns:
+            True while the status is `running`.
+        """
         return self.status == ExecutionStatus.running
 
     def advance_step(self) -> None:
+        """Count one more step of the run."""
         self.step += 1
 
     def set_current_node(self, node: str) -> None:
+        """Record the node the run is at.
+
+        Args:
+            node: The node's name.
+        """
         self.current_node = node
 
     def complete(self) -> None:
+        """Mark the run completed."""
         self.status = ExecutionStatus.completed.value  # type: ignore[assignment]
 
     def error(self, error_msg: str) -> None:
+        """Mark the run failed and keep the error text (`internal_data["error"]`).
+
+        Args:
+            error_msg: What went wrong.
+        """
         self.status = ExecutionStatus.error.value  # type: ignore[assignment]
         self.internal_data["error"] = error_msg
 
     def request_stop(self) -> None:
+        """Ask the run to stop at its next step (`is_stopped_requested` turns True)."""
         self.stop_current_execution = StopRequestStatus.stop_requested.value  # type: ignore[assignment]
 
     def is_stopped_requested(self) -> bool:
+        """Has someone asked the run to stop?
+
+        Returns:
+            True after `request_stop`.
+        """
         return self.stop_current_execution == StopRequestStatus.stop_requested
 
 
@@ -133,28 +183,68 @@ class AgentState(Model):
     # The agent graph's own delegating API, so code written against it reads the same.
     def set_interrupt(self, node: str, reason: str, status: ExecutionStatus | str,
                       data: JSON | None = None) -> None:  # fmt: skip
+        """Pause the run at a node: the status becomes `interrupted_before` or
+        `interrupted_after`, with the reason and data kept until `clear_interrupt`.
+
+        Args:
+            node: The node the run stopped at.
+            reason: Why (e.g. waiting for a person's approval).
+            status: `"interrupted_before"` or `"interrupted_after"` the node.
+            data: JSON-like data for whoever resumes the run.
+
+        Raises:
+            ValidationError: `status` is not an interrupted status.
+        """
         self.execution_meta.set_interrupt(node, reason, status, data)
 
     def clear_interrupt(self) -> None:
+        """Resume: the interrupt is forgotten and the run is running again."""
         self.execution_meta.clear_interrupt()
 
     def is_running(self) -> bool:
+        """Is the run running?
+
+        Returns:
+            True while the status is `running`.
+        """
         return self.execution_meta.is_running()
 
     def is_interrupted(self) -> bool:
+        """Is the run paused at an interrupt?
+
+        Returns:
+            True while the status is `interrupted_before` or `interrupted_after`.
+        """
         return self.execution_meta.is_interrupted()
 
     def advance_step(self) -> None:
+        """Count one more step of the run."""
         self.execution_meta.advance_step()
 
     def set_current_node(self, node: str) -> None:
+        """Record the node the run is at.
+
+        Args:
+            node: The node's name.
+        """
         self.execution_meta.set_current_node(node)
 
     def complete(self) -> None:
+        """Mark the run completed."""
         self.execution_meta.complete()
 
     def error(self, error_msg: str) -> None:
+        """Mark the run failed and keep the error text (`internal_data["error"]`).
+
+        Args:
+            error_msg: What went wrong.
+        """
         self.execution_meta.error(error_msg)
 
     def is_stopped_requested(self) -> bool:
+        """Has someone asked the run to stop?
+
+        Returns:
+            True after `request_stop`.
+        """
         return self.execution_meta.is_stopped_requested()

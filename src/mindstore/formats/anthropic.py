@@ -71,7 +71,17 @@ FORMAT = "anthropic"
 
 
 def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
-    """Typed mindstore messages from an Anthropic Messages request body."""
+    """Typed mindstore messages from an Anthropic Messages request body.
+
+    Args:
+        payload: The body: `system` (optional) and `messages`.
+
+    Returns:
+        Typed messages ready for `tasks.add_messages`, in order.
+
+    Raises:
+        ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
+    """
     body = as_dict(payload, "payload")
     out: list[AnyMessage] = []
     if body.get("system") is not None:
@@ -215,7 +225,15 @@ def _import_result(block: Mapping[str, Any], path: str) -> ToolResultPart:
 
 
 def to_anthropic(messages: Sequence[AnyMessage]) -> JSON:
-    """The `system` and `messages` of an Anthropic Messages request (see the module doc)."""
+    """The `system` and `messages` of an Anthropic Messages request (see the module doc).
+
+    Args:
+        messages: mindstore messages (e.g. `await tasks.messages(task_id)` or a
+            `ContextWindow`).
+
+    Returns:
+        `{"system": ..., "messages": [...]}` (`system` only when there is one).
+    """
     # redacted parts as placeholders; a message with nothing this format carries (only
     # unsigned reasoning, say) is left out before turns form, so its neighbours merge
     sent = outgoing(messages, FORMAT, _carries, blank=refused_by_anthropic)

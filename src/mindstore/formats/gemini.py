@@ -77,7 +77,17 @@ def _get(data: Mapping[str, Any], camel: str, snake: str) -> Any:
 
 
 def from_gemini(payload: Mapping[str, Any]) -> list[AnyMessage]:
-    """Typed mindstore messages from a Gemini `generateContent` request body."""
+    """Typed mindstore messages from a Gemini `generateContent` request body.
+
+    Args:
+        payload: The body: `system_instruction` (optional) and `contents`.
+
+    Returns:
+        Typed messages ready for `tasks.add_messages`, in order.
+
+    Raises:
+        ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
+    """
     body = as_dict(payload, "payload")
     out: list[AnyMessage] = []
     key = next((k for k in SYSTEM_KEYS if body.get(k) is not None), None)
@@ -205,7 +215,15 @@ def _media_part(media: MediaRef) -> Any:
 
 
 def to_gemini(messages: Sequence[AnyMessage]) -> JSON:
-    """`system_instruction` and `contents` of a Gemini request (see the module doc)."""
+    """`system_instruction` and `contents` of a Gemini request (see the module doc).
+
+    Args:
+        messages: mindstore messages (e.g. `await tasks.messages(task_id)` or a
+            `ContextWindow`).
+
+    Returns:
+        `{"system_instruction": ..., "contents": [...]}`.
+    """
     # redacted parts as placeholders; a message with nothing this format carries is left
     # out before contents form, so its neighbours merge
     sent = outgoing(messages, FORMAT, _carries, blank=refused_by_gemini)

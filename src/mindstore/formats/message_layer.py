@@ -72,7 +72,19 @@ _URL_PREFIXES = ("http://", "https://")
 
 
 def from_message_layer(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
-    """Typed mindstore messages from message-layer messages (see the module doc)."""
+    """Typed mindstore messages from message-layer messages (see the module doc and
+    docs/glossary.md: the message-layer format is a provider-neutral message list of
+    `TextContent`, `ToolCallContent` and `ThinkingContent` blocks).
+
+    Args:
+        messages: The message-layer messages (dicts).
+
+    Returns:
+        Typed messages ready for `tasks.add_messages`, in order.
+
+    Raises:
+        ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
+    """
     out: list[AnyMessage] = []
     for index, raw in enumerate(as_list(messages, "messages")):
         path = f"messages[{index}]"
@@ -192,7 +204,15 @@ def _import_image(image: Any, path: str, entry: JSON, position: int) -> ImagePar
 def to_message_layer(messages: Sequence[AnyMessage]) -> list[JSON]:
     """Message-layer messages for these mindstore messages; bookkeeping messages (task
     configs, entries, exits, compression markers, other informational messages) and parts
-    the layer has no content for are left out."""
+    the layer has no content for are left out.
+
+    Args:
+        messages: mindstore messages (e.g. `await tasks.messages(task_id)` or a
+            `ContextWindow`).
+
+    Returns:
+        The message-layer messages.
+    """
     out: list[JSON] = []
     for message in messages:
         if not isinstance(

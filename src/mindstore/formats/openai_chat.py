@@ -68,8 +68,23 @@ def from_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
     """Typed mindstore messages from a Chat Completions `messages` list.
 
     Tool calls become `ToolCallPart`s, answered by the `ToolMessage`s that follow, so the
-    store tracks them; what the format says beyond the typed parts is kept in each
-    message's `metadata["openai_chat"]` and given back by `to_openai_chat`.
+    store tracks them; what the format says beyond the typed parts is kept in each message's
+    `metadata["openai_chat"]` and given back by `to_openai_chat`.
+
+    Args:
+        messages: The request's `messages` (dicts).
+
+    Returns:
+        Typed messages ready for `tasks.add_messages`, in order.
+
+    Raises:
+        ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
+
+    Example:
+        ```python
+        messages = from_openai_chat(body["messages"])
+        await acme.tasks.add_messages(task.id, messages)
+        ```
     """
     out: list[AnyMessage] = []
     for index, raw in enumerate(as_list(messages, "messages")):
@@ -193,7 +208,21 @@ def _import_call(raw: Any, path: str) -> ToolCallPart:
 
 
 def to_openai_chat(messages: Sequence[AnyMessage]) -> list[JSON]:
-    """The Chat Completions `messages` for these mindstore messages (see the module doc)."""
+    """The Chat Completions `messages` for these mindstore messages (see the module doc).
+
+    Args:
+        messages: mindstore messages (e.g. `await tasks.messages(task_id)` or a
+            `ContextWindow`).
+
+    Returns:
+        The `messages` list of a request.
+
+    Example:
+        ```python
+        recent = await acme.tasks.tail(task.id, 20)
+        client.chat.completions.create(model="gpt-4o", messages=to_openai_chat(recent))
+        ```
+    """
     out: list[JSON] = []
     for message in outgoing(messages, FORMAT):  # redacted: placeholders
         entry = read_entry(message.metadata, FORMAT)

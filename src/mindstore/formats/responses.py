@@ -86,7 +86,17 @@ def _assistant_side(item: Mapping[str, Any], kind: str | None) -> bool:
 
 
 def from_responses(items: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
-    """Typed mindstore messages from Responses input items (see the module doc)."""
+    """Typed mindstore messages from Responses input items (see the module doc).
+
+    Args:
+        items: The `input` items (dicts).
+
+    Returns:
+        Typed messages ready for `tasks.add_messages`, in order.
+
+    Raises:
+        ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
+    """
     out: list[AnyMessage] = []
     group: AssistantMessage | None = None
     descriptors: list[JSON] = []
@@ -261,7 +271,15 @@ def _import_output(item: Mapping[str, Any], path: str) -> ToolResultPart:
 
 
 def to_responses(messages: Sequence[AnyMessage]) -> list[JSON]:
-    """Responses `input` items for these mindstore messages (see the module doc)."""
+    """Responses `input` items for these mindstore messages (see the module doc).
+
+    Args:
+        messages: mindstore messages (e.g. `await tasks.messages(task_id)` or a
+            `ContextWindow`).
+
+    Returns:
+        The `input` items of a request.
+    """
     out: list[JSON] = []
     for message in outgoing(messages, FORMAT):  # redacted: placeholders
         entry = read_entry(message.metadata, FORMAT)

@@ -111,7 +111,14 @@ class TaskSession:
 
     @staticmethod
     def listed_id(record: TaskRecord) -> str:
-        """The session id a listed task holds, as the framework gave it."""
+        """The session id a listed task holds, as the framework gave it.
+
+        Args:
+            record: A task record from `tasks.list`.
+
+        Returns:
+            The session id.
+        """
         return conversation_id_of(record)
 
     async def _ensure(self) -> None:

@@ -81,7 +81,29 @@ def is_kept(conversation_id: str) -> bool:
 
 
 def task_id_for(conversation_id: str, what: str = "conversation_id") -> str:
-    """The task id that holds a framework conversation (session id, thread id)."""
+    """The task id that holds a framework conversation (a session id, a thread id).
+
+    An id inside the task-id alphabet is used as it is; any other is mapped to a stable,
+    collision-free task id (a readable slug and a digest), so mindstore's own API finds the
+    conversation.
+
+    Args:
+        conversation_id: The framework's id.
+        what: The argument's name in error messages.
+
+    Returns:
+        The task id.
+
+    Raises:
+        ValidationError: Not a non-empty string, or longer than
+            `MAX_CONVERSATION_ID_LENGTH`.
+
+    Example:
+        ```python
+        task_id = task_id_for("org/team/chat-1")
+        await acme.tasks.tail(task_id, 20)
+        ```
+    """
     check_conversation_id(conversation_id, what)
     if is_kept(conversation_id):
         return conversation_id
@@ -91,9 +113,16 @@ def task_id_for(conversation_id: str, what: str = "conversation_id") -> str:
 
 
 def conversation_id_of(record: Any) -> str:
-    """The conversation id a task holds, as the framework gave it: kept in the task's
-    metadata by the adapters; a task without it (stored before, or made by other code) is
-    named by its own id."""
+    """The conversation id a task holds, as the framework gave it: kept in the task's metadata
+    by the adapters; a task without it (stored before, or made by other code) is named by
+    its own id.
+
+    Args:
+        record: A task record (`tasks.get`, `tasks.list`).
+
+    Returns:
+        The conversation id.
+    """
     metadata = getattr(record, "metadata", None) or {}
     for key in ORIGINAL_KEYS:
         value = metadata.get(key)

@@ -53,13 +53,26 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
 
     # ------------------------------------------------------------------ async
     async def aget_messages(self) -> list[BaseMessage]:
+        """The history's messages, as LangChain messages.
+
+        Returns:
+            `BaseMessage`s, oldest first (`[]` before the first add).
+        """
         try:
             return to_langchain(await self._tasks.messages(self.session_id))
         except NotFound:
             return []
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """All in one atomic write; a message that cannot be stored is refused before it."""
+        """Append LangChain messages, all in one atomic write; a message that cannot be stored is
+        refused before it.
+
+        Args:
+            messages: LangChain `BaseMessage`s.
+
+        Raises:
+            ValidationError: A message that cannot be stored (nothing is written).
+        """
         if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
             raise ValidationError("messages must be a list of LangChain messages")
         if not messages:
@@ -96,6 +109,7 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
         return fresh
 
     async def aclear(self) -> None:
+        """Forget every message: the history's task is deleted."""
         self._exists = False
         with contextlib.suppress(NotFound):
             await self._tasks.delete(self.session_id)
@@ -103,14 +117,37 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
     # ------------------------------------------------------------------ sync
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The history's messages (the sync form of `aget_messages`; from a running event loop,
+        use `aget_messages`).
+
+        Returns:
+            `BaseMessage`s, oldest first.
+
+        Raises:
+            RuntimeError: Read from a running event loop.
+        """
         return run_sync(self.aget_messages(), self._loop, "MindstoreChatMessageHistory.messages")
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """The sync form of `aadd_messages`.
+
+        Args:
+            messages: LangChain `BaseMessage`s.
+
+        Raises:
+            RuntimeError: Called from a running event loop.
+            ValidationError: A message that cannot be stored.
+        """
         run_sync(
             self.aadd_messages(messages), self._loop, "MindstoreChatMessageHistory.add_messages"
         )
 
     def clear(self) -> None:
+        """The sync form of `aclear`.
+
+        Raises:
+            RuntimeError: Called from a running event loop.
+        """
         run_sync(self.aclear(), self._loop, "MindstoreChatMessageHistory.clear")
 
 

@@ -84,11 +84,22 @@ def from_langchain(
 ) -> list[AnyMessage]:
     """Typed mindstore messages for LangChain messages (see the module doc).
 
-    `ids`: the message id of each message (None: decided as below). `keep_ids`: a LangChain
-    id becomes the message id (once per call); otherwise, and for messages without one, the
-    message gets a fresh id (the LangChain id is kept in the difference either way).
-    `check`: refuse what would not come back equal. `names`: tool names of calls stored
-    earlier, by call id, for results whose call is not in `messages`.
+    Args:
+        messages: LangChain `BaseMessage`s.
+        keep_ids: A LangChain id becomes the message id (once per call); otherwise, and for
+            messages without one, the message gets a fresh id (the LangChain id is kept in
+            the difference either way).
+        check: Refuse what would not come back equal from `to_langchain`.
+        names: Tool names of calls stored earlier, by call id, for results whose call is
+            not in `messages`.
+        ids: The message id of each message (None in a place: decided by `keep_ids`).
+
+    Returns:
+        mindstore messages, ready for `tasks.add_messages`.
+
+    Raises:
+        ValidationError: Not a LangChain message, `ids` of another length, or (with
+            `check`) a message that would not come back equal.
     """
     out: list[AnyMessage] = []
     used: set[str] = set()
@@ -132,7 +143,14 @@ def from_langchain(
 def to_langchain(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
     """LangChain messages for mindstore messages: the ones this module stored come back
     exactly; other user, assistant, system and tool messages in their canonical form;
-    bookkeeping messages (configs, entries, compression markers) are left out."""
+    bookkeeping messages (configs, entries, compression markers) are left out.
+
+    Args:
+        messages: mindstore messages.
+
+    Returns:
+        LangChain `BaseMessage`s.
+    """
     rendered = []
     for message in messages:
         if not isinstance(message, (UserMessage, AssistantMessage, SystemMessage, ToolMessage)):

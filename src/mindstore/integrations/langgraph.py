@@ -136,6 +136,25 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        """Store a checkpoint of a thread (LangGraph's `BaseCheckpointSaver.aput`).
+
+        The checkpoint's messages channel is appended to the thread's messages task (so the
+        conversation is an ordinary mindstore task), its other channels stored as blobs by
+        version.
+
+        Args:
+            config: LangGraph's `RunnableConfig`; `configurable` holds `thread_id` and, optionally,
+                `checkpoint_ns` and `checkpoint_id`.
+            checkpoint: The checkpoint (`id`, `channel_values`, `channel_versions`, ...).
+            metadata: The checkpoint's metadata (`source`, `step`, `parents`, ...).
+            new_versions: The channel versions this checkpoint writes.
+
+        Returns:
+            The config that names the stored checkpoint.
+
+        Raises:
+            ValidationError: A bad thread id, namespace or checkpoint id.
+        """
         thread, ns, parent_id = self._where(config)
         checkpoint_id = keys.check_checkpoint_id(checkpoint["id"])
         ident = self._ident(thread)
@@ -408,6 +427,18 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        """Store the pending writes of a node run for a checkpoint (LangGraph's `aput_writes`).
+
+        Args:
+            config: LangGraph's `RunnableConfig`; `configurable` holds `thread_id` and, optionally,
+                `checkpoint_ns` and `checkpoint_id`.
+            writes: `(channel, value)` pairs.
+            task_id: The id of the LangGraph task (node run) that wrote them.
+            task_path: The task's path in the graph.
+
+        Raises:
+            ValidationError: The config names no checkpoint, or a bad id.
+        """
         thread, ns, checkpoint_id = self._where(config)
         if checkpoint_id is None:
             raise ValidationError("put_writes: config has no checkpoint_id")
@@ -417,6 +448,19 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
 
     # ------------------------------------------------------------------ reads
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """A thread's checkpoint with its writes and parent: the one `config` names, else the
+        latest of its namespace (LangGraph's `aget_tuple`).
+
+        Args:
+            config: LangGraph's `RunnableConfig`; `configurable` holds `thread_id` and, optionally,
+                `checkpoint_ns` and `checkpoint_id`.
+
+        Returns:
+            The `CheckpointTuple`, or None when there is none.
+
+        Raises:
+            ValidationError: A bad thread id, namespace or checkpoint id.
+        """
         thread, ns, checkpoint_id = self._where(config)
         prefix = keys.scope_prefix(self.tenant, self._ident(thread), ns)
         if checkpoint_id is not None:
@@ -436,6 +480,21 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoints, newest first (LangGraph's `alist`).
+
+        Args:
+            config: Limit to a thread (and namespace, and checkpoint) as in `aget_tuple`;
+                None: every thread of the view.
+            filter: Only checkpoints whose metadata has these values.
+            before: Only checkpoints older than the one this config names.
+            limit: At most this many.
+
+        Yields:
+            `CheckpointTuple`s.
+
+        Raises:
+            ValidationError: A bad config or filter.
+        """
         pushed, conditions = keys.split_filter(filter)
         query = {**self._scope(), **pushed}
         checkpoint_id = None
@@ -542,17 +601,36 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
 
     # ------------------------------------------------------------------ deleting, copying, pruning
     async def adelete_thread(self, thread_id: str) -> None:
-        """Every checkpoint, write, blob and messages task of the thread (all namespaces)."""
+        """Delete every checkpoint, write, blob and messages task of the thread (all namespaces).
+
+        Args:
+            thread_id: The thread.
+
+        Raises:
+            ValidationError: A bad thread id.
+        """
         await admin.delete_thread(self, self._thread(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """The checkpoints written by these runs and their writes (blobs and messages stay:
-        other checkpoints of the thread share them)."""
+        """Delete the checkpoints written by these runs and their writes (blobs and messages stay:
+        other checkpoints of the thread share them).
+
+        Args:
+            run_ids: The runs' ids (`metadata["run_id"]`).
+        """
         await admin.delete_for_runs(self, [check_name(run_id, "run id") for run_id in run_ids])
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Every checkpoint, write and blob of one thread under another thread id, with
-        copies of its messages tasks (so deleting either thread leaves the other whole)."""
+        """Copy every checkpoint, write and blob of one thread under another thread id, with copies
+        of its messages tasks (so deleting either thread leaves the other whole).
+
+        Args:
+            source_thread_id: The thread to copy.
+            target_thread_id: The new thread's id.
+
+        Raises:
+            ValidationError: A bad thread id.
+        """
         await admin.copy_thread(
             self,
             self._thread(source_thread_id),
@@ -560,8 +638,16 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`keep_latest`: each namespace's latest checkpoint, its writes, the blobs and
-        messages it holds; `delete`: the whole thread."""
+        """Shrink threads: `keep_latest` keeps each namespace's latest checkpoint, its writes, and
+        the blobs and messages it holds; `delete` deletes the whole thread.
+
+        Args:
+            thread_ids: The threads.
+            strategy: `"keep_latest"` or `"delete"`.
+
+        Raises:
+            ValidationError: An unknown strategy or a bad thread id.
+        """
         if strategy not in ("keep_latest", "delete"):
             raise ValidationError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
         for thread_id in thread_ids:

@@ -90,7 +90,17 @@ class MindstoreSession(TaskSession):
 
     # ------------------------------------------------------------------ the protocol
     async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """Oldest first; `limit=N` (else `session_settings.limit`): the latest N items."""
+        """The session's items, oldest first (the SDK's `Session.get_items`).
+
+        Args:
+            limit: Only the latest `limit` items (None: `session_settings.limit`, else all).
+
+        Returns:
+            The items as the SDK's input items (dicts).
+
+        Raises:
+            ValidationError: A limit below 0.
+        """
         wanted = limit if limit is not None else session_settings_of(self.session_settings).limit
         if wanted is not None:
             check_int(wanted, "limit")
@@ -104,8 +114,17 @@ class MindstoreSession(TaskSession):
             return []
 
     async def add_items(self, items: list[Any]) -> None:
-        """One message per item, all in one atomic write (refused whole if one is malformed);
-        exactly once: the same items again, right after themselves, store nothing."""
+        """Store items: one message per item, all in one atomic write (refused whole if one is
+        malformed). Exactly once: the same items again, right after themselves, store nothing.
+
+        The session's task is created on the first write, with the session's owner and title.
+
+        Args:
+            items: The SDK's input or output items (dicts or SDK models).
+
+        Raises:
+            ValidationError: An item that cannot be stored (nothing is written).
+        """
         if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
             raise ValidationError("items must be a list of Responses input items")
         if not items:
@@ -145,12 +164,25 @@ class MindstoreSession(TaskSession):
             raise
 
     def record_response(self, response: ModelResponse, *, model: str | None = None) -> None:
-        """Keep a model response's usage and model until `add_items` stores its output
-        (`UsageHooks` calls this from `on_llm_end`)."""
+        """Keep a model response's usage and model until `add_items` stores its output, so the
+        assistant messages carry tokens and cost (`UsageHooks` calls this from `on_llm_end`).
+
+        Args:
+            response: The SDK's `ModelResponse`.
+            model: The model name, when the response does not say it.
+        """
         self._reported.append(reported(response, model))
 
     async def pop_item(self) -> dict[str, Any] | None:
-        """Remove and return the latest item (None when the session is empty)."""
+        """Remove and return the latest item (one guarded `retract_last`).
+
+        Returns:
+            The item, or None when the session is empty.
+
+        Raises:
+            InvalidTransition: The last message was not written by the session (it holds
+                several items), or a retract cannot undo it (a task config).
+        """
         for _ in range(POP_ATTEMPTS):
             try:
                 tail = await self._tasks.tail(self.session_id, 1)
@@ -180,7 +212,7 @@ class MindstoreSession(TaskSession):
         raise Conflict(f"pop_item: session {self.session_id!r} kept changing under us")
 
     async def clear_session(self) -> None:
-        """Forget every item (the session's task is deleted; the next add starts afresh)."""
+        """Forget every item: the session's task is deleted; the next add starts afresh."""
         self._exists = False
         with contextlib.suppress(NotFound):
             await self._tasks.delete(self.session_id)
@@ -190,8 +222,20 @@ class MindstoreSession(TaskSession):
     async def list_sessions(
         store: Any, *, owner: str | None = None, limit: int = 50
     ) -> list[SessionInfo]:
-        """The sessions of a view (one owner's on an owner-scoped view), most recently
-        active first, with their age (since created) and idle time (since last written)."""
+        """The sessions of a view (one owner's on an owner-scoped view), most recently active
+        first, with their age (since created) and idle time (since last written).
+
+        Args:
+            store: A `TenantStore` (`store.scoped(tenant)`, optionally with an owner).
+            owner: Only this owner's sessions.
+            limit: At most this many (1 to 1,000).
+
+        Returns:
+            `SessionInfo`s.
+
+        Raises:
+            ValidationError: A bad owner or limit.
+        """
         check_int(limit, "limit", minimum=1, maximum=1000)
         now = datetime.now(UTC)
         found: list[SessionInfo] = []
@@ -254,8 +298,19 @@ class MindstoreSession(TaskSession):
 
 def session_settings_of(value: SessionSettings | Mapping[str, Any] | None) -> SessionSettings:
     """`SessionSettings` from what a caller passed (as the SDK's sessions take it): a dict is
-    converted, an unknown key refused naming it (`WrongType`, a `TypeError` as the SDK's),
-    a bad value refused naming its field."""
+    converted, an unknown key refused naming it (`WrongType`, a `TypeError` as the SDK's), a
+    bad value refused naming its field.
+
+    Args:
+        value: `SessionSettings`, a dict of its fields, or None (the defaults).
+
+    Returns:
+        The `SessionSettings`.
+
+    Raises:
+        WrongType: An unknown key or a value of the wrong type.
+        ValidationError: A bad value.
+    """
     if value is None:
         return SessionSettings()
     if isinstance(value, SessionSettings):
@@ -301,9 +356,15 @@ def stored_already(before: list[AnyMessage], batch: str, count: int) -> bool:
 
 
 def drop_orphans(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Leading tool results whose call is not in the window are left out (what the Runner
-    does to a limited history before the model sees it; for callers reading items
-    themselves)."""
+    """Leave out leading tool results whose call is not in the window (what the Runner does to
+    a limited history before the model sees it; for callers reading items themselves).
+
+    Args:
+        items: Items, oldest first (e.g. `await session.get_items(limit=20)`).
+
+    Returns:
+        The items without the orphaned leading results.
+    """
     calls = {item.get("call_id") for item in items if item.get("type") == "function_call"}
     start = 0
     while (

@@ -64,6 +64,13 @@ class UsageHooks(RunHooks[Any]):
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
+        """Hand the model response to the session (`MindstoreSession.record_response`).
+
+        Args:
+            context: The SDK's run context.
+            agent: The agent that called the model (its `model`, when a string, is recorded).
+            response: The model's response, with its usage.
+        """
         self.session.record_response(response, model=self.model or model_name(agent))
 
 

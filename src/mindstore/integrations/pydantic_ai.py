@@ -66,7 +66,17 @@ REQUEST_SIDE = (SystemMessage, UserMessage, ToolMessage)
 
 
 def from_model_messages(messages: Sequence[ModelMessage]) -> list[AnyMessage]:
-    """Typed mindstore messages for pydantic-ai messages (see the module doc)."""
+    """Typed mindstore messages for pydantic-ai messages (see the module doc).
+
+    Args:
+        messages: pydantic-ai `ModelMessage`s.
+
+    Returns:
+        mindstore messages, ready for `tasks.add_messages`.
+
+    Raises:
+        ValidationError: A message that cannot be converted.
+    """
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise ValidationError("messages must be a list of pydantic-ai messages")
     for index, given in enumerate(messages):
@@ -120,8 +130,15 @@ def _convert(original: dict[str, Any], out: list[AnyMessage]) -> None:
 
 
 def to_model_messages(messages: Sequence[AnyMessage]) -> list[ModelMessage]:
-    """pydantic-ai messages for mindstore messages (exactly those `from_model_messages`
-    made; others canonically); bookkeeping messages are left out."""
+    """pydantic-ai messages for mindstore messages (exactly those `from_model_messages` made;
+    others canonically); bookkeeping messages are left out.
+
+    Args:
+        messages: mindstore messages.
+
+    Returns:
+        pydantic-ai `ModelMessage`s.
+    """
     dumped: list[dict[str, Any]] = []
     request: dict[str, Any] | None = None
     for message in messages:
@@ -294,9 +311,19 @@ def _render_response(message: AssistantMessage) -> dict[str, Any]:
 async def save_messages(
     view: Any, task_id: str, messages: Sequence[ModelMessage], *, title: str | None = None
 ) -> None:
-    """Append pydantic-ai messages to a task in one atomic write (the task is created with
-    the view's owner on first use). Save `result.new_messages()` after each run; saving
-    the same messages again stores nothing (see the module doc)."""
+    """Append pydantic-ai messages to a task in one atomic write (the task is created with the
+    view's owner on first use). Save `result.new_messages()` after each run; saving the same
+    messages again stores nothing (see the module doc).
+
+    Args:
+        view: A `TenantStore`.
+        task_id: The task.
+        messages: pydantic-ai `ModelMessage`s.
+        title: The task's title when it is created.
+
+    Raises:
+        ValidationError: A message that cannot be stored (nothing is written).
+    """
     check_key(task_id, "task_id")
     converted = from_model_messages(messages)
     if not converted:
@@ -309,7 +336,25 @@ async def save_messages(
 
 
 async def load_messages(view: Any, task_id: str) -> list[ModelMessage]:
-    """The task's messages as pydantic-ai messages ([] for a task that does not exist)."""
+    """The task's messages as pydantic-ai messages (`[]` for a task that does not exist).
+
+    Args:
+        view: A `TenantStore` (`store.scoped(tenant)`, optionally with an owner).
+        task_id: The task (e.g. `task_id_for(conversation_id)`).
+
+    Returns:
+        pydantic-ai `ModelMessage`s, for `agent.run(..., message_history=...)`.
+
+    Raises:
+        ValidationError: A bad task id.
+
+    Example:
+        ```python
+        history = await load_messages(acme, "chat-1")
+        result = await agent.run("And tomorrow?", message_history=history)
+        await save_messages(acme, "chat-1", result.new_messages())
+        ```
+    """
     check_key(task_id, "task_id")
     try:
         return to_model_messages(await view.tasks.messages(task_id))
@@ -321,9 +366,22 @@ Processor = Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]
 
 
 def history_processor(view: Any, task_id: str, *, max_tokens: int, **context: Any) -> Processor:
-    """A history processor backed by `tasks.context(task_id, max_tokens=...)` (see the
-    module doc); other keyword arguments go to `tasks.context` (a strategy, a token
-    counter, a summarizer)."""
+    """A pydantic-ai history processor backed by `tasks.context(task_id, max_tokens=...)` (see
+    the module doc): the model sees the stored context window, compressed as configured.
+
+    Args:
+        view: A `TenantStore`.
+        task_id: The task whose window to send.
+        max_tokens: The window's token budget.
+        **context: Other keyword arguments of `tasks.context` (a strategy, a token counter,
+            a summarizer).
+
+    Returns:
+        An async function for `Agent(history_processors=[...])`.
+
+    Raises:
+        ValidationError: A bad task id or budget.
+    """
     check_key(task_id, "task_id")
 
     async def process(messages: list[ModelMessage]) -> list[ModelMessage]:

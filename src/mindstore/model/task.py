@@ -11,7 +11,7 @@ are kept, and `finished_ts` bookkeeping is part of the append itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Unpack
+from typing import Any
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -46,12 +46,14 @@ from mindstore.model.messages import (
 from mindstore.model.parts import (
     ImagePart,
     InformationalPart,
+    ObserverResult,
     TaskConfigPart,
     TextPart,
     ToolCallPart,
+    ToolResultContent,
 )
 from mindstore.model.planner import Plan
-from mindstore.model.specs import ToolResultOptions, ToolResultSpec, resolve_alias
+from mindstore.model.specs import ToolResultSpec, resolve_alias
 from mindstore.model.views import (
     SubTaskSpan,
     level_boundaries,
@@ -296,12 +298,31 @@ class Task(Model):
         return self._verb(plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id])
 
     def add_tool_result_message(
-        self, tool_call_id: str, tool_name: str, result: Any, *args: Any,
-        **options: Unpack[ToolResultOptions],
-    ) -> ToolMessage:  # fmt: skip
-        """A tool result; the optional block (`observer_results`, flags, contents, error,
-        `timestamp`, `message_id`, `terminate`, `metadata`) is `ToolResultSpec`."""
-        spec = ToolResultSpec.from_call(args, dict(options))
+        self,
+        tool_call_id: str,
+        tool_name: str,
+        result: Any,
+        observer_results: Sequence[ObserverResult] | None = None,
+        is_error: bool = False,
+        is_approved: bool = True,
+        tool_result_contents: Sequence[ToolResultContent] | None = None,
+        error_message: str | None = None,
+        is_loading: bool = False,
+        has_feedback: bool = False,
+        timestamp: float | None = None,
+        message_id: str | None = None,
+        terminate: bool = False,
+        metadata: JSON | None = None,
+        *,
+        id: str | None = None,
+    ) -> ToolMessage:
+        """A tool result (the store's `tasks.add_tool_result_message`, in memory)."""
+        spec = ToolResultSpec.from_call((), {
+            "observer_results": observer_results, "is_error": is_error, "is_approved": is_approved,
+            "tool_result_contents": tool_result_contents, "error_message": error_message,
+            "is_loading": is_loading, "has_feedback": has_feedback, "timestamp": timestamp,
+            "message_id": message_id, "terminate": terminate, "metadata": metadata, "id": id,
+        })  # fmt: skip
         return self._verb(
             plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
             ids=[spec.message_id],
@@ -348,13 +369,32 @@ class Task(Model):
         )  # fmt: skip
 
     def answer_tool_call(
-        self, tool_call: ToolCallPart | str, result: Any, *args: Any,
-        **options: Unpack[ToolResultOptions],
-    ) -> ToolMessage:  # fmt: skip
-        """Flip the call's flags and append its result, in one step (same block as
-        `add_tool_result_message`)."""
+        self,
+        tool_call: ToolCallPart | str,
+        result: Any,
+        observer_results: Sequence[ObserverResult] | None = None,
+        is_error: bool = False,
+        is_approved: bool = True,
+        tool_result_contents: Sequence[ToolResultContent] | None = None,
+        error_message: str | None = None,
+        is_loading: bool = False,
+        has_feedback: bool = False,
+        timestamp: float | None = None,
+        message_id: str | None = None,
+        terminate: bool = False,
+        metadata: JSON | None = None,
+        *,
+        id: str | None = None,
+    ) -> ToolMessage:
+        """Flip the call's flags and append its result, in one step (the store's
+        `tasks.answer_tool_call`, in memory)."""
         tool_call_id = tool_call_id_of(tool_call)
-        spec = ToolResultSpec.from_call(args, dict(options))
+        spec = ToolResultSpec.from_call((), {
+            "observer_results": observer_results, "is_error": is_error, "is_approved": is_approved,
+            "tool_result_contents": tool_result_contents, "error_message": error_message,
+            "is_loading": is_loading, "has_feedback": has_feedback, "timestamp": timestamp,
+            "message_id": message_id, "terminate": terminate, "metadata": metadata, "id": id,
+        })  # fmt: skip
         return self._verb(
             plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
         )

@@ -28,8 +28,26 @@ class ContentLifecycle(Retraction):
         pairing and usage stay, so the conversation's shape and analytics stay consistent.
 
         One guarded update; the message records when and why (never what). Payloads the
-        redacted content referenced are deleted after the update; calling again (a replay,
-        or after a crash between the two) finishes that and writes nothing else.
+        redacted content referenced are deleted after the update; calling again (a replay, or
+        after a crash between the two) finishes that and writes nothing else. docs/lifecycle.md.
+
+        Args:
+            task_id: The task.
+            message_id: The message to redact.
+            reason: Why (kept on the message; never the content).
+            part_index: Redact only this part (0-based); None: the whole content.
+
+        Returns:
+            The redacted message.
+
+        Raises:
+            NotFound: No such task or message.
+            ValidationError: A bad reason or part index (past the message's parts).
+
+        Example:
+            ```python
+            await acme.tasks.redact(task.id, "u-1", reason="user asked")
+            ```
         """
         check_optional_text(reason, "reason")
         check_optional_int(part_index, "part_index")
@@ -46,10 +64,28 @@ class ContentLifecycle(Retraction):
                     heartbeat: float | None = None) -> AsyncIterator[FeedEvent]:  # fmt: skip
         """The task's new messages and part updates, in order (`FeedEvent`s), forever.
 
-        Resumable: `since_id` starts after that message (all messages if it is None or
-        unknown, as `get_updates`). Wakes on this process's writes (embedded and server),
-        and on a server also on other processes' writes through a change stream;
-        `heartbeat` (seconds) adds a periodic re-check for servers without change streams.
+        Resumable: `since_id` starts after that message (all messages if it is None or unknown,
+        as `get_updates`). Wakes on this process's writes (embedded and server), and on a server
+        also on other processes' writes through a change stream; `heartbeat` (seconds) adds a
+        periodic re-check for servers without change streams.
+
+        Args:
+            task_id: The task.
+            since_id: Start after this message.
+            heartbeat: Seconds between re-checks when no change stream is available.
+
+        Yields:
+            `FeedEvent`s: `kind` (`"new"` or `"updated"`), `index` and `message`.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `since_id` is not a message id.
+
+        Example:
+            ```python
+            async for event in acme.tasks.watch(task.id, since_id="u-1"):
+                print(event.kind, event.message.text())
+            ```
         """
         start = 0
         if since_id:

@@ -28,7 +28,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import DIALOG_NODES, TASK_PAGES, TASKS, node_document, utcnow
-from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
 from mindstore.ids import task_id_of, task_key
 from mindstore.model import dialog as tree
 from mindstore.model.base import new_id
@@ -49,8 +49,10 @@ from mindstore.repositories.tasks import TaskRepository
 from mindstore.validation import (
     check_int,
     check_optional_int,
+    check_optional_json,
     check_optional_text,
     check_owner,
+    check_text,
 )
 
 PROMPT_KEY = "prompt_path"
@@ -94,7 +96,20 @@ class DialogRepository:
             raise Conflict(f"dialog {node.dialog_id!r} already has a tree node") from exc
 
     async def node(self, dialog_id: str) -> DialogNode:
-        """The dialog's node; a task without one (made by `tasks.create`) is a root."""
+        """The dialog's tree node: parent, root, ancestors, depth and how it was forked.
+
+        A task without a node (made by `tasks.create`) is an implicit root.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The `DialogNode`.
+
+        Raises:
+            NotFound: No such dialog, or an unfinished fork (run `dialogs.repair()`).
+            ValidationError: `dialog_id` is not a task id.
+        """
         document = await self._nodes.find_one(self._node_filter(dialog_id))
         if document is not None:
             return DialogNode.from_document(document)
@@ -133,7 +148,32 @@ class DialogRepository:
         title: str | None = None,
         dialog_id: str | None = None,
     ) -> TaskRecord:
-        """A new root dialog owned by an agent, seeded with its system prompt if given."""
+        """Create a root dialog owned by an agent, seeded with its system prompt if given.
+
+        A dialog is a task with a tree node (docs/glossary.md). Use `dialogs.create` and
+        `put_text` for agent dialogs that fork and carry prompts; use `tasks.create` and the
+        `add_*` verbs for a conversation with typed turns, tool calls and sub-tasks. Both write
+        the same kind of task, so every read works on either.
+
+        Args:
+            owner: The agent's name (the dialog's owner; required).
+            prompt: The system prompt, stored as the first message (named after the owner).
+            title: A label for people.
+            dialog_id: Choose the id (default: a new random one).
+
+        Returns:
+            The new task's record.
+
+        Raises:
+            ValidationError: No owner, or a bad prompt, title or id.
+            Conflict: `dialog_id` is already in use.
+
+        Example:
+            ```python
+            dialog = await acme.dialogs.create("planner", "You plan trips.")
+            await acme.dialogs.put_text(dialog.id, "Lisbon in May")
+            ```
+        """
         if owner is None:
             raise ValidationError("owner: a dialog needs an owner (the agent's name)")
         check_owner(owner)
@@ -147,11 +187,13 @@ class DialogRepository:
 
     async def _put(self, dialog_id: str, role: str, content: list[Any], name: str | None,
                    metadata: dict[str, Any] | None) -> AnyMessage:  # fmt: skip
-        cls = ROLE_CLASSES.get(role)
+        # every argument checked here, naming it: a dict role is unhashable, a non-string
+        # name or metadata key would surface as pydantic's own error from the message model
+        cls = ROLE_CLASSES.get(role) if isinstance(role, str) else None
         if cls is None:
-            raise ValidationError(f"role must be one of {sorted(ROLE_CLASSES)}, got {role!r}")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise ValidationError("metadata must be a dict")
+            raise ValidationError(f"role must be one of {sorted(ROLE_CLASSES)}, got {role!r:.60}")
+        check_optional_text(name, "name")
+        check_optional_json(metadata, "metadata")
         stamped = {**(metadata or {}), "dialog_id": dialog_id}
         return await self.tasks.add_message(
             dialog_id, cls(content=content, name=name, metadata=stamped)
@@ -165,15 +207,55 @@ class DialogRepository:
         metadata: dict[str, Any] | None = None,
         role: str = "user",
     ) -> AnyMessage:
-        """Append raw text (stateless: the top prompt is reset)."""
+        """Append raw text as a message (stateless: the top prompt is reset).
+
+        Args:
+            dialog_id: The dialog (a task id).
+            text: The text.
+            name: The author's name, kept on the message.
+            metadata: JSON-like dict with string keys, kept on the message (the dialog id is
+                added under `dialog_id`).
+            role: `"user"`, `"system"` or `"assistant"`.
+
+        Returns:
+            The stored message.
+
+        Raises:
+            ValidationError: A text that is not a string, an unknown role, a name that is not a
+                string, metadata that is not a dict with string keys.
+            NotFound: No such dialog in this view.
+
+        Example:
+            ```python
+            await acme.dialogs.put_text(dialog.id, "Which hotel is closer?", name="alice")
+            ```
+        """
         if not isinstance(text, str):
-            raise ValidationError("put_text expects a string")
+            raise WrongType(f"text must be a string (put_text), got {type(text).__name__}")
         return await self._put(dialog_id, role, [TextPart(text=text)], name, metadata)
 
     async def put_image(self, dialog_id: str, image: str | Path | bytes, caption: str | None = None,
                         name: str | None = None, metadata: dict[str, Any] | None = None,
                         role: str = "user") -> AnyMessage:  # fmt: skip
-        """Append an image: base64 text, raw bytes, or a file path."""
+        """Append an image as a message: base64 text, raw bytes, or a file path.
+
+        Args:
+            dialog_id: The dialog (a task id).
+            image: Base64 text, raw bytes, or the path of an image file (read off the event
+                loop; its MIME type guessed from the name).
+            caption: A text part after the image.
+            name: The author's name, kept on the message.
+            metadata: JSON-like dict with string keys, kept on the message (the dialog id is
+                added under `dialog_id`).
+            role: `"user"`, `"system"` or `"assistant"`.
+
+        Returns:
+            The stored message.
+
+        Raises:
+            ValidationError: An image of another type, or a bad role, name or metadata.
+            NotFound: No such dialog in this view.
+        """
         mime = None
         if isinstance(image, bytes):
             data = base64.b64encode(image).decode()
@@ -205,41 +287,134 @@ class DialogRepository:
     ) -> AnyMessage:
         """Render `registry[prompt]` with `prompt_args`, append it, and make it the top prompt.
 
-        A registry value is a `str.format` template or a callable taking the args.
+        A registry value is a `str.format` template or a callable taking the args as keywords.
+        The message records the prompt's name (`metadata["prompt_path"]`): `top_prompt` reads it
+        until another message is appended.
+
+        Args:
+            dialog_id: The dialog (a task id).
+            prompt: The prompt's name in `registry`.
+            prompt_args: The template's arguments (a dict with string keys).
+            registry: Prompt name -> template string or callable.
+            name: The author's name, kept on the message.
+            metadata: JSON-like dict with string keys, kept on the message (the dialog id is
+                added under `dialog_id`).
+            role: `"user"`, `"system"` or `"assistant"`.
+
+        Returns:
+            The stored message.
+
+        Raises:
+            NotFound: No prompt of that name in the registry, or no such dialog.
+            ValidationError: A prompt name that is not a string, arguments that are not a dict
+                with string keys, a template that does not render, or a bad role, name or
+                metadata.
+
+        Example:
+            ```python
+            prompts = {"greet": "Hello {name}, where to?"}
+            await acme.dialogs.put_prompt(dialog.id, "greet", {"name": "Ana"}, registry=prompts)
+            await acme.dialogs.top_prompt(dialog.id)  # "greet"
+            ```
         """
+        check_text(prompt, "prompt")
+        if not isinstance(registry, Mapping):
+            raise WrongType(f"registry must be a mapping, got {type(registry).__name__}")
+        if prompt_args is not None and not (
+            isinstance(prompt_args, Mapping) and all(isinstance(k, str) for k in prompt_args)
+        ):
+            raise WrongType("prompt_args must be a dict with string keys")
+        check_optional_json(metadata, "metadata")
         if prompt not in registry:
             raise NotFound(f"no prompt {prompt!r} in the registry")
         template = registry[prompt]
+        if not (callable(template) or isinstance(template, str)):
+            raise WrongType(f"registry[{prompt!r}] must be a template string or a callable")
         try:
             text = (
                 template(**(prompt_args or {}))
                 if callable(template)
                 else template.format(**(prompt_args or {}))
             )
-        except (KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValidationError(f"prompt {prompt!r} could not be rendered: {exc!r}") from exc
+        check_text(text, f"prompt {prompt!r} rendered")
         return await self._put(
             dialog_id, role, [TextPart(text=text)], name, {**(metadata or {}), PROMPT_KEY: prompt}
         )
 
     async def top_prompt(self, dialog_id: str) -> str | None:
-        """The prompt governing the next turn: set by put_prompt, reset by any other append."""
+        """The prompt governing the next turn: set by `put_prompt`, reset by any other append.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The prompt's name, or None.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         tail = await self.tail(dialog_id)
         return ((getattr(tail, "metadata", None) or {}).get(PROMPT_KEY)) if tail else None
 
     async def head(self, dialog_id: str) -> AnyMessage | None:
+        """The dialog's first message (its system prompt, when it has one).
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The message, or None for an empty dialog.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         messages = await self.tasks.messages(dialog_id, start=0, limit=1)
         return messages[0] if messages else None
 
     async def tail(self, dialog_id: str) -> AnyMessage | None:
+        """The dialog's last message.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The message, or None for an empty dialog.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         messages = await self.tasks.tail(dialog_id, 1)
         return messages[-1] if messages else None
 
     async def cost(self, dialog_id: str) -> UsageTotals:
-        """Token and dollar totals (kept as a running roll-up in the task header)."""
+        """The dialog's token and dollar totals (the task header's running roll-up; no messages
+        are read).
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The `UsageTotals`.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         return (await self.tasks.get(dialog_id)).usage
 
     async def overview(self, dialog_id: str) -> str:
+        """A short text overview of the dialog's messages, one line each (role and a preview).
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The overview text.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         return tree.message_overview(await self.tasks.messages(dialog_id))
 
     # ------------------------------------------------------------------ fork
@@ -251,10 +426,32 @@ class DialogRepository:
         owner: str | None = None,
         at: str | None = None,
     ) -> TaskRecord:
-        """A child dialog with copies of the kept messages (the dialog document's selection).
+        """A child dialog with copies of the kept messages: the parent's first `first_k` and last
+        `last_n` (all of them when `last_n` is 0), or the history up to `at`.
 
-        `at=message_id` forks from an earlier point: history up to and including that
-        message. The child's header is recomputed from what it kept.
+        The child is a new task with its own copies (its header recomputed from what it kept)
+        and a tree node under the parent; the parent is unchanged. Two inserts: the child task,
+        then its node (a fork cut short in between is finished or removed by `repair()`).
+
+        Args:
+            dialog_id: The dialog to fork (the parent).
+            last_n: Keep the last `last_n` messages (0: keep everything).
+            first_k: With `last_n`, also keep the first `first_k` (e.g. the system prompt).
+            owner: The child's owner (default: the parent's).
+            at: Fork from an earlier point: the history up to and including this message.
+
+        Returns:
+            The child's task record.
+
+        Raises:
+            NotFound: No such dialog, or no message `at` in it.
+            ValidationError: A bad count, owner or message id.
+
+        Example:
+            ```python
+            child = await acme.dialogs.fork(task.id, last_n=10, first_k=1)
+            print(await acme.dialogs.tree_overview(task.id))
+            ```
         """
         check_int(last_n, "last_n")
         check_int(first_k, "first_k")
@@ -295,40 +492,127 @@ class DialogRepository:
 
     # ------------------------------------------------------------------ tree queries
     async def children(self, dialog_id: str) -> list[DialogNode]:
+        """The dialog's direct forks, breadth-first ordered.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The children's `DialogNode`s.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         parent = await self.node(dialog_id)
         cursor = self._nodes.find(self._scope(parent_id=parent.dialog_id))
         nodes = [DialogNode.from_document(d) async for d in cursor]
         return tree.bfs_order(parent.dialog_id, [parent, *nodes])[1:]
 
     async def ancestors(self, dialog_id: str) -> list[str]:
-        """Ids from the root down to the parent."""
+        """The ids from the root down to the dialog's parent.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The ids (empty for a root).
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         return list((await self.node(dialog_id)).ancestors)
 
     async def depth(self, dialog_id: str) -> int:
+        """How many forks lie between the root and this dialog (0 for a root).
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The depth.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         return (await self.node(dialog_id)).depth
 
     async def root(self, dialog_id: str) -> str:
+        """The id of the tree's root dialog.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The root's id (the dialog's own for a root).
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         return (await self.node(dialog_id)).root_id
 
     async def subtree_ids(self, dialog_id: str) -> list[str]:
-        """The dialog and every descendant, breadth first (the dialog document)."""
+        """The dialog and every descendant, breadth first.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The ids, the dialog first.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         nodes = await self._subtree_nodes(dialog_id)
         return [n.dialog_id for n in tree.bfs_order(nodes[0].dialog_id, nodes)]
 
     async def tree_overview(self, dialog_id: str) -> str:
-        """The dialog document's indented text tree of the subtree under `dialog_id`."""
+        """An indented text tree of the subtree under `dialog_id`, with message counts.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The tree as text (what `mindstore tasks tree` prints).
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         nodes = await self._subtree_nodes(dialog_id)
         counts = await self._message_counts([n.dialog_id for n in nodes])
         return tree.tree_overview(nodes[0].dialog_id, nodes, counts)
 
     async def tree_json(self, dialog_id: str) -> dict[str, Any]:
+        """The subtree under `dialog_id` as nested dicts: `dialog_id`, `depth`, `messages` and
+        `children`.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The root of the nested tree.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         nodes = await self._subtree_nodes(dialog_id)
         counts = await self._message_counts([n.dialog_id for n in nodes])
         return tree.tree_json(nodes[0].dialog_id, nodes, counts)
 
     # ------------------------------------------------------------------ delete and repair
     async def delete(self, dialog_id: str, cascade: bool = False) -> list[str]:
-        """Delete a dialog (and with `cascade`, its whole subtree); returns deleted ids."""
+        """Delete a dialog, and with `cascade` its whole subtree, deepest first.
+
+        Args:
+            dialog_id: The dialog (a task id).
+            cascade: Also delete every descendant (without it a dialog with forks is refused).
+
+        Returns:
+            The deleted ids, deepest first.
+
+        Raises:
+            Conflict: The dialog has descendants and `cascade` is False.
+            NotFound: No such dialog in this view.
+        """
         nodes = await self._subtree_nodes(dialog_id)
         if len(nodes) > 1 and not cascade:
             raise Conflict(
@@ -345,17 +629,26 @@ class DialogRepository:
         return doomed
 
     async def repair(self, *, grace: timedelta = ORPHAN_GRACE) -> dict[str, list[str]]:
-        """Finish or remove half-made forks, drop nodes whose task is gone, and remove the
-        sealed pages no task counts.
+        """Finish or remove half-made forks, drop nodes whose task is gone, and remove the sealed
+        pages no task counts. Safe to run at any time.
 
-        A fork whose node is missing is finished when its parent's node exists (the plan
-        is in the task's metadata), else its task is removed. A page is removed when its
-        task does not exist, or when it lies at or past its task's mark and carries
-        another `born` (a deleted namesake's, a crashed create's), and it was written more
-        than `grace` ago (a create under way has its pages written before its task; zero
-        only when no create can be running). Pages belong to no owner: an owner-scoped
-        view leaves them to the tenant's repair. The report lists `removed_pages` (page
-        ids) only when there were some. Safe to run at any time.
+        A fork whose node is missing is finished when its parent's node exists (the plan is in
+        the task's metadata), else its task is removed. A page is removed when its task does not
+        exist, or when it lies at or past its task's mark and carries another `born` (a deleted
+        namesake's, a crashed create's), and it was written more than `grace` ago (a create under
+        way has its pages written before its task). Pages belong to no owner: an owner-scoped
+        view leaves them to the tenant's repair.
+
+        Args:
+            grace: How old an orphan page must be before it is removed (zero only when no
+                create can be running).
+
+        Returns:
+            What was done: `finished`, `removed_tasks`, `removed_nodes` (dialog ids), and
+            `removed_pages` (page ids) when there were some.
+
+        Raises:
+            ValidationError: `grace` is not a timedelta of zero or more.
         """
         if not isinstance(grace, timedelta) or grace < timedelta(0):
             raise ValidationError(f"grace: expected a timedelta of zero or more, got {grace!r}")
@@ -406,7 +699,18 @@ class DialogRepository:
 
     # -- the dialog document dict form ----------------------------------------------------
     async def export_dialog(self, dialog_id: str) -> dict[str, Any]:
-        """The dialog document's `Dialog.to_dict()`: messages, tree node and top prompt path."""
+        """The dialog as one dict: messages (stored form), tree node and top prompt path, the form
+        `import_dialog` reads back.
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            `{"dialog_id", "owner", "title", "messages", "tree_node", "top_prompt_path"}`.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         node = await self.node(dialog_id)
         record = await self.tasks.get(dialog_id)
         messages = await self.tasks.messages(dialog_id)
@@ -422,12 +726,39 @@ class DialogRepository:
         }
 
     async def export_tree(self, dialog_id: str) -> list[dict[str, Any]]:
-        """Every dialog of the subtree, parents before children (re-importable in order)."""
+        """Every dialog of the subtree as `export_dialog` dicts, parents before children (so they
+        import back in order).
+
+        Args:
+            dialog_id: The dialog (a task id).
+
+        Returns:
+            The dicts.
+
+        Raises:
+            NotFound: No such dialog in this view.
+        """
         return [await self.export_dialog(i) for i in await self.subtree_ids(dialog_id)]
 
     async def import_dialog(self, data: Mapping[str, Any]) -> TaskRecord:
-        """Store a dialog from its dialog document dict; its parent (if any) must exist
-        already."""
+        """Store a dialog from its `export_dialog` dict; its parent (if any) must exist already.
+
+        Everything is checked before the first write; then one insert for the task and one for
+        its node (a crash in between is what `repair()` finishes).
+
+        Args:
+            data: The dict: `messages` (stored form, or `{"role", "content": "text"}`),
+                optional `dialog_id`, `owner`, `title` and `tree_node` (`parent_id`,
+                `split_point`, `last_n`, `first_k`, `at_message_id`).
+
+        Returns:
+            The stored task's record.
+
+        Raises:
+            ValidationError: A malformed dict or message.
+            NotFound: The parent does not exist in this view.
+            Conflict: The dialog id is already in use.
+        """
         if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
             raise ValidationError("a dialog dict needs a 'messages' list")
         tree_node = data.get("tree_node") or {}

@@ -26,13 +26,27 @@ class Retraction(TaskReads):
 
     # ------------------------------------------------------------------ retract
     async def retract_last(self, task_id: str, expected_id: str | None = None) -> AnyMessage | None:
-        """Remove the task's last message in one guarded write; return it (None: nothing removed).
+        """Remove the task's last message in one guarded write and return it.
 
-        The header loses what the message added (`mindstore.model.retract`): size, usage,
-        the calls it opened; a call it answered is open again. `expected_id` makes the
-        call idempotent: the message is removed only while it is the last one, and a
-        replay after it is gone returns None. Concurrent retracts each remove exactly one
-        message (the update is guarded by the header `version` and the message's id).
+        The header loses what the message added (`mindstore.model.retract`): size, usage, the
+        calls it opened; a call it answered is open again. `expected_id` makes the call
+        idempotent: the message is removed only while it is the last one, and a replay after it
+        is gone returns None. Concurrent retracts each remove exactly one message (the update is
+        guarded by the header `version` and the message's id).
+
+        Args:
+            task_id: The task.
+            expected_id: Remove the last message only if it has this id.
+
+        Returns:
+            The removed message, or None when nothing was removed (an empty task, or a replay
+            with `expected_id`).
+
+        Raises:
+            InvalidTransition: `expected_id` is stored but not last, or the last message cannot
+                be retracted (e.g. a sub-task's entry or exit).
+            NotFound: No such task in this view.
+            Conflict: Writers kept racing.
         """
         from mindstore.errors import InvalidTransition
         from mindstore.model import retract

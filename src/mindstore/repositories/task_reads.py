@@ -58,14 +58,58 @@ class TaskReads(TaskEngine):
 
     # ------------------------------------------------------------------ headers
     async def get(self, task_id: str) -> TaskRecord:
+        """The task's record: owner, title, state, counts, level, usage totals, timestamps.
+
+        One read of the header fields (no messages).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            A `TaskRecord`.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `task_id` is not a task id.
+
+        Example:
+            ```python
+            record = await acme.tasks.get(task.id)
+            record.seq, record.usage.cost
+            ```
+        """
         document = await self._read_header_doc(task_id)
         return TaskRecord.from_document(document, header_from_document(document))
 
     async def header(self, task_id: str) -> TaskHeader:
+        """The task's full header (`TaskHeader`): what the planner folds a verb from (sequence,
+        scope stack, open tool calls, usage, paging fields).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The `TaskHeader`.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
         return header_from_document(await self._read_header_doc(task_id, tail=True))
 
     async def load(self, task_id: str) -> Task:
-        """The whole task in memory (the Mind Map `Task`), e.g. to run Mind Map code over it."""
+        """The whole task in memory as a `mindstore.Task` (the Mind Map's API), e.g. to run Mind
+        Map code over it. Reads every message: for long tasks prefer the range reads.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The in-memory `Task`.
+
+        Raises:
+            NotFound: No such task in this view.
+            Conflict: The task's pages kept changing during the read.
+        """
         for _attempt in range(STALE_READS):
             document = await self._find_task(task_id)
             paging = Paging.of(document)
@@ -94,7 +138,32 @@ class TaskReads(TaskEngine):
         cursor: str | None = None,
         updated_after: datetime | None = None,
     ) -> Page[TaskRecord]:
-        """Newest first, keyset-paginated on (updated_at, _id): stable and index-backed."""
+        """One page of the tenant's tasks, newest first.
+
+        Keyset-paginated on `(updated_at, _id)`: stable under writes and index-backed. Pass the
+        page's `next_cursor` back as `cursor` for the next page.
+
+        Args:
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            limit: Page size, 1 to 1,000.
+            cursor: The `next_cursor` of the previous page.
+            updated_after: Only tasks updated after this time.
+
+        Returns:
+            A `Page` of `TaskRecord`s with `items` and `next_cursor` (None on the last page).
+
+        Raises:
+            ValidationError: A bad limit, state, owner, cursor or time; an owner other than an
+                owner-scoped view's.
+
+        Example:
+            ```python
+            page = await acme.tasks.list(owner="alice", limit=50)
+            while page.next_cursor:
+                page = await acme.tasks.list(owner="alice", cursor=page.next_cursor)
+            ```
+        """
         check_int(limit, "limit", minimum=1, maximum=MAX_PAGE)
         owner = check_owner(owner)
         check_optional_datetime(updated_after, "updated_after")
@@ -154,12 +223,25 @@ class TaskReads(TaskEngine):
     async def read_range(
         self, task_id: str, start: int = 0, stop: int | None = None
     ) -> builtins.list[AnyMessage]:
-        """Messages ``[start, stop)`` of the history (``stop=None``: to the end).
+        """Messages `[start, stop)` of the history (`stop=None`: to the end).
 
-        The one primitive the range reads build on: the open page's part is a ``$slice`` of
-        the task document's array, the sealed part comes from the pages it overlaps (the
-        first and last sliced on the server), so only the range travels, plus at most the
-        open page when this process guessed the task's paging wrong.
+        The one primitive the range reads build on: the open page's part is a `$slice` of the
+        task document's array, the sealed part comes from the pages it overlaps (the first and
+        last sliced on the server), so only the range travels, plus at most the open page when
+        this process guessed the task's paging wrong.
+
+        Args:
+            task_id: The task.
+            start: Index of the first message (0-based).
+            stop: Index after the last message, or None for the end.
+
+        Returns:
+            The messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A negative or non-integer bound.
+            Conflict: The task's pages kept changing during the read.
         """
         check_int(start, "start")
         check_optional_int(stop, "stop")
@@ -183,7 +265,20 @@ class TaskReads(TaskEngine):
     async def messages(
         self, task_id: str, start: int = 0, limit: int | None = None
     ) -> builtins.list[AnyMessage]:
-        """A window of the history, sliced on the server."""
+        """A window of the history, sliced on the server.
+
+        Args:
+            task_id: The task.
+            start: Index of the first message (0-based).
+            limit: At most this many messages (None: to the end).
+
+        Returns:
+            The messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A negative start or a limit below 1.
+        """
         check_int(start, "start")
         check_optional_int(limit, "limit", minimum=1)
         return await self.read_range(task_id, start, None if limit is None else start + limit)
@@ -191,11 +286,23 @@ class TaskReads(TaskEngine):
     async def ends(
         self, task_id: str, first: int, last: int
     ) -> tuple[int, builtins.list[AnyMessage], builtins.list[AnyMessage]]:
-        """(message count, first `first` messages, last `last` messages) from one snapshot.
+        """The message count, the first `first` and the last `last` messages, from one snapshot.
 
-        One read of the task document with two `$slice`s (and, for a paged task, of the
-        pages they reach), so a trimmed fork of a long dialog reads only what it keeps,
-        and the count matches the slices even under concurrent appends.
+        One read of the task document with two `$slice`s (and, for a paged task, of the pages
+        they reach), so a trimmed fork of a long dialog reads only what it keeps, and the count
+        matches the slices even under concurrent appends.
+
+        Args:
+            task_id: The task.
+            first: How many messages from the start (0 or more).
+            last: How many messages from the end (1 or more).
+
+        Returns:
+            `(count, head, tail)`.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A bound out of range.
         """
         check_int(first, "first", maximum=MAX_SLICE)
         check_int(last, "last", minimum=1, maximum=MAX_SLICE)
@@ -227,7 +334,24 @@ class TaskReads(TaskEngine):
         raise kept_changing(task_id)
 
     async def tail(self, task_id: str, count: int = 50) -> builtins.list[AnyMessage]:
-        """The last `count` messages: only they travel over the wire."""
+        """The last `count` messages: only they travel over the wire.
+
+        Args:
+            task_id: The task.
+            count: How many (1 or more).
+
+        Returns:
+            The messages, oldest first.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A count below 1.
+
+        Example:
+            ```python
+            recent = await acme.tasks.tail(task.id, 50)
+            ```
+        """
         check_int(count, "count", minimum=1)
         key = self._key(task_id)
         projection = {**dict.fromkeys(PAGING_FIELDS, 1),
@@ -263,7 +387,19 @@ class TaskReads(TaskEngine):
         raise kept_changing(task_id)
 
     async def get_message(self, task_id: str, message_id: str) -> AnyMessage | None:
-        """The message, or None if the task has no such message (as in the Mind Map)."""
+        """One message by id, or None if the task has no such message (as in the Mind Map).
+
+        Args:
+            task_id: The task.
+            message_id: The message's id.
+
+        Returns:
+            The message, or None.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `message_id` is not a message id.
+        """
         check_name(message_id, "message id")
         found = await self._find_message(task_id, message_id)
         if found is None:
@@ -273,8 +409,26 @@ class TaskReads(TaskEngine):
     async def get_updates(
         self, task_id: str, since_id: str | None = None, *, since_message_id: str | None = None
     ) -> builtins.list[AnyMessage]:
-        """Messages after `since_id` (the Mind Map's `since_message_id`); all of them if it
-        is empty or unknown, as in the Mind Map."""
+        """The messages after `since_id`: what a client that has seen up to it is missing. All of
+        them when `since_id` is empty or unknown, as in the Mind Map.
+
+        Args:
+            task_id: The task.
+            since_id: The last message the caller has.
+            since_message_id: The Mind Map's spelling of `since_id` (an alias).
+
+        Returns:
+            The newer messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A bad id, or `since_id` and `since_message_id` disagree.
+
+        Example:
+            ```python
+            newer = await acme.tasks.get_updates(task.id, since_id="u-1")
+            ```
+        """
         since_id = resolve_alias(since_id, since_message_id, "since_id", "since_message_id")
         if since_id is None or since_id == "":
             return await self.messages(task_id)
@@ -286,10 +440,33 @@ class TaskReads(TaskEngine):
 
     # ------------------------------------------------------------------ levels
     async def current_task_level(self, task_id: str) -> int:
+        """How deep the task is: 0 at the root, 1 inside a sub-task, and so on.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The level.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
         return (await self._scope_header(task_id)).level
 
     async def level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
-        """The messages of one level: `scope` is the entry id of a sub-task, None the root."""
+        """The messages of one level, filtered on the server.
+
+        Args:
+            task_id: The task.
+            scope: The entry id of a sub-task, or None for the root level.
+
+        Returns:
+            The level's messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `scope` is not a message id.
+        """
         if scope is not None:
             check_name(scope, "scope")
         return await self._level_messages(task_id, scope)
@@ -368,17 +545,52 @@ class TaskReads(TaskEngine):
         return {int(row["page"]): row for row in rows}
 
     async def current_task_messages(self, task_id: str) -> builtins.list[AnyMessage]:
+        """The messages of the current level (the innermost sub-task without an exit, or the root).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The level's messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
         header = await self._scope_header(task_id)
         return await self._level_messages(task_id, header.current_scope)
 
     async def find_current_task_boundaries(self, task_id: str) -> tuple[int | None, int | None]:
+        """Where the current level starts: `(entry index, None)` inside a sub-task, `(0, None)` at
+        the root (the Mind Map's shape: the current level has no exit yet).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            `(start index, None)`.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
         header = await self._scope_header(task_id)
         if not header.scope_stack:
             return 0, None
         return header.scope_stack[-1].index, None
 
     async def task_boundaries(self, task_id: str, entry_id: str) -> tuple[int, int | None]:
-        """(entry index, exit index or None) of any sub-task of the task."""
+        """The entry and exit indexes of any sub-task of the task.
+
+        Args:
+            task_id: The task.
+            entry_id: The sub-task's entry message id.
+
+        Returns:
+            `(entry index, exit index or None while the sub-task is open)`.
+
+        Raises:
+            NotFound: No such task, or no entry `entry_id` in it.
+            ValidationError: `entry_id` is not a message id.
+        """
         check_name(entry_id, "entry id")
         paging = Paging.of(await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
         rows = await (
@@ -396,6 +608,18 @@ class TaskReads(TaskEngine):
         return int(entry[0]), (int(exits[0]) if exits else None)
 
     async def sub_task_spans(self, task_id: str) -> builtins.list[SubTaskSpan]:
+        """Every sub-task of the task as a `SubTaskSpan` (entry and exit indexes, depth, parent,
+        message count, times), from an aggregation pipeline over the messages.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The spans, in entry order.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
         paging = Paging.of(await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
         query = self._filter(task_id)
         rows = await (
@@ -425,9 +649,18 @@ class TaskReads(TaskEngine):
     ) -> tuple[TaskHeader, CheckpointRecord | None, builtins.list[AnyMessage]]:
         """The current level as the model should see it, filtered on the server.
 
-        Returns the header, the level's latest checkpoint (or None) and the level's messages
-        minus compression messages and minus what that checkpoint dropped; the tool results
-        it stubbed come back as skeletons (see `mindstore.compression.view`).
+        What `tasks.context` builds its window from: the level's messages minus compression
+        messages and minus what the latest checkpoint dropped; the tool results it stubbed come
+        back as skeletons (see `mindstore.compression.view`).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            `(header, the level's latest checkpoint or None, messages)`.
+
+        Raises:
+            NotFound: No such task in this view.
         """
         header = await self._scope_header(task_id)
         scope = header.current_scope
@@ -453,6 +686,19 @@ class TaskReads(TaskEngine):
         return header, latest, await self._decode(task_id, kept)
 
     async def current_task_config(self, task_id: str) -> TaskConfigPart:
+        """The `TaskConfigPart` that applies now: the current sub-task's initial config, or the
+        latest config message of the level.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The config.
+
+        Raises:
+            MissingConfig: The task has no configuration (a `NotFound`).
+            NotFound: No such task in this view.
+        """
         header = await self._scope_header(task_id)
         location = header.current_config_index()
         if location is None:

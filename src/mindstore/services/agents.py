@@ -71,7 +71,17 @@ class AgentRepository:
         return {"_id": agent_key(self.tenant, name), "tenant": self.tenant}
 
     async def state(self, name: str) -> AgentState:
-        """The stored state (an empty, version-0 state for an agent never changed)."""
+        """The agent's stored state: its aliases, the active one, the version.
+
+        Args:
+            name: The agent's name.
+
+        Returns:
+            The `AgentState` (an empty, version-0 state for an agent never changed).
+
+        Raises:
+            ValidationError: `name` is not a name, or another owner's on an owner-scoped view.
+        """
         name = self._name(name)
         document = await self._agents.find_one(self._filter(name))
         return AgentState.from_document(document) if document else AgentState(name=name)
@@ -83,10 +93,28 @@ class AgentRepository:
         system_prompt: str | None = None,
         context_manager: ContextManager | None = None,
     ) -> Agent:
-        """The agent `name` with its stored aliases (creates nothing until the first change).
+        """A handle on the agent `name` with its stored aliases (creates nothing until the first
+        change).
 
-        `system_prompt` (a `str.format` template) seeds every dialog `open` creates;
-        `context_manager` is applied by `Agent.context()` before a model call.
+        Args:
+            name: The agent's name (it owns the agent's dialogs).
+            system_prompt: A `str.format` template that seeds every dialog `Agent.open`
+                creates.
+            context_manager: Applied by `Agent.context()` to the messages before a model call.
+
+        Returns:
+            The `Agent`.
+
+        Raises:
+            ValidationError: `name` is not a name, or another owner's on an owner-scoped view.
+
+        Example:
+            ```python
+            agent = await acme.agents.get("planner", system_prompt="You plan {city} trips.")
+            await agent.open("main", {"city": "Lisbon"})
+            await agent.receive("Three days, mid May")
+            messages = await agent.context()
+            ```
         """
         return Agent(
             self,
@@ -96,7 +124,11 @@ class AgentRepository:
         )
 
     async def list(self) -> list[str]:
-        """Names of this tenant's agents that have stored aliases (the owner's, if scoped)."""
+        """The names of this tenant's agents that have stored aliases (the owner's, if scoped).
+
+        Returns:
+            The names, sorted.
+        """
         query: dict[str, Any] = {"tenant": self.tenant}
         if self.owner is not None:
             query["owner"] = self.owner
@@ -104,15 +136,36 @@ class AgentRepository:
         return sorted([document["owner"] async for document in cursor])
 
     async def delete(self, name: str) -> bool:
-        """Forget an agent's aliases (its dialogs stay; delete them with `dialogs.delete`)."""
+        """Forget an agent's aliases; its dialogs stay (delete them with `dialogs.delete`).
+
+        Args:
+            name: The agent's name.
+
+        Returns:
+            True if there was a stored state to delete.
+
+        Raises:
+            ValidationError: `name` is not a name.
+        """
         result = await self._agents.delete_one(self._filter(self._name(name)))
         return bool(result.deleted_count == 1)
 
     async def apply(self, name: str, change: Change) -> AgentState:
-        """Apply a pure transition as one guarded write, re-planning after a lost race.
+        """Apply a pure transition to the agent's state as one guarded write, re-planning after a
+        lost race.
 
-        Errors the transition raises (`Conflict`, `NotFound`, ...) are not retried; after
-        `retry.attempts` lost races the call raises `Conflict`.
+        Args:
+            name: The agent's name.
+            change: A function from the current `AgentState` to the new one (pure: it may run
+                more than once).
+
+        Returns:
+            The stored new state.
+
+        Raises:
+            Conflict: `RetryPolicy.attempts` races lost, or the transition's own `Conflict`.
+            NotFound: The transition's own (e.g. an unknown alias); not retried.
+            ValidationError: `name` is not a name.
         """
         name = self._name(name)
         for attempt in range(self.retry.attempts):
@@ -171,15 +224,17 @@ class Agent:
     # -- the document's names ---------------------------------------------------------
     @property
     def name(self) -> str:
+        """The agent's name (the owner of its dialogs)."""
         return self.state.name
 
     @property
     def dialogs(self) -> dict[str, str]:
-        """Alias -> dialog id."""
+        """The agent's dialogs: alias -> dialog id."""
         return self.state.dialogs
 
     @property
     def active_alias(self) -> str | None:
+        """The alias of the active dialog, or None before the first `open`."""
         return self.state.active_alias
 
     @property
@@ -188,6 +243,11 @@ class Agent:
         return self.state.current_dialog
 
     async def refresh(self) -> Agent:
+        """Read the agent's state again (another writer may have changed it).
+
+        Returns:
+            This handle, refreshed.
+        """
         self.state = await self.repository.state(self.name)
         return self
 
@@ -222,8 +282,23 @@ class Agent:
     ) -> TaskRecord:
         """A new dialog under `alias`, seeded with the agent's system prompt, made active.
 
-        The prompt is `system_prompt` (else the agent's) rendered with `prompt_args`. An
-        alias already open is a `Conflict` unless `replace` (the old dialog stays stored).
+        The prompt is `system_prompt` (else the agent's) rendered with `prompt_args`.
+
+        Args:
+            alias: The agent's name for the dialog (e.g. `"main"`).
+            prompt_args: The system prompt's `str.format` arguments.
+            system_prompt: A template for this dialog instead of the agent's.
+            title: The dialog's title.
+            switch: Make the new dialog the active one.
+            replace: Point an alias already in use at the new dialog (the old dialog stays
+                stored).
+
+        Returns:
+            The new dialog's task record.
+
+        Raises:
+            Conflict: `alias` is already open and `replace` is False.
+            ValidationError: A bad alias, or `prompt_args` without a prompt to render.
         """
         check_alias(alias)
         template = system_prompt if system_prompt is not None else self.system_prompt
@@ -238,7 +313,15 @@ class Agent:
         return await self._claim(alias, dialog, activate=switch, replace=replace)
 
     async def switch(self, alias: str) -> None:
-        """Make `alias` the active dialog (NotFound for an alias the agent does not have)."""
+        """Make `alias` the active dialog.
+
+        Args:
+            alias: One of the agent's aliases.
+
+        Raises:
+            NotFound: The agent has no such alias.
+            ValidationError: `alias` is not an alias.
+        """
         check_alias(alias)
         self.state = await self.repository.apply(self.name, lambda state: state.switched(alias))
 
@@ -253,7 +336,24 @@ class Agent:
         replace: bool = False,
     ) -> TaskRecord:
         """Fork the dialog under `alias` into a new one under `new_alias` (`dialogs.fork`:
-        `last_n=0` copies everything, else the first `first_k` and the last `last_n`)."""
+        `last_n=0` copies everything, else the first `first_k` and the last `last_n`).
+
+        Args:
+            alias: The dialog to fork.
+            new_alias: The alias of the fork.
+            last_n: Keep the last `last_n` messages (0: everything).
+            first_k: With `last_n`, also keep the first `first_k`.
+            switch: Make the fork the active dialog.
+            replace: Point `new_alias` at the fork even if it is in use.
+
+        Returns:
+            The fork's task record.
+
+        Raises:
+            NotFound: The agent has no alias `alias`.
+            Conflict: `new_alias` is in use and `replace` is False.
+            ValidationError: A bad alias or count.
+        """
         check_alias(new_alias)
         self.state = await self.repository.state(self.name)
         source = self.state.dialog_id(alias)
@@ -267,13 +367,32 @@ class Agent:
 
     # -- working with the active dialog -------------------------------------------------
     async def receive(self, text: str, name: str = "user") -> AnyMessage:
-        """Append a user message to the active dialog."""
+        """Append a user message to the active dialog.
+
+        Args:
+            text: The text.
+            name: The sender's name, kept on the message.
+
+        Returns:
+            The stored message.
+
+        Raises:
+            InvalidTransition: The agent has no active dialog (open one first).
+            ValidationError: A bad text or name.
+        """
         return await self.repository.dialogs.put_text(self._require_current(), text, name=name)
 
     async def context(self) -> list[AnyMessage]:
         """The active dialog's messages as they should go to the model: the stored view
-        (compression checkpoints applied, nothing compressed here), then the agent's
-        context manager, if it has one. The stored dialog is never changed."""
+        (compression checkpoints applied, nothing compressed here), then the agent's context
+        manager, if it has one. The stored dialog is never changed.
+
+        Returns:
+            The messages.
+
+        Raises:
+            InvalidTransition: The agent has no active dialog.
+        """
         window = await self.repository.tasks.context(self._require_current(), auto_compress=False)
         messages = window.messages
         return self.context_manager(messages) if self.context_manager is not None else messages
