@@ -432,8 +432,10 @@ class TaskEngine(TaskPages):
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
                 await self._check_required(task_id, require_ids)
-                if header.pages and unsealed and not await self._filter_passes(
-                    task_id, header.id_filter_words, unsealed
+                if (
+                    header.pages
+                    and unsealed
+                    and not await self._filter_passes(task_id, header.id_filter_words, unsealed)
                 ):
                     look_in_pages = True  # the sealed-id filter refused it: the pages decide,
                     continue  # once, before the next write (no backoff: not a lost race)
