@@ -38,8 +38,7 @@ class EmbeddedDatabase:
     def __init__(self, client: ClientHandle, name: str) -> None:
         self._client = client
         self._name = name
-        self._motor = client.delegate.get_database(name)
-        self._sync: MockDatabase = self._motor.delegate
+        self._sync: MockDatabase = client.delegate.get_database(name)
         self._collections: dict[str, EmbeddedCollection] = {}
 
     @property
@@ -58,11 +57,6 @@ class EmbeddedDatabase:
     def delegate(self) -> MockDatabase:
         """The synchronous mongomock database."""
         return self._sync
-
-    @property
-    def motor(self) -> Any:
-        """The mongomock-motor database this wraps."""
-        return self._motor
 
     @property
     def reporter(self) -> CommandReporter:
@@ -231,7 +225,7 @@ class EmbeddedDatabase:
 
     async def _run_command(self, lname: str, cmd: dict[str, Any]) -> dict[str, Any]:
         """The reply to a database command: the few mindstore and Beanie send are answered
-        here as a server would; anything else goes to mongomock-motor."""
+        here as a server would; anything else goes to mongomock (which answers few)."""
         if lname in ("ping", "hello", "ismaster"):
             if lname == "ping":
                 return {"ok": 1.0}
@@ -259,7 +253,7 @@ class EmbeddedDatabase:
             colls = self._sync.list_collection_names()
             objects = sum(self._sync.get_collection(c).estimated_document_count() for c in colls)
             return {"db": self._name, "collections": len(colls), "objects": objects, "ok": 1.0}
-        reply: dict[str, Any] = await self._motor.command(cmd)
+        reply: dict[str, Any] = self._sync.command(cmd)
         return reply
 
     async def aggregate(self, pipeline: Any, *args: Any, **kwargs: Any) -> Any:
