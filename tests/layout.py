@@ -35,7 +35,7 @@ from typing import Any
 from mindstore.backends.recorder import CommandLog
 from mindstore.backup.shape import size_allowance
 from mindstore.documents import TASK_PAGES, TASKS
-from mindstore.model.header import TaskHeader
+from mindstore.model.header import PAGING_FIELDS, TaskHeader
 from mindstore.model.planner import parse_stored
 from mindstore.model.stored_read import read_stored
 from mindstore.paged_history import apply_pending
@@ -43,7 +43,8 @@ from mindstore.paged_history import apply_pending
 JSON = dict[str, Any]
 
 PAGING_KEYS: tuple[str, ...] = (
-    "sealed", "pages", "sealed_bytes", "open_since", "patched", "pending", "pending_at",
+    "sealed", "pages", "sealed_bytes", "id_filter_words", "id_filter", "patched", "pending",
+    "pending_at",
 )  # fmt: skip
 """Task document fields only paged storage writes (absent on a task never paged)."""
 
@@ -180,8 +181,7 @@ async def forge_messages(
 def unpaged(header: TaskHeader) -> TaskHeader:
     """The header without its paging fields (as the in-memory `Task` folds it)."""
     defaults = TaskHeader()
-    names = ("sealed", "pages", "sealed_bytes", "open_since")
-    return header.model_copy(update={name: getattr(defaults, name) for name in names})
+    return header.model_copy(update={name: getattr(defaults, name) for name in PAGING_FIELDS})
 
 
 async def assert_paging(database: Any, key: str, header: TaskHeader) -> None:
@@ -217,6 +217,8 @@ def _kind(command: Any) -> str:
     if command.collection == TASK_PAGES:
         if command.name == "update" and "$or" in filt:  # an upsert never over a newer page
             return "seal page"
+        if command.name == "find" and projection == {"_id": 0, "messages.id": 1}:
+            return "seal ids read"  # the sealed-id filter rebuilt (model/id_filter.py)
         if command.name == "find":
             return "page read"
         if command.name == "update" and "version" in filt:  # compare-and-set
@@ -227,7 +229,8 @@ def _kind(command: Any) -> str:
 def housekeeping(commands: Sequence[Any]) -> list[str]:
     """The seals and folds in `commands` (a log captured with ``payloads=True`` after a
     verb's own write), in order: each ``"seal"`` is a read of the open page, one page
-    written or more, one commit; each ``"fold"`` a read of the pending list, the page
+    written or more, when its sealed-id filter is rebuilt one read of the pages' ids, one
+    commit; each ``"fold"`` a read of the pending list, the page
     reads and compare-and-set writes of the pages it changes, one commit. AssertionError
     if anything else is there, so a caller that counts a verb's commands and then this
     counts everything."""
@@ -238,6 +241,8 @@ def housekeeping(commands: Sequence[Any]) -> list[str]:
         if kinds[position] == "seal read":
             end = position + 1
             while end < len(kinds) and kinds[end] == "seal page":
+                end += 1
+            if end < len(kinds) and kinds[end] == "seal ids read":
                 end += 1
             assert end > position + 1 and end < len(kinds) and kinds[end] == "seal commit", kinds
             out.append("seal")

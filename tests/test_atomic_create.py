@@ -29,7 +29,7 @@ from mindstore import PagePolicy, Store, TenantStore
 from mindstore.backup import backup
 from mindstore.errors import Conflict, NotFound, TaskTooLarge, ValidationError
 from mindstore.ids import page_key, task_key
-from mindstore.model import id_filter
+from mindstore.model import base, id_filter
 from mindstore.model.header import PAGING_FIELDS, TaskHeader
 from mindstore.model.messages import message_to_dict
 from mindstore.model.paging import cut_pages, should_seal
@@ -225,9 +225,9 @@ async def test_a_long_history_is_created_in_one_step_and_reads_back_as_the_in_me
     if pages:
         assert [(p["start"], p["end"]) for p in pages] == [(c.start, c.end) for c in cuts]
         assert header.sealed_bytes == sum(page["size_bytes"] for page in pages)
-        blocks = [bytes(block) for block in document["id_filter"]]  # every sealed id held
-        assert header.id_filter_blocks == len(blocks)
-        assert all(id_filter.may_hold(blocks, m["id"]) for page in pages for m in page["messages"])
+        words = list(document["id_filter"])  # every sealed id held
+        assert header.id_filter_words == len(words)
+        assert all(id_filter.may_hold(words, m["id"]) for page in pages for m in page["messages"])
     else:  # not due for a seal: one document, as before paging
         assert not (cuts and should_seal(header, policy))
     # the same messages appended one by one are sealed at the same boundaries (a prefix:
@@ -292,7 +292,7 @@ def test_the_cut_is_contiguous_keeps_the_last_message_open_and_fits(
         )
     except TaskTooLarge:  # only when the last message alone does not fit, or a page does not
         # the last message, its array key, the header budget and the sealed-id filter
-        filter_bytes = id_filter.blocks_for(len(sizes) - 1) * (id_filter.BLOCK_BYTES + 16)
+        filter_bytes = id_filter.words_for(len(sizes) - 1) * 16
         alone = sizes[-1] + 8 + HEADER_BUDGET_BYTES + filter_bytes + 500 > limit
         pages = cut_pages(sizes, first_index=0, first_page=0, policy=policy, force=True)
         too_large = [
@@ -315,7 +315,7 @@ def test_the_cut_is_contiguous_keeps_the_last_message_open_and_fits(
     assert cut.open == stored[position:] and len(cut.open) >= 1  # the last message stays open
     assert cut.header.sealed == position and cut.header.pages == len(cut.cuts)
     assert cut.header.sealed_bytes == sum(sizes[:position])
-    assert cut.header.id_filter_blocks == len(cut.id_filter)
+    assert cut.header.id_filter_words == len(cut.id_filter)
     assert all(id_filter.may_hold(cut.id_filter, m["id"]) for m in stored[:position])
     assert document_estimate(cut.header) + 500 <= limit
     assert without_paging(cut.header) == header
@@ -521,7 +521,7 @@ async def test_repair_removes_only_pages_no_task_counts(store: Store) -> None:
 
 
 async def test_a_retried_create_of_a_shorter_history_leaves_pages_repair_removes(
-    store: Store,
+    store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scoped = paged(store, PagePolicy(2, 1 << 20))()
     long, short = await conversation([], 16), await conversation([], 7)
@@ -530,6 +530,8 @@ async def test_a_retried_create_of_a_shorter_history_leaves_pages_repair_removes
         await scoped.tasks.create(task_id="T", messages=long.messages, replay=True)
     clean = store.scoped(scoped.tenant)
     await clean.tasks.create(task_id="T", messages=short.messages, replay=True)
+    now = base.CLOCK()  # both homes finish the previous message at the same millisecond
+    monkeypatch.setattr(base, "CLOCK", lambda: now)
     await clean.tasks.add_human_message("T", "and on", message_id="more")
     short.add_human_message("and on", message_id="more")
     header = await clean.tasks.header("T")

@@ -17,18 +17,24 @@ from mindstore.backends import CommandRecorder
 from mindstore.backends.embedded import guard_index
 from mindstore.errors import TaskTooLarge
 from mindstore.ids import task_key
+from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import TaskConfigPart, ToolMetadata
 from mindstore.repositories.tasks import RetryPolicy, TaskRepository
 from mindstore.store import Store
+from layout import stored_messages
 
 CONFIG = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="search")])
 PATIENT = RetryPolicy(attempts=400, base_delay=0.0002, max_delay=0.01)
 
 
-async def test_concurrent_writers_and_replays_append_each_message_exactly_once(monkeypatch) -> None:
+@pytest.mark.parametrize("policy", [None, PagePolicy(page_messages=3)], ids=["unpaged", "paged"])
+async def test_concurrent_writers_and_replays_append_each_message_exactly_once(
+    monkeypatch, policy
+) -> None:
     monkeypatch.setattr(guard_index, "MIN_LENGTH", 0)  # the guard index answers every guard
-    store = await mindstore.connect("embedded")
-    writers = [Store(store.backend, retry=PATIENT).scoped("acme") for _ in range(6)]
+    store = await mindstore.connect("embedded", page_policy=policy)
+    writers = [Store(store.backend, retry=PATIENT, page_policy=policy).scoped("acme")
+               for _ in range(6)]  # fmt: skip
     tid = (await writers[0].tasks.create(config=CONFIG)).id
 
     async def writer(n: int) -> None:
@@ -44,9 +50,12 @@ async def test_concurrent_writers_and_replays_append_each_message_exactly_once(m
     ids = [m.id for m in messages[1:]]
     assert sorted(ids) == sorted(f"m{k}-{i}" for k in range(6) for i in range(15))
     record = await writers[0].tasks.get(tid)
-    assert record.seq == 91 and record.version == 90  # one successful write per appended message
-    raw = await store.database["tasks"].find_one({"_id": task_key("acme", tid)})
-    assert [m["id"] for m in raw["messages"]] == [m.id for m in messages]
+    stored = await stored_messages(store.database, task_key("acme", tid))  # pages and open page
+    assert [m["id"] for m in stored] == [m.id for m in messages]
+    if policy is None:  # one successful write per appended message (seals add their own)
+        assert record.seq == 91 and record.version == 90
+    else:
+        assert record.seq == 91 and (await writers[0].tasks.header(tid)).pages > 10
     await store.close()
 
 

@@ -17,49 +17,51 @@ IDS = st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, m
 
 @given(st.lists(IDS, max_size=300, unique=True), st.integers(0, 5000))
 def test_every_added_id_may_be_held(ids: list[str], count: int) -> None:
-    blocks = id_filter.build(count, ids)
-    assert len(blocks) == id_filter.blocks_for(count)
-    assert all(id_filter.may_hold(blocks, i) for i in ids)
+    words = id_filter.build(count, ids)
+    assert len(words) == id_filter.words_for(count)
+    assert all(0 <= word < 2**63 for word in words)  # a non-negative int64 mask
+    assert all(id_filter.may_hold(words, i) for i in ids)
 
 
 @given(st.lists(IDS, min_size=1, max_size=50, unique=True))
-def test_adding_sends_only_the_blocks_its_ids_touch(ids: list[str]) -> None:
-    blocks = id_filter.build(2000, [])
-    changed = id_filter.add(blocks, ids)
+def test_adding_sends_only_the_words_its_ids_touch(ids: list[str]) -> None:
+    words = id_filter.build(2000, [])
+    changed = id_filter.add(words, ids)
     assert 1 <= len(changed) <= len(ids)
-    for index, block in changed.items():
-        blocks[index] = block
-    assert all(id_filter.may_hold(blocks, i) for i in ids)
+    for index, word in changed.items():
+        words[index] = word
+    assert all(id_filter.may_hold(words, i) for i in ids)
+    assert id_filter.add(words, ids) == {}  # adding them again changes nothing
 
 
 def test_a_full_filter_answers_maybe_for_few_fresh_ids() -> None:
     count = 4096  # exactly the capacity of its size
-    blocks = id_filter.build(count, (f"sealed-{n}" for n in range(count)))
+    words = id_filter.build(count, (f"sealed-{n}" for n in range(count)))
     fresh = [f"fresh-{n}" for n in range(20_000)]
-    rate = sum(id_filter.may_hold(blocks, i) for i in fresh) / len(fresh)
-    assert rate < 0.01, rate  # ~0.5% expected; a false positive costs one page lookup
+    rate = sum(id_filter.may_hold(words, i) for i in fresh) / len(fresh)
+    assert rate < 0.01, rate  # a false positive costs one page lookup, never a wrong answer
 
 
 def test_sizes_double_with_the_history_and_stop_at_the_limit() -> None:
-    assert id_filter.blocks_for(0) == id_filter.blocks_for(id_filter.MIN_CAPACITY)
-    assert id_filter.blocks_for(id_filter.MIN_CAPACITY + 1) == 2 * id_filter.blocks_for(0)
-    assert id_filter.blocks_for(10**9) == id_filter.MAX_BLOCKS
+    assert id_filter.words_for(0) == id_filter.words_for(id_filter.MIN_CAPACITY)
+    assert id_filter.words_for(id_filter.MIN_CAPACITY + 1) == 2 * id_filter.words_for(0)
+    assert id_filter.words_for(10**9) == id_filter.MAX_WORDS
     small = id_filter.build(10, ["a"])
     assert not id_filter.needs_rebuild(small, id_filter.MIN_CAPACITY)
     assert id_filter.needs_rebuild(small, id_filter.MIN_CAPACITY + 1)
-    assert id_filter.needs_rebuild(None, 1) and id_filter.needs_rebuild([b"short"], 1)
-    full = [bytes(id_filter.BLOCK_BYTES)] * id_filter.MAX_BLOCKS
+    assert id_filter.needs_rebuild(None, 1) and id_filter.needs_rebuild([-1], 1)
+    assert id_filter.needs_rebuild([2**63], 1) and id_filter.needs_rebuild([b"x"], 1)  # type: ignore[list-item]
+    full = [0] * id_filter.MAX_WORDS
     assert not id_filter.needs_rebuild(full, 10**9)  # the limit: the rate rises instead
 
 
-def test_the_guard_names_one_block_per_id() -> None:
+def test_the_guard_names_one_word_per_id() -> None:
     clauses = id_filter.guard(24, ["a", "b"])
     assert len(clauses) == 2
     for clause, message_id in zip(clauses, ["a", "b"], strict=True):
         probe = id_filter.probe(message_id, 24)
-        assert clause == {
-            f"id_filter.{probe.block}": {"$not": {"$bitsAllSet": list(probe.positions)}}
-        }
+        assert clause == {f"id_filter.{probe.word}": {"$not": {"$bitsAllSet": probe.mask}}}
+        assert bin(probe.mask).count("1") <= id_filter.HASHES and probe.mask < 2**63
 
 
 # ------------------------------------------------------------------ $bitsAllSet semantics
@@ -122,21 +124,21 @@ async def test_both_update_paths_agree_on_the_filter_clauses(store: Store, fast:
     if not hasattr(client, "fast_updates"):
         pytest.skip("an embedded-backend path")
     client.fast_updates = fast
-    blocks = id_filter.build(100, ["sealed"])
+    words = id_filter.build(100, ["sealed"])
     collection = store.database["filters"]
-    await collection.insert_one({"_id": "k", "tenant": "t", "id_filter": blocks, "n": 0})
+    await collection.insert_one({"_id": "k", "tenant": "t", "id_filter": words, "n": 0})
     outcomes = []
     for message_id in ("sealed", "fresh"):
-        clauses = id_filter.guard(len(blocks), [message_id])
+        clauses = id_filter.guard(len(words), [message_id])
         result = await collection.update_one(
             {"_id": "k", "tenant": "t", **clauses[0]}, {"$inc": {"n": 1}}
         )
         outcomes.append(result.matched_count)
-    both = id_filter.guard(len(blocks), ["fresh", "other"])
+    both = id_filter.guard(len(words), ["fresh", "other"])
     result = await collection.update_one({"_id": "k", "tenant": "t", "$and": both},
                                          {"$inc": {"n": 1}})  # fmt: skip
     outcomes.append(result.matched_count)
-    assert outcomes == [0, 1, int(not id_filter.may_hold(blocks, "other"))]
+    assert outcomes == [0, 1, int(not id_filter.may_hold(words, "other"))]
 
 
 @settings(max_examples=30, deadline=None)

@@ -50,6 +50,15 @@ from test_backup_support import read_file_records, rewrite_file  # noqa: E402
 MARK = "123-45-6789"
 OTHER = "987-65-4321"
 THREAD = {"configurable": {"thread_id": "t1"}}
+
+
+def thread_of(owner: str | None) -> str:
+    """Ann's thread and the tenant's own: a thread id names one conversation per tenant."""
+    return "t1" if owner is None else f"t1-{owner}"
+
+
+def config_of(owner: str | None) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_of(owner)}}
 SAVER = (LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS)
 
 
@@ -76,7 +85,8 @@ def graph(saver: MindstoreSaver, mark: str) -> Any:
 
 async def turn(view: Any, mark: str, i: int) -> None:
     await graph(MindstoreSaver(view), mark).ainvoke(
-        {"messages": [HumanMessage(f"my id is {mark} ({i})", id=f"h{i}")]}, THREAD)
+        {"messages": [HumanMessage(f"my id is {mark} ({i})", id=f"h{i}")]},
+        config_of(view.owner))
 
 
 async def plant(store: Any, tenant: str, mark: str = MARK) -> None:
@@ -109,7 +119,8 @@ def holding(dump: dict[str, list[bytes]], needle: str) -> dict[str, int]:
 
 async def tuples(store: Any, tenant: str, owner: str | None) -> tuple[Any, list[Any]]:
     saver = MindstoreSaver(store.scoped(tenant, owner=owner))
-    return await saver.aget_tuple(THREAD), [t async for t in saver.alist(THREAD)]
+    config = config_of(owner)
+    return await saver.aget_tuple(config), [t async for t in saver.alist(config)]
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -183,7 +194,7 @@ async def test_erasing_an_owner_takes_their_threads_and_agent_and_keeps_the_rest
     tenant_thread = await tuples(store, "acme", None)
     receipt = await erase(store, "acme", owner="ann")
     db = store.database
-    ann = prefix_of("acme", "ann", "t1")
+    ann = prefix_of("acme", "ann", thread_of("ann"))
     for name in SAVER:
         assert not [d for d in await db[name].find({"tenant": "acme"}).to_list() if d["_id"].startswith(ann)]
         assert receipt.counts[name] > 0
@@ -212,7 +223,7 @@ async def test_erasing_the_task_of_a_thread_takes_the_whole_thread(store: Any) -
     assert await tuples(store, "acme", None) == (None, [])
     assert await store.database["tasks"].count_documents({"tenant": "acme", "metadata.thread_id": "t1",
                                                           "owner": None}) == 0  # fmt: skip
-    assert await tuples(store, "acme", "ann") == ann_before  # ann's thread of the same id stays
+    assert await tuples(store, "acme", "ann") == ann_before  # ann's own thread stays
 
 
 # ----------------------------------------------------------------------------- backup, restore
@@ -287,7 +298,7 @@ async def test_a_backup_without_threads_agents_or_policies_keeps_its_old_format(
 async def test_an_owners_backup_holds_their_threads_and_agent_only(store: Any, tmp_path: Path) -> None:
     await plant(store, "acme")
     manifest = await backup(store, tmp_path / "ann", tenant="acme", owner="ann")
-    ann = prefix_of("acme", "ann", "t1")
+    ann = prefix_of("acme", "ann", thread_of("ann"))
     for name in SAVER:
         records = read_file_records(tmp_path / "ann" / f"{name}.jsonl.gz")
         assert records and all(r["_id"].startswith(ann) for r in records)
@@ -306,7 +317,7 @@ async def test_an_incremental_backup_holds_the_threads_active_since_whole(store:
     assert quiet.format_version == 1  # no thread, agent or policy changed since
     await turn(store.scoped("acme", owner="ann"), MARK, 2)
     manifest = await backup(store, tmp_path / "since", tenant="acme", since=since)
-    ann = prefix_of("acme", "ann", "t1")
+    ann = prefix_of("acme", "ann", thread_of("ann"))
     checkpoints = read_file_records(tmp_path / "since" / f"{LANGGRAPH_CHECKPOINTS}.jsonl.gz")
     assert {r["_id"][: len(ann)] for r in checkpoints} == {ann}
     assert manifest.counts[LANGGRAPH_CHECKPOINTS] == await store.database[LANGGRAPH_CHECKPOINTS].count_documents(

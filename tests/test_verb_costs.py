@@ -175,6 +175,25 @@ def check_paging_costs(step: Step) -> None:
     assert step.housekeeping == expected, (step.name, step.housekeeping, expected)
 
 
+def sealed_ids_surcharge(update: Any) -> int:
+    """Bytes the exactly-once clauses over sealed pages add to a paged task's append: one
+    `{"id_filter.<w>": {"$not": {"$bitsAllSet": mask}}}` per caller-named id (model/id_filter.py),
+    each at most 64 bytes, and nothing on a task never paged."""
+    query = update.filter or {}
+    nested = query.get("$and") or []
+    clauses = {k: v for k, v in query.items() if k.startswith("id_filter.")}
+    inner = [c for c in nested if next(iter(c)).startswith("id_filter.")]
+    for path, test in [*clauses.items(), *(next(iter(c.items())) for c in inner)]:
+        assert bson_size({path: test}) - 5 <= 64, (path, test)
+    if not clauses and not inner:
+        return 0
+    rest = {k: v for k, v in query.items() if not k.startswith("id_filter.") and k != "$and"}
+    others = [c for c in nested if c not in inner]
+    if others:
+        rest["$and"] = others
+    return bson_size(query) - bson_size(rest)
+
+
 def sealed_change_surcharge(update: Any) -> int:
     """Bytes a change to a sealed message costs beyond the same change in place: it is
     sent as `pending` entries (message id, index, path, value) and `pending_at` instead of
@@ -197,7 +216,8 @@ async def test_every_verb_warm_is_one_update_within_the_limit(acme, store):
         if step.name in PART_VERBS:
             continue
         (update,) = step.own.by_name("update")
-        beyond = update.bytes_sent - step.appended - sealed_change_surcharge(update)
+        beyond = (update.bytes_sent - step.appended - sealed_change_surcharge(update)
+                  - sealed_ids_surcharge(update))  # fmt: skip
         limit = ENTRY_LIMIT if step.name == "add_task_entry" else LIMIT
         if beyond > limit:
             over.append((step.name, beyond))

@@ -75,8 +75,8 @@ class TaskDoc(Document):
     sealed: int = 0
     pages: int = 0
     sealed_bytes: int = 0
-    id_filter_blocks: int = 0
-    id_filter: list[bytes] | None = None  # sealed ids: a blocked Bloom filter (model/id_filter.py)
+    id_filter_words: int = 0
+    id_filter: list[int] | None = None  # sealed ids: a Bloom filter (model/id_filter.py)
     pending: list[dict[str, Any]] = Field(default_factory=list)
     pending_at: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)

@@ -78,8 +78,8 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$literal": "every caller id inside an aggregation expression (level scopes, replay and "
     "checkpoint id lists), so no stored id is ever read as a field path or variable",
     "$bitsAllSet": "exactly-once over sealed pages: an append's filter asks that a named id "
-    "is not in the task's filter of sealed ids (`{$not: {$bitsAllSet: [...]}}` on one BinData "
-    "block, model/id_filter.py); standard since MongoDB 3.2, added to the embedded backend "
+    "is not in the task's filter of sealed ids (`{$not: {$bitsAllSet: mask}}` on one 63-bit "
+    "word, model/id_filter.py); standard since MongoDB 3.2, added to the embedded backend "
     "(mongomock lacks it) with MongoDB's semantics, backends/embedded/bit_queries.py",
     "$pull": "a seal drops the messages it moved into pages by id (`{messages: {id: {$in: "
     "[...]}}}`), so appends made meanwhile do not stop it (repositories/pages.py)",

@@ -8,7 +8,6 @@ tasks (another tenant's id is simply "not found").
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Sequence
 from functools import cached_property
 from types import EllipsisType
@@ -28,6 +27,7 @@ from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.engine import RetryPolicy
 from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
+from mindstore.repositories.locks import TaskLocks
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -104,7 +104,7 @@ class Store:
         self.offload_threshold = offload_threshold
         self.headers = HeaderCache(header_cache_size)
         self.notifier = Notifier()
-        self._locks: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
+        self._locks = TaskLocks()  # per loop: a store may be shared by loops and threads
 
     @property
     def kind(self) -> str:

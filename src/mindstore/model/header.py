@@ -143,8 +143,8 @@ class TaskHeader(Model):
     sealed: int = 0
     pages: int = 0
     sealed_bytes: int = 0
-    id_filter_blocks: int = 0
-    """Blocks in the task document's filter of sealed message ids (`model/id_filter.py`);
+    id_filter_words: int = 0
+    """Words in the task document's filter of sealed message ids (`model/id_filter.py`);
     0: none yet (a task sealed by an earlier version: replays are looked up in the pages)."""
 
     @property
@@ -191,7 +191,7 @@ class TaskHeader(Model):
 
 
 HEADER_FIELDS: tuple[str, ...] = tuple(TaskHeader.model_fields)
-PAGING_FIELDS: tuple[str, ...] = ("sealed", "pages", "sealed_bytes", "id_filter_blocks")
+PAGING_FIELDS: tuple[str, ...] = ("sealed", "pages", "sealed_bytes", "id_filter_words")
 """Stored only once a task is paged (0 reads as absent), so unpaged documents keep their
 shape."""
 STORED_HEADER_FIELDS: tuple[str, ...] = tuple(name for name in HEADER_FIELDS if name != "tail")

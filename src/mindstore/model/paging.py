@@ -202,11 +202,11 @@ def page_document(
     }
 
 
-def sealed_header(header: TaskHeader, cuts: Sequence[PageCut], id_filter_blocks: int) -> TaskHeader:
+def sealed_header(header: TaskHeader, cuts: Sequence[PageCut], id_filter_words: int) -> TaskHeader:
     """The header after sealing `cuts` (the only fields a seal changes), with the size of
     the sealed-id filter the seal wrote (`model/id_filter.py`)."""
     sealed = header.model_copy(deep=True)
-    sealed.id_filter_blocks = id_filter_blocks
+    sealed.id_filter_words = id_filter_words
     sealed.sealed = cuts[-1].end
     sealed.pages = cuts[-1].page + 1
     sealed.sealed_bytes = header.sealed_bytes + sum(cut.size_bytes for cut in cuts)

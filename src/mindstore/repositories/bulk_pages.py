@@ -76,8 +76,8 @@ class HistoryCut:
     """The messages left in the task document."""
     header: TaskHeader
     """The task's header with its paging mark (`sealed`, `pages`, `sealed_bytes`,
-    `id_filter_blocks`); every other field is the history's, as folded before the cut."""
-    id_filter: id_filter.Blocks
+    `id_filter_words`); every other field is the history's, as folded before the cut."""
+    id_filter: id_filter.Words
     """The filter of the sealed ids (exactly-once appends, `model/id_filter.py`)."""
 
 

@@ -24,7 +24,6 @@ from typing import Any
 from mindstore.documents import header_from_document, utcnow
 from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
 from mindstore.ids import check_name
-from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
@@ -82,7 +81,7 @@ class _State:
 def document_estimate(header: TaskHeader) -> int:
     """Upper estimate of the task document's size: the open page's messages, their array
     keys, the header and the sealed-id filter (sealed messages live in their pages)."""
-    filter_bytes = header.id_filter_blocks * (id_filter.BLOCK_BYTES + 16)
+    filter_bytes = header.id_filter_words * 16  # an int64 array element: 8 bytes and its key
     return header.open_bytes + header.open_count * 8 + HEADER_BUDGET_BYTES + filter_bytes
 
 
@@ -380,7 +379,7 @@ class TaskEngine(TaskPages):
                 if header.pages:
                     paging = Paging(state.version, header.sealed, header.pages, strict=False)
                     patched_ids = await self._ids_at(key, paging, plan)
-                    if guard and (look_in_pages or not header.id_filter_blocks):
+                    if guard and (look_in_pages or not header.id_filter_words):
                         # the filter said "maybe" (or there is none yet): ask the pages,
                         # after reading the state this write is pinned to
                         found = await self._sealed_ids(key, paging, guard)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,27 +27,56 @@ Key = tuple[str, str]
 
 
 class Notifier:
-    """In-process wake-ups for watchers, keyed by task (one per `Store`)."""
+    """In-process wake-ups for watchers, keyed by task (one per `Store`).
+
+    A store may be shared by several event loops in several threads (the sync
+    integrations run each call in a loop of its own), so a write may have to wake a
+    watcher waiting on another loop. An `asyncio.Event` is not thread-safe: setting it
+    from another thread schedules its waiter on a loop that is asleep in `select` and
+    nobody wakes. So each subscription remembers its loop, and a wake-up for another loop
+    goes through that loop's `call_soon_threadsafe`. The subscriptions themselves are
+    changed under a lock, as any thread may subscribe or notify.
+    """
 
     def __init__(self) -> None:
-        self._events: dict[Key, set[asyncio.Event]] = {}
+        self._events: dict[Key, dict[asyncio.Event, asyncio.AbstractEventLoop]] = {}
+        self._guard = threading.Lock()
 
     def notify(self, key: Key) -> None:
-        for event in self._events.get(key, ()):
-            event.set()
+        with self._guard:
+            waiting = list(self._events.get(key, {}).items())
+        if not waiting:
+            return
+        current = _running_loop()
+        for event, loop in waiting:
+            if loop is current:
+                event.set()
+            else:
+                with contextlib.suppress(RuntimeError):  # that loop is closed: no one waits
+                    loop.call_soon_threadsafe(event.set)
 
     @contextlib.contextmanager
     def subscribe(self, key: Key) -> Any:
         event = asyncio.Event()
-        self._events.setdefault(key, set()).add(event)
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            self._events.setdefault(key, {})[event] = loop
         try:
             yield event
         finally:
-            waiting = self._events.get(key)
-            if waiting is not None:
-                waiting.discard(event)
-                if not waiting:
-                    del self._events[key]
+            with self._guard:
+                waiting = self._events.get(key)
+                if waiting is not None:
+                    waiting.pop(event, None)
+                    if not waiting:
+                        del self._events[key]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ on the last message reads it, as it would without a cache).
 from __future__ import annotations
 
 import copy
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -111,7 +112,14 @@ def apply_sets(
 
 
 class HeaderCache:
-    """A bounded LRU map; `capacity` 0 turns caching off (every write reads first)."""
+    """A bounded LRU map; `capacity` 0 turns caching off (every write reads first).
+
+    One cache serves a whole `Store`, which threads may share (each running its own event
+    loop, as the sync integrations do): every read-and-change of the map and of the byte
+    count is one step under a lock. What an entry says may still be stale (another loop's
+    write can land between a `get` and its use); the guarded write catches that, as it
+    catches another process's write.
+    """
 
     def __init__(self, capacity: int = 10_000, tail_budget: int = TAIL_BUDGET_BYTES) -> None:
         if capacity < 0:
@@ -121,36 +129,44 @@ class HeaderCache:
         self.tail_bytes = 0
         """BSON bytes of the last messages kept now."""
         self._entries: OrderedDict[CacheKey, CachedHeader] = OrderedDict()
+        self._guard = threading.Lock()
 
     def get(self, key: CacheKey) -> CachedHeader | None:
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-        return entry
+        with self._guard:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
 
     def put(self, key: CacheKey, entry: CachedHeader) -> None:
         if not self.capacity:
             return
         if entry.tail is not None and entry.tail_bytes > min(MAX_TAIL_BYTES, self.tail_budget):
             entry = replace(entry, tail=None, tail_bytes=0)
-        self.forget(key)
-        self._entries[key] = entry
-        self.tail_bytes += entry.tail_bytes
-        while len(self._entries) > self.capacity:
-            _key, dropped = self._entries.popitem(last=False)
-            self.tail_bytes -= dropped.tail_bytes
-        if self.tail_bytes > self.tail_budget:
-            for older, kept in list(self._entries.items()):  # least recently written first
-                if self.tail_bytes <= self.tail_budget:
-                    break
-                if kept.tail is not None:
-                    self._entries[older] = replace(kept, tail=None, tail_bytes=0)
-                    self.tail_bytes -= kept.tail_bytes
+        with self._guard:
+            self._drop(key)
+            self._entries[key] = entry
+            self.tail_bytes += entry.tail_bytes
+            while len(self._entries) > self.capacity:
+                _key, dropped = self._entries.popitem(last=False)
+                self.tail_bytes -= dropped.tail_bytes
+            if self.tail_bytes > self.tail_budget:
+                for older, kept in list(self._entries.items()):  # least recently written first
+                    if self.tail_bytes <= self.tail_budget:
+                        break
+                    if kept.tail is not None:
+                        self._entries[older] = replace(kept, tail=None, tail_bytes=0)
+                        self.tail_bytes -= kept.tail_bytes
 
     def forget(self, key: CacheKey) -> None:
+        with self._guard:
+            self._drop(key)
+
+    def _drop(self, key: CacheKey) -> None:
         dropped = self._entries.pop(key, None)
         if dropped is not None:
             self.tail_bytes -= dropped.tail_bytes
 
     def __len__(self) -> int:
-        return len(self._entries)
+        with self._guard:
+            return len(self._entries)

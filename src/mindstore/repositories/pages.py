@@ -373,7 +373,7 @@ class TaskPages(TaskScope):
             "sealed": cut_to,
             "pages": cuts[-1].page + 1,
             "sealed_bytes": read["sealed_bytes"] + sum(cut.size_bytes for cut in cuts),
-            "id_filter_blocks": blocks,
+            "id_filter_words": blocks,
             **filter_sets,
             "updated_at": now,
         }
@@ -403,18 +403,20 @@ class TaskPages(TaskScope):
         malformed or full is rebuilt from every sealed id."""
         ids = [m["id"] for m in moved if isinstance(m.get("id"), str)]
         stored = document.get("id_filter")
-        current = [bytes(b) for b in stored] if isinstance(stored, list) else None
+        current = list(stored) if isinstance(stored, list) else None
         if current is not None and not id_filter.needs_rebuild(current, read["sealed"] + len(ids)):
             changed = id_filter.add(current, ids)
-            return len(current), {f"id_filter.{i}": block for i, block in changed.items()}
-        earlier = Paging(version=0, sealed=read["sealed"], pages=read["pages"], strict=False)
-        cursor = self._pages.find(self._pages_of(key, earlier), {"_id": 0, "messages.id": 1})
-        every: list[str] = [
-            message["id"]
-            for row in await cursor.to_list(length=None)
-            for message in row.get("messages") or []
-            if isinstance(message, dict) and isinstance(message.get("id"), str)
-        ]
+            return len(current), {f"id_filter.{i}": word for i, word in changed.items()}
+        every: list[str] = []
+        if read["pages"]:  # the ids sealed before, from their pages (once per doubling)
+            earlier = Paging(version=0, sealed=read["sealed"], pages=read["pages"], strict=False)
+            cursor = self._pages.find(self._pages_of(key, earlier), {"_id": 0, "messages.id": 1})
+            every = [
+                message["id"]
+                for row in await cursor.to_list(length=None)
+                for message in row.get("messages") or []
+                if isinstance(message, dict) and isinstance(message.get("id"), str)
+            ]
         rebuilt = id_filter.build(len(every) + len(ids), [*every, *ids])
         return len(rebuilt), {"id_filter": rebuilt}
 

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +34,7 @@ from mindstore.model.storage_form import bson_size
 from mindstore.payloads import Offloader
 from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
+from mindstore.repositories.locks import TaskLocks
 from mindstore.validation import check_owner
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class TaskScope:
         tenant: str,
         *,
         owner: str | None = None,
-        locks: weakref.WeakValueDictionary[Any, asyncio.Lock] | None = None,
+        locks: TaskLocks | None = None,
         retry: RetryPolicy | None = None,
         offload_threshold: int = 256 * 1024,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
@@ -87,9 +87,7 @@ class TaskScope:
         self._payloads = database[PAYLOADS]
         self._pages = database[TASK_PAGES]
         self._nodes = database[DIALOG_NODES]
-        self._locks: weakref.WeakValueDictionary[Any, asyncio.Lock] = (
-            locks if locks is not None else weakref.WeakValueDictionary()
-        )
+        self._locks = locks if locks is not None else TaskLocks()
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
         self.max_document_bytes = max_document_bytes
@@ -101,12 +99,8 @@ class TaskScope:
 
     # ------------------------------------------------------------------ scope
     def _lock(self, task_id: str) -> asyncio.Lock:
-        key = (self.tenant, task_id)
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        return lock
+        """The task's write queue in the running loop (`TaskLocks`: one lock per loop)."""
+        return self._locks.lock((self.tenant, task_id))
 
     def _key(self, task_id: Any) -> str:
         """The stored `_id` of one of this tenant's tasks (checks the id first)."""

@@ -183,13 +183,18 @@ def build_task_update(
         # beside the guard, not inside its operator document: mongomock evaluates
         # {"$ne": .., "$all": [..]} on an array path as never matching (MongoDB does not)
         clauses.append({"messages.id": {"$all": sorted(set(require_ids))}})
-    blocks = plan.header_before.id_filter_blocks
-    if unsealed_ids and blocks:
-        clauses.extend(id_filter.guard(blocks, sorted(set(unsealed_ids))))
-    if len(clauses) == 1 and "messages.id" not in clauses[0]:
-        query.update(clauses[0])
-    elif clauses:
-        query["$and"] = clauses
+    words = plan.header_before.id_filter_words
+    if unsealed_ids and words:
+        clauses.extend(id_filter.guard(words, sorted(set(unsealed_ids))))
+    nested: list[dict[str, Any]] = []
+    for clause in clauses:  # top-level keys where they are free (fewer bytes than `$and`)
+        ((path, test),) = clause.items()
+        if path in query:
+            nested.append(clause)
+        else:
+            query[path] = test
+    if nested:
+        query["$and"] = nested
     sets: dict[str, Any] = {}
     unsets: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []

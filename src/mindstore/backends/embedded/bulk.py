@@ -155,72 +155,73 @@ class BulkWrites(Writes):
         if comment is not None:
             cmd["comment"] = comment
         await asyncio.sleep(0)  # each command of a bulk write is one round trip
-        decoded, op = self._begin(kind, cmd)
-        n = 0
-        n_modified = 0
-        upserted: list[dict[str, Any]] = []
-        stop = False
-        sync = self._sync
-        for pos, stmt in enumerate(decoded[field]):
-            index = run[pos][2]
-            try:
-                if kind == "insert":
-                    sync.insert_one(stmt)
-                    result["nInserted"] += 1
-                    n += 1
-                elif kind == "delete":
-                    q = stmt["q"]
-                    deleted = sync.delete_one(q) if stmt["limit"] else sync.delete_many(q)
-                    result["nRemoved"] += deleted.deleted_count
-                    n += deleted.deleted_count
-                else:
-                    res = self._apply_update(
-                        stmt["q"],
-                        stmt["u"],
-                        multi=stmt.get("multi", False),
-                        upsert=bool(stmt.get("upsert")),
-                        replace=replace_flags[pos],
-                        sort=stmt.get("sort"),
-                        array_filters=stmt.get("arrayFilters"),
-                        collation=stmt.get("collation"),
-                    )
-                    if res.upserted_id is not None:
-                        result["nUpserted"] += 1
-                        entry = {"index": index, "_id": res.upserted_id}
-                        result["upserted"].append(entry)
-                        upserted.append({"index": pos, "_id": res.upserted_id})
+        with self.lock:
+            decoded, op = self._begin(kind, cmd)
+            n = 0
+            n_modified = 0
+            upserted: list[dict[str, Any]] = []
+            stop = False
+            sync = self._sync
+            for pos, stmt in enumerate(decoded[field]):
+                index = run[pos][2]
+                try:
+                    if kind == "insert":
+                        sync.insert_one(stmt)
+                        result["nInserted"] += 1
                         n += 1
+                    elif kind == "delete":
+                        q = stmt["q"]
+                        deleted = sync.delete_one(q) if stmt["limit"] else sync.delete_many(q)
+                        result["nRemoved"] += deleted.deleted_count
+                        n += deleted.deleted_count
                     else:
-                        result["nMatched"] += res.matched_count
-                        result["nModified"] += res.modified_count
-                        n += res.matched_count
-                        n_modified += res.modified_count
-            except PyMongoError as exc:
-                details = getattr(exc, "details", None) or {}
-                result["writeErrors"].append(
-                    {
-                        "index": index,
-                        "code": getattr(exc, "code", None) or 2,
-                        "errmsg": str(exc),
-                        "keyValue": details.get("keyValue")
-                        if isinstance(details, Mapping)
-                        else None,
-                        "op": run[pos][3],
-                    }
-                )
-                if ordered:
-                    stop = True
-                    break
-            except Exception as exc:
-                self._fail(op, exc)
-                raise
-        reply: dict[str, Any] = {"n": n}
-        if kind == "update":
-            reply["nModified"] = n_modified
-            if upserted:
-                reply["upserted"] = upserted
-        reply["ok"] = 1.0
-        if result["writeErrors"]:
-            op.record.error = result["writeErrors"][-1]["errmsg"]
-        self._finish(op, reply)
+                        res = self._apply_update(
+                            stmt["q"],
+                            stmt["u"],
+                            multi=stmt.get("multi", False),
+                            upsert=bool(stmt.get("upsert")),
+                            replace=replace_flags[pos],
+                            sort=stmt.get("sort"),
+                            array_filters=stmt.get("arrayFilters"),
+                            collation=stmt.get("collation"),
+                        )
+                        if res.upserted_id is not None:
+                            result["nUpserted"] += 1
+                            entry = {"index": index, "_id": res.upserted_id}
+                            result["upserted"].append(entry)
+                            upserted.append({"index": pos, "_id": res.upserted_id})
+                            n += 1
+                        else:
+                            result["nMatched"] += res.matched_count
+                            result["nModified"] += res.modified_count
+                            n += res.matched_count
+                            n_modified += res.modified_count
+                except PyMongoError as exc:
+                    details = getattr(exc, "details", None) or {}
+                    result["writeErrors"].append(
+                        {
+                            "index": index,
+                            "code": getattr(exc, "code", None) or 2,
+                            "errmsg": str(exc),
+                            "keyValue": details.get("keyValue")
+                            if isinstance(details, Mapping)
+                            else None,
+                            "op": run[pos][3],
+                        }
+                    )
+                    if ordered:
+                        stop = True
+                        break
+                except Exception as exc:
+                    self._fail(op, exc)
+                    raise
+            reply: dict[str, Any] = {"n": n}
+            if kind == "update":
+                reply["nModified"] = n_modified
+                if upserted:
+                    reply["upserted"] = upserted
+            reply["ok"] = 1.0
+            if result["writeErrors"]:
+                op.record.error = result["writeErrors"][-1]["errmsg"]
+            self._finish(op, reply)
         return stop

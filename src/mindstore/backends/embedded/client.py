@@ -7,6 +7,7 @@ report every command to (and through it the optional `CommandRecorder`).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,6 +67,19 @@ class EmbeddedClient:
     or find-and-modify whose filter starts with `_id` equal to one plain value (or `$in` a
     list of them) takes the documents from the store by key instead of testing every
     document (`id_lookup`); False runs mongomock's scan for every filter.
+
+    Threads: one client may serve several event loops in several threads at once (a store
+    shared by sync callers, each running its calls in a loop of its own). mongomock is
+    plain Python with no locking of its own around a command: a guarded update tests its
+    filter and then changes the stored document in place (`fast_update` and mongomock's
+    own update alike), the exactly-once guard's index (`guard_index`) and the command
+    reporter are shared, and another thread may run between any two bytecodes. Two
+    threads could then both match `version: 5` and both write, and one append would be
+    lost. So every command runs its mongomock part, and reports itself, under the
+    client's `lock`: what one event loop gets for free (no other coroutine runs inside a
+    command, which never suspends in between) now holds across threads too. One lock per
+    client, not per database, because the databases of a client share its mongomock
+    store and its reporter. It is never held across an `await`.
     """
 
     kind = "embedded"
@@ -86,6 +100,9 @@ class EmbeddedClient:
                     f"listeners must be pymongo monitoring listeners, not {type(listener).__name__}"
                 )
         commands = [item for item in listeners if isinstance(item, monitoring.CommandListener)]
+        self.lock = threading.RLock()
+        """Held around every command's synchronous part (see the class doc); re-entrant
+        because a command may create a collection or database wrapper, which takes it too."""
         self.reporter = CommandReporter(recorder, [*registered_listeners(), *commands])
         self._default_database = default_database
         id_lookup.install()
@@ -134,9 +151,10 @@ class EmbeddedClient:
 
     def get_database(self, name: str | None = None, *args: Any, **kwargs: Any) -> EmbeddedDatabase:
         name = name or self._default_database
-        db = self._databases.get(name)
-        if db is None:
-            db = self._databases[name] = EmbeddedDatabase(self, name)
+        with self.lock:
+            db = self._databases.get(name)
+            if db is None:
+                db = self._databases[name] = EmbeddedDatabase(self, name)
         return db
 
     def get_default_database(
@@ -166,18 +184,21 @@ class EmbeddedClient:
 
     async def server_info(self, session: Any = None) -> dict[str, Any]:
         await asyncio.sleep(0)
-        return dict(self._sync.server_info())
+        with self.lock:
+            return dict(self._sync.server_info())
 
     async def list_database_names(self, session: Any = None, comment: Any = None) -> list[str]:
         await asyncio.sleep(0)
-        return list(self._sync.list_database_names())
+        with self.lock:
+            return list(self._sync.list_database_names())
 
     async def drop_database(
         self, name_or_database: Any, session: Any = None, comment: Any = None
     ) -> None:
         await asyncio.sleep(0)
         name = getattr(name_or_database, "name", name_or_database)
-        self._sync.drop_database(name)
+        with self.lock:
+            self._sync.drop_database(name)
 
     async def close(self) -> None:
         self._closed = True

@@ -34,14 +34,16 @@ class EmbeddedCollection(Reads, BulkWrites, FindAndModify, Indexes):
 
     async def rename(self, new_name: str, session: Any = None, **kwargs: Any) -> EmbeddedCollection:
         await asyncio.sleep(0)
-        self._sync.rename(new_name, **{k: v for k, v in kwargs.items() if k == "dropTarget"})
-        self._database.forget_collection(self._name)
-        self._database.forget_collection(new_name)
-        return cast(EmbeddedCollection, self._database.get_collection(new_name))
+        with self.lock:
+            self._sync.rename(new_name, **{k: v for k, v in kwargs.items() if k == "dropTarget"})
+            self._database.forget_collection(self._name)
+            self._database.forget_collection(new_name)
+            return cast(EmbeddedCollection, self._database.get_collection(new_name))
 
     async def options(self, session: Any = None, comment: Any = None) -> dict[str, Any]:
         await asyncio.sleep(0)
-        return dict(self._sync.options())
+        with self.lock:
+            return dict(self._sync.options())
 
     async def watch(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("change streams are not available on the embedded backend")

@@ -8,6 +8,7 @@ database module (which creates collections).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeAlias
 
@@ -43,6 +44,9 @@ class DatabaseHandle(Protocol):
 
     @property
     def fast_updates(self) -> bool: ...
+
+    @property
+    def lock(self) -> threading.RLock: ...
 
     def get_collection(self, name: str) -> Any: ...
 
@@ -89,6 +93,11 @@ class CollectionBase:
     def reporter(self) -> CommandReporter:
         """Where this collection's commands are reported (the client's)."""
         return self._database.reporter
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held around each command's mongomock part and its report (`EmbeddedClient`)."""
+        return self._database.lock
 
     # -- reporting
     def _begin(self, name: str, command: dict[str, Any]) -> tuple[dict[str, Any], Operation]:

@@ -9,6 +9,7 @@ record of the opening command and yields to the event loop, as a network read wo
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -55,6 +56,9 @@ class CursorSource(Protocol):
 
     @property
     def reporter(self) -> CommandReporter: ...
+
+    @property
+    def lock(self) -> threading.RLock: ...
 
 
 class FindSource(CursorSource, Protocol):
@@ -125,9 +129,10 @@ class BatchedCursor:
             def reply() -> dict[str, Any]:
                 return cursor_reply("nextBatch", next_id, self._ns, docs[start:end])
 
-            coll.reporter.extra_round_trip(
-                self._op, cmd, reply_size, end - start, event_reply=reply
-            )
+            with coll.lock:
+                coll.reporter.extra_round_trip(
+                    self._op, cmd, reply_size, end - start, event_reply=reply
+                )
 
     def first_reply(self) -> dict[str, Any]:
         """The reply that carried the first batch (what listeners are shown)."""
@@ -211,7 +216,8 @@ class BatchedCursor:
                 "cursorsUnknown": [],
                 "ok": 1.0,
             }
-            coll.reporter.extra_round_trip(self._op, cmd, size_of(reply), event_reply=reply)
+            with coll.lock:
+                coll.reporter.extra_round_trip(self._op, cmd, size_of(reply), event_reply=reply)
 
     async def __aenter__(self) -> BatchedCursor:
         return self
@@ -408,35 +414,36 @@ class EmbeddedCursor(BatchedCursor):
         coll = self._collection
         await asyncio.sleep(0)
         reporter = coll.reporter
-        decoded, op = reporter.begin("find", self._command(), coll.database_name)
-        self._op = op
-        try:
-            kwargs: dict[str, Any] = {}
-            if decoded.get("collation") is not None:
-                kwargs["collation"] = decoded["collation"]
-            sync_cursor = coll.delegate.find(
-                decoded["filter"],
-                # mongomock adds _id to the projection it is given: pass a copy
-                projection=dict(decoded["projection"]) if decoded.get("projection") else None,
-                skip=self._skip,
-                limit=abs(self._limit),
-                sort=sort_spec(decoded.get("sort")),
-                **kwargs,
-            )
-            raw = list(sync_cursor)
-        except Exception as exc:
-            reporter.fail(op, exc)
-            raise
-        limit = abs(self._limit) or None
-        single = self._limit < 0
-        first = self._batch_size or DEFAULT_FIRST_BATCH
-        if limit is not None:
-            first = min(first, limit)
-        following = self._batch_size or None
-        if self._batch_size or limit:
-            self._get_more_batch_size = self._batch_size or limit
-        self._set_results(raw, first, following, single)
-        reporter.finish(op, event_reply=self.first_reply)
+        with coll.lock:
+            decoded, op = reporter.begin("find", self._command(), coll.database_name)
+            self._op = op
+            try:
+                kwargs: dict[str, Any] = {}
+                if decoded.get("collation") is not None:
+                    kwargs["collation"] = decoded["collation"]
+                sync_cursor = coll.delegate.find(
+                    decoded["filter"],
+                    # mongomock adds _id to the projection it is given: pass a copy
+                    projection=dict(decoded["projection"]) if decoded.get("projection") else None,
+                    skip=self._skip,
+                    limit=abs(self._limit),
+                    sort=sort_spec(decoded.get("sort")),
+                    **kwargs,
+                )
+                raw = list(sync_cursor)
+            except Exception as exc:
+                reporter.fail(op, exc)
+                raise
+            limit = abs(self._limit) or None
+            single = self._limit < 0
+            first = self._batch_size or DEFAULT_FIRST_BATCH
+            if limit is not None:
+                first = min(first, limit)
+            following = self._batch_size or None
+            if self._batch_size or limit:
+                self._get_more_batch_size = self._batch_size or limit
+            self._set_results(raw, first, following, single)
+            reporter.finish(op, event_reply=self.first_reply)
 
     async def distinct(self, key: str) -> list[Any]:
         return await self._collection.distinct(key, self._filter)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -30,6 +31,9 @@ class ClientHandle(Protocol):
 
     @property
     def fast_updates(self) -> bool: ...
+
+    @property
+    def lock(self) -> threading.RLock: ...
 
 
 class EmbeddedDatabase:
@@ -68,15 +72,21 @@ class EmbeddedDatabase:
         """Whether updates of mindstore's shape skip mongomock's copies (the client's)."""
         return self._client.fast_updates
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The client's command lock (`EmbeddedClient`: threads share one client)."""
+        return self._client.lock
+
     def with_options(self, *args: Any, **kwargs: Any) -> EmbeddedDatabase:
         return self
 
     def get_collection(self, name: str, *args: Any, **kwargs: Any) -> EmbeddedCollection:
         if not isinstance(name, str):
             raise TypeError("name must be an instance of str")
-        coll = self._collections.get(name)
-        if coll is None:
-            coll = self._collections[name] = EmbeddedCollection(self, name)
+        with self.lock:
+            coll = self._collections.get(name)
+            if coll is None:
+                coll = self._collections[name] = EmbeddedCollection(self, name)
         return coll
 
     def forget_collection(self, name: str) -> None:
@@ -130,17 +140,18 @@ class EmbeddedDatabase:
         }
         if filter is not None:
             cmd["filter"] = filter
-        _, op = self.reporter.begin("listCollections", cmd, self._name, wire=False)
-        names: list[str] = self._sync.list_collection_names(filter=filter)
-        reply = {
-            "cursor": {
-                "firstBatch": [{"name": n, "type": "collection"} for n in names],
-                "id": Int64(0),
-                "ns": f"{self._name}.$cmd.listCollections",
-            },
-            "ok": 1.0,
-        }
-        self.reporter.finish(op, reply)
+        with self.lock:
+            _, op = self.reporter.begin("listCollections", cmd, self._name, wire=False)
+            names: list[str] = self._sync.list_collection_names(filter=filter)
+            reply = {
+                "cursor": {
+                    "firstBatch": [{"name": n, "type": "collection"} for n in names],
+                    "id": Int64(0),
+                    "ns": f"{self._name}.$cmd.listCollections",
+                },
+                "ok": 1.0,
+            }
+            self.reporter.finish(op, reply)
         return names
 
     async def list_collections(
@@ -151,7 +162,8 @@ class EmbeddedDatabase:
         **kwargs: Any,
     ) -> EmbeddedCommandCursor:
         await asyncio.sleep(0)
-        names = self._sync.list_collection_names(filter=filter)
+        with self.lock:
+            names = self._sync.list_collection_names(filter=filter)
         docs = [
             {"name": n, "type": "collection", "options": {}, "info": {"readOnly": False}}
             for n in names
@@ -170,13 +182,14 @@ class EmbeddedDatabase:
         **kwargs: Any,
     ) -> EmbeddedCollection:
         await asyncio.sleep(0)
-        if check_exists and name in self._sync.list_collection_names():
-            raise CollectionInvalid(f"collection {name} already exists")
-        _, op = self.reporter.begin("create", {"create": name}, self._name, wire=False)
-        if name not in self._sync.list_collection_names():
-            self._sync.create_collection(name)
-        self.reporter.finish(op, {"ok": 1.0})
-        return self.get_collection(name)
+        with self.lock:
+            if check_exists and name in self._sync.list_collection_names():
+                raise CollectionInvalid(f"collection {name} already exists")
+            _, op = self.reporter.begin("create", {"create": name}, self._name, wire=False)
+            if name not in self._sync.list_collection_names():
+                self._sync.create_collection(name)
+            self.reporter.finish(op, {"ok": 1.0})
+            return self.get_collection(name)
 
     async def drop_collection(
         self,
@@ -189,10 +202,11 @@ class EmbeddedDatabase:
         name = getattr(name_or_collection, "name", name_or_collection)
         if not isinstance(name, str):
             raise TypeError("name_or_collection must be an instance of str or a collection")
-        _, op = self.reporter.begin("drop", {"drop": name}, self._name, wire=False)
-        self._sync.drop_collection(name)
-        reply = {"ns": f"{self._name}.{name}", "nIndexesWas": 1, "ok": 1.0}
-        self.reporter.finish(op, reply)
+        with self.lock:
+            _, op = self.reporter.begin("drop", {"drop": name}, self._name, wire=False)
+            self._sync.drop_collection(name)
+            reply = {"ns": f"{self._name}.{name}", "nIndexesWas": 1, "ok": 1.0}
+            self.reporter.finish(op, reply)
         return reply
 
     async def command(
@@ -214,18 +228,20 @@ class EmbeddedDatabase:
             cmd = dict(command)
         cmd.update(kwargs)
         name = next(iter(cmd)) if cmd else ""
-        _, op = self.reporter.begin(name, cmd, self._name, wire=False)
-        try:
-            reply = await self._run_command(name.lower(), cmd)
-        except Exception as exc:
-            self.reporter.fail(op, exc)
-            raise
-        self.reporter.finish(op, reply)
+        with self.lock:
+            _, op = self.reporter.begin(name, cmd, self._name, wire=False)
+            try:
+                reply = self._run_command(name.lower(), cmd)
+            except Exception as exc:
+                self.reporter.fail(op, exc)
+                raise
+            self.reporter.finish(op, reply)
         return as_returned(reply)[0]
 
-    async def _run_command(self, lname: str, cmd: dict[str, Any]) -> dict[str, Any]:
+    def _run_command(self, lname: str, cmd: dict[str, Any]) -> dict[str, Any]:
         """The reply to a database command: the few mindstore and Beanie send are answered
-        here as a server would; anything else goes to mongomock (which answers few)."""
+        here as a server would; anything else goes to mongomock (synchronously, so that it
+        runs under the client's lock)."""
         if lname in ("ping", "hello", "ismaster"):
             if lname == "ping":
                 return {"ok": 1.0}

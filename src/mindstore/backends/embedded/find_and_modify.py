@@ -56,46 +56,49 @@ class FindAndModify(CollectionBase):
             cmd["arrayFilters"] = list(array_filters)
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("findAndModify", cmd)
-        sync = self._sync
-        try:
-            q = decoded["query"]
-            fields = dict(decoded["fields"]) if decoded.get("fields") else None
-            s = sort_spec(decoded.get("sort"))
-            if remove:
-                value = sync.find_one_and_delete(q, projection=fields, sort=s)
-                upserted = False
-            else:
-                # only an upsert needs to know whether a document matched (for the reply)
-                before = sync.find_one(q, {"_id": 1}, sort=s) if upsert else True
-                kwargs: dict[str, Any] = {}
-                if decoded.get("arrayFilters") is not None:
-                    kwargs["array_filters"] = decoded["arrayFilters"]
-                method = sync.find_one_and_replace if replace else sync.find_one_and_update
-                value = method(
-                    q,
-                    decoded["update"],
-                    projection=fields,
-                    sort=s,
-                    upsert=bool(upsert),
-                    return_document=return_document,
-                    **kwargs,
-                )
-                upserted = before is None and bool(upsert)
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        out, size = as_returned(value) if value is not None else (None, 0)
-        leo: dict[str, Any] = {"n": 1 if (value is not None or upserted) else 0}
-        if not remove:
-            leo["updatedExisting"] = value is not None and not upserted
-        reply_size = size_of({"lastErrorObject": leo, "value": None, "ok": 1.0})
-        if out is not None:
-            reply_size += size  # a document instead of null (which has no payload bytes)
-            op.record.n_returned = 1
-        self._finish(
-            op, reply_size, event_reply=lambda: {"lastErrorObject": leo, "value": out, "ok": 1.0}
-        )
+        with self.lock:
+            decoded, op = self._begin("findAndModify", cmd)
+            sync = self._sync
+            try:
+                q = decoded["query"]
+                fields = dict(decoded["fields"]) if decoded.get("fields") else None
+                s = sort_spec(decoded.get("sort"))
+                if remove:
+                    value = sync.find_one_and_delete(q, projection=fields, sort=s)
+                    upserted = False
+                else:
+                    # only an upsert needs to know whether a document matched (for the reply)
+                    before = sync.find_one(q, {"_id": 1}, sort=s) if upsert else True
+                    kwargs: dict[str, Any] = {}
+                    if decoded.get("arrayFilters") is not None:
+                        kwargs["array_filters"] = decoded["arrayFilters"]
+                    method = sync.find_one_and_replace if replace else sync.find_one_and_update
+                    value = method(
+                        q,
+                        decoded["update"],
+                        projection=fields,
+                        sort=s,
+                        upsert=bool(upsert),
+                        return_document=return_document,
+                        **kwargs,
+                    )
+                    upserted = before is None and bool(upsert)
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            out, size = as_returned(value) if value is not None else (None, 0)
+            leo: dict[str, Any] = {"n": 1 if (value is not None or upserted) else 0}
+            if not remove:
+                leo["updatedExisting"] = value is not None and not upserted
+            reply_size = size_of({"lastErrorObject": leo, "value": None, "ok": 1.0})
+            if out is not None:
+                reply_size += size  # a document instead of null (which has no payload bytes)
+                op.record.n_returned = 1
+            self._finish(
+                op,
+                reply_size,
+                event_reply=lambda: {"lastErrorObject": leo, "value": out, "ok": 1.0},
+            )
         return out
 
     async def find_one_and_update(

@@ -25,6 +25,7 @@ Only arrays of at least `MIN_LENGTH` elements whose field values are all of simp
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import weakref
 from collections import Counter
 from collections.abc import Iterable
@@ -53,6 +54,7 @@ _INDEXES: weakref.WeakKeyDictionary[Any, dict[tuple[Any, str], ArrayIndex]] = (
     weakref.WeakKeyDictionary()
 )
 _installed = False
+_installing = threading.Lock()  # two threads opening their first clients: wrap once
 
 
 def candidate_values(array: list[Any], field: str) -> list[Any]:
@@ -100,8 +102,16 @@ def _drop_all(store: Any) -> None:
 def _install() -> None:
     """Wrap mongomock's in-place writers so that they drop their collection's indexes."""
     global _installed
-    if _installed:
+    if _installed:  # the common case, without the lock
         return
+    with _installing:
+        if _installed:
+            return
+        _wrap()
+        _installed = True
+
+
+def _wrap() -> None:
     from mongomock import collection as _untyped_collection
 
     Collection: Any = _untyped_collection.Collection
@@ -118,7 +128,6 @@ def _install() -> None:
 
     Collection._update = _update
     Collection._delete = _delete
-    _installed = True
 
 
 def lookup(store: Any, key: Any, doc: dict[str, Any], path: str) -> ArrayIndex | None:

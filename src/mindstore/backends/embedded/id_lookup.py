@@ -54,6 +54,7 @@ collections, filters and writes and compare results, errors, order and stored do
 from __future__ import annotations
 
 import math
+import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -94,6 +95,7 @@ _SWITCHES: weakref.WeakKeyDictionary[Any, ReadSwitch] = weakref.WeakKeyDictionar
 # collection stores that ever held a key outside SAFE_KEY_TYPES (always scanned)
 _IRREGULAR: weakref.WeakSet[Any] = weakref.WeakSet()
 _installed = False
+_installing = threading.Lock()  # two threads opening their first clients: wrap once
 _MISSING = object()
 
 
@@ -172,8 +174,16 @@ def install() -> None:
     `CollectionStore.__setitem__` (marking stores with other key types), once: on the
     classes, so every collection uses it, whenever it was created."""
     global _installed
-    if _installed:
+    if _installed:  # the common case, without the lock
         return
+    with _installing:
+        if _installed:
+            return
+        _wrap()
+        _installed = True
+
+
+def _wrap() -> None:
     from mongomock import collection as _untyped_collection
     from mongomock import store as _untyped_store
 
@@ -199,7 +209,6 @@ def install() -> None:
 
     Collection._iter_documents = _iter_documents
     CollectionStore.__setitem__ = __setitem__
-    _installed = True
 
 
 def register(sync_client: Any, on: bool = True) -> ReadSwitch:

@@ -114,14 +114,15 @@ class Reads(CollectionBase):
             cmd["let"] = let
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("aggregate", cmd)
-        try:
-            raw = run_pipeline(self._sync, decoded["pipeline"])
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        cursor = EmbeddedCommandCursor(self, self.full_name, raw, op, batch_size)
-        self._finish(op, event_reply=cursor.first_reply)
+        with self.lock:
+            decoded, op = self._begin("aggregate", cmd)
+            try:
+                raw = run_pipeline(self._sync, decoded["pipeline"])
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            cursor = EmbeddedCommandCursor(self, self.full_name, raw, op, batch_size)
+            self._finish(op, event_reply=cursor.first_reply)
         return cursor
 
     async def aggregate_raw_batches(self, *args: Any, **kwargs: Any) -> Any:
@@ -143,27 +144,28 @@ class Reads(CollectionBase):
         kwargs.pop("hint", None)
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("aggregate", cmd)
-        try:
-            extra: dict[str, Any] = {}
-            if skip is not None:
-                extra["skip"] = skip
-            if limit is not None:
-                extra["limit"] = limit
-            if "maxTimeMS" in kwargs:
-                extra["maxTimeMS"] = kwargs["maxTimeMS"]
-            n: int = self._sync.count_documents(decoded["pipeline"][0]["$match"], **extra)
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        batch = [{"_id": 1, "n": n}] if n else []
-        op.record.n_returned = len(batch)
-        sizes = [size_of(d) for d in batch]
-        self._finish(
-            op,
-            cursor_reply_size("firstBatch", 0, self.full_name, sizes),
-            event_reply=lambda: cursor_reply("firstBatch", 0, self.full_name, batch),
-        )
+        with self.lock:
+            decoded, op = self._begin("aggregate", cmd)
+            try:
+                extra: dict[str, Any] = {}
+                if skip is not None:
+                    extra["skip"] = skip
+                if limit is not None:
+                    extra["limit"] = limit
+                if "maxTimeMS" in kwargs:
+                    extra["maxTimeMS"] = kwargs["maxTimeMS"]
+                n: int = self._sync.count_documents(decoded["pipeline"][0]["$match"], **extra)
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            batch = [{"_id": 1, "n": n}] if n else []
+            op.record.n_returned = len(batch)
+            sizes = [size_of(d) for d in batch]
+            self._finish(
+                op,
+                cursor_reply_size("firstBatch", 0, self.full_name, sizes),
+                event_reply=lambda: cursor_reply("firstBatch", 0, self.full_name, batch),
+            )
         return n
 
     async def estimated_document_count(self, comment: Any = None, **kwargs: Any) -> int:
@@ -171,13 +173,14 @@ class Reads(CollectionBase):
         cmd: dict[str, Any] = {"count": self._name}
         if comment is not None:
             cmd["comment"] = comment
-        _, op = self._begin("count", cmd)
-        try:
-            n: int = self._sync.estimated_document_count()
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        self._finish(op, {"n": n, "ok": 1.0})
+        with self.lock:
+            _, op = self._begin("count", cmd)
+            try:
+                n: int = self._sync.estimated_document_count()
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            self._finish(op, {"n": n, "ok": 1.0})
         return n
 
     async def distinct(
@@ -197,12 +200,13 @@ class Reads(CollectionBase):
             cmd["query"] = filter
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("distinct", cmd)
-        try:
-            values = self._sync.distinct(key, decoded.get("query"))
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        out: list[Any] = as_returned({"values": values})[0]["values"]
-        self._finish(op, {"values": values, "ok": 1.0})
+        with self.lock:
+            decoded, op = self._begin("distinct", cmd)
+            try:
+                values = self._sync.distinct(key, decoded.get("query"))
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            out: list[Any] = as_returned({"values": values})[0]["values"]
+            self._finish(op, {"values": values, "ok": 1.0})
         return out

@@ -1,7 +1,8 @@
 """Writes of an embedded collection: inserts, updates, replacements, deletes.
 
-Each statement runs on mongomock synchronously, i.e. atomically, as a single-document
-write is on a server.
+Each statement runs on mongomock synchronously and under the client's lock, i.e.
+atomically, as a single-document write is on a server: no other coroutine of the loop
+and no other thread runs between its filter and its change (`EmbeddedClient`).
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ class Writes(CollectionBase):
         cmd: dict[str, Any] = {"insert": self._name, "ordered": True, "documents": [document]}
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("insert", cmd)
-        try:
-            self._sync.insert_one(decoded["documents"][0])
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        self._finish(op, {"n": 1, "ok": 1.0})
+        with self.lock:
+            decoded, op = self._begin("insert", cmd)
+            try:
+                self._sync.insert_one(decoded["documents"][0])
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            self._finish(op, {"n": 1, "ok": 1.0})
         return InsertOneResult(document["_id"], True)
 
     async def insert_many(
@@ -78,13 +80,14 @@ class Writes(CollectionBase):
         cmd: dict[str, Any] = {"insert": self._name, "ordered": ordered, "documents": docs}
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("insert", cmd)
-        try:
-            self._sync.insert_many(decoded["documents"], ordered=ordered)
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        self._finish(op, {"n": len(docs), "ok": 1.0})
+        with self.lock:
+            decoded, op = self._begin("insert", cmd)
+            try:
+                self._sync.insert_many(decoded["documents"], ordered=ordered)
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            self._finish(op, {"n": len(docs), "ok": 1.0})
         return InsertManyResult([d["_id"] for d in docs], True)
 
     def _apply_update(
@@ -99,7 +102,8 @@ class Writes(CollectionBase):
         array_filters: Any = None,
         collation: Any = None,
     ) -> UpdateResult:
-        """Run one update statement on mongomock (synchronously, i.e. atomically).
+        """Run one update statement on mongomock (synchronously, under the client's lock,
+        i.e. atomically).
 
         A statement of the shape mindstore sends (one `_id`, `$set`/`$unset`/`$inc` on
         disjoint paths) runs without copying the document (`fast_update`), with the same
@@ -178,23 +182,24 @@ class Writes(CollectionBase):
             cmd["let"] = let
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("update", cmd)
-        s = decoded["updates"][0]
-        try:
-            result = self._apply_update(
-                s["q"],
-                s["u"],
-                multi=multi,
-                upsert=upsert,
-                replace=replace,
-                sort=s.get("sort"),
-                array_filters=s.get("arrayFilters"),
-                collation=s.get("collation"),
-            )
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        self._finish(op, self._update_reply(result))
+        with self.lock:
+            decoded, op = self._begin("update", cmd)
+            s = decoded["updates"][0]
+            try:
+                result = self._apply_update(
+                    s["q"],
+                    s["u"],
+                    multi=multi,
+                    upsert=upsert,
+                    replace=replace,
+                    sort=s.get("sort"),
+                    array_filters=s.get("arrayFilters"),
+                    collation=s.get("collation"),
+                )
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            self._finish(op, self._update_reply(result))
         return result
 
     async def update_one(
@@ -294,14 +299,17 @@ class Writes(CollectionBase):
             cmd["let"] = let
         if comment is not None:
             cmd["comment"] = comment
-        decoded, op = self._begin("delete", cmd)
-        q = decoded["deletes"][0]["q"]
-        try:
-            result: DeleteResult = self._sync.delete_many(q) if multi else self._sync.delete_one(q)
-        except Exception as exc:
-            self._fail(op, exc)
-            raise
-        self._finish(op, {"n": result.deleted_count, "ok": 1.0})
+        with self.lock:
+            decoded, op = self._begin("delete", cmd)
+            q = decoded["deletes"][0]["q"]
+            try:
+                result: DeleteResult = (
+                    self._sync.delete_many(q) if multi else self._sync.delete_one(q)
+                )
+            except Exception as exc:
+                self._fail(op, exc)
+                raise
+            self._finish(op, {"n": result.deleted_count, "ok": 1.0})
         return result
 
     async def delete_one(
