@@ -3,13 +3,14 @@
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/_bootstrap.sh"
 #   mindstore_bootstrap test          # or: mindstore_bootstrap test,bench
+#   mindstore_bootstrap ""            # no extras: the plain package (scripts/demo)
 #   "$MINDSTORE_PY" -m pytest ...
 #
 # Creates .venv in the repository root if it is missing (Python >= 3.11; set
 # MINDSTORE_PYTHON=/path/to/python to choose one), and installs the project editable with
-# the given extras (pip install -e '.[extras]') only when pyproject.toml changed since the
-# last install of those extras (a stamp file in .venv). Needs only python3 and PyPI.
-# MINDSTORE_SKIP_INSTALL=1 skips the install step entirely.
+# the given extras (pip install -e '.[extras]', or -e . for none) only when pyproject.toml
+# changed since the last install of those extras (a stamp file in .venv). Needs only
+# python3 and PyPI. MINDSTORE_SKIP_INSTALL=1 skips the install step entirely.
 
 set -euo pipefail
 
@@ -61,28 +62,40 @@ with open(sys.argv[1], "rb") as f:
 PY
 }
 
-# mindstore_bootstrap [extras]  (extras: comma-separated, default "test")
+# mindstore_bootstrap [extras]  (extras: comma-separated, default "test"; "" for none)
 mindstore_bootstrap() {
-    local extras="${1:-test}"
+    local extras="${1-test}"
     _ms_ensure_venv
     if [ "${MINDSTORE_SKIP_INSTALL:-0}" = "1" ]; then
         return 0
     fi
-    local stamp="${MINDSTORE_VENV}/.mindstore-installed-${extras//,/-}"
+    local target="." needs="mindstore"
+    [ -n "$extras" ] && target=".[${extras}]"
+    [[ ",${extras}," == *,test,* ]] && needs="mindstore, pytest"
+    local name="${extras//,/-}"
+    local stamp="${MINDSTORE_VENV}/.mindstore-installed-${name:-plain}"
     local want have=""
     want="$(_ms_pyproject_hash)"
     [ -f "$stamp" ] && have="$(cat "$stamp")"
     if [ "$want" = "$have" ]; then
         return 0
     fi
-    _ms_say "installing mindstore[${extras}] into .venv (pyproject.toml changed or first run)"
+    if [ -z "$extras" ]; then  # any current install has the plain package
+        local other
+        for other in "${MINDSTORE_VENV}"/.mindstore-installed-*; do
+            if [ -f "$other" ] && [ "$(cat "$other")" = "$want" ]; then
+                return 0
+            fi
+        done
+    fi
+    _ms_say "installing mindstore${target#.} into .venv (pyproject.toml changed or first run)"
     "$MINDSTORE_PY" -m pip install --quiet --disable-pip-version-check --upgrade pip \
         || _ms_say "warning: could not upgrade pip; continuing with $("$MINDSTORE_PY" -m pip --version 2>&1 | cut -d' ' -f1-2)"
-    if (cd "$MINDSTORE_ROOT" && "$MINDSTORE_PY" -m pip install --quiet --disable-pip-version-check -e ".[${extras}]"); then
+    if (cd "$MINDSTORE_ROOT" && "$MINDSTORE_PY" -m pip install --quiet --disable-pip-version-check -e "$target"); then
         printf '%s\n' "$want" >"$stamp"
-    elif "$MINDSTORE_PY" -c 'import mindstore, pytest' >/dev/null 2>&1; then
-        _ms_say "warning: 'pip install -e .[${extras}]' failed (offline?); using the environment already in .venv"
+    elif "$MINDSTORE_PY" -c "import ${needs}" >/dev/null 2>&1; then
+        _ms_say "warning: 'pip install -e ${target}' failed (offline?); using the environment already in .venv"
     else
-        _ms_die "'pip install -e .[${extras}]' failed; see the messages above"
+        _ms_die "'pip install -e ${target}' failed; see the messages above"
     fi
 }

@@ -53,9 +53,10 @@ def _python(code: str) -> str:
 
 
 def test_importing_mindstore_loads_no_embedded_backend() -> None:
-    """A user of a real server never loads mongomock, mongomock-motor or motor: not by
-    importing the package or its CLI, not by connecting to (or failing to reach) a server;
-    opening the embedded backend does load them (so the check is not vacuous)."""
+    """A user of a real server never loads mongomock (or motor): not by importing the
+    package or its CLI, not by connecting to (or failing to reach) a server; opening the
+    embedded backend does load mongomock (so the check is not vacuous), and never motor or
+    mongomock-motor (deprecated; the embedded backend wraps mongomock directly)."""
     code = f"""
 import asyncio, sys
 import mindstore, mindstore.backends, mindstore.cli
@@ -66,12 +67,12 @@ except mindstore.ConfigurationError:
     pass
 print(sorted({EMBEDDED_MODULES}))
 asyncio.run(mindstore.connect("embedded"))
-print("mongomock" in sys.modules and "mongomock_motor" in sys.modules)
+print("mongomock" in sys.modules, sorted(m for m in sys.modules if "motor" in m))
 """
     imported, after_server, after_embedded = _python(code).splitlines()
     assert imported == "[]"
     assert after_server == "[]"
-    assert after_embedded == "True"
+    assert after_embedded == "True []"
 
 
 def test_embedded_names_stay_importable_from_both_places() -> None:

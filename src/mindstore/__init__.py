@@ -10,6 +10,7 @@ import logging
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from mindstore.backends.connection import InMemoryStoreWarning
 from mindstore.errors import (
     BackupError,
     ConfigurationError,
@@ -36,6 +37,7 @@ __all__ = [
     "BackupError",
     "ConfigurationError",
     "Conflict",
+    "InMemoryStoreWarning",
     "InvalidTransition",
     "MindstoreError",
     "NotFound",

@@ -51,7 +51,7 @@ SUB_CONFIG = TaskConfigPart(
 
 
 async def scenario(console: Console) -> dict[str, object]:
-    uri = os.environ.get("MINDSTORE_URI") or None
+    uri = os.environ.get("MINDSTORE_URI") or "memory:"  # in memory on purpose: no warning
     store = await mindstore.connect(uri)
     console.print(f"[bold]backend:[/] {store.kind}")
     try:

@@ -5,8 +5,8 @@ repositories use), `.kind` ("embedded" | "mongodb") and `.recorder` (bytes and r
 of every command, comparable across both kinds).
 
 The embedded classes and the snapshot functions are imported on first use (module
-``__getattr__``): importing them loads mongomock, mongomock-motor and motor, which a user of
-a real server never needs.
+``__getattr__``): importing them loads mongomock, which a user of a real server never
+needs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .connection import DEFAULT_DATABASE, ENV_URI, Backend, connect, open_backend, redact_uri
+from .connection import (
+    DEFAULT_DATABASE,
+    ENV_URI,
+    MEMORY_URI,
+    Backend,
+    InMemoryStoreWarning,
+    connect,
+    open_backend,
+    redact_uri,
+)
 from .recorder import CommandLog, CommandRecorder, RecordedCommand, RecorderListener, bson_size
 
 if TYPE_CHECKING:
@@ -43,6 +52,7 @@ _LAZY = {
 __all__ = [
     "DEFAULT_DATABASE",
     "ENV_URI",
+    "MEMORY_URI",
     "Backend",
     "CommandLog",
     "CommandRecorder",
@@ -52,6 +62,7 @@ __all__ = [
     "EmbeddedCursor",
     "EmbeddedDatabase",
     "EmbeddedSession",
+    "InMemoryStoreWarning",
     "RecordedCommand",
     "RecorderListener",
     "bson_size",

@@ -1,11 +1,17 @@
-"""Opening a backend: the embedded store by default, MongoDB when given a URI or a client.
+"""Opening a backend: MongoDB when given a URI or a client, else the in-memory store.
 
 ``await open_backend()`` picks, in order: an existing `client`, the `uri` argument, the
-``MINDSTORE_URI`` environment variable, else the embedded backend. ``"embedded"`` /
-``"mongomock://..."`` ask for the embedded backend explicitly; ``mongodb://`` /
-``mongodb+srv://`` connect to a server (and ping it, so a bad or unreachable URI fails at
-once with a one-line `ConfigurationError` naming the host). Both backends return
-datetimes aware in `datetime.timezone.utc` and report every command to `Backend.recorder`.
+``MINDSTORE_URI`` environment variable, else the embedded (in-memory) backend.
+``mongodb://`` / ``mongodb+srv://`` connect to a server (and ping it, so a bad or
+unreachable URI fails at once with a one-line `ConfigurationError` naming the host).
+``"memory:"`` asks for the in-memory store explicitly (``"embedded"``, ``"memory"``,
+``"mongomock"`` and ``"mongomock://..."`` are aliases). Both backends return datetimes
+aware in `datetime.timezone.utc` and report every command to `Backend.recorder`.
+
+The in-memory store keeps nothing when the process ends. Reached by default (no URI,
+no client, no ``MINDSTORE_URI``), it says so with an `InMemoryStoreWarning`, once per
+process: a service that lost one environment variable must not lose its data quietly.
+Asked for by name, it is silent.
 
 Monitoring. `event_listeners` are pymongo monitoring listeners, given to the
 `AsyncMongoClient` next to the recorder's own `RecorderListener`; on the embedded backend
@@ -27,8 +33,11 @@ import datetime as _dt
 import logging
 import os
 import re
+import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
@@ -39,13 +48,67 @@ from .recorder import CommandRecorder, RecorderListener
 from .uri_check import check_uri, redact_uri
 from .wire import LISTENER_TYPES, EventListener
 
-__all__ = ["DEFAULT_DATABASE", "ENV_URI", "Backend", "connect", "open_backend", "redact_uri"]
+__all__ = [
+    "DEFAULT_DATABASE",
+    "ENV_URI",
+    "MEMORY_URI",
+    "Backend",
+    "InMemoryStoreWarning",
+    "connect",
+    "is_memory_uri",
+    "open_backend",
+    "redact_uri",
+]
 
 logger = logging.getLogger(__name__)
 
 ENV_URI = "MINDSTORE_URI"
 DEFAULT_DATABASE = "mindstore"
-EMBEDDED_ALIASES = ("embedded", "mongomock", "memory")
+#: The explicit spelling of the in-memory store: ``connect("memory:")``.
+MEMORY_URI = "memory:"
+EMBEDDED_ALIASES = (MEMORY_URI, "memory", "embedded", "mongomock")
+
+
+class InMemoryStoreWarning(UserWarning):
+    """A store was opened in memory because no URI was given: nothing it holds is kept.
+
+    Shown once per process (a `UserWarning`, so Python shows it by default). Silence it by
+    choosing: a URI, ``MINDSTORE_URI``, or ``connect("memory:")`` for memory on purpose."""
+
+
+IN_MEMORY_MESSAGE = (
+    "no URI given and MINDSTORE_URI is not set: this mindstore store is in memory, and "
+    "everything written to it is lost when the process ends. Pass a URI "
+    "(connect('mongodb://...')), set MINDSTORE_URI, or ask for memory explicitly with "
+    "connect('memory:')."
+)
+
+_warned_in_memory = False
+
+
+def _caller_stacklevel() -> int:
+    """The `stacklevel` that points a warning at the first frame outside mindstore (the
+    application's ``await mindstore.connect()``), however many mindstore frames lie
+    between. Counted from the function that calls `warnings.warn`."""
+    level = 1
+    frame: FrameType | None = sys._getframe(1)  # the caller of warnings.warn: level 1
+    while frame is not None and _in_mindstore(frame):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _in_mindstore(frame: FrameType) -> bool:
+    return str(frame.f_globals.get("__name__", "")).partition(".")[0] == "mindstore"
+
+
+def _warn_in_memory() -> None:
+    """`InMemoryStoreWarning`, the first time this process opens memory by default."""
+    global _warned_in_memory
+    if _warned_in_memory:
+        return
+    warnings.warn(IN_MEMORY_MESSAGE, InMemoryStoreWarning, stacklevel=_caller_stacklevel())
+    _warned_in_memory = True  # after warn: under an "error" filter every such call raises
 
 
 @dataclass
@@ -126,7 +189,8 @@ def _first_line(exc: BaseException) -> str:
     return text[:300]
 
 
-def _is_embedded(uri: str) -> bool:
+def is_memory_uri(uri: str) -> bool:
+    """Does `uri` name the in-memory store (``memory:`` or one of its aliases)?"""
     low = uri.strip().lower()
     return low in EMBEDDED_ALIASES or low.startswith("mongomock://")
 
@@ -185,9 +249,11 @@ async def open_backend(
         return await _use_client(client, database=database, recorder=recorder)
     if uri is None:
         uri = os.environ.get(ENV_URI) or None
+        if uri is None:
+            _warn_in_memory()
     if recorder is None:
         recorder = CommandRecorder()
-    if uri is None or _is_embedded(uri):
+    if uri is None or is_memory_uri(uri):
         from .embedded import EmbeddedClient  # loads mongomock: only when asked for
 
         name = database or (_uri_database(uri) if uri else None) or DEFAULT_DATABASE
@@ -209,7 +275,7 @@ async def open_backend(
         shown = redact_uri(stripped) if stripped else "(empty)"
         raise ConfigurationError(
             f"unsupported database URI {shown!r}: use mongodb://..., mongodb+srv://..., "
-            f"or 'embedded' for the in-memory store"
+            f"or {MEMORY_URI!r} for the in-memory store"
         )
     check_uri(stripped)  # options pymongo would only warn about and ignore
     return await _connect_mongodb(

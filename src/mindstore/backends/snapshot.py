@@ -40,7 +40,7 @@ from bson import DBRef, json_util
 from bson.json_util import CANONICAL_JSON_OPTIONS
 
 from ..errors import ConfigurationError
-from .embedded import EmbeddedDatabase, _patch_collection_internals
+from .embedded import EmbeddedDatabase
 
 __all__ = ["FORMAT", "VERSION", "load_snapshot", "save_snapshot"]
 
@@ -237,7 +237,7 @@ async def load_snapshot(database: Any, path: str | os.PathLike[str]) -> dict[str
     for meta, docs in collections:
         name = meta["collection"]
         sync_db.drop_collection(name)
-        coll: Any = _patch_collection_internals(sync_db.get_collection(name))
+        coll: Any = sync_db.get_collection(name)
         if name not in sync_db.list_collection_names():
             sync_db.create_collection(name)
         if docs:

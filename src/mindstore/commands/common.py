@@ -11,6 +11,10 @@ and exit 1, never a traceback (``MINDSTORE_DEBUG=1`` shows it). Settings fail be
 work: a URI whose options pymongo would only warn about and ignore, a `--data` file that
 a reading command cannot find (a typo must not look like an empty store), or one that a
 writing command could not write back.
+
+Without ``--uri``, ``--data`` and ``MINDSTORE_URI`` a command works on a new, empty
+in-memory store; it says so on stderr (an empty table must not pass for an empty
+database), as it does for ``--uri memory:``.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ T = TypeVar("T")
 
 __all__ = [
     "DEBUG_ENV", "EXIT_INTERRUPTED", "EXIT_UNEXPECTED", "EXIT_USAGE", "OneLineErrors", "Settings",
-    "check_uri", "check_writable", "note_unknown_tenant", "one_line", "open_store",
-    "require_tenant", "run", "settings",
+    "check_uri", "check_writable", "note_in_memory", "note_unknown_tenant", "one_line",
+    "open_store", "require_tenant", "run", "settings",
 ]  # fmt: skip
 
 # typer ships its own copy of click: find its exception classes through a public name
@@ -147,24 +151,27 @@ async def open_store(ctx: typer.Context, *, save: bool = True,
     ``save=False`` marks a reading command: its `--data` file must exist and is never
     rewritten. A writing command may create the file unless ``create=False``.
     """
+    from mindstore.backends.connection import MEMORY_URI, is_memory_uri
     from mindstore.backends.snapshot import load_snapshot, save_snapshot
     from mindstore.store import connect
 
     options = settings(ctx)
-    if (
-        options.data is not None
-        and options.uri
-        and not options.uri.startswith(("embedded", "mongomock"))
-    ):
+    if options.data is not None and options.uri and not is_memory_uri(options.uri):
         raise ConfigurationError("--data works with the embedded store only; drop --uri or --data")
     check_uri(options.uri)
     if options.data is not None:
         may_create = save if create is None else create
         _check_data_file(options.data, must_exist=not may_create, writable=save)
-    store = await connect(options.uri, database=options.database)
+    # no --uri and no MINDSTORE_URI (typer reads it into --uri): memory, said below rather
+    # than by connect()'s Python warning
+    store = await connect(
+        MEMORY_URI if options.uri is None else options.uri, database=options.database
+    )
     try:
         if options.data is not None:
             await load_snapshot(store.database, options.data)
+        elif store.backend.is_embedded:
+            note_in_memory(options.uri)
         yield store
         if options.data is not None and save:
             try:
@@ -175,6 +182,20 @@ async def open_store(ctx: typer.Context, *, save: bool = True,
                 ) from None
     finally:
         await store.close()
+
+
+def note_in_memory(uri: str | None) -> None:
+    """Say on stderr that the store is a new, empty in-memory one, kept nowhere."""
+    if uri is None:
+        what = "no --uri, --data or MINDSTORE_URI, so this is"
+        hint = "pass --data FILE or --uri mongodb://..."
+    else:
+        what = f"{one_line(uri)!r} is"
+        hint = "--data FILE keeps an embedded store in a file"
+    typer.echo(
+        f"note: {what} a new, empty in-memory store; nothing written to it is kept ({hint})",
+        err=True,
+    )
 
 
 def require_tenant(tenant: str | None) -> str:

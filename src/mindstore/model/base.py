@@ -8,31 +8,34 @@ dict, so reading and rewriting a document never drops data.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
 
-import nanoid
 from pydantic import BaseModel, ConfigDict
 
 JSON = dict[str, Any]
 
-# nanoid's default alphabet is URL-safe: [A-Za-z0-9_-].
+# nanoid's default alphabet, URL-safe: [A-Za-z0-9_-]. 64 characters, so the low six bits
+# of a random byte pick one uniformly.
 ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
+ID_LENGTH = 21
 
 
-def _nanoid() -> str:
-    """A 21-character nanoid that does not start with '-', so it can never be read as an
-    option when typed on a command line (`mindstore tasks tree <id>`)."""
-    value: str = nanoid.generate(ID_ALPHABET, 21)
-    while value.startswith("-"):
-        value = nanoid.generate(ID_ALPHABET, 21)
-    return value
+def _random_id() -> str:
+    """A nanoid (21 characters of `ID_ALPHABET`, 126 random bits from `secrets`, as the
+    nanoid package draws them) that does not start with '-', so it can never be read as
+    an option when typed on a command line (`mindstore tasks tree <id>`)."""
+    while True:
+        value = "".join(ID_ALPHABET[byte & 63] for byte in secrets.token_bytes(ID_LENGTH))
+        if not value.startswith("-"):
+            return value
 
 
 # The two sources of non-determinism in the model. Tests (and deterministic replays)
 # swap them out; everything else calls `new_id()` and `now_ts()`.
-ID_SOURCE: Callable[[], str] = _nanoid
+ID_SOURCE: Callable[[], str] = _random_id
 CLOCK: Callable[[], float] = time.time
 
 Timestamp = int | float

@@ -1,13 +1,13 @@
-"""The embedded backend: mongomock-motor behind pymongo's *async* API.
+"""The embedded backend: mongomock behind pymongo's *async* API.
 
 mindstore is written against pymongo's `AsyncMongoClient` / `AsyncDatabase` /
-`AsyncCollection`. mongomock-motor (0.0.36) imitates motor, which differs in places, and
-mongomock (4.3) lags pymongo 4.11+. `EmbeddedClient` -> `EmbeddedDatabase` ->
-`EmbeddedCollection` give the pymongo async surface mindstore and Beanie 2.2 use, over
-``mongomock_motor.AsyncMongoMockClient(tz_aware=True)``:
+`AsyncCollection`. mongomock (4.3) imitates pymongo's synchronous API, and lags pymongo
+4.11+. `EmbeddedClient` -> `EmbeddedDatabase` -> `EmbeddedCollection` give the pymongo
+async surface mindstore and Beanie 2.2 use, over ``mongomock.MongoClient(tz_aware=True)``
+directly (no motor-style adapter in between: every method is written here):
 
-* ``await coll.aggregate(...)`` is a coroutine returning an async command cursor (motor
-  returns the cursor itself; Beanie awaits it);
+* every operation is a coroutine; ``await coll.aggregate(...)`` returns an async command
+  cursor, as pymongo's does (Beanie awaits it);
 * ``list_collection_names(authorizedCollections=..., nameOnly=...)`` is accepted (Beanie);
 * ``bulk_write`` runs each `InsertOne`/`UpdateOne`/`UpdateMany`/`ReplaceOne`/`DeleteOne`/
   `DeleteMany` itself: pymongo >= 4.11 passes ``sort=`` to mongomock's bulk builder, which
@@ -15,7 +15,9 @@ mongomock (4.3) lags pymongo 4.11+. `EmbeddedClient` -> `EmbeddedDatabase` ->
 * ``create_indexes`` keeps ``partialFilterExpression`` (mongomock's drops it);
 * ``session=`` is accepted and ignored (mongomock raises on any session); there are no
   transactions (`EmbeddedSession.start_transaction` raises);
-* ``hint=`` is ignored (mongomock raises on it); it never changes results, only plans.
+* ``hint=`` is ignored (mongomock raises on it); it never changes results, only plans;
+* a duplicate key error names its index, ``keyPattern`` and ``keyValue``, as a server's
+  does (`duplicate_keys`; mongomock's carries no details).
 
 Fidelity. Every command goes through BSON as it would over the wire: the command document
 pymongo would send is encoded (its size is what the `CommandRecorder` reports) and decoded
@@ -47,17 +49,17 @@ Layout (each module one concern; imports flow downwards only):
   instead of testing every document, with the same results (``fast_reads=False`` on the
   client scans every time);
 * `bit_queries` -- `$bitsAllSet` (mongomock lacks it), for the sealed-id filter;
+* `duplicate_keys` -- duplicate key errors with a server's details;
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
-Importing this package imports mongomock and mongomock-motor (and through it motor);
-`mindstore` itself imports it only when an embedded backend is opened.
+Importing this package imports mongomock; `mindstore` itself imports it only when an
+embedded backend is opened.
 """
 
 from . import bit_queries
 from .client import EmbeddedClient, EmbeddedSession
 from .codec import OUT_CODEC_OPTIONS
 from .collection import EmbeddedCollection
-from .collection_base import _patch_collection_internals as _patch_collection_internals
 from .cursors import EmbeddedCommandCursor, EmbeddedCursor
 from .database import EmbeddedDatabase
 

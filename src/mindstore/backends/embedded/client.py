@@ -13,12 +13,11 @@ from typing import Any
 
 import mongomock
 from bson.codec_options import CodecOptions
-from mongomock_motor import AsyncMongoMockClient
 from pymongo import monitoring
 
 from ..recorder import CommandRecorder
 from ..wire import LISTENER_TYPES
-from . import id_lookup
+from . import duplicate_keys, id_lookup
 from .codec import OUT_CODEC_OPTIONS
 from .database import EmbeddedDatabase
 from .reporting import CommandReporter, registered_listeners
@@ -54,7 +53,7 @@ class EmbeddedSession:
 
 
 class EmbeddedClient:
-    """pymongo `AsyncMongoClient` surface over ``AsyncMongoMockClient(tz_aware=True)``.
+    """pymongo `AsyncMongoClient` surface over ``mongomock.MongoClient(tz_aware=True)``.
 
     Each client is its own in-memory store. `recorder` (optional) receives a
     `RecordedCommand` for every operation. `event_listeners`, as pymongo's: command
@@ -106,10 +105,10 @@ class EmbeddedClient:
         because a command may create a collection or database wrapper, which takes it too."""
         self.reporter = CommandReporter(recorder, [*registered_listeners(), *commands])
         self._default_database = default_database
-        id_lookup.install()  # before any collection exists (see `id_lookup.install`)
+        id_lookup.install()
+        duplicate_keys.install()
         self._sync: Any = mongomock.MongoClient(tz_aware=True)
         self._reads = id_lookup.register(self._sync, fast_reads)
-        self._motor: Any = AsyncMongoMockClient(mock_mongo_client=self._sync)
         self._databases: dict[str, EmbeddedDatabase] = {}
         self._closed = False
         self.fast_updates = fast_updates
@@ -134,11 +133,12 @@ class EmbeddedClient:
 
     @property
     def delegate(self) -> Any:
-        """The mongomock-motor client this wraps."""
-        return self._motor
+        """The synchronous mongomock client this wraps (no recording, no BSON round trip)."""
+        return self._sync
 
     @property
     def sync_client(self) -> Any:
+        """The synchronous mongomock client (the same as `delegate`)."""
         return self._sync
 
     @property

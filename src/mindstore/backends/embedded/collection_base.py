@@ -17,20 +17,11 @@ from bson.codec_options import CodecOptions
 from .codec import OUT_CODEC_OPTIONS
 from .reporting import CommandReporter, Operation, ReplySource
 
-try:  # private helper of mongomock-motor; applied by its own get_collection too
-    from mongomock_motor.patches import _patch_collection_internals
-except Exception:  # pragma: no cover
-
-    def _patch_collection_internals(collection: Any) -> Any:  # type: ignore[misc]
-        return collection
-
-
 __all__ = [
     "CollectionBase",
     "DatabaseHandle",
     "MockCollection",
     "MockDatabase",
-    "_patch_collection_internals",
 ]
 
 #: mongomock's synchronous classes. Their annotations describe pymongo's classes (which
@@ -47,9 +38,6 @@ class DatabaseHandle(Protocol):
 
     @property
     def delegate(self) -> MockDatabase: ...
-
-    @property
-    def motor(self) -> Any: ...
 
     @property
     def reporter(self) -> CommandReporter: ...
@@ -73,10 +61,7 @@ class CollectionBase:
     def __init__(self, database: DatabaseHandle, name: str) -> None:
         self._database = database
         self._name = name
-        self._motor = database.motor.get_collection(name)
-        self._sync: MockCollection = _patch_collection_internals(
-            database.delegate.get_collection(name)
-        )
+        self._sync: MockCollection = database.delegate.get_collection(name)
 
     # -- identity
     @property
@@ -103,11 +88,6 @@ class CollectionBase:
     def delegate(self) -> MockCollection:
         """The synchronous mongomock collection (no recording, no BSON round trip)."""
         return self._sync
-
-    @property
-    def motor(self) -> Any:
-        """The mongomock-motor collection this wraps."""
-        return self._motor
 
     @property
     def reporter(self) -> CommandReporter:

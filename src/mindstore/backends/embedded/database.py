@@ -42,8 +42,7 @@ class EmbeddedDatabase:
     def __init__(self, client: ClientHandle, name: str) -> None:
         self._client = client
         self._name = name
-        self._motor = client.delegate.get_database(name)
-        self._sync: MockDatabase = self._motor.delegate
+        self._sync: MockDatabase = client.delegate.get_database(name)
         self._collections: dict[str, EmbeddedCollection] = {}
 
     @property
@@ -62,11 +61,6 @@ class EmbeddedDatabase:
     def delegate(self) -> MockDatabase:
         """The synchronous mongomock database."""
         return self._sync
-
-    @property
-    def motor(self) -> Any:
-        """The mongomock-motor database this wraps."""
-        return self._motor
 
     @property
     def reporter(self) -> CommandReporter:
@@ -246,8 +240,8 @@ class EmbeddedDatabase:
 
     def _run_command(self, lname: str, cmd: dict[str, Any]) -> dict[str, Any]:
         """The reply to a database command: the few mindstore and Beanie send are answered
-        here as a server would; anything else goes to mongomock (synchronously, as
-        mongomock-motor's `command` does, so that it runs under the client's lock)."""
+        here as a server would; anything else goes to mongomock (synchronously, so that it
+        runs under the client's lock)."""
         if lname in ("ping", "hello", "ismaster"):
             if lname == "ping":
                 return {"ok": 1.0}

@@ -171,11 +171,8 @@ def _lookup(store: Any, filter: dict[str, Any], keys: list[Any]) -> Iterator[Any
 
 def install() -> None:
     """Wrap mongomock's `Collection._iter_documents` (the lookup) and
-    `CollectionStore.__setitem__` (marking stores with other key types), once.
-
-    Call before the collections are created: mongomock-motor binds `_iter_documents` per
-    collection instance when it patches one (a collection bound earlier keeps scanning).
-    """
+    `CollectionStore.__setitem__` (marking stores with other key types), once: on the
+    classes, so every collection uses it, whenever it was created."""
     global _installed
     if _installed:  # the common case, without the lock
         return
