@@ -80,3 +80,17 @@ def test_any_state_survives_its_stored_form(ops: list[str], node: str) -> None:
     again = AgentState.model_validate(stored)
     assert again == state and again.is_interrupted() == state.is_interrupted()
     assert again.execution_meta.step == ops.count("advance")
+
+
+@pytest.mark.parametrize("status", ["nope", "running", 3, None, {"$gt": ""}, ["x"]])
+def test_an_interrupt_with_a_status_that_is_not_one_is_a_typed_error(status: object) -> None:
+    from mindstore.errors import ValidationError
+    from mindstore.formats.agent_state import ExecutionState
+
+    state = ExecutionState()
+    before = state.model_dump()
+    with pytest.raises(ValidationError, match="status"):
+        state.set_interrupt("node", "reason", status)  # type: ignore[arg-type]
+    assert state.model_dump() == before
+    state.set_interrupt("node", "reason", "interrupted_after")
+    assert state.status == "interrupted_after" and state.interrupted_node == "node"

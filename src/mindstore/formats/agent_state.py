@@ -98,12 +98,17 @@ class ExecutionState(Model):
         Raises:
             ValidationError: `status` is not an interrupted status.
         """
-        status = ExecutionStatus(status)
-        if status not in INTERRUPTED:
+        known = {member.value for member in ExecutionStatus}
+        value = status.value if isinstance(status, ExecutionStatus) else status
+        if (
+            not isinstance(value, str)
+            or value not in known
+            or (ExecutionStatus(value) not in INTERRUPTED)
+        ):
             raise ValidationError(
-                "status: an interrupt is interrupted_before or interrupted_after, "
-                f"got {status.value!r}"
+                f"status: an interrupt is interrupted_before or interrupted_after, got {value!r}"
             )
+        status = ExecutionStatus(value)
         self.interrupted_node, self.interrupt_reason = node, reason
         self.status, self.interrupt_data = status.value, data  # type: ignore[assignment]
 
