@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -84,6 +84,11 @@ def document_estimate(header: TaskHeader) -> int:
     keys, the header and the sealed-id filter (sealed messages live in their pages)."""
     filter_bytes = header.id_filter_words * 16  # an int64 array element: 8 bytes and its key
     return header.open_bytes + header.open_count * 8 + HEADER_BUDGET_BYTES + filter_bytes
+
+
+def _already_stored(task_id: str, taken: Iterable[str]) -> ValidationError:
+    """A write names message ids the task holds, but is not a replay of one call."""
+    return ValidationError(f"message ids already stored in task {task_id!r}: {sorted(taken)}")
 
 
 def _has_reserved(value: Any) -> bool:
@@ -213,8 +218,7 @@ class TaskEngine(TaskPages):
         if not stored:
             return None
         if not all(i in stored for i in ids):
-            taken = sorted(i for i in ids if i in stored)
-            raise ValidationError(f"message ids already stored in task {task_id!r}: {taken}")
+            raise _already_stored(task_id, (i for i in ids if i in stored))
         return stored
 
     async def _filter_passes(self, task_id: str, words: int, ids: Sequence[str]) -> bool:
@@ -348,7 +352,7 @@ class TaskEngine(TaskPages):
         guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
         async with self._lock(task_id):
             attempt = 0
-            look_in_pages = False  # set once the sealed-id filter may have refused a write
+            look_in_pages = False  # the filter refused the last write: the pages decide next
             while attempt < self.retry.attempts:
                 state = self._cached_state(task_id, locate)
                 if state is None:
@@ -396,9 +400,7 @@ class TaskEngine(TaskPages):
                             replay = await self._replayed(task_id, ids)
                             if replay is not None:
                                 return on_replay(replay) if on_replay is not None else plan.result
-                            raise ValidationError(
-                                f"message ids already stored in task {task_id!r}: {sorted(found)}"
-                            )
+                            raise _already_stored(task_id, found)
                         unsealed = []
                     required_sealed = await self._sealed_ids(key, paging, require_ids)
                     open_required = [i for i in require_ids if i not in required_sealed]
