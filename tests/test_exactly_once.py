@@ -43,11 +43,15 @@ TIMESTAMPS = st.one_of(
 )
 
 
-async def open_store(page_messages: int, **options: Any) -> Store:
+def policy(page_messages: int) -> PagePolicy:
+    return PagePolicy(page_messages=page_messages, page_bytes=1024 * 1024)
+
+
+async def open_store(page_messages: int) -> Store:
+    """For the hypothesis tests, which run their own loop (no async fixture there)."""
     database = f"mindstore_test_{uuid.uuid4().hex[:12]}"
-    policy = PagePolicy(page_messages=page_messages, page_bytes=1024 * 1024)
     return await mindstore.connect(
-        TEST_URI or "embedded", database=database, page_policy=policy, **options
+        TEST_URI or "embedded", database=database, page_policy=policy(page_messages)
     )
 
 
@@ -158,8 +162,10 @@ def test_racing_writers_and_replays_store_each_message_once(
     asyncio.run(scenario())
 
 
-async def test_a_fresh_append_to_a_paged_task_is_one_update_whatever_its_timestamp() -> None:
-    store = await open_store(2)
+async def test_a_fresh_append_to_a_paged_task_is_one_update_whatever_its_timestamp(
+    store_factory: Any,
+) -> None:
+    store = await store_factory(page_policy=policy(2))
     tasks = store.scoped("acme").tasks
     tid = (await tasks.create(config=CONFIG)).id
     for i in range(40):
@@ -172,13 +178,14 @@ async def test_a_fresh_append_to_a_paged_task_is_one_update_whatever_its_timesta
         assert [(c.name, c.collection) for c in log][:1] == [("update", "tasks")]
         assert not [c for c in log if c.collection == "task_pages" and c.name != "update"
                     and c.name != "replace"]  # fmt: skip
-    await close_store(store)
 
 
-async def test_a_replay_of_a_sealed_message_is_refused_by_the_filter_on_the_server() -> None:
+async def test_a_replay_of_a_sealed_message_is_refused_by_the_filter_on_the_server(
+    store_factory: Any,
+) -> None:
     """The update a replay sends matches nothing because of the sealed-id filter (not a
     read before it): without the clause, the same update would append a duplicate."""
-    store = await open_store(1)
+    store = await store_factory(page_policy=policy(1))
     tasks = store.scoped("acme").tasks
     tid = (await tasks.create(config=CONFIG)).id
     for i in range(10):
@@ -193,11 +200,12 @@ async def test_a_replay_of_a_sealed_message_is_refused_by_the_filter_on_the_serv
     assert again.id == "m0" and await layout(store) == before
     updates = log.by_name("update")
     assert updates and "id_filter." in str(updates[0].filter)  # the clause refused it
-    await close_store(store)
 
 
-async def test_an_answer_id_already_sealed_is_refused_with_a_typed_error() -> None:
-    store = await open_store(1)
+async def test_an_answer_id_already_sealed_is_refused_with_a_typed_error(
+    store_factory: Any,
+) -> None:
+    store = await store_factory(page_policy=policy(1))
     tasks = store.scoped("acme").tasks
     tid = (await tasks.create(config=CONFIG)).id
     await tasks.add_human_message(tid, "hello", message_id="taken")
@@ -208,13 +216,14 @@ async def test_an_answer_id_already_sealed_is_refused_with_a_typed_error() -> No
         await tasks.add_messages(tid, [UserMessage(id="fresh", content=[TextPart(text="a")]),
                                        UserMessage(id="taken", content=[TextPart(text="b")])])  # fmt: skip
     assert await layout(store) == before
-    await close_store(store)
 
 
-async def test_a_task_sealed_before_the_filter_existed_is_still_exactly_once() -> None:
+async def test_a_task_sealed_before_the_filter_existed_is_still_exactly_once(
+    store_factory: Any,
+) -> None:
     """Pages written by a version without the filter: replays are looked up in the pages
     until the next seal builds the filter from every sealed id."""
-    store = await open_store(1)
+    store = await store_factory(page_policy=policy(1))
     tasks = store.scoped("acme").tasks
     tid = (await tasks.create(config=CONFIG)).id
     for i in range(8):
@@ -231,4 +240,3 @@ async def test_a_task_sealed_before_the_filter_existed_is_still_exactly_once() -
     raw = await store.database["tasks"].find_one({})
     blocks = list(raw["id_filter"])
     assert all(id_filter.may_hold(blocks, f"m{i}") for i in range(raw["sealed"] - 1))
-    await close_store(store)
