@@ -52,7 +52,7 @@ from mindstore.model.planner import DERIVED_KEY, stored_doc
 from mindstore.model.storage_form import unescape_keys
 from mindstore.model.task import Task
 from mindstore.payloads import find_markers, read_value
-from mindstore.repositories import engine
+from mindstore.repositories import port
 from mindstore.workload_small import mixed_message_dicts
 
 BALLAST_CONTAINERS = 300_000
@@ -119,14 +119,14 @@ def former_read(documents: list[Any], passes: Passes) -> list[AnyMessage]:
 async def former_decode(
     self: Any, task_id: str, documents: list[Any], passes: Passes
 ) -> list[AnyMessage]:
-    """`TaskEngine._decode` as it was (markers, payload query, then `former_parse`)."""
+    """`TaskPort.decode` as it was (markers, payload query, then `former_parse`)."""
     markers: set[str] = set()
     find_markers(documents, markers)
     passes.walks += len(documents)
     found: dict[str, Any] = {}
     if markers:
-        query = {"_id": {"$in": sorted(markers)}, "tenant": self.tenant, "task_id": task_id}
-        async for payload in self._payloads.find(query, {"data": 1}):
+        query = {"_id": {"$in": sorted(markers)}, "tenant": self.scope.tenant, "task_id": task_id}
+        async for payload in self.scope.payloads.find(query, {"data": 1}):
             found[payload["_id"]] = payload["data"]
     return former_parse(documents, found, passes)
 
@@ -238,7 +238,7 @@ async def _end_to_end(messages: list[AnyMessage]) -> dict[str, Any]:
             return _stats(times, cpu)
 
         current_passes = Passes()
-        original_read = engine.read_stored
+        original_read = port.read_stored
 
         def counting_read(documents: list[Any], **kwargs: Any) -> stored_read.StoredRead:
             read = original_read(documents, **kwargs)
@@ -246,22 +246,22 @@ async def _end_to_end(messages: list[AnyMessage]) -> dict[str, Any]:
             current_passes.validated += len(read.documents)
             return read
 
-        engine.read_stored = counting_read  # type: ignore[assignment]
+        port.read_stored = counting_read  # type: ignore[assignment]
         try:
             current = await timed(E2E_RUNS)
         finally:
-            engine.read_stored = original_read
+            port.read_stored = original_read
         former_passes = Passes()
-        original_decode = engine.TaskEngine._decode
+        original_decode = port.TaskPort.decode
 
         async def patched(self: Any, task_id: str, documents: list[Any]) -> list[AnyMessage]:
             return await former_decode(self, task_id, documents, former_passes)
 
-        engine.TaskEngine._decode = patched  # type: ignore[method-assign]
+        port.TaskPort.decode = patched  # type: ignore[method-assign]
         try:
             former = await timed(E2E_RUNS)
         finally:
-            engine.TaskEngine._decode = original_decode  # type: ignore[method-assign]
+            port.TaskPort.decode = original_decode  # type: ignore[method-assign]
         reads = E2E_RUNS + 1
         return {
             "backend": "embedded",

@@ -1,12 +1,13 @@
 """Deterministic interleavings for concurrency tests: no sleeps, no timing.
 
-`hooked(repo, "_pages", ("replace_one",), action)` swaps one repository's collection for a
-proxy that runs `action` (a coroutine function: another writer's whole verb, a wait on an
-`asyncio.Event`) right before the chosen call goes out, so the other coroutine's writes
-land exactly between two steps of this one (between a read of the task document and the
-read of its pages, between a seal's page writes and its task update). The hook sits on the
-collection object the code under test holds, not on its methods, so it does not depend on
-how a read or a seal is split into functions. With no action it only counts the calls.
+`hooked(repo.port.scope, "pages", ("replace_one",), action)` swaps one task repository's
+collection (its port's scope holds them) for a proxy that runs `action` (a coroutine
+function: another writer's whole verb, a wait on an `asyncio.Event`) right before the
+chosen call goes out, so the other coroutine's writes land exactly between two steps of
+this one (between a read of the task document and the read of its pages, between a
+seal's page writes and its task update). The hook sits on the collection object the code
+under test holds, not on its methods, so it does not depend on how a read or a seal is
+split into functions. With no action it only counts the calls.
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ WRITES = ("replace_one", "update_one", "update_many", "insert_one", "insert_many
 def hooked(holder: Any, attribute: str, methods: Collection[str], action: Action | None = None,
            *, when: When = always, times: int | None = 1, skip: int = 0,
            log: list[str] | None = None) -> Iterator[Hooked]:  # fmt: skip
-    """`holder.<attribute>` (a repository's `_tasks` or `_pages`) hooked for the block;
-    `log` collects the attribute's name per call (shared by hooks: the order of calls)."""
+    """`holder.<attribute>` (a task repository's `port.scope.tasks` or `.pages`) hooked for
+    the block; `log` collects the attribute's name per call (shared by hooks: the order of
+    calls)."""
     original = getattr(holder, attribute)
     proxy = Hooked(original, methods, action, when, times, skip, log, attribute)
     setattr(holder, attribute, proxy)

@@ -71,8 +71,8 @@ async def half_done_seal(store: Store, policy: PagePolicy, key: str) -> list[dic
 
     appended = []
     with (
-        hooked(writer, "_pages", WRITES, page_written, times=None),
-        hooked(writer, "_tasks", ("update_one",), lost_if_sealing, times=None),
+        hooked(writer.port.scope, "pages", WRITES, page_written, times=None),
+        hooked(writer.port.scope, "tasks", ("update_one",), lost_if_sealing, times=None),
     ):
         while not wrote["pages"]:
             assert len(appended) < 4 * policy.page_messages, "no seal came due"
@@ -119,5 +119,5 @@ async def every_read(tasks: Any, task_id: str) -> dict[str, Any]:
 def unfolded(tasks: Any) -> Iterator[Hooked]:
     """Verbs of the block on `tasks` commit, but every page write after them fails (a
     crash): a change to a sealed message stays in the task's `pending` list."""
-    with hooked(tasks, "_pages", WRITES, crash, times=None) as pages:
+    with hooked(tasks.port.scope, "pages", WRITES, crash, times=None) as pages:
         yield pages

@@ -102,7 +102,7 @@ class Faulty:
 
 def wrap(scoped: TenantStore, writes: Writes) -> None:
     """Route every write of the tenant view's tasks and dialogs through `writes`."""
-    for holder, names in ((scoped.tasks, ("_tasks", "_pages", "_payloads", "_nodes")),
+    for holder, names in ((scoped.tasks.port.scope, ("tasks", "pages", "payloads", "nodes")),
                           (scoped.dialogs, ("_tasks", "_nodes", "_pages"))):  # fmt: skip
         for name in names:
             setattr(holder, name, Faulty(getattr(holder, name), writes))
@@ -256,7 +256,8 @@ async def test_a_history_larger_than_a_document_is_one_insert_after_its_pages(
     for i in range(9):
         memory.add_human_message(f"{i}" * 200_000)
     writes = Writes()
-    repo._tasks, repo._pages = Faulty(repo._tasks, writes), Faulty(repo._pages, writes)
+    scope = repo.port.scope
+    scope.tasks, scope.pages = Faulty(scope.tasks, writes), Faulty(scope.pages, writes)
     record = await repo.create(task_id="big", messages=memory.messages, replay=True)
     assert record.seq == 9 and (await repo.header("big")).pages >= 2
     pages = await page_docs(store, "acme", "big")
@@ -460,7 +461,7 @@ async def test_pages_changed_before_the_insert_are_put_back_after_it(store: Stor
     key = task_key(scoped.tenant, "T")
     pages = store.database["task_pages"]
     repo = scoped.tasks
-    real = repo._tasks
+    real = repo.port.scope.tasks
 
     class Interfering:
         """The tasks collection, with a sweep and a racing create just before the insert."""
@@ -474,7 +475,7 @@ async def test_pages_changed_before_the_insert_are_put_back_after_it(store: Stor
             await pages.update_one({"_id": page_key(key, 1)}, foreign)
             return await real.insert_one(document, *args, **kwargs)
 
-    repo._tasks = Interfering()
+    repo.port.scope.tasks = Interfering()
     await repo.create(task_id="T", messages=memory.messages, replay=True)
     await assert_complete(store.scoped(scoped.tenant), "T", memory)
 

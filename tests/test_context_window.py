@@ -326,7 +326,7 @@ async def test_a_widening_read_of_a_paged_level_starts_over_when_a_seal_lands_in
     header = await acme.tasks.header(tid)
     assert header.pages and header.open_count >= 1
     wanted = (14, 6)  # the last six questions: from the last pages into the open page
-    before = (await read_level_range(acme.tasks, tid, None, *wanted, paged=True))[2]
+    before = (await read_level_range(acme.tasks.port, tid, None, *wanted, paged=True))[2]
     assert [m.text() for m in before] == [f"question {i}" for i in range(14, 20)]
 
     original, raced = window_pages._slices, []
@@ -341,7 +341,7 @@ async def test_a_widening_read_of_a_paged_level_starts_over_when_a_seal_lands_in
         return found
 
     monkeypatch.setattr(window_pages, "_slices", seal_in_between)
-    after = (await read_level_range(acme.tasks, tid, None, *wanted, paged=True))[2]
+    after = (await read_level_range(acme.tasks.port, tid, None, *wanted, paged=True))[2]
     assert raced and [m.id for m in after] == [m.id for m in before]
 
 

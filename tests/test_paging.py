@@ -251,10 +251,10 @@ async def test_a_seal_cut_short_at_any_step_loses_nothing_and_the_next_write_rep
     written = await grow(repo, tid, 12)  # written unpaged: the first seal cuts three pages
     repo.page_policy = SMALL
     skip = {"first page": 0, "second page": 1, "task update": 3}[step]
-    page_writes = hooked(repo, "_pages", WRITES, crash if step != "task update" else None,
+    page_writes = hooked(repo.port.scope, "pages", WRITES, crash if step != "task update" else None,
                          skip=skip)  # fmt: skip
     # the task update after the three page writes is the seal's (the append's came before)
-    task_writes = hooked(repo, "_tasks", WRITES, crash if step == "task update" else None,
+    task_writes = hooked(repo.port.scope, "tasks", WRITES, crash if step == "task update" else None,
                          skip=1)  # fmt: skip
     with page_writes as wrote, task_writes:
         # the append itself lands; the seal after it fails part-way (the verb still returns)

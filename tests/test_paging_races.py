@@ -164,16 +164,16 @@ async def test_a_fold_landing_mid_read_makes_the_read_start_over_on_one_version(
     run = READS_OF_A_HISTORY[read]
     order: list[str] = []
     with (
-        hooked(reader.tasks, "_tasks", READS, log=order) as task_reads,
-        hooked(reader.tasks, "_pages", READS, log=order),
+        hooked(reader.tasks.port.scope, "tasks", READS, log=order) as task_reads,
+        hooked(reader.tasks.port.scope, "pages", READS, log=order),
     ):
         before = await run(reader.tasks, tid)
     assert answered_calls(before) == answers(before) == set()
     # the fold lands right before the first page read after the last task document read
     # (a window read reads the task, then pages, more than once)
-    last_task_read = len(order) - order[::-1].index("_tasks")
-    skip = order[:last_task_read].count("_pages")
-    assert "_pages" in order[last_task_read:]
+    last_task_read = len(order) - order[::-1].index("tasks")
+    skip = order[:last_task_read].count("pages")
+    assert "pages" in order[last_task_read:]
 
     async def answer() -> None:
         await writer.tasks.answer_tool_call(tid, "c0", {"n": 1}, message_id="r0")
@@ -183,8 +183,8 @@ async def test_a_fold_landing_mid_read_makes_the_read_start_over_on_one_version(
     version_read = (await raw_task(writer, tid))["version"]
     with (
         stale_pages() as raised,
-        hooked(reader.tasks, "_tasks", READS) as retried,
-        hooked(reader.tasks, "_pages", READS, answer, skip=skip) as page_reads,
+        hooked(reader.tasks.port.scope, "tasks", READS) as retried,
+        hooked(reader.tasks.port.scope, "pages", READS, answer, skip=skip) as page_reads,
     ):
         during = await run(reader.tasks, tid)
     assert page_reads.fired == 1 and raised  # the fold landed mid-read and was noticed
@@ -211,7 +211,7 @@ async def test_a_read_whose_pages_change_under_every_retry_is_a_conflict(
         await pages.update_many({"task": task_key("acme", tid)}, {"$inc": {"version": 1000}})
 
     with (
-        hooked(reader.tasks, "_pages", READS, newer_page, times=None) as page_reads,
+        hooked(reader.tasks.port.scope, "pages", READS, newer_page, times=None) as page_reads,
         pytest.raises(Conflict, match="kept changing"),
     ):
         await reader.tasks.messages(tid)
@@ -287,7 +287,7 @@ async def test_an_older_seal_never_overwrites_a_newer_page(stores: StoreFactory)
         newest.update((await raw_pages(newer, tid))[0])
         assert newest["messages"][1]["content"][0]["is_loading"] is False
 
-    with hooked(older.tasks, "_pages", ("replace_one",), newer_seals_and_folds) as writes:
+    with hooked(older.tasks.port.scope, "pages", ("replace_one",), newer_seals_and_folds) as writes:
         await older.tasks.add_human_message(tid, "older", message_id="o0")  # seals after it
     assert writes.fired == 1
     assert (await raw_pages(older, tid))[0] == newest  # the newer page is untouched
@@ -317,7 +317,8 @@ async def test_a_seal_that_lost_to_a_newer_one_does_not_move_the_mark_back(
         assert (await raw_task(other, tid))["sealed"] == 12
 
     # the sealer's first task update is its append, the second its seal's
-    with hooked(sealer.tasks, "_tasks", ("update_one",), other_seals_further, skip=1) as writes:
+    scope = sealer.tasks.port.scope
+    with hooked(scope, "tasks", ("update_one",), other_seals_further, skip=1) as writes:
         await sealer.tasks.add_human_message(tid, "due", message_id="a")
     assert writes.fired == 1
     assert (await raw_task(sealer, tid))["sealed"] == 12
@@ -350,7 +351,7 @@ async def _forced_seal_raced(stores: StoreFactory) -> tuple[TenantStore, str, li
         written.append("x")
 
     refused = False
-    with hooked(forcer, "_pages", ("replace_one",), append) as writes:
+    with hooked(forcer.port.scope, "pages", ("replace_one",), append) as writes:
         try:
             await forcer.add_human_message(tid, "6" * 300_000, message_id="big6")
             written.append("big6")
@@ -392,7 +393,7 @@ async def test_a_retract_racing_a_seal_makes_the_seal_lose(stores: StoreFactory)
             gone.append(removed.id)
         await other.tasks.add_human_message(tid, "again", message_id="again")
 
-    with hooked(sealer.tasks, "_pages", ("replace_one",), retract_into_the_cut) as writes:
+    with hooked(sealer.tasks.port.scope, "pages", ("replace_one",), retract_into_the_cut) as writes:
         await sealer.tasks.add_human_message(tid, "due", message_id="s")  # seals after it
     assert writes.fired == 1 and gone == ["s", "h10", "h9", "h8", "h7"]
     expected = [*written[:7], "again"]
@@ -425,11 +426,11 @@ async def test_a_change_to_a_message_being_sealed_makes_the_seal_lose(
     async def answer() -> None:
         # the other process's own seal after its answer is cut short (a crash at its first
         # page write), so only the answer races the seal under way
-        with hooked(other.tasks, "_pages", WRITES, crash, times=None) as its_seal:
+        with hooked(other.tasks.port.scope, "pages", WRITES, crash, times=None) as its_seal:
             await other.tasks.answer_tool_call(tid, "c0", {"n": 1}, message_id="r0")
         assert its_seal.fired == 1
 
-    with hooked(sealer.tasks, "_pages", ("replace_one",), answer) as writes:
+    with hooked(sealer.tasks.port.scope, "pages", ("replace_one",), answer) as writes:
         await sealer.tasks.add_human_message(tid, "due", message_id="s")
     assert writes.fired == 1
     assert (await raw_task(sealer, tid)).get("pages", 0) == 0  # the seal lost
@@ -465,7 +466,7 @@ async def test_bringing_a_page_back_for_a_retract_never_drops_a_message_appended
         written.append("x")
 
     with (
-        hooked(retractor.tasks, "_tasks", ("update_one",), append) as writes,
+        hooked(retractor.tasks.port.scope, "tasks", ("update_one",), append) as writes,
         pytest.raises(InvalidTransition, match="not the last message"),
     ):
         await retractor.tasks.retract_last(tid, expected_id="h7")
@@ -490,7 +491,8 @@ async def test_an_older_fold_never_overwrites_a_newer_one(stores: StoreFactory) 
         await second.tasks.add_text_part(tid, "a0", "late text")
         assert not (await raw_task(second, tid)).get("pending")  # its fold finished
 
-    with hooked(first.tasks, "_pages", ("update_one",), second_changes_the_message) as folds:
+    scope = first.tasks.port.scope
+    with hooked(scope, "pages", ("update_one",), second_changes_the_message) as folds:
         await first.tasks.answer_tool_call(tid, "c0", {"n": 1}, message_id="r0")
     assert folds.fired == 1
     message = await first.tasks.get_message(tid, "a0")
@@ -521,7 +523,7 @@ async def test_a_fold_never_clears_a_change_it_did_not_fold(stores: StoreFactory
     def clear(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         return "pending" in args[1].get("$unset", {})
 
-    with hooked(first.tasks, "_tasks", ("update_one",), second_changes_the_message,
+    with hooked(first.tasks.port.scope, "tasks", ("update_one",), second_changes_the_message,
                 when=clear) as clears:  # fmt: skip
         await first.tasks.answer_tool_call(tid, "c0", {"n": 1}, message_id="r0")
     assert clears.fired == 1
@@ -596,7 +598,7 @@ async def namesakes(stores: StoreFactory) -> tuple[TenantStore, TenantStore]:
             tool_call_id="dc", tool_name="delegate", args={}))  # fmt: skip
         await tasks.add_task_entry("T", [TextPart(text="sub")], SUB, "e")
         await grow(tasks, "T", 6, f"{view.tenant}-s")
-        with hooked(tasks, "_pages", ("update_one",), crash) as fold:
+        with hooked(tasks.port.scope, "pages", ("update_one",), crash) as fold:
             await tasks.finish_assistant_message("T", "a0", tokens_in=7, tokens_out=7)
         assert fold.fired == 1
         document = await raw_task(view, "T")

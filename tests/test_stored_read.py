@@ -356,7 +356,7 @@ def test_parse_messages_given_model_instances_returns_what_the_exact_adapter_ret
 async def test_messages_reads_each_stored_document_in_one_pass(acme, monkeypatch):
     from mindstore.model.messages import AssistantMessage, UserMessage
     from mindstore.model.parts import TextPart, ToolCallPart
-    from mindstore.repositories import engine
+    from mindstore.repositories import port
 
     task = await acme.tasks.create()
     plain = [UserMessage(id=f"u{i}", content=[TextPart(text=f"hello {i}")]) for i in range(20)]
@@ -366,7 +366,7 @@ async def test_messages_reads_each_stored_document_in_one_pass(acme, monkeypatch
     await acme.tasks.add_messages(task.id, [*plain, escaped])
     reads: list[StoredRead] = []
     validations: list[int] = []
-    original_read, original_parse = engine.read_stored, stored_read.parse_messages
+    original_read, original_parse = port.read_stored, stored_read.parse_messages
 
     def counting_read(documents: list[Any], **kwargs: Any) -> StoredRead:
         reads.append(original_read(documents, **kwargs))
@@ -376,7 +376,7 @@ async def test_messages_reads_each_stored_document_in_one_pass(acme, monkeypatch
         validations.append(len(data))
         return original_parse(data)
 
-    monkeypatch.setattr(engine, "read_stored", counting_read)
+    monkeypatch.setattr(port, "read_stored", counting_read)
     monkeypatch.setattr(stored_read, "parse_messages", counting_parse)
     got = await acme.tasks.messages(task.id)
     assert [m.id for m in got] == [*(m.id for m in plain), "a1"]

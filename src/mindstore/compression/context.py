@@ -180,7 +180,7 @@ async def build_context(
     wanted = (
         MAX_READ if budget is None else messages_for(budget, header.size_bytes / max(header.seq, 1))
     )
-    read = await read_level_window(tasks, task_id, header, head=HEAD_READ, tail=wanted)
+    read = await read_level_window(tasks.port, task_id, header, head=HEAD_READ, tail=wanted)
     config = await _level_config(tasks, task_id, header, read)
     stub_text = getattr(config, "stub_text", None) or DEFAULT_STUB_TEXT
     assembled = assemble(read, stub_text)
@@ -241,11 +241,13 @@ async def _widened(
             end - messages_to_add(missing, count_tokens(tail_items, counter), len(tail_items)),
         )
         mark_id, _count, older, stubbed = await read_level_range(
-            tasks, task_id, read.scope, start, end - start, paged=read.paged
+            tasks.port, task_id, read.scope, start, end - start, paged=read.paged
         )
         if mark_id != read.checkpoint_message_id:  # a compression landed in between: start over
             header = await tasks.header(task_id)
-            read = await read_level_window(tasks, task_id, header, head=HEAD_READ, tail=MAX_READ)
+            read = await read_level_window(
+                tasks.port, task_id, header, head=HEAD_READ, tail=MAX_READ
+            )
             return read, assemble(read, stub_text)
         if not older:  # nothing more to read (cannot happen while the checkpoint stays)
             break

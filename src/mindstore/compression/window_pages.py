@@ -36,7 +36,7 @@ from mindstore.pipelines.boundaries import with_fields
 from mindstore.pipelines.context import MAX_SLICE
 from mindstore.pipelines.context_pages import segment_counts, segment_slice
 from mindstore.repositories.pages import Paging, StalePage
-from mindstore.repositories.task_reads import TaskReads
+from mindstore.repositories.port import TaskPort
 
 JSON = dict[str, Any]
 
@@ -64,14 +64,14 @@ class _Level:
 
 
 async def _level(
-    tasks: TaskReads, task_id: str, scope: str | None, head: int, tail: int,
+    port: TaskPort, task_id: str, scope: str | None, head: int, tail: int,
     *, open_head: bool = True,
 ) -> _Level:  # fmt: skip
     """The checkpoint and every segment's counts; the open page's row also brings its last
     `tail` visible messages and, with `open_head`, its first `head` view messages (only
     worth sending when the level's head may lie in the open page: else they would travel
     for nothing, `read_paged_window` reads them apart if the pages fall short)."""
-    marks = await tasks._filtered(
+    marks = await port.filtered(
         task_id,
         lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope, "messages"),
     )
@@ -84,20 +84,20 @@ async def _level(
     opened = [*counts[:-1], {"$project": {**counts[-1]["$project"], **slices}}]
     # a page without a message of the level counts nothing: it sends no row
     keep = {"level_count": {"$gt": 0}}
-    paging, pages, open_row = await tasks._segments(task_id, counts, opened, keep=keep)
+    paging, pages, open_row = await port.segments(task_id, counts, opened, keep=keep)
     open_row["page"] = None
     return _Level(mark, paging, pages, open_row)
 
 
 async def _open_slice(
-    tasks: TaskReads, task_id: str, level: _Level, scope: str | None, field: str,
+    port: TaskPort, task_id: str, level: _Level, scope: str | None, field: str,
     start: int, count: int,
 ) -> list[JSON]:  # fmt: skip
     """A `field` slice of the open page, read after the counts: only while no seal moved
     the open page's start (appends only add after it, the checkpoint's lists are the ones
     counted with); else `StalePage`, and the caller reads again."""
     stages = segment_slice(scope, *level.args(), field=field, start=start, count=count)
-    rows = await tasks._aggregate_task(
+    rows = await port.scope.aggregate_task(
         task_id, lambda query: [{"$match": query}, *with_fields(stages, ("sealed",))]
     )
     if int(rows[0].get("sealed", 0) or 0) != level.paging.sealed:
@@ -106,7 +106,7 @@ async def _open_slice(
 
 
 async def _slices(
-    tasks: TaskReads, task_id: str, level: _Level, scope: str | None, field: str,
+    port: TaskPort, task_id: str, level: _Level, scope: str | None, field: str,
     wanted: list[tuple[JSON, int, int]],
 ) -> dict[int | None, list[JSON]]:  # fmt: skip
     """`field` slices (segment row, start, count) of sealed pages, by page number: the
@@ -121,7 +121,7 @@ async def _slices(
     out: dict[int | None, list[JSON]] = {}
     for pages, start, count in reads:
         stages = segment_slice(scope, *level.args(), field=field, start=start, count=count)
-        found = await tasks._page_rows(task_id, level.paging, pages, stages)
+        found = await port.page_rows(task_id, level.paging, pages, stages)
         for page in pages:
             messages = found.get(page, {}).get("slice", [])
             apply_pending(messages, level.paging.pending)
@@ -130,14 +130,14 @@ async def _slices(
 
 
 async def read_paged_window(
-    tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int
+    port: TaskPort, task_id: str, header: TaskHeader, *, head: int, tail: int
 ) -> tuple[LevelRead, tuple[list[JSON], list[JSON], list[JSON]]]:
     """The window read of a paged level: its counts and checkpoint (a `LevelRead` whose
     messages are still to be decoded) and the stored head, systems and tail."""
     scope = header.current_scope
     # the open page's head travels with the counts only when the level starts in it
     starts_open = bool(header.scope_stack) and header.scope_stack[-1].index >= header.sealed
-    level = await _level(tasks, task_id, scope, head, tail, open_head=starts_open)
+    level = await _level(port, task_id, scope, head, tail, open_head=starts_open)
     # the head: the first `head` view messages, segment by segment
     head_wanted: list[tuple[JSON, int, int]] = []
     need = head
@@ -147,14 +147,14 @@ async def read_paged_window(
         if int(row.get("view_count", 0)):
             head_wanted.append((row, 0, min(need, int(row["view_count"]))))
             need -= int(row["view_count"])
-    firsts = await _slices(tasks, task_id, level, scope, "view", head_wanted)
+    firsts = await _slices(port, task_id, level, scope, "view", head_wanted)
     head_raw = [m for page in sorted(p for p in firsts if p is not None) for m in firsts[page]]
     if need > 0 and int(level.segments[-1].get("view_count", 0)):
         opened = level.segments[-1]
         head_raw += (
             opened["head"][:need]
             if "head" in opened
-            else await _open_slice(tasks, task_id, level, scope, "view", 0, need)
+            else await _open_slice(port, task_id, level, scope, "view", 0, need)
         )
     # the tail: the newest `tail` visible messages, from the open page backwards
     tail_raw = list(level.segments[-1].get("tail", []))
@@ -168,7 +168,7 @@ async def read_paged_window(
             take = min(need, count)
             tail_wanted.append((row, count - take, take))
             need -= take
-    older = await _slices(tasks, task_id, level, scope, "visible", tail_wanted)
+    older = await _slices(port, task_id, level, scope, "visible", tail_wanted)
     pages = sorted(page for page in older if page is not None)
     tail_raw = [*(m for page in pages for m in older[page]), *tail_raw]
     head_ids = {m.get("id") for m in head_raw}
@@ -195,10 +195,10 @@ async def read_paged_window(
 
 
 async def read_paged_range(
-    tasks: TaskReads, task_id: str, scope: str | None, start: int, count: int
+    port: TaskPort, task_id: str, scope: str | None, start: int, count: int
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:
     """Visible messages ``[start, start + count)`` of a paged level (a widening read)."""
-    level = await _level(tasks, task_id, scope, 1, 1, open_head=False)
+    level = await _level(port, task_id, scope, 1, 1, open_head=False)
     wanted: list[tuple[JSON, int, int]] = []
     open_part: list[tuple[int, int]] = []
     position, stop = 0, start + count
@@ -211,11 +211,11 @@ async def read_paged_range(
             else:
                 wanted.append((row, first - position, last - first))
         position += size
-    found = await _slices(tasks, task_id, level, scope, "visible", wanted)
+    found = await _slices(port, task_id, level, scope, "visible", wanted)
     raw = [m for page in sorted(p for p in found if p is not None) for m in found[page]]
     if open_part:
         offset, length = open_part[0]
-        raw += await _open_slice(tasks, task_id, level, scope, "visible", offset, length)
-    messages = await tasks._decode(task_id, raw)
+        raw += await _open_slice(port, task_id, level, scope, "visible", offset, length)
+    messages = await port.decode(task_id, raw)
     stubbed = {m.id for m in messages if m.id in set(level.stubbed)}
     return (level.mark or {}).get("id"), level.total("visible_count"), messages, stubbed

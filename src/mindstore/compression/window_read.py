@@ -1,9 +1,9 @@
-"""The context window's read of a level: one pipeline through the task repository.
+"""The context window's read of a level: one pipeline through the task repository's port.
 
 It lives in the compression layer (above the repository): it turns the rows of
-`pipelines.context.context_window_pipeline` into a `LevelRead`, decoding messages with the
-repository's decoder (markers resolved against the task's own payloads, scope applied by
-the repository's filter).
+`pipelines.context.context_window_pipeline` into a `LevelRead`, with the port's public
+reads (`repositories.port.TaskPort`): its scope's `aggregate_task` (the view's filter
+applied) and its decoder (markers resolved against the task's own payloads).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from mindstore.model.parts import TaskConfigPart
 from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.pipelines import context as context_pipelines
 from mindstore.repositories.pages import STALE_READS, StalePage, kept_changing
-from mindstore.repositories.task_reads import TaskReads
+from mindstore.repositories.port import TaskPort
 from mindstore.validation import check_int
 
 
 async def read_level_window(
-    tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int
+    port: TaskPort, task_id: str, header: TaskHeader, *, head: int, tail: int
 ) -> LevelRead:
     """One window read of the current level (`header`'s): its first `head` view
     messages, its later system messages, its last `tail` visible messages and the
@@ -37,13 +37,13 @@ async def read_level_window(
     check_int(tail, "tail", minimum=1)
     location = header.current_config_index()
     if header.pages:
-        return await _read_paged_level(tasks, task_id, header, head=head, tail=tail)
+        return await _read_paged_level(port, task_id, header, head=head, tail=tail)
     config_index = (
         location[0]
         if location is not None and location[1] == "config" and location[0] >= head
         else None
     )
-    rows = await tasks._aggregate_task(
+    rows = await port.scope.aggregate_task(
         task_id,
         lambda query: context_pipelines.context_window_pipeline(
             query, scope, head=head, tail=tail, config_index=config_index
@@ -53,7 +53,7 @@ async def read_level_window(
     names = ("head", "systems", "tail", "config")
     raw = [doc for name in names for doc in row.get(name, [])]
     head_msgs, systems, tail_msgs, config_msgs = _split(
-        await tasks._decode(task_id, raw), [len(row.get(name, [])) for name in names]
+        await port.decode(task_id, raw), [len(row.get(name, [])) for name in names]
     )
     read = LevelRead(
         scope=scope,
@@ -75,7 +75,7 @@ async def read_level_window(
 
 
 async def read_level_range(
-    tasks: TaskReads, task_id: str, scope: str | None, start: int, count: int,
+    port: TaskPort, task_id: str, scope: str | None, start: int, count: int,
     *, paged: bool = False,
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a level, for a window read that fell
@@ -86,15 +86,15 @@ async def read_level_range(
     if paged:
         for _attempt in range(STALE_READS):
             try:
-                return await read_paged_range(tasks, task_id, scope, start, count)
+                return await read_paged_range(port, task_id, scope, start, count)
             except StalePage:
                 continue
         raise kept_changing(task_id)
-    rows = await tasks._aggregate_task(
+    rows = await port.scope.aggregate_task(
         task_id, lambda query: context_pipelines.context_range_pipeline(query, scope, start, count)
     )
     row = rows[0]
-    messages = await tasks._decode(task_id, row.get("range", []))
+    messages = await port.decode(task_id, row.get("range", []))
     return (
         row.get("mark_id"),
         int(row.get("visible_count", 0)),
@@ -104,24 +104,24 @@ async def read_level_range(
 
 
 async def _read_paged_level(
-    tasks: TaskReads, task_id: str, header: TaskHeader, *, head: int, tail: int
+    port: TaskPort, task_id: str, header: TaskHeader, *, head: int, tail: int
 ) -> LevelRead:
     """The window read of a paged task, per segment (`compression.window_pages`); read
     again if a page changed under it (`StalePage`: a later change was folded in)."""
     for _attempt in range(STALE_READS):
         try:
-            read, groups = await read_paged_window(tasks, task_id, header, head=head, tail=tail)
+            read, groups = await read_paged_window(port, task_id, header, head=head, tail=tail)
             break
         except StalePage:
             continue
     else:
         raise kept_changing(task_id)
-    decoded = await tasks._decode(task_id, [doc for group in groups for doc in group])
+    decoded = await port.decode(task_id, [doc for group in groups for doc in group])
     read.head, read.systems, read.tail = _split(decoded, [len(group) for group in groups])
     location = header.current_config_index()
     extra: list[AnyMessage] = []
     if location is not None and location[1] == "config" and location[0] >= head:
-        extra = await tasks.read_range(task_id, location[0], location[0] + 1)
+        extra = await port.read_range(task_id, location[0], location[0] + 1)
     read.config = _level_config(read.scope, location, read.head, extra)
     return read
 

@@ -21,18 +21,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pymongo.errors import PyMongoError
+
 from mindstore.documents import header_from_document, utcnow
 from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
 from mindstore.ids import check_name
 from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
-from mindstore.model.planner import Plan, parse_stored
-from mindstore.model.stored_read import read_stored
+from mindstore.model.paging import DEFAULT_POLICY, should_seal
+from mindstore.model.planner import Plan
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
-from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.header_cache import apply_sets
-from mindstore.repositories.pages import Paging, TaskPages
+from mindstore.repositories.pages import Paging
+from mindstore.repositories.port import MAX_SLICE, TaskPort
 from mindstore.repositories.scope import (
     MAX_DOCUMENT_BYTES,
     PLAN_FIELDS,
@@ -49,15 +51,13 @@ __all__ = [
     "PLAN_FIELDS",
     "READ_FIELDS",
     "RetryPolicy",
-    "TaskEngine",
+    "TaskWriter",
     "document_estimate",
 ]
 
 # Room kept for the header fields and the array's index keys, which `size_bytes` excludes:
 # title (<= 4,096 characters), metadata (<= 64 KiB), the scope stack and open calls.
 HEADER_BUDGET_BYTES = 192 * 1024
-MAX_SLICE = 2**31 - 1
-"""`$slice` takes a 32-bit count on a server: larger requests are clamped to it."""
 
 PlanFn = Callable[[TaskHeader, "dict[str, Any] | None", Offloader], Plan]
 """(header, located message or None, offloader) -> Plan."""
@@ -102,94 +102,29 @@ def _has_reserved(value: Any) -> bool:
     return False
 
 
-class TaskEngine(TaskPages):
-    """The write loop and what it needs: decoding, replays, the header cache (one tenant,
-    one owner)."""
+def caller_form(message: AnyMessage) -> AnyMessage:
+    """A planned message (stored form) as the caller wrote it, escapes removed; a marker
+    stays a marker (resolving it would cost a read for a value the caller has)."""
+    document = message.to_dict()
+    if not _has_reserved(document):
+        return message
+    return (
+        parse_messages([read_value(document, {})])[0]
+        if not isinstance(message, UnknownMessage)
+        else message
+    )
 
-    async def _message_at(self, task_id: str, message_id: str) -> tuple[int, AnyMessage]:
-        """(index, the message in its stored form): the last message this process wrote
-        comes from the header cache, anything else is read."""
-        check_name(message_id, "message id")
-        entry = self._headers.get((self.tenant, task_id))
-        known = entry.tail_document(message_id) if entry is not None else None
-        if known is None:
-            _document, index, raw = await self._locate(task_id, message_id)
-            known = index, raw
-        return known[0], self._decode_raw([known[1]], task_id)[0]
 
-    # ------------------------------------------------------------------ decoding
-    def _decode_raw(self, documents: list[dict[str, Any]], task_id: str) -> list[AnyMessage]:
-        """Stored message documents -> messages in their stored form (for planning only:
-        markers and escaped strings stay as stored, so a patch's size is computed on the
-        same form as the stored document; the task ids the lean form left out filled back)."""
-        return parse_stored(documents, task_id=task_id)
+class TaskWriter:
+    """Runs a plan as one guarded update of a task: the write loop, replays, the header
+    cache, and the housekeeping a committed write leaves (fold, seal). Reads and I/O go
+    through the `TaskPort`; one writer per view."""
 
-    async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
-        """Stored message documents -> messages as the caller stored them, in one walk at
-        most per document (none for most) and one validation (`model.stored_read`).
-
-        Markers resolve only against this task's payloads (tenant and task id in the
-        query): a marker-shaped string can never fetch another task's payload.
-        """
-        read = read_stored(documents, strings=True)
-        if read.markers:
-            cursor = self._payloads.find(
-                {"_id": {"$in": sorted(read.markers)}, "tenant": self.tenant, "task_id": task_id},
-                {"data": 1},
-            )
-            found: dict[str, Any] = {}
-            async for payload in cursor:
-                found[payload["_id"]] = payload["data"]
-            read.resolve(found)
-        return parse_stored(read, task_id=task_id)
-
-    def _caller_form(self, message: AnyMessage) -> AnyMessage:
-        """A planned message (stored form) as the caller wrote it, escapes removed; a
-        marker stays a marker (resolving it would cost a read for a value the caller has)."""
-        document = message.to_dict()
-        if not _has_reserved(document):
-            return message
-        return (
-            parse_messages([read_value(document, {})])[0]
-            if not isinstance(message, UnknownMessage)
-            else message
-        )
-
-    async def _store_payloads(self, task_id: str, offloader: Offloader) -> None:
-        for payload in offloader.pending.values():
-            await self._payloads.update_one(
-                {"_id": payload.id, "tenant": self.tenant},
-                {
-                    "$setOnInsert": {
-                        "task_id": task_id,
-                        "message_id": payload.message_id,
-                        "path": payload.path,
-                        "sha256": payload.sha256,
-                        "size": payload.size,
-                        "data": payload.data,
-                        "created_at": utcnow(),
-                    }
-                },
-                upsert=True,
-            )
+    def __init__(self, port: TaskPort) -> None:
+        self.port = port
+        self.scope = port.scope
 
     # ------------------------------------------------------------------ replays
-    async def _stored_messages_by_id(
-        self, task_id: str, ids: Sequence[str]
-    ) -> dict[str, AnyMessage]:
-        def build(query: dict[str, Any]) -> list[Any]:
-            return [
-                {"$match": query},
-                {"$project": {"_id": 0, "messages": {"$filter": {
-                    "input": "$messages", "as": "m",
-                    "cond": {"$in": ["$$m.id", pipelines.literal(list(ids))]},
-                }}}},
-            ]  # fmt: skip
-
-        rows = await (await self._tasks.aggregate(build(self._filter(task_id)))).to_list(length=1)
-        if not rows:
-            return {}
-        return {message.id: message for message in await self._decode(task_id, rows[0]["messages"])}
 
     async def _replayed(
         self, task_id: str, ids: Sequence[str], planned: Sequence[AnyMessage] | None = None
@@ -205,15 +140,15 @@ class TaskEngine(TaskPages):
         ids = [i for i in ids if i]
         if not ids:
             return None
-        query = {**self._filter(task_id), "messages.id": {"$in": ids}}
-        found = await self._tasks.count_documents(query, limit=1)
+        query = {**self.scope.filter(task_id), "messages.id": {"$in": ids}}
+        found = await self.scope.tasks.count_documents(query, limit=1)
         if not found and planned is not None:
             return None  # the usual case after a lost race: nothing of ours is stored
-        stored = await self._stored_messages_by_id(task_id, ids) if found else {}
+        stored = await self.port.stored_messages_by_id(task_id, ids) if found else {}
         if len(stored) < len(ids):
-            _count, paging = await self._open_ids(task_id, set(ids))
-            sealed = await self._sealed_locate(self._key(task_id), paging, "id", ids)
-            decoded = await self._decode(task_id, [message for _, message in sealed])
+            _count, paging = await self.port.open_ids(task_id, set(ids))
+            sealed = await self.port.sealed.locate(self.scope.key(task_id), paging, "id", ids)
+            decoded = await self.port.decode(task_id, [message for _, message in sealed])
             stored.update({message.id: message for message in decoded})
         if not stored:
             return None
@@ -225,50 +160,61 @@ class TaskEngine(TaskPages):
         """After a write that matched nothing: does the task's sealed-id filter let `ids`
         through (the write lost a race), or does it say one may be sealed (look in the
         pages)? One count, no document travels."""
-        query: dict[str, Any] = self._filter(task_id)
+        query: dict[str, Any] = self.scope.filter(task_id)
         query["$and"] = id_filter.guard(words, sorted(set(ids)))
-        return bool(await self._tasks.count_documents(query, limit=1))
+        return bool(await self.scope.tasks.count_documents(query, limit=1))
 
     async def _check_required(self, task_id: str, ids: Sequence[str]) -> None:
         """After a write that matched nothing: was a message it requires missing?"""
         wanted = set(ids)
-        if wanted and await self._count_stored_ids(task_id, wanted) < len(wanted):
+        if wanted and await self.port.count_stored_ids(task_id, wanted) < len(wanted):
             raise ValidationError(
                 "compressed_message_ids / kept_message_ids name messages "
                 "that the task does not hold"
             )
 
-    async def _open_ids(self, task_id: str, ids: set[str]) -> tuple[int, Paging]:
-        """How many of `ids` the open page holds (one number travels back, not the
-        messages), and the task's paging fields from the same read."""
+    async def after_write(
+        self, task_id: str, version: int, header: TaskHeader, tail: dict[str, Any] | None,
+        *, fold: bool,
+    ) -> None:  # fmt: skip
+        """Housekeeping a committed write may leave: fold changes to sealed messages into
+        their pages, seal the open page once it has grown to twice a page. Both are
+        repairs any later write redoes, so a failure here does not fail the verb."""
+        try:
+            if fold:
+                await self.port.sealed.fold(task_id)
+            if should_seal(header, self.scope.page_policy):
+                sealed = await self.port.sealed.seal(task_id, version, header)
+                if sealed is not None:
+                    after, now = sealed
+                    self.scope.remember(task_id, version + 1, now, after, tail)
+        except PyMongoError as error:
+            self.scope.forget(task_id)
+            logger.warning("task %r: paging after a write failed (%s); the next write "
+                           "repairs it", task_id, error)  # fmt: skip
 
-        def build(query: dict[str, Any]) -> list[Any]:
-            present = {
-                "$filter": {
-                    "input": "$messages",
-                    "as": "m",
-                    "cond": {"$in": ["$$m.id", pipelines.literal(sorted(ids))]},
-                }
-            }
-            fields = dict.fromkeys(("version", "sealed", "pages", "pending"), 1)
-            return [{"$match": query}, {"$project": {"_id": 0, "found": {"$size": present},
-                                                     **fields}}]  # fmt: skip
+    def _seal_may_run(self, header: TaskHeader) -> bool:
+        """Could a seal of this task be under way (another process's, with its own page
+        size)? When it is due by this store's page size, or by the default one."""
+        policy = self.scope.page_policy
+        return bool(should_seal(header, policy) or should_seal(header, DEFAULT_POLICY))
 
-        rows = await self._aggregate_task(task_id, build)
-        return int(rows[0]["found"]), Paging.of(rows[0], strict=False)  # writers' checks
+    async def _changed_since(self, task_id: str, version: int) -> bool:
+        """Has the task moved past `version` (a forced seal that found it changed, or lost
+        to another writer, did not fail for lack of room: the verb plans again)?"""
+        document = await self.scope.tasks.find_one(self.scope.filter(task_id), {"version": 1})
+        return document is not None and int(document.get("version", 0)) != version
 
-    async def _count_stored_ids(self, task_id: str, ids: set[str]) -> int:
-        """How many of `ids` the task holds, in its open page or its sealed pages."""
-        found, paging = await self._open_ids(task_id, ids)
-        if found == len(ids) or paging.pages == 0:
-            return found
-        return found + len(await self._sealed_ids(self._key(task_id), paging, sorted(ids)))
+    async def _seal_now(self, task_id: str, version: int, header: TaskHeader) -> bool:
+        """Seal before a write that would not fit (the cache is dropped either way)."""
+        self.scope.forget(task_id)
+        return await self.port.sealed.seal(task_id, version, header, force=True) is not None
 
     # ------------------------------------------------------------------ the write loop
     def _cached_state(self, task_id: str, locate: str | None) -> _State | None:
         """The state this process last wrote, if it knows all the verb needs (for a verb
         on a message: that it is the last message, whose stored form the entry keeps)."""
-        entry = self._headers.get((self.tenant, task_id))
+        entry = self.scope.cached(task_id)
         if entry is None:
             return None
         located = None
@@ -284,9 +230,9 @@ class TaskEngine(TaskPages):
         an earlier message, one more read of that message)."""
         located = None
         if locate is None:
-            document = await self._read_header_doc(task_id, write=True)
+            document = await self.port.header_document(task_id, write=True)
         else:
-            document, index, raw = await self._locate(task_id, locate)
+            document, index, raw = await self.port.locate(task_id, locate)
             located = (index, raw)
         stored = document.get("messages") or []
         return _State(
@@ -323,7 +269,7 @@ class TaskEngine(TaskPages):
             state.tail, inside(update.get("$set", {})), inside(update.get("$unset", {}))
         )
 
-    async def _mutate(
+    async def mutate(
         self,
         task_id: str,
         plan_fn: PlanFn,
@@ -347,27 +293,28 @@ class TaskEngine(TaskPages):
         cached state is only a guess: if planning from it fails or the guarded update
         matches nothing, it is dropped and the verb goes on from a read.
         """
-        key = self._key(task_id)
+        key = self.scope.key(task_id)
         ids = [check_name(i, "message id") for i in explicit_ids if i is not None]
         guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
-        async with self._lock(task_id):
+        async with self.scope.lock(task_id):
             attempt = 0
             look_in_pages = False  # the filter refused the last write: the pages decide next
-            while attempt < self.retry.attempts:
+            while attempt < self.scope.retry.attempts:
                 state = self._cached_state(task_id, locate)
                 if state is None:
                     state = await self._read_state(task_id, locate)
                 located = None
                 if state.located is not None:
                     index, raw = state.located
-                    located = {"index": index, "message": self._decode_raw([raw], task_id)[0]}
+                    message = self.port.decode_stored([raw], task_id)[0]
+                    located = {"index": index, "message": message}
                 header = state.header
-                offloader = self._offloader(task_id)
+                offloader = self.scope.offloader(task_id)
                 try:
                     plan = plan_fn(header, located, offloader)
                 except MindstoreError:
                     if state.cached:  # maybe stale: decide on what is stored
-                        self._forget(task_id)
+                        self.scope.forget(task_id)
                         continue
                     replay = await self._replayed(task_id, ids)
                     if replay is not None and on_replay is not None:
@@ -375,61 +322,62 @@ class TaskEngine(TaskPages):
                     raise
                 if plan.is_empty:
                     return plan.result
-                if document_estimate(plan.header) > self.max_document_bytes:
+                if document_estimate(plan.header) > self.scope.max_document_bytes:
                     if state.cached:
-                        self._forget(task_id)
+                        self.scope.forget(task_id)
                         continue
                     if header.open_count > 1:
                         if await self._seal_now(task_id, state.version, header):
                             continue  # the open page moved to pages: plan again
                         if await self._changed_since(task_id, state.version):
-                            await asyncio.sleep(self.retry.delay(attempt))  # a lost race:
+                            await asyncio.sleep(self.scope.retry.delay(attempt))  # a lost race:
                             attempt += 1  # read again and plan again
                             continue
                     added = plan.header.size_bytes - header.size_bytes
-                    raise TaskTooLarge(task_id, header.open_bytes, added, self.max_document_bytes)
+                    limit = self.scope.max_document_bytes
+                    raise TaskTooLarge(task_id, header.open_bytes, added, limit)
                 open_required, patched_ids, unsealed = list(require_ids), {}, list(guard)
                 if header.pages:
                     paging = Paging(state.version, header.sealed, header.pages, strict=False)
-                    patched_ids = await self._ids_at(key, paging, plan)
+                    patched_ids = await self.port.sealed.ids_at(key, paging, plan)
                     if guard and (look_in_pages or not header.id_filter_words):
                         # the filter said "maybe" (or there is none yet): ask the pages,
                         # after reading the state this write is pinned to
-                        found = await self._sealed_ids(key, paging, guard)
+                        found = await self.port.sealed.ids(key, paging, guard)
                         if found:
                             replay = await self._replayed(task_id, ids)
                             if replay is not None:
                                 return on_replay(replay) if on_replay is not None else plan.result
                             raise _already_stored(task_id, found)
                         unsealed = []
-                    required_sealed = await self._sealed_ids(key, paging, require_ids)
+                    required_sealed = await self.port.sealed.ids(key, paging, require_ids)
                     open_required = [i for i in require_ids if i not in required_sealed]
                 now = utcnow()
                 query, update = build_task_update(
-                    plan, key=key, tenant=self.tenant, version=state.version,
+                    plan, key=key, tenant=self.scope.tenant, version=state.version,
                     updated_at=state.updated_at, now=now, transform=offloader.transform_value,
                     guard_ids=guard, require_ids=open_required, unset=state.unset,
                     sealed_ids=patched_ids, seal_due=self._seal_may_run(header),
                     unsealed_ids=unsealed if header.pages else (),
                 )  # fmt: skip
-                if self.owner is not None:
-                    query["owner"] = self.owner
-                await self._store_payloads(task_id, offloader)
+                if self.scope.owner is not None:
+                    query["owner"] = self.scope.owner
+                await self.port.store_payloads(task_id, offloader)
                 try:
-                    result = await self._tasks.update_one(query, update)
+                    result = await self.scope.tasks.update_one(query, update)
                 except BaseException:
-                    self._forget(task_id)  # applied or not, the cached state is now a guess
+                    self.scope.forget(task_id)  # applied or not, the cached state is now a guess
                     raise
                 if result.matched_count == 1:
                     tail = self._next_tail(plan, update, state)
-                    self._remember(task_id, state.version + 1, now, plan.header, tail)
-                    self._notifier.notify((self.tenant, task_id))
-                    await self._after_write(
+                    self.scope.remember(task_id, state.version + 1, now, plan.header, tail)
+                    self.scope.notifier.notify((self.scope.tenant, task_id))
+                    await self.after_write(
                         task_id, state.version + 1, plan.header, tail,
                         fold=state.pending or ("$push" in update and "pending" in update["$push"]),
                     )  # fmt: skip
                     return plan.result
-                self._forget(task_id)
+                self.scope.forget(task_id)
                 replay = await self._replayed(task_id, ids or plan.new_ids, plan.appended)
                 if replay is not None:
                     return on_replay(replay) if on_replay is not None else plan.result
@@ -444,17 +392,17 @@ class TaskEngine(TaskPages):
                 look_in_pages = False
                 if not state.cached:  # a cache miss is not a lost race: no backoff for it
                     logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
-                                 task_id, attempt + 1, self.retry.attempts)  # fmt: skip
-                    await asyncio.sleep(self.retry.delay(attempt))
+                                 task_id, attempt + 1, self.scope.retry.attempts)  # fmt: skip
+                    await asyncio.sleep(self.scope.retry.delay(attempt))
                     attempt += 1
         logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
-                     task_id, self.retry.attempts)  # fmt: skip
+                     task_id, self.scope.retry.attempts)  # fmt: skip
         raise Conflict(
-            f"task {task_id!r}: gave up after {self.retry.attempts} attempts "
+            f"task {task_id!r}: gave up after {self.scope.retry.attempts} attempts "
             "lost to concurrent writers"
         )
 
-    async def _verb(
+    async def verb(
         self,
         task_id: str,
         planner_fn: Callable[..., Plan],
@@ -465,6 +413,10 @@ class TaskEngine(TaskPages):
         require_ids: Sequence[str] = (),
         **kwargs: Any,
     ) -> Any:
+        """Run `planner_fn(header, task_id, *args, transform=..., **kwargs)` as one guarded
+        write (`mutate`). `ids`: the caller-named message ids (a repeated call is a replay,
+        answered by `replay(stored)`, by default the first id's stored message)."""
+
         def plan(header: TaskHeader, _located: Any, offloader: Offloader) -> Plan:
             return planner_fn(
                 header, task_id, *args, transform=offloader.transform_document, **kwargs
@@ -473,12 +425,12 @@ class TaskEngine(TaskPages):
         if replay is None and ids:
             first = ids[0]
             replay = (lambda stored: stored.get(first)) if first else None
-        return await self._mutate(
+        return await self.mutate(
             task_id, plan, explicit_ids=ids, on_replay=replay, also_guard=also_guard,
             require_ids=require_ids,
         )  # fmt: skip
 
-    async def _part_verb(
+    async def part_verb(
         self,
         task_id: str,
         message_id: str,
@@ -486,6 +438,9 @@ class TaskEngine(TaskPages):
         *args: Any,
         **kwargs: Any,
     ) -> Any:
+        """Run a verb on one stored message (a part added, a message finished):
+        `planner_fn(header, task_id, index, message, *args, ...)` planned from that message
+        as stored, one guarded write; returns the message as the caller wrote it."""
         check_name(message_id, "message id")
 
         def plan(header: TaskHeader, located: dict[str, Any] | None, offloader: Offloader) -> Plan:
@@ -495,5 +450,5 @@ class TaskEngine(TaskPages):
                 transform=offloader.transform_document, **kwargs,
             )  # fmt: skip
 
-        result = await self._mutate(task_id, plan, locate=message_id)
-        return self._caller_form(result)
+        result = await self.mutate(task_id, plan, locate=message_id)
+        return caller_form(result)

@@ -1,8 +1,9 @@
 """Sealed pages of a task's history: reading them, sealing the open page, folding changes.
 
 A task document holds the open page (messages ``[sealed, seq)``); older messages live in
-`task_pages` documents (`model/paging.py` decides when and where to cut). This module
-does the I/O, always after the task document itself was read or written:
+`task_pages` documents (`model/paging.py` decides when and where to cut). `SealedPages`
+(one per view, held by the port, `port.TaskPort.sealed`) does the I/O, always after the
+task document itself was read or written:
 
 * **Reads** take the task document first (its `version`, `sealed`, `pages` and `pending`
   list), then only the pages the range needs: pages ``< pages`` overlapping the range,
@@ -31,25 +32,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import utcnow
 from mindstore.errors import Conflict, NotFound
-from mindstore.ids import check_name, page_key
+from mindstore.ids import page_key
 from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.paging import (
-    DEFAULT_POLICY,
     apply_entry,
     apply_pending,
     cut_pages,
     page_document,
     sealed_header,
-    should_seal,
 )
 from mindstore.model.planning import Plan
 from mindstore.model.storage_form import bson_size
-from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.scope import TaskScope
 
 logger = logging.getLogger(__name__)
@@ -109,34 +107,39 @@ def _unchanged(field: str, value: int) -> JSON:
     return {field: value} if value else {field: {"$in": [0, None]}}
 
 
-class TaskPages(TaskScope):
-    """Page reads, seals and folds for one tenant's tasks."""
+class SealedPages:
+    """Page reads, seals and folds for one tenant's tasks (over the view's `TaskScope`)."""
 
-    def _pages_of(self, key: str, paging: Paging) -> JSON:
-        """The filter of a task's visible pages."""
-        return {"tenant": self.tenant, "task": key, "page": {"$lt": paging.pages}}
+    def __init__(self, scope: TaskScope) -> None:
+        self.scope = scope
+
+    def visible(self, key: str, paging: Paging) -> JSON:
+        """The filter of a task's visible pages (those below its `pages` mark: a page past
+        it is left by a crashed or lost seal, garbage no reader may see)."""
+        return {"tenant": self.scope.tenant, "task": key, "page": {"$lt": paging.pages}}
 
     # ------------------------------------------------------------------ reads
-    async def _page_bounds(self, key: str, paging: Paging, start: int, stop: int) -> list[JSON]:
+    async def bounds(self, key: str, paging: Paging, start: int, stop: int) -> list[JSON]:
         """(page, start, end, version) of the visible pages overlapping ``[start, stop)``."""
         query = {
-            **self._pages_of(key, paging),
+            **self.visible(key, paging),
             "start": {"$lt": stop},
             "end": {"$gt": start},
         }
         projection = {"_id": 0, "page": 1, "start": 1, "end": 1, "version": 1}
-        rows: list[JSON] = await self._pages.find(query, projection).to_list(length=None)
+        rows: list[JSON] = await self.scope.pages.find(query, projection).to_list(length=None)
         rows.sort(key=lambda row: int(row["start"]))
         return rows
 
-    def _checked(self, rows: Sequence[JSON], paging: Paging) -> None:
+    def check(self, rows: Sequence[JSON], paging: Paging) -> None:
+        """Raise `StalePage` if a strict reader read a page newer than its task version."""
         if not paging.strict:
             return
         for row in rows:
             if int(row.get("version", 0)) > paging.version:
                 raise StalePage(row.get("page"))
 
-    async def _sealed_range(self, key: str, paging: Paging, start: int, stop: int) -> list[JSON]:
+    async def messages(self, key: str, paging: Paging, start: int, stop: int) -> list[JSON]:
         """Stored messages ``[start, min(stop, sealed))`` from the pages, pending applied.
 
         The first and last page are sliced on the server; the pages between travel whole
@@ -144,31 +147,31 @@ class TaskPages(TaskScope):
         stop = min(stop, paging.sealed)
         if paging.pages == 0 or start >= stop:
             return []
-        bounds = await self._page_bounds(key, paging, start, stop)
-        self._checked(bounds, paging)
+        bounds = await self.bounds(key, paging, start, stop)
+        self.check(bounds, paging)
         whole = [b for b in bounds if b["start"] >= start and b["end"] <= stop]
         found: dict[int, list[JSON]] = {}
         if whole:
             ids = [page_key(key, int(b["page"])) for b in whole]
-            cursor = self._pages.find(
-                {"_id": {"$in": ids}, "tenant": self.tenant},
+            cursor = self.scope.pages.find(
+                {"_id": {"$in": ids}, "tenant": self.scope.tenant},
                 {"_id": 0, "page": 1, "version": 1, "messages": 1},
             )
             for row in await cursor.to_list(length=None):
-                self._checked([row], paging)
+                self.check([row], paging)
                 found[int(row["page"])] = row.get("messages") or []
         for bound in bounds:
             if bound in whole:
                 continue
             first = max(start, int(bound["start"])) - int(bound["start"])
             count = min(stop, int(bound["end"])) - max(start, int(bound["start"]))
-            row = await self._pages.find_one(
-                {"_id": page_key(key, int(bound["page"])), "tenant": self.tenant},
+            row = await self.scope.pages.find_one(
+                {"_id": page_key(key, int(bound["page"])), "tenant": self.scope.tenant},
                 {"_id": 0, "version": 1, "messages": {"$slice": [first, count]}},
             )
             if row is None:
                 raise StalePage(bound["page"])
-            self._checked([row], paging)
+            self.check([row], paging)
             found[int(bound["page"])] = row.get("messages") or []
         messages = [m for bound in bounds for m in found.get(int(bound["page"]), [])]
         if len(messages) != stop - start:
@@ -176,23 +179,23 @@ class TaskPages(TaskScope):
         apply_pending(messages, paging.pending)
         return messages
 
-    async def _sealed_rows(self, key: str, paging: Paging, pipeline_tail: list[JSON]) -> list[JSON]:
+    async def rows(self, key: str, paging: Paging, pipeline_tail: list[JSON]) -> list[JSON]:
         """Rows of a pipeline run over the task's visible pages (``$match`` first), each
         with the page's `start`, `page` and `version`, in page order."""
         if paging.pages == 0:
             return []
-        pipeline = [{"$match": self._pages_of(key, paging)}, *pipeline_tail]
-        rows: list[JSON] = await (await self._pages.aggregate(pipeline)).to_list(length=None)
-        self._checked(rows, paging)
+        pipeline = [{"$match": self.visible(key, paging)}, *pipeline_tail]
+        rows: list[JSON] = await (await self.scope.pages.aggregate(pipeline)).to_list(length=None)
+        self.check(rows, paging)
         rows.sort(key=lambda row: (int(row.get("start", 0)), int(row.get("index", 0))))
         return rows
 
-    async def _sealed_ids(self, key: str, paging: Paging, ids: Sequence[str]) -> set[str]:
+    async def ids(self, key: str, paging: Paging, ids: Sequence[str]) -> set[str]:
         """Which of `ids` are stored in the task's visible pages (ids travel back, not
         messages; the `(tenant, task, messages.id)` index finds the pages)."""
         if paging.pages == 0 or not ids:
             return set()
-        rows = await self._sealed_rows(
+        rows = await self.rows(
             key,
             paging,
             [
@@ -204,7 +207,7 @@ class TaskPages(TaskScope):
         )
         return {row["id"] for row in rows}
 
-    async def _sealed_locate(
+    async def locate(
         self, key: str, paging: Paging, field: str, values: Sequence[Any]
     ) -> list[tuple[int, JSON]]:
         """(index, stored message, pending applied) of the sealed messages whose `field`
@@ -212,7 +215,7 @@ class TaskPages(TaskScope):
         if paging.pages == 0 or not values:
             return []
         path = f"messages.{field}"
-        rows = await self._sealed_rows(
+        rows = await self.rows(
             key,
             paging,
             [
@@ -227,97 +230,24 @@ class TaskPages(TaskScope):
         apply_pending([message for _, message in located], paging.pending)
         return located
 
-    async def _ids_at(self, key: str, paging: Paging, plan: Plan) -> dict[int, str]:
+    async def ids_at(self, key: str, paging: Paging, plan: Plan) -> dict[int, str]:
         """The ids of the sealed messages a plan patches without naming them (a tool call's
         flags: the header keeps only the call's index), read from their pages."""
         wanted = {p.index for p in plan.patches if p.index < paging.sealed and not p.message_id}
         found: dict[int, str] = {}
         for index in sorted(wanted):
-            stored = await self._sealed_range(key, paging, index, index + 1)
+            stored = await self.messages(key, paging, index, index + 1)
             if stored and isinstance(stored[0].get("id"), str):
                 found[index] = stored[0]["id"]
         return found
 
-    async def _last_sealed(self, key: str, paging: Paging) -> JSON | None:
+    async def last(self, key: str, paging: Paging) -> JSON | None:
         """The last sealed message (pending applied), for a task whose open page is empty."""
-        messages = await self._sealed_range(key, paging, paging.sealed - 1, paging.sealed)
+        messages = await self.messages(key, paging, paging.sealed - 1, paging.sealed)
         return messages[0] if messages else None
 
-    async def _read_header_doc(
-        self, task_id: str, *, tail: bool = False, write: bool = False
-    ) -> dict[str, Any]:
-        """As `TaskScope._read_header_doc`; when the open page is empty (every message of a
-        paged task sealed, after retracting), the last message comes from its page."""
-        document = await super()._read_header_doc(task_id, tail=tail, write=write)
-        if (tail or write) and not document.get("messages") and document.get("sealed"):
-            paging = Paging.of(document, strict=not write)
-            last = await self._last_sealed(self._key(task_id), paging)
-            document["messages"] = [last] if last is not None else []
-            document["tail_sealed"] = last is not None
-        return document
-
-    async def _locate(
-        self, task_id: str, message_id: str
-    ) -> tuple[dict[str, Any], int, dict[str, Any]]:
-        """As `TaskScope._locate`, over the open page and the sealed pages: the header
-        document, the message's index in the history and its stored form (pending applied)."""
-        check_name(message_id, "message id")
-        document = await self._read_header_doc(task_id, write=True)
-        paging = Paging.of(document, strict=False)  # a writer's read (see Paging.strict)
-        seq = int(document.get("seq", 0) or 0)
-        stored = document.get("messages") or []
-        if stored and isinstance(stored[-1], dict) and stored[-1].get("id") == message_id:
-            return document, seq - 1, stored[-1]
-        rows = await (
-            await self._tasks.aggregate(
-                pipelines.locate_message_pipeline(self._filter(task_id), message_id, ())
-            )
-        ).to_list(length=1)
-        if rows:
-            return document, paging.sealed + int(rows[0]["index"]), rows[0]["message"]
-        located = await self._sealed_locate(self._key(task_id), paging, "id", [message_id])
-        if not located:
-            raise NotFound(f"no message {message_id!r} in task {task_id!r}")
-        return document, located[0][0], located[0][1]
-
-    async def _after_write(
-        self, task_id: str, version: int, header: TaskHeader, tail: dict[str, Any] | None,
-        *, fold: bool,
-    ) -> None:  # fmt: skip
-        """Housekeeping a committed write may leave: fold changes to sealed messages into
-        their pages, seal the open page once it has grown to twice a page. Both are
-        repairs any later write redoes, so a failure here does not fail the verb."""
-        try:
-            if fold:
-                await self._fold(task_id)
-            if should_seal(header, self.page_policy):
-                sealed = await self._seal(task_id, version, header)
-                if sealed is not None:
-                    after, now = sealed
-                    self._remember(task_id, version + 1, now, after, tail)
-        except PyMongoError as error:
-            self._forget(task_id)
-            logger.warning("task %r: paging after a write failed (%s); the next write "
-                           "repairs it", task_id, error)  # fmt: skip
-
-    def _seal_may_run(self, header: TaskHeader) -> bool:
-        """Could a seal of this task be under way (another process's, with its own page
-        size)? When it is due by this store's page size, or by the default one."""
-        return bool(should_seal(header, self.page_policy) or should_seal(header, DEFAULT_POLICY))
-
-    async def _changed_since(self, task_id: str, version: int) -> bool:
-        """Has the task moved past `version` (a forced seal that found it changed, or lost
-        to another writer, did not fail for lack of room: the verb plans again)?"""
-        document = await self._tasks.find_one(self._filter(task_id), {"version": 1})
-        return document is not None and int(document.get("version", 0)) != version
-
-    async def _seal_now(self, task_id: str, version: int, header: TaskHeader) -> bool:
-        """Seal before a write that would not fit (the cache is dropped either way)."""
-        self._forget(task_id)
-        return await self._seal(task_id, version, header, force=True) is not None
-
     # ------------------------------------------------------------------ seals
-    async def _seal(
+    async def seal(
         self, task_id: str, version: int, header: TaskHeader, *, force: bool = False
     ) -> tuple[TaskHeader, datetime] | None:
         """Seal the task's open page (see the module docstring): the new header and the
@@ -329,11 +259,12 @@ class TaskPages(TaskScope):
         stop it (they only add at the end; the sealed messages are removed by id with
         `$pull`), so a busy task is sealed on time. A forced seal (the document would
         outgrow its limit) cuts a partial last page and is pinned to the exact version."""
-        key = self._key(task_id)
-        query = self._filter(task_id)
+        key = self.scope.key(task_id)
+        query = self.scope.filter(task_id)
         fields = ("version", "updated_at", "created_at", "seq", "sealed", "pages",
                   "sealed_bytes", "patched", "id_filter")  # fmt: skip
-        document = await self._tasks.find_one(query, {**dict.fromkeys(fields, 1), "messages": 1})
+        projection = {**dict.fromkeys(fields, 1), "messages": 1}
+        document = await self.scope.tasks.find_one(query, projection)
         if document is None or (force and document.get("version", 0) != version):
             return None
         read = _counters(document)
@@ -344,14 +275,14 @@ class TaskPages(TaskScope):
             return None
         cuts = cut_pages(
             [bson_size(message) for message in stored], first_index=read["sealed"],
-            first_page=read["pages"], policy=self.page_policy, force=force,
+            first_page=read["pages"], policy=self.scope.page_policy, force=force,
         )  # fmt: skip
         if not cuts:
             return None
         now, born, at = utcnow(), document.get("created_at"), int(document.get("version", 0))
         for cut in cuts:
             page = page_document(
-                key=key, tenant=self.tenant, cut=cut, version=at, now=now, born=born,
+                key=key, tenant=self.scope.tenant, cut=cut, version=at, now=now, born=born,
                 messages=stored[cut.start - read["sealed"] : cut.end - read["sealed"]],
             )  # fmt: skip
             # never over a page this task wrote from a later version (a newer seal is under
@@ -359,8 +290,8 @@ class TaskPages(TaskScope):
             # is garbage
             newer_or_foreign = {"$or": [{"born": {"$ne": born}}, {"version": {"$lt": at + 1}}]}
             try:
-                await self._pages.replace_one(
-                    {"_id": page["_id"], "tenant": self.tenant, **newer_or_foreign},
+                await self.scope.pages.replace_one(
+                    {"_id": page["_id"], "tenant": self.scope.tenant, **newer_or_foreign},
                     page,
                     upsert=True,
                 )
@@ -385,7 +316,8 @@ class TaskPages(TaskScope):
                      **_unchanged("patched", read["patched"])}  # fmt: skip
             gone = [message.get("id") for message in moved]
             drop = {"$pull": {"messages": {"id": {"$in": gone}}}}
-        result = await self._tasks.update_one(guard, {**drop, "$set": sets, "$inc": {"version": 1}})
+        update = {**drop, "$set": sets, "$inc": {"version": 1}}
+        result = await self.scope.tasks.update_one(guard, update)
         if result.matched_count != 1:
             return None
         logger.debug("task %r: sealed pages %d-%d (messages up to %d)",
@@ -410,7 +342,7 @@ class TaskPages(TaskScope):
         every: list[str] = []
         if read["pages"]:  # the ids sealed before, from their pages (once per doubling)
             earlier = Paging(version=0, sealed=read["sealed"], pages=read["pages"], strict=False)
-            cursor = self._pages.find(self._pages_of(key, earlier), {"_id": 0, "messages.id": 1})
+            cursor = self.scope.pages.find(self.visible(key, earlier), {"_id": 0, "messages.id": 1})
             every = [
                 message["id"]
                 for row in await cursor.to_list(length=None)
@@ -420,21 +352,25 @@ class TaskPages(TaskScope):
         rebuilt = id_filter.build(len(every) + len(ids), [*every, *ids])
         return len(rebuilt), {"id_filter": rebuilt}
 
-    async def _unseal_last(self, task_id: str) -> None:
+    async def unseal_last(self, task_id: str) -> None:
         """Bring the last sealed page back into an empty open page (retracting a message
         that was sealed): one guarded task update; the page, now past the mark, is garbage
         the next seal overwrites. Pending changes are folded first, so none is lost."""
-        await self._fold(task_id)
-        query = self._filter(task_id)
+        await self.fold(task_id)
+        query = self.scope.filter(task_id)
         fields = ("version", "updated_at", "sealed", "pages", "sealed_bytes", "pending", "seq")
-        document = await self._tasks.find_one(query, {**dict.fromkeys(fields, 1), "messages": 1})
+        projection = {**dict.fromkeys(fields, 1), "messages": 1}
+        document = await self.scope.tasks.find_one(query, projection)
         if document is None or document.get("messages") or document.get("pending"):
             return  # changed meanwhile: the caller reads again
         paging = Paging.of(document)
         if not paging.pages:
             return
-        page = await self._pages.find_one(
-            {"_id": page_key(self._key(task_id), paging.pages - 1), "tenant": self.tenant}
+        page = await self.scope.pages.find_one(
+            {
+                "_id": page_key(self.scope.key(task_id), paging.pages - 1),
+                "tenant": self.scope.tenant,
+            }
         )
         if page is None or int(page["end"]) != paging.sealed:
             raise NotFound(f"task {task_id!r}: its last sealed page is missing")
@@ -447,16 +383,16 @@ class TaskPages(TaskScope):
             "version": paging.version + 1,
         }
         guard = {**query, "version": paging.version, "updated_at": document.get("updated_at")}
-        await self._tasks.update_one(guard, {"$set": update})
-        self._headers.forget((self.tenant, task_id))
+        await self.scope.tasks.update_one(guard, {"$set": update})
+        self.scope.forget(task_id)
 
     # ------------------------------------------------------------------ folds
-    async def _fold(self, task_id: str) -> bool:
+    async def fold(self, task_id: str) -> bool:
         """Fold the task's pending changes into their pages, then clear them (True if the
         list was cleared, or was empty)."""
-        key = self._key(task_id)
-        query = self._filter(task_id)
-        document = await self._tasks.find_one(
+        key = self.scope.key(task_id)
+        query = self.scope.filter(task_id)
+        document = await self.scope.tasks.find_one(
             query, {"version": 1, "pending": 1, "pending_at": 1, "sealed": 1, "pages": 1}
         )
         if document is None:
@@ -467,11 +403,11 @@ class TaskPages(TaskScope):
         folded_at = int(document.get("pending_at", paging.version))
         indexes = [int(e["i"]) for e in paging.pending if isinstance(e.get("i"), int)]
         if indexes:
-            bounds = await self._page_bounds(key, paging, min(indexes), max(indexes) + 1)
+            bounds = await self.bounds(key, paging, min(indexes), max(indexes) + 1)
             for bound in bounds:
                 if not await self._fold_page(key, bound, paging.pending, folded_at):
                     return False
-        cleared = await self._tasks.update_one(
+        cleared = await self.scope.tasks.update_one(
             {**query, "pending_at": folded_at}, {"$unset": {"pending": "", "pending_at": ""}}
         )
         return bool(cleared.matched_count)
@@ -485,8 +421,9 @@ class TaskPages(TaskScope):
         if not entries or int(bound.get("version", 0)) >= folded_at:
             return True
         _id = page_key(key, int(bound["page"]))
-        page = await self._pages.find_one(
-            {"_id": _id, "tenant": self.tenant}, {"version": 1, "messages": 1, "size_bytes": 1}
+        page = await self.scope.pages.find_one(
+            {"_id": _id, "tenant": self.scope.tenant},
+            {"version": 1, "messages": 1, "size_bytes": 1},
         )
         if page is None or int(page.get("version", 0)) >= folded_at:
             return True
@@ -505,8 +442,8 @@ class TaskPages(TaskScope):
             sets[f"messages.{position}"] = message
         sets["version"] = folded_at
         sets["size_bytes"] = size
-        result = await self._pages.update_one(
-            {"_id": _id, "tenant": self.tenant, "version": page.get("version", 0)},
+        result = await self.scope.pages.update_one(
+            {"_id": _id, "tenant": self.scope.tenant, "version": page.get("version", 0)},
             {"$set": sets},
         )
         return bool(result.matched_count)

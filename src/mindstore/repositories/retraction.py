@@ -1,8 +1,9 @@
 """Retracting the last message: the verb the OpenAI Agents session's `pop_item` needs.
 
-The engine's write loop only sends `$set` updates, which cannot shorten the message array,
-so this verb has its own short guarded loop built from the engine's pieces (per-task lock,
-scope, header cache, retry policy, decoding); the planning is pure (`model/retract.py`).
+The writer's loop (`engine.TaskWriter`) only sends `$set` updates, which cannot shorten the
+message array, so this verb has its own short guarded loop over the port (per-task lock,
+scope, header cache, retry policy, decoding, sealed pages); the planning is pure
+(`model/retract.py`).
 """
 
 from __future__ import annotations
@@ -16,66 +17,49 @@ from mindstore.errors import Conflict
 from mindstore.ids import check_name
 from mindstore.model.messages import AnyMessage
 from mindstore.model.storage_form import bson_size
-from mindstore.repositories.engine import READ_FIELDS
 from mindstore.repositories.pages import PAGING_FIELDS, Paging
-from mindstore.repositories.task_reads import TaskReads
+from mindstore.repositories.port import TaskPort
+from mindstore.repositories.scope import READ_FIELDS
 
 
-class Retraction(TaskReads):
-    """`retract_last`, between the reads and the verbs of the task repository."""
+class Retraction:
+    """`retract_last` over the port (`TaskRepository.retract_last` documents it)."""
+
+    def __init__(self, port: TaskPort) -> None:
+        self.port = port
+        self.scope = port.scope
 
     # ------------------------------------------------------------------ retract
     async def retract_last(self, task_id: str, expected_id: str | None = None) -> AnyMessage | None:
-        """Remove the task's last message in one guarded write and return it.
-
-        The header loses what the message added (`mindstore.model.retract`): size, usage, the
-        calls it opened; a call it answered is open again. `expected_id` makes the call
-        idempotent: the message is removed only while it is the last one, and a replay after it
-        is gone returns None. Concurrent retracts each remove exactly one message (the update is
-        guarded by the header `version` and the message's id).
-
-        Args:
-            task_id: The task.
-            expected_id: Remove the last message only if it has this id.
-
-        Returns:
-            The removed message, or None when nothing was removed (an empty task, or a replay
-            with `expected_id`).
-
-        Raises:
-            InvalidTransition: `expected_id` is stored but not last, or the last message cannot
-                be retracted (e.g. a sub-task's entry or exit).
-            NotFound: No such task in this view.
-            Conflict: Writers kept racing.
-        """
+        """Remove the task's last message in one guarded write and return it."""
         from mindstore.errors import InvalidTransition
         from mindstore.model import retract
         from mindstore.payloads import find_markers
         from mindstore.repositories.updates import changed_header_fields
 
-        key = self._key(task_id)
+        key = self.scope.key(task_id)
         if expected_id is not None:
             check_name(expected_id, "expected_id")
         projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
         projection["messages"] = {"$slice": [-2, 2]}
-        async with self._lock(task_id):
-            for attempt in range(self.retry.attempts):
-                self._forget(task_id)
-                document = await self._find_task(task_id, projection)
+        async with self.scope.lock(task_id):
+            for attempt in range(self.scope.retry.attempts):
+                self.scope.forget(task_id)
+                document = await self.scope.find_task(task_id, projection)
                 header = header_from_document(document)
                 stored = document.get("messages") or []
                 if header.seq == 0:
                     return None
                 if len(stored) < 2 and header.sealed:
                     if not stored:  # every message is sealed: bring the last page back first
-                        await self._unseal_last(task_id)
+                        await self.port.sealed.unseal_last(task_id)
                         continue
                     paging = Paging.of(document, strict=False)  # the update is pinned
-                    stored = [*await self._sealed_range(key, paging, header.sealed - 1,
+                    stored = [*await self.port.sealed.messages(key, paging, header.sealed - 1,
                                                         header.sealed), *stored]  # fmt: skip
-                last = self._decode_raw([stored[-1]], task_id)[0]
+                last = self.port.decode_stored([stored[-1]], task_id)[0]
                 if expected_id is not None and last.id != expected_id:
-                    if await self._count_stored_ids(task_id, {expected_id}) == 0:
+                    if await self.port.count_stored_ids(task_id, {expected_id}) == 0:
                         return None  # retracted already: a replay
                     raise InvalidTransition(
                         f"message {expected_id!r} is not the last message of task {task_id!r}"
@@ -89,34 +73,34 @@ class Retraction(TaskReads):
                     if calls
                     else []
                 )
-                previous = self._decode_raw([stored[-2]], task_id)[0] if len(stored) == 2 else None
+                previous = (
+                    self.port.decode_stored([stored[-2]], task_id)[0] if len(stored) == 2 else None
+                )
                 plan = retract.plan_retract(header, last, bson_size(stored[-1]), previous, reopen)
                 now = utcnow()
                 version = document.get("version", 0)
                 query, update = retract.retract_update(
-                    plan, key=key, tenant=self.tenant, version=version, now=now,
+                    plan, key=key, tenant=self.scope.tenant, version=version, now=now,
                     changed=changed_header_fields(plan.header_before, plan.header),
                     sealed=header.sealed,
                 )  # fmt: skip
-                if self.owner is not None:
-                    query["owner"] = self.owner
-                result = await self._tasks.update_one(query, update)
+                if self.scope.owner is not None:
+                    query["owner"] = self.scope.owner
+                result = await self.scope.tasks.update_one(query, update)
                 if result.matched_count == 1:
-                    self._remember(task_id, version + 1, now, plan.header)
-                    notifier = getattr(self, "_notifier", None)
-                    if notifier is not None:
-                        notifier.notify((self.tenant, task_id))
-                    message = (await self._decode(task_id, [stored[-1]]))[0]
+                    self.scope.remember(task_id, version + 1, now, plan.header)
+                    self.scope.notifier.notify((self.scope.tenant, task_id))
+                    message = (await self.port.decode(task_id, [stored[-1]]))[0]
                     markers: set[str] = set()
                     find_markers(stored[-1], markers)
                     if markers:
-                        await self._payloads.delete_many(
-                            {"_id": {"$in": sorted(markers)}, "tenant": self.tenant}
+                        await self.scope.payloads.delete_many(
+                            {"_id": {"$in": sorted(markers)}, "tenant": self.scope.tenant}
                         )
                     return message
-                await asyncio.sleep(self.retry.delay(attempt))
+                await asyncio.sleep(self.scope.retry.delay(attempt))
         raise Conflict(
-            f"task {task_id!r}: retract_last gave up after {self.retry.attempts} attempts "
+            f"task {task_id!r}: retract_last gave up after {self.scope.retry.attempts} attempts "
             "lost to concurrent writers"
         )
 
@@ -124,21 +108,21 @@ class Retraction(TaskReads):
         """Every stored message holding a call or a result with one of `call_ids` (and its
         index in the history), sealed pages first."""
         pipeline = [
-            {"$match": self._filter(task_id)},
+            {"$match": self.scope.filter(task_id)},
             {"$unwind": {"path": "$messages", "includeArrayIndex": "index"}},
             {"$match": {"messages.content.tool_call_id": {"$in": list(call_ids)}}},
             {"$project": {"_id": 0, "index": 1, "message": "$messages", "sealed": 1}},
         ]
-        rows = await (await self._tasks.aggregate(pipeline)).to_list(length=None)
+        rows = await (await self.scope.tasks.aggregate(pipeline)).to_list(length=None)
         located = [(int(row.get("sealed", 0) or 0) + int(row["index"]), row["message"])
                    for row in rows]  # fmt: skip
         paging = Paging.of(
-            await self._find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)), strict=False
+            await self.scope.find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)), strict=False
         )
-        sealed = await self._sealed_locate(
-            self._key(task_id), paging, "content.tool_call_id", list(call_ids)
+        sealed = await self.port.sealed.locate(
+            self.scope.key(task_id), paging, "content.tool_call_id", list(call_ids)
         )
         return [
-            {"index": index, "message": self._decode_raw([message], task_id)[0]}
+            {"index": index, "message": self.port.decode_stored([message], task_id)[0]}
             for index, message in [*sealed, *located]
         ]

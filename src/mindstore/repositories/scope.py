@@ -1,15 +1,18 @@
-"""One tenant's view of the tasks collection: scope, keys, locks, finds and header reads.
+"""One tenant's view of the tasks collection: scope, keys, locks, finds and the header cache.
 
 Scope is applied here, once, for every read and write: the stored key is
 ``task_key(tenant, task_id)`` and, on an owner-scoped view, every filter also names the
 owner. Documents written before per-tenant keys (``_id`` = the bare task id) are adopted
-the first time a read misses them (`_adopt_legacy`).
+the first time a read misses them (`adopt_legacy`).
 
 A header read brings the header fields and, when the header's tail is needed (a write,
 `tasks.header()`), the last message, from which the tail is derived
-(`documents.header_from_document`); reads that need the level or the configuration only
-leave it on the server (`_scope_header`). Only inclusion projections: the embedded
-backend copies the whole document for an exclusion one.
+(`documents.header_from_document`). Only inclusion projections: the embedded backend
+copies the whole document for an exclusion one.
+
+`TaskScope` is the bottom of the task repository's composition (`port.TaskPort` holds it):
+the collections are its attributes, read at each call, so a test can swap one for a proxy
+(`tests/interleaving.py`) and every reader and writer sees the swap.
 """
 
 from __future__ import annotations
@@ -60,11 +63,13 @@ class RetryPolicy:
     max_delay: float = 0.05
 
     def delay(self, attempt: int) -> float:
+        """A jittered pause before attempt `attempt + 1` (exponential, capped)."""
         return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
 
 
 class TaskScope:
-    """Scope, finds and header reads shared by the task repository's reads and verbs."""
+    """Scope, collections, locks, finds and the header cache of one tenant's tasks (one
+    owner's, on an owner-scoped view): what every reader and writer of a task shares."""
 
     def __init__(
         self,
@@ -83,42 +88,51 @@ class TaskScope:
         self.tenant = check_key(tenant, "tenant")
         self.owner = check_owner(owner)
         self.database = database
-        self._tasks = database[TASKS]
-        self._payloads = database[PAYLOADS]
-        self._pages = database[TASK_PAGES]
-        self._nodes = database[DIALOG_NODES]
-        self._locks = locks if locks is not None else TaskLocks()
+        self.tasks = database[TASKS]
+        self.payloads = database[PAYLOADS]
+        self.pages = database[TASK_PAGES]
+        self.nodes = database[DIALOG_NODES]
+        self.locks = locks if locks is not None else TaskLocks()
         self.retry = retry or RetryPolicy()
         self.offload_threshold = offload_threshold
         self.max_document_bytes = max_document_bytes
-        self._headers = headers if headers is not None else HeaderCache()
-        self._notifier = notifier if notifier is not None else Notifier()
+        self.headers = headers if headers is not None else HeaderCache()
+        self.notifier = notifier if notifier is not None else Notifier()
         self.page_policy = page_policy
         """How large sealed pages are (`model.paging`); None: never seal (every message
         stays in the task document, which then stops at 16 MiB)."""
 
-    # ------------------------------------------------------------------ scope
-    def _lock(self, task_id: str) -> asyncio.Lock:
-        """The task's write queue in the running loop (`TaskLocks`: one lock per loop)."""
-        return self._locks.lock((self.tenant, task_id))
+    def cached(self, task_id: str) -> CachedHeader | None:
+        """The state this process last wrote to the task, if the header cache still has it."""
+        return self.headers.get((self.tenant, task_id))
 
-    def _key(self, task_id: Any) -> str:
+    # ------------------------------------------------------------------ scope
+    def lock(self, task_id: str) -> asyncio.Lock:
+        """The task's write queue in the running loop (`TaskLocks`: one lock per loop)."""
+        return self.locks.lock((self.tenant, task_id))
+
+    def key(self, task_id: Any) -> str:
         """The stored `_id` of one of this tenant's tasks (checks the id first)."""
         return task_key(self.tenant, check_key(task_id, "task id"))
 
-    def _filter(self, task_id: Any) -> dict[str, Any]:
-        query: dict[str, Any] = {"_id": self._key(task_id), "tenant": self.tenant}
+    def filter(self, task_id: Any) -> dict[str, Any]:
+        """The filter of one task in this view: its key, the tenant and (owner-scoped) the
+        owner, so no query can reach outside the view."""
+        query: dict[str, Any] = {"_id": self.key(task_id), "tenant": self.tenant}
         if self.owner is not None:
             query["owner"] = self.owner
         return query
 
-    def _not_found(self, task_id: str) -> NotFound:
+    def not_found(self, task_id: str) -> NotFound:
+        """The error for a task outside this view (missing, or another tenant's or owner's:
+        the two are not told apart)."""
         return NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
 
-    def _offloader(self, task_id: str) -> Offloader:
+    def offloader(self, task_id: str) -> Offloader:
+        """A fresh offloader for one write (values past the threshold go to payloads)."""
         return Offloader(task_id, self.offload_threshold, tenant=self.tenant)
 
-    async def _adopt_legacy(self, task_id: str) -> bool:
+    async def adopt_legacy(self, task_id: str) -> bool:
         """Re-key a task stored before per-tenant ids (``_id`` = bare id) to its tenant key.
 
         Copy first, then drop the old document, so a crash in between leaves both (the
@@ -127,49 +141,49 @@ class TaskScope:
         """
         old = {"_id": legacy_key(task_id), "tenant": self.tenant}
         moved = False
-        for collection in (self._tasks, self._nodes):
+        for collection in (self.tasks, self.nodes):
             document = await collection.find_one(old)
             if document is None:
                 continue
-            document["_id"] = self._key(task_id)
+            document["_id"] = self.key(task_id)
             with contextlib.suppress(DuplicateKeyError):  # adopted by a concurrent reader
                 await collection.insert_one(document)
             await collection.delete_one(old)
-            moved = moved or collection is self._tasks
+            moved = moved or collection is self.tasks
         if moved:
             logger.info("adopted legacy task %r of tenant %r", task_id, self.tenant)
         return moved
 
-    async def _find_task(
+    async def find_task(
         self, task_id: str, projection: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """One task document (projected); NotFound outside this view's scope."""
-        query = self._filter(task_id)
-        document: dict[str, Any] | None = await self._tasks.find_one(query, projection)
-        if document is None and await self._adopt_legacy(task_id):
-            document = await self._tasks.find_one(query, projection)
+        query = self.filter(task_id)
+        document: dict[str, Any] | None = await self.tasks.find_one(query, projection)
+        if document is None and await self.adopt_legacy(task_id):
+            document = await self.tasks.find_one(query, projection)
         if document is None:
-            raise self._not_found(task_id)
+            raise self.not_found(task_id)
         return document
 
-    async def _aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
+    async def aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
                               length: int | None = 1) -> list[dict[str, Any]]:  # fmt: skip
         """Rows of a pipeline that starts by matching this task (filter from `_filter`).
 
         No rows means no such task in scope (the pipelines here always yield a row for an
         existing task), after adopting a legacy document if there is one.
         """
-        query = self._filter(task_id)
-        rows: list[dict[str, Any]] = await (await self._tasks.aggregate(build(query))).to_list(
+        query = self.filter(task_id)
+        rows: list[dict[str, Any]] = await (await self.tasks.aggregate(build(query))).to_list(
             length=length
         )
-        if not rows and await self._adopt_legacy(task_id):
-            rows = await (await self._tasks.aggregate(build(query))).to_list(length=length)
+        if not rows and await self.adopt_legacy(task_id):
+            rows = await (await self.tasks.aggregate(build(query))).to_list(length=length)
         if not rows:
-            raise self._not_found(task_id)
+            raise self.not_found(task_id)
         return rows
 
-    async def _read_header_doc(
+    async def header_document(
         self, task_id: str, *, tail: bool = False, write: bool = False
     ) -> dict[str, Any]:
         """The task's fields without its messages; with `tail` (always for a `write`) also
@@ -182,15 +196,15 @@ class TaskScope:
         projection: dict[str, Any] = dict.fromkeys(PLAN_FIELDS if write else READ_FIELDS, 1)
         if tail or write:
             projection["messages"] = {"$slice": [-1, 1]}
-        return await self._find_task(task_id, projection)
+        return await self.find_task(task_id, projection)
 
-    async def _scope_header(self, task_id: str) -> TaskHeader:
+    async def scope_header(self, task_id: str) -> TaskHeader:
         """The header without its tail (None), for reads that need the level, the open
         calls or the configuration only: the last message, however large, stays on the
         server."""
-        return header_from_document(await self._read_header_doc(task_id))
+        return header_from_document(await self.header_document(task_id))
 
-    def _remember(
+    def remember(
         self,
         task_id: str,
         version: int,
@@ -198,9 +212,11 @@ class TaskScope:
         header: TaskHeader,
         tail: dict[str, Any] | None = None,
     ) -> None:
+        """Cache the state a committed write left (the next verb plans from it, no read)."""
         size = bson_size(tail) if tail is not None else 0
         entry = CachedHeader(version, updated_at, header, tail, size)
-        self._headers.put((self.tenant, task_id), entry)
+        self.headers.put((self.tenant, task_id), entry)
 
-    def _forget(self, task_id: str) -> None:
-        self._headers.forget((self.tenant, task_id))
+    def forget(self, task_id: str) -> None:
+        """Drop the cached state: it may be stale (a failed or unknown write, a re-key)."""
+        self.headers.forget((self.tenant, task_id))

@@ -1,23 +1,34 @@
 """The task repository: every Mind Map verb as one guarded MongoDB update.
 
-The mutation engine (`engine.py`: scope, plan, guard, retry, replay, header cache) and the
-reads (`task_reads.py`) live beside this module; here are the lifecycle (create, import,
-delete, state, title) and the verbs. Every argument is checked before the first write
-(`mindstore.validation`), so a bad call raises a `ValidationError` naming the argument and
-leaves the database as it was.
+`TaskRepository` is a facade over parts composed in its constructor, each with one job:
+
+* the port (`port.TaskPort`): scope (tenant, owner, keys, locks, header cache), the
+  collections, sealed pages and decoding, with the public reads the others share;
+* the writer (`engine.TaskWriter`): a plan run as one guarded update (retry, replay,
+  fold and seal after the write);
+* the reads (`task_reads.TaskReads`), retraction (`retraction.Retraction`) and the
+  content lifecycle (`content_lifecycle.ContentLifecycle`: redact, watch).
+
+Here are the lifecycle (create, import, delete, state, title) and the verbs, which enter
+the writer through `_verb` and `_part_verb`, and the reads, exposed and documented here.
+Every argument is checked before the first write (`mindstore.validation`), so a bad call
+raises a `ValidationError` naming the argument and leaves the database as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import builtins
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.documents import header_from_document, header_to_fields, utcnow
-from mindstore.errors import Conflict, ValidationError
+from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.ids import check_key, check_name, task_key
 from mindstore.model import planner as plans
 from mindstore.model.base import JSON, new_id, now_ts
@@ -30,6 +41,7 @@ from mindstore.model.messages import (
     Usage,
     parse_message,
 )
+from mindstore.model.paging import DEFAULT_POLICY, PagePolicy
 from mindstore.model.parts import (
     ImagePart,
     InformationalPart,
@@ -39,18 +51,30 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolResultContent,
 )
+from mindstore.model.planning import Plan
 from mindstore.model.specs import ToolResultSpec, resolve_alias
 from mindstore.model.storage_form import bson_size, escape_keys
 from mindstore.model.task import Task, check_transition, exit_answer_id, tool_call_id_of
+from mindstore.model.views import SubTaskSpan
+from mindstore.payloads import Offloader
 from mindstore.repositories.bulk_pages import confirm_pages, cut_history, write_pages
 from mindstore.repositories.content_lifecycle import ContentLifecycle
 from mindstore.repositories.engine import (
     MAX_DOCUMENT_BYTES,
     READ_FIELDS,
+    PlanFn,
     RetryPolicy,
+    TaskWriter,
     document_estimate,
 )
-from mindstore.repositories.records import TaskRecord
+from mindstore.repositories.feed import FeedEvent, Notifier
+from mindstore.repositories.header_cache import HeaderCache
+from mindstore.repositories.locks import TaskLocks
+from mindstore.repositories.port import TaskPort
+from mindstore.repositories.records import CheckpointRecord, Page, TaskRecord
+from mindstore.repositories.retraction import Retraction
+from mindstore.repositories.scope import TaskScope
+from mindstore.repositories.task_reads import TaskReads
 from mindstore.validation import (
     MAX_TITLE_CHARS,
     check_enum,
@@ -77,8 +101,173 @@ def _check_messages(messages: Any) -> list[AnyMessage]:
     return list(messages)
 
 
-class TaskRepository(ContentLifecycle):
-    """One tenant's tasks (one owner's, on an owner-scoped view)."""
+class TaskRepository:
+    """One tenant's tasks (one owner's, on an owner-scoped view).
+
+    A facade: the parts it composes (see the module docstring) hold the logic; each public
+    method here is the documented entry to one of them, so a verb or a read is found in
+    one place and no part reaches into another's private helpers.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        tenant: str,
+        *,
+        owner: str | None = None,
+        locks: TaskLocks | None = None,
+        retry: RetryPolicy | None = None,
+        offload_threshold: int = 256 * 1024,
+        max_document_bytes: int = MAX_DOCUMENT_BYTES,
+        headers: HeaderCache | None = None,
+        notifier: Notifier | None = None,
+        page_policy: PagePolicy | None = DEFAULT_POLICY,
+    ) -> None:
+        scope = TaskScope(
+            database, tenant, owner=owner, locks=locks, retry=retry,
+            offload_threshold=offload_threshold, max_document_bytes=max_document_bytes,
+            headers=headers, notifier=notifier, page_policy=page_policy,
+        )  # fmt: skip
+        # the parts (docs/architecture.md, "The task repository"); public, so tests and the
+        # layers above (the context window) use their public surfaces, never a private one
+        self.port = TaskPort(scope)  # scope, collections, sealed pages, decoding, shared reads
+        self.writer = TaskWriter(self.port)  # a verb's plan run as one guarded update
+        self.reads = TaskReads(self.port)
+        self.retraction = Retraction(self.port)
+        self.lifecycle = ContentLifecycle(self.port, self.writer)
+
+    # ------------------------------------------------------------------ the view's settings
+    @property
+    def tenant(self) -> str:
+        """The tenant this view reads and writes."""
+        return self.port.scope.tenant
+
+    @property
+    def owner(self) -> str | None:
+        """The owner an owner-scoped view is limited to (None: the whole tenant)."""
+        return self.port.scope.owner
+
+    @property
+    def database(self) -> Any:
+        """The database the view's collections live in (the dialogs and agents share it)."""
+        return self.port.scope.database
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How often, and after which pauses, a write that lost a race is tried again."""
+        return self.port.scope.retry
+
+    @retry.setter
+    def retry(self, value: RetryPolicy) -> None:
+        self.port.scope.retry = value
+
+    @property
+    def offload_threshold(self) -> int:
+        """Values larger than this many bytes are stored as payloads, not inline."""
+        return self.port.scope.offload_threshold
+
+    @offload_threshold.setter
+    def offload_threshold(self, value: int) -> None:
+        self.port.scope.offload_threshold = value
+
+    @property
+    def max_document_bytes(self) -> int:
+        """The size a task document must stay under (the server's limit: 16 MiB)."""
+        return self.port.scope.max_document_bytes
+
+    @max_document_bytes.setter
+    def max_document_bytes(self, value: int) -> None:
+        self.port.scope.max_document_bytes = value
+
+    @property
+    def page_policy(self) -> PagePolicy | None:
+        """How large sealed pages are (`model.paging`); None: never seal."""
+        return self.port.scope.page_policy
+
+    @page_policy.setter
+    def page_policy(self, value: PagePolicy | None) -> None:
+        self.port.scope.page_policy = value
+
+    # ------------------------------------------------------------------ the verbs' helpers
+    # The lifecycle verbs below use the port's scope and collections through these names;
+    # the collections are read at each call, so a proxy swapped into the scope is seen.
+    @property
+    def _tasks(self) -> Any:
+        return self.port.scope.tasks
+
+    @property
+    def _pages(self) -> Any:
+        return self.port.scope.pages
+
+    @property
+    def _payloads(self) -> Any:
+        return self.port.scope.payloads
+
+    @property
+    def _nodes(self) -> Any:
+        return self.port.scope.nodes
+
+    def _filter(self, task_id: Any) -> dict[str, Any]:
+        return self.port.scope.filter(task_id)
+
+    def _not_found(self, task_id: str) -> NotFound:
+        return self.port.scope.not_found(task_id)
+
+    def _offloader(self, task_id: str) -> Offloader:
+        return self.port.scope.offloader(task_id)
+
+    def _remember(
+        self, task_id: str, version: int, updated_at: datetime, header: TaskHeader,
+        tail: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        self.port.scope.remember(task_id, version, updated_at, header, tail)
+
+    def _forget(self, task_id: str) -> None:
+        self.port.scope.forget(task_id)
+
+    async def _read_header_doc(
+        self, task_id: str, *, tail: bool = False, write: bool = False
+    ) -> dict[str, Any]:
+        return await self.port.header_document(task_id, tail=tail, write=write)
+
+    async def _store_payloads(self, task_id: str, offloader: Offloader) -> None:
+        await self.port.store_payloads(task_id, offloader)
+
+    async def _verb(
+        self,
+        task_id: str,
+        planner_fn: Callable[..., Plan],
+        *args: Any,
+        ids: Sequence[str | None] = (),
+        replay: Callable[[dict[str, AnyMessage]], Any] | None = None,
+        also_guard: Sequence[str | None] = (),
+        require_ids: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> Any:
+        """The verbs' entry to the writer (`TaskWriter.verb`)."""
+        return await self.writer.verb(
+            task_id, planner_fn, *args, ids=ids, replay=replay, also_guard=also_guard,
+            require_ids=require_ids, **kwargs,
+        )  # fmt: skip
+
+    async def _part_verb(
+        self,
+        task_id: str,
+        message_id: str,
+        planner_fn: Callable[..., Plan],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """The part verbs' entry to the writer (`TaskWriter.part_verb`)."""
+        return await self.writer.part_verb(task_id, message_id, planner_fn, *args, **kwargs)
+
+    async def _message_at(self, task_id: str, message_id: str) -> tuple[int, AnyMessage]:
+        """`TaskPort.message_at`, for `repositories.streaming` (which still calls it here)."""
+        return await self.port.message_at(task_id, message_id)
+
+    async def _mutate(self, task_id: str, plan_fn: PlanFn, **options: Any) -> Any:
+        """`TaskWriter.mutate`, for `repositories.streaming` (which still calls it here)."""
+        return await self.writer.mutate(task_id, plan_fn, **options)
 
     # ------------------------------------------------------------------ lifecycle
     async def create(
@@ -947,6 +1136,441 @@ class TaskRepository(ContentLifecycle):
             task_id, message_id, plans.plan_finish_assistant_message, status, usage, tokens_in,
             tokens_out, cache_reads, cache_writes, cost, finished_ts,
         )  # fmt: skip
+
+    # ------------------------------------------------------------------ reads
+    # After the verbs: `list` below would otherwise shadow the builtin in their annotations.
+    async def get(self, task_id: str) -> TaskRecord:
+        """The task's record: owner, title, state, counts, level, usage totals, timestamps.
+
+        One read of the header fields (no messages).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            A `TaskRecord`.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `task_id` is not a task id.
+
+        Example:
+            ```python
+            record = await acme.tasks.get(task.id)
+            record.seq, record.usage.cost
+            ```
+        """
+        return await self.reads.get(task_id)
+
+    async def header(self, task_id: str) -> TaskHeader:
+        """The task's full header (`TaskHeader`): what the planner folds a verb from (sequence,
+        scope stack, open tool calls, usage, paging fields).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The `TaskHeader`.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
+        return await self.reads.header(task_id)
+
+    async def load(self, task_id: str) -> Task:
+        """The whole task in memory as a `mindstore.Task` (the Mind Map's API), e.g. to run Mind
+        Map code over it. Reads every message: for long tasks prefer the range reads.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The in-memory `Task`.
+
+        Raises:
+            NotFound: No such task in this view.
+            Conflict: The task's pages kept changing during the read.
+        """
+        return await self.reads.load(task_id)
+
+    async def list(
+        self,
+        *,
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        updated_after: datetime | None = None,
+    ) -> Page[TaskRecord]:
+        """One page of the tenant's tasks, newest first.
+
+        Keyset-paginated on `(updated_at, _id)`: stable under writes and index-backed. Pass the
+        page's `next_cursor` back as `cursor` for the next page.
+
+        Args:
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            limit: Page size, 1 to 1,000.
+            cursor: The `next_cursor` of the previous page.
+            updated_after: Only tasks updated after this time.
+
+        Returns:
+            A `Page` of `TaskRecord`s with `items` and `next_cursor` (None on the last page).
+
+        Raises:
+            ValidationError: A bad limit, state, owner, cursor or time; an owner other than an
+                owner-scoped view's.
+
+        Example:
+            ```python
+            page = await acme.tasks.list(owner="alice", limit=50)
+            while page.next_cursor:
+                page = await acme.tasks.list(owner="alice", cursor=page.next_cursor)
+            ```
+        """
+        return await self.reads.list(
+            owner=owner, state=state, limit=limit, cursor=cursor, updated_after=updated_after
+        )
+
+    async def read_range(
+        self, task_id: str, start: int = 0, stop: int | None = None
+    ) -> builtins.list[AnyMessage]:
+        """Messages `[start, stop)` of the history (`stop=None`: to the end).
+
+        The one primitive the range reads build on: the open page's part is a `$slice` of the
+        task document's array, the sealed part comes from the pages it overlaps (the first and
+        last sliced on the server), so only the range travels, plus at most the open page when
+        this process guessed the task's paging wrong.
+
+        Args:
+            task_id: The task.
+            start: Index of the first message (0-based).
+            stop: Index after the last message, or None for the end.
+
+        Returns:
+            The messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A negative or non-integer bound.
+            Conflict: The task's pages kept changing during the read.
+        """
+        return await self.reads.read_range(task_id, start, stop)
+
+    async def messages(
+        self, task_id: str, start: int = 0, limit: int | None = None
+    ) -> builtins.list[AnyMessage]:
+        """A window of the history, sliced on the server.
+
+        Args:
+            task_id: The task.
+            start: Index of the first message (0-based).
+            limit: At most this many messages (None: to the end).
+
+        Returns:
+            The messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A negative start or a limit below 1.
+        """
+        return await self.reads.messages(task_id, start, limit)
+
+    async def ends(
+        self, task_id: str, first: int, last: int
+    ) -> tuple[int, builtins.list[AnyMessage], builtins.list[AnyMessage]]:
+        """The message count, the first `first` and the last `last` messages, from one snapshot.
+
+        One read of the task document with two `$slice`s (and, for a paged task, of the pages
+        they reach), so a trimmed fork of a long dialog reads only what it keeps, and the count
+        matches the slices even under concurrent appends.
+
+        Args:
+            task_id: The task.
+            first: How many messages from the start (0 or more).
+            last: How many messages from the end (1 or more).
+
+        Returns:
+            `(count, head, tail)`.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A bound out of range.
+        """
+        return await self.reads.ends(task_id, first, last)
+
+    async def tail(self, task_id: str, count: int = 50) -> builtins.list[AnyMessage]:
+        """The last `count` messages: only they travel over the wire.
+
+        Args:
+            task_id: The task.
+            count: How many (1 or more).
+
+        Returns:
+            The messages, oldest first.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A count below 1.
+
+        Example:
+            ```python
+            recent = await acme.tasks.tail(task.id, 50)
+            ```
+        """
+        return await self.reads.tail(task_id, count)
+
+    async def get_message(self, task_id: str, message_id: str) -> AnyMessage | None:
+        """One message by id, or None if the task has no such message (as in the Mind Map).
+
+        Args:
+            task_id: The task.
+            message_id: The message's id.
+
+        Returns:
+            The message, or None.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `message_id` is not a message id.
+        """
+        return await self.reads.get_message(task_id, message_id)
+
+    async def get_updates(
+        self, task_id: str, since_id: str | None = None, *, since_message_id: str | None = None
+    ) -> builtins.list[AnyMessage]:
+        """The messages after `since_id`: what a client that has seen up to it is missing. All of
+        them when `since_id` is empty or unknown, as in the Mind Map.
+
+        Args:
+            task_id: The task.
+            since_id: The last message the caller has.
+            since_message_id: The Mind Map's spelling of `since_id` (an alias).
+
+        Returns:
+            The newer messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: A bad id, or `since_id` and `since_message_id` disagree.
+
+        Example:
+            ```python
+            newer = await acme.tasks.get_updates(task.id, since_id="u-1")
+            ```
+        """
+        return await self.reads.get_updates(task_id, since_id, since_message_id=since_message_id)
+
+    async def current_task_level(self, task_id: str) -> int:
+        """How deep the task is: 0 at the root, 1 inside a sub-task, and so on.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The level.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
+        return await self.reads.current_task_level(task_id)
+
+    async def level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
+        """The messages of one level, filtered on the server.
+
+        Args:
+            task_id: The task.
+            scope: The entry id of a sub-task, or None for the root level.
+
+        Returns:
+            The level's messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `scope` is not a message id.
+        """
+        return await self.reads.level_messages(task_id, scope)
+
+    async def current_task_messages(self, task_id: str) -> builtins.list[AnyMessage]:
+        """The messages of the current level (the innermost sub-task without an exit, or the root).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The level's messages, in order.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
+        return await self.reads.current_task_messages(task_id)
+
+    async def find_current_task_boundaries(self, task_id: str) -> tuple[int | None, int | None]:
+        """Where the current level starts: `(entry index, None)` inside a sub-task, `(0, None)` at
+        the root (the Mind Map's shape: the current level has no exit yet).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            `(start index, None)`.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
+        return await self.reads.find_current_task_boundaries(task_id)
+
+    async def task_boundaries(self, task_id: str, entry_id: str) -> tuple[int, int | None]:
+        """The entry and exit indexes of any sub-task of the task.
+
+        Args:
+            task_id: The task.
+            entry_id: The sub-task's entry message id.
+
+        Returns:
+            `(entry index, exit index or None while the sub-task is open)`.
+
+        Raises:
+            NotFound: No such task, or no entry `entry_id` in it.
+            ValidationError: `entry_id` is not a message id.
+        """
+        return await self.reads.task_boundaries(task_id, entry_id)
+
+    async def sub_task_spans(self, task_id: str) -> builtins.list[SubTaskSpan]:
+        """Every sub-task of the task as a `SubTaskSpan` (entry and exit indexes, depth, parent,
+        message count, times), from an aggregation pipeline over the messages.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The spans, in entry order.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
+        return await self.reads.sub_task_spans(task_id)
+
+    async def context_source(
+        self, task_id: str
+    ) -> tuple[TaskHeader, CheckpointRecord | None, builtins.list[AnyMessage]]:
+        """The current level as the model should see it, filtered on the server.
+
+        What `tasks.context` builds its window from: the level's messages minus compression
+        messages and minus what the latest checkpoint dropped; the tool results it stubbed come
+        back as skeletons (see `mindstore.compression.view`).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            `(header, the level's latest checkpoint or None, messages)`.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
+        return await self.reads.context_source(task_id)
+
+    async def current_task_config(self, task_id: str) -> TaskConfigPart:
+        """The `TaskConfigPart` that applies now: the current sub-task's initial config, or the
+        latest config message of the level.
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The config.
+
+        Raises:
+            MissingConfig: The task has no configuration (a `NotFound`).
+            NotFound: No such task in this view.
+        """
+        return await self.reads.current_task_config(task_id)
+
+    async def retract_last(self, task_id: str, expected_id: str | None = None) -> AnyMessage | None:
+        """Remove the task's last message in one guarded write and return it.
+
+        The header loses what the message added (`mindstore.model.retract`): size, usage, the
+        calls it opened; a call it answered is open again. `expected_id` makes the call
+        idempotent: the message is removed only while it is the last one, and a replay after it
+        is gone returns None. Concurrent retracts each remove exactly one message (the update is
+        guarded by the header `version` and the message's id).
+
+        Args:
+            task_id: The task.
+            expected_id: Remove the last message only if it has this id.
+
+        Returns:
+            The removed message, or None when nothing was removed (an empty task, or a replay
+            with `expected_id`).
+
+        Raises:
+            InvalidTransition: `expected_id` is stored but not last, or the last message cannot
+                be retracted (e.g. a sub-task's entry or exit).
+            NotFound: No such task in this view.
+            Conflict: Writers kept racing.
+        """
+        return await self.retraction.retract_last(task_id, expected_id)
+
+    async def redact(self, task_id: str, message_id: str, reason: str | None = None,
+                     part_index: int | None = None) -> AnyMessage:  # fmt: skip
+        """Remove one message's content (or one part's), keeping a tombstone: id, role, tool
+        pairing and usage stay, so the conversation's shape and analytics stay consistent.
+
+        One guarded update; the message records when and why (never what). Payloads the
+        redacted content referenced are deleted after the update; calling again (a replay, or
+        after a crash between the two) finishes that and writes nothing else. docs/lifecycle.md.
+
+        Args:
+            task_id: The task.
+            message_id: The message to redact.
+            reason: Why (kept on the message; never the content).
+            part_index: Redact only this part (0-based); None: the whole content.
+
+        Returns:
+            The redacted message.
+
+        Raises:
+            NotFound: No such task or message.
+            ValidationError: A bad reason or part index (past the message's parts).
+
+        Example:
+            ```python
+            await acme.tasks.redact(task.id, "u-1", reason="user asked")
+            ```
+        """
+        return await self.lifecycle.redact(task_id, message_id, reason, part_index)
+
+    async def watch(self, task_id: str, since_id: str | None = None, *,
+                    heartbeat: float | None = None) -> AsyncIterator[FeedEvent]:  # fmt: skip
+        """The task's new messages and part updates, in order (`FeedEvent`s), forever.
+
+        Resumable: `since_id` starts after that message (all messages if it is None or unknown,
+        as `get_updates`). Wakes on this process's writes (embedded and server), and on a server
+        also on other processes' writes through a change stream; `heartbeat` (seconds) adds a
+        periodic re-check for servers without change streams.
+
+        Args:
+            task_id: The task.
+            since_id: Start after this message.
+            heartbeat: Seconds between re-checks when no change stream is available.
+
+        Yields:
+            `FeedEvent`s: `kind` (`"new"` or `"updated"`), `index` and `message`.
+
+        Raises:
+            NotFound: No such task in this view.
+            ValidationError: `since_id` is not a message id.
+
+        Example:
+            ```python
+            async for event in acme.tasks.watch(task.id, since_id="u-1"):
+                print(event.kind, event.message.text())
+            ```
+        """
+        async with aclosing(self.lifecycle.watch(task_id, since_id, heartbeat=heartbeat)) as events:
+            async for event in events:
+                yield event
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,13 @@
 """The tenant's task API: the repository's verbs and reads, plus the context window.
 
-`TaskRepository` stores and reads; the context window is built *on* it (compression reads
-levels and writes checkpoints through the repository), so it cannot live inside it
-without an import cycle. `TaskService` is the class `acme.tasks` actually is: the
-repository with `context()` added on top, which keeps `acme.tasks.context(...)` where the
-README shows it.
+`TaskRepository` (a facade over its port, writer and reads, docs/architecture.md "The task
+repository") stores and reads; the context window is built *on* it (compression reads
+levels through the repository's port and writes checkpoints through its verbs), so it
+cannot live inside it without an import cycle. `TaskService` is the class `acme.tasks`
+actually is: the repository with `context()` and `stream()` added, two thin entries to
+`compression.context.build_context` and `repositories.streaming.MessageStream`, which
+keeps `acme.tasks.context(...)` where the README shows it. The one level of inheritance
+is the whole chain: the repository itself has no base class.
 """
 
 from __future__ import annotations
