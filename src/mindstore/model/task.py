@@ -162,15 +162,15 @@ class Task(Model, TaskVerbs):
         self._header = plan.header
         return plan.result
 
-    def _verb(self, planner_fn: Any, *args: Any, ids: Sequence[str | None] = (),
-              on_replay: Replay | None = None, **kwargs: Any) -> Any:  # fmt: skip
+    def _verb(self, planner_fn: Callable[..., Plan], *args: object, ids: Sequence[str | None] = (),
+              on_replay: Replay | None = None) -> Any:  # fmt: skip
         """Plan and apply; a planning error on a call whose ids are all stored is a replay
         (an exit replayed after its sub-task closed plans as 'exit at the root')."""
         explicit = [i for i in ids if i is not None]
         for value in explicit:
             plans.check_message_id(value)
         try:
-            plan = planner_fn(self.header, self.id, *args, **kwargs)
+            plan = planner_fn(self.header, self.id, *args)
         except MindstoreError:
             stored = self._stored(explicit) if explicit else None
             if stored is None:

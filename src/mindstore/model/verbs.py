@@ -72,7 +72,7 @@ class Step(Generic[R]):
     ids: tuple[str | None, ...] = ()
     """The caller-given message ids: all stored already means a replay (exactly-once)."""
     locate: str | None = None
-    """A part verb: the id of the message it changes (else the verb appends)."""
+    """A part verb (`_part_step`): the id of the message it changes (else the verb appends)."""
     also_guard: tuple[str | None, ...] = ()
     """Further ids that must not be stored yet (the store guards them in its filter)."""
     require_ids: tuple[str, ...] = ()
@@ -147,6 +147,17 @@ class _Replayed:
     message: AnyMessage
 
 
+def _replayed_exit(exit_id: str | None) -> Replay:
+    """An exit's replay in the store: marked, so the answer it wrote is read after the write
+    loop (the in-memory Task reads it from its list at once)."""
+    return lambda stored: _Replayed(stored[exit_id]) if exit_id in stored else None
+
+
+def _part_step(planner: Callable[..., Plan], message_id: str, args: tuple[object, ...]) -> Step[R]:
+    """A part verb's step: it changes the message `message_id` (checked, in both homes)."""
+    return Step(planner, args, locate=plans.check_message_id(message_id))
+
+
 def in_memory(stub: Callable[P, Step[R]]) -> Callable[Concatenate[MemoryHome, P], R]:
     """The in-memory `Task`'s method for a verb: the stub's parameters, sync."""
 
@@ -182,10 +193,7 @@ def in_store(
         step = stub(*args, **kwargs)
         if step.locate is not None:
             return cast(R, await self._part_verb(task_id, step.locate, step.planner, *step.args))
-        replay = step.replay
-        exit_id = step.ids[0] if step.exit_replay else None
-        if step.exit_replay:
-            replay = lambda stored: _Replayed(stored[exit_id]) if exit_id in stored else None  # noqa: E731
+        replay = _replayed_exit(step.ids[0]) if step.exit_replay else step.replay
         result = await self._verb(
             task_id, step.planner, *step.args, ids=step.ids, replay=replay,
             also_guard=step.also_guard, require_ids=step.require_ids,
@@ -742,7 +750,7 @@ def add_text_part(message_id: str, text: str) -> Step[AnyMessage]:
         InvalidTransition: The message is not an assistant message.
         ValidationError: `text` is not a string MongoDB can store.
     """
-    return Step(plans.plan_add_text_part, (text,), locate=message_id)
+    return _part_step(plans.plan_add_text_part, message_id, (text,))
 
 
 def add_reasoning_part(
@@ -763,7 +771,7 @@ def add_reasoning_part(
         InvalidTransition: The message is not an assistant message.
         ValidationError: A bad text or signature.
     """
-    return Step(plans.plan_add_reasoning_part, (reasoning, signature), locate=message_id)
+    return _part_step(plans.plan_add_reasoning_part, message_id, (reasoning, signature))
 
 
 def add_tool_call_part(message_id: str, tool_call: ToolCallPart) -> Step[AssistantMessage]:
@@ -788,7 +796,7 @@ def add_tool_call_part(message_id: str, tool_call: ToolCallPart) -> Step[Assista
             task.id, reply.id, ToolCallPart(tool_call_id="c-1", tool_name="research"))
         ```
     """
-    return Step(plans.plan_add_tool_call_part, (tool_call,), locate=message_id)
+    return _part_step(plans.plan_add_tool_call_part, message_id, (tool_call,))
 
 
 def finish_assistant_message(
@@ -826,7 +834,7 @@ def finish_assistant_message(
         InvalidTransition: The message is not an assistant message.
         ValidationError: A negative, NaN or infinite count or cost, or an unknown status.
     """
-    return Step(
-        plans.plan_finish_assistant_message, (status, usage, tokens_in, tokens_out, cache_reads,
-        cache_writes, cost, finished_ts), locate=message_id,
+    return _part_step(
+        plans.plan_finish_assistant_message, message_id, (status, usage, tokens_in, tokens_out,
+        cache_reads, cache_writes, cost, finished_ts),
     )  # fmt: skip

@@ -24,9 +24,7 @@ from mindstore.model.base import JSON, new_id, now_ts
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import (
     AnyMessage,
-    MessageBase,
     TaskConfigMessage,
-    UnknownMessage,
 )
 from mindstore.model.parts import (
     ImagePart,
@@ -59,15 +57,6 @@ __all__ = [
     "TaskRepository",
     "document_estimate",
 ]
-
-
-def _check_messages(messages: Any) -> list[AnyMessage]:
-    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
-        raise ValidationError("messages must be a list of messages")
-    for message in messages:
-        if not isinstance(message, (MessageBase, UnknownMessage)):
-            raise ValidationError(f"messages must hold messages, got {type(message).__name__}")
-    return list(messages)
 
 
 class TaskRepository(ContentLifecycle):
@@ -152,7 +141,7 @@ class TaskRepository(ContentLifecycle):
             initial.append(
                 TaskConfigMessage(task_id=task_id, started_ts=ts, finished_ts=ts, content=[config])
             )
-        initial.extend(_check_messages(messages))
+        initial.extend(verbs.check_messages(messages))
         if replay:
             for message in initial:
                 plans.check_message_values(message)
