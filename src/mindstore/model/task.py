@@ -11,7 +11,7 @@ are kept, and `finished_ts` bookkeeping is part of the append itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -21,39 +21,16 @@ from mindstore.errors import (
     MissingConfig,
     NotFound,
     ValidationError,
-    WrongType,
 )
 from mindstore.model import planner as plans
-from mindstore.model.base import JSON, Model, new_id
+from mindstore.model import verbs
+from mindstore.model.base import Model, new_id
 from mindstore.model.header import ALLOWED_TRANSITIONS, TaskHeader, TaskState
-from mindstore.model.messages import (
-    AnyMessage,
-    AssistantMessage,
-    CompressionMessage,
-    InformationalMessage,
-    Message,
-    MessageBase,
-    SystemMessage,
-    TaskConfigMessage,
-    TaskEntryMessage,
-    TaskExitMessage,
-    ToolMessage,
-    UnknownMessage,
-    Usage,
-    UserMessage,
-    parse_message,
-)
-from mindstore.model.parts import (
-    ImagePart,
-    InformationalPart,
-    ObserverResult,
-    TaskConfigPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultContent,
-)
+from mindstore.model.messages import AnyMessage, Message, TaskConfigMessage, TaskEntryMessage
+from mindstore.model.parts import ImagePart, TaskConfigPart, TextPart
 from mindstore.model.planner import Plan
-from mindstore.model.specs import ToolResultSpec, resolve_alias
+from mindstore.model.specs import resolve_alias
+from mindstore.model.verbs import exit_answer_id, tool_call_id_of
 from mindstore.model.views import (
     SubTaskSpan,
     level_boundaries,
@@ -61,26 +38,17 @@ from mindstore.model.views import (
     sub_task_spans,
 )
 
+__all__ = [
+    "Task",
+    "TaskVerbs",
+    "apply_path",
+    "check_transition",
+    "exit_answer_id",
+    "tool_call_id_of",
+]
+
+R = TypeVar("R")
 Replay = Callable[[dict[str, AnyMessage]], Any]
-
-
-def tool_call_id_of(tool_call: Any) -> str:
-    """`answer_tool_call` takes the call or its id (the Mind Map: the call; TypeError else)."""
-    if isinstance(tool_call, ToolCallPart):
-        return tool_call.tool_call_id
-    if isinstance(tool_call, str):
-        return tool_call
-    raise WrongType(
-        f"answer_tool_call expects a ToolCallPart or its id, got {type(tool_call).__name__}"
-    )
-
-
-def exit_answer_id(exit_message: AnyMessage) -> str | None:
-    """The id of the ToolMessage a stored exit wrote (None: it answered nothing)."""
-    for part in getattr(exit_message, "content", []):
-        if getattr(part, "type", None) == "taskexit":
-            return getattr(part, "answer_id", None)
-    return None
 
 
 def apply_path(target: Any, path: str, value: Any) -> None:
@@ -104,7 +72,30 @@ def apply_path(target: Any, path: str, value: Any) -> None:
         setattr(target, last, value)
 
 
-class Task(Model):
+class TaskVerbs:
+    """The in-memory Task's verbs, each made from its one declaration in `model/verbs.py`
+    (the repository makes its own from the same ones). A plain class, not the pydantic
+    model itself, so its attributes are never taken for fields."""
+
+    add_message = verbs.in_memory(verbs.add_message)
+    add_messages = verbs.in_memory(verbs.add_messages)
+    add_task_config = verbs.in_memory(verbs.add_task_config)
+    add_human_message = verbs.in_memory(verbs.add_human_message)
+    add_system_message = verbs.in_memory(verbs.add_system_message)
+    add_assistant_message = verbs.in_memory(verbs.add_assistant_message)
+    add_tool_result_message = verbs.in_memory(verbs.add_tool_result_message)
+    add_informational_message = verbs.in_memory(verbs.add_informational_message)
+    add_compression_message = verbs.in_memory(verbs.add_compression_message)
+    answer_tool_call = verbs.in_memory(verbs.answer_tool_call)
+    add_task_entry = verbs.in_memory(verbs.add_task_entry)
+    add_task_exit = verbs.in_memory(verbs.add_task_exit)
+    add_text_part = verbs.in_memory_or_false(verbs.add_text_part)
+    add_reasoning_part = verbs.in_memory_or_false(verbs.add_reasoning_part)
+    add_tool_call_part = verbs.in_memory_or_false(verbs.add_tool_call_part)
+    finish_assistant_message = verbs.in_memory(verbs.finish_assistant_message)
+
+
+class Task(Model, TaskVerbs):
     id: str = Field(default_factory=new_id)
     state: TaskState = TaskState.running
     content: list[ImagePart | TextPart] = Field(default_factory=list)
@@ -171,15 +162,15 @@ class Task(Model):
         self._header = plan.header
         return plan.result
 
-    def _verb(self, planner_fn: Any, *args: Any, ids: Sequence[str | None] = (),
-              on_replay: Replay | None = None, **kwargs: Any) -> Any:  # fmt: skip
+    def _verb(self, planner_fn: Callable[..., Plan], *args: object, ids: Sequence[str | None] = (),
+              on_replay: Replay | None = None) -> Any:  # fmt: skip
         """Plan and apply; a planning error on a call whose ids are all stored is a replay
         (an exit replayed after its sub-task closed plans as 'exit at the root')."""
         explicit = [i for i in ids if i is not None]
         for value in explicit:
             plans.check_message_id(value)
         try:
-            plan = planner_fn(self.header, self.id, *args, **kwargs)
+            plan = planner_fn(self.header, self.id, *args)
         except MindstoreError:
             stored = self._stored(explicit) if explicit else None
             if stored is None:
@@ -239,196 +230,21 @@ class Task(Model):
     def sub_task_spans(self) -> list[SubTaskSpan]:
         return sub_task_spans(self.messages)
 
-    # -- verbs ----------------------------------------------------------------------
-    def add_message(self, message: AnyMessage | JSON) -> AnyMessage:
-        """Any message, unknown roles included (kept as they are, as in the store)."""
-        if isinstance(message, dict):
-            message = parse_message(message)
-        if not isinstance(message, (MessageBase, UnknownMessage)):
-            raise WrongType(f"expected a message, got {type(message).__name__}")
-        return self._verb(plans.plan_add_message, message, ids=[message.id])
-
-    def add_messages(self, messages: Sequence[AnyMessage]) -> list[AnyMessage]:
-        """Several messages in one step (all or nothing)."""
-        if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
-            raise WrongType("messages must be a list of messages")
-        ids = [getattr(m, "id", None) for m in messages]
-        return self._verb(
-            plans.plan_add_messages,
-            list(messages),
-            ids=ids,
-            on_replay=lambda stored: [stored[i] for i in ids if i],
-        )
-
-    def add_task_config(
-        self, part: TaskConfigPart, timestamp: float | None = None
-    ) -> TaskConfigMessage:
-        return self._verb(plans.plan_add_task_config, part, timestamp)
-
-    def add_human_message(
-        self,
-        text: str | list[str] | None = None,
-        images: list[ImagePart] | None = None,
-        is_ui_hidden: bool = False,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-    ) -> UserMessage | None:
-        return self._verb(
-            plans.plan_add_human_message, text, images, is_ui_hidden, timestamp, message_id,
-            ids=[message_id],
-        )  # fmt: skip
-
-    def add_system_message(
-        self, text: str, message_id: str | None = None, timestamp: float | None = None,
-        *, id: str | None = None,
-    ) -> SystemMessage:  # fmt: skip
-        message_id = resolve_alias(message_id, id, "message_id", "id")
-        return self._verb(
-            plans.plan_add_system_message, text, message_id, timestamp, ids=[message_id]
-        )
-
-    def add_assistant_message(
-        self,
-        message_id: str | None = None,
-        timestamp: float | None = None,
-        *,
-        id: str | None = None,
-    ) -> AssistantMessage:
-        message_id = resolve_alias(message_id, id, "message_id", "id")
-        return self._verb(plans.plan_add_assistant_message, message_id, timestamp, ids=[message_id])
-
-    def add_tool_result_message(
-        self,
-        tool_call_id: str,
-        tool_name: str,
-        result: Any,
-        observer_results: Sequence[ObserverResult] | None = None,
-        is_error: bool = False,
-        is_approved: bool = True,
-        tool_result_contents: Sequence[ToolResultContent] | None = None,
-        error_message: str | None = None,
-        is_loading: bool = False,
-        has_feedback: bool = False,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-        terminate: bool = False,
-        metadata: JSON | None = None,
-        *,
-        id: str | None = None,
-    ) -> ToolMessage:
-        """A tool result (the store's `tasks.add_tool_result_message`, in memory)."""
-        spec = ToolResultSpec.from_call((), {
-            "observer_results": observer_results, "is_error": is_error, "is_approved": is_approved,
-            "tool_result_contents": tool_result_contents, "error_message": error_message,
-            "is_loading": is_loading, "has_feedback": has_feedback, "timestamp": timestamp,
-            "message_id": message_id, "terminate": terminate, "metadata": metadata, "id": id,
-        })  # fmt: skip
-        return self._verb(
-            plans.plan_add_tool_result_message, tool_call_id, tool_name, result, spec,
-            ids=[spec.message_id],
-        )  # fmt: skip
-
-    def add_informational_message(
-        self,
-        informational_type: str,
-        details: str,
-        is_visible_ai: bool = False,
-        is_visible_ui: bool = False,
-        additional_data: JSON | list[JSON] | None = None,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-    ) -> InformationalMessage:
-        return self._verb(
-            plans.plan_add_informational_message, informational_type, details, is_visible_ai,
-            is_visible_ui, additional_data, timestamp, message_id, ids=[message_id],
-        )  # fmt: skip
-
-    def add_compression_message(
-        self,
-        start_idx: int,
-        end_idx: int,
-        reason: str,
-        strategies: list[str],
-        compressed_message_ids: list[str],
-        kept_message_ids: list[str],
-        cache: JSON | None = None,
-        metadata: JSON | None = None,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-    ) -> CompressionMessage:
-        referenced = plans.compression_ids(compressed_message_ids, kept_message_ids)
-        if any(self._position(i) is None for i in referenced):
+    def _run(self, step: verbs.Step[R]) -> R:
+        """Run a declared verb's step on the list (`model/verbs.py`; the store runs the same
+        step in one guarded update)."""
+        if step.require_ids and any(self._position(i) is None for i in step.require_ids):
             raise ValidationError(
                 "compressed_message_ids / kept_message_ids name messages "
                 "that the task does not hold"
             )
-        return self._verb(
-            plans.plan_add_compression_message, start_idx, end_idx, reason, strategies,
-            compressed_message_ids, kept_message_ids, cache, metadata, timestamp, message_id,
-            ids=[message_id],
-        )  # fmt: skip
-
-    def answer_tool_call(
-        self,
-        tool_call: ToolCallPart | str,
-        result: Any,
-        observer_results: Sequence[ObserverResult] | None = None,
-        is_error: bool = False,
-        is_approved: bool = True,
-        tool_result_contents: Sequence[ToolResultContent] | None = None,
-        error_message: str | None = None,
-        is_loading: bool = False,
-        has_feedback: bool = False,
-        timestamp: float | None = None,
-        message_id: str | None = None,
-        terminate: bool = False,
-        metadata: JSON | None = None,
-        *,
-        id: str | None = None,
-    ) -> ToolMessage:
-        """Flip the call's flags and append its result, in one step (the store's
-        `tasks.answer_tool_call`, in memory)."""
-        tool_call_id = tool_call_id_of(tool_call)
-        spec = ToolResultSpec.from_call((), {
-            "observer_results": observer_results, "is_error": is_error, "is_approved": is_approved,
-            "tool_result_contents": tool_result_contents, "error_message": error_message,
-            "is_loading": is_loading, "has_feedback": has_feedback, "timestamp": timestamp,
-            "message_id": message_id, "terminate": terminate, "metadata": metadata, "id": id,
-        })  # fmt: skip
-        return self._verb(
-            plans.plan_answer_tool_call, tool_call_id, result, spec, ids=[spec.message_id]
-        )
-
-    def add_task_entry(
-        self,
-        task_description: Sequence[TextPart | ImagePart | InformationalPart],
-        initial_task_config: TaskConfigPart,
-        entry_id: str | None = None,
-        timestamp: float | None = None,
-        trigger_call_id: str | None = None,
-    ) -> TaskEntryMessage:
-        return self._verb(
-            plans.plan_add_task_entry, task_description, initial_task_config, entry_id, timestamp,
-            trigger_call_id, ids=[entry_id],
-        )  # fmt: skip
-
-    def add_task_exit(
-        self,
-        handoff_description: Sequence[TextPart | ImagePart],
-        payload_key: str = "task_result",
-        timestamp: float | None = None,
-        exit_id: str | None = None,
-        result_message_id: str | None = None,
-        *,
-        payloadKey: str | None = None,  # the Mind Map's spelling, an alias
-    ) -> tuple[TaskExitMessage, ToolMessage | None]:
-        payload_key = resolve_alias(
-            payload_key, payloadKey, "payload_key", "payloadKey", "task_result"
-        )
-        return self._verb(
-            plans.plan_add_task_exit, handoff_description, payload_key, timestamp, exit_id,
-            result_message_id, ids=[exit_id], on_replay=self._exit_replay(exit_id),
-        )  # fmt: skip
+        if step.locate is not None:
+            index, message = self._located(step.locate)
+            return cast(
+                R, self.apply(step.planner(self.header, self.id, index, message, *step.args))
+            )
+        on_replay = self._exit_replay(step.ids[0]) if step.exit_replay else step.replay
+        return cast(R, self._verb(step.planner, *step.args, ids=step.ids, on_replay=on_replay))
 
     def _exit_replay(self, exit_id: str | None) -> Replay | None:
         if exit_id is None:
@@ -440,47 +256,6 @@ class Task(Model):
             return exit_message, (self.get_message(answer_id) if answer_id else None)
 
         return replay
-
-    def _part_verb(self, planner_fn: Any, message_id: str, *args: Any) -> bool:
-        """The Mind Map's part verbs return False instead of raising; typed errors stay
-        available through `plan_*` and the repository."""
-        try:
-            index, message = self._located(message_id)
-            self.apply(planner_fn(self.header, self.id, index, message, *args))
-        except (NotFound, InvalidTransition, ValidationError):
-            return False
-        return True
-
-    def add_text_part(self, message_id: str, text: str) -> bool:
-        return self._part_verb(plans.plan_add_text_part, message_id, text)
-
-    def add_reasoning_part(
-        self, message_id: str, reasoning: str, signature: str | None = None
-    ) -> bool:
-        return self._part_verb(plans.plan_add_reasoning_part, message_id, reasoning, signature)
-
-    def add_tool_call_part(self, message_id: str, tool_call: ToolCallPart) -> bool:
-        return self._part_verb(plans.plan_add_tool_call_part, message_id, tool_call)
-
-    def finish_assistant_message(
-        self,
-        message_id: str,
-        status: str = "completed",
-        usage: Usage | None = None,
-        tokens_in: int | None = None,
-        tokens_out: int | None = None,
-        cache_reads: int | None = None,
-        cache_writes: int | None = None,
-        cost: float | None = None,
-        finished_ts: float | None = None,
-    ) -> AssistantMessage:
-        index, message = self._located(message_id)
-        return self.apply(
-            plans.plan_finish_assistant_message(
-                self.header, self.id, index, message, status, usage, tokens_in, tokens_out,
-                cache_reads, cache_writes, cost, finished_ts,
-            )
-        )  # fmt: skip
 
     def set_state(self, state: TaskState | str) -> None:
         self.state = check_transition(self.state, state)
