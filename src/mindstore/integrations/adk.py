@@ -1,0 +1,426 @@
+"""`MindstoreSessionService`: Google ADK's `BaseSessionService` on mindstore.
+
+```python
+from mindstore.integrations.adk import MindstoreSessionService
+
+service = MindstoreSessionService(store.scoped("acme"))     # the view's tenant
+runner = Runner(agent=agent, app_name="trips", session_service=service)
+```
+
+Where things are kept:
+
+* a **session** is a task (`adk_events.session_task_id(app, user, session)`), owned by the
+  user (`owner_of(user_id)`), its metadata naming app, user and session. Its first message
+  (slot 0) is a task config holding the session's creation time and initial state; every
+  event after it is one message (`adk_events`): typed parts, the event's own fields beside
+  them, so `acme.tasks`, the formats, analytics, backups, erase, retention and redaction see
+  an ADK session as a conversation;
+* **session state** lives in the history: a message whose event changed it holds the
+  whole session state after it, every other one points at the last such message
+  (`state_at`), so the event and its session-state change are one write;
+* **`app:` and `user:` state** live in registers (`adk_state`), `temp:` state nowhere.
+
+`get_session` reads ranges: `GetSessionConfig(num_recent_events=n)` is `tail(n)` plus the
+message holding the session state when it is older, and the two registers' last snapshots,
+whatever the history's length; `after_timestamp` reads back from the end in growing ranges
+until an older event.
+
+Appends are compare-and-swap on the history: a session handle knows how many messages its
+task held when it was read or last written (`Session._storage_update_marker`, as
+`DatabaseSessionService` keeps it), the next message's id is derived from that slot, and the
+store's exactly-once guard refuses a second message in one slot. So an append from a handle
+that another writer has overtaken raises `StaleSessionError` and stores nothing, an event
+redelivered to the slot it already holds is stored once, and appends on one handle from
+concurrent coroutines queue on a per-session lock and all land in call order. The
+`app:`/`user:` part of a state delta is merged into its register right after the event's
+write (one guarded write each; a process that dies between the two leaves the event stored
+with its whole delta, and the shared register without that part).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+import weakref
+from typing import Any, Protocol
+
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
+from pydantic_core import to_jsonable_python
+
+from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.integrations.adk_events import (
+    MARKER,
+    adk_metadata,
+    check_adk_id,
+    entry_of,
+    event_of,
+    is_event,
+    message_for,
+    owner_of,
+    session_task_id,
+    slot_id,
+    timestamp_of,
+)
+from mindstore.integrations.adk_state import StateRegister
+from mindstore.model.base import JSON
+from mindstore.model.messages import AnyMessage, TaskConfigMessage
+from mindstore.model.parts import TaskConfigPart
+from mindstore.services.tasks import TaskService
+
+__all__ = ["MindstoreSessionService"]
+
+STALE_SESSION = (
+    "The session has been modified in storage since it was loaded. "
+    "Please reload the session before appending more events."
+)
+"""ADK's own wording (`DatabaseSessionService`), which callers match."""
+MODEL_NAME = "adk"
+"""The model name of a session's task config: ADK names models per agent, not per session."""
+LIST_PAGE = 1000
+AFTER_FIRST_READ = 64
+
+
+class TenantView(Protocol):
+    """What the service uses of a store view (`store.scoped(tenant)`)."""
+
+    @property
+    def tasks(self) -> TaskService: ...
+
+
+def _json_safe(state: dict[str, Any]) -> JSON:
+    """State values as JSON; what JSON cannot say is stored as its string (ADK's database
+    service does the same), so a callable in a delta does not lose the event."""
+    safe: JSON = to_jsonable_python(state, fallback=str)
+    return safe
+
+
+def _split(delta: dict[str, Any] | None) -> tuple[JSON, JSON, JSON]:
+    """(app, user, session) parts of a state delta, prefixes removed; `temp:` dropped."""
+    app: JSON = {}
+    user: JSON = {}
+    session: JSON = {}
+    for key, value in _json_safe(dict(delta or {})).items():
+        if key.startswith(State.APP_PREFIX):
+            app[key.removeprefix(State.APP_PREFIX)] = value
+        elif key.startswith(State.USER_PREFIX):
+            user[key.removeprefix(State.USER_PREFIX)] = value
+        elif not key.startswith(State.TEMP_PREFIX):
+            session[key] = value
+    return app, user, session
+
+
+def _merged(session_state: JSON, app: JSON, user: JSON) -> dict[str, Any]:
+    state: dict[str, Any] = dict(session_state)
+    state.update({State.APP_PREFIX + key: value for key, value in app.items()})
+    state.update({State.USER_PREFIX + key: value for key, value in user.items()})
+    return state
+
+
+class MindstoreSessionService(BaseSessionService):
+    """ADK sessions stored in mindstore (see the module doc).
+
+    Args:
+        view: A tenant's view of a store (`store.scoped("acme")`); sessions are its tasks,
+            owned by their ADK user.
+    """
+
+    def __init__(self, view: TenantView) -> None:
+        self._tasks = view.tasks
+        self._locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._states: dict[str, tuple[int, int, JSON]] = {}
+        """Per session task: (message count, index of the state message, session state),
+        as this service last wrote or read it (a handle at that count needs no read)."""
+
+    async def close(self) -> None:
+        """Nothing to release: the store is the caller's (`store.close()`). Here so the
+        service stands where ADK's `DatabaseSessionService` did (`close`, `async with`)."""
+
+    async def __aenter__(self) -> MindstoreSessionService:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- names -----------------------------------------------------------------------------
+
+    def _register(self, scope: str, app_name: str, user_id: str) -> StateRegister:
+        if scope == "app":
+            return StateRegister(self._tasks, "app", app_name, None, None)
+        return StateRegister(self._tasks, "user", app_name, user_id, owner_of(user_id))
+
+    def _lock(self, task_id: str) -> asyncio.Lock:
+        key = (id(asyncio.get_running_loop()), task_id)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+    # -- create ----------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session (a task of the user's); `app:`/`user:` keys of `state` go to
+        their registers, `temp:` keys nowhere.
+
+        Raises:
+            AlreadyExistsError: This app and user already have a session of that id.
+            ValidationError: An id that is not 1-512 characters without control characters.
+        """
+        check_adk_id(app_name, "app_name")
+        check_adk_id(user_id, "user_id")
+        if session_id is not None and not isinstance(session_id, str):
+            raise ValidationError(f"invalid session_id: expected a string, got {session_id!r}")
+        session_id = session_id.strip() if session_id else None
+        session_id = check_adk_id(session_id or str(uuid.uuid4()), "session_id")
+        app, user, own = _split(state)
+        task_id = session_task_id(app_name, user_id, session_id)
+        created = time.time()
+        first = TaskConfigMessage(
+            id=slot_id(task_id, 0),
+            content=[TaskConfigPart(model_name=MODEL_NAME)],
+            metadata=adk_metadata({"slot": 0, "created": created, "state": own, "state_at": 0}),
+        )
+        metadata = {**MARKER, "app_name": app_name, "user_id": user_id, "session_id": session_id}
+        try:
+            await self._tasks.create(
+                task_id=task_id, owner=owner_of(user_id), metadata=metadata, messages=[first]
+            )
+        except Conflict:
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        source = f"{task_id}/0"
+        if app:
+            app = await self._register("app", app_name, user_id).apply(app, source)
+        else:
+            app = (await self._register("app", app_name, user_id).read())[1]
+        if user:
+            user = await self._register("user", app_name, user_id).apply(user, source)
+        else:
+            user = (await self._register("user", app_name, user_id).read())[1]
+        self._states[task_id] = (1, 0, own)
+        session = Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=_merged(own, app, user),
+            last_update_time=created,
+        )
+        session._storage_update_marker = "1"
+        return session
+
+    # -- read ------------------------------------------------------------------------------
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """The session with its events (all, or as `config` limits them), or None.
+
+        Only the events returned are read (with the message holding the session state, and
+        the two registers' last snapshots).
+        """
+        check_adk_id(app_name, "app_name")
+        check_adk_id(user_id, "user_id")
+        session_id = check_adk_id(session_id.strip() if isinstance(session_id, str)
+                                  else session_id, "session_id")  # fmt: skip
+        task_id = session_task_id(app_name, user_id, session_id)
+        recent = config.num_recent_events if config is not None else None
+        after = config.after_timestamp if config is not None else None
+        try:
+            if recent is not None:
+                messages = await self._tasks.tail(task_id, max(recent, 1))
+            elif after is not None:
+                messages = await self._after(task_id, after)
+            else:
+                messages = await self._tasks.read_range(task_id, 0)
+        except NotFound:
+            return None
+        last = messages[-1]
+        count = int(entry_of(last)["slot"]) + 1
+        own = await self._session_state(task_id, count, messages)
+        events = [event_of(m) for m in messages if is_event(m)]
+        if recent is not None:
+            events = events[-recent:] if recent else []
+        if after is not None:
+            index = len(events) - 1
+            while index >= 0 and events[index].timestamp >= after:
+                index -= 1
+            events = events[index + 1 :]
+        app = (await self._register("app", app_name, user_id).read())[1]
+        user = (await self._register("user", app_name, user_id).read())[1]
+        session = Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=_merged(own, app, user),
+            events=events,
+            last_update_time=timestamp_of(last),
+        )
+        session._storage_update_marker = str(count)
+        return session
+
+    async def _after(self, task_id: str, after: float) -> list[AnyMessage]:
+        """The history's end back to its first event older than `after` (or its start),
+        read in ranges that double."""
+        size = AFTER_FIRST_READ
+        while True:
+            messages = await self._tasks.tail(task_id, size)
+            if len(messages) < size or any(
+                is_event(m) and timestamp_of(m) < after for m in messages
+            ):
+                return messages
+            size *= 2
+
+    async def _session_state(
+        self, task_id: str, count: int, messages: list[AnyMessage] | None = None
+    ) -> JSON:
+        """The session state after the history's first `count` messages."""
+        cached = self._states.get(task_id)
+        if cached is not None and cached[0] == count:
+            return dict(cached[2])
+        if not messages or int(entry_of(messages[-1]).get("slot", -1)) != count - 1:
+            messages = await self._tasks.read_range(task_id, count - 1, count)
+        at = int(entry_of(messages[-1])["state_at"])
+        holder = next((m for m in messages if entry_of(m).get("slot") == at), None)
+        if holder is None:
+            holder = (await self._tasks.read_range(task_id, at, at + 1))[0]
+        state = dict(entry_of(holder).get("state") or {})
+        self._states[task_id] = (count, at, state)
+        return dict(state)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's `user:` state, keys without the prefix ({} when none)."""
+        check_adk_id(app_name, "app_name")
+        check_adk_id(user_id, "user_id")
+        return dict((await self._register("user", app_name, user_id).read())[1])
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """The app's sessions (one user's, or every user's), without events, oldest update
+        first (ADK's order), each with its merged state."""
+        check_adk_id(app_name, "app_name")
+        owner = None
+        if user_id is not None:
+            owner = owner_of(check_adk_id(user_id, "user_id"))
+        found: list[tuple[str, str, str]] = []
+        cursor: str | None = None
+        while True:
+            page = await self._tasks.list(owner=owner, limit=LIST_PAGE, cursor=cursor)
+            for record in page.items:
+                metadata = record.metadata or {}
+                if (
+                    metadata.get("integration") == MARKER["integration"]
+                    and "session_id" in metadata
+                    and metadata.get("app_name") == app_name
+                    and (user_id is None or metadata.get("user_id") == user_id)
+                ):
+                    found.append((metadata["user_id"], metadata["session_id"], record.id))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        sessions = []
+        for user, session_id, _task in found:
+            session = await self.get_session(
+                app_name=app_name, user_id=user, session_id=session_id,
+                config=GetSessionConfig(num_recent_events=0),
+            )  # fmt: skip
+            if session is not None:
+                sessions.append(session)
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    # -- delete ----------------------------------------------------------------------------
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete the session's task (its `app:`/`user:` state stays); no such session: a
+        no-op."""
+        check_adk_id(app_name, "app_name")
+        check_adk_id(user_id, "user_id")
+        session_id = check_adk_id(session_id.strip() if isinstance(session_id, str)
+                                  else session_id, "session_id")  # fmt: skip
+        task_id = session_task_id(app_name, user_id, session_id)
+        with contextlib.suppress(NotFound):
+            await self._tasks.delete(task_id)
+        self._states.pop(task_id, None)
+
+    # -- append ----------------------------------------------------------------------------
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Store `event` and apply its state delta (see the module doc for the guarantees).
+
+        Raises:
+            SessionNotFoundError: The session is not stored (or was deleted).
+            StaleSessionError: Another writer appended since `session` was read.
+        """
+        if event.partial:
+            return event
+        task_id = session_task_id(session.app_name, session.user_id, session.id)
+        async with self._lock(task_id):
+            if any(e == event for e in session.events if e.id == event.id):
+                return event  # redelivered to the handle that holds it
+            self._apply_temp_state(session, event)
+            event = self._trim_temp_delta_state(event)
+            count = await self._count(task_id, session)
+            app, user, own = _split(event.actions.state_delta if event.actions else None)
+            try:
+                state = await self._session_state(task_id, count)
+            except (NotFound, IndexError):
+                raise SessionNotFoundError(f"Session {session.id} not found.") from None
+            cached = self._states[task_id]
+            entry: JSON = {"slot": count, "state_at": cached[1]}
+            if own:
+                state = {**state, **own}
+                entry.update(state=state, state_at=count)
+            message = message_for(event, slot_id(task_id, count), entry)
+            try:
+                stored = await self._tasks.add_messages(task_id, [message])
+            except NotFound:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from None
+            if entry_of(stored[0]).get("event") != entry_of(message)["event"]:
+                raise StaleSessionError(STALE_SESSION)
+            self._states[task_id] = (count + 1, int(entry["state_at"]), state)
+            source = f"{task_id}/{count}"
+            if user:
+                await self._register("user", session.app_name, session.user_id).apply(user, source)
+            if app:
+                await self._register("app", session.app_name, session.user_id).apply(app, source)
+            session.last_update_time = event.timestamp
+            session._storage_update_marker = str(count + 1)
+            return self._commit_event_to_session(session, event)
+
+    async def _count(self, task_id: str, session: Session) -> int:
+        """How many messages the handle's task held when the handle was last in step; a
+        handle without a marker (built by hand) is taken as current."""
+        marker = session._storage_update_marker
+        if marker is not None and marker.isdigit():
+            return int(marker)
+        try:
+            last = await self._tasks.tail(task_id, 1)
+        except NotFound:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from None
+        return int(entry_of(last[-1])["slot"]) + 1
