@@ -252,17 +252,18 @@ class MindstoreSessionService(BaseSessionService):
         after = config.after_timestamp if config is not None else None
         try:
             if recent is not None:
-                messages = await self._tasks.tail(task_id, max(recent, 1))
+                count, _, messages = await self._tasks.ends(task_id, 0, max(recent, 1))
             elif after is not None:
-                messages = await self._after(task_id, after)
+                count, messages = await self._after(task_id, after)
             else:
                 messages = await self._tasks.read_range(task_id, 0)
+                count = len(messages)
         except NotFound:
             return None
-        last = messages[-1]
-        count = int(entry_of(last)["slot"]) + 1
-        own = await self._session_state(task_id, count, messages)
-        events = [event_of(m) for m in messages if is_event(m)]
+        base = count - len(messages)  # the index of messages[0]
+        known = dict(enumerate(messages, base))
+        own = await self._session_state(task_id, count, known, cached=False)
+        events = [event_of(m) for i, m in known.items() if i > 0]
         if recent is not None:
             events = events[-recent:] if recent else []
         if after is not None:
@@ -278,39 +279,62 @@ class MindstoreSessionService(BaseSessionService):
             user_id=user_id,
             state=_merged(own, app, user),
             events=events,
-            last_update_time=timestamp_of(last),
+            last_update_time=timestamp_of(messages[-1]),
         )
         session._storage_update_marker = str(count)
         return session
 
-    async def _after(self, task_id: str, after: float) -> list[AnyMessage]:
-        """The history's end back to its first event older than `after` (or its start),
-        read in ranges that double."""
+    async def _after(self, task_id: str, after: float) -> tuple[int, list[AnyMessage]]:
+        """The message count, and the history's end back to its first event older than
+        `after` (or its start), read in ranges that double."""
         size = AFTER_FIRST_READ
         while True:
-            messages = await self._tasks.tail(task_id, size)
+            count, _, messages = await self._tasks.ends(task_id, 0, size)
             if len(messages) < size or any(
                 is_event(m) and timestamp_of(m) < after for m in messages
             ):
-                return messages
+                return count, messages
             size *= 2
 
     async def _session_state(
-        self, task_id: str, count: int, messages: list[AnyMessage] | None = None
+        self,
+        task_id: str,
+        count: int,
+        known: dict[int, AnyMessage] | None = None,
+        *,
+        cached: bool = True,
     ) -> JSON:
-        """The session state after the history's first `count` messages."""
-        cached = self._states.get(task_id)
-        if cached is not None and cached[0] == count:
-            return dict(cached[2])
-        if not messages or int(entry_of(messages[-1]).get("slot", -1)) != count - 1:
-            messages = await self._tasks.read_range(task_id, count - 1, count)
-        at = int(entry_of(messages[-1])["state_at"])
-        holder = next((m for m in messages if entry_of(m).get("slot") == at), None)
-        if holder is None:
-            holder = (await self._tasks.read_range(task_id, at, at + 1))[0]
-        state = dict(entry_of(holder).get("state") or {})
-        self._states[task_id] = (count, at, state)
-        return dict(state)
+        """The session state after the history's first `count` messages.
+
+        The last message points at the one holding the state (`state_at`). A message
+        redacted whole has lost its entry: the state is then the one before it (its
+        change is redacted with it), found from the message before. `cached`: the state
+        this service last wrote at that count serves without a read (appends; reads always
+        read, so they see a redaction made elsewhere)."""
+        last = self._states.get(task_id) if cached else None
+        if last is not None and last[0] == count:
+            return dict(last[2])
+        known = dict(known or {})
+        index = count - 1
+        while index >= 0:
+            if index not in known:
+                known[index] = (await self._tasks.read_range(task_id, index, index + 1))[0]
+            entry = entry_of(known[index])
+            at = entry.get("state_at")
+            if at is None:  # redacted: ask the message before
+                index -= 1
+                continue
+            at = int(at)
+            if at != index:
+                index = at
+                continue
+            if "state" not in entry:
+                index -= 1
+                continue
+            state = dict(entry["state"])
+            self._states[task_id] = (count, at, state)
+            return dict(state)
+        raise NotFound(f"task {task_id!r} holds no ADK session")
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's `user:` state, keys without the prefix ({} when none)."""
@@ -389,8 +413,10 @@ class MindstoreSessionService(BaseSessionService):
             app, user, own = _split(event.actions.state_delta if event.actions else None)
             try:
                 state = await self._session_state(task_id, count)
-            except (NotFound, IndexError):
+            except NotFound:
                 raise SessionNotFoundError(f"Session {session.id} not found.") from None
+            except IndexError:  # the history is shorter than the handle saw: recreated
+                raise StaleSessionError(STALE_SESSION) from None
             cached = self._states[task_id]
             entry: JSON = {"slot": count, "state_at": cached[1]}
             if own:
@@ -398,7 +424,12 @@ class MindstoreSessionService(BaseSessionService):
                 entry.update(state=state, state_at=count)
             message = message_for(event, slot_id(task_id, count), entry)
             try:
-                stored = await self._tasks.add_messages(task_id, [message])
+                try:
+                    stored = await self._tasks.add_messages(task_id, [message])
+                except ValidationError:  # typed parts the history refuses (a call id
+                    # already open, say): the event untyped, its content kept verbatim
+                    message = message_for(event, message.id, entry, typed=False)
+                    stored = await self._tasks.add_messages(task_id, [message])
             except NotFound:
                 raise SessionNotFoundError(f"Session {session.id} not found.") from None
             if entry_of(stored[0]).get("event") != entry_of(message)["event"]:
@@ -420,7 +451,7 @@ class MindstoreSessionService(BaseSessionService):
         if marker is not None and marker.isdigit():
             return int(marker)
         try:
-            last = await self._tasks.tail(task_id, 1)
+            count, _, _ = await self._tasks.ends(task_id, 0, 1)
         except NotFound:
             raise SessionNotFoundError(f"Session {session.id} not found.") from None
-        return int(entry_of(last[-1])["slot"]) + 1
+        return count

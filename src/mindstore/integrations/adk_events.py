@@ -46,7 +46,9 @@ from mindstore.model.messages import (
     InformationalMessage,
     MessageBase,
     Usage,
+    UserMessage,
 )
+from mindstore.model.roles import check_role_content
 
 FORMAT = "adk"
 MARKER = {"integration": "adk"}
@@ -112,32 +114,36 @@ def _typed(content: types.Content) -> tuple[AnyMessage, JSON] | None:
     dumped = content.model_dump(mode="json", by_alias=True, exclude_none=True)
     try:
         converted = from_gemini({"contents": [dumped]})
+        if len(converted) != 1 or not isinstance(converted[0], MessageBase):
+            return None
+        message = converted[0]
+        check_role_content(message)  # e.g. a thought in a user turn: no typed home
     except ValidationError:
         return None
-    if len(converted) != 1 or not isinstance(converted[0], MessageBase):
-        return None
-    message = converted[0]
     return message, read_entry(message.metadata, "gemini")
 
 
-def message_for(event: Event, message_id: str, entry: JSON | None = None) -> AnyMessage:
+def message_for(
+    event: Event, message_id: str, entry: JSON | None = None, *, typed: bool = True
+) -> AnyMessage:
     """The message that stores `event` (see the module doc).
 
     Args:
         event: The ADK event (`partial` events are never stored).
         message_id: The message's id.
         entry: More to keep in the message's ``adk`` entry (slot, session state).
+        typed: False: no typed parts, the content kept verbatim (for a history that refuses
+            the typed message).
 
     Returns:
         The message, checked to give `event` back exactly.
     """
     kept: JSON = {**(entry or {}), "event": _dump_event(event)}
     message: AnyMessage | None = None
-    if event.content is not None:
-        typed = _typed(event.content)
-        if typed is not None:
-            message, gemini = typed
-            kept["content"] = {"gemini": gemini}
+    converted = _typed(event.content) if typed and event.content is not None else None
+    if converted is not None:
+        message, gemini = converted
+        kept["content"] = {"gemini": gemini}
     if message is None:
         message = InformationalMessage()
         if event.content is not None:  # nothing typed: the content as it came
@@ -195,8 +201,14 @@ def is_event(message: AnyMessage) -> bool:
 
 
 def event_of(message: AnyMessage) -> Event:
-    """The event `message` stores (`message_for`'s inverse)."""
+    """The event `message` stores (`message_for`'s inverse).
+
+    A message redacted whole has lost the event's own fields with its metadata: it reads
+    as an event of the message's id and time, by ``user`` (a user message) or
+    ``redacted``, with the Gemini export's placeholder content."""
     entry = entry_of(message)
+    if "event" not in entry:
+        return _redacted(message)
     dumped = dict(entry["event"])
     content = entry.get("content") or {}
     if "raw" in content:
@@ -211,6 +223,18 @@ def event_of(message: AnyMessage) -> Event:
     return Event.model_validate_json(json.dumps(dumped))
 
 
+def _redacted(message: AnyMessage) -> Event:
+    if not isinstance(message, MessageBase):
+        return Event(author="redacted")
+    contents = to_gemini([message]).get("contents") or []
+    return Event(
+        id=message.id,
+        author="user" if isinstance(message, UserMessage) else "redacted",
+        timestamp=float(message.started_ts),
+        content=types.Content.model_validate(contents[0]) if contents else None,
+    )
+
+
 def _side(message: AnyMessage) -> str:
     return "model" if isinstance(message, AssistantMessage) else "user"
 
@@ -220,4 +244,6 @@ def timestamp_of(message: AnyMessage) -> float:
     entry = entry_of(message)
     if "event" in entry:
         return float(entry["event"]["timestamp"])
-    return float(entry.get("created", 0.0))
+    if "created" in entry:
+        return float(entry["created"])
+    return float(getattr(message, "started_ts", 0.0))  # redacted whole
