@@ -41,6 +41,7 @@ from mindstore.integrations.adk_events import (
 from mindstore.model.messages import AssistantMessage, ToolMessage, UserMessage
 from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from mindstore.store import Store
+from test_integrations_docs import example
 
 APP = "trips"
 
@@ -438,3 +439,10 @@ async def test_any_id_adk_accepts_names_a_session(store: Store) -> None:
     ]
     user_register = register_task_id("user", odd["app_name"], odd["user_id"])
     assert (await store.scoped("acme").tasks.get(user_register)).owner == owner_of(odd["user_id"])
+
+
+def test_the_docs_example_runs() -> None:
+    """docs/integrations.md, "Google ADK": the example runs as it is (tests/
+    test_integrations_docs.py runs the other frameworks' the same way)."""
+    code = compile(example("Google ADK"), "docs/integrations.md (Google ADK)", "exec")
+    exec(code, {"__name__": "__main__"})  # the documented example itself
