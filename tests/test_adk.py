@@ -446,3 +446,9 @@ def test_the_docs_example_runs() -> None:
     test_integrations_docs.py runs the other frameworks' the same way)."""
     code = compile(example("Google ADK"), "docs/integrations.md (Google ADK)", "exec")
     exec(code, {"__name__": "__main__"})  # the documented example itself
+
+
+async def test_an_owner_scoped_view_is_refused(store: Store) -> None:
+    """The ADK user is the owner, and `app:` state spans owners: a tenant view only."""
+    with pytest.raises(ValidationError, match="view"):
+        MindstoreSessionService(store.scoped("acme", owner="ann"))

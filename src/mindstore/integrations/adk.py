@@ -89,6 +89,8 @@ STALE_SESSION = (
 MODEL_NAME = "adk"
 """The model name of a session's task config: ADK names models per agent, not per session."""
 LIST_PAGE = 1000
+STATES_KEPT = 4096
+"""How many sessions' states a service keeps to append without a read (least recent go)."""
 AFTER_FIRST_READ = 64
 
 
@@ -137,6 +139,11 @@ class MindstoreSessionService(BaseSessionService):
     """
 
     def __init__(self, view: TenantView) -> None:
+        if getattr(view, "owner", None) is not None:
+            raise ValidationError(
+                "view: ADK sessions take their owner from the ADK user id, and `app:` state "
+                "is shared by an app's users: pass a tenant view, store.scoped(tenant)"
+            )
         self._tasks = view.tasks
         self._locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -161,6 +168,13 @@ class MindstoreSessionService(BaseSessionService):
         if scope == "app":
             return StateRegister(self._tasks, "app", app_name, None, None)
         return StateRegister(self._tasks, "user", app_name, user_id, owner_of(user_id))
+
+    def _remember(self, task_id: str, known: tuple[int, int, JSON]) -> None:
+        """Keep a session's state as last written or read (the most recent sessions only)."""
+        self._states.pop(task_id, None)
+        self._states[task_id] = known
+        if len(self._states) > STATES_KEPT:
+            del self._states[next(iter(self._states))]
 
     def _lock(self, task_id: str) -> asyncio.Lock:
         key = (id(asyncio.get_running_loop()), task_id)
@@ -217,7 +231,7 @@ class MindstoreSessionService(BaseSessionService):
             user = await self._register("user", app_name, user_id).apply(user, source)
         else:
             user = (await self._register("user", app_name, user_id).read())[1]
-        self._states[task_id] = (1, 0, own)
+        self._remember(task_id, (1, 0, own))
         session = Session(
             id=session_id,
             app_name=app_name,
@@ -332,7 +346,7 @@ class MindstoreSessionService(BaseSessionService):
                 index -= 1
                 continue
             state = dict(entry["state"])
-            self._states[task_id] = (count, at, state)
+            self._remember(task_id, (count, at, state))
             return dict(state)
         raise NotFound(f"task {task_id!r} holds no ADK session")
 
@@ -434,7 +448,7 @@ class MindstoreSessionService(BaseSessionService):
                 raise SessionNotFoundError(f"Session {session.id} not found.") from None
             if entry_of(stored[0]).get("event") != entry_of(message)["event"]:
                 raise StaleSessionError(STALE_SESSION)
-            self._states[task_id] = (count + 1, int(entry["state_at"]), state)
+            self._remember(task_id, (count + 1, int(entry["state_at"]), state))
             source = f"{task_id}/{count}"
             if user:
                 await self._register("user", session.app_name, session.user_id).apply(user, source)
