@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import mindstore
 from conftest import TEST_URI, StoreFactory
+from mindstore.backup import backup, restore
 from mindstore.backup.erase import erase
 from mindstore.errors import ValidationError
 from mindstore.integrations.adk import MindstoreSessionService
@@ -220,6 +221,22 @@ async def test_erasing_a_user_erases_their_sessions_and_user_state(store: Store)
     assert await service.get_user_state(app_name=APP, user_id="carol") == {}
     kept = await service.get_session(app_name=APP, user_id="dave", session_id=other.id)
     assert kept is not None and kept.state == {"app:k": 2}  # app state is the tenant's
+
+
+async def test_a_backup_restores_sessions_and_shared_state(
+    store: Store, store_factory: Any, tmp_path: Any
+) -> None:
+    service = MindstoreSessionService(store.scoped("acme"))
+    (first, second) = await drive(service)
+    await backup(store, tmp_path / "adk")
+    target = await store_factory()
+    await restore(target, tmp_path / "adk")
+    restored = MindstoreSessionService(target.scoped("acme"))
+    for session_id in (first, second):
+        assert await restored.get_session(
+            app_name=APP, user_id="alice", session_id=session_id
+        ) == await service.get_session(app_name=APP, user_id="alice", session_id=session_id)
+    assert await restored.get_user_state(app_name=APP, user_id="alice") == {"city": "Lisbon"}
 
 
 # -- exact round trips -------------------------------------------------------------------
