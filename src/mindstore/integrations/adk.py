@@ -123,6 +123,21 @@ def _split(delta: dict[str, Any] | None) -> tuple[JSON, JSON, JSON]:
     return app, user, session
 
 
+def _take_temp_state(session: Session, event: Event) -> None:
+    """`temp:` keys of the event's delta go to the handle's state (later agents of this
+    invocation read them) and out of the event (never stored), as ADK's own services do;
+    written here, not by the base class's private helpers, which older 2.x releases lack."""
+    delta = event.actions.state_delta if event.actions else None
+    if not delta:
+        return
+    for key, value in delta.items():
+        if key.startswith(State.TEMP_PREFIX):
+            session.state[key] = value
+    event.actions.state_delta = {
+        key: value for key, value in delta.items() if not key.startswith(State.TEMP_PREFIX)
+    }
+
+
 def _merged(session_state: JSON, app: JSON, user: JSON) -> dict[str, Any]:
     state: dict[str, Any] = dict(session_state)
     state.update({State.APP_PREFIX + key: value for key, value in app.items()})
@@ -421,8 +436,7 @@ class MindstoreSessionService(BaseSessionService):
         async with self._lock(task_id):
             if any(e == event for e in session.events if e.id == event.id):
                 return event  # redelivered to the handle that holds it
-            self._apply_temp_state(session, event)
-            event = self._trim_temp_delta_state(event)
+            _take_temp_state(session, event)
             count = await self._count(task_id, session)
             app, user, own = _split(event.actions.state_delta if event.actions else None)
             try:
@@ -456,7 +470,10 @@ class MindstoreSessionService(BaseSessionService):
                 await self._register("app", session.app_name, session.user_id).apply(app, source)
             session.last_update_time = event.timestamp
             session._storage_update_marker = str(count + 1)
-            return self._commit_event_to_session(session, event)
+            if event.actions and event.actions.state_delta:
+                session.state.update(event.actions.state_delta)
+            session.events.append(event)
+            return event
 
     async def _count(self, task_id: str, session: Session) -> int:
         """How many messages the handle's task held when the handle was last in step; a
