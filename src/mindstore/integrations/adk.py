@@ -375,7 +375,10 @@ class MindstoreSessionService(BaseSessionService):
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
         """The app's sessions (one user's, or every user's), without events, oldest update
-        first (ADK's order), each with its merged state."""
+        first (ADK's order), each with its merged state.
+
+        Reads the tenant's (or the user's) task listing, then per session its last message
+        and the message holding its state; the shared states once (each user's once)."""
         check_adk_id(app_name, "app_name")
         owner = None
         if user_id is not None:
@@ -396,14 +399,27 @@ class MindstoreSessionService(BaseSessionService):
             cursor = page.next_cursor
             if cursor is None:
                 break
+        app = (await self._register("app", app_name, "").read())[1]
+        users: dict[str, JSON] = {}
         sessions = []
-        for user, session_id, _task in found:
-            session = await self.get_session(
-                app_name=app_name, user_id=user, session_id=session_id,
-                config=GetSessionConfig(num_recent_events=0),
-            )  # fmt: skip
-            if session is not None:
-                sessions.append(session)
+        for user, session_id, task_id in found:
+            try:  # the last message: the update time and where the session state is
+                count, _, last = await self._tasks.ends(task_id, 0, 1)
+                own = await self._session_state(task_id, count, {count - 1: last[-1]},
+                                                cached=False)  # fmt: skip
+            except NotFound:  # deleted since it was listed
+                continue
+            if user not in users:  # each user's shared state read once
+                users[user] = (await self._register("user", app_name, user).read())[1]
+            sessions.append(
+                Session(
+                    id=session_id,
+                    app_name=app_name,
+                    user_id=user,
+                    state=_merged(own, app, users[user]),
+                    last_update_time=timestamp_of(last[-1]),
+                )
+            )
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
