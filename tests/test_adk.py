@@ -5,6 +5,8 @@ hostile ids. ADK's own session-service tests run in tests/adk_sessions."""
 from __future__ import annotations
 
 import asyncio
+import builtins
+import inspect
 import json
 import uuid
 from collections.abc import AsyncGenerator
@@ -27,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mindstore
+import mindstore.errors
 from conftest import TEST_URI, StoreFactory
 from mindstore.backup import backup, restore
 from mindstore.backup.erase import erase
@@ -42,6 +45,7 @@ from mindstore.integrations.adk_events import (
 from mindstore.model.messages import AssistantMessage, ToolMessage, UserMessage
 from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from mindstore.store import Store
+from test_api_docstrings import _methods, _section
 from test_integrations_docs import example
 
 APP = "trips"
@@ -469,3 +473,15 @@ async def test_an_owner_scoped_view_is_refused(store: Store) -> None:
     """The ADK user is the owner, and `app:` state spans owners: a tenant view only."""
     with pytest.raises(ValidationError, match="view"):
         MindstoreSessionService(store.scoped("acme", owner="ann"))
+
+
+@pytest.mark.parametrize("name, method", sorted(_methods(MindstoreSessionService, "adk")))
+def test_the_public_methods_document_themselves(name: str, method: Any) -> None:
+    """The bar tests/test_api_docstrings.py holds the other integrations to."""
+    doc = inspect.cleandoc(method.__doc__ or "")
+    assert doc, name
+    parameters = [p for p in inspect.signature(method).parameters if p not in ("self", "cls")]
+    assert _section(doc, "Args") == parameters, name
+    for error in _section(doc, "Raises"):  # dotted ADK errors are named in full, unmatched
+        assert hasattr(mindstore.errors, error) or isinstance(getattr(builtins, error, None),
+                                                              type), (name, error)  # fmt: skip

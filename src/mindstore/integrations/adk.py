@@ -212,9 +212,20 @@ class MindstoreSessionService(BaseSessionService):
         """Create a session (a task of the user's); `app:`/`user:` keys of `state` go to
         their registers, `temp:` keys nowhere.
 
+        Args:
+            app_name: The ADK app.
+            user_id: The ADK user (the session's owner).
+            state: The initial state (`app:`, `user:`, `temp:` and session keys).
+            session_id: The session's id (surrounding blanks stripped, as ADK does);
+                None: a new UUID.
+
+        Returns:
+            The session, its state merged with the app's and the user's.
+
         Raises:
-            AlreadyExistsError: This app and user already have a session of that id.
             ValidationError: An id that is not 1-512 characters without control characters.
+            google.adk.errors.already_exists_error.AlreadyExistsError: This app and user
+                already have a session of that id.
         """
         check_adk_id(app_name, "app_name")
         check_adk_id(user_id, "user_id")
@@ -271,6 +282,20 @@ class MindstoreSessionService(BaseSessionService):
 
         Only the events returned are read (with the message holding the session state, and
         the two registers' last snapshots).
+
+        Args:
+            app_name: The ADK app.
+            user_id: The ADK user.
+            session_id: The session's id.
+            config: `num_recent_events` (the last n events) and/or `after_timestamp` (the
+                events at or after it); None: every event.
+
+        Returns:
+            The session (state merged with the app's and the user's), or None when there is
+            no such session.
+
+        Raises:
+            ValidationError: An id that is not 1-512 characters without control characters.
         """
         check_adk_id(app_name, "app_name")
         check_adk_id(user_id, "user_id")
@@ -366,7 +391,18 @@ class MindstoreSessionService(BaseSessionService):
         raise NotFound(f"task {task_id!r} holds no ADK session")
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        """The user's `user:` state, keys without the prefix ({} when none)."""
+        """The user's `user:` state, keys without the prefix.
+
+        Args:
+            app_name: The ADK app.
+            user_id: The ADK user.
+
+        Returns:
+            The state ({} when none was stored).
+
+        Raises:
+            ValidationError: An id that is not 1-512 characters without control characters.
+        """
         check_adk_id(app_name, "app_name")
         check_adk_id(user_id, "user_id")
         return dict((await self._register("user", app_name, user_id).read())[1])
@@ -378,7 +414,18 @@ class MindstoreSessionService(BaseSessionService):
         first (ADK's order), each with its merged state.
 
         Reads the tenant's (or the user's) task listing, then per session its last message
-        and the message holding its state; the shared states once (each user's once)."""
+        and the message holding its state; the shared states once (each user's once).
+
+        Args:
+            app_name: The ADK app.
+            user_id: Only this user's sessions; None: every user's.
+
+        Returns:
+            The sessions, without events.
+
+        Raises:
+            ValidationError: An id that is not 1-512 characters without control characters.
+        """
         check_adk_id(app_name, "app_name")
         owner = None
         if user_id is not None:
@@ -427,7 +474,16 @@ class MindstoreSessionService(BaseSessionService):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session's task (its `app:`/`user:` state stays); no such session: a
-        no-op."""
+        no-op.
+
+        Args:
+            app_name: The ADK app.
+            user_id: The ADK user.
+            session_id: The session's id.
+
+        Raises:
+            ValidationError: An id that is not 1-512 characters without control characters.
+        """
         check_adk_id(app_name, "app_name")
         check_adk_id(user_id, "user_id")
         session_id = check_adk_id(session_id.strip() if isinstance(session_id, str)
@@ -442,9 +498,19 @@ class MindstoreSessionService(BaseSessionService):
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store `event` and apply its state delta (see the module doc for the guarantees).
 
+        Args:
+            session: The session handle (from `create_session` or `get_session`); its
+                events, state and last update time follow the append, as ADK's do.
+            event: The event; a `partial` one is not stored.
+
+        Returns:
+            The event, its `temp:` state taken out of its delta.
+
         Raises:
-            SessionNotFoundError: The session is not stored (or was deleted).
-            StaleSessionError: Another writer appended since `session` was read.
+            google.adk.errors.session_not_found_error.SessionNotFoundError: The session is
+                not stored (or was deleted).
+            google.adk.errors.StaleSessionError: Another writer appended since `session`
+                was read (nothing was stored).
         """
         if event.partial:
             return event
