@@ -61,6 +61,7 @@ from mindstore.documents import (
 from mindstore.errors import ValidationError
 from mindstore.ids import check_key as check_id
 from mindstore.ids import check_name, task_id_of, task_key
+from mindstore.protocols import HasDatabase
 
 from .codec import encode_document
 from .manifest import format_time
@@ -210,7 +211,7 @@ def _chunks(values: list[Any], size: int = DELETE_CHUNK) -> list[list[Any]]:
 
 
 async def erase(
-    store: Any,
+    store: HasDatabase,
     tenant: str,
     *,
     owner: str | None = None,
