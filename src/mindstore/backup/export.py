@@ -24,13 +24,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 from mindstore.ids import check_key as check_id
 from mindstore.protocols import HasDatabase
 from mindstore.registry import BEYOND_TASKS
+from mindstore.version import __version__
 
 from .container import RecordWriter, Staging
 from .manifest import (
@@ -307,7 +307,7 @@ async def backup(
             messages=exporter.messages,
             created_at=created,
             completed_at=utcnow(),
-            mindstore_version=getattr(mindstore, "__version__", "unknown"),
+            mindstore_version=__version__,
             source={
                 "backend": getattr(store, "kind", "unknown"),
                 "database": getattr(store.database, "name", None),
