@@ -78,7 +78,7 @@ def _read(
 
 
 # ---------------------------------------------------------------------- rows
-def _task_row(record: Any) -> dict[str, Any]:
+def _task_row(record: TaskRecord) -> dict[str, Any]:
     """The columns that tell tasks apart at a glance; `show` has the rest."""
     return {
         "id": record.id, "owner": record.owner, "title": record.title, "state": record.state,
@@ -88,13 +88,13 @@ def _task_row(record: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _record_dict(record: Any) -> dict[str, Any]:
+def _record_dict(record: TaskRecord) -> dict[str, Any]:
     """The whole record with usage flattened, so csv gets plain columns, not a JSON blob."""
     data = record.model_dump(mode="json")
     return {**{k: v for k, v in data.items() if k != "usage"}, **data["usage"]}
 
 
-def _span_dict(span: Any) -> dict[str, Any]:
+def _span_dict(span: SubTaskSpan) -> dict[str, Any]:
     return {**asdict(span), "duration": span.duration}
 
 
