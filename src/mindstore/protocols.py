@@ -7,9 +7,9 @@ the little it calls instead, so the type checker sees who uses what, and a chang
 task API that breaks a consumer fails `mypy`, not a user. `mindstore.store` checks that
 `Store` and `TenantStore` satisfy these (`_conforms` there).
 
-Layer: above `repositories`, `compression` and `services` (it names their types), below
-everything that consumes a store (`integrations`, `backup`, `workload`, `store` itself).
-Types only: nothing here runs.
+Layer: above `repositories` and `compression` (it names their types), a peer of
+`services`, below everything that consumes a store (`integrations`, `backup`, `workload`,
+`store` itself). Types only: nothing here runs.
 """
 
 from __future__ import annotations
