@@ -7,8 +7,6 @@ configures logging.
 """
 
 import logging
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
 
 from mindstore.backends.connection import InMemoryStoreWarning
 from mindstore.errors import (
@@ -25,13 +23,9 @@ from mindstore.model.header import TaskState
 from mindstore.model.paging import PagePolicy
 from mindstore.model.task import Task
 from mindstore.store import Store, TenantStore, connect
+from mindstore.version import __version__ as __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-
-try:
-    __version__ = _version("mindstore")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree, not installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "BackupError",

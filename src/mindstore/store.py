@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from functools import cached_property
 from types import EllipsisType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from beanie import init_beanie
 from pymongo import AsyncMongoClient
@@ -30,6 +30,9 @@ from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.locks import TaskLocks
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
+
+if TYPE_CHECKING:
+    from mindstore.protocols import ContextView, HasDatabase, SaverView
 
 
 def policy_from_environment() -> PagePolicy:
@@ -125,6 +128,14 @@ class Store:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: Store, view: TenantStore) -> tuple[HasDatabase, SaverView, ContextView]:
+        """Never runs: mypy checks here that a store and its tenant views are what the
+        layers below the store take instead of importing it (`mindstore.protocols`)."""
+        return store, view, view
 
 
 async def connect(

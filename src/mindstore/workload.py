@@ -35,6 +35,7 @@ from mindstore.model.parts import (
     ToolResultPart,
 )
 from mindstore.model.task import Task
+from mindstore.protocols import HasDatabase
 
 MODELS: tuple[str, ...] = (
     "openai/gpt-4o",
@@ -332,7 +333,7 @@ def _add_fork(workload: Workload, parent: Task, tenant: str, owner: str, title: 
     workload.nodes.append(node_document(node, tenant, _when(fork_started)))
 
 
-async def load(store: Any, workload: Workload, progress: ProgressFn | None = None,
+async def load(store: HasDatabase, workload: Workload, progress: ProgressFn | None = None,
                batch: int = 100) -> None:  # fmt: skip
     """Insert the workload's documents (`insert_many` in batches)."""
     database = store.database

@@ -45,7 +45,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import mindstore
 from mindstore.documents import (
     AGENTS,
     DIALOG_NODES,
@@ -61,6 +60,8 @@ from mindstore.documents import (
 from mindstore.errors import ValidationError
 from mindstore.ids import check_key as check_id
 from mindstore.ids import check_name, task_id_of, task_key
+from mindstore.protocols import HasDatabase
+from mindstore.version import __version__
 
 from .codec import encode_document
 from .manifest import format_time
@@ -140,7 +141,7 @@ class EraseReceipt:
         return {
             "kind": RECEIPT_KIND,
             "version": RECEIPT_VERSION,
-            "mindstore_version": getattr(mindstore, "__version__", "unknown"),
+            "mindstore_version": __version__,
             "dry_run": self.dry_run,
             "scope": {"tenant": self.tenant, "owner": self.owner, "task_id": self.task_id},
             "started_at": format_time(self.started_at),
@@ -210,7 +211,7 @@ def _chunks(values: list[Any], size: int = DELETE_CHUNK) -> list[list[Any]]:
 
 
 async def erase(
-    store: Any,
+    store: HasDatabase,
     tenant: str,
     *,
     owner: str | None = None,

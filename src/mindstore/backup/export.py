@@ -24,12 +24,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import mindstore
 from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, utcnow
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 from mindstore.ids import check_key as check_id
+from mindstore.protocols import HasDatabase
 from mindstore.registry import BEYOND_TASKS
+from mindstore.version import __version__
 
 from .container import RecordWriter, Staging
 from .manifest import (
@@ -134,7 +135,7 @@ def _chunks(headers: Sequence[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]
 
 class _Exporter:
     def __init__(
-        self, store: Any, scope: Scope, staging: Staging, progress: Progress | None
+        self, store: HasDatabase, scope: Scope, staging: Staging, progress: Progress | None
     ) -> None:
         db = store.database
         self.tasks = db[TASKS]
@@ -257,7 +258,7 @@ class _Exporter:
 
 
 async def backup(
-    store: Any,
+    store: HasDatabase,
     dest: str | os.PathLike[str],
     *,
     tenant: str | None = None,
@@ -306,7 +307,7 @@ async def backup(
             messages=exporter.messages,
             created_at=created,
             completed_at=utcnow(),
-            mindstore_version=getattr(mindstore, "__version__", "unknown"),
+            mindstore_version=__version__,
             source={
                 "backend": getattr(store, "kind", "unknown"),
                 "database": getattr(store.database, "name", None),

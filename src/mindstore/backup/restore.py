@@ -61,6 +61,7 @@ from mindstore.documents import (
 )
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
+from mindstore.protocols import HasDatabase
 
 from .container import open_backup
 from .errors import RestoreConflict
@@ -167,7 +168,7 @@ def _other_form(record: dict[str, Any]) -> str:
 class _Restorer:
     def __init__(
         self,
-        store: Any,
+        store: HasDatabase,
         mode: str,
         as_tenant: str | None,
         keyed: bool,
@@ -348,7 +349,7 @@ class _Restorer:
 
 
 async def restore(
-    store: Any,
+    store: HasDatabase,
     path: str | os.PathLike[str],
     *,
     mode: Mode | str = "skip",

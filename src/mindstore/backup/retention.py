@@ -39,6 +39,7 @@ from mindstore.documents import (
 )
 from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
+from mindstore.protocols import HasDatabase
 from mindstore.validation import check_int, check_owner
 
 from .erase import EraseReceipt, ids_digest, listed_ids
@@ -136,7 +137,7 @@ async def _leftovers(db: Any, tenant: str) -> tuple[list[Any], list[Any]]:
 
 
 async def erase_before(
-    store: Any,
+    store: HasDatabase,
     tenant: str,
     *,
     before: Any,
@@ -241,7 +242,9 @@ async def erase_before(
 
 
 # ---------------------------------------------------------------------------- policies
-async def set_policy(store: Any, tenant: str, *, max_age_days: int | None) -> dict[str, Any]:
+async def set_policy(
+    store: HasDatabase, tenant: str, *, max_age_days: int | None
+) -> dict[str, Any]:
     """Store the tenant's retention policy (None: keep forever). One upsert by `_id`."""
     check_key(tenant, "tenant")
     if max_age_days is not None:
@@ -253,13 +256,15 @@ async def set_policy(store: Any, tenant: str, *, max_age_days: int | None) -> di
     return policy
 
 
-async def get_policy(store: Any, tenant: str) -> dict[str, Any] | None:
+async def get_policy(store: HasDatabase, tenant: str) -> dict[str, Any] | None:
     check_key(tenant, "tenant")
     document = await store.database[POLICIES].find_one({"_id": tenant, "tenant": tenant})
     return (document or {}).get("retention")
 
 
-async def apply_policy(store: Any, tenant: str, *, dry_run: bool = False) -> RetentionReceipt:
+async def apply_policy(
+    store: HasDatabase, tenant: str, *, dry_run: bool = False
+) -> RetentionReceipt:
     """Run `erase_before` with the tenant's stored policy (NotFound without one)."""
     policy = await get_policy(store, tenant)
     if not policy or policy.get("max_age_days") is None:

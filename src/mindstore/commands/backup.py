@@ -12,7 +12,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -27,6 +27,12 @@ from mindstore.commands.common import (
 )
 from mindstore.commands.output import console, echo_json, progress_bar
 from mindstore.commands.sanitize import plain, terminal_text
+
+if TYPE_CHECKING:
+    from mindstore.backup import EraseReceipt
+    from mindstore.backup.retention import RetentionReceipt
+    from mindstore.store import Store
+
 
 PREVIEW_IDS = 10
 """Ids per collection that `erase --dry-run` names on stderr."""
@@ -251,7 +257,7 @@ def register(app: typer.Typer) -> None:
         from mindstore.backup import EraseNotConfirmed, erase, retention
         from mindstore.errors import BackupError, ValidationError
 
-        async def sweep(store: Any, name: str, dry: bool) -> Any:
+        async def sweep(store: Store, name: str, dry: bool) -> EraseReceipt | RetentionReceipt:
             if apply_policy:
                 return await retention.apply_policy(store, name, dry_run=dry)
             if cutoff is not None:

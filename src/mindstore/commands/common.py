@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -35,6 +35,10 @@ from typer.core import TyperGroup
 from mindstore.backends.uri_check import check_uri
 from mindstore.commands.pipes import EXIT_CLOSED_PIPE, silence_stdout
 from mindstore.errors import ConfigurationError, MindstoreError
+
+if TYPE_CHECKING:
+    from mindstore.store import Store
+
 
 T = TypeVar("T")
 
@@ -145,7 +149,7 @@ def check_writable(path: Path, what: str, error: type[MindstoreError]) -> None:
 
 @asynccontextmanager
 async def open_store(ctx: typer.Context, *, save: bool = True,
-                     create: bool | None = None) -> AsyncIterator[Any]:  # fmt: skip
+                     create: bool | None = None) -> AsyncIterator[Store]:  # fmt: skip
     """The store a command works on; an embedded `--data` store is saved back afterwards.
 
     ``save=False`` marks a reading command: its `--data` file must exist and is never
@@ -207,7 +211,7 @@ def require_tenant(tenant: str | None) -> str:
     return check_key(tenant, "tenant")
 
 
-async def note_unknown_tenant(store: Any, tenant: str) -> None:
+async def note_unknown_tenant(store: Store, tenant: str) -> None:
     """Say on stderr when a tenant has no tasks at all: a typo in `--tenant` must not
     pass for an empty report (stdout, and the exit code, stay as they are)."""
     from mindstore.documents import TASKS

@@ -8,7 +8,7 @@ saved to FILE, and later commands given the same `--data` read it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +19,9 @@ from mindstore.documents import TASKS
 from mindstore.errors import ConfigurationError, Conflict
 from mindstore.workload import Workload, WorkloadSpec, generate, load
 
+if TYPE_CHECKING:
+    from mindstore.store import Store
+
 
 def _spec(
     tenants: int, owners: int, tasks: int, messages: int, days: int, seed: int
@@ -27,7 +30,7 @@ def _spec(
                         mean_messages=messages, days=days, seed=seed)  # fmt: skip
 
 
-async def _refuse_duplicates(store: Any, workload: Workload, seed: int) -> None:
+async def _refuse_duplicates(store: Store, workload: Workload, seed: int) -> None:
     """The workload is deterministic: loading the same seed twice would collide on ids."""
     ids = [task["_id"] for task in workload.tasks]
     for tenant in sorted({task["tenant"] for task in workload.tasks}):

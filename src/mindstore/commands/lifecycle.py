@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
 import typer
@@ -88,7 +89,8 @@ def follow_command(
                 try:
                     event = await asyncio.wait_for(feed.__anext__(), timeout=idle)
                 except (TimeoutError, StopAsyncIteration):
-                    await feed.aclose()
+                    if isinstance(feed, AsyncGenerator):  # `watch` is one; typed as an iterator
+                        await feed.aclose()
                     return
                 if (
                     fmt != OutputFormat.table

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
@@ -21,6 +21,13 @@ from mindstore.commands.output import OutputFormat, console, echo_json, echo_tex
 from mindstore.commands.sanitize import plain
 from mindstore.errors import ValidationError
 from mindstore.model.header import TaskState
+
+if TYPE_CHECKING:
+    from mindstore.model.messages import AnyMessage
+    from mindstore.model.views import SubTaskSpan
+    from mindstore.repositories.records import TaskRecord
+    from mindstore.store import TenantStore
+
 
 T = TypeVar("T")
 
@@ -54,7 +61,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
 
 
-def _read(ctx: typer.Context, tenant: str | None, query: Callable[[Any], Awaitable[T]]) -> T:
+def _read(
+    ctx: typer.Context, tenant: str | None, query: Callable[[TenantStore], Awaitable[T]]
+) -> T:
     """Run one read against the tenant's scope; the tenant is checked inside `run` so a
     missing one gets the same one-line error and exit code as any other failure."""
 
@@ -69,7 +78,7 @@ def _read(ctx: typer.Context, tenant: str | None, query: Callable[[Any], Awaitab
 
 
 # ---------------------------------------------------------------------- rows
-def _task_row(record: Any) -> dict[str, Any]:
+def _task_row(record: TaskRecord) -> dict[str, Any]:
     """The columns that tell tasks apart at a glance; `show` has the rest."""
     return {
         "id": record.id, "owner": record.owner, "title": record.title, "state": record.state,
@@ -79,13 +88,13 @@ def _task_row(record: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _record_dict(record: Any) -> dict[str, Any]:
+def _record_dict(record: TaskRecord) -> dict[str, Any]:
     """The whole record with usage flattened, so csv gets plain columns, not a JSON blob."""
     data = record.model_dump(mode="json")
     return {**{k: v for k, v in data.items() if k != "usage"}, **data["usage"]}
 
 
-def _span_dict(span: Any) -> dict[str, Any]:
+def _span_dict(span: SubTaskSpan) -> dict[str, Any]:
     return {**asdict(span), "duration": span.duration}
 
 
@@ -145,7 +154,9 @@ def list_command(
 
 
 # ---------------------------------------------------------------------- show
-async def _record_and_spans(scope: Any, task_id: str) -> tuple[Any, list[Any]]:
+async def _record_and_spans(
+    scope: TenantStore, task_id: str
+) -> tuple[TaskRecord, list[SubTaskSpan]]:
     return await scope.tasks.get(task_id), await scope.tasks.sub_task_spans(task_id)
 
 
@@ -181,8 +192,9 @@ def _check_window(start: int | None, limit: int | None, tail: int | None) -> Non
         raise ValidationError("--tail cannot be combined with --start or --limit; use one window")
 
 
-async def _message_window(scope: Any, task_id: str, start: int | None, limit: int | None,
-                          tail: int | None) -> tuple[int, list[Any]]:  # fmt: skip
+async def _message_window(
+    scope: TenantStore, task_id: str, start: int | None, limit: int | None, tail: int | None
+) -> tuple[int, list[AnyMessage]]:
     """(index of the first message, messages). The tail and its position come from one
     snapshot (`ends`), so indexes stay right while the task is being appended to."""
     if tail is None:
@@ -211,7 +223,7 @@ def messages_command(
 ) -> None:
     """A task's messages: previews in table/csv, the full stored messages in json."""
 
-    async def query(scope: Any) -> tuple[int, list[Any]]:
+    async def query(scope: TenantStore) -> tuple[int, list[AnyMessage]]:
         _check_window(start, limit, tail)
         return await _message_window(scope, task_id, start, limit, tail)
 
@@ -224,7 +236,7 @@ def messages_command(
 
 
 # ---------------------------------------------------------------------- tree
-async def _tree(scope: Any, task_id: str, from_root: bool, fmt: OutputFormat) -> Any:
+async def _tree(scope: TenantStore, task_id: str, from_root: bool, fmt: OutputFormat) -> Any:
     dialogs = scope.dialogs
     top = await dialogs.root(task_id) if from_root else task_id
     if fmt == OutputFormat.table:

@@ -12,7 +12,7 @@ knows which task that id names (`SessionTasks`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.integrations.conversation_ids import (
@@ -22,14 +22,15 @@ from mindstore.integrations.conversation_ids import (
 )
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage
+from mindstore.protocols import ConversationTasks, TenantView
 from mindstore.repositories.records import TaskRecord
 from mindstore.validation import check_owner
 
 
-def scoped_owner(store: Any, owner: str | None) -> str | None:
+def scoped_owner(store: TenantView, owner: str | None) -> str | None:
     """The owner a session writes as: the store view's, or the one given (checked)."""
     owner = check_owner(owner)
-    scoped = getattr(store, "owner", None)
+    scoped = store.owner
     if scoped is not None:
         if owner is not None and owner != scoped:
             raise ValidationError(f"owner: this view is scoped to owner {scoped!r}")
@@ -41,7 +42,7 @@ class SessionTasks:
     """The tasks repository as one session uses it: its session id (or its task id) names
     its task. Only the verbs the session adapters call."""
 
-    def __init__(self, tasks: Any, session_id: str, task_id: str) -> None:
+    def __init__(self, tasks: ConversationTasks, session_id: str, task_id: str) -> None:
         self._repository = tasks
         self._names = {session_id: task_id, task_id: task_id}
 
@@ -54,43 +55,31 @@ class SessionTasks:
             ) from None
 
     async def get(self, session_id: str) -> TaskRecord:
-        record: TaskRecord = await self._repository.get(self._task(session_id))
-        return record
+        return await self._repository.get(self._task(session_id))
 
     async def header(self, session_id: str) -> TaskHeader:
-        header: TaskHeader = await self._repository.header(self._task(session_id))
-        return header
+        return await self._repository.header(self._task(session_id))
 
     async def messages(
         self, session_id: str, start: int = 0, limit: int | None = None
     ) -> list[AnyMessage]:
-        found: list[AnyMessage] = await self._repository.messages(
-            self._task(session_id), start, limit
-        )
-        return found
+        return await self._repository.messages(self._task(session_id), start, limit)
 
     async def tail(self, session_id: str, count: int = 50) -> list[AnyMessage]:
-        found: list[AnyMessage] = await self._repository.tail(self._task(session_id), count)
-        return found
+        return await self._repository.tail(self._task(session_id), count)
 
     async def add_messages(
         self, session_id: str, messages: Sequence[AnyMessage]
     ) -> list[AnyMessage]:
-        added: list[AnyMessage] = await self._repository.add_messages(
-            self._task(session_id), messages
-        )
-        return added
+        return await self._repository.add_messages(self._task(session_id), messages)
 
     async def retract_last(
         self, session_id: str, expected_id: str | None = None
     ) -> AnyMessage | None:
-        removed: AnyMessage | None = await self._repository.retract_last(
-            self._task(session_id), expected_id=expected_id
-        )
-        return removed
+        return await self._repository.retract_last(self._task(session_id), expected_id=expected_id)
 
     async def delete(self, session_id: str) -> bool:
-        return bool(await self._repository.delete(self._task(session_id)))
+        return await self._repository.delete(self._task(session_id))
 
 
 class TaskSession:
@@ -99,7 +88,12 @@ class TaskSession:
     MARKER: ClassVar[dict[str, str]]
 
     def __init__(
-        self, session_id: str, store: Any, *, owner: str | None = None, title: str | None = None
+        self,
+        session_id: str,
+        store: TenantView,
+        *,
+        owner: str | None = None,
+        title: str | None = None,
     ) -> None:
         self.session_id = check_conversation_id(session_id, "session_id")
         self.task_id = task_id_for(session_id, "session_id")

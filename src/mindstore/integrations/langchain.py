@@ -24,7 +24,6 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, message_to_dict
@@ -35,6 +34,7 @@ from mindstore.integrations._session import TaskSession
 from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
 from mindstore.model.base import new_id
+from mindstore.protocols import TenantView
 
 MARKER = {"integration": "langchain"}
 
@@ -45,7 +45,12 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
     MARKER = MARKER
 
     def __init__(
-        self, session_id: str, store: Any, *, owner: str | None = None, title: str | None = None
+        self,
+        session_id: str,
+        store: TenantView,
+        *,
+        owner: str | None = None,
+        title: str | None = None,
     ) -> None:
         TaskSession.__init__(self, session_id, store, owner=owner, title=title)
         self._loop = current_loop()

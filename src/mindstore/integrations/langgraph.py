@@ -63,6 +63,7 @@ from mindstore.integrations.langchain_messages import from_langchain, to_langcha
 from mindstore.integrations.langgraph_sync import SyncForms
 from mindstore.model.messages import AnyMessage, MessageBase, Origin
 from mindstore.model.storage_form import escape_keys, unescape_keys
+from mindstore.protocols import SaverView
 
 MARKER = keys.MARKER
 CHUNK = 500
@@ -76,12 +77,12 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
     """A LangGraph `BaseCheckpointSaver` on a mindstore tenant view (see the module doc)."""
 
     def __init__(
-        self, store: Any, *, serde: Any = None, messages_channel: str = "messages"
+        self, store: SaverView, *, serde: Any = None, messages_channel: str = "messages"
     ) -> None:
         super().__init__(serde=serde)
         self.view = store
         self.tenant: str = store.tenant
-        self.owner: str | None = getattr(store, "owner", None)
+        self.owner: str | None = store.owner
         database = store.store.database
         self._checkpoints = database[LANGGRAPH_CHECKPOINTS]
         self._writes = database[LANGGRAPH_WRITES]

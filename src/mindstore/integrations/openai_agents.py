@@ -46,6 +46,7 @@ from mindstore.integrations._session import TaskSession
 from mindstore.integrations.openai_agents_usage import Reported, UsageHooks, attribute, reported
 from mindstore.model.messages import AnyMessage, MessageBase, ToolMessage
 from mindstore.model.parts import ToolResultPart
+from mindstore.protocols import TenantView
 from mindstore.validation import check_int
 
 __all__ = ["MindstoreSession", "SessionInfo", "UsageHooks", "drop_orphans", "session_settings_of"]
@@ -78,7 +79,7 @@ class MindstoreSession(TaskSession):
     def __init__(
         self,
         session_id: str,
-        store: Any,
+        store: TenantView,
         *,
         owner: str | None = None,
         title: str | None = None,
@@ -220,7 +221,7 @@ class MindstoreSession(TaskSession):
     # ------------------------------------------------------------------ listing
     @staticmethod
     async def list_sessions(
-        store: Any, *, owner: str | None = None, limit: int = 50
+        store: TenantView, *, owner: str | None = None, limit: int = 50
     ) -> list[SessionInfo]:
         """The sessions of a view (one owner's on an owner-scoped view), most recently active
         first, with their age (since created) and idle time (since last written).

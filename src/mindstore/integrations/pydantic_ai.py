@@ -54,6 +54,7 @@ from mindstore.model.messages import (
     UserMessage,
 )
 from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolResultPart, UnknownPart
+from mindstore.protocols import ContextView, TenantView
 
 FORMAT = "pydantic_ai"
 PART = "pydantic_ai_part"
@@ -309,7 +310,7 @@ def _render_response(message: AssistantMessage) -> dict[str, Any]:
 
 
 async def save_messages(
-    view: Any, task_id: str, messages: Sequence[ModelMessage], *, title: str | None = None
+    view: TenantView, task_id: str, messages: Sequence[ModelMessage], *, title: str | None = None
 ) -> None:
     """Append pydantic-ai messages to a task in one atomic write (the task is created with the
     view's owner on first use). Save `result.new_messages()` after each run; saving the same
@@ -335,7 +336,7 @@ async def save_messages(
     await view.tasks.add_messages(task_id, converted)
 
 
-async def load_messages(view: Any, task_id: str) -> list[ModelMessage]:
+async def load_messages(view: TenantView, task_id: str) -> list[ModelMessage]:
     """The task's messages as pydantic-ai messages (`[]` for a task that does not exist).
 
     Args:
@@ -365,7 +366,9 @@ async def load_messages(view: Any, task_id: str) -> list[ModelMessage]:
 Processor = Callable[[list[ModelMessage]], Awaitable[list[ModelMessage]]]
 
 
-def history_processor(view: Any, task_id: str, *, max_tokens: int, **context: Any) -> Processor:
+def history_processor(
+    view: ContextView, task_id: str, *, max_tokens: int, **context: Any
+) -> Processor:
     """A pydantic-ai history processor backed by `tasks.context(task_id, max_tokens=...)` (see
     the module doc): the model sees the stored context window, compressed as configured.
 

@@ -1,0 +1,123 @@
+"""What the code above the repositories needs from a store: the typed seams, as Protocols.
+
+The integrations, backup, retention and the workload loader are handed a store or a
+tenant view (`store.scoped(tenant)`) by the application, but sit below `mindstore.store`
+in the layers (docs/architecture.md, "Layers"): they must not import it. Each names here
+the little it calls instead, so the type checker sees who uses what, and a change to the
+task API that breaks a consumer fails `mypy`, not a user. `mindstore.store` checks that
+`Store` and `TenantStore` satisfy these (`_conforms` there).
+
+Layer: above `repositories` and `compression` (it names their types), a peer of
+`services`, below everything that consumes a store (`integrations`, `backup`, `workload`,
+`store` itself). Types only: nothing here runs.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from mindstore.compression.context import ContextWindow
+from mindstore.compression.registry import StrategyArgument
+from mindstore.compression.summarizer import Summarizer
+from mindstore.compression.tokens import TokenCounter
+from mindstore.model.base import JSON
+from mindstore.model.header import TaskHeader
+from mindstore.model.messages import AnyMessage
+from mindstore.repositories.records import Page, TaskRecord
+
+
+class HasDatabase(Protocol):
+    """A `Store`: its database handle (pymongo's `AsyncDatabase`, or the embedded one;
+    `mindstore.backends.connection.Backend.database`). Backup, erase, retention and the
+    workload loader read and write collections through it directly."""
+
+    @property
+    def database(self) -> Any: ...
+
+
+class ConversationTasks(Protocol):
+    """`acme.tasks` as a conversation adapter uses it: read, append, take back, delete.
+    The integrations' session tasks and the LangGraph saver call exactly these."""
+
+    async def create(
+        self,
+        *,
+        owner: str | None = None,
+        title: str | None = None,
+        messages: Sequence[AnyMessage] = (),
+        task_id: str | None = None,
+        metadata: JSON | None = None,
+        replay: bool = False,
+    ) -> TaskRecord: ...
+
+    async def get(self, task_id: str) -> TaskRecord: ...
+
+    async def header(self, task_id: str) -> TaskHeader: ...
+
+    async def list(
+        self, *, owner: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[TaskRecord]: ...
+
+    async def messages(
+        self, task_id: str, start: int = 0, limit: int | None = None
+    ) -> builtins.list[AnyMessage]: ...
+
+    async def tail(self, task_id: str, count: int = 50) -> builtins.list[AnyMessage]: ...
+
+    async def add_messages(
+        self, task_id: str, messages: Sequence[AnyMessage]
+    ) -> builtins.list[AnyMessage]: ...
+
+    async def retract_last(
+        self, task_id: str, expected_id: str | None = None
+    ) -> AnyMessage | None: ...
+
+    async def delete(self, task_id: str) -> bool: ...
+
+
+class ContextTasks(ConversationTasks, Protocol):
+    """`acme.tasks` with the context window (`mindstore.services.tasks.TaskService`), as
+    the pydantic-ai history processor uses it."""
+
+    async def context(
+        self,
+        task_id: str,
+        *,
+        max_tokens: int | None = None,
+        strategy: StrategyArgument = None,
+        summarizer: Summarizer | None = None,
+        token_counter: TokenCounter | None = None,
+        auto_compress: bool = True,
+        safety_buffer: int = 0,
+    ) -> ContextWindow: ...
+
+
+class TenantView(Protocol):
+    """A `TenantStore` (`store.scoped(tenant, owner=...)`) as a session adapter sees it:
+    whose data it is, and its tasks."""
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def owner(self) -> str | None: ...
+
+    @property
+    def tasks(self) -> ConversationTasks: ...
+
+
+class ContextView(TenantView, Protocol):
+    """A tenant view whose tasks build context windows (pydantic-ai)."""
+
+    @property
+    def tasks(self) -> ContextTasks: ...
+
+
+class SaverView(TenantView, Protocol):
+    """A tenant view with its store's database: the LangGraph saver keeps checkpoints,
+    writes and blobs in collections of its own next to the tasks."""
+
+    @property
+    def store(self) -> HasDatabase: ...
