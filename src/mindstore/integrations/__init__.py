@@ -10,7 +10,9 @@ extra of the package:
 * `mindstore.integrations.pydantic_ai`: load/save a task as pydantic-ai messages and a
   `history_processors` function (`[pydantic-ai]`);
 * `mindstore.integrations.langchain`: `MindstoreChatMessageHistory`, an async LangChain
-  chat history (`[langchain]`).
+  chat history (`[langchain]`);
+* `mindstore.integrations.adk`: `MindstoreSessionService`, a Google ADK session service
+  (`[adk]`).
 
 Every adapter maps the framework's conversation id (session id, thread id) to the task
 that holds it with one rule (`conversation_ids`): `task_id_for("org/team/chat-1")` names
