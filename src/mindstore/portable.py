@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mindstore.backends.recorder import RecordedCommand
-from mindstore.documents import (
+from mindstore.collection_names import (
     AGENTS,
     DIALOG_NODES,
-    DOCUMENT_MODELS,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
@@ -38,6 +37,7 @@ from mindstore.documents import (
     TASK_PAGES,
     TASKS,
 )
+from mindstore.registry import COLLECTIONS
 
 DESIGN_SUBSET = frozenset({
     "$push", "$each", "$slice", "$inc", "$set", "$unset", "$ne", "$unwind", "$match", "$group",
@@ -107,9 +107,10 @@ SHARDED_COLLECTIONS = frozenset(
 )
 """Collections sharded on ``(tenant, _id)`` (docker/compose.sharded.yaml, docs/operations.md)."""
 
-MINDSTORE_COLLECTIONS = frozenset(model.Settings.name for model in DOCUMENT_MODELS)
-"""The collections mindstore owns (documents.py); the suite-wide audit checks commands on
-these, not the scratch collections of the backend adapter's own tests."""
+MINDSTORE_COLLECTIONS = frozenset(COLLECTIONS)
+"""The collections mindstore owns (the registry's, which are the document models'); the
+suite-wide audit checks commands on these, not the scratch collections of the backend
+adapter's own tests."""
 
 TENANT_WIDE_WRITES: Mapping[tuple[str, str, frozenset[str]], str] = {
     ("delete", "payloads", frozenset({"tenant", "task_id"})):

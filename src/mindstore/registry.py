@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from mindstore.documents import (
+from mindstore.collection_names import (
     AGENTS,
     DIALOG_NODES,
     LANGGRAPH_BLOBS,

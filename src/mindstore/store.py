@@ -13,14 +13,12 @@ from functools import cached_property
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
-from beanie import init_beanie
 from pymongo import AsyncMongoClient
 
 from mindstore.analytics.service import Analytics
 from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.backends.recorder import CommandRecorder, EventListener
-from mindstore.documents import DOCUMENT_MODELS
 from mindstore.model.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_MESSAGES, PagePolicy
 from mindstore.model.planner import check_id
 from mindstore.repositories.dialogs import DialogRepository
@@ -152,7 +150,9 @@ async def connect(
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
-    Beanie is initialised here, which creates the indexes of every document model.
+    Beanie is loaded and initialised here (not at ``import mindstore``), which creates the
+    indexes of every document model and binds the models (`mindstore.document_models`,
+    ``TaskDoc.find(...)``) to this store's database.
     `header_cache_size` bounds how many task headers this process remembers from its own
     writes, so that appending to a task it wrote last needs no read (0: always read).
     `recorder` receives every command (`store.backend.recorder`; default: sizes only).
@@ -168,7 +168,9 @@ async def connect(
     )
     if backend.kind == "embedded":
         speedups.install()
-    await init_beanie(database=backend.database, document_models=DOCUMENT_MODELS)
+    from mindstore.document_models import bind_documents  # Beanie: loaded at connect only
+
+    await bind_documents(backend.database)
     return Store(
         backend,
         retry=retry,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, TASKS, node_document, task_document
+from mindstore.collection_names import DIALOG_NODES, TASKS
 from mindstore.model import base
 from mindstore.model.dialog import DialogNode, child_node, fork_copies, kept_indexes
 from mindstore.model.header import TaskState
@@ -36,6 +36,7 @@ from mindstore.model.parts import (
 )
 from mindstore.model.task import Task
 from mindstore.protocols import HasDatabase
+from mindstore.stored_documents import node_document, task_document
 
 MODELS: tuple[str, ...] = (
     "openai/gpt-4o",

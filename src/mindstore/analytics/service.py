@@ -22,7 +22,7 @@ from mindstore.analytics.rows import (
     ToolRow,
     UsageRow,
 )
-from mindstore.documents import TASK_PAGES, TASKS
+from mindstore.collection_names import TASK_PAGES, TASKS
 from mindstore.errors import ValidationError, WrongType
 from mindstore.model.header import TaskState
 from mindstore.paged_history import apply_pending, page_ranges, pending_pages

@@ -45,7 +45,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import (
+from mindstore.clock import utcnow
+from mindstore.collection_names import (
     AGENTS,
     DIALOG_NODES,
     LANGGRAPH_BLOBS,
@@ -55,7 +56,6 @@ from mindstore.documents import (
     POLICIES,
     TASK_PAGES,
     TASKS,
-    utcnow,
 )
 from mindstore.errors import ValidationError
 from mindstore.ids import check_key as check_id

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, utcnow
+from mindstore.clock import utcnow
+from mindstore.collection_names import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 from mindstore.ids import check_key as check_id

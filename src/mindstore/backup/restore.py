@@ -48,7 +48,7 @@ import bson
 from pymongo.errors import BulkWriteError
 from pymongo.operations import ReplaceOne
 
-from mindstore.documents import (
+from mindstore.collection_names import (
     AGENTS,
     DIALOG_NODES,
     LANGGRAPH_BLOBS,

@@ -28,15 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import (
-    AGENTS,
-    DIALOG_NODES,
-    PAYLOADS,
-    POLICIES,
-    TASK_PAGES,
-    TASKS,
-    utcnow,
-)
+from mindstore.clock import utcnow
+from mindstore.collection_names import AGENTS, DIALOG_NODES, PAYLOADS, POLICIES, TASK_PAGES, TASKS
 from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 from mindstore.protocols import HasDatabase

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from mindstore.documents import (
+from mindstore.collection_names import (
     AGENTS,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,

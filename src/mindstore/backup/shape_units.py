@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mindstore.documents import (
+from mindstore.collection_names import (
     AGENTS,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mindstore.documents import (
+from mindstore.collection_names import (
     AGENTS,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mindstore.documents import (
+from mindstore.collection_names import (
     AGENTS,
     DIALOG_NODES,
     LANGGRAPH_CHECKPOINTS,

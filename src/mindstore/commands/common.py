@@ -214,7 +214,7 @@ def require_tenant(tenant: str | None) -> str:
 async def note_unknown_tenant(store: Store, tenant: str) -> None:
     """Say on stderr when a tenant has no tasks at all: a typo in `--tenant` must not
     pass for an empty report (stdout, and the exit code, stay as they are)."""
-    from mindstore.documents import TASKS
+    from mindstore.collection_names import TASKS
 
     if not await store.database[TASKS].count_documents({"tenant": tenant}, limit=1):
         typer.echo(f"note: tenant {one_line(tenant)!s} has no tasks in this store", err=True)

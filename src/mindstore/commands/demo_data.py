@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mindstore.collection_names import TASKS
 from mindstore.commands.common import open_store, run, settings
 from mindstore.commands.output import console, progress_bar
 from mindstore.commands.sanitize import terminal_text
-from mindstore.documents import TASKS
 from mindstore.errors import ConfigurationError, Conflict
 from mindstore.workload import Workload, WorkloadSpec, generate, load
 

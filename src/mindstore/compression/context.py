@@ -43,6 +43,7 @@ from mindstore.compression.checkpoint import (
     merge_round,
 )
 from mindstore.compression.compressor import REASON
+from mindstore.compression.context_window import ContextWindow, LeftOut
 from mindstore.compression.outcome import (
     OUTCOME_KEY,
     Attempt,
@@ -62,8 +63,6 @@ from mindstore.compression.view import DEFAULT_STUB_TEXT
 from mindstore.compression.window import (
     HEAD_READ,
     Assembled,
-    ContextWindow,
-    LeftOut,
     LevelRead,
     assemble,
     fit,

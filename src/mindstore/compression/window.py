@@ -1,5 +1,10 @@
 """The model window of a task level: exactly what a model must see, fitted to a budget (pure).
 
+This module assembles and fits: what a model may see, the level a read returned
+(`LevelRead`), its assembly in level order and its fitting to the budget, and how much a
+read asks for. The result's type is `mindstore.compression.context_window` (re-exported
+here), its request shapes `mindstore.compression.window_formats`.
+
 `tasks.context(...)` reads a level in pieces (`LevelRead`: the level's start, its system
 messages, its newest messages and counts of the rest, see `mindstore.pipelines.context`)
 or, after a compression round, has it whole (`read_from_level`); both go through the
@@ -26,10 +31,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
-from mindstore import formats
 from mindstore.compression.checkpoint import CompressionCheckpoint
+from mindstore.compression.context_window import ContextWindow as ContextWindow  # re-export
+from mindstore.compression.context_window import LeftOut as LeftOut  # re-export
 from mindstore.compression.managers import DefaultContextManager
 from mindstore.compression.strategies import SETUP_ROLES, conversation
 from mindstore.compression.tokens import (
@@ -39,7 +45,6 @@ from mindstore.compression.tokens import (
 )
 from mindstore.compression.toolpairs import role_of
 from mindstore.compression.view import DEFAULT_STUB_TEXT, stub_message, summary_message
-from mindstore.model.base import JSON
 from mindstore.model.messages import AnyMessage, AssistantMessage, ToolMessage
 from mindstore.model.parts import (
     InformationalPart,
@@ -139,77 +144,6 @@ def model_view(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
             if stripped is not None:
                 kept.append(stripped)
     return pair_tool_calls(kept)[0]
-
-
-# -- the window --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    """What of the level a window does not send, and why (the history keeps all of it)."""
-
-    bookkeeping: int = 0
-    """Level messages a model never sees (task configs, entries, exits, compression
-    markers, informational messages not marked `is_visible_ai`, unknown roles)."""
-    compressed: int = 0
-    """Messages the checkpoint dropped; its summary stands in for them."""
-    stubbed: int = 0
-    """Tool results the checkpoint cut to a stub (they are sent, shortened)."""
-    trimmed: int = 0
-    """Older messages the token budget left out."""
-    ui_parts: int = 0
-    """UI-only parts taken out of the messages that were kept."""
-    unpaired: tuple[str, ...] = ()
-    """Tool call ids left out because their call or their result is not in the window."""
-    truncated: str | None = None
-    """The id of the message whose text was cut at the budget's edge, if any."""
-
-
-@dataclass
-class ContextWindow(Sequence[AnyMessage]):
-    """The messages to send (a sequence: `len`, iteration, indexing), and how they were
-    obtained: their token count, the checkpoint applied, what was left out and why."""
-
-    messages: list[AnyMessage]
-    tokens: int
-    checkpoint: CompressionCheckpoint | None = None
-    compressed_now: bool = False
-    trimmed: bool = False
-    scope: str | None = None
-    notes: list[str] = field(default_factory=list)
-    left_out: LeftOut = field(default_factory=LeftOut)
-
-    @overload
-    def __getitem__(self, index: int) -> AnyMessage: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[AnyMessage]: ...
-
-    def __getitem__(self, index: int | slice) -> AnyMessage | list[AnyMessage]:
-        return self.messages[index]
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    def __iter__(self) -> Any:
-        return iter(self.messages)
-
-    # The window in the formats model APIs take (mindstore.formats).
-    def to_openai_chat(self) -> list[JSON]:
-        """`client.chat.completions.create(messages=window.to_openai_chat(), ...)`."""
-        return formats.to_openai_chat(self.messages)
-
-    def to_responses(self) -> list[JSON]:
-        """`client.responses.create(input=window.to_responses(), ...)`."""
-        return formats.to_responses(self.messages)
-
-    def to_anthropic(self) -> JSON:
-        """`client.messages.create(**window.to_anthropic(), model=..., max_tokens=...)`."""
-        return formats.to_anthropic(self.messages)
-
-    def to_gemini(self) -> JSON:
-        """`{"system_instruction": ..., "contents": [...]}` for Gemini's generateContent."""
-        return formats.to_gemini(self.messages)
 
 
 # -- what a read returned ----------------------------------------------------------------

@@ -51,10 +51,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from mindstore.documents import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
+from mindstore.collection_names import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.ids import check_name, is_name
 from mindstore.integrations import langgraph_admin as admin
+from mindstore.integrations import langgraph_documents  # noqa: F401 - registers its documents
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations import langgraph_writes as pending
 from mindstore.integrations._sync import current_loop

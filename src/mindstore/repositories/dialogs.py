@@ -27,7 +27,8 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import DIALOG_NODES, TASK_PAGES, TASKS, node_document, utcnow
+from mindstore.clock import utcnow
+from mindstore.collection_names import DIALOG_NODES, TASK_PAGES, TASKS
 from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
 from mindstore.ids import task_id_of, task_key
 from mindstore.model import dialog as tree
@@ -46,6 +47,7 @@ from mindstore.model.planner import check_id, check_message_id
 from mindstore.repositories.bulk_pages import remove_orphans
 from mindstore.repositories.records import TaskRecord
 from mindstore.repositories.tasks import TaskRepository
+from mindstore.stored_documents import node_document
 from mindstore.validation import (
     check_int,
     check_optional_int,

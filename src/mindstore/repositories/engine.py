@@ -23,8 +23,9 @@ from typing import Any
 
 from pymongo.errors import PyMongoError
 
-from mindstore.documents import header_from_document, utcnow
+from mindstore.clock import utcnow
 from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
+from mindstore.header_codec import header_from_document
 from mindstore.ids import check_name
 from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader

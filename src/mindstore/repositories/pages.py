@@ -34,7 +34,7 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import utcnow
+from mindstore.clock import utcnow
 from mindstore.errors import Conflict, NotFound
 from mindstore.ids import page_key
 from mindstore.model import id_filter

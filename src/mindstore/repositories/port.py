@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mindstore.documents import utcnow
+from mindstore.clock import utcnow
 from mindstore.errors import NotFound
 from mindstore.ids import check_name, page_key
 from mindstore.model.messages import AnyMessage

@@ -12,8 +12,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from mindstore.documents import header_from_document, utcnow
+from mindstore.clock import utcnow
 from mindstore.errors import Conflict
+from mindstore.header_codec import header_from_document
 from mindstore.ids import check_name
 from mindstore.model.messages import AnyMessage
 from mindstore.model.storage_form import bson_size

@@ -28,8 +28,9 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS, header_from_document
+from mindstore.collection_names import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.errors import NotFound
+from mindstore.header_codec import header_from_document
 from mindstore.ids import check_key, legacy_key, task_key
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
 from mindstore.model.paging import DEFAULT_POLICY, PagePolicy

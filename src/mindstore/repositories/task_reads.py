@@ -14,8 +14,8 @@ import builtins
 from datetime import datetime
 from typing import Any
 
-from mindstore.documents import header_from_document
 from mindstore.errors import MissingConfig, NotFound, ValidationError
+from mindstore.header_codec import header_from_document
 from mindstore.ids import check_name
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage

@@ -26,8 +26,9 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.documents import header_from_document, header_to_fields, utcnow
+from mindstore.clock import utcnow
 from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.header_codec import header_from_document, header_to_fields
 from mindstore.ids import check_key, task_key
 from mindstore.model import planner as plans
 from mindstore.model import verbs

@@ -23,8 +23,9 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from mindstore.clock import utcnow
+from mindstore.collection_names import AGENTS
 from mindstore.compression.managers import ContextManager
-from mindstore.documents import AGENTS, utcnow
 from mindstore.errors import (
     Conflict,
     InvalidTransition,

@@ -1,0 +1,390 @@
+"""Beanie documents: the stored shape of tasks, their sealed pages, dialog-tree nodes,
+offloaded payloads, agents' dialog aliases and tenant policies; their indexes; and the
+typed query surface for an application's own reads (docs/data-model.md, "Reading with
+Beanie").
+
+The models own the schema and the indexes: `bind_documents` (run by `mindstore.connect`)
+creates every index and binds the models to the store's database, so
+``await TaskDoc.find(TaskDoc.tenant == "acme").to_list()`` works on both backends. This
+module is imported at connect, not at ``import mindstore``: loading Beanie is a good part of
+the package's import time, and code that only needs a collection's name takes it from
+`mindstore.collection_names`.
+
+The hot write paths do not go through Beanie's `save()`: repositories send atomic guarded
+updates to the collections (docs/design.md). A task's message list is typed `list[dict]`
+here on purpose: it holds messages in the lean stored form (defaults left out, unsafe keys
+escaped, large values as payload markers), and validating 10,000 messages on every Beanie
+read would dominate its cost; `TaskDoc.read_messages()` and `read_history()` decode them
+into typed messages, as the task repository does.
+
+Every index leads with `tenant`, so each index serves one tenant's queries and `tenant`
+can be the shard key prefix (`{tenant: 1, _id: 1}`) on a sharded cluster. Beanie binds a
+model class to one database per process: the one of the most recent `connect()`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pymongo
+from beanie import Document, init_beanie
+from beanie.operators import In
+from pydantic import Field
+from pymongo import IndexModel
+
+from mindstore.clock import utcnow
+from mindstore.collection_names import (
+    AGENTS,
+    DIALOG_NODES,
+    PAYLOADS,
+    POLICIES,
+    TASK_PAGES,
+    TASKS,
+)
+from mindstore.header_codec import header_from_document
+from mindstore.ids import task_id_of
+from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, TaskState
+from mindstore.model.lean_form import fill_task_ids
+from mindstore.model.messages import AnyMessage
+from mindstore.model.storage_form import unescape_keys
+from mindstore.model.stored_read import parse_read, read_stored
+from mindstore.paged_history import apply_pending
+
+__all__ = [
+    "DOCUMENT_MODELS",
+    "AgentDoc",
+    "DialogNodeDoc",
+    "PayloadDoc",
+    "PolicyDoc",
+    "TaskDoc",
+    "TaskPageDoc",
+    "bind_documents",
+    "document_models",
+    "register_documents",
+]
+
+
+class TaskDoc(Document):
+    """One task (conversation thread): header fields plus the append-only message array.
+
+    Read with Beanie (``TaskDoc.find(TaskDoc.tenant == "acme", ...)``), the plain fields
+    are typed values as they are (`owner`, `title`, `state`, the times, `version`, `seq`,
+    `size_bytes`). The others hold the stored form: the header's compact fields
+    (`usage`, `scope_stack`, `open_tool_calls`; typed by `header()`), `metadata` with
+    escaped keys (`caller_metadata()`), `messages`, the open page only, in the lean
+    stored form (`read_messages()`, `read_history()`), and `content` (the task's own
+    parts, as stored: escaped keys, markers of large values; `acme.tasks.load()`
+    reads it typed).
+    """
+
+    id: str  # type: ignore[assignment]  # task_key(tenant, task id), stored as _id
+    tenant: str
+    owner: str | None = None
+    title: str | None = None
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    state: TaskState = TaskState.running
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    version: int = 0
+    metadata: dict[str, Any] | None = None
+    # header (see mindstore.model.header.TaskHeader)
+    seq: int = 0
+    size_bytes: int = 0
+    scope_stack: list[dict[str, Any]] = Field(default_factory=list)
+    open_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    root_config_index: int | None = None
+    root_model_name: str | None = None
+    root_entry_tools: list[str] = Field(default_factory=list)
+    last_config_index: int | None = None
+    last_model_name: str | None = None
+    tail: dict[str, Any] | None = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+    # paging (absent on a task that was never paged; docs/data-model.md "Paged messages")
+    sealed: int = 0
+    pages: int = 0
+    sealed_bytes: int = 0
+    id_filter_words: int = 0
+    id_filter: list[int] | None = None  # sealed ids: a Bloom filter (model/id_filter.py)
+    patched: int = 0
+    pending: list[dict[str, Any]] = Field(default_factory=list)
+    pending_at: int = 0
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The open page: ``messages[i]`` is message ``sealed + i`` of the history."""
+
+    @property
+    def task_id(self) -> str:
+        """The caller's task id (`id` is the stored key, ``"<tenant>/<task id>"``)."""
+        return task_id_of(self.id)
+
+    def header(self) -> TaskHeader:
+        """The typed header (usage totals, open sub-tasks and tool calls, paging counters)
+        from the compact stored fields; its tail from the last message of `messages`, as
+        the task repository reads it."""
+        fields: dict[str, Any] = {name: getattr(self, name) for name in STORED_HEADER_FIELDS}
+        fields["messages"] = self.messages[-1:]
+        return header_from_document(fields)
+
+    def caller_metadata(self) -> dict[str, Any] | None:
+        """`metadata` as the caller gave it (keys like ``$ref`` or ``a.b`` are stored
+        escaped), as `acme.tasks.get()` returns it."""
+        metadata = unescape_keys(self.metadata)
+        return metadata if isinstance(metadata, dict) else None
+
+    async def read_messages(self) -> list[AnyMessage]:
+        """The open page (`messages`) as typed messages, as `acme.tasks` returns them:
+        lean defaults filled back, escapes removed, large values fetched from `payloads`.
+        On a paged task these are messages ``sealed ..`` only: see `read_history`."""
+        return await _decode(self.messages, self.tenant, self.task_id)
+
+    async def read_history(self) -> list[AnyMessage]:
+        """Every message of the task, typed: its visible sealed pages (`TaskPageDoc`
+        numbered below `pages`, with the task's pending changes applied) then the open
+        page (docs/data-model.md, "Paged messages"). For a long task prefer the
+        repository's range reads (`acme.tasks.messages(task, start, limit)`), which read
+        only the pages a range needs."""
+        stored: list[dict[str, Any]] = []
+        if self.pages > 0:
+            pages = (
+                await TaskPageDoc.find(
+                    TaskPageDoc.tenant == self.tenant,
+                    TaskPageDoc.task == self.id,
+                    TaskPageDoc.page < self.pages,
+                )
+                .sort("start")
+                .to_list()
+            )
+            pending = {"pending": self.pending}
+            for page in pages:
+                stored.extend(apply_pending(page.messages, page.start, pending)[0])
+        stored.extend(self.messages)
+        return await _decode(stored, self.tenant, self.task_id)
+
+    class Settings:
+        name = TASKS
+        use_state_management = False
+        validate_on_save = False
+        indexes = [
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("owner", pymongo.ASCENDING),
+                    ("updated_at", pymongo.DESCENDING),
+                    ("_id", pymongo.DESCENDING),
+                ],
+                name="tenant_owner_updated",
+            ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("state", pymongo.ASCENDING),
+                    ("updated_at", pymongo.DESCENDING),
+                ],
+                name="tenant_state_updated",
+            ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("updated_at", pymongo.DESCENDING),
+                    ("_id", pymongo.DESCENDING),
+                ],
+                name="tenant_updated",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("created_at", pymongo.ASCENDING)],
+                name="tenant_created",
+            ),
+        ]
+
+
+class TaskPageDoc(Document):
+    """A sealed page of a task's history: messages ``[start, end)`` in the same
+    stored form as the task document's array (docs/data-model.md, "Paged messages").
+
+    Written once by a seal, before the task document's `pages` mark counts it (a page at or
+    past the mark is a half-done seal, invisible to readers); later changes to its messages
+    are folded in from the task's `pending` list, and `version` (monotone) is the task
+    version its content reflects. So a page read alone may miss changes still pending,
+    and a page numbered at or past its task's `pages` is not part of the history:
+    `TaskDoc.read_history()` reads pages the way the store does."""
+
+    id: str  # type: ignore[assignment]  # page_key(task key, page)
+    tenant: str
+    task: str  # the task's stored key (its _id)
+    page: int
+    start: int
+    end: int
+    size_bytes: int = 0
+    version: int = 0
+    born: datetime | None = None  # the task's created_at: pages of a deleted namesake differ
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = TASK_PAGES
+        use_state_management = False
+        validate_on_save = False
+        indexes = [
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task", pymongo.ASCENDING),
+                    ("start", pymongo.ASCENDING),
+                ],
+                name="tenant_task_start",
+            ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task", pymongo.ASCENDING),
+                    ("messages.id", pymongo.ASCENDING),
+                ],
+                name="tenant_task_message",
+            ),
+        ]
+
+
+class DialogNodeDoc(Document):
+    """A dialog's place in its fork tree, linked to its task by id (`_id` = the task's key,
+    `task_key(tenant, task id)`; `parent_id`, `root_id` and `ancestors` hold plain task ids)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    owner: str | None = None
+    parent_id: str | None = None
+    root_id: str
+    ancestors: list[str] = Field(default_factory=list)
+    depth: int = 0
+    split_point: int | None = None
+    first_k: int | None = None
+    last_n: int | None = None
+    at_message_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = DIALOG_NODES
+        use_state_management = False
+        indexes = [
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("parent_id", pymongo.ASCENDING)],
+                name="tenant_parent",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("ancestors", pymongo.ASCENDING)],
+                name="tenant_ancestors",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("root_id", pymongo.ASCENDING)], name="tenant_root"
+            ),
+        ]
+
+
+class PayloadDoc(Document):
+    """A large value moved out of a message so the task document stays far from 16 MiB."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    task_id: str
+    message_id: str
+    path: str
+    sha256: str
+    size: int
+    data: Any = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = PAYLOADS
+        use_state_management = False
+        indexes = [
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("task_id", pymongo.ASCENDING)], name="tenant_task"
+            ),
+        ]
+
+
+class AgentDoc(Document):
+    """An agent's dialog aliases (`_id` = "<tenant>/<agent name>"): a few small fields,
+    changed only by version-guarded updates (repositories/agents.py)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    owner: str  # the agent's name: the owner of every dialog it opens
+    dialogs: list[dict[str, Any]] = Field(default_factory=list)
+    active_alias: str | None = None
+    version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    class Settings:
+        name = AGENTS
+        use_state_management = False
+        indexes = [
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)], name="tenant_owner"
+            ),
+        ]
+
+
+class PolicyDoc(Document):
+    """A tenant's stored policies (`_id` = the tenant): retention, applied by
+    `mindstore erase --apply-policy` (docs/operations.md)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    retention: dict[str, Any] | None = None
+
+    class Settings:
+        name = POLICIES
+        use_state_management = False
+
+
+async def _decode(stored: list[dict[str, Any]], tenant: str, task_id: str) -> list[AnyMessage]:
+    """Stored message documents of one task -> messages as the caller wrote them: keys and
+    strings unescaped, payload markers resolved against this task's own payloads (tenant
+    and task id in the query, as the task repository does), lean defaults and task ids
+    filled back."""
+    read = read_stored(stored, strings=True, copy=True)
+    if read.markers:
+        found = await PayloadDoc.find(
+            In(PayloadDoc.id, sorted(read.markers)),
+            PayloadDoc.tenant == tenant,
+            PayloadDoc.task_id == task_id,
+        ).to_list()
+        read.resolve({payload.id: payload.data for payload in found})
+    messages = parse_read(read)
+    fill_task_ids(messages, task_id)
+    return messages
+
+
+DOCUMENT_MODELS: list[type[Document]] = [
+    TaskDoc,
+    TaskPageDoc,
+    DialogNodeDoc,
+    PayloadDoc,
+    AgentDoc,
+    PolicyDoc,
+]
+"""The core's document models: the collections every store has."""
+
+_REGISTERED: list[type[Document]] = []
+
+
+def register_documents(*models: type[Document]) -> None:
+    """Add document models of an integration (its module calls this when imported), so
+    that `bind_documents` creates their indexes too. The core never imports an integration:
+    an integration brings its own documents (`integrations/langgraph_documents.py`)."""
+    for model in models:
+        if model not in DOCUMENT_MODELS and model not in _REGISTERED:
+            _REGISTERED.append(model)
+
+
+def document_models() -> list[type[Document]]:
+    """The core's models and every registered one, in that order."""
+    return [*DOCUMENT_MODELS, *_REGISTERED]
+
+
+async def bind_documents(database: Any) -> None:
+    """Beanie's init over `database` (an `AsyncDatabase` or the embedded backend's): the
+    indexes of every document model are created (an existing one is left as it is), and
+    `TaskDoc.find(...)` and the other models' queries go to this database."""
+    await init_beanie(database=database, document_models=document_models())
