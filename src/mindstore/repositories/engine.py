@@ -306,7 +306,8 @@ class TaskEngine(TaskPages):
     ) -> dict[str, Any] | None:
         """The stored form of the last message after this write, when it is known: the
         last appended document, or the previous one with this write's `$set` and `$unset`
-        paths applied (a lean patch removes a field set back to its default)."""
+        paths applied (a lean patch removes a field set back to its default; a streamed chunk
+        is pushed)."""
         if plan.appended_docs:
             return plan.appended_docs[-1]
         tail, before = plan.header.tail, state.header.tail
@@ -320,8 +321,9 @@ class TaskEngine(TaskPages):
             return {k[len(prefix) :]: v for k, v in entries.items() if k.startswith(prefix)}
 
         return apply_sets(
-            state.tail, inside(update.get("$set", {})), inside(update.get("$unset", {}))
-        )
+            state.tail, inside(update.get("$set", {})), inside(update.get("$unset", {})),
+            inside(update.get("$push", {})),
+        )  # fmt: skip
 
     async def _mutate(
         self,

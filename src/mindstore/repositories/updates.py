@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from mindstore.errors import MindstoreError
+from mindstore.errors import MindstoreError, ValidationError
 from mindstore.model import id_filter
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, stored_header
 from mindstore.model.lean_form import lean_value
@@ -197,6 +197,7 @@ def build_task_update(
         query["$and"] = nested
     sets: dict[str, Any] = {}
     unsets: dict[str, Any] = {}
+    pushes: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []
     sealed = plan.header_before.sealed  # the array holds messages [sealed, seq)
     for offset, doc in enumerate(plan.appended_docs):
@@ -206,17 +207,25 @@ def build_task_update(
         if value is not ABSENT and transform is not None:
             value = transform(value, patch.message_id, patch.path)
         if patch.index < sealed:  # in a sealed page: recorded here, folded into it later
+            if patch.push:  # a pending entry sets a path: a planner never pushes here
+                raise ValidationError(f"cannot append to {patch.path} of a sealed message")
             message_id = patch.message_id or (sealed_ids or {}).get(patch.index, "")
             pending.append(pending_entry(message_id, patch.index, patch.path, value,
                                          absent=value is ABSENT))  # fmt: skip
         elif value is ABSENT:
             unsets[f"messages.{patch.index - sealed}.{patch.path}"] = ""
+        elif patch.push:
+            pushes[f"messages.{patch.index - sealed}.{patch.path}"] = value
         else:
             sets[f"messages.{patch.index - sealed}.{patch.path}"] = value
+        if patch.guard is not None and patch.index >= sealed:
+            query[f"messages.{patch.index - sealed}.{patch.path}"] = patch.guard
     update: Update = {"$set": sets}
     if pending:
-        update["$push"] = {"pending": {"$each": pending}}
+        pushes["pending"] = {"$each": pending}
         sets["pending_at"] = version + 1
+    if pushes:
+        update["$push"] = pushes
     last = plan.header_before.tail.index if plan.header_before.tail is not None else -1
     if seal_due and any(sealed <= patch.index != last for patch in plan.patches):
         # an open message other than the last changed while a seal may be under way: that
