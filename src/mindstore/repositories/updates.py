@@ -158,9 +158,10 @@ def build_task_update(
     """(filter, update) for one plan, pinned to the document state it was planned from.
 
     `guard_ids`: the appended ids a caller named (a replay of the call carries them
-    again); the exactly-once guard holds them and the first appended id. Ids the planner
-    generates for the other messages of one write (a sub-task entry's config and context
-    messages) are fresh, so the guard leaves them out. `require_ids`: stored message ids
+    again); the exactly-once guard holds them. Ids the store generates (a verb called
+    without a message id, a sub-task entry's config and context messages) are fresh: a
+    replay of the call would not carry them, so the guard leaves them out (49 bytes an
+    append). `require_ids`: stored message ids
     the write needs (`$all`, e.g. those a compression message names). `unset`: stored
     fields of an earlier format to drop in the same write. A patch that sets a field back
     to its default removes it (`$unset`), so the stored message stays in its lean form and
@@ -173,10 +174,10 @@ def build_task_update(
     """
     query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version,
                              "updated_at": updated_at}  # fmt: skip
-    if plan.appended:
+    named = set(guard_ids)
+    guarded = [i for i in plan.new_ids if i in named]
+    if guarded:
         # Exactly-once: a message id already stored makes the whole update match nothing.
-        named = set(guard_ids)
-        guarded = [i for n, i in enumerate(plan.new_ids) if n == 0 or i in named]
         query["messages.id"] = exactly_once_guard(guarded)
     clauses: list[dict[str, Any]] = []
     if require_ids:
