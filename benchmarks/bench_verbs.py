@@ -210,6 +210,11 @@ EARLIER: dict[str, Any] = {
         "cold_append_beyond": {"min": 880, "max": 1_001, "round_trips": 2},
         "part_verbs": "each part verb read the header and the last message again",
     },
+    "issue_30": {
+        "commit": "e69988b",
+        "add_task_entry_warm": {"beyond": 578, "round_trips": 1},
+        "note": "this module at e69988b (benchmarks/results/latest.md); the issue rounded it to 580 B",
+    },
     "this_module_before": {
         "commit": "298983c",
         "append_warm": {"max_beyond": 981, "max_beyond_verb": "add_task_entry",

@@ -274,3 +274,22 @@ async def test_streaming_into_a_message_that_gets_sealed(stores):
     assert await text_of(acme, tid, mid) == "alpha beta gamma delta epsilon"
     assert (await acme.tasks.load(tid)).messages[2].text() == "alpha beta gamma delta epsilon"
     assert await header_is_consistent(acme, tid)
+
+
+@pytest.mark.parametrize("part_index", [None, 1])
+async def test_redacting_a_streamed_message_keeps_size_bytes_exact(acme, store, tmp_path, part_index):
+    """Redaction rewrites the content from its decoded (joined) form: the chunks' framing
+    leaves the stored size with them, and a backup of the task verifies."""
+    tid, mid = await new_turn(acme)
+    async with acme.tasks.stream(tid, mid, flush_bytes=2, flush_ms=NEVER_MS) as s:
+        for word in ("think", "ing ", "hard"):
+            await s.reasoning(word)
+        for word in ("Hello", " big", " world"):
+            await s.text(word)
+    await acme.tasks.add_human_message(tid, "next")
+    raw = (await stored_documents(acme, tid))[-2]["content"]
+    assert CHUNKS_KEY in raw[0] and CHUNKS_KEY in raw[1]
+    await acme.tasks.redact(tid, mid, reason="pii", part_index=part_index)
+    assert await header_is_consistent(acme, tid)
+    await backup(store, tmp_path / "b", tenant=acme.tenant)
+    await verify(tmp_path / "b")

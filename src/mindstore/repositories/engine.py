@@ -28,7 +28,7 @@ from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.planner import Plan, parse_stored
-from mindstore.model.stored_read import read_stored
+from mindstore.model.stored_read import chunk_overhead, read_stored
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.repositories.header_cache import apply_sets
@@ -89,6 +89,17 @@ def document_estimate(header: TaskHeader) -> int:
 def _already_stored(task_id: str, taken: Iterable[str]) -> ValidationError:
     """A write names message ids the task holds, but is not a replay of one call."""
     return ValidationError(f"message ids already stored in task {task_id!r}: {sorted(taken)}")
+
+
+def _drop_chunk_overhead(plan: Plan, index: int, raw: dict[str, Any]) -> None:
+    """A plan that sets a message's whole `content` (redaction) sized the old content from
+    its decoded form, where streamed chunks are joined: take off the bytes the chunks'
+    framing held too, so `size_bytes` stays the stored form's (model/streaming.py)."""
+    if any(patch.index == index and patch.path == "content" for patch in plan.patches):
+        overhead = chunk_overhead(raw)
+        plan.header.size_bytes -= overhead
+        if index < plan.header.sealed:
+            plan.header.sealed_bytes -= overhead
 
 
 def _has_reserved(value: Any) -> bool:
@@ -377,6 +388,8 @@ class TaskEngine(TaskPages):
                     raise
                 if plan.is_empty:
                     return plan.result
+                if state.located is not None:
+                    _drop_chunk_overhead(plan, *state.located)
                 if document_estimate(plan.header) > self.max_document_bytes:
                     if state.cached:
                         self._forget(task_id)

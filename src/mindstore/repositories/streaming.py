@@ -7,12 +7,15 @@
 Deltas are buffered and written together: when `flush_bytes` bytes are waiting, or
 `flush_ms` milliseconds after the oldest waiting delta arrived (a timer writes them even
 if no further delta comes), whichever is first; and on leaving the block, also when it
-is left by an exception. Each write is one guarded update of the parts that changed
-(`mindstore.model.streaming`), through the engine every verb uses (version guard,
-per-task lock, header cache, retries), so a write from this process that wrote last is
-one round trip. The stored text is always a prefix of the deltas' concatenation, and
-equal to it once the block is left; a crash loses at most what arrived in the last
-`flush_ms`, and never more than `flush_bytes` bytes.
+is left by an exception. Each write is one guarded update of the parts that changed,
+carrying only the text that arrived since the last write (a chunk, guarded by the count
+of chunks stored: `mindstore.model.streaming`), through the engine every verb uses
+(version guard, per-task lock, header cache, retries), so a write from this process that
+wrote last is one round trip. A write that raised may have landed: the next one first
+reads the message and settles it (`_settle`), so no text is lost or written twice. The
+stored text is always a prefix of the deltas' concatenation, and equal to it once the
+block is left; a crash loses at most what arrived in the last `flush_ms`, and never more
+than `flush_bytes` bytes.
 
 While a stream is open, it owns the parts it grows; other verbs may still append parts
 to the message: a stream places each new part from the message as last seen (the header
