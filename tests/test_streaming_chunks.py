@@ -277,7 +277,9 @@ async def test_streaming_into_a_message_that_gets_sealed(stores):
 
 
 @pytest.mark.parametrize("part_index", [None, 1])
-async def test_redacting_a_streamed_message_keeps_size_bytes_exact(acme, store, tmp_path, part_index):
+async def test_redacting_a_streamed_message_keeps_size_bytes_exact(
+    acme, store, tmp_path, part_index
+):
     """Redaction rewrites the content from its decoded (joined) form: the chunks' framing
     leaves the stored size with them, and a backup of the task verifies."""
     tid, mid = await new_turn(acme)
