@@ -3,6 +3,7 @@ readers join the chunks, and a write retried after a lost reply never appends tw
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -106,6 +107,7 @@ async def test_every_reader_sees_the_whole_text_mid_stream(acme, store, tmp_path
         assert (await acme.tasks.load(tid)).messages[-1].text() == text
         assert (await acme.tasks.tail(tid, 1))[0].text() == text
         assert [m.text() for m in await acme.tasks.messages(tid)][-1] == text
+        assert (await acme.tasks.get_updates(tid))[-1].text() == text  # what `watch` polls
         window = await acme.tasks.context(tid)
         assert window.to_openai_chat()[-1]["content"] == text
         assert await header_is_consistent(acme, tid)
@@ -119,6 +121,32 @@ async def test_every_reader_sees_the_whole_text_mid_stream(acme, store, tmp_path
         assert message is not None and message.text() == text
     finally:
         await copy.close()
+
+
+async def test_watch_sees_the_text_so_far_at_every_write(acme):
+    tid, mid = await new_turn(acme)
+    seen: list[str] = []
+
+    async def follow() -> None:
+        async for event in acme.tasks.watch(tid):
+            if event.message.id == mid:
+                seen.append(event.message.text())
+                if seen[-1] == "one two three":
+                    return
+
+    async def until_seen(text: str) -> None:
+        while not seen or seen[-1] != text:
+            await asyncio.sleep(0.001)
+
+    watcher = asyncio.create_task(follow())
+    so_far = ""
+    async with acme.tasks.stream(tid, mid, flush_bytes=1, flush_ms=NEVER_MS) as s:
+        for word in ("one", " two", " three"):
+            await s.text(word)  # one write each
+            so_far += word
+            await asyncio.wait_for(until_seen(so_far), 30)  # a bound against a hang only
+    await asyncio.wait_for(watcher, 30)
+    assert [t for t in seen if t] == ["one", "one two", "one two three"]
 
 
 async def test_a_part_verb_after_the_stream_returns_the_whole_text(acme):
@@ -249,8 +277,6 @@ async def _round_trip(deltas: list[str], flush_bytes: int, threshold: int) -> No
 def test_streamed_text_round_trips_whatever_the_deltas(deltas, flush_bytes, threshold):
     """Escaped prefixes, key-like text, payload-sized chunks (a threshold of 48 bytes):
     what cannot be pushed as it is is folded, and the text reads back exactly."""
-    import asyncio
-
     asyncio.run(_round_trip(deltas, flush_bytes, threshold))
 
 
