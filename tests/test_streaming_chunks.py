@@ -126,17 +126,20 @@ async def test_every_reader_sees_the_whole_text_mid_stream(acme, store, tmp_path
 async def test_watch_sees_the_text_so_far_at_every_write(acme):
     tid, mid = await new_turn(acme)
     seen: list[str] = []
+    arrived = asyncio.Event()
 
     async def follow() -> None:
         async for event in acme.tasks.watch(tid):
             if event.message.id == mid:
                 seen.append(event.message.text())
+                arrived.set()
                 if seen[-1] == "one two three":
                     return
 
     async def until_seen(text: str) -> None:
         while not seen or seen[-1] != text:
-            await asyncio.sleep(0.001)
+            arrived.clear()
+            await arrived.wait()
 
     watcher = asyncio.create_task(follow())
     so_far = ""
@@ -295,8 +298,15 @@ async def test_streaming_into_a_message_that_gets_sealed(stores):
         header = await acme.tasks.header(tid)
         assert header.sealed > header.seq - 9  # the streamed message is sealed
         assert await text_of(acme, tid, mid) == "alpha beta gamma "
-        for word in ("delta ", "epsilon"):  # a sealed message's text is set whole
-            await s.text(word)
+        with store.backend.recorder.capture(payloads=True) as log:
+            for word in ("delta ", "epsilon"):  # a sealed message's text is set whole
+                await s.text(word)
+        updates = [u.update for u in log.by_name("update")]
+        changes = [u["$push"]["pending"]["$each"] for u in updates if "$push" in u]
+        assert [[(c["p"], c.get("v")) for c in each] for each in changes] == [
+            [("content.0.text", "alpha beta gamma delta "), (f"content.0.{CHUNKS_KEY}", None)],
+            [("content.0.text", "alpha beta gamma delta epsilon")],
+        ]  # pending changes of the sealed message: the whole text, the chunks removed
     assert await text_of(acme, tid, mid) == "alpha beta gamma delta epsilon"
     assert (await acme.tasks.load(tid)).messages[2].text() == "alpha beta gamma delta epsilon"
     assert await header_is_consistent(acme, tid)
