@@ -331,3 +331,21 @@ async def test_redacting_a_streamed_message_keeps_size_bytes_exact(
     assert await header_is_consistent(acme, tid)
     await backup(store, tmp_path / "b", tenant=acme.tenant)
     await verify(tmp_path / "b")
+
+
+async def test_an_answer_that_begins_like_a_store_marker_is_still_pushed(acme, store):
+    """Its first text is stored escaped (a prefix readers remove before joining), so later
+    writes still push chunks; a chunk that begins so is folded instead."""
+    tid, mid = await new_turn(acme)
+    deltas = ["mindstore:payload:x", " then", " more", "mindstore:escaped:y", " end"]
+    with store.backend.recorder.capture(payloads=True) as log:
+        async with acme.tasks.stream(tid, mid, flush_bytes=1, flush_ms=NEVER_MS) as s:
+            for delta in deltas:
+                await s.text(delta)
+    pushed = [u.update["$push"] for u in log.by_name("update") if "$push" in u.update]
+    assert [list(p.values()) for p in pushed] == [[" then"], [" more"], [" end"]]
+    text = "".join(deltas)
+    assert await text_of(acme, tid, mid) == text
+    finished = await acme.tasks.finish_assistant_message(tid, mid)
+    assert finished.text() == text and (await acme.tasks.load(tid)).messages[-1].text() == text
+    assert await header_is_consistent(acme, tid)

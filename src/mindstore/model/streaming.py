@@ -21,9 +21,10 @@ text once plus a bounded overhead per write, whatever the answer's length.
 
 A write sets the part's whole text instead (a *fold*: ``$set ...text``, the chunks
 ``$unset``) where a chunk cannot be pushed: into a sealed message (its changes are
-`pending` entries that set paths, docs/write-paths.md), or when the part's first text or
-the chunk would not be stored as it is (a string beginning with ``mindstore:``, which is
-stored escaped, or one at or above the payload threshold, which is offloaded).
+`pending` entries that set paths, docs/write-paths.md), when the chunk would not be
+stored as it is (it begins with ``mindstore:``, so it is stored escaped, or it is at or
+above the payload threshold, so it is offloaded), or when the part's first text was
+offloaded (a first write of 256 KiB or more).
 
 Every write is a `Plan` applied under the task's version guard by the engine every verb
 uses, with the header's `size_bytes` following the stored form exactly (a chunk adds its
@@ -224,15 +225,19 @@ def check_streamable(message: AnyMessage) -> AssistantMessage:
     return message
 
 
+def stays_inline(text: str, limit: int | None) -> bool:
+    """A string the write transform keeps in the document (below `limit`, the payload
+    threshold): a part's first text may be pushed onto only then (readers join before a
+    payload could be put in its place). It may be escaped: the escape is a prefix, which
+    readers remove before joining, and so does every caller form of a planned message."""
+    return limit is not None and len(text.encode("utf-8")) < limit
+
+
 def stored_as_is(text: str, limit: int | None) -> bool:
-    """A string the write transform stores unchanged: not escaped (it does not begin with
-    ``mindstore:``) and not offloaded (below `limit`, the payload threshold). Only such a
-    part text and such chunks are joined by readers without resolving anything."""
-    return (
-        limit is not None
-        and not text.startswith(RESERVED_PREFIX)
-        and len(text.encode("utf-8")) < limit
-    )
+    """A string the write transform stores unchanged: inline and not escaped (it does not
+    begin with ``mindstore:``). Only such a chunk is pushed: an escape in the middle of a
+    joined text would stay in it."""
+    return stays_inline(text, limit) and not text.startswith(RESERVED_PREFIX)
 
 
 def _text_size(measure: DocTransform | None, message_id: str, index: int, name: str,
@@ -319,7 +324,7 @@ def _grow(planner: Planner, index: int, message_id: str, part: StreamedPart, sea
     chunk = "".join(part.pending)
     at = f"content.{part.index}"
     count = len(part.chunks)
-    if not sealed and stored_as_is(part.base, push_limit) and stored_as_is(chunk, push_limit):
+    if not sealed and stays_inline(part.base, push_limit) and stored_as_is(chunk, push_limit):
         guard = {"$size": count} if count else {"$exists": False}
         planner.patches.append(Patch(index, message_id, f"{at}.{CHUNKS_KEY}", chunk,
                                      push=True, guard=guard))  # fmt: skip
