@@ -205,7 +205,7 @@ class Patch:
     push: bool = False
     """Append the stored value to the array at `path` (`$push`) instead of setting it: a
     streamed chunk (model/streaming.py)."""
-    guard: Any = None
+    guard: dict[str, Any] | None = None
     """A test the update's filter puts on `path` (a streamed part's chunk count), or None."""
 
 
