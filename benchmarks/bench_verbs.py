@@ -210,6 +210,14 @@ EARLIER: dict[str, Any] = {
         "cold_append_beyond": {"min": 880, "max": 1_001, "round_trips": 2},
         "part_verbs": "each part verb read the header and the last message again",
     },
+    "issue_30": {
+        "commit": "e69988b",
+        "add_task_entry_warm": {"beyond": 582, "round_trips": 1},
+        "add_task_entry_cold": {"beyond": 1093, "round_trips": 2},
+        "append_warm": {"max_beyond": 582, "mean_beyond": 411, "max_round_trips": 1},
+        "note": "this module on the code of e69988b, run on the same machine as this branch's "
+        "figures (benchmarks/results/latest.md at e69988b says 578 B, the issue 580 B)",
+    },
     "this_module_before": {
         "commit": "298983c",
         "append_warm": {"max_beyond": 981, "max_beyond_verb": "add_task_entry",

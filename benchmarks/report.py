@@ -167,6 +167,25 @@ def _verbs_tables(verbs: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _streaming_table(streaming: dict[str, Any]) -> list[str]:
+    """A streamed answer's writes and bytes, before (whole text each write) and after
+    (chunks), measured in the same run (bench_streaming)."""
+    lines = [f"## What a streamed answer sends ({streaming['backend']} backend)", "",
+             "Before: every write sends the part's whole text so far (the earlier form, same run); after: every "
+             "write pushes only what arrived since the last one.", "",
+             "| answer | text B | writes | before: bytes sent (x text) | after: bytes sent (x text) "
+             "| after: max B beyond the new text, per write | issue 30 (code before) | |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    issue = streaming["earlier"]["issue_30"]
+    for case in streaming["cases"]:
+        before, after, was = case["before"], case["after"], issue.get(case["case"], {})
+        lines.append(f"| {case['case']} | {case['text_bytes']:,} | {after['writes']} | {before['bytes_sent']:,} "
+                     f"({before['ratio_to_text']}x) | {after['bytes_sent']:,} ({after['ratio_to_text']}x) "
+                     f"| {after['max_bytes_beyond_the_new_text_per_write']} | {was.get('bytes_sent', 0):,} B "
+                     f"| {_verdict(case['within_goal'])} |")  # fmt: skip
+    return lines + [""]
+
+
 def _get(tree: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(tree, dict) or key not in tree:
@@ -201,6 +220,26 @@ def _lean_goals(results: dict[str, Any]) -> list[str]:
                      f"{before['max_round_trips']} round trips" if before else "-",
                      f"{part['max_round_trips']} round trip(s), max {part['max_beyond']:,} B beyond the values set",
                      part["max_round_trips"] == 1))  # fmt: skip
+    entry = next((row for row in verbs["verbs"] if row["verb"] == "add_task_entry"), None) if verbs else None
+    was = _get(verbs, "earlier", "issue_30")
+    if entry and was:
+        warm = entry["warm"]
+        rows.append(("add_task_entry, warm: <= its messages + 512 B, one round trip",
+                     f"{was['add_task_entry_warm']['beyond']:,} B, {was['add_task_entry_warm']['round_trips']} round "
+                     f"trip (commit {was['commit']})",
+                     f"{warm['beyond']:,} B, {warm['round_trips']} round trip(s)",
+                     warm["beyond"] <= verbs["limit_bytes"] and warm["round_trips"] == 1))  # fmt: skip
+    streaming = results.get("streaming")
+    if streaming:
+        for case in streaming["cases"]:
+            before, after = case["before"], case["after"]
+            rows.append((f"streamed answer, {case['case']}: <= {streaming['text_bound']}x its text + "
+                         f"{streaming['per_write_bound_bytes']} B a write",
+                         f"{before['bytes_sent']:,} B ({before['ratio_to_text']}x) in {before['writes']} writes "
+                         "(whole text each write, same run)",
+                         f"{after['bytes_sent']:,} B ({after['ratio_to_text']}x) in {after['writes']} writes; bound "
+                         f"{case['bound_bytes']:,} B; at most {after['max_bytes_beyond_the_new_text_per_write']} B "
+                         "a write beyond its new text", case["within_goal"]))  # fmt: skip
     read = _get(results, "model", "read")
     if read:
         conv = read["conversation"]
@@ -385,8 +424,10 @@ def markdown(document: dict[str, Any]) -> str:
         lines += _storage_table(results["storage"])
     if "verbs" in results:
         lines += _verbs_tables(results["verbs"])
+    if "streaming" in results:
+        lines += _streaming_table(results["streaming"])
     for key, value in results.items():
-        if key in ("append_compare", "context", "storage", "verbs", "paging"):
+        if key in ("append_compare", "context", "storage", "verbs", "paging", "streaming"):
             continue
         lines += [f"## {key}", "", "```json", json.dumps(value, indent=2), "```", ""]
     if document["failures"]:

@@ -152,6 +152,29 @@ def test_the_stored_form_leaves_out_what_it_can_derive():
     assert header_from_stored(stored_header(closed)) == closed
 
 
+def test_a_frame_leaves_out_the_model_of_the_last_config():
+    """The innermost frame's model is usually the last config's (its own config message
+    follows the entry): stored once, as `last_model_name`. A frame whose model differs
+    keeps it, and one without a model says so (absent would read as the last model)."""
+    outer = ScopeFrame(entry_id="e1", index=2, model_name="big")
+    inner = ScopeFrame(entry_id="e2", index=5, model_name="small")
+    unknown = ScopeFrame(entry_id="e3", index=8, model_name=None)
+    header = TaskHeader(seq=9, scope_stack=[outer, inner], last_config_index=6,
+                        last_model_name="small")  # fmt: skip
+    stored = stored_header(header)
+    assert [frame.get("model_name") for frame in stored["scope_stack"]] == ["big", None]
+    assert "model_name" not in stored["scope_stack"][1]
+    assert header_from_stored(stored) == header
+    odd = header.model_copy(deep=True, update={"scope_stack": [outer, inner, unknown]})
+    assert stored_header(odd)["scope_stack"][2] == {"entry_id": "e3", "index": 8, "model_name": None}
+    assert header_from_stored(stored_header(odd)) == odd
+    # a config inside the inner level changes the last model: the inner frame's is written out
+    moved = header.model_copy(deep=True, update={"last_model_name": "other", "last_config_index": 7})
+    changes = header_changes(header, moved)
+    assert header_from_stored(apply_update(stored, changes)) == moved
+    assert stored_header(moved)["scope_stack"][1]["model_name"] == "small"
+
+
 def earlier_format(header: TaskHeader, message_id: str) -> dict[str, Any]:
     """The header fields as the previous version stored them: every field written out, the
     tail, the usage's long keys, each tool call with the id of its message."""
@@ -201,6 +224,12 @@ def test_apply_sets_applies_paths_as_mongodb_does_or_gives_up():
     assert message["content"][0]["text"] == "Hel"  # a copy: the cached form is never shared
     assert apply_sets(message, {"content.5": {}}) is None  # past the end: MongoDB would pad
     assert apply_sets(message, {"status.x": 1}) is None  # into a string
+    # a streamed chunk is pushed (the array made when missing); `$each` is not modelled
+    chunked = apply_sets(message, {}, (), {"content.0.§more": "lo"})
+    assert chunked is not None and chunked["content"][0]["§more"] == ["lo"]
+    assert apply_sets(chunked, {}, (), {"content.0.§more": "!"})["content"][0]["§more"] == ["lo", "!"]
+    assert apply_sets(message, {}, (), {"status": "x"}) is None  # onto a string
+    assert apply_sets(message, {}, (), {"content.0.§more": {"$each": ["a"]}}) is None
 
 
 def test_the_kept_last_messages_stay_within_their_budget():

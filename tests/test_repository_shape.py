@@ -34,6 +34,7 @@ MODULES = [
     "repositories/retraction.py",
     "repositories/content_lifecycle.py",
     "repositories/tasks.py",
+    "repositories/streaming.py",
     "services/tasks.py",
     "compression/window_read.py",
     "compression/window_pages.py",

@@ -15,7 +15,8 @@ from mindstore.errors import InvalidTransition, NotFound, ValidationError
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import ReasoningPart, TaskConfigPart, TextPart, ToolCallPart
 from mindstore.model.planner import derive_header
-from mindstore.model.streaming import StreamState
+from mindstore.model.storage_form import CHUNKS_KEY, bson_size
+from mindstore.model.streaming import PartWrite, StreamState
 from mindstore.repositories.tasks import RetryPolicy
 from mindstore.store import Store
 
@@ -41,9 +42,24 @@ async def stored(acme, tid: str, message_id: str) -> AssistantMessage:
     return message
 
 
+async def stored_documents(acme, tid: str) -> list[dict]:
+    """The task's message documents as stored (sealed pages first, then the open page)."""
+    database = acme.store.backend.database
+    key = f"{acme.tenant}/{tid}"
+    task = await database["tasks"].find_one({"tenant": acme.tenant, "_id": key})
+    pages = await database["task_pages"].find({"tenant": acme.tenant, "task": key}).to_list(None)
+    sealed = [m for page in sorted(pages, key=lambda p: p["start"]) for m in page["messages"]]
+    return sealed + task["messages"]
+
+
 async def header_is_consistent(acme, tid: str) -> bool:
+    """`size_bytes` is the stored form's exact size (streamed chunks included), and the rest of
+    the header is what folding the messages as read gives."""
     task = await acme.tasks.load(tid)
-    return (await acme.tasks.header(tid)).size_bytes == derive_header(tid, task.messages).size_bytes
+    header = await acme.tasks.header(tid)
+    derived = derive_header(tid, task.messages)
+    exact = header.size_bytes == sum(bson_size(d) for d in await stored_documents(acme, tid))
+    return exact and header.seq == derived.seq and header.open_tool_calls == derived.open_tool_calls
 
 
 def sets_of(log) -> list[dict]:
@@ -217,11 +233,12 @@ async def test_a_delta_arriving_while_a_write_is_in_flight_is_not_lost(acme, mon
 # ---------------------------------------------------------------- what a write carries
 
 
-async def test_each_write_carries_the_changed_part_only(acme, store):
+async def test_each_write_carries_the_new_text_only(acme, store):
     for history in (0, 2_000):
         tid, mid = await new_turn(acme, history=history)
         header = await acme.tasks.header(tid)
         index = header.seq - 1 - header.sealed  # its place in the task document's array
+        at = f"messages.{index}.content.0"
         with store.backend.recorder.capture(payloads=True) as log:
             async with acme.tasks.stream(tid, mid, flush_bytes=64, flush_ms=3_600_000) as s:
                 for i in range(60):
@@ -229,15 +246,23 @@ async def test_each_write_carries_the_changed_part_only(acme, store):
         updates = log.by_name("update")
         assert len(updates) == s.writes >= 8
         text = (await stored(acme, tid, mid)).text()
+        sent = ""
         for number, update in enumerate(updates):
             sets = update.update["$set"]
-            part = sets.get(f"messages.{index}.content.0") or {"text": sets.get(f"messages.{index}.content.0.text")}
-            assert text.startswith(part["text"])
-            assert update.bytes_sent <= len(part["text"].encode()) + WRITE_OVERHEAD, (history, number)
             # pinned to the state it was planned from: the array holds the message at `index`
             assert {"version", "updated_at"} <= update.filter.keys(), update.filter
-            if number:
-                assert f"messages.{index}.content.0.text" in sets  # the text only, not the part
+            if number == 0:  # the part's first write places it whole
+                new = sets[at]["text"]
+                assert CHUNKS_KEY not in sets[at]
+            else:  # later writes push what came since, guarded by the chunks stored so far
+                assert update.update["$push"].keys() == {f"{at}.{CHUNKS_KEY}"}
+                new = update.update["$push"][f"{at}.{CHUNKS_KEY}"]
+                guard = {"$exists": False} if number == 1 else {"$size": number - 1}
+                assert update.filter[f"{at}.{CHUNKS_KEY}"] == guard
+                assert not any(k.startswith("messages.") for k in sets)
+            sent += new
+            assert update.bytes_sent <= len(new.encode()) + WRITE_OVERHEAD, (history, number)
+        assert sent == text  # each delta travelled once
         # every write is one round trip: the header and the message come from the cache
         assert log.names() == ["update"] * len(updates)
 
@@ -347,8 +372,11 @@ def test_state_coalesces_and_counts_pending_bytes():
     state.add("text", "é")
     state.add("text", "a")
     assert len(state.parts) == 1 and state.pending_bytes == 3 and state.places_parts
-    state.committed(state.snapshot(), {0: 4})
+    state.committed(state.snapshot(), {0: PartWrite(4, "placed")})
     assert state.parts[0].index == 4 and state.parts[0].stored == "éa" and not state.needs_write
+    state.add("text", "b")
+    state.committed(state.snapshot(), {0: PartWrite(4, "pushed", "b")})
+    assert state.parts[0].base == "éa" and state.parts[0].chunks == ["b"] and not state.needs_write
     state.add("reasoning", "", now=10.0)
     state.add("text", "b", now=11.0)
     assert [p.kind for p in state.parts] == ["text", "reasoning", "text"]

@@ -18,7 +18,11 @@ every append rewrites part of it and those bytes travel with every message:
 * a sub-task frame names its `trigger` and `fallback` by the call id while the call is
   open (the call itself is in `open_tool_calls`), and a `fallback` that is the trigger
   (the usual case: the call right before the entry) as `fallback: true`; a frame with a
-  trigger leaves out `trigger_recorded` (only a recorded entry has one);
+  trigger leaves out `trigger_recorded` (only a recorded entry has one), and leaves out its
+  `model_name` when it is the task's `last_model_name` (the usual case for the innermost
+  frame: its config is the last one; a frame whose model is unknown while the last one is
+  known stores `model_name: null`). A write that changes `last_model_name` writes those
+  frames' names out (the header's stored form changed: `updates.header_changes`);
 * `usage` uses short keys (`in`, `out`, `cr`, `cw`, `cost`): an assistant turn sets three
   of them on every append. The long keys of an earlier version are read where no short
   one is stored;
@@ -225,8 +229,13 @@ def _ref(ref: ToolCallRef) -> JSON:
     return document
 
 
-def _frame(frame: ScopeFrame, open_calls: Mapping[str, JSON]) -> JSON:
+def _frame(frame: ScopeFrame, open_calls: Mapping[str, JSON], last_model: str | None) -> JSON:
     document = _compact(frame)
+    if frame.model_name is None:
+        if last_model is not None:
+            document["model_name"] = None  # absent would read as `last_model`
+    elif frame.model_name == last_model:
+        del document["model_name"]  # read back from `last_model_name`
     for name in ("fallback", "trigger"):
         ref = getattr(frame, name)
         if ref is not None:
@@ -265,12 +274,14 @@ def _read_usage(stored: Any) -> Any:
     return values
 
 
-def _read_frame(stored: Any, open_calls: Mapping[str, Any]) -> Any:
+def _read_frame(stored: Any, open_calls: Mapping[str, Any], last_model: Any) -> Any:
     """A stored frame with its calls written out: a call id names an open call, `fallback:
-    true` the trigger (an id that names no open call is left for validation to refuse)."""
+    true` the trigger (an id that names no open call is left for validation to refuse);
+    no `model_name`: the task's `last_model_name`."""
     if not isinstance(stored, Mapping):
         return stored
     frame = dict(stored)
+    frame.setdefault("model_name", last_model)
     for name in ("trigger", "fallback"):
         value = frame.get(name)
         if isinstance(value, str) and value in open_calls:
@@ -289,7 +300,9 @@ def stored_header(header: TaskHeader) -> JSON:
     return {
         "seq": header.seq,
         "size_bytes": header.size_bytes,
-        "scope_stack": [_frame(frame, open_calls) for frame in header.scope_stack],
+        "scope_stack": [
+            _frame(frame, open_calls, header.last_model_name) for frame in header.scope_stack
+        ],
         "open_tool_calls": calls,
         "root_config_index": header.root_config_index,
         "root_model_name": header.root_model_name,
@@ -317,7 +330,10 @@ def header_from_stored(fields: Mapping[str, Any], tail: Tail | None = None) -> T
             for call in (calls if isinstance(calls, list) else [])
             if isinstance(call, Mapping) and isinstance(call.get("id"), str)
         }
-        data["scope_stack"] = [_read_frame(frame, open_calls) for frame in data["scope_stack"]]
+        last_model = data.get("last_model_name")
+        data["scope_stack"] = [
+            _read_frame(frame, open_calls, last_model) for frame in data["scope_stack"]
+        ]
     header = TaskHeader.model_validate(data)
     for ref in header.open_tool_calls:
         ref.message_id = ""

@@ -202,6 +202,11 @@ class Patch:
     path: str
     value: Any
     stored: Any = FROM_VALUE
+    push: bool = False
+    """Append the stored value to the array at `path` (`$push`) instead of setting it: a
+    streamed chunk (model/streaming.py)."""
+    guard: dict[str, Any] | None = None
+    """A test the update's filter puts on `path` (a streamed part's chunk count), or None."""
 
 
 @dataclass

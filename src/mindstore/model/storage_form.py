@@ -20,6 +20,12 @@ DERIVED_KEY = KEY_MARK + "derived"
 """Lists the store's own fields added to an unknown-role message. No caller key can be
 stored under this name: an escaped key is the mark plus a percent-quoted *unsafe* key, and
 `derived` is safe, so `escape_keys` never produces it."""
+CHUNKS_KEY = KEY_MARK + "more"
+"""A streamed text or reasoning part's later chunks, in order, stored beside its text field
+(`{"type": "text", "text": "Hel", "\u00a7more": ["lo", " world"]}` reads as "Hello world"):
+a stream appends each write's delta with `$push` instead of sending the text so far again
+(model/streaming.py). Readers join them (`model.stored_read`). Like `DERIVED_KEY`, no
+escaped caller key is spelled so (`more` is a safe key)."""
 
 
 def _key_is_safe(key: str) -> bool:

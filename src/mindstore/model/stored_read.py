@@ -34,7 +34,7 @@ from urllib.parse import unquote
 from mindstore.model.base import JSON
 from mindstore.model.collector import collector_paused
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
-from mindstore.model.storage_form import DERIVED_KEY, KEY_MARK
+from mindstore.model.storage_form import CHUNKS_KEY, DERIVED_KEY, KEY_MARK, bson_size
 from mindstore.payloads import ESCAPE_PREFIX, MARKER_PREFIX, RESERVED_PREFIX
 
 CHUNK = 64
@@ -114,11 +114,51 @@ class _Walk:
 
     def mapping(self, items: Any) -> dict[Any, Any]:
         copied: dict[Any, Any] = {}
+        chunks: Any = None
         for key, item in items:
+            if key == CHUNKS_KEY:
+                chunks = item
+                continue
             if isinstance(key, str) and key.startswith(KEY_MARK):
                 key = unquote(key[_MARK_LENGTH:])
             copied[key] = self.value(item, copied, key)
+        if chunks is not None:
+            joined = join_chunks(copied, chunks)
+            if joined is None:  # not a streamed part's chunks: kept, as any escaped key
+                copied[unquote(CHUNKS_KEY[_MARK_LENGTH:])] = self.value(chunks, copied, "more")
         return copied
+
+
+STREAMED_FIELDS = {"text": "text", "reasoning": "reasoning"}
+"""The field of each part type whose later chunks a stream stores under `CHUNKS_KEY`."""
+
+
+def join_chunks(part: dict[Any, Any], chunks: Any) -> str | None:
+    """A streamed part's whole text: its text field followed by its chunks (set in `part`,
+    which is the walk's copy), or None when `part` is not a text or reasoning part whose
+    text and chunks are strings (then nothing is joined)."""
+    name = STREAMED_FIELDS.get(str(part.get("type")))
+    if name is None or not isinstance(chunks, list):
+        return None
+    base = part.get(name, "")
+    if not isinstance(base, str) or not all(isinstance(chunk, str) for chunk in chunks):
+        return None
+    part[name] = joined = base + "".join(chunks)
+    return joined
+
+
+def chunk_overhead(document: Any) -> int:
+    """Bytes a stored message document spends on streamed chunks beyond its joined form
+    (the chunk array's keys and framing): what a write that replaces the message's content
+    from its decoded (joined) form removes beyond what it sized."""
+    content = document.get("content") if isinstance(document, dict) else None
+    total = 0
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, dict) and CHUNKS_KEY in part:
+            joined = {key: value for key, value in part.items() if key != CHUNKS_KEY}
+            if join_chunks(joined, part[CHUNKS_KEY]) is not None:
+                total += bson_size(part) - bson_size(joined)
+    return total
 
 
 def read_stored(documents: list[Any], *, strings: bool, copy: bool = False) -> StoredRead:

@@ -32,6 +32,7 @@ from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.paging import DEFAULT_POLICY, should_seal
 from mindstore.model.planner import Plan
+from mindstore.model.stored_read import chunk_overhead
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.repositories.header_cache import apply_sets
 from mindstore.repositories.pages import Paging
@@ -90,6 +91,17 @@ def document_estimate(header: TaskHeader) -> int:
 def _already_stored(task_id: str, taken: Iterable[str]) -> ValidationError:
     """A write names message ids the task holds, but is not a replay of one call."""
     return ValidationError(f"message ids already stored in task {task_id!r}: {sorted(taken)}")
+
+
+def _drop_chunk_overhead(plan: Plan, index: int, raw: dict[str, Any]) -> None:
+    """A plan that sets a message's whole `content` (redaction) sized the old content from
+    its decoded form, where streamed chunks are joined: take off the bytes the chunks'
+    framing held too, so `size_bytes` stays the stored form's (model/streaming.py)."""
+    if any(patch.index == index and patch.path == "content" for patch in plan.patches):
+        overhead = chunk_overhead(raw)
+        plan.header.size_bytes -= overhead
+        if index < plan.header.sealed:
+            plan.header.sealed_bytes -= overhead
 
 
 def _has_reserved(value: Any) -> bool:
@@ -253,7 +265,8 @@ class TaskWriter:
     ) -> dict[str, Any] | None:
         """The stored form of the last message after this write, when it is known: the
         last appended document, or the previous one with this write's `$set` and `$unset`
-        paths applied (a lean patch removes a field set back to its default)."""
+        paths applied (a lean patch removes a field set back to its default; a streamed chunk
+        is pushed)."""
         if plan.appended_docs:
             return plan.appended_docs[-1]
         tail, before = plan.header.tail, state.header.tail
@@ -267,8 +280,9 @@ class TaskWriter:
             return {k[len(prefix) :]: v for k, v in entries.items() if k.startswith(prefix)}
 
         return apply_sets(
-            state.tail, inside(update.get("$set", {})), inside(update.get("$unset", {}))
-        )
+            state.tail, inside(update.get("$set", {})), inside(update.get("$unset", {})),
+            inside(update.get("$push", {})),
+        )  # fmt: skip
 
     async def mutate(
         self,
@@ -323,6 +337,8 @@ class TaskWriter:
                     raise
                 if plan.is_empty:
                     return plan.result
+                if state.located is not None:
+                    _drop_chunk_overhead(plan, *state.located)
                 if document_estimate(plan.header) > self.scope.max_document_bytes:
                     if state.cached:
                         self.scope.forget(task_id)

@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from mindstore.model.header import TaskHeader
@@ -82,12 +83,16 @@ def _container(document: dict[str, Any], steps: list[str], *, create: bool) -> A
 
 
 def apply_sets(
-    document: Mapping[str, Any], sets: Mapping[str, Any], unsets: Iterable[str] = ()
+    document: Mapping[str, Any],
+    sets: Mapping[str, Any],
+    unsets: Iterable[str] = (),
+    pushes: Mapping[str, Any] = MappingProxyType({}),
 ) -> dict[str, Any] | None:
-    """A copy of a stored document with `$set` and `$unset` paths (relative to it) applied
-    as MongoDB applies them, or None for a path this does not model (a list index past the
-    end, a step into a scalar, an `$unset` inside a list): the caller then forgets the
-    document rather than guess."""
+    """A copy of a stored document with `$set`, `$unset` and single-value `$push` paths
+    (relative to it) applied as MongoDB applies them, or None for a path this does not
+    model (a list index past the end, a step into a scalar, an `$unset` inside a list, a
+    push onto a value that is not a list): the caller then forgets the document rather
+    than guess."""
     result = copy.deepcopy(dict(document))
     for path in unsets:
         *steps, last = path.split(".")
@@ -108,6 +113,14 @@ def apply_sets(
                 target[int(last)] = copy.deepcopy(value)
         else:
             return None
+    for path, value in pushes.items():
+        *steps, last = path.split(".")
+        target = _container(result, steps, create=True)
+        if not isinstance(target, dict) or not isinstance(target.setdefault(last, []), list):
+            return None
+        if isinstance(value, dict) and any(str(key).startswith("$") for key in value):
+            return None  # `$each` and its modifiers: not modelled
+        target[last].append(copy.deepcopy(value))
     return result
 
 

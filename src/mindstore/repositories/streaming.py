@@ -7,12 +7,15 @@
 Deltas are buffered and written together: when `flush_bytes` bytes are waiting, or
 `flush_ms` milliseconds after the oldest waiting delta arrived (a timer writes them even
 if no further delta comes), whichever is first; and on leaving the block, also when it
-is left by an exception. Each write is one guarded update of the parts that changed
-(`mindstore.model.streaming`), through the engine every verb uses (version guard,
-per-task lock, header cache, retries), so a write from this process that wrote last is
-one round trip. The stored text is always a prefix of the deltas' concatenation, and
-equal to it once the block is left; a crash loses at most what arrived in the last
-`flush_ms`, and never more than `flush_bytes` bytes.
+is left by an exception. Each write is one guarded update of the parts that changed,
+carrying only the text that arrived since the last write (a chunk, guarded by the count
+of chunks stored: `mindstore.model.streaming`), through the engine every verb uses
+(version guard, per-task lock, header cache, retries), so a write from this process that
+wrote last is one round trip. A write that raised may have landed: the next one first
+reads the message and settles it (`_settle`), so no text is lost or written twice. The
+stored text is always a prefix of the deltas' concatenation, and equal to it once the
+block is left; a crash loses at most what arrived in the last `flush_ms`, and never more
+than `flush_bytes` bytes.
 
 While a stream is open, it owns the parts it grows; other verbs may still append parts
 to the message: a stream places each new part from the message as last seen (the header
@@ -36,6 +39,7 @@ from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage
 from mindstore.model.planner import Plan
 from mindstore.model.streaming import (
+    PartWrite,
     StreamKind,
     StreamState,
     check_delta,
@@ -80,13 +84,18 @@ class MessageStream:
         self._failure: BaseException | None = None
         self._oldest: float | None = None
         self._closed = False
+        self._unsure: tuple[StreamState, dict[int, PartWrite]] | None = None
+        """A write that raised and may have landed: settled (`_settle`) before the next."""
+        self.push_chunks = True
+        """Append each write's new text as a chunk (False: send the whole text every write,
+        as streams did before chunks; the benchmark measures both in one run)."""
 
     # -- lifecycle ----------------------------------------------------------------------
     async def __aenter__(self) -> Self:
         if self.message_id is None:
             created = await self.tasks.add_assistant_message(self.task_id)
             self.message_id = created.id
-        index, message = await self.tasks._message_at(self.task_id, self.message_id)
+        index, message = await self.tasks.port.message_at(self.task_id, self.message_id)
         self._message, self._index = check_streamable(message), index
         return self
 
@@ -146,6 +155,8 @@ class MessageStream:
         """Write everything pending now (one guarded update; nothing if nothing is pending)."""
         self._raise_failure()
         async with self._lock:
+            if self._unsure is not None:
+                await self._settle(*self._unsure)
             if not self.state.needs_write or self._message is None or self._index is None:
                 return
             placing = self.state.places_parts
@@ -158,28 +169,52 @@ class MessageStream:
                 base = located["message"] if located is not None else self._message
                 index = located["index"] if located is not None else self._index
                 assert base is not None and index is not None
-                planned, stored, placed = plan_stream_write(
+                measure = Offloader(self.task_id, offloader.threshold, offloader.tenant)
+                planned, stored, writes = plan_stream_write(
                     header,
                     self.task_id,
                     index,
                     base,
                     written,
                     transform=offloader.transform_document,
+                    push_limit=offloader.threshold if self.push_chunks else None,
+                    measure=measure.transform_document,
                 )
-                outcome.update(stored=stored, placed=placed)
+                outcome.update(stored=stored, writes=writes)
                 return planned
 
-            await self.tasks._mutate(
-                self.task_id, plan, locate=self.message_id if placing else None
-            )
-            self.state.committed(written, outcome["placed"])
-            self._message = outcome["stored"]
-            self._oldest = time.monotonic() if self.state.pending_bytes else None
-            self.writes += 1
+            try:
+                await self.tasks.writer.mutate(
+                    self.task_id, plan, locate=self.message_id if placing else None
+                )
+            except BaseException:
+                if "writes" in outcome:  # it may have reached the store: ask before the next
+                    self._unsure = (written, outcome["writes"])
+                raise
+            self._done(written, outcome["writes"], outcome["stored"])
             timer = self._timer
             if timer is not None and timer is not asyncio.current_task():
                 timer.cancel()  # what it was to write is written; the next delta starts a new one
                 self._timer = None
+
+    def _done(self, written: StreamState, writes: dict[int, PartWrite], stored: AnyMessage) -> None:
+        self.state.committed(written, writes)
+        self._message = stored
+        self._oldest = time.monotonic() if self.state.pending_bytes else None
+        self.writes += 1
+
+    async def _settle(self, written: StreamState, writes: dict[int, PartWrite]) -> None:
+        """After a write that raised (a lost reply, a timeout): read the message and take
+        the write as done if it landed, so it is neither lost nor sent twice (the chunk
+        guard refuses a second push of it anyway, module `mindstore.model.streaming`)."""
+        assert self.message_id is not None
+        message = await self.tasks.get_message(self.task_id, self.message_id)
+        index, stored = await self.tasks.port.message_at(self.task_id, self.message_id)
+        self._unsure = None
+        if self.state.landed(written, writes, message):
+            self._done(written, writes, stored)
+        else:
+            self._message, self._index = check_streamable(stored), index
 
     async def _flush_later(self) -> None:
         try:

@@ -54,7 +54,6 @@ from mindstore.repositories.content_lifecycle import ContentLifecycle
 from mindstore.repositories.engine import (
     MAX_DOCUMENT_BYTES,
     READ_FIELDS,
-    PlanFn,
     RetryPolicy,
     TaskWriter,
     document_estimate,
@@ -243,14 +242,6 @@ class TaskRepository:
     ) -> Any:
         """The part verbs' entry to the writer (`TaskWriter.part_verb`)."""
         return await self.writer.part_verb(task_id, message_id, planner_fn, *args, **kwargs)
-
-    async def _message_at(self, task_id: str, message_id: str) -> tuple[int, AnyMessage]:
-        """`TaskPort.message_at`, for `repositories.streaming` (which still calls it here)."""
-        return await self.port.message_at(task_id, message_id)
-
-    async def _mutate(self, task_id: str, plan_fn: PlanFn, **options: Any) -> Any:
-        """`TaskWriter.mutate`, for `repositories.streaming` (which still calls it here)."""
-        return await self.writer.mutate(task_id, plan_fn, **options)
 
     # ------------------------------------------------------------------ lifecycle
     async def create(

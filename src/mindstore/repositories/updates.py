@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from mindstore.errors import MindstoreError
+from mindstore.errors import MindstoreError, ValidationError
 from mindstore.model import id_filter
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, stored_header
 from mindstore.model.lean_form import lean_value
@@ -158,9 +158,10 @@ def build_task_update(
     """(filter, update) for one plan, pinned to the document state it was planned from.
 
     `guard_ids`: the appended ids a caller named (a replay of the call carries them
-    again); the exactly-once guard holds them and the first appended id. Ids the planner
-    generates for the other messages of one write (a sub-task entry's config and context
-    messages) are fresh, so the guard leaves them out. `require_ids`: stored message ids
+    again); the exactly-once guard holds them. Ids the store generates (a verb called
+    without a message id, a sub-task entry's config and context messages) are fresh: a
+    replay of the call would not carry them, so the guard leaves them out (49 bytes an
+    append). `require_ids`: stored message ids
     the write needs (`$all`, e.g. those a compression message names). `unset`: stored
     fields of an earlier format to drop in the same write. A patch that sets a field back
     to its default removes it (`$unset`), so the stored message stays in its lean form and
@@ -173,10 +174,10 @@ def build_task_update(
     """
     query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version,
                              "updated_at": updated_at}  # fmt: skip
-    if plan.appended:
+    named = set(guard_ids)
+    guarded = [i for i in plan.new_ids if i in named]
+    if guarded:
         # Exactly-once: a message id already stored makes the whole update match nothing.
-        named = set(guard_ids)
-        guarded = [i for n, i in enumerate(plan.new_ids) if n == 0 or i in named]
         query["messages.id"] = exactly_once_guard(guarded)
     clauses: list[dict[str, Any]] = []
     if require_ids:
@@ -197,6 +198,7 @@ def build_task_update(
         query["$and"] = nested
     sets: dict[str, Any] = {}
     unsets: dict[str, Any] = {}
+    pushes: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []
     sealed = plan.header_before.sealed  # the array holds messages [sealed, seq)
     for offset, doc in enumerate(plan.appended_docs):
@@ -206,17 +208,25 @@ def build_task_update(
         if value is not ABSENT and transform is not None:
             value = transform(value, patch.message_id, patch.path)
         if patch.index < sealed:  # in a sealed page: recorded here, folded into it later
+            if patch.push:  # a pending entry sets a path: a planner never pushes here
+                raise ValidationError(f"cannot append to {patch.path} of a sealed message")
             message_id = patch.message_id or (sealed_ids or {}).get(patch.index, "")
             pending.append(pending_entry(message_id, patch.index, patch.path, value,
                                          absent=value is ABSENT))  # fmt: skip
         elif value is ABSENT:
             unsets[f"messages.{patch.index - sealed}.{patch.path}"] = ""
+        elif patch.push:
+            pushes[f"messages.{patch.index - sealed}.{patch.path}"] = value
         else:
             sets[f"messages.{patch.index - sealed}.{patch.path}"] = value
+        if patch.guard is not None and patch.index >= sealed:
+            query[f"messages.{patch.index - sealed}.{patch.path}"] = patch.guard
     update: Update = {"$set": sets}
     if pending:
-        update["$push"] = {"pending": {"$each": pending}}
+        pushes["pending"] = {"$each": pending}
         sets["pending_at"] = version + 1
+    if pushes:
+        update["$push"] = pushes
     last = plan.header_before.tail.index if plan.header_before.tail is not None else -1
     if seal_due and any(sealed <= patch.index != last for patch in plan.patches):
         # an open message other than the last changed while a seal may be under way: that
