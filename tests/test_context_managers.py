@@ -21,7 +21,7 @@ from mindstore.compression import (
 )
 from mindstore.compression.manager_config import DEFAULT_MANAGERS, deep_merge
 from mindstore.compression.managers import SAFETY_BUFFER, TRUNCATION_PREFIX
-from mindstore.compression.model_windows import (
+from mindstore.compression.model_context_sizes import (
     KNOWN_CONTEXT_WINDOWS,
     forget_context_window,
 )

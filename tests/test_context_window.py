@@ -316,8 +316,8 @@ async def test_a_widening_read_of_a_paged_level_starts_over_when_a_seal_lands_in
     """A widening read takes the sealed part of its range from the pages, then the rest
     from the open page by position; a seal in between moves the open page's start, so that
     read must start over, not take the messages now at those positions."""
-    from mindstore.compression import window_pages
-    from mindstore.compression.window_read import read_level_range
+    from mindstore.compression import paged_level_read
+    from mindstore.compression.level_read import read_level_range
 
     acme, other = sized(store, 3), sized(store, 3)  # two processes writing one task
     tid = (await acme.tasks.create(config=OFF)).id
@@ -329,7 +329,7 @@ async def test_a_widening_read_of_a_paged_level_starts_over_when_a_seal_lands_in
     before = (await read_level_range(acme.tasks.port, tid, None, *wanted, paged=True))[2]
     assert [m.text() for m in before] == [f"question {i}" for i in range(14, 20)]
 
-    original, raced = window_pages._slices, []
+    original, raced = paged_level_read._slices, []
 
     async def seal_in_between(*args, **kwargs):
         found = await original(*args, **kwargs)
@@ -340,7 +340,7 @@ async def test_a_widening_read_of_a_paged_level_starts_over_when_a_seal_lands_in
             assert (await other.tasks.header(tid)).sealed > header.sealed
         return found
 
-    monkeypatch.setattr(window_pages, "_slices", seal_in_between)
+    monkeypatch.setattr(paged_level_read, "_slices", seal_in_between)
     after = (await read_level_range(acme.tasks.port, tid, None, *wanted, paged=True))[2]
     assert raced and [m.id for m in after] == [m.id for m in before]
 

@@ -36,8 +36,8 @@ MODULES = [
     "repositories/tasks.py",
     "repositories/streaming.py",
     "services/tasks.py",
-    "compression/window_read.py",
-    "compression/window_pages.py",
+    "compression/level_read.py",
+    "compression/paged_level_read.py",
     "compression/context.py",
 ]
 PRIVATE_USE = re.compile(r"\b((?:[A-Za-z_][A-Za-z0-9_]*\.)+)(_[a-z][a-z0-9_]*)")

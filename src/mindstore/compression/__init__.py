@@ -2,10 +2,10 @@
 strategies, checkpoints, the Compressor), the dialog document's context managers (and
 their registry and configuration) and the agent-graph format's reducers.
 
-Pure planning (`strategies`, `builtin`, `checkpoint`, `view`, `managers`, `model_windows`,
-`reducers`, `toolpairs`, `tokens`) is kept apart from the one module that reads and
-writes a level (`compressor`), and from the context entry point behind
-`tasks.context(...)` (`context`).
+Pure planning (`strategies`, `builtin`, `checkpoint`, `checkpoint_view`, `managers`,
+`model_context_sizes`, `reducers`, `toolpairs`, `tokens`) is kept apart from the one
+module that reads and writes a level (`compressor`), and from the context entry point
+behind `tasks.context(...)` (`context`).
 """
 
 from mindstore.compression.base import (
@@ -24,6 +24,7 @@ from mindstore.compression.checkpoint import (
     checkpoints_in,
     merge_round,
 )
+from mindstore.compression.checkpoint_view import apply_checkpoint
 from mindstore.compression.compressor import (
     Compressor,
     LevelSource,
@@ -41,7 +42,7 @@ from mindstore.compression.managers import (
     DefaultContextManager,
     MessageContextManager,
 )
-from mindstore.compression.model_windows import context_window, register_context_window
+from mindstore.compression.model_context_sizes import context_window, register_context_window
 from mindstore.compression.outcome import CompressionOutcome
 from mindstore.compression.reducers import (
     add_messages,
@@ -57,7 +58,6 @@ from mindstore.compression.registry import (
 from mindstore.compression.strategies import CompressionPlan, plan_compression
 from mindstore.compression.summarizer import ExtractiveSummarizer, Summarizer
 from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
-from mindstore.compression.view import apply_checkpoint
 from mindstore.compression.window import model_view
 
 __all__ = [

@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from mindstore.compression.checkpoint import CompressionCheckpoint, checkpoints_in
-from mindstore.compression.view import DEFAULT_STUB_TEXT, apply_checkpoint
+from mindstore.compression.checkpoint_view import DEFAULT_STUB_TEXT, apply_checkpoint
 from mindstore.model.base import Model
 from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import CompressionConfig, CompressionStrategyType

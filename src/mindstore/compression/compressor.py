@@ -27,6 +27,7 @@ from mindstore.compression.checkpoint import (
     checkpoints_in,
     merge_round,
 )
+from mindstore.compression.checkpoint_view import DEFAULT_STUB_TEXT, apply_checkpoint
 from mindstore.compression.registry import (
     StrategyArgument,
     StrategyRegistry,
@@ -35,7 +36,6 @@ from mindstore.compression.registry import (
 from mindstore.compression.strategies import conversation
 from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens
-from mindstore.compression.view import DEFAULT_STUB_TEXT, apply_checkpoint
 from mindstore.errors import ValidationError
 from mindstore.model.messages import AnyMessage
 from mindstore.model.parts import CompressionConfig

@@ -42,8 +42,10 @@ from mindstore.compression.checkpoint import (
     checkpoints_in,
     merge_round,
 )
+from mindstore.compression.checkpoint_view import DEFAULT_STUB_TEXT
 from mindstore.compression.compressor import REASON
 from mindstore.compression.context_window import ContextWindow, LeftOut
+from mindstore.compression.level_read import read_level_range, read_level_window
 from mindstore.compression.outcome import (
     OUTCOME_KEY,
     Attempt,
@@ -59,7 +61,6 @@ from mindstore.compression.registry import StrategyArgument, resolve_strategy
 from mindstore.compression.strategies import conversation
 from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
-from mindstore.compression.view import DEFAULT_STUB_TEXT
 from mindstore.compression.window import (
     HEAD_READ,
     Assembled,
@@ -72,7 +73,6 @@ from mindstore.compression.window import (
     read_from_level,
     tokens_per_stored_byte,
 )
-from mindstore.compression.window_read import read_level_range, read_level_window
 from mindstore.errors import NotFound, ValidationError
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from mindstore.compression.model_windows import context_window
+from mindstore.compression.model_context_sizes import context_window
 from mindstore.compression.reducers import remove_tool_messages
 from mindstore.compression.tokens import TokenCounter, count_tokens, estimate_tokens
 from mindstore.compression.toolpairs import drop_orphan_results, role_of
@@ -88,7 +88,7 @@ class DefaultContextManager(ContextManager):
     """The dialog document's truncator over a token budget.
 
     The budget is `max_tokens` when given, else the model's context window (the table in
-    `mindstore.compression.model_windows`, `context_windows=` to override), minus
+    `mindstore.compression.model_context_sizes`, `context_windows=` to override), minus
     `safety_buffer` (5,000 tokens) so a call never lands right at the model's edge:
 
     1. the first message (system / developer prompt) is always kept;

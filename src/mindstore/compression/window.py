@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mindstore.compression.checkpoint import CompressionCheckpoint
+from mindstore.compression.checkpoint_view import DEFAULT_STUB_TEXT, stub_message, summary_message
 from mindstore.compression.context_window import ContextWindow as ContextWindow  # re-export
 from mindstore.compression.context_window import LeftOut as LeftOut  # re-export
 from mindstore.compression.managers import DefaultContextManager
@@ -44,7 +45,6 @@ from mindstore.compression.tokens import (
     TokenCounter,
 )
 from mindstore.compression.toolpairs import role_of
-from mindstore.compression.view import DEFAULT_STUB_TEXT, stub_message, summary_message
 from mindstore.model.messages import AnyMessage, AssistantMessage, ToolMessage
 from mindstore.model.parts import (
     InformationalPart,

@@ -25,7 +25,7 @@ from mindstore.pipelines.boundaries import (
 )
 
 STUB_SKELETON_FIELDS = ("id", "role", "task_id", "started_ts", "finished_ts", "scope", "depth")
-"""Fields a stubbed tool message keeps (mindstore.compression.view builds stubs from them)."""
+"""Fields a stubbed tool message keeps (`compression.checkpoint_view` builds stubs from them)."""
 
 
 def latest_checkpoint_pipeline(

@@ -840,7 +840,7 @@ class TaskRepository:
 
         What `tasks.context` builds its window from: the level's messages minus compression
         messages and minus what the latest checkpoint dropped; the tool results it stubbed come
-        back as skeletons (see `mindstore.compression.view`).
+        back as skeletons (see `mindstore.compression.checkpoint_view`).
 
         Args:
             task_id: The task.

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from mindstore.compression.checkpoint import CompressionCheckpoint
+from mindstore.compression.paged_level_read import read_paged_range, read_paged_window
 from mindstore.compression.window import LevelRead
-from mindstore.compression.window_pages import read_paged_range, read_paged_window
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
@@ -106,7 +106,7 @@ async def read_level_range(
 async def _read_paged_level(
     port: TaskPort, task_id: str, header: TaskHeader, *, head: int, tail: int
 ) -> LevelRead:
-    """The window read of a paged task, per segment (`compression.window_pages`); read
+    """The window read of a paged task, per segment (`compression.paged_level_read`); read
     again if a page changed under it (`StalePage`: a later change was folded in)."""
     for _attempt in range(STALE_READS):
         try:

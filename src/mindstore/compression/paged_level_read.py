@@ -1,6 +1,6 @@
 """The context window's read of a level that spans sealed pages.
 
-`window_read.read_level_window` reads a level in one pipeline over the task document. A
+`level_read.read_level_window` reads a level in one pipeline over the task document. A
 paged task's level lies in several documents, so this reader works per segment (each
 visible page, then the open page) with the level's latest checkpoint given to each:
 
