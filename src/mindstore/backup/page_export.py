@@ -25,10 +25,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import bson
-
 from mindstore.errors import BackupError
-from mindstore.paged_history import IncompleteHistory, PagedHistory, apply_pending, page_count
+from mindstore.paged_history import (
+    IncompleteHistory,
+    PagedHistory,
+    folded_page,
+    folded_task,
+    page_count,
+)
 
 from .container import RecordWriter
 from .spool import CheckedSpool
@@ -40,10 +44,6 @@ PAGE_BATCH = 8
 #: Reads of a task that keeps changing before the backup gives up.
 ATTEMPTS = 5
 _SPOOLED = "task_pages"
-
-
-def _size(message: Any) -> int:
-    return len(bson.encode(message)) if isinstance(message, dict) else 0
 
 
 class PageExporter:
@@ -108,17 +108,8 @@ class PageExporter:
         for batch in spool.batches(_SPOOLED):
             for page in batch:
                 if pending:
-                    old = page.get("messages") or []
-                    new, touched = apply_pending(old, page.get("start", 0), task)
-                    if touched:
-                        delta = sum(_size(new[i]) - _size(old[i]) for i in touched)
-                        page = dict(
-                            page, messages=new, size_bytes=page.get("size_bytes", 0) + delta
-                        )
-                        page["version"] = max(page.get("version", 0), task.get("pending_at", 0))
+                    page = folded_page(page, task)
                 messages += len(page.get("messages") or [])
                 size += page.get("size_bytes", 0)
                 writer.add(page)
-        if pending:
-            task = dict(task, pending=[], sealed_bytes=size)
-        return task, messages
+        return (folded_task(task, size) if pending else task), messages

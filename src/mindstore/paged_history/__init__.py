@@ -16,6 +16,8 @@ task repository's own range reads keep their page code for now (docs/architectur
 from mindstore.paged_history.layout import (
     PAGE_KEY_SEPARATOR,
     apply_pending,
+    folded_page,
+    folded_task,
     is_paged,
     is_visible,
     page_count,
@@ -36,6 +38,8 @@ __all__ = [
     "PagedHistory",
     "Patch",
     "apply_pending",
+    "folded_page",
+    "folded_task",
     "history_stages",
     "is_paged",
     "is_visible",

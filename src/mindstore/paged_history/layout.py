@@ -21,12 +21,16 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import bson
+
 from mindstore.ids import PAGE_KEY_SEPARATOR, page_key
 from mindstore.model.paging import apply_entry
 
 __all__ = [
     "PAGE_KEY_SEPARATOR",
     "apply_pending",
+    "folded_page",
+    "folded_task",
     "is_paged",
     "is_visible",
     "page_count",
@@ -139,3 +143,30 @@ def apply_pending(
             touched[position] = None
         apply_entry(message, dict(entry))  # as the task repository's readers apply it
     return out, list(touched)
+
+
+def _size(message: Any) -> int:
+    return len(bson.encode(message)) if isinstance(message, dict) else 0
+
+
+def folded_page(page: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
+    """The page record with `task`'s pending entries folded in, as the writer's fold
+    leaves it: the changed messages, `size_bytes` by their new size, `version` at least
+    the task's `pending_at` (the version that committed them). Unchanged: the page."""
+    old = page.get("messages") or []
+    new, touched = apply_pending(old, page.get("start", 0), task)
+    if not touched:
+        return dict(page)
+    delta = sum(_size(new[i]) - _size(old[i]) for i in touched)
+    return dict(
+        page,
+        messages=new,
+        size_bytes=page.get("size_bytes", 0) + delta,
+        version=max(page.get("version", 0), task.get("pending_at", 0)),
+    )
+
+
+def folded_task(task: Mapping[str, Any], sealed_bytes: int) -> dict[str, Any]:
+    """The task record once its pending entries are folded into pages holding
+    `sealed_bytes`: an empty `pending` list."""
+    return dict(task, pending=[], sealed_bytes=sealed_bytes)
