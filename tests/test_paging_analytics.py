@@ -9,20 +9,25 @@ applied, and another tenant's pages are never read.
 
 from __future__ import annotations
 
+import ast
 import copy
+import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
+import mongomock.aggregate
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import mindstore
 from conftest import StoreFactory
 from mindstore import PagePolicy, Store
-from mindstore.analytics.paging import merge_groups
+from mindstore.backends.recorder import observe_all
 from mindstore.documents import TASK_PAGES, TASKS
 from mindstore.ids import task_id_of
-from mindstore.paged_history import apply_pending, page_ranges
+from mindstore.paged_history import apply_pending, page_ranges, paged_or
 from mindstore.pipelines import analytics_pages
 from mindstore.workload import Workload, WorkloadSpec, generate, load
 from paging_fixtures import half_done_seal, seal_all, unfolded
@@ -244,27 +249,110 @@ def test_apply_pending_sets_and_removes_fields_in_order():
     assert apply_pending(patched, 10, task)[0] == patched  # idempotent
 
 
-def test_merge_groups_combines_by_accumulator():
-    group = {"_id": {"t": "$_id"}, "n": {"$sum": 1}, "hi": {"$max": "$x"}, "lo": {"$min": "$x"}}
-    rows = [{"_id": {"t": "a"}, "n": 2, "hi": 5, "lo": None},
-            {"_id": {"t": "a"}, "n": 3, "hi": None, "lo": 1},
-            {"_id": {"t": "b", "missing": None}, "n": 1, "hi": "s", "lo": 4},
-            {"_id": {"t": "b"}, "n": 1, "hi": 9, "lo": 2}]  # fmt: skip
-    merged = {row["_id"]["t"]: row for row in merge_groups(rows, group)}
-    assert merged["a"]["n"] == 5 and merged["a"]["hi"] == 5 and merged["a"]["lo"] == 1
-    assert (
-        merged["b"]["n"] == 2 and merged["b"]["hi"] == "s" and merged["b"]["lo"] == 2
-    )  # BSON order
-    with pytest.raises(ValueError, match="avg"):
-        merge_groups(rows, {"_id": 1, "avg": {"$avg": "$x"}})
+def test_paged_or_keeps_paged_tasks_whatever_their_open_page_holds():
+    hint = {"$gte": 1, "$lt": 2}
+    assert paged_or({"tenant": "t"}, "messages.started_ts") == {"tenant": "t"}
+    assert paged_or({"tenant": "t", "messages.started_ts": hint}, "messages.started_ts") == {
+        "tenant": "t",
+        "$or": [{"messages.started_ts": hint}, {"pages": {"$gt": 0}}],
+    }
+    models = [{"root_model_name": "m"}, {"root_model_name": None, "last_model_name": "m"}]
+    both = paged_or({"tenant": "t", "$or": models, "messages.started_ts": hint},
+                    "messages.started_ts")  # fmt: skip
+    assert both == {"tenant": "t", "$and": [
+        {"$or": models}, {"$or": [{"messages.started_ts": hint}, {"pages": {"$gt": 0}}]},
+    ]}  # fmt: skip
 
 
-def test_split_units_keeps_the_tail_apart():
-    pipeline = [{"$match": {"tenant": "t"}}, {"$group": {"_id": 1}}, {"$group": {"_id": 2}},
-                {"$sort": {"a": 1}}, {"$limit": 3}]  # fmt: skip
-    units, rollup, tail = analytics_pages.split_units(pipeline)
-    assert units == pipeline[:2] and rollup == pipeline[2:3] and tail == pipeline[3:]
-    query = analytics_pages.paged_tasks_query(
-        [{"$match": {"tenant": "t", "messages.started_ts": {"$gte": 1}}}]
-    )
-    assert query == {"tenant": "t", "pages": {"$gt": 0}}
+def test_a_report_over_pages_keeps_its_own_stages_after_the_history():
+    pipeline = [{"$match": {"tenant": "t", "messages.started_ts": {"$gte": 1}}},
+                {"$project": {"owner": 1}}, {"$group": {"_id": 1}}]  # fmt: skip
+    assert analytics_pages.history_query(pipeline) == {"tenant": "t"}
+    over = analytics_pages.over_history(pipeline, "t")
+    assert over[-2:] == pipeline[1:] and over[-2] is not pipeline[1]  # copied, unchanged
+    assert "pages" in str(over[0]) and any("$lookup" in stage for stage in over)
+    with pytest.raises(ValueError, match="task \\$match"):
+        analytics_pages.history_query([{"$project": {"owner": 1}}])
+
+
+# ------------------------------------------------------------------ server only
+REPORTS = ("usage", "top_owners", "latency", "tools", "sessions", "subtasks", "activity",
+           "active_owners")  # fmt: skip
+
+
+async def test_a_report_over_paged_tasks_runs_on_the_server_only(
+    stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every report over paged tasks with pending changes sends one aggregation (activity:
+    two, its tasks-created pipeline too) and reads nothing else but the task headers and
+    the pages the pending changes touch; no pipeline stage runs in process (mongomock's
+    engine is run by the embedded backend only, once per aggregation it answers)."""
+    store = await loaded(stores)
+    await seal_all(store, SMALL, TENANT)
+    tasks = store.scoped(TENANT).tasks
+    page = await store.database[TASK_PAGES].find_one({"tenant": TENANT, "page": 0})
+    turn = next(m for m in page["messages"] if m["role"] == "assistant")
+    with unfolded(tasks):
+        await tasks.finish_assistant_message(task_id_of(page["task"]), turn["id"], tokens_in=9)
+    held = await store.database[TASKS].find_one({"_id": page["task"]})
+    assert held is not None and held["pending"]  # the report reads a patch
+    engine_runs: list[str] = []
+    run = mongomock.aggregate.process_pipeline
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        engine_runs.append(sys._getframe(1).f_globals["__name__"])
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(mongomock.aggregate, "process_pipeline", counted)
+    a = store.scoped(TENANT).analytics
+    for name in REPORTS:
+        engine_runs.clear()
+        with observe_all() as log:
+            await getattr(a, name)()
+        aggregations = [c for c in log if c.name == "aggregate"]
+        assert len(aggregations) == (2 if name == "activity" else 1), name
+        assert {c.collection for c in aggregations} == {TASKS}, name
+        assert {(c.name, c.collection) for c in log} <= {
+            ("aggregate", TASKS), ("find", TASKS), ("find", TASK_PAGES)
+        }, name  # fmt: skip
+        embedded = [c for c in aggregations if c.backend == "embedded"]
+        assert len(engine_runs) == len(embedded), (name, engine_runs)
+        assert all(m.startswith("mindstore.backends.embedded") for m in engine_runs), engine_runs
+
+
+def test_no_reader_of_paged_histories_loads_an_aggregation_engine():
+    """Analytics, its pipelines and the paged-history reader never import mongomock (an
+    in-process engine would evaluate stages the server should)."""
+    root = Path(mindstore.__file__).parent
+    files = [*root.joinpath("analytics").glob("*.py"), *root.joinpath("paged_history").glob("*.py"),
+             *root.joinpath("pipelines").glob("*.py")]  # fmt: skip
+    assert len(files) >= 10
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])  # fmt: skip
+            assert not any(n.split(".")[0] == "mongomock" for n in names), path
+
+
+@pytest.mark.parametrize("forged", ["another tenant", "another task"])
+async def test_a_page_id_held_by_a_page_of_someone_else_is_not_read(
+    stores: StoreFactory, forged: str
+) -> None:
+    """A visible page's `_id` held by a document stored under another tenant, or naming
+    another task: the reports count it as they count the page missing."""
+    store = await loaded(stores)
+    await seal_all(store, SMALL, TENANT)
+    pages = store.database[TASK_PAGES]
+    page = await pages.find_one({"tenant": TENANT, "page": 1})
+    assert page is not None
+    await pages.delete_one({"_id": page["_id"]})
+    missing = await reports(store.scoped(TENANT))
+    if forged == "another tenant":
+        await pages.insert_one(dict(page, tenant="tenant-9"))
+    else:
+        others = {"tenant": TENANT, "_id": {"$ne": page["task"]}}
+        other = await store.database[TASKS].find_one(others)
+        await pages.insert_one(dict(page, task=other["_id"]))
+    assert await reports(store.scoped(TENANT)) == missing
+    await pages.replace_one({"_id": page["_id"]}, page)  # the page itself is counted
+    assert await reports(store.scoped(TENANT)) != missing

@@ -83,6 +83,13 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "(mongomock lacks it) with MongoDB's semantics, backends/embedded/bit_queries.py",
     "$pull": "a seal drops the messages it moved into pages by id (`{messages: {id: {$in: "
     "[...]}}}`), so appends made meanwhile do not stop it (repositories/pages.py)",
+    "$range": "analytics over paged tasks: the numbers of a task's visible pages, ``[0, "
+    "pages)``, to name their `_id`s for the page `$lookup` (paged_history/stages.py); "
+    "standard since MongoDB 3.2",
+    "$concat": "analytics over paged tasks: a page's `_id` is its task's key, `#` and its "
+    "number (ids.page_key), built on the server (paged_history/stages.py)",
+    "$toString": "analytics over paged tasks: the page number inside a page's `_id` "
+    "(paged_history/stages.py); standard since MongoDB 4.0",
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mindstore.analytics import folding, paging
+from mindstore.analytics import folding
 from mindstore.analytics.periods import Period, TimeBound, epoch_seconds, to_period
 from mindstore.analytics.rows import (
     ActiveOwnersRow,
@@ -25,7 +25,7 @@ from mindstore.analytics.rows import (
 from mindstore.collection_names import TASK_PAGES, TASKS
 from mindstore.errors import ValidationError, WrongType
 from mindstore.model.header import TaskState
-from mindstore.paged_history import apply_pending, page_ranges, pending_pages
+from mindstore.paged_history import PagedHistory
 from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines import analytics_pages as paged
 from mindstore.pipelines.analytics import Pipeline, ReportFilter
@@ -61,7 +61,7 @@ class Analytics:
         self.tenant = tenant
         self.scoped_owner: str | None = owner
         self._tasks = database[TASKS]
-        self._pages = database[TASK_PAGES]
+        self._history = PagedHistory(self._tasks, database[TASK_PAGES])
 
     # ------------------------------------------------------------------ plumbing
     def _filter(self, owner: str | None, state: TaskState | str | None, model: str | None,
@@ -95,82 +95,15 @@ class Analytics:
         rows: list[dict[str, Any]] = await cursor.to_list(length=None)
         return rows
 
-    async def _report(self, pipeline: Pipeline, *, units: bool = False) -> list[dict[str, Any]]:
-        """Run a report over every message of the tasks it covers, sealed pages included
-        (`mindstore.pipelines.analytics_pages`). `units`: the report's first `$group` is
-        keyed by task, so paged tasks are merged per unit before the rest runs."""
-        cursor = self._tasks.find(
-            paged.paged_tasks_query(pipeline), {"_id": 1, "owner": 1, "pages": 1, "pending": 1}
-        )
-        paged_tasks: list[dict[str, Any]] = await cursor.to_list(length=None)
-        if not paged_tasks:
+    async def _report(self, pipeline: Pipeline) -> list[dict[str, Any]]:
+        """Run a report over every message of the tasks it covers, sealed pages included:
+        one pipeline on the server (`mindstore.pipelines.analytics_pages`); a tenant with no
+        paged task in the report's scope runs the report's own pipeline, as before paging."""
+        query = paged.history_query(pipeline)
+        if not await self._history.any_paged(query):
             return await self._run(pipeline)
-        if not units:
-            return [*await self._run(pipeline), *await self._page_rows(pipeline, paged_tasks)]
-        unit, rollup, tail = paged.split_units(pipeline)
-        unit_rows: list[dict[str, Any]] = []
-        keys = [task["_id"] for task in paged_tasks]
-        for start in range(0, len(keys), paged.CHUNK_TASKS):
-            unit_rows += await self._run(
-                paged.tasks_chunk(unit, keys[start : start + paged.CHUNK_TASKS])
-            )
-        unit_rows += await self._page_rows(unit, paged_tasks)
-        merged = paging.merge_groups(unit_rows, paged.last_group(unit))
-        local = paging.run_local(merged, rollup)
-        server = await self._run(paged.unpaged(pipeline[: len(pipeline) - len(tail)]))
-        rows = paging.merge_groups([*server, *local], paged.last_group(rollup or unit))
-        return paging.run_local(rows, tail)
-
-    async def _page_rows(
-        self, stages: Pipeline, paged_tasks: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """`stages` (a report or its unit stages) over the visible pages of `paged_tasks`,
-        one page query per owner and chunk of tasks. Pages that a pending change touches
-        are read, patched and run in process instead (rare: the writer folds them)."""
-        rows: list[dict[str, Any]] = []
-        by_owner: dict[Any, list[dict[str, Any]]] = {}
-        for task in paged_tasks:
-            by_owner.setdefault(task.get("owner"), []).append(task)
-        for owner, tasks in by_owner.items():
-            for start in range(0, len(tasks), paged.CHUNK_TASKS):
-                chunk = tasks[start : start + paged.CHUNK_TASKS]
-                ranges: dict[str, list[tuple[int, int]]] = {}
-                patched: list[dict[str, Any]] = []
-                for task in chunk:
-                    touched = await self._pending_pages(task) if task.get("pending") else []
-                    ranges[task["_id"]] = page_ranges(
-                        int(task["pages"]), (p["page"] for p in touched)
-                    )
-                    for page in touched:
-                        page["messages"], _ = apply_pending(
-                            page.get("messages", []), page.get("start", 0), task
-                        )
-                    patched += touched
-                if any(ranges.values()):
-                    rows += await self._pages_run(
-                        paged.pages_pipeline(stages, self.tenant, ranges, owner)
-                    )
-                if patched:
-                    rows += paging.run_local(patched, paged.local_pages_stages(stages, owner))
-        return rows
-
-    async def _pages_run(self, pipeline: Pipeline) -> list[dict[str, Any]]:
-        cursor = await self._pages.aggregate(pipeline)
-        rows: list[dict[str, Any]] = await cursor.to_list(length=None)
-        return rows
-
-    async def _pending_pages(self, task: dict[str, Any]) -> list[dict[str, Any]]:
-        """The visible pages of `task` that one of its pending entries changes, in full."""
-        query = {"tenant": self.tenant, "task": task["_id"], "page": {"$lt": task["pages"]}}
-        headers = await self._pages.find(query, {"page": 1, "start": 1, "end": 1}).to_list(None)
-        numbers = pending_pages(task, headers)
-        ids = [h["_id"] for h in headers if h["page"] in numbers]
-        if not ids:
-            return []
-        found: list[dict[str, Any]] = await self._pages.find(
-            {"tenant": self.tenant, "_id": {"$in": ids}}
-        ).to_list(None)
-        return found
+        patches = await self._history.patches(self.tenant, query)
+        return await self._run(paged.over_history(pipeline, self.tenant, patches))
 
     @staticmethod
     def _dims(group_by: Iterable[str] | str, period: Period | None) -> tuple[str, ...]:
@@ -260,9 +193,7 @@ class Analytics:
         """
         check_text(by, "by")
         f = self._filter(owner, state, model, since, until)
-        return folding.fold_owners(
-            await self._report(pipelines.top_owners_pipeline(f, limit, by), units=True)
-        )
+        return folding.fold_owners(await self._report(pipelines.top_owners_pipeline(f, limit, by)))
 
     async def latency(
         self,
@@ -337,7 +268,7 @@ class Analytics:
         dims = self._dims(group_by, period)
         f = self._filter(owner, state, model, since, until)
         return folding.fold_tools(
-            await self._report(pipelines.tools_pipeline(f, dims), units=True), dims, period
+            await self._report(pipelines.tools_pipeline(f, dims)), dims, period
         )
 
     async def sessions(self, *, owner: str | None = None, state: TaskState | str | None = None,
@@ -360,7 +291,7 @@ class Analytics:
                 `until`), or an owner other than an owner-scoped view's.
         """
         f = self._filter(owner, state, model, since, until)
-        return folding.fold_sessions(await self._report(pipelines.sessions_pipeline(f), units=True))
+        return folding.fold_sessions(await self._report(pipelines.sessions_pipeline(f)))
 
     async def subtasks(self, *, owner: str | None = None, state: TaskState | str | None = None,
                        model: str | None = None, since: TimeBound = None,
@@ -382,7 +313,7 @@ class Analytics:
                 `until`), or an owner other than an owner-scoped view's.
         """
         f = self._filter(owner, state, model, since, until)
-        return folding.fold_subtasks(await self._report(pipelines.subtasks_pipeline(f), units=True))
+        return folding.fold_subtasks(await self._report(pipelines.subtasks_pipeline(f)))
 
     async def activity(
         self,

@@ -4,8 +4,9 @@ A paged task is several documents: its task document (header and open page) and 
 documents. Backup writes the visible pages (``page < pages``; a half-done seal's page is
 left out) and the task record as of ONE task version:
 
-1. the task's visible pages are read in page order, a few at a time, into a spool (an
-   anonymous temporary file: memory holds one batch whatever the history's size);
+1. the task's visible pages are read in page order, a few at a time, through the
+   paged-history reader (`mindstore.paged_history.PagedHistory.visible_pages`), into a
+   spool (an anonymous temporary file: memory holds one batch whatever the history's size);
 2. the task's `version` is read again. Unchanged means nothing was committed to the task
    meanwhile, so no page can reflect a later change (a page only changes to fold in a
    change already committed in the task document): the spooled pages and the task record
@@ -24,10 +25,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import bson
-
 from mindstore.errors import BackupError
-from mindstore.paged_history import apply_pending
+from mindstore.paged_history import (
+    IncompleteHistory,
+    PagedHistory,
+    folded_page,
+    folded_task,
+    page_count,
+)
 
 from .container import RecordWriter
 from .spool import CheckedSpool
@@ -41,16 +46,12 @@ ATTEMPTS = 5
 _SPOOLED = "task_pages"
 
 
-def _size(message: Any) -> int:
-    return len(bson.encode(message)) if isinstance(message, dict) else 0
-
-
 class PageExporter:
     """Writes the visible pages of paged tasks, and says which task record goes with them."""
 
     def __init__(self, tasks: Any, pages: Any) -> None:
         self.tasks = tasks
-        self.pages = pages
+        self.history = PagedHistory(tasks, pages)
 
     async def export(
         self, task: dict[str, Any], writer: RecordWriter
@@ -80,7 +81,7 @@ class PageExporter:
             )
             if current is None:
                 return None
-            if not current.get("pages"):
+            if not page_count(current):
                 return current, 0
         raise BackupError(
             f"task {task['_id']!r} changed during each of {ATTEMPTS} attempts to back it up; "
@@ -88,24 +89,14 @@ class PageExporter:
         )
 
     async def _spool(self, task: dict[str, Any], spool: CheckedSpool) -> bool:
-        """Spool pages ``0 .. pages-1`` in order; False if one is missing or newer than
-        the task (the task changed meanwhile, or the database lacks it)."""
-        pages = int(task.get("pages") or 0)
-        version = task.get("version", 0)
-        following = 0
-        while following < pages:
-            batch = await self.pages.find(
-                {"tenant": task["tenant"], "task": task["_id"],
-                 "page": {"$gte": following, "$lt": pages}},
-                sort=[("page", 1)], limit=PAGE_BATCH,
-            ).to_list()  # fmt: skip
-            if not batch:
-                return False
-            for page in batch:
-                if page.get("page") != following or page.get("version", 0) > version:
-                    return False
-                following += 1
-            spool.add(_SPOOLED, batch)
+        """Spool pages ``0 .. pages-1`` in order (`PagedHistory.visible_pages`); False if
+        one is missing or newer than the task (it changed meanwhile, or the database lacks
+        it)."""
+        try:
+            async for batch in self.history.visible_pages(task, PAGE_BATCH):
+                spool.add(_SPOOLED, batch)
+        except IncompleteHistory:
+            return False
         return True
 
     @staticmethod
@@ -117,17 +108,8 @@ class PageExporter:
         for batch in spool.batches(_SPOOLED):
             for page in batch:
                 if pending:
-                    old = page.get("messages") or []
-                    new, touched = apply_pending(old, page.get("start", 0), task)
-                    if touched:
-                        delta = sum(_size(new[i]) - _size(old[i]) for i in touched)
-                        page = dict(
-                            page, messages=new, size_bytes=page.get("size_bytes", 0) + delta
-                        )
-                        page["version"] = max(page.get("version", 0), task.get("pending_at", 0))
+                    page = folded_page(page, task)
                 messages += len(page.get("messages") or [])
                 size += page.get("size_bytes", 0)
                 writer.add(page)
-        if pending:
-            task = dict(task, pending=[], sealed_bytes=size)
-        return task, messages
+        return (folded_task(task, size) if pending else task), messages

@@ -29,8 +29,9 @@ from typing import Any
 
 import bson
 
-from mindstore.ids import KEY_SEPARATOR, page_key
+from mindstore.ids import KEY_SEPARATOR
 from mindstore.model.stored_read import read_stored
+from mindstore.paged_history import page_key
 
 from .errors import BackupCorrupt
 from .shape import (

@@ -49,6 +49,7 @@ Layout (each module one concern; imports flow downwards only):
   instead of testing every document, with the same results (``fast_reads=False`` on the
   client scans every time);
 * `bit_queries` -- `$bitsAllSet` (mongomock lacks it), for the sealed-id filter;
+* `array_ranges` -- `$range` (mongomock lacks it), for analytics over paged tasks;
 * `duplicate_keys` -- duplicate key errors with a server's details;
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
@@ -56,13 +57,14 @@ Importing this package imports mongomock; `mindstore` itself imports it only whe
 embedded backend is opened.
 """
 
-from . import bit_queries
+from . import array_ranges, bit_queries
 from .client import EmbeddedClient, EmbeddedSession
 from .codec import OUT_CODEC_OPTIONS
 from .collection import EmbeddedCollection
 from .cursors import EmbeddedCommandCursor, EmbeddedCursor
 from .database import EmbeddedDatabase
 
+array_ranges.install()
 bit_queries.install()
 
 __all__ = [

@@ -1,9 +1,11 @@
-"""A paged task's whole history as readers outside the task repository see it (pure, no I/O).
+"""The page layout as readers outside the task repository see it (pure, no I/O).
 
 A task's older messages live in sealed page documents (`task_pages`), its recent ones in
 the task document's `messages` (the open page); docs/data-model.md, "Paged messages".
-Analytics, backup and erase read the layout directly (they run over many tasks at once),
-and these are the rules they share:
+The rules every reader shares:
+
+* page `n` of the task stored under `key` has the `_id` ``page_key(key, n)`` and names
+  its task (`task`), its number (`page`) and its range of the history (`start`, `end`);
 
 * pages ``0 .. pages-1`` are visible; a page document at or past the task's `pages` mark
   is a half-done seal, ignored by every reader (`is_visible`, `visible_clause`);
@@ -19,15 +21,25 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import bson
+
+from mindstore.ids import PAGE_KEY_SEPARATOR, page_key
 from mindstore.model.paging import apply_entry
 
 __all__ = [
+    "PAGE_KEY_SEPARATOR",
     "apply_pending",
+    "folded_page",
+    "folded_task",
     "is_paged",
     "is_visible",
+    "page_count",
+    "page_key",
     "page_ranges",
     "pending_pages",
+    "touched_clause",
     "visible_clause",
+    "visible_ids",
 ]
 
 
@@ -36,9 +48,19 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def page_count(task: Mapping[str, Any]) -> int:
+    """How many pages the task document counts (its visible pages are ``0 .. count-1``)."""
+    return _count(task.get("pages"))
+
+
 def is_paged(task: Mapping[str, Any]) -> bool:
     """Does the task document count any sealed page?"""
-    return _count(task.get("pages")) > 0
+    return page_count(task) > 0
+
+
+def visible_ids(task: Mapping[str, Any]) -> list[str]:
+    """The `_id`s of the task's visible pages, in page order."""
+    return [page_key(task["_id"], n) for n in range(page_count(task))]
 
 
 def is_visible(page: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
@@ -71,6 +93,17 @@ def _entries(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if not isinstance(pending, list):
         return []
     return [e for e in pending if isinstance(e, Mapping) and isinstance(e.get("i"), int)]
+
+
+def touched_clause(task: Mapping[str, Any]) -> dict[str, Any]:
+    """A clause (beside the tenant's) for the visible pages of `task` that hold a message
+    its pending entries name: the `(tenant, task, messages.id)` index finds them."""
+    ids = sorted({e["id"] for e in _entries(task) if isinstance(e.get("id"), str)})
+    return {
+        "task": task["_id"],
+        "page": {"$lt": page_count(task)},
+        "messages.id": {"$in": ids},
+    }
 
 
 def pending_pages(task: Mapping[str, Any], pages: Sequence[Mapping[str, Any]]) -> set[int]:
@@ -110,3 +143,30 @@ def apply_pending(
             touched[position] = None
         apply_entry(message, dict(entry))  # as the task repository's readers apply it
     return out, list(touched)
+
+
+def _size(message: Any) -> int:
+    return len(bson.encode(message)) if isinstance(message, dict) else 0
+
+
+def folded_page(page: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
+    """The page record with `task`'s pending entries folded in, as the writer's fold
+    leaves it: the changed messages, `size_bytes` by their new size, `version` at least
+    the task's `pending_at` (the version that committed them). Unchanged: the page."""
+    old = page.get("messages") or []
+    new, touched = apply_pending(old, page.get("start", 0), task)
+    if not touched:
+        return dict(page)
+    delta = sum(_size(new[i]) - _size(old[i]) for i in touched)
+    return dict(
+        page,
+        messages=new,
+        size_bytes=page.get("size_bytes", 0) + delta,
+        version=max(page.get("version", 0), task.get("pending_at", 0)),
+    )
+
+
+def folded_task(task: Mapping[str, Any], sealed_bytes: int) -> dict[str, Any]:
+    """The task record once its pending entries are folded into pages holding
+    `sealed_bytes`: an empty `pending` list."""
+    return dict(task, pending=[], sealed_bytes=sealed_bytes)
