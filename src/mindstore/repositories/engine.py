@@ -110,6 +110,8 @@ class TaskEngine(TaskPages):
         """(index, the message in its stored form): the last message this process wrote
         comes from the header cache, anything else is read."""
         check_name(message_id, "message id")
+        if self.cipher is not None:
+            await self.cipher.ready()
         entry = self._headers.get((self.tenant, task_id))
         known = entry.tail_document(message_id) if entry is not None else None
         if known is None:
@@ -122,6 +124,8 @@ class TaskEngine(TaskPages):
         """Stored message documents -> messages in their stored form (for planning only:
         markers and escaped strings stay as stored, so a patch's size is computed on the
         same form as the stored document; the task ids the lean form left out filled back)."""
+        if self.cipher is not None:  # ciphertexts opened first (mindstore.crypto)
+            documents = self.cipher.open(documents, task_id)
         return parse_stored(documents, task_id=task_id)
 
     async def _decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
@@ -131,6 +135,8 @@ class TaskEngine(TaskPages):
         Markers resolve only against this task's payloads (tenant and task id in the
         query): a marker-shaped string can never fetch another task's payload.
         """
+        if self.cipher is not None:  # ciphertexts opened first (mindstore.crypto)
+            documents = await self.cipher.opened(documents, task_id)
         read = read_stored(documents, strings=True)
         if read.markers:
             cursor = self._payloads.find(
@@ -139,7 +145,10 @@ class TaskEngine(TaskPages):
             )
             found: dict[str, Any] = {}
             async for payload in cursor:
-                found[payload["_id"]] = payload["data"]
+                data = payload["data"]
+                if self.cipher is not None:
+                    data = self.cipher.open_payload(payload["_id"], data, task_id)
+                found[payload["_id"]] = data
             read.resolve(found)
         return parse_stored(read, task_id=task_id)
 
@@ -350,6 +359,8 @@ class TaskEngine(TaskPages):
         key = self._key(task_id)
         ids = [check_name(i, "message id") for i in explicit_ids if i is not None]
         guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
+        if self.cipher is not None:
+            await self.cipher.ready(write=True)
         async with self._lock(task_id):
             attempt = 0
             look_in_pages = False  # the filter refused the last write: the pages decide next

@@ -56,6 +56,8 @@ class Retraction(TaskReads):
         key = self._key(task_id)
         if expected_id is not None:
             check_name(expected_id, "expected_id")
+        if self.cipher is not None:
+            await self.cipher.ready()
         projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
         projection["messages"] = {"$slice": [-2, 2]}
         async with self._lock(task_id):

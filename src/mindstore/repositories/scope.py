@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import DuplicateKeyError
 
@@ -36,6 +36,9 @@ from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.repositories.locks import TaskLocks
 from mindstore.validation import check_owner
+
+if TYPE_CHECKING:
+    from mindstore.crypto.tenant import TenantCipher
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,9 @@ class RetryPolicy:
 
 class TaskScope:
     """Scope, finds and header reads shared by the task repository's reads and verbs."""
+
+    cipher: TenantCipher | None = None
+    """The tenant's encryption (`mindstore.crypto`), set by the store when it has a keyring."""
 
     def __init__(
         self,
@@ -116,6 +122,8 @@ class TaskScope:
         return NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
 
     def _offloader(self, task_id: str) -> Offloader:
+        if self.cipher is not None:
+            return self.cipher.offloader(task_id, self.offload_threshold)
         return Offloader(task_id, self.offload_threshold, tenant=self.tenant)
 
     async def _adopt_legacy(self, task_id: str) -> bool:
@@ -150,6 +158,9 @@ class TaskScope:
             document = await self._tasks.find_one(query, projection)
         if document is None:
             raise self._not_found(task_id)
+        if self.cipher is not None:  # title, metadata, content opened (mindstore.crypto)
+            await self.cipher.ready()
+            document = self.cipher.open_task(document, task_id)
         return document
 
     async def _aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],

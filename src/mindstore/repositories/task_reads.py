@@ -15,7 +15,7 @@ from typing import Any
 
 from mindstore.documents import header_from_document
 from mindstore.errors import MissingConfig, NotFound, ValidationError
-from mindstore.ids import check_name, page_key
+from mindstore.ids import check_name, page_key, task_id_of
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.paging import apply_pending
@@ -191,6 +191,9 @@ class TaskReads(TaskEngine):
             .limit(limit + 1)
             .to_list(length=limit + 1)
         )
+        if self.cipher is not None:  # titles and metadata opened (mindstore.crypto)
+            await self.cipher.ready()
+            rows = [self.cipher.open_task(row, task_id_of(row["_id"])) for row in rows]
         items = [TaskRecord.from_document(row, header_from_document(row)) for row in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:

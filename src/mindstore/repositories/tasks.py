@@ -163,6 +163,8 @@ class TaskRepository(ContentLifecycle):
         if replay:
             for message in initial:
                 plans.check_message_values(message)
+        if self.cipher is not None:
+            await self.cipher.ready(write=True)
         offloader = self._offloader(task_id)
         plan = plans.plan_add_messages(
             TaskHeader(), task_id, initial, transform=offloader.transform_document, replay=replay
@@ -188,6 +190,9 @@ class TaskRepository(ContentLifecycle):
         )  # fmt: skip
         header = plan.header if history is None else history.header
         document.update(header_to_fields(header))
+        plain = document
+        if self.cipher is not None:  # title and metadata values sealed (mindstore.crypto)
+            document = self.cipher.seal_task(document, task_id)
         stored = plan.appended_docs if history is None else history.open
         if history is not None:
             document["id_filter"] = history.id_filter
@@ -209,7 +214,7 @@ class TaskRepository(ContentLifecycle):
             )
         tail = stored[-1] if stored else None
         self._remember(task_id, 0, now, header, tail)
-        return TaskRecord.from_document(document, header)
+        return TaskRecord.from_document(plain, header)
 
     async def import_task(
         self, task: Task, *, owner: str | None = None, title: str | None = None
@@ -324,6 +329,9 @@ class TaskRepository(ContentLifecycle):
         query = self._filter(task_id)
         check_optional_text(title, "title", max_chars=MAX_TITLE_CHARS)
         self._forget(task_id)
+        if self.cipher is not None:  # sealed (mindstore.crypto)
+            await self.cipher.ready(write=True)
+            title = self.cipher.seal_task({"title": title}, task_id)["title"]
         result = await self._tasks.update_one(
             query, {"$set": {"title": title, "updated_at": utcnow()}}
         )
