@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from mindstore.crypto.aead import Context, is_sealed, open_value, seal_value
+from mindstore.crypto.aead import is_sealed, open_value, seal_value
 from mindstore.errors import CryptoError
 from mindstore.payloads import MARKER_PREFIX
 
@@ -35,9 +35,9 @@ __all__ = [
     "KeySource",
     "open_document",
     "open_value_at",
+    "seal_at",
     "seal_document",
     "seal_part",
-    "seal_at",
 ]
 
 MESSAGE_CLEAR = frozenset({
@@ -207,9 +207,7 @@ def _opened(value: Any, path: str, open_one: Callable[[Any, str], Any]) -> Any:
     return value
 
 
-def open_document(
-    document: Any, keys: KeySource, tenant: str, task_id: str
-) -> Any:
+def open_document(document: Any, keys: KeySource, tenant: str, task_id: str) -> Any:
     """A stored message document with every ciphertext opened (the same object when it
     holds none: documents stored before the tenant was encrypted read as they are)."""
     if type(document) is not dict:

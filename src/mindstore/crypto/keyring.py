@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,48 +24,16 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.crypto.aead import KEY_BYTES, context_bytes
+from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.crypto.master import MasterKey
-from mindstore.errors import ConfigurationError, CryptoError, KeyShredded, ValidationError
+from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
+from mindstore.errors import ConfigurationError, KeyShredded, ValidationError
 from mindstore.ids import check_key
 from mindstore.registry import DATA_KEYS
 
 __all__ = ["KeyStatus", "Keyring", "MissingKey", "TenantKeys"]
 
 DEFAULT_CACHE_SECONDS = 30.0
-
-
-class MissingKey(CryptoError):
-    """A ciphertext names a data key version this keyring does not hold (yet)."""
-
-    def __init__(self, tenant: str, version: int) -> None:
-        self.tenant, self.version = tenant, version
-        super().__init__(f"tenant {tenant!r} has no data key version {version}")
-
-
-@dataclass
-class TenantKeys:
-    """One tenant's unwrapped data keys (a `fields.KeySource`)."""
-
-    tenant: str
-    keys: dict[int, AESGCM] = field(default_factory=dict)
-    shredded: bool = False
-    loaded_at: float = 0.0
-
-    def current(self) -> tuple[int, AESGCM]:
-        if self.shredded:
-            raise KeyShredded(self.tenant)
-        if not self.keys:
-            raise MissingKey(self.tenant, 1)
-        version = max(self.keys)
-        return version, self.keys[version]
-
-    def key(self, version: int) -> AESGCM:
-        if self.shredded:
-            raise KeyShredded(self.tenant)
-        found = self.keys.get(version)
-        if found is None:
-            raise MissingKey(self.tenant, version)
-        return found
 
 
 @dataclass(frozen=True)
@@ -128,7 +96,9 @@ class Keyring:
     @property
     def _keys(self) -> Any:
         if self._database is None:
-            raise ConfigurationError("the keyring is not bound to a store: mindstore.connect(keyring=...)")
+            raise ConfigurationError(
+                "the keyring is not bound to a store: mindstore.connect(keyring=...)"
+            )
         return self._database[DATA_KEYS]
 
     # ------------------------------------------------------------------ loading
@@ -160,7 +130,9 @@ class Keyring:
                 loaded.shredded = True
             elif document.get("kind") == "key":
                 version = int(document["version"])
-                raw = await self.master.unwrap(bytes(document["wrapped"]), _wrap_context(tenant, version))
+                raw = await self.master.unwrap(
+                    bytes(document["wrapped"]), _wrap_context(tenant, version)
+                )
                 loaded.keys[version] = AESGCM(raw)
         if loaded.shredded:
             loaded.keys.clear()
@@ -207,6 +179,15 @@ class Keyring:
         result = await self._keys.delete_many({"tenant": tenant, "kind": "key"})
         self._tenants[tenant] = TenantKeys(tenant, shredded=True, loaded_at=time.monotonic())
         return int(result.deleted_count)
+
+    async def reencrypt(
+        self, tenant: str, *, progress: ProgressFn | None = None, restart: bool = False
+    ) -> SweepProgress:
+        """Seal all of the tenant's stored content with its newest data key: after a
+        rotation, or to encrypt what was stored before the tenant was (resumable: a sweep
+        cut short goes on after the last task it finished; `crypto.sweep`)."""
+        keys = await self.keys(check_key(tenant, "tenant"), create=True)
+        return await reencrypt(self._database, keys, progress=progress, restart=restart)
 
     async def status(self, tenant: str) -> KeyStatus:
         check_key(tenant, "tenant")
