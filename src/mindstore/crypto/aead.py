@@ -16,6 +16,9 @@ garbage. The header is bound too, so a key version cannot be swapped.
 
 Kinds: a `str` is sealed as its UTF-8, `bytes` as they are, anything else (numbers,
 lists, mappings, None) as the BSON of ``{"": value}``, so it reads back with its types.
+The kind (text, bytes, mapping, list, other) is in the clear header, so `blank` can stand
+an empty value of the same kind in for a ciphertext: backup verify checks the shape of
+an encrypted history without its keys.
 Pure: no I/O, keys are given.
 """
 
@@ -38,6 +41,7 @@ __all__ = [
     "OVERHEAD",
     "SUBTYPE",
     "Context",
+    "blank",
     "context_bytes",
     "is_sealed",
     "key_version",
@@ -53,7 +57,14 @@ NONCE_BYTES = 12
 TAG_BYTES = 16
 OVERHEAD = 2 + NONCE_BYTES + TAG_BYTES
 """Bytes a sealed value adds to its plaintext (key versions below 128)."""
-_TEXT, _BYTES, _BSON = 0, 1, 2
+_TEXT, _BYTES, _BSON, _MAPPING, _LIST = 0, 1, 2, 3, 4
+_BLANKS: dict[int, Callable[[], Any]] = {
+    _TEXT: str,
+    _BYTES: bytes,
+    _BSON: lambda: None,
+    _MAPPING: dict,
+    _LIST: list,
+}
 
 Context = tuple[str, str, str, str]
 """(tenant, task id, message id or "", field path): what a ciphertext is bound to."""
@@ -101,6 +112,14 @@ def is_sealed(value: Any) -> bool:
     return type(value) is Binary and value.subtype == SUBTYPE
 
 
+def blank(value: Binary) -> Any:
+    """An empty value of the kind a ciphertext holds ("", b"", {}, [] or None)."""
+    kind = _read_header(bytes(value))[0]
+    if kind not in _BLANKS:
+        raise CryptoError("malformed ciphertext header")
+    return _BLANKS[kind]()
+
+
 def key_version(value: Binary) -> int:
     """The data key version a ciphertext was sealed with."""
     return _read_header(bytes(value))[1]
@@ -111,7 +130,8 @@ def _plain_bytes(value: Any) -> tuple[int, bytes]:
         return _TEXT, value.encode("utf-8")
     if type(value) is bytes:
         return _BYTES, value
-    return _BSON, bson.encode({"": value})
+    kind = _MAPPING if isinstance(value, dict) else _LIST if isinstance(value, list) else _BSON
+    return kind, bson.encode({"": value})
 
 
 def seal_value(value: Any, key: AESGCM, version: int, context: Context) -> Binary:
@@ -128,7 +148,7 @@ def open_value(value: Binary, key_for: Callable[[int], AESGCM], context: Context
     `KeyShredded`, ...). A ciphertext not sealed for `context`, or changed: CryptoError."""
     blob = bytes(value)
     kind, version, start = _read_header(blob)
-    if kind not in (_TEXT, _BYTES, _BSON):
+    if kind not in _BLANKS:
         raise CryptoError("malformed ciphertext header")
     header, nonce = blob[:start], blob[start : start + NONCE_BYTES]
     key = key_for(version)

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from mindstore.crypto.aead import is_sealed, open_value, seal_value
+from mindstore.crypto.aead import blank, is_sealed, open_value, seal_value
 from mindstore.errors import CryptoError
 from mindstore.payloads import MARKER_PREFIX
 
@@ -33,6 +33,8 @@ __all__ = [
     "MESSAGE_CLEAR",
     "PART_CLEAR",
     "KeySource",
+    "blanked",
+    "blanked_task",
     "open_document",
     "open_value_at",
     "seal_at",
@@ -218,6 +220,22 @@ def open_document(document: Any, keys: KeySource, tenant: str, task_id: str) -> 
         return open_value(value, keys.key, (tenant, task_id, message_id, path))
 
     return _opened(document, "", open_one)
+
+
+def blanked(documents: list[Any]) -> list[Any]:
+    """Stored documents with every ciphertext replaced by an empty value of its kind
+    (`aead.blank`), to check their shape without the keys (backup verify). The clear
+    fields are untouched; a document without ciphertexts is returned as it is."""
+    return [_opened(document, "", lambda value, _path: blank(value)) for document in documents]
+
+
+def blanked_task(record: Any) -> Any:
+    """A task document with its own sealed fields (title, metadata values, content)
+    blanked as `blanked` does; its messages are left as they are."""
+    if type(record) is not dict:
+        return record
+    own = {name: record[name] for name in ("title", "metadata", "content") if name in record}
+    return {**record, **blanked([own])[0]}
 
 
 def open_value_at(

@@ -158,10 +158,15 @@ class TaskScope:
             document = await self._tasks.find_one(query, projection)
         if document is None:
             raise self._not_found(task_id)
-        if self.cipher is not None:  # title, metadata, content opened (mindstore.crypto)
-            await self.cipher.ready()
-            document = self.cipher.open_task(document, task_id)
         return document
+
+    async def _opened_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
+        """A task document with its title, metadata and content opened (`mindstore.crypto`;
+        the same document without a keyring)."""
+        if self.cipher is None:
+            return document
+        await self.cipher.ready()
+        return self.cipher.open_task(document, task_id)
 
     async def _aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
                               length: int | None = 1) -> list[dict[str, Any]]:  # fmt: skip

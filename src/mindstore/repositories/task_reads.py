@@ -79,6 +79,7 @@ class TaskReads(TaskEngine):
             ```
         """
         document = await self._read_header_doc(task_id)
+        document = await self._opened_task(document, task_id)
         return TaskRecord.from_document(document, header_from_document(document))
 
     async def header(self, task_id: str) -> TaskHeader:
@@ -111,7 +112,7 @@ class TaskReads(TaskEngine):
             Conflict: The task's pages kept changing during the read.
         """
         for _attempt in range(STALE_READS):
-            document = await self._find_task(task_id)
+            document = await self._opened_task(await self._find_task(task_id), task_id)
             paging = Paging.of(document)
             try:  # a paged task's older messages come from its pages, as of this version
                 sealed = await self._sealed_range(self._key(task_id), paging, 0, paging.sealed)

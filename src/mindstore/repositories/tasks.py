@@ -305,6 +305,7 @@ class TaskRepository(ContentLifecycle):
             document = await self._read_header_doc(task_id)
             target = check_transition(document.get("state", "running"), state)
             if target.value == document.get("state"):
+                document = await self._opened_task(document, task_id)
                 return TaskRecord.from_document(document, header_from_document(document))
             result = await self._tasks.update_one(
                 {**query, "state": document.get("state")},
