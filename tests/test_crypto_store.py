@@ -197,26 +197,35 @@ async def test_rotate_new_writes_use_the_new_key_old_content_stays_readable(
     store = await make(store_factory, keyring=keyring())
     assert store.keyring is not None
     acme = store.scoped("acme").tasks
-    tid = (await acme.create(title="first")).id
+    tid = (await acme.create(title="first", config=CONFIG)).id
     await acme.add_human_message(tid, "before rotation")
     assert await store.keyring.rotate("acme") == 2
     await acme.add_human_message(tid, "after rotation")
     raw = await store.database["tasks"].find_one({})
-    versions = [key_version(m["content"][0]["text"]) for m in raw["messages"]]
+    versions = [key_version(m["content"][0]["text"]) for m in raw["messages"][1:]]
     assert versions == [1, 2]
-    assert [m.text() for m in await acme.messages(tid)] == ["before rotation", "after rotation"]
+    assert [m.text() for m in await acme.messages(tid)][1:] == ["before rotation", "after rotation"]
     status = await store.keyring.status("acme")
     assert status.versions == (1, 2) and status.current == 2 and status.shredded_at is None
     # another process (its own key cache) reads both, and writes with the newest key
     other = Store(store.backend, keyring=store.keyring).scoped("acme").tasks
     assert [m.text() for m in await other.messages(tid)][-1] == "after rotation"
-    # the sweep re-seals everything with version 2
+    # a process whose key cache predates a rotation made elsewhere: it meets version 3
+    # in a message it changes, reads the keys again, and goes on
+    assert [m.text() for m in await other.messages(tid)][1] == "before rotation"  # cache: 1, 2
+    assert await store.keyring.rotate("acme") == 3
+    turn = await acme.add_assistant_message(tid)
+    await acme.add_text_part(tid, turn.id, "sealed with 3, ")
+    await other.add_text_part(tid, turn.id, "from the other process")
+    assert (await acme.messages(tid))[-1].text() == "sealed with 3, from the other process"
+    # the sweep re-seals everything with version 3
     swept = await store.keyring.reencrypt("acme")
-    assert swept.tasks_done == 1 and swept.version == 2
+    assert swept.tasks_done == 1 and swept.version == 3
     raw = await store.database["tasks"].find_one({})
-    assert {key_version(m["content"][0]["text"]) for m in raw["messages"]} == {2}
-    assert key_version(raw["title"]) == 2
-    assert [m.text() for m in await acme.messages(tid)] == ["before rotation", "after rotation"]
+    assert {key_version(m["content"][0]["text"]) for m in raw["messages"][1:]} == {3}
+    assert key_version(raw["title"]) == 3
+    assert [m.text() for m in await acme.messages(tid)][1:] == [
+        "before rotation", "after rotation", "sealed with 3, from the other process"]
     assert (await acme.get(tid)).title == "first"
 
 

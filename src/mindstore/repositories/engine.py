@@ -110,14 +110,15 @@ class TaskEngine(TaskPages):
         """(index, the message in its stored form): the last message this process wrote
         comes from the header cache, anything else is read."""
         check_name(message_id, "message id")
-        if self.cipher is not None:
-            await self.cipher.ready()
         entry = self._headers.get((self.tenant, task_id))
         known = entry.tail_document(message_id) if entry is not None else None
         if known is None:
             _document, index, raw = await self._locate(task_id, message_id)
             known = index, raw
-        return known[0], self._decode_raw([known[1]], task_id)[0]
+        raw = known[1]
+        if self.cipher is not None:  # opened here: a newer key version is fetched (async)
+            raw = (await self.cipher.opened([raw], task_id))[0]
+        return known[0], self._decode_raw([raw], task_id)[0]
 
     # ------------------------------------------------------------------ decoding
     def _decode_raw(self, documents: list[dict[str, Any]], task_id: str) -> list[AnyMessage]:
@@ -371,6 +372,8 @@ class TaskEngine(TaskPages):
                 located = None
                 if state.located is not None:
                     index, raw = state.located
+                    if self.cipher is not None:  # a newer key version is fetched (async)
+                        raw = (await self.cipher.opened([raw], task_id))[0]
                     located = {"index": index, "message": self._decode_raw([raw], task_id)[0]}
                 header = state.header
                 offloader = self._offloader(task_id)
