@@ -156,7 +156,18 @@ class Keyring:
     async def rotate(self, tenant: str) -> int:
         """Add a data key version: new writes (in this process at once, in others when
         their cache expires) seal with it; content sealed before stays readable.
-        Returns the new version. A shredded tenant: `KeyShredded`."""
+
+        Args:
+            tenant: The tenant.
+
+        Returns:
+            The new version (1 for a tenant that had no key).
+
+        Raises:
+            ValidationError: A tenant outside the id alphabet.
+            KeyShredded: The tenant's keys were shredded.
+            CryptoError: The master key cannot unwrap the tenant's keys.
+        """
         while True:
             held = await self._load(check_key(tenant, "tenant"))
             if held.shredded:
@@ -167,9 +178,20 @@ class Keyring:
                 return version
 
     async def shred(self, tenant: str) -> int:
-        """Destroy the tenant's data keys (the tombstone first, so a crash in between
-        still refuses reads; running it again finishes). Returns how many were destroyed.
-        Irreversible: its content, in the database and every backup, is unreadable."""
+        """Destroy the tenant's data keys. Irreversible: its content, in the database and
+        in every backup, can no longer be read (`KeyShredded`). A tombstone is written
+        first, so a crash in between still refuses reads; running it again finishes.
+        Needs no master key.
+
+        Args:
+            tenant: The tenant.
+
+        Returns:
+            How many data keys were destroyed.
+
+        Raises:
+            ValidationError: A tenant outside the id alphabet.
+        """
         check_key(tenant, "tenant")
         await self._keys.update_one(
             {"_id": _tombstone_id(tenant), "tenant": tenant},
@@ -185,11 +207,39 @@ class Keyring:
     ) -> SweepProgress:
         """Seal all of the tenant's stored content with its newest data key: after a
         rotation, or to encrypt what was stored before the tenant was (resumable: a sweep
-        cut short goes on after the last task it finished; `crypto.sweep`)."""
+        cut short goes on after the last task it finished; `crypto.sweep`).
+
+        Args:
+            tenant: The tenant.
+            progress: Called with a `SweepProgress` after each task.
+            restart: Start over instead of resuming.
+
+        Returns:
+            The sweep's `SweepProgress` (tasks done, values sealed, where it resumed).
+
+        Raises:
+            ValidationError: A tenant outside the id alphabet.
+            KeyShredded: The tenant's keys were shredded.
+            CryptoError: Stored content that does not open (moved or changed), or keys
+                the master key cannot unwrap.
+            Conflict: A task kept changing under the sweep.
+        """
         keys = await self.keys(check_key(tenant, "tenant"), create=True)
         return await reencrypt(self._database, keys, progress=progress, restart=restart)
 
     async def status(self, tenant: str) -> KeyStatus:
+        """The tenant's key versions and whether they were shredded (no key material;
+        needs no master key).
+
+        Args:
+            tenant: The tenant.
+
+        Returns:
+            A `KeyStatus`.
+
+        Raises:
+            ValidationError: A tenant outside the id alphabet.
+        """
         check_key(tenant, "tenant")
         versions: list[int] = []
         shredded_at = None
