@@ -61,6 +61,12 @@ def _key_id(tenant: str, version: int) -> str:
     return f"{tenant}/v{version}"
 
 
+def _tenant_filter(tenant: str) -> dict[str, Any]:
+    """All of a tenant's documents, found through the `_id` index (`tenant/...`; the
+    character after ``/`` is ``0``, and no tenant id holds ``/``)."""
+    return {"_id": {"$gte": f"{tenant}/", "$lt": f"{tenant}0"}, "tenant": tenant}
+
+
 def _tombstone_id(tenant: str) -> str:
     return f"{tenant}/shredded"
 
@@ -125,7 +131,7 @@ class Keyring:
 
     async def _load(self, tenant: str) -> TenantKeys:
         loaded = TenantKeys(tenant, loaded_at=time.monotonic())
-        async for document in self._keys.find({"tenant": tenant}):
+        async for document in self._keys.find(_tenant_filter(tenant)):
             if document.get("kind") == "shredded":
                 loaded.shredded = True
             elif document.get("kind") == "key":
@@ -198,7 +204,7 @@ class Keyring:
             {"$setOnInsert": {"kind": "shredded", "shredded_at": datetime.now(UTC)}},
             upsert=True,
         )
-        result = await self._keys.delete_many({"tenant": tenant, "kind": "key"})
+        result = await self._keys.delete_many({**_tenant_filter(tenant), "kind": "key"})
         self._tenants[tenant] = TenantKeys(tenant, shredded=True, loaded_at=time.monotonic())
         return int(result.deleted_count)
 
@@ -243,7 +249,7 @@ class Keyring:
         check_key(tenant, "tenant")
         versions: list[int] = []
         shredded_at = None
-        async for document in self._keys.find({"tenant": tenant}, {"wrapped": 0}):
+        async for document in self._keys.find(_tenant_filter(tenant), {"wrapped": 0}):
             if document.get("kind") == "key":
                 versions.append(int(document["version"]))
             elif document.get("kind") == "shredded":
