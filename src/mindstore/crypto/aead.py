@@ -33,7 +33,7 @@ from bson.binary import Binary
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from mindstore.errors import CryptoError
+from mindstore.errors import CryptoError, ValidationError
 
 __all__ = [
     "FORMAT",
@@ -131,7 +131,10 @@ def _plain_bytes(value: Any) -> tuple[int, bytes]:
     if type(value) is bytes:
         return _BYTES, value
     kind = _MAPPING if isinstance(value, dict) else _LIST if isinstance(value, list) else _BSON
-    return kind, bson.encode({"": value})
+    try:
+        return kind, bson.encode({"": value})
+    except (bson.errors.InvalidDocument, OverflowError, TypeError, UnicodeEncodeError) as exc:
+        raise ValidationError(f"value cannot be stored in MongoDB: {str(exc)[:200]}") from None
 
 
 def seal_value(value: Any, key: AESGCM, version: int, context: Context) -> Binary:

@@ -57,7 +57,7 @@ PART_CLEAR = frozenset({
     "kept_message_ids", "trigger_call_id", "answer_id", "mime_type", "model_name",
     "max_tokens", "thinking_budget_tokens", "reasoning_effort", "enable_parallel_tools",
     "enable_auto_tools", "enable_search", "compression_config", "dialect_name",
-    "sample_rate", "channels",
+    "sample_rate", "channels", "tool_metadata",
 })  # fmt: skip
 """Part fields stored in the clear (the rest is sealed whole)."""
 NESTED_PART = "initial_task_config"
