@@ -342,3 +342,27 @@ async def test_a_store_without_a_keyring_has_no_key_store(store: Store) -> None:
     assert await store.database["data_keys"].count_documents({}) == 0
     raw = await store.database["tasks"].find_one({})
     assert raw["title"] == "t"
+
+
+@pytest.mark.parametrize("pages", [None, PagePolicy(page_messages=4)])
+async def test_the_context_window_reads_a_sealed_checkpoint(
+    store_factory: Factory, pages: PagePolicy | None
+) -> None:
+    """The window takes the checkpoint's part from its pipeline (open page) or the latest
+    compression message (paged): its sealed summary is opened there too."""
+    from test_compression_store import CONFIG as SMALL_CONFIG
+    from test_compression_store import tool_round
+
+    store = await store_factory(keyring=keyring(), page_policy=pages)
+    tasks = store.scoped("acme").tasks
+    tid = (await tasks.create(config=SMALL_CONFIG)).id
+    for i in range(6):
+        await tool_round(tasks, tid, f"big{i}")
+    window = await tasks.context(tid, strategy="compact_summarization")
+    assert window.compressed_now and window.checkpoint is not None
+    raw = await store.database["tasks"].find_one({})
+    marks = [m for m in raw["messages"] if m.get("role") == "compression"]
+    assert marks and is_sealed(marks[-1]["content"][0]["cache"])  # the summary is sealed
+    again = await tasks.context(tid, auto_compress=False)
+    assert again.checkpoint == window.checkpoint
+    assert [m.to_dict() for m in again.messages] == [m.to_dict() for m in window.messages]
