@@ -130,7 +130,11 @@ async def test_every_writer_writes_only_collections_of_the_registry(store_factor
     """Every writer of mindstore, driven once (tasks, dialogs, forks, paging, payloads,
     redaction, agents, policies, the LangGraph saver with copy and prune, the sessions of
     the Agents SDK and LangChain): what they write is exactly the registry."""
-    store = await store_factory(page_policy=PagePolicy(page_messages=2))
+    from mindstore.crypto import Keyring, LocalMasterKey
+
+    # with a keyring: its data keys are a collection mindstore writes too (`KEY_STORE`)
+    store = await store_factory(page_policy=PagePolicy(page_messages=2),
+                                keyring=Keyring(LocalMasterKey.generate()))  # fmt: skip
     store.offload_threshold = 200
     with observe_all() as log:
         await plant(store, "acme")

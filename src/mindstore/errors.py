@@ -81,3 +81,22 @@ class BackupError(MindstoreError):
     """A backup cannot be read, verified or restored."""
 
     exit_code = 8
+
+
+class CryptoError(MindstoreError):
+    """Encrypted content that cannot be read: a ciphertext moved to another tenant, task,
+    message or field, changed, or sealed under a data key this keyring cannot unwrap
+    (docs/encryption.md)."""
+
+    exit_code = 16
+
+
+class KeyShredded(CryptoError):
+    """The tenant's data keys were destroyed (`store.keyring.shred`): its encrypted
+    content, in the database and in every backup, can no longer be read."""
+
+    exit_code = 17
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+        super().__init__(f"the data keys of tenant {tenant!r} were shredded: its content is gone")

@@ -25,6 +25,7 @@ from enum import StrEnum
 
 from mindstore.collection_names import (
     AGENTS,
+    DATA_KEYS,
     DIALOG_NODES,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
@@ -38,6 +39,8 @@ from mindstore.collection_names import (
 __all__ = [
     "BEYOND_TASKS",
     "COLLECTIONS",
+    "DATA_KEYS",
+    "KEY_STORE",
     "REGISTRY",
     "TENANT_FIELD",
     "Collection",
@@ -141,7 +144,16 @@ REGISTRY: tuple[Collection, ...] = (
 """Every collection, in the order a backup holds them and verify reads them: sealed pages
 before their tasks, tasks before what refers to them, threads, agents and settings last."""
 
-COLLECTIONS: dict[str, Collection] = {entry.name: entry for entry in REGISTRY}
+KEY_STORE = Collection(
+    DATA_KEYS, Unit.TENANT, owner="none: the tenant's keys", key="`_id` = `tenant/v<version>`",
+    since="never: not in backups", format_version=0,
+    redaction="wrapped data keys (`mindstore.crypto`); never backed up, so shredding them "
+    "reaches every backup (docs/encryption.md)",
+)  # fmt: skip
+"""The keyring's wrapped data keys: written by mindstore, deliberately not in `REGISTRY`
+(what backups, erase and retention follow)."""
+
+COLLECTIONS: dict[str, Collection] = {entry.name: entry for entry in (*REGISTRY, KEY_STORE)}
 BEYOND_TASKS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.unit is not Unit.TASK)
 """The collections of threads, agents and tenant settings (format 3 of a backup)."""
 

@@ -19,6 +19,8 @@ from mindstore.analytics.service import Analytics
 from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.backends.recorder import CommandRecorder, EventListener
+from mindstore.crypto.keyring import Keyring
+from mindstore.crypto.tenant import TenantCipher
 from mindstore.model.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_MESSAGES, PagePolicy
 from mindstore.model.planner import check_id
 from mindstore.repositories.dialogs import DialogRepository
@@ -71,6 +73,8 @@ class TenantStore:
             notifier=store.notifier,
             page_policy=store.page_policy,
         )
+        if store.keyring is not None:
+            self.tasks.cipher = TenantCipher(store.keyring, self.tenant)
 
     @cached_property
     def dialogs(self) -> DialogRepository:
@@ -97,8 +101,11 @@ class Store:
         offload_threshold: int = 256 * 1024,
         header_cache_size: int = 10_000,
         page_policy: PagePolicy | EllipsisType | None = ...,
+        keyring: Keyring | None = None,
     ) -> None:
         self.backend = backend
+        self.keyring = keyring.bind(backend.database) if keyring is not None else None
+        """Per-tenant encryption (`mindstore.crypto`): rotate, shred, status; None: none."""
         self.page_policy = policy_from_environment() if page_policy is ... else page_policy
         self.database = backend.database
         self.retry = retry or RetryPolicy()
@@ -147,6 +154,7 @@ async def connect(
     event_listeners: Sequence[EventListener] | None = None,
     client: AsyncMongoClient[Any] | None = None,
     page_policy: PagePolicy | EllipsisType | None = ...,
+    keyring: Keyring | None = None,
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
@@ -162,6 +170,8 @@ async def connect(
     sealed page of a long conversation holds (`mindstore.PagePolicy`; by default 256
     messages or 1 MiB, or `MINDSTORE_PAGE_MESSAGES` / `MINDSTORE_PAGE_BYTES`; None: never
     page, so a task stops at MongoDB's 16 MiB document limit; docs/data-model.md).
+    `keyring`: encrypt every tenant's content from now on with its own data keys
+    (`mindstore.crypto.Keyring`, docs/encryption.md); the store's is `store.keyring`.
     """
     backend = await open_backend(
         uri, database=database, recorder=recorder, event_listeners=event_listeners, client=client
@@ -177,4 +187,5 @@ async def connect(
         offload_threshold=offload_threshold,
         header_cache_size=header_cache_size,
         page_policy=page_policy,
+        keyring=keyring,
     )

@@ -29,6 +29,7 @@ from typing import Any
 
 import bson
 
+from mindstore.crypto.fields import blanked
 from mindstore.ids import KEY_SEPARATOR
 from mindstore.model.stored_read import read_stored
 from mindstore.paged_history import page_key
@@ -130,7 +131,7 @@ def check_page(record: Any) -> tuple[PageFacts, list[dict[str, Any]], Any]:
     raw = messages_of(record)
     if end - start != len(raw):
         raise ShapeError(f"page [{start}, {end}) holds {len(raw)} messages")
-    read = read_stored(raw, strings=False)
+    read = read_stored(blanked(raw), strings=False)  # ciphertexts blanked (mindstore.crypto)
     facts = PageFacts(
         page_key(task, number), tenant, task, task_id, number, start, end, size, markers(read)
     )

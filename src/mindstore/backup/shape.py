@@ -39,6 +39,7 @@ from typing import Any
 
 import bson
 
+from mindstore.crypto.fields import blanked, blanked_task
 from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, check_key, is_name, task_key
 from mindstore.model.header import (
@@ -354,9 +355,10 @@ def check_task(record: Any, sealed: SealedFold | None = None) -> TaskFacts:
     _top_level(record)
     tenant = _tenant(record)
     task_id = stored_task_id(record.get("_id"), tenant, "task _id")
-    _task_fields(record)
+    _task_fields(blanked_task(record))
     raw = _messages(record)
-    read = read_stored(raw, strings=False)  # one walk at most: keys, markers (stored form)
+    # ciphertexts stand as empty values of their kind (mindstore.crypto: shape, not content)
+    read = read_stored(blanked(raw), strings=False)  # one walk at most: keys, markers
     _header(record, task_id, raw, read, sealed)
     return TaskFacts(task_key(tenant, task_id), task_id, tenant, len(raw), markers(read))
 

@@ -50,6 +50,11 @@ async def read_level_window(
         ),
     )
     row = rows[0]
+    if port.scope.cipher is not None and isinstance(row.get("cp"), dict):
+        # the checkpoint's part, as the compression message holds it (its first part,
+        # `add_compression_message`), opened: its summary is sealed (mindstore.crypto)
+        mark = {"id": row.get("mark_id"), "content": [row["cp"]]}
+        row["cp"] = (await port.scope.cipher.opened([mark], task_id))[0]["content"][0]
     names = ("head", "systems", "tail", "config")
     raw = [doc for name in names for doc in row.get(name, [])]
     head_msgs, systems, tail_msgs, config_msgs = _split(

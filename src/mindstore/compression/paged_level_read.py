@@ -76,6 +76,8 @@ async def _level(
         lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope, "messages"),
     )
     mark = marks[-1] if marks else None
+    if mark is not None and port.scope.cipher is not None:  # its summary opened (mindstore.crypto)
+        mark = (await port.scope.cipher.opened([mark], task_id))[0]
     probe = _Level(mark, Paging(0, 0, 0), [], {})
     counts = segment_counts(scope, *probe.args())
     slices: JSON = {"tail": {"$slice": ["$visible", -tail]}}

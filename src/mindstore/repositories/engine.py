@@ -311,6 +311,8 @@ class TaskWriter:
         key = self.scope.key(task_id)
         ids = [check_name(i, "message id") for i in explicit_ids if i is not None]
         guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
+        if self.scope.cipher is not None:
+            await self.scope.cipher.ready(write=True)
         async with self.scope.lock(task_id):
             attempt = 0
             look_in_pages = False  # the filter refused the last write: the pages decide next
@@ -321,6 +323,8 @@ class TaskWriter:
                 located = None
                 if state.located is not None:
                     index, raw = state.located
+                    if self.scope.cipher is not None:  # a newer key version is fetched (async)
+                        raw = (await self.scope.cipher.opened([raw], task_id))[0]
                     message = self.port.decode_stored([raw], task_id)[0]
                     located = {"index": index, "message": message}
                 header = state.header

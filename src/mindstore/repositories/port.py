@@ -97,12 +97,18 @@ class TaskPort:
         if known is None:
             _document, index, raw = await self.locate(task_id, message_id)
             known = index, raw
-        return known[0], self.decode_stored([known[1]], task_id)[0]
+        raw = known[1]
+        cipher = self.scope.cipher
+        if cipher is not None:  # opened here: a newer key version is fetched (async)
+            raw = (await cipher.opened([raw], task_id))[0]
+        return known[0], self.decode_stored([raw], task_id)[0]
 
     def decode_stored(self, documents: list[dict[str, Any]], task_id: str) -> list[AnyMessage]:
         """Stored message documents -> messages in their stored form (for planning only:
         markers and escaped strings stay as stored, so a patch's size is computed on the
         same form as the stored document; the task ids the lean form left out filled back)."""
+        if self.scope.cipher is not None:  # ciphertexts opened first (mindstore.crypto)
+            documents = self.scope.cipher.open(documents, task_id)
         return parse_stored(documents, task_id=task_id)
 
     async def decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
@@ -112,6 +118,9 @@ class TaskPort:
         Markers resolve only against this task's payloads (tenant and task id in the
         query): a marker-shaped string can never fetch another task's payload.
         """
+        cipher = self.scope.cipher
+        if cipher is not None:  # ciphertexts opened first (mindstore.crypto)
+            documents = await cipher.opened(documents, task_id)
         read = read_stored(documents, strings=True)
         if read.markers:
             cursor = self.scope.payloads.find(
@@ -124,7 +133,10 @@ class TaskPort:
             )
             found: dict[str, Any] = {}
             async for payload in cursor:
-                found[payload["_id"]] = payload["data"]
+                data = payload["data"]
+                if cipher is not None:
+                    data = cipher.open_payload(payload["_id"], data, task_id)
+                found[payload["_id"]] = data
             read.resolve(found)
         return parse_stored(read, task_id=task_id)
 

@@ -41,6 +41,8 @@ class Retraction:
         key = self.scope.key(task_id)
         if expected_id is not None:
             check_name(expected_id, "expected_id")
+        if self.scope.cipher is not None:
+            await self.scope.cipher.ready()
         projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
         projection["messages"] = {"$slice": [-2, 2]}
         async with self.scope.lock(task_id):

@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import DuplicateKeyError
 
@@ -40,6 +40,9 @@ from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.repositories.locks import TaskLocks
 from mindstore.validation import check_owner
+
+if TYPE_CHECKING:
+    from mindstore.crypto.tenant import TenantCipher
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +74,9 @@ class RetryPolicy:
 class TaskScope:
     """Scope, collections, locks, finds and the header cache of one tenant's tasks (one
     owner's, on an owner-scoped view): what every reader and writer of a task shares."""
+
+    cipher: TenantCipher | None = None
+    """The tenant's encryption (`mindstore.crypto`), set by the store when it has a keyring."""
 
     def __init__(
         self,
@@ -130,7 +136,10 @@ class TaskScope:
         return NotFound(f"no task {task_id!r} for tenant {self.tenant!r}")
 
     def offloader(self, task_id: str) -> Offloader:
-        """A fresh offloader for one write (values past the threshold go to payloads)."""
+        """A fresh offloader for one write (values past the threshold go to payloads;
+        sealed first when the tenant is encrypted)."""
+        if self.cipher is not None:
+            return self.cipher.offloader(task_id, self.offload_threshold)
         return Offloader(task_id, self.offload_threshold, tenant=self.tenant)
 
     async def adopt_legacy(self, task_id: str) -> bool:
@@ -166,6 +175,14 @@ class TaskScope:
         if document is None:
             raise self.not_found(task_id)
         return document
+
+    async def opened_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
+        """A task document with its title, metadata and content opened (`mindstore.crypto`;
+        the same document without a keyring)."""
+        if self.cipher is None:
+            return document
+        await self.cipher.ready()
+        return self.cipher.open_task(document, task_id)
 
     async def aggregate_task(self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
                               length: int | None = 1) -> list[dict[str, Any]]:  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 
 from mindstore.errors import MissingConfig, NotFound, ValidationError
 from mindstore.header_codec import header_from_document
-from mindstore.ids import check_name
+from mindstore.ids import check_name, task_id_of
 from mindstore.model.header import TaskHeader, TaskState
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
@@ -65,6 +65,7 @@ class TaskReads:
     async def get(self, task_id: str) -> TaskRecord:
         """The task's record: owner, title, state, counts, level, usage totals, timestamps."""
         document = await self.port.header_document(task_id)
+        document = await self.scope.opened_task(document, task_id)
         return TaskRecord.from_document(document, header_from_document(document))
 
     async def header(self, task_id: str) -> TaskHeader:
@@ -76,7 +77,7 @@ class TaskReads:
         """The whole task in memory as a `mindstore.Task` (the Mind Map's API), e.g. to run Mind
         Map code over it. Reads every message: for long tasks prefer the range reads."""
         for _attempt in range(STALE_READS):
-            document = await self.scope.find_task(task_id)
+            document = await self.scope.opened_task(await self.scope.find_task(task_id), task_id)
             paging = Paging.of(document)
             try:  # a paged task's older messages come from its pages, as of this version
                 key = self.scope.key(task_id)
@@ -132,6 +133,9 @@ class TaskReads:
             .limit(limit + 1)
             .to_list(length=limit + 1)
         )
+        if self.scope.cipher is not None:  # titles and metadata opened (mindstore.crypto)
+            await self.scope.cipher.ready()
+            rows = [self.scope.cipher.open_task(row, task_id_of(row["_id"])) for row in rows]
         items = [TaskRecord.from_document(row, header_from_document(row)) for row in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:

@@ -27,6 +27,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.clock import utcnow
+from mindstore.crypto.tenant import TenantCipher
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.header_codec import header_from_document, header_to_fields
 from mindstore.ids import check_key, task_key
@@ -169,6 +170,15 @@ class TaskRepository:
     @page_policy.setter
     def page_policy(self, value: PagePolicy | None) -> None:
         self.port.scope.page_policy = value
+
+    @property
+    def cipher(self) -> TenantCipher | None:
+        """The tenant's encryption (`mindstore.crypto`), set by a store with a keyring."""
+        return self.port.scope.cipher
+
+    @cipher.setter
+    def cipher(self, value: TenantCipher | None) -> None:
+        self.port.scope.cipher = value
 
     # ------------------------------------------------------------------ the verbs' helpers
     # The lifecycle verbs below use the port's scope and collections through these names;
@@ -326,6 +336,8 @@ class TaskRepository:
         if replay:
             for message in initial:
                 plans.check_message_values(message)
+        if self.cipher is not None:
+            await self.cipher.ready(write=True)
         offloader = self._offloader(task_id)
         plan = plans.plan_add_messages(
             TaskHeader(), task_id, initial, transform=offloader.transform_document, replay=replay
@@ -351,6 +363,9 @@ class TaskRepository:
         )  # fmt: skip
         header = plan.header if history is None else history.header
         document.update(header_to_fields(header))
+        plain = document
+        if self.cipher is not None:  # title and metadata values sealed (mindstore.crypto)
+            document = self.cipher.seal_task(document, task_id)
         stored = plan.appended_docs if history is None else history.open
         if history is not None:
             document["id_filter"] = history.id_filter
@@ -372,7 +387,7 @@ class TaskRepository:
             )
         tail = stored[-1] if stored else None
         self._remember(task_id, 0, now, header, tail)
-        return TaskRecord.from_document(document, header)
+        return TaskRecord.from_document(plain, header)
 
     async def import_task(
         self, task: Task, *, owner: str | None = None, title: str | None = None
@@ -463,6 +478,7 @@ class TaskRepository:
             document = await self._read_header_doc(task_id)
             target = check_transition(document.get("state", "running"), state)
             if target.value == document.get("state"):
+                document = await self.port.scope.opened_task(document, task_id)
                 return TaskRecord.from_document(document, header_from_document(document))
             result = await self._tasks.update_one(
                 {**query, "state": document.get("state")},
@@ -487,6 +503,9 @@ class TaskRepository:
         query = self._filter(task_id)
         check_optional_text(title, "title", max_chars=MAX_TITLE_CHARS)
         self._forget(task_id)
+        if self.cipher is not None:  # sealed (mindstore.crypto)
+            await self.cipher.ready(write=True)
+            title = self.cipher.seal_task({"title": title}, task_id)["title"]
         result = await self._tasks.update_one(
             query, {"$set": {"title": title, "updated_at": utcnow()}}
         )

@@ -1,0 +1,209 @@
+"""`mindstore keys rotate | reencrypt | shred | status --tenant T` (docs/encryption.md).
+
+The master key comes from `--master-key FILE` (or `MINDSTORE_MASTER_KEY_FILE`): 32 raw
+bytes or 64 hex digits; `status` and `shred` work without it (a lost master key must
+not stop an erasure). `rotate --reencrypt` also runs the re-encryption sweep (resumable:
+run it again after an interruption), with progress on stderr. `shred` destroys the
+tenant's data keys: it asks for confirmation (or takes `--yes`; without a terminal and
+without `--yes` it refuses, exit 15), and prints a JSON receipt (`--receipt FILE` keeps
+a copy, written before anything is destroyed, as `erase` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mindstore.commands.common import check_writable, open_store, require_tenant, run
+from mindstore.commands.output import echo_json
+from mindstore.commands.sanitize import terminal_text
+
+keys_app = typer.Typer(
+    help="A tenant's data keys: rotate, shred (crypto-shredding), status.", no_args_is_help=True
+)
+
+Tenant = Annotated[str | None, typer.Option("--tenant", help="The tenant whose keys to use.")]
+MasterKeyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--master-key",
+        envvar="MINDSTORE_MASTER_KEY_FILE",
+        help="The master key file (32 raw bytes or 64 hex digits).",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the root app."""
+    app.add_typer(keys_app, name="keys")
+
+
+class _NoMasterKey:
+    """Stands in for the master key where none is needed (status, shred: a lost master
+    key must not stop a shred)."""
+
+    key_id = "none"
+
+    async def wrap(self, data_key: bytes, context: bytes) -> bytes:
+        raise self._missing()
+
+    async def unwrap(self, wrapped: bytes, context: bytes) -> bytes:
+        raise self._missing()
+
+    @staticmethod
+    def _missing() -> Exception:
+        from mindstore.errors import ConfigurationError
+
+        return ConfigurationError("pass --master-key FILE (or set MINDSTORE_MASTER_KEY_FILE)")
+
+
+def _interactive() -> bool:
+    """Can shred ask for confirmation? (stdin and stdout are a terminal)"""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _keyring(master_key: Path | None, store: Any, *, required: bool = True) -> Any:
+    from mindstore.crypto import Keyring, LocalMasterKey
+
+    if master_key is None:
+        if required:
+            raise _NoMasterKey._missing()
+        return Keyring(_NoMasterKey()).bind(store.database)
+    return Keyring(LocalMasterKey.from_file(master_key)).bind(store.database)
+
+
+@keys_app.command("status")
+def status_command(
+    ctx: typer.Context, tenant: Tenant = None, master_key: MasterKeyFile = None
+) -> None:
+    """The tenant's key versions, the current one, and whether they were shredded (JSON)."""
+
+    async def body() -> Any:
+        name = require_tenant(tenant)
+        async with open_store(ctx, save=False) as store:
+            return (await _keyring(master_key, store, required=False).status(name)).as_dict()
+
+    echo_json(run(body()))
+
+
+@keys_app.command("rotate")
+def rotate_command(
+    ctx: typer.Context,
+    tenant: Tenant = None,
+    master_key: MasterKeyFile = None,
+    reencrypt: Annotated[
+        bool, typer.Option("--reencrypt", help="Then re-seal all stored content with the new key.")
+    ] = False,
+) -> None:
+    """Add a data key version: new writes use it, old content stays readable."""
+
+    def progress(state: Any) -> None:
+        typer.echo(f"re-encrypting: {state.tasks_done}/{state.tasks_total} tasks", err=True)
+
+    async def body() -> Any:
+        name = require_tenant(tenant)
+        async with open_store(ctx, save=True, create=False) as store:
+            keyring = _keyring(master_key, store)
+            version = await keyring.rotate(name)
+            result: dict[str, Any] = {"tenant": name, "version": version}
+            if reencrypt:
+                swept = await keyring.reencrypt(name, progress=progress)
+                result["reencrypted"] = {"tasks": swept.tasks_done, "values": swept.values_sealed}
+            return result
+
+    echo_json(run(body()))
+
+
+@keys_app.command("reencrypt")
+def reencrypt_command(
+    ctx: typer.Context,
+    tenant: Tenant = None,
+    master_key: MasterKeyFile = None,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Start over instead of resuming.")
+    ] = False,
+) -> None:
+    """Re-seal the tenant's stored content with its newest key (resumes where it stopped)."""
+
+    def progress(state: Any) -> None:
+        typer.echo(f"re-encrypting: {state.tasks_done}/{state.tasks_total} tasks", err=True)
+
+    async def body() -> Any:
+        name = require_tenant(tenant)
+        async with open_store(ctx, save=True, create=False) as store:
+            swept = await _keyring(master_key, store).reencrypt(
+                name, progress=progress, restart=restart
+            )
+            return {
+                "tenant": name, "version": swept.version, "tasks": swept.tasks_done,
+                "values": swept.values_sealed, "resumed_after": swept.resumed_after,
+            }  # fmt: skip
+
+    echo_json(run(body()))
+
+
+@keys_app.command("shred")
+def shred_command(
+    ctx: typer.Context,
+    tenant: Tenant = None,
+    master_key: MasterKeyFile = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    receipt: Annotated[
+        Path | None, typer.Option("--receipt", help="Also write the JSON receipt here.")
+    ] = None,
+) -> None:
+    """Destroy the tenant's data keys: its content, in the database and in every backup,
+    can never be read again. Prints a JSON receipt."""
+    from mindstore.backup import EraseNotConfirmed
+    from mindstore.errors import BackupError
+
+    async def body() -> dict[str, Any]:
+        name = require_tenant(tenant)
+        if not (yes or _interactive()):
+            raise EraseNotConfirmed("shred needs confirmation: pass --yes")
+        if receipt is not None:  # before anything is destroyed: the receipt must land
+            check_writable(receipt, "receipt file", BackupError)
+        async with open_store(ctx, save=True, create=False) as store:
+            keyring = _keyring(master_key, store, required=False)
+            before = await keyring.status(name)
+            if not yes and not typer.confirm(
+                terminal_text(
+                    f"shred the {len(before.versions)} data key(s) of tenant {name}? Its "
+                    "content becomes unreadable everywhere, backups included"
+                )
+            ):
+                raise EraseNotConfirmed("shred cancelled: nothing was destroyed")
+            destroyed = await keyring.shred(name)
+            after = await keyring.status(name)
+            return {
+                "action": "shred",
+                "tenant": name,
+                "keys_destroyed": destroyed,
+                "versions_destroyed": list(before.versions),
+                "shredded_at": (after.shredded_at or datetime.now(UTC)).isoformat(),
+                "master_key_id": after.master_key_id,
+                "backups": "every backup ever written holds this tenant's content sealed "
+                "with the destroyed keys only (data keys are never in backups)",
+            }
+
+    data = run(body())
+    echo_json(data)
+    if receipt is not None:
+
+        async def keep() -> None:
+            try:
+                text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
+                await asyncio.to_thread(receipt.write_text, text)
+            except OSError as exc:
+                raise BackupError(
+                    f"shredded, but the receipt could not be written to "
+                    f"{receipt}: {exc.strerror or exc} (it is printed above)"
+                ) from None
+
+        run(keep())

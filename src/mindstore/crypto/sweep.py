@@ -1,0 +1,210 @@
+"""The re-encryption sweep: every stored value of a tenant sealed with its newest data key.
+
+After `rotate` (old ciphertexts re-sealed, so the old key could later be retired) or when
+a tenant starts being encrypted (its plaintext from before sealed). Task by task, in `_id`
+order: the task's sealed pages, then the task document (pinned by its `version`, which
+it bumps, so every writer's cached state is dropped and re-read), then its offloaded
+payloads; after each task its key is saved as the sweep's cursor in the key store, so a
+sweep cut short (a crash, a kill) resumes after the last task it finished. Each step is
+idempotent: a value already sealed with the newest key is left as it is.
+
+Sizes: a page's `size_bytes`, and the task's `size_bytes` and `sealed_bytes`, move by
+what re-sealing changed (the pages' change counted in the task update; if a crash falls
+between them, both task counters miss the same bytes, so the open page's size, which the
+16 MiB guard reads, stays exact).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mindstore.collection_names import DATA_KEYS, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.crypto.aead import is_sealed, key_version
+from mindstore.crypto.fields import open_document, seal_document
+from mindstore.crypto.keys import TenantKeys
+from mindstore.crypto.task_fields import (
+    open_payload,
+    open_task_fields,
+    seal_payload,
+    seal_task_fields,
+)
+from mindstore.errors import Conflict
+from mindstore.ids import task_id_of
+from mindstore.model.storage_form import bson_size
+
+__all__ = ["ProgressFn", "SweepProgress", "reencrypt"]
+
+ProgressFn = Callable[["SweepProgress"], None]
+ATTEMPTS = 20
+TASK_FIELDS = ("title", "metadata", "content")
+
+
+@dataclass
+class SweepProgress:
+    tenant: str
+    version: int
+    tasks_done: int = 0
+    tasks_total: int = 0
+    values_sealed: int = 0
+    resumed_after: str | None = None
+
+
+def _sealed_versions(value: Any, found: list[int]) -> None:
+    if is_sealed(value):
+        found.append(key_version(value))
+    elif isinstance(value, dict):
+        for item in value.values():
+            _sealed_versions(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _sealed_versions(item, found)
+
+
+def _resealed(value: Any, keys: TenantKeys, reseal: Callable[[Any], Any]) -> Any | None:
+    """`reseal(value)` if that changes anything (a plaintext field, an older key), else None."""
+    version = keys.current()[0]
+    before: list[int] = []
+    _sealed_versions(value, before)
+    fresh = reseal(value)
+    after: list[int] = []
+    _sealed_versions(fresh, after)
+    if len(before) == len(after) and all(v == version for v in before):
+        return None
+    return fresh
+
+
+def _message(document: Any, keys: TenantKeys, tenant: str, task_id: str) -> Any | None:
+    if not isinstance(document, dict):
+        return None
+    return _resealed(
+        document, keys,
+        lambda doc: seal_document(open_document(doc, keys, tenant, task_id), keys, tenant, task_id),
+    )  # fmt: skip
+
+
+class _Sweep:
+    def __init__(self, database: Any, tenant: str, keys: TenantKeys) -> None:
+        self.database, self.tenant, self.keys = database, tenant, keys
+        self.sealed = 0
+
+    async def pages(self, key: str, task_id: str) -> int:
+        """Re-seal the task's pages; returns the bytes they grew by."""
+        grown = 0
+        async for page in self.database[TASK_PAGES].find({"tenant": self.tenant, "task": key}):
+            messages = page.get("messages") or []
+            fresh = [_message(m, self.keys, self.tenant, task_id) for m in messages]
+            if not any(m is not None for m in fresh):
+                continue
+            new = [f if f is not None else m for f, m in zip(fresh, messages, strict=True)]
+            change = sum(bson_size(n) - bson_size(m) for n, m in zip(new, messages, strict=True)
+                         if isinstance(m, dict))  # fmt: skip
+            result = await self.database[TASK_PAGES].update_one(
+                {"_id": page["_id"], "tenant": self.tenant, "version": page.get("version")},
+                {"$set": {"messages": new}, "$inc": {"size_bytes": change}},
+            )
+            if result.matched_count:
+                grown += change
+                self.sealed += sum(f is not None for f in fresh)
+        return grown
+
+    async def task(self, key: str, pages_grown: int) -> None:
+        task_id = task_id_of(key)
+        for _attempt in range(ATTEMPTS):
+            document = await self.database[TASKS].find_one({"_id": key, "tenant": self.tenant})
+            if document is None:
+                return  # deleted meanwhile
+            sets: dict[str, Any] = {}
+            grown = pages_grown
+            for index, message in enumerate(document.get("messages") or []):
+                fresh = _message(message, self.keys, self.tenant, task_id)
+                if fresh is not None:
+                    sets[f"messages.{index}"] = fresh
+                    grown += bson_size(fresh) - bson_size(message)
+            own = {
+                name: document[name]
+                for name in ("title", "metadata", "content")
+                if name in document
+            }
+            fresh_own = _resealed(own, self.keys, lambda fields: self._task_fields(fields, task_id))
+            if fresh_own is not None:
+                sets.update(fresh_own)
+            if not sets and not pages_grown:
+                return
+            update: dict[str, Any] = {
+                "$inc": {"version": 1, "size_bytes": grown, "sealed_bytes": pages_grown},
+            }
+            if sets:
+                update["$set"] = {**sets, "updated_at": datetime.now(UTC)}
+            result = await self.database[TASKS].update_one(
+                {"_id": key, "tenant": self.tenant, "version": document.get("version", 0)}, update
+            )
+            if result.matched_count:
+                self.sealed += len(sets)
+                return
+            await asyncio.sleep(0.01)  # a writer got there first: read again
+        raise Conflict(f"task {task_id!r}: the re-encryption sweep kept losing to writers")
+
+    def _task_fields(self, fields: dict[str, Any], task_id: str) -> dict[str, Any]:
+        opened = open_task_fields(fields, self.keys, self.tenant, task_id)
+        return seal_task_fields(opened, self.keys, self.tenant, task_id)
+
+    async def payloads(self, task_id: str) -> None:
+        query = {"tenant": self.tenant, "task_id": task_id}
+        async for payload in self.database[PAYLOADS].find(query, {"data": 1}):
+            data = payload.get("data")
+            if is_sealed(data) and key_version(data) == self.keys.current()[0]:
+                continue
+            plain = open_payload(data, self.keys, self.tenant, task_id, payload["_id"])
+            sealed = seal_payload(plain, self.keys, self.tenant, task_id, payload["_id"])
+            await self.database[PAYLOADS].update_one(
+                {"_id": payload["_id"], "tenant": self.tenant}, {"$set": {"data": sealed}}
+            )
+            self.sealed += 1
+
+
+def _cursor_id(tenant: str) -> str:
+    return f"{tenant}/sweep"
+
+
+async def reencrypt(
+    database: Any,
+    keys: TenantKeys,
+    *,
+    progress: ProgressFn | None = None,
+    restart: bool = False,
+) -> SweepProgress:
+    """Seal every task of the tenant of `keys` with its newest data key (see the module
+    doc). Resumes after the last task a previous sweep finished, unless `restart`."""
+    tenant = keys.tenant
+    version = keys.current()[0]
+    cursors = database[DATA_KEYS]
+    saved = (
+        None if restart else await cursors.find_one({"_id": _cursor_id(tenant), "tenant": tenant})
+    )
+    after = saved.get("after") if saved and saved.get("version") == version else None
+    query: dict[str, Any] = {"tenant": tenant}
+    if after is not None:
+        query["_id"] = {"$gt": after}
+    state = SweepProgress(tenant, version, resumed_after=after)
+    state.tasks_total = await database[TASKS].count_documents(query)
+    sweep = _Sweep(database, tenant, keys)
+    async for row in database[TASKS].find(query, {"_id": 1}).sort("_id", 1):
+        key = row["_id"]
+        grown = await sweep.pages(key, task_id_of(key))
+        await sweep.task(key, grown)
+        await sweep.payloads(task_id_of(key))
+        await cursors.update_one(
+            {"_id": _cursor_id(tenant), "tenant": tenant},
+            {"$set": {"kind": "sweep", "after": key, "version": version}},
+            upsert=True,
+        )
+        state.tasks_done += 1
+        state.values_sealed = sweep.sealed
+        if progress is not None:
+            progress(state)
+    await cursors.delete_one({"_id": _cursor_id(tenant), "tenant": tenant})
+    return state

@@ -1,0 +1,88 @@
+"""Sealing what is not in a message: a task's title, metadata values and own content
+parts, and offloaded payloads (pure, keys given)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindstore.crypto.aead import is_sealed, open_value, seal_value
+from mindstore.crypto.fields import KeySource, open_value_at, seal_part
+
+__all__ = [
+    "OWN_METADATA",
+    "TASK_CONTENT",
+    "open_payload",
+    "open_task_fields",
+    "seal_payload",
+    "seal_task_fields",
+]
+
+TASK_CONTENT = "task.content"
+"""The path a task's own content parts are bound to (they are not in a message)."""
+PAYLOAD_FIELD = "payload"
+OWN_METADATA = "mindstore_"
+"""Task metadata keys of mindstore's own bookkeeping (a fork's marker, which dialog
+repair finds and reads on the server): their values stay clear."""
+
+
+def _seal(value: Any, keys: KeySource, context: tuple[str, str, str, str]) -> Any:
+    if value is None or is_sealed(value):
+        return value
+    version, key = keys.current()
+    return seal_value(value, key, version, context)
+
+
+def seal_task_fields(
+    fields: dict[str, Any], keys: KeySource, tenant: str, task_id: str
+) -> dict[str, Any]:
+    """Task document fields with `title`, the `metadata` values (keys clear, see
+    `OWN_METADATA`) and the own `content` parts sealed (a new dict)."""
+    out = dict(fields)
+    if "title" in out:
+        out["title"] = _seal(out["title"], keys, (tenant, task_id, "", "task.title"))
+    metadata = out.get("metadata")
+    if type(metadata) is dict:
+        out["metadata"] = {
+            key: value if str(key).startswith(OWN_METADATA) else
+            _seal(value, keys, (tenant, task_id, "", f"task.metadata.{key}"))
+            for key, value in metadata.items()
+        }  # fmt: skip
+    content = out.get("content")
+    if type(content) is list:
+        out["content"] = [seal_part(part, keys, tenant, task_id, TASK_CONTENT)
+                          if type(part) is dict else part for part in content]  # fmt: skip
+    return out
+
+
+def open_task_fields(
+    document: dict[str, Any], keys: KeySource, tenant: str, task_id: str
+) -> dict[str, Any]:
+    """A task document with its title, metadata values and own content opened (the same
+    dict when it holds no ciphertext)."""
+    out: dict[str, Any] | None = None
+    for name in ("title", "metadata"):
+        if name in document:
+            opened = open_value_at(document[name], f"task.{name}", keys, tenant, task_id)
+            if opened is not document[name]:
+                out = out if out is not None else dict(document)
+                out[name] = opened
+    content = document.get("content")
+    if type(content) is list:
+        parts = [open_value_at(part, TASK_CONTENT, keys, tenant, task_id)
+                 if type(part) is dict else part for part in content]  # fmt: skip
+        if any(a is not b for a, b in zip(parts, content, strict=True)):
+            out = out if out is not None else dict(document)
+            out["content"] = parts
+    return document if out is None else out
+
+
+def seal_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_id: str) -> Any:
+    """An offloaded payload's data, bound to its payload id (which names its tenant,
+    task, message, path and content hash)."""
+    return _seal(data, keys, (tenant, task_id, payload_id, PAYLOAD_FIELD))
+
+
+def open_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_id: str) -> Any:
+    if not is_sealed(data):
+        return data
+    return open_value(data, keys.key, (tenant, task_id, payload_id, PAYLOAD_FIELD))

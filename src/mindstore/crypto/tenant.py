@@ -1,0 +1,109 @@
+"""One tenant's view of the keyring, as the task repository uses it.
+
+The repository calls these at the places where stored documents are made and read
+(docs/encryption.md, "Where it hooks in"):
+
+* `offloader(task_id, threshold)`: the write transform. It is the payload `Offloader`
+  (large values out, reserved strings escaped) followed by the sealing of
+  `crypto.fields`, for whole message documents and for patch values alike, and it seals
+  each offloaded payload's data. The planner sizes what it returns, so `size_bytes`
+  counts the ciphertexts.
+* `open` / `opened`: stored message documents with their ciphertexts opened, before any
+  other decoding (escapes, markers, validation); `open_payload` a payload's data.
+* `seal_task` / `open_task`: a task document's title, metadata values and own content.
+
+Key loading is async (`ready`); the transforms are sync and use the keys `ready` loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mindstore.crypto import task_fields
+from mindstore.crypto.fields import open_document, seal_at, seal_document, seal_part
+from mindstore.crypto.keyring import Keyring
+from mindstore.crypto.keys import MissingKey, TenantKeys
+from mindstore.payloads import Offloader
+
+__all__ = ["SealingOffloader", "TenantCipher"]
+
+
+@dataclass
+class TenantCipher:
+    """A keyring bound to one tenant."""
+
+    keyring: Keyring
+    tenant: str
+
+    async def ready(self, *, write: bool = False) -> TenantKeys:
+        """Load (or refresh) the tenant's keys; `write`: make its first key if needed."""
+        return await self.keyring.keys(self.tenant, create=write)
+
+    def keys(self) -> TenantKeys:
+        held = self.keyring.cached(self.tenant)
+        if held is None:
+            raise MissingKey(self.tenant, 0)  # `ready` was not awaited: a wiring bug
+        return held
+
+    # ------------------------------------------------------------------ writes
+    def offloader(self, task_id: str, threshold: int) -> SealingOffloader:
+        return SealingOffloader(task_id, threshold, tenant=self.tenant, cipher=self)
+
+    def seal_task(self, fields: dict[str, Any], task_id: str) -> dict[str, Any]:
+        """`task_fields.seal_task_fields` with this tenant's keys."""
+        return task_fields.seal_task_fields(fields, self.keys(), self.tenant, task_id)
+
+    # ------------------------------------------------------------------ reads
+    def open(self, documents: list[Any], task_id: str) -> list[Any]:
+        keys = self.keys()
+        return [open_document(document, keys, self.tenant, task_id) for document in documents]
+
+    async def opened(self, documents: list[Any], task_id: str) -> list[Any]:
+        """`open` after loading the keys; a version not held yet (rotated by another
+        process) reads the keys again once."""
+        await self.ready()
+        try:
+            return self.open(documents, task_id)
+        except MissingKey:
+            await self.keyring.refresh(self.tenant)
+            return self.open(documents, task_id)
+
+    def open_payload(self, payload_id: str, data: Any, task_id: str) -> Any:
+        return task_fields.open_payload(data, self.keys(), self.tenant, task_id, payload_id)
+
+    def open_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
+        return task_fields.open_task_fields(document, self.keys(), self.tenant, task_id)
+
+
+class SealingOffloader(Offloader):
+    """The payload offloader, then sealing (see the module doc). Composition inside: the
+    offloading walk is a plain `Offloader` sharing this one's `pending` payloads."""
+
+    def __init__(self, task_id: str, threshold: int, *, tenant: str, cipher: TenantCipher) -> None:
+        super().__init__(task_id, threshold, tenant=tenant)
+        self._plain = Offloader(task_id, threshold, tenant=tenant, pending=self.pending)
+        self._cipher = cipher
+        self._sealed: set[str] = set()
+
+    def _seal_payloads(self, keys: TenantKeys) -> None:
+        for payload in self.pending.values():
+            if payload.id not in self._sealed:
+                payload.data = task_fields.seal_payload(
+                    payload.data, keys, self.tenant, self.task_id, payload.id
+                )
+                self._sealed.add(payload.id)
+
+    def transform_document(self, message_doc: dict[str, Any]) -> dict[str, Any]:
+        document = self._plain.transform_document(message_doc)
+        keys = self._cipher.keys()
+        self._seal_payloads(keys)
+        if "type" in document and "role" not in document:  # a task's own content part
+            return seal_part(document, keys, self.tenant, self.task_id, task_fields.TASK_CONTENT)
+        return seal_document(document, keys, self.tenant, self.task_id)
+
+    def transform_value(self, value: Any, message_id: str, path: str) -> Any:
+        transformed = self._plain.transform_value(value, message_id, path)
+        keys = self._cipher.keys()
+        self._seal_payloads(keys)
+        return seal_at(transformed, path, keys, self.tenant, self.task_id, message_id)
