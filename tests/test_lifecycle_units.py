@@ -157,8 +157,12 @@ def test_the_registry_is_the_document_models_and_the_docs_name_each_collection()
     from mindstore.documents import DOCUMENT_MODELS
     from mindstore.portable import MINDSTORE_COLLECTIONS
 
+    from mindstore.registry import KEY_STORE
+
     names = {entry.name for entry in REGISTRY}
-    assert names == {model.Settings.name for model in DOCUMENT_MODELS} == MINDSTORE_COLLECTIONS
+    assert names == {model.Settings.name for model in DOCUMENT_MODELS}
+    # the keyring's collection is mindstore's too, and deliberately in no backup
+    assert MINDSTORE_COLLECTIONS == names | {KEY_STORE.name} and KEY_STORE.name not in names
     assert set(BACKED_UP) == names
     models = {model.Settings.name: model for model in DOCUMENT_MODELS}
     for entry in REGISTRY:  # the fields the registry names are the documents' own
