@@ -425,6 +425,155 @@ async def test_two_stores_racing_on_one_session_lose_nothing(
     assert sum(stale) > 0  # they really raced
 
 
+# -- the event and its shared state: one commit point -------------------------------------
+
+
+class Crash(BaseException):
+    """The writing process dies (not an `Exception`: nothing on the way catches it)."""
+
+
+class CrashingTasks:
+    """A view's tasks whose write of an event into a session task dies just `before` or
+    just `after` it is stored (`never`: it does not); every other call goes through."""
+
+    def __init__(self, tasks: Any, when: str) -> None:
+        self._inner = tasks
+        self._when = when
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def add_messages(self, task_id: str, messages: Any) -> Any:
+        if self._when == "never" or not task_id.startswith("_:adk-s:"):
+            return await self._inner.add_messages(task_id, messages)
+        if self._when == "before":
+            raise Crash
+        await self._inner.add_messages(task_id, messages)
+        raise Crash
+
+
+class CrashingView:
+    def __init__(self, view: Any, when: str) -> None:
+        self.tasks = CrashingTasks(view.tasks, when)
+
+
+SHARED = {"user:city": "Oslo", "app:calls": 1, "own": "x"}
+
+
+async def _read_back(service: MindstoreSessionService, how: str, session_id: str) -> dict[str, Any]:
+    """The merged state as one of the readers of shared state sees it."""
+    if how == "get_session":
+        got = await service.get_session(app_name=APP, user_id="u", session_id=session_id)
+        assert got is not None
+        return dict(got.state)
+    if how == "list_sessions":
+        (listed,) = (await service.list_sessions(app_name=APP, user_id="u")).sessions
+        return dict(listed.state)
+    user = await service.get_user_state(app_name=APP, user_id="u")
+    return {f"user:{key}": value for key, value in user.items()}
+
+
+@pytest.mark.parametrize("how", ["get_session", "list_sessions", "get_user_state"])
+async def test_a_crash_after_the_event_leaves_its_shared_state_to_the_next_reader(
+    store: Store, stores: StoreFactory, how: str
+) -> None:
+    """The event's write is the commit point: its `app:`/`user:` delta is seen by every
+    reader of shared state from then on, though the writer died before applying it."""
+    dying = MindstoreSessionService(CrashingView(store.scoped("acme"), "after"))
+    other = MindstoreSessionService(stores.sibling().scoped("acme"))
+    session = await other.create_session(app_name=APP, user_id="u")
+    with pytest.raises(Crash):
+        await dying.append_event(session, said("hi", SHARED))
+    state = await _read_back(other, how, session.id)
+    assert state["user:city"] == "Oslo"
+    if how != "get_user_state":
+        assert state == SHARED
+    again = await other.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert again is not None and again.state == SHARED  # applied once, still there
+
+
+async def test_a_crash_before_the_event_leaves_neither(store: Store, stores: StoreFactory) -> None:
+    """An intent whose event never landed is not seen, then dropped after the grace; the
+    slot's next event (another writer's) does not bring the dead delta back."""
+    dying = MindstoreSessionService(CrashingView(store.scoped("acme"), "before"))
+    patient = MindstoreSessionService(stores.sibling().scoped("acme"))
+    session = await patient.create_session(app_name=APP, user_id="u", state={"app:calls": 0})
+    with pytest.raises(Crash):
+        await dying.append_event(session.model_copy(deep=True), said("lost", SHARED))
+    got = await patient.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert got is not None and got.state == {"app:calls": 0} and got.events == []
+    user_register = register_task_id("user", APP, "u")
+    pending = await store.scoped("acme").tasks.tail(user_register, 1)
+    assert "intent" in pending[-1].metadata["adk"]  # recorded, waiting for its event
+    hasty = MindstoreSessionService(stores.sibling().scoped("acme"), grace=0.0)
+    assert await hasty.get_user_state(app_name=APP, user_id="u") == {}
+    after = await store.scoped("acme").tasks.tail(user_register, 1)
+    assert after[-1].metadata["adk"]["pending"] == []  # dropped
+    await patient.append_event(got, said("next", {"user:mood": "ok"}))
+    final = await hasty.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert final is not None and final.state == {"app:calls": 0, "user:mood": "ok"}
+
+
+async def test_a_pending_intent_is_applied_when_its_event_lands_late(store: Store) -> None:
+    """A reader meeting an intent whose event is not stored yet leaves it pending (not
+    dropped within the grace), and applies it once the event is stored."""
+    service = MindstoreSessionService(store.scoped("acme"))
+    session = await service.create_session(app_name=APP, user_id="u")
+    tasks = store.scoped("acme").tasks
+    landed = asyncio.Event()
+    read_between = asyncio.Event()
+    original = tasks.add_messages
+
+    async def held(task_id: str, messages: Any) -> Any:
+        if task_id.startswith("_:adk-s:"):
+            landed.set()
+            await read_between.wait()
+        return await original(task_id, messages)
+
+    held_service = MindstoreSessionService(CrashingView(store.scoped("acme"), "never"))
+    held_service._tasks.add_messages = held  # type: ignore[method-assign]
+    append = asyncio.create_task(held_service.append_event(session, said("hi", SHARED)))
+    await landed.wait()
+    assert await service.get_user_state(app_name=APP, user_id="u") == {}  # not committed
+    read_between.set()
+    await append
+    assert await service.get_user_state(app_name=APP, user_id="u") == {"city": "Oslo"}
+
+
+async def test_two_stores_sharing_user_state_with_a_crashing_writer_lose_nothing(
+    store: Store, stores: StoreFactory
+) -> None:
+    """Two processes append to two sessions of one user, each changing shared state; one
+    dies after every third event's write. Every committed delta is in the shared state once
+    (the app counter of committed events is exact)."""
+    view = stores.sibling().scoped("acme")
+    services = [MindstoreSessionService(store.scoped("acme")), MindstoreSessionService(view)]
+    sessions = [await s.create_session(app_name=APP, user_id="u") for s in services]
+    dying = MindstoreSessionService(CrashingView(view, "after"))
+
+    async def writer(index: int) -> None:
+        service, handle = services[index], sessions[index]
+        for i in range(15):
+            event = said(f"{index}-{i}", {f"user:w{index}-{i}": i, f"app:w{index}-{i}": i})
+            if index == 1 and i % 3 == 0:
+                with pytest.raises(Crash):
+                    await dying.append_event(handle.model_copy(deep=True), event)
+                handle = await service.get_session(app_name=APP, user_id="u",
+                                                   session_id=handle.id)  # fmt: skip
+                assert handle is not None
+            else:
+                await service.append_event(handle, event)
+
+    await asyncio.gather(writer(0), writer(1))
+    user = await services[0].get_user_state(app_name=APP, user_id="u")
+    assert user == {f"w{w}-{i}": i for w in (0, 1) for i in range(15)}
+    got = await services[1].get_session(app_name=APP, user_id="u", session_id=sessions[0].id)
+    assert got is not None
+    assert {k: v for k, v in got.state.items() if k.startswith("app:")} == {
+        f"app:w{w}-{i}": i for w in (0, 1) for i in range(15)
+    }
+
+
 # -- hostile input -----------------------------------------------------------------------
 
 

@@ -31,10 +31,13 @@ task held when it was read or last written (`Session._storage_update_marker`, as
 store's exactly-once guard refuses a second message in one slot. So an append from a handle
 that another writer has overtaken raises `StaleSessionError` and stores nothing, an event
 redelivered to the slot it already holds is stored once, and appends on one handle from
-concurrent coroutines queue on a per-session lock and all land in call order. The
-`app:`/`user:` part of a state delta is merged into its register right after the event's
-write (one guarded write each; a process that dies between the two leaves the event stored
-with its whole delta, and the shared register without that part).
+concurrent coroutines queue on a per-session lock and all land in call order.
+
+The event's write is also the commit point of the `app:`/`user:` part of its delta: that
+part is recorded in its register as an intent (the event's slot and a commit mark the
+event's entry carries) before the write, and rolled forward by whoever reads the register
+next, the writer itself right after the write (`adk_state`). A process dying between the
+two leaves nothing half done to a reader; no multi-document transaction is needed.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ from mindstore.integrations.adk_events import (
     slot_id,
     timestamp_of,
 )
-from mindstore.integrations.adk_state import StateRegister
+from mindstore.integrations.adk_state import GRACE, Intent, StateRegister
 from mindstore.model.base import JSON
 from mindstore.model.messages import AnyMessage, TaskConfigMessage
 from mindstore.model.parts import TaskConfigPart
@@ -151,15 +154,18 @@ class MindstoreSessionService(BaseSessionService):
     Args:
         view: A tenant's view of a store (`store.scoped("acme")`); sessions are its tasks,
             owned by their ADK user.
+        grace: Seconds an `app:`/`user:` change recorded for an event not (yet) stored
+            waits before it is dropped, its writer taken as dead (`adk_state`).
     """
 
-    def __init__(self, view: TenantView) -> None:
+    def __init__(self, view: TenantView, *, grace: float = GRACE) -> None:
         if getattr(view, "owner", None) is not None:
             raise ValidationError(
                 "view: ADK sessions take their owner from the ADK user id, and `app:` state "
                 "is shared by an app's users: pass a tenant view, store.scoped(tenant)"
             )
         self._tasks = view.tasks
+        self._grace = grace
         self._locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -181,8 +187,20 @@ class MindstoreSessionService(BaseSessionService):
 
     def _register(self, scope: str, app_name: str, user_id: str) -> StateRegister:
         if scope == "app":
-            return StateRegister(self._tasks, "app", app_name, None, None)
-        return StateRegister(self._tasks, "user", app_name, user_id, owner_of(user_id))
+            return StateRegister(self._tasks, "app", app_name, None, None, grace=self._grace)
+        return StateRegister(
+            self._tasks, "user", app_name, user_id, owner_of(user_id), grace=self._grace
+        )
+
+    async def _intend(
+        self, app_name: str, user_id: str, app: JSON, user: JSON, intent: Intent
+    ) -> None:
+        """Record the shared part of a delta in its registers before the event's write
+        (the commit point; `adk_state`)."""
+        if user:
+            await self._register("user", app_name, user_id).intend(user, intent)
+        if app:
+            await self._register("app", app_name, user_id).intend(app, intent)
 
     def _remember(self, task_id: str, known: tuple[int, int, JSON]) -> None:
         """Keep a session's state as last written or read (the most recent sessions only)."""
@@ -236,27 +254,25 @@ class MindstoreSessionService(BaseSessionService):
         app, user, own = _split(state)
         task_id = session_task_id(app_name, user_id, session_id)
         created = time.time()
+        intent = Intent.new(task_id, 0)
+        entry: JSON = {"slot": 0, "created": created, "state": own, "state_at": 0}
+        if app or user:
+            entry["commit"] = intent.commit
         first = TaskConfigMessage(
             id=slot_id(task_id, 0),
             content=[TaskConfigPart(model_name=MODEL_NAME)],
-            metadata=adk_metadata({"slot": 0, "created": created, "state": own, "state_at": 0}),
+            metadata=adk_metadata(entry),
         )
         metadata = {**MARKER, "app_name": app_name, "user_id": user_id, "session_id": session_id}
+        await self._intend(app_name, user_id, app, user, intent)
         try:
             await self._tasks.create(
                 task_id=task_id, owner=owner_of(user_id), metadata=metadata, messages=[first]
             )
         except Conflict:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
-        source = f"{task_id}/0"
-        if app:
-            app = await self._register("app", app_name, user_id).apply(app, source)
-        else:
-            app = (await self._register("app", app_name, user_id).read())[1]
-        if user:
-            user = await self._register("user", app_name, user_id).apply(user, source)
-        else:
-            user = (await self._register("user", app_name, user_id).read())[1]
+        app = (await self._register("app", app_name, user_id).read())[1]
+        user = (await self._register("user", app_name, user_id).read())[1]
         self._remember(task_id, (1, 0, own))
         session = Session(
             id=session_id,
@@ -528,11 +544,15 @@ class MindstoreSessionService(BaseSessionService):
             except IndexError:  # the history is shorter than the handle saw: recreated
                 raise StaleSessionError(STALE_SESSION) from None
             cached = self._states[task_id]
+            intent = Intent.new(task_id, count)
             entry: JSON = {"slot": count, "state_at": cached[1]}
+            if app or user:
+                entry["commit"] = intent.commit
             if own:
                 state = {**state, **own}
                 entry.update(state=state, state_at=count)
             message = message_for(event, slot_id(task_id, count), entry)
+            await self._intend(session.app_name, session.user_id, app, user, intent)
             try:
                 try:
                     stored = await self._tasks.add_messages(task_id, [message])
@@ -545,11 +565,11 @@ class MindstoreSessionService(BaseSessionService):
             if entry_of(stored[0]).get("event") != entry_of(message)["event"]:
                 raise StaleSessionError(STALE_SESSION)
             self._remember(task_id, (count + 1, int(entry["state_at"]), state))
-            source = f"{task_id}/{count}"
+            # committed: roll the shared part forward now (a reader would, if this dies)
             if user:
-                await self._register("user", session.app_name, session.user_id).apply(user, source)
+                await self._register("user", session.app_name, session.user_id).read()
             if app:
-                await self._register("app", session.app_name, session.user_id).apply(app, source)
+                await self._register("app", session.app_name, session.user_id).read()
             session.last_update_time = event.timestamp
             session._storage_update_marker = str(count + 1)
             if event.actions and event.actions.state_delta:
