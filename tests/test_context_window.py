@@ -620,7 +620,9 @@ def test_read_sizing_follows_the_averages():
 
 
 @pytest.mark.parametrize("page_messages", [None, 3])
-async def test_a_paged_window_costs_pinned_round_trips_with_and_without_a_checkpoint(store, page_messages):
+async def test_a_paged_window_costs_pinned_round_trips_with_and_without_a_checkpoint(
+    store, page_messages
+):
     """The round trips of a paged window, pinned (counts from the recorder, the same on a
     server): the header; the latest checkpoint (the open page's, the pages only when it
     holds none); the counts (open page, then pages); one read for every sealed slice the
