@@ -34,6 +34,15 @@ from mindstore.model.parts import CompressionConfig, TextPart
 from mindstore.model.storage_form import bson_size
 
 BUDGET = 32_000
+BEFORE = {
+    "5000": {"read_only": (8, 224_505, 13_225, 200_761), "first": (13, 1_911_986, 382_962, 226_651),
+             "next": (12, 581_721, 212_909, 226_651)},
+    "20000": {"read_only": (8, 236_202, 13_225, 200_178), "first": (13, 7_015_186, 1_497_468, 224_328),
+              "next": (13, 1_886_658, 927_559, 224_328)},
+}  # fmt: skip
+"""The same calls before the paged window read was batched (issue 30): this benchmark run
+on commit dab2d1e's sources, on the machine of the run after (round trips, bytes received,
+bytes sent, window bytes). Quoted, not re-measured: the old read path is gone."""
 SYSTEM = "You are a careful research agent: cite sources, keep answers short. " * 6
 
 
@@ -83,9 +92,24 @@ async def _sizes(store: Any, sizes: tuple[int, ...]) -> dict[str, Any]:
             "read_only": _window_row(window, read_only),
             "auto_compress": {"first": _window_row(first_window, first), "next": _window_row(next_window, after),
                               "notes": next_window.notes},  # fmt: skip
+            "before": {name: dict(zip(("round_trips", "bytes_received", "bytes_sent", "window_bytes"), row,
+                                      strict=True)) for name, row in BEFORE.get(str(size), {}).items()},
             "read_only_vs_whole_level_bytes": round(whole["bytes_received"] / max(read_only["bytes_received"], 1), 1),
         }
     return out
+
+
+def _texts(value: Any) -> str:
+    """The text a write carries, wherever its update holds it (`$set` of the part so far,
+    or streamed chunks pushed): every `text` string and every string set on a content path."""
+    if isinstance(value, dict):
+        return "".join(
+            child if isinstance(child, str) and (key == "text" or ".content." in key) else _texts(child)
+            for key, child in value.items()
+        )
+    if isinstance(value, list):
+        return "".join(_texts(child) for child in value)
+    return ""
 
 
 async def _streaming(store: Any, words: int = 2_000) -> dict[str, Any]:
@@ -101,9 +125,7 @@ async def _streaming(store: Any, words: int = 2_000) -> dict[str, Any]:
     text_bytes = len("".join(f"word{i} " for i in range(words)).encode())
     beyond = []
     for update in updates:
-        sets = update.update["$set"]
-        text = next((v if isinstance(v, str) else v.get("text", "")) for k, v in sets.items() if ".content." in k)
-        beyond.append(update.bytes_sent - len(text.encode()))
+        beyond.append(update.bytes_sent - len(_texts(update.update).encode()))
     return {"deltas": words, "text_bytes": text_bytes, "writes": len(updates), "round_trips": log.round_trips,
             "bytes_sent": log.bytes_sent, "max_bytes_beyond_the_text_per_write": max(beyond),
             "flush_bytes": 256}  # fmt: skip

@@ -174,7 +174,7 @@ async def build_context(
     chain = _chain(strategy, None, summarizer, token_counter) if strategy is not None else None
     budget = None if max_tokens is None else max(max_tokens - safety_buffer, 0)
 
-    header = await tasks.header(task_id)
+    header = await tasks.port.scope.scope_header(task_id)
     scope = header.current_scope
     wanted = (
         MAX_READ if budget is None else messages_for(budget, header.size_bytes / max(header.seq, 1))
@@ -240,10 +240,16 @@ async def _widened(
             end - messages_to_add(missing, count_tokens(tail_items, counter), len(tail_items)),
         )
         mark_id, _count, older, stubbed = await read_level_range(
-            tasks.port, task_id, read.scope, start, end - start, paged=read.paged
+            tasks.port,
+            task_id,
+            read.scope,
+            start,
+            end - start,
+            paged=read.paged,
+            paged_level=read.paged_level,
         )
         if mark_id != read.checkpoint_message_id:  # a compression landed in between: start over
-            header = await tasks.header(task_id)
+            header = await tasks.port.scope.scope_header(task_id)
             read = await read_level_window(
                 tasks.port, task_id, header, head=HEAD_READ, tail=MAX_READ
             )

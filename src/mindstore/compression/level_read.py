@@ -81,18 +81,21 @@ async def read_level_window(
 
 async def read_level_range(
     port: TaskPort, task_id: str, scope: str | None, start: int, count: int,
-    *, paged: bool = False,
+    *, paged: bool = False, paged_level: object | None = None,
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a level, for a window read that fell
     short: (checkpoint message id, visible count, messages, stubbed ids among them).
-    `paged`: the window was read from a paged task (`LevelRead.paged`)."""
+    `paged`: the window was read from a paged task (`LevelRead.paged`); `paged_level`: its
+    checkpoint and counts (`LevelRead.paged_level`), reused while no page changed (then
+    read again, and a new checkpoint shows in the id returned)."""
     check_int(start, "start")
     check_int(count, "count", minimum=1)
     if paged:
         for _attempt in range(STALE_READS):
             try:
-                return await read_paged_range(port, task_id, scope, start, count)
+                return await read_paged_range(port, task_id, scope, start, count, paged_level)
             except StalePage:
+                paged_level = None
                 continue
         raise kept_changing(task_id)
     rows = await port.scope.aggregate_task(

@@ -33,9 +33,8 @@ from mindstore.model.paging import apply_pending
 from mindstore.model.storage_form import bson_size, unescape_keys
 from mindstore.pipelines import context as context_pipelines
 from mindstore.pipelines.boundaries import with_fields
-from mindstore.pipelines.context import MAX_SLICE
-from mindstore.pipelines.context_pages import segment_counts, segment_slice
-from mindstore.repositories.pages import Paging, StalePage
+from mindstore.pipelines.context_pages import segment_counts, segment_cuts, segment_slice
+from mindstore.repositories.pages import PAGING_FIELDS, Paging, StalePage
 from mindstore.repositories.port import TaskPort
 
 JSON = dict[str, Any]
@@ -73,7 +72,10 @@ async def _level(
     for nothing, `read_paged_window` reads them apart if the pages fall short)."""
     marks = await port.filtered(
         task_id,
-        lambda query: context_pipelines.latest_checkpoint_pipeline(query, scope, "messages"),
+        lambda query: context_pipelines.latest_checkpoint_pipeline(
+            query, scope, "messages", kept_ids=False
+        ),
+        newest=True,
     )
     mark = marks[-1] if marks else None
     if mark is not None and port.scope.cipher is not None:  # its summary opened (mindstore.crypto)
@@ -108,26 +110,26 @@ async def _open_slice(
 
 
 async def _slices(
-    port: TaskPort, task_id: str, level: _Level, scope: str | None, field: str,
-    wanted: list[tuple[JSON, int, int]],
-) -> dict[int | None, list[JSON]]:  # fmt: skip
-    """`field` slices (segment row, start, count) of sealed pages, by page number: the
-    pages wanted whole in one read, each page wanted in part in a read of its own (the
-    first or last of a run), so the round trips do not grow with the pages a window spans."""
-    counted = "view_count" if field == "view" else "visible_count"
-    whole = [int(row["page"]) for row, start, count in wanted
-             if start == 0 and count >= int(row.get(counted, 0))]  # fmt: skip
-    reads = [(whole, 0, MAX_SLICE)] if whole else []
-    reads += [([int(row["page"])], start, count) for row, start, count in wanted
-              if int(row["page"]) not in whole]  # fmt: skip
-    out: dict[int | None, list[JSON]] = {}
-    for pages, start, count in reads:
-        stages = segment_slice(scope, *level.args(), field=field, start=start, count=count)
-        found = await port.page_rows(task_id, level.paging, pages, stages)
-        for page in pages:
-            messages = found.get(page, {}).get("slice", [])
+    port: TaskPort, task_id: str, level: _Level, scope: str | None,
+    wanted: dict[str, list[tuple[JSON, int, int]]],
+) -> dict[str, dict[int, list[JSON]]]:  # fmt: skip
+    """Slices of sealed pages, by field (`view`, `visible`) then page number: for each field
+    its (segment row, start, count) wanted. One read for all of them (`segment_cuts`), so
+    the round trips grow neither with the pages a window spans nor with its parts."""
+    cuts = {field: [(int(row["page"]), start, count) for row, start, count in rows]
+            for field, rows in wanted.items() if rows}  # fmt: skip
+    out: dict[str, dict[int, list[JSON]]] = {field: {} for field in wanted}
+    if not cuts:
+        return out
+    counts = {int(row["page"]): row for rows in wanted.values() for row, _s, _c in rows}
+    stages = segment_cuts(scope, level.dropped, level.stubbed, level.anchor, cuts, counts)
+    pages = sorted({page for field_cuts in cuts.values() for page, _s, _c in field_cuts})
+    found = await port.page_rows(task_id, level.paging, pages, stages)
+    for field, field_cuts in cuts.items():
+        for page, _start, _count in field_cuts:
+            messages = list(found.get(page, {}).get(field) or [])
             apply_pending(messages, level.paging.pending)
-            out[page] = messages
+            out[field][page] = messages
     return out
 
 
@@ -149,15 +151,7 @@ async def read_paged_window(
         if int(row.get("view_count", 0)):
             head_wanted.append((row, 0, min(need, int(row["view_count"]))))
             need -= int(row["view_count"])
-    firsts = await _slices(port, task_id, level, scope, "view", head_wanted)
-    head_raw = [m for page in sorted(p for p in firsts if p is not None) for m in firsts[page]]
-    if need > 0 and int(level.segments[-1].get("view_count", 0)):
-        opened = level.segments[-1]
-        head_raw += (
-            opened["head"][:need]
-            if "head" in opened
-            else await _open_slice(port, task_id, level, scope, "view", 0, need)
-        )
+    head_open = need
     # the tail: the newest `tail` visible messages, from the open page backwards
     tail_raw = list(level.segments[-1].get("tail", []))
     need = tail - len(tail_raw)
@@ -170,9 +164,19 @@ async def read_paged_window(
             take = min(need, count)
             tail_wanted.append((row, count - take, take))
             need -= take
-    older = await _slices(port, task_id, level, scope, "visible", tail_wanted)
-    pages = sorted(page for page in older if page is not None)
-    tail_raw = [*(m for page in pages for m in older[page]), *tail_raw]
+    found = await _slices(
+        port, task_id, level, scope, {"view": head_wanted, "visible": tail_wanted}
+    )
+    firsts, older = found["view"], found["visible"]
+    head_raw = [m for page in sorted(firsts) for m in firsts[page]]
+    if head_open > 0 and int(level.segments[-1].get("view_count", 0)):
+        opened = level.segments[-1]
+        head_raw += (
+            opened["head"][:head_open]
+            if "head" in opened
+            else await _open_slice(port, task_id, level, scope, "view", 0, head_open)
+        )
+    tail_raw = [*(m for page in sorted(older) for m in older[page]), *tail_raw]
     head_ids = {m.get("id") for m in head_raw}
     systems_raw = [m for row in level.segments for m in row.get("systems", [])]
     systems_raw = [m for m in systems_raw if m.get("id") not in head_ids]
@@ -192,15 +196,27 @@ async def read_paged_window(
         stubbed_count=len(stubbed),
         read_bytes=sum(bson_size(m) for m in [*head_raw, *tail_raw]),
         paged=True,
+        paged_level=level,
     )
     return read, (head_raw, systems_raw, tail_raw)
 
 
 async def read_paged_range(
-    port: TaskPort, task_id: str, scope: str | None, start: int, count: int
-) -> tuple[str | None, int, list[AnyMessage], set[str]]:
-    """Visible messages ``[start, start + count)`` of a paged level (a widening read)."""
-    level = await _level(port, task_id, scope, 1, 1, open_head=False)
+    port: TaskPort, task_id: str, scope: str | None, start: int, count: int,
+    known: object | None = None,
+) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
+    """Visible messages ``[start, start + count)`` of a paged level (a widening read).
+    `known`: the window read's checkpoint and counts (`LevelRead.paged_level`), reused while
+    the task's version is theirs (one small read instead of four: a write in between, a
+    compression above all, raises `StalePage` and the caller reads without them); else they
+    are read first."""
+    if isinstance(known, _Level):
+        now = await port.scope.find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1))
+        if Paging.of(now).version != known.paging.version:
+            raise StalePage(None)
+        level = known
+    else:
+        level = await _level(port, task_id, scope, 1, 1, open_head=False)
     wanted: list[tuple[JSON, int, int]] = []
     open_part: list[tuple[int, int]] = []
     position, stop = 0, start + count
@@ -213,8 +229,8 @@ async def read_paged_range(
             else:
                 wanted.append((row, first - position, last - first))
         position += size
-    found = await _slices(port, task_id, level, scope, "visible", wanted)
-    raw = [m for page in sorted(p for p in found if p is not None) for m in found[page]]
+    found = (await _slices(port, task_id, level, scope, {"visible": wanted}))["visible"]
+    raw = [m for page in sorted(found) for m in found[page]]
     if open_part:
         offset, length = open_part[0]
         raw += await _open_slice(port, task_id, level, scope, "visible", offset, length)

@@ -178,6 +178,9 @@ class LevelRead:
     """Stored bytes of the messages read (for the estimate of what was not)."""
     paged: bool = False
     """Read from a task with sealed pages (its widening reads go per page too)."""
+    paged_level: object | None = None
+    """The paged reader's checkpoint and per-page counts (`compression.paged_level_read`):
+    a widening read of the same snapshot reuses them instead of reading them again."""
 
     @property
     def anchor(self) -> str | None:

@@ -29,11 +29,13 @@ STUB_SKELETON_FIELDS = ("id", "role", "task_id", "started_ts", "finished_ts", "s
 
 
 def latest_checkpoint_pipeline(
-    task: TaskFilter, scope: str | None, field: str = "latest"
+    task: TaskFilter, scope: str | None, field: str = "latest", *, kept_ids: bool = True
 ) -> Pipeline:
     """The last compression message of the level (at most one small document), in a
     one-element list named `field` (a paged task's reader takes the last of its pages' and
-    its open page's)."""
+    its open page's). Without `kept_ids` the checkpoint's kept-id list (one id per message
+    the round kept: thousands) stays on the server; a window needs only what was dropped
+    and stubbed."""
     is_compression = {"$and": [_in_level_expr(scope), {"$eq": ["$$m.role", "compression"]}]}
     return [
         _task_match(task),
@@ -50,11 +52,22 @@ def latest_checkpoint_pipeline(
         {
             "$project": {
                 f"{field}.id": 1,
-                f"{field}.content.metadata": 1,
+                **(
+                    {f"{field}.content.metadata": 1}
+                    if kept_ids
+                    else {
+                        f"{field}.content.metadata.checkpoint.{name}": 1
+                        for name in CHECKPOINT_FIELDS_BUT_KEPT
+                    }
+                ),
                 f"{field}.content.cache": 1,
             }
         },
     ]
+
+
+CHECKPOINT_FIELDS_BUT_KEPT = ("checkpoint_id", "timestamp", "compressed_message_ids", "metadata")
+"""What `CompressionCheckpoint.from_parts` reads of a stored checkpoint, its kept ids aside."""
 
 
 def context_messages_pipeline(

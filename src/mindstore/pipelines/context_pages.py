@@ -11,7 +11,8 @@ of all segments add up to what the one-document pipeline computes (pure builders
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mindstore.pipelines.boundaries import Pipeline, _in_level_expr, literal
 from mindstore.pipelines.context import MAX_SLICE, _stub_skeleton, model_visible_expr
@@ -89,3 +90,48 @@ def segment_slice(
         *_segment_view(scope, dropped, stubbed, anchor),
         {"$project": {"slice": {"$slice": [f"${field}", start, count]}}},
     ]
+
+
+Cuts = Sequence[tuple[int, int, int]]
+"""(page number, start, count) of one field's list; a page wanted whole has start 0 and a
+count of at least its length."""
+
+
+def _cut_expr(field: str, cuts: Cuts, whole: Sequence[int]) -> Any:
+    """One page's share of `field`: all of it on a page wanted whole (one `$in` whatever
+    their number), a `$slice` on a page wanted in part (the first or last of a run: a few),
+    else nothing. Constant depth in the pages wanted whole, so a window over many small
+    pages stays one flat expression."""
+    expr: Any = literal([])
+    for page, start, count in cuts:
+        if page in whole:
+            continue
+        start = max(0, min(start, MAX_SLICE))
+        count = max(1, min(count, MAX_SLICE))
+        piece = {"$slice": [f"${field}", start, count]}
+        expr = {"$cond": [{"$eq": ["$page", page]}, piece, expr]}
+    if whole:
+        expr = {"$cond": [{"$in": ["$page", literal(list(whole))]}, f"${field}", expr]}
+    return expr
+
+
+def segment_cuts(
+    scope: str | None,
+    dropped: Sequence[str],
+    stubbed: Sequence[str],
+    anchor: str | None,
+    cuts: Mapping[str, Cuts],
+    counts: Mapping[int, Mapping[str, int]],
+) -> Pipeline:
+    """Per page: its share of each list named in `cuts` (`view` or `visible`), in one
+    pipeline, so a window's head and tail slices over any number of pages cost one read.
+    `counts`: each page's `view_count` / `visible_count`, to tell a page wanted whole."""
+    project: dict[str, Any] = {}
+    for field, wanted in cuts.items():
+        if field not in ("view", "visible"):
+            raise ValueError(f"field: expected 'view' or 'visible', got {field!r}")
+        counted = f"{field}_count"
+        whole = [page for page, start, count in wanted
+                 if start == 0 and count >= int(counts.get(page, {}).get(counted, 0))]  # fmt: skip
+        project[field] = _cut_expr(field, wanted, whole)
+    return [*_segment_view(scope, dropped, stubbed, anchor), {"$project": project}]

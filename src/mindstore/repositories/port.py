@@ -278,17 +278,19 @@ class TaskPort:
         raise kept_changing(task_id)
 
     async def filtered(
-        self, task_id: str, build: Callable[[dict[str, Any]], list[Any]]
-    ) -> list[Any]:
+        self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
+        *, newest: bool = False,
+    ) -> list[Any]:  # fmt: skip
         """The stored messages a one-row `$filter` pipeline keeps (its `messages` field),
         over the open page and, for a paged task, over the sealed pages (the same pipeline
-        after its `$match`, pending changes applied), in history order."""
+        after its `$match`, pending changes applied), in history order. `newest`: only the
+        latest one is wanted, so the pages are not read when the open page keeps any."""
         for _attempt in range(STALE_READS):
             rows = await self.scope.aggregate_task(
                 task_id, lambda query: with_fields(build(query), PAGING_FIELDS)
             )
             paging = Paging.of(rows[0])
-            if not paging.pages:
+            if not paging.pages or (newest and rows[0]["messages"]):
                 return list(rows[0]["messages"])
             # a page with nothing kept sends no row (one per page would grow with the
             # pages, not with what is kept), unless it changed after the task was read
