@@ -42,7 +42,7 @@ from benchmarks.conversation import PROBE_TURNS, with_probe
 from benchmarks.sync_recording import RecordingClient
 from mindstore.backends.recorder import CommandRecorder, RecorderListener
 from mindstore.ids import task_key
-from mindstore.model import planner as plans
+from mindstore.model import plans
 
 SIZES = (10, 100, 1_000, 10_000)
 LAST = 50

@@ -40,7 +40,7 @@ import bson
 import mindstore
 from benchmarks.conversation import with_probe
 from mindstore.ids import task_key
-from mindstore.model import planner as plans
+from mindstore.model import plans
 
 SIZES = (100, 1_000, 10_000)
 APPENDS = 21

@@ -48,7 +48,7 @@ from mindstore.model.messages import (
     UnknownMessage,
     parse_messages,
 )
-from mindstore.model.planner import DERIVED_KEY, stored_doc
+from mindstore.model.plans import DERIVED_KEY, stored_doc
 from mindstore.model.storage_form import unescape_keys
 from mindstore.model.task import Task
 from mindstore.payloads import find_markers, read_value

@@ -58,7 +58,7 @@ from benchmarks.conversation import CONFIG, WORDS
 from mindstore.documents import PAYLOADS, TASK_PAGES, TASKS
 from mindstore.errors import TaskTooLarge
 from mindstore.ids import task_key
-from mindstore.model import planner as plans
+from mindstore.model import plans
 from mindstore.model.messages import AnyMessage, AssistantMessage, ToolMessage, UserMessage
 from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 

@@ -44,7 +44,7 @@ import mindstore
 from benchmarks.bench_langgraph_storage import PROFILES, build, question
 from mindstore.integrations.langchain import MindstoreChatMessageHistory
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
-from mindstore.model.planner import full_stored_doc, stored_doc
+from mindstore.model.plans import full_stored_doc, stored_doc
 from mindstore.model.storage_form import element_size
 
 TURNS = 80

@@ -19,9 +19,9 @@ from typing import Any, Iterable
 
 from mindstore.model.messages import AnyMessage, parse_messages
 from mindstore.model.parts import ErrorPart, TaskEntryPart, ToolCallPart, ToolResultPart
-from mindstore.model.planner import message_usage
+from mindstore.model.plans import message_usage
 from mindstore.model.storage_form import unescape_keys
-from mindstore.model.views import sub_task_spans
+from mindstore.model.levels import sub_task_spans
 
 
 @dataclass(frozen=True)

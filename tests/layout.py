@@ -36,7 +36,7 @@ from mindstore.backends.recorder import CommandLog
 from mindstore.backup.shape import size_allowance
 from mindstore.documents import TASK_PAGES, TASKS
 from mindstore.model.header import PAGING_FIELDS, TaskHeader
-from mindstore.model.planner import parse_stored
+from mindstore.model.plans import parse_stored
 from mindstore.model.stored_read import read_stored
 from mindstore.paged_history import apply_pending
 

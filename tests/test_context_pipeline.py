@@ -7,7 +7,7 @@ import pytest
 from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import TaskConfigPart, TextPart
 from mindstore.model.task import Task
-from mindstore.model.views import level_messages
+from mindstore.model.levels import level_messages
 from mindstore.store import Store
 
 CONFIG = TaskConfigPart(model_name="m")

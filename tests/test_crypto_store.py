@@ -166,7 +166,7 @@ async def test_size_bytes_counts_the_ciphertexts(store_factory: Factory) -> None
 
 
 async def test_analytics_rows_equal_a_plaintext_stores(store_factory: Factory) -> None:
-    from mindstore.model.planner import parse_stored
+    from mindstore.model.plans import parse_stored
     from mindstore.workload import WorkloadSpec, generate
 
     workload = generate(WorkloadSpec(tenants=1, owners_per_tenant=2, tasks=8, mean_messages=12,

@@ -10,7 +10,7 @@ import pytest
 
 from mindstore import formats
 from mindstore.model.header import TaskHeader
-from mindstore.model.planner import plan_add_messages
+from mindstore.model.plans import plan_add_messages
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "formats.md"
 SECTIONS = {

@@ -32,8 +32,8 @@ from mindstore.model.messages import (
     UserMessage,
 )
 from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from mindstore.model.planner import plan_add_messages
-from mindstore.model.plans_redact import plan_redact, redaction_of
+from mindstore.model.plans import plan_add_messages
+from mindstore.model.plans.redaction import plan_redact, redaction_of
 from test_formats_sdk import anthropic_check, gemini_check, openai_chat_check, responses_check
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -33,7 +33,7 @@ from mindstore.formats.outgoing import NO_OUTPUT
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AssistantMessage, InformationalMessage, ToolMessage
 from mindstore.model.parts import InformationalPart, TextPart, ToolCallPart, ToolResultPart
-from mindstore.model.planner import plan_add_messages
+from mindstore.model.plans import plan_add_messages
 
 FORMATS: dict[str, tuple[Callable[..., Any], Callable[..., Any], Any]] = {
     "openai_chat": (formats.to_openai_chat, formats.from_openai_chat, openai_chat_payloads()),

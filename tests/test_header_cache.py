@@ -11,7 +11,7 @@ import pytest
 from mindstore import InvalidTransition
 from mindstore.model.messages import UserMessage
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
-from mindstore.model.planner import derive_header, stored_doc
+from mindstore.model.plans import derive_header, stored_doc
 from mindstore.model.storage_form import bson_size
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.store import Store

@@ -41,7 +41,7 @@ from mindstore.model.parts import (
     ToolResultPart,
     UnknownPart,
 )
-from mindstore.model.planner import full_stored_doc, parse_stored, stored_doc
+from mindstore.model.plans import full_stored_doc, parse_stored, stored_doc
 from mindstore.model.task import Task
 
 TASK = "T-lean"

@@ -27,8 +27,8 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolMetadata,
 )
-from mindstore.model.planner import full_stored_doc, stored_doc
-from mindstore.model.plans_redact import redaction_of
+from mindstore.model.plans import full_stored_doc, stored_doc
+from mindstore.model.plans.redaction import redaction_of
 from mindstore.model.storage_form import bson_size
 from mindstore.model.task import Task
 from mindstore.pipelines import analytics as pipelines

@@ -13,7 +13,7 @@ import random
 from layout import read_layout
 from mindstore.errors import InvalidTransition, NotFound
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
-from mindstore.model.planner import derive_header, stored_doc
+from mindstore.model.plans import derive_header, stored_doc
 from mindstore.model.storage_form import bson_size
 from mindstore.repositories.tasks import RetryPolicy
 from mindstore.store import Store

@@ -14,7 +14,7 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolMetadata,
 )
-from mindstore.model.planner import stored_doc
+from mindstore.model.plans import stored_doc
 from mindstore.model.storage_form import bson_size
 from mindstore.model.task import Task
 from mindstore.payloads import MARKER_PREFIX

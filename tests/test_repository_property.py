@@ -27,7 +27,7 @@ from mindstore.model.parts import (
     ToolMetadata,
 )
 from mindstore.model.task import Task
-from mindstore.model.views import level_boundaries, sub_task_spans
+from mindstore.model.levels import level_boundaries, sub_task_spans
 
 CONFIG = TaskConfigPart(
     model_name="root-model",

@@ -16,7 +16,7 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolMetadata,
 )
-from mindstore.model.planner import derive_header, stored_doc
+from mindstore.model.plans import derive_header, stored_doc
 from mindstore.model.storage_form import bson_size
 
 ROOT = TaskConfigPart(

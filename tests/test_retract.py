@@ -19,7 +19,7 @@ from mindstore.errors import InvalidTransition, NotFound, ValidationError
 from mindstore.model.header import TaskHeader, ToolCallRef
 from mindstore.model.messages import AssistantMessage, ToolMessage, Usage, UserMessage
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolResultPart
-from mindstore.model.planner import derive_header
+from mindstore.model.plans import derive_header
 from mindstore.model.retract import answered_calls, plan_retract, reopened_calls
 from mindstore.model.storage_form import bson_size
 from mindstore.repositories.tasks import RetryPolicy

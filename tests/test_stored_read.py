@@ -32,7 +32,7 @@ from mindstore.model.messages import (
     message_to_dict,
     parse_messages,
 )
-from mindstore.model.planner import DERIVED_KEY, parse_stored, stored_doc
+from mindstore.model.plans import DERIVED_KEY, parse_stored, stored_doc
 from mindstore.model.storage_form import escape_keys, unescape_keys
 from mindstore.model.stored_read import StoredRead, plain, read_stored
 from mindstore.payloads import ESCAPE_PREFIX, MARKER_PREFIX, find_markers, read_value

@@ -14,7 +14,7 @@ import mindstore
 from mindstore.errors import InvalidTransition, NotFound, ValidationError
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import ReasoningPart, TaskConfigPart, TextPart, ToolCallPart
-from mindstore.model.planner import derive_header
+from mindstore.model.plans import derive_header
 from mindstore.model.storage_form import CHUNKS_KEY, bson_size
 from mindstore.model.streaming import PartWrite, StreamState
 from mindstore.repositories.tasks import RetryPolicy

@@ -32,7 +32,7 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolMetadata,
 )
-from mindstore.model.planner import derive_header
+from mindstore.model.plans import derive_header
 from mindstore.model.storage_form import bson_size
 from mindstore.store import Store
 

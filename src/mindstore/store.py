@@ -22,7 +22,7 @@ from mindstore.backends.recorder import CommandRecorder, EventListener
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.tenant import TenantCipher
 from mindstore.model.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_MESSAGES, PagePolicy
-from mindstore.model.planner import check_id
+from mindstore.model.plans import check_id
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.engine import RetryPolicy
 from mindstore.repositories.feed import Notifier

@@ -11,7 +11,7 @@ from mindstore.clock import utcnow
 from mindstore.header_codec import header_to_fields
 from mindstore.ids import task_key
 from mindstore.model.dialog import DialogNode
-from mindstore.model.planner import stored_doc
+from mindstore.model.plans import stored_doc
 from mindstore.model.task import Task
 
 __all__ = ["node_document", "task_document"]

@@ -51,8 +51,8 @@ from mindstore.model.header import (
 )
 from mindstore.model.messages import AssistantMessage, ToolMessage
 from mindstore.model.parts import ToolCallPart, ToolResultPart
-from mindstore.model.planner import full_stored_doc, parse_stored, stored_doc
-from mindstore.model.planning import Planner
+from mindstore.model.plans import full_stored_doc, parse_stored, stored_doc
+from mindstore.model.plans.core import Planner
 from mindstore.model.stored_read import StoredRead, read_stored
 from mindstore.payloads import find_markers
 
@@ -259,7 +259,7 @@ class SealedFold:
     """What verify folded from a paged task's pages (`mindstore.backup.pages`): the header
     planner after the sealed messages, and their count and stored size."""
 
-    planner: Any  # mindstore.model.planning.Planner, replaying the history
+    planner: Any  # mindstore.model.plans.core.Planner, replaying the history
     messages: int = 0
     size_bytes: int = 0
     allowance: int = 0

@@ -23,8 +23,8 @@ from mindstore.errors import ValidationError
 from mindstore.model.header import TaskState
 
 if TYPE_CHECKING:
+    from mindstore.model.levels import SubTaskSpan
     from mindstore.model.messages import AnyMessage
-    from mindstore.model.views import SubTaskSpan
     from mindstore.repositories.records import TaskRecord
     from mindstore.store import TenantStore
 

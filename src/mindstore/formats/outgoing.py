@@ -49,7 +49,7 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolResultPart,
 )
-from mindstore.model.plans_redact import redaction_of
+from mindstore.model.plans.redaction import redaction_of
 
 __all__ = ["NO_OUTPUT", "REDACTED", "outgoing", "refused_by_anthropic", "refused_by_gemini"]
 

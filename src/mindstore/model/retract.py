@@ -39,7 +39,7 @@ from mindstore.model.messages import (
     ToolMessage,
 )
 from mindstore.model.parts import ToolCallPart, ToolResultPart
-from mindstore.model.planner import message_usage
+from mindstore.model.plans import message_usage
 
 
 @dataclass

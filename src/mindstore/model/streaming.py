@@ -43,7 +43,7 @@ from mindstore.model.header import TaskHeader
 from mindstore.model.lean_form import ABSENT
 from mindstore.model.messages import AnyMessage, AssistantMessage
 from mindstore.model.parts import ReasoningPart, TextPart
-from mindstore.model.planner import DocTransform, Patch, Plan, Planner
+from mindstore.model.plans import DocTransform, Patch, Plan, Planner
 from mindstore.model.storage_form import CHUNKS_KEY, element_size, value_size
 from mindstore.payloads import RESERVED_PREFIX
 

@@ -22,21 +22,20 @@ from mindstore.errors import (
     NotFound,
     ValidationError,
 )
-from mindstore.model import planner as plans
-from mindstore.model import verbs
+from mindstore.model import plans, verbs
 from mindstore.model.base import Model, new_id
 from mindstore.model.header import ALLOWED_TRANSITIONS, TaskHeader, TaskState
-from mindstore.model.messages import AnyMessage, Message, TaskConfigMessage, TaskEntryMessage
-from mindstore.model.parts import ImagePart, TaskConfigPart, TextPart
-from mindstore.model.planner import Plan
-from mindstore.model.specs import resolve_alias
-from mindstore.model.verbs import exit_answer_id, tool_call_id_of
-from mindstore.model.views import (
+from mindstore.model.levels import (
     SubTaskSpan,
     level_boundaries,
     level_messages,
     sub_task_spans,
 )
+from mindstore.model.messages import AnyMessage, Message, TaskConfigMessage, TaskEntryMessage
+from mindstore.model.parts import ImagePart, TaskConfigPart, TextPart
+from mindstore.model.plans import Plan
+from mindstore.model.specs import resolve_alias
+from mindstore.model.verbs import exit_answer_id, tool_call_id_of
 
 __all__ = [
     "Task",

@@ -24,7 +24,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from mindstore.errors import InvalidTransition, NotFound, ValidationError, WrongType
 from mindstore.ids import check_name
-from mindstore.model import planner as plans
+from mindstore.model import plans
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
     AnyMessage,
@@ -51,7 +51,7 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolResultContent,
 )
-from mindstore.model.planning import Plan
+from mindstore.model.plans.core import Plan
 from mindstore.model.specs import ToolResultSpec, resolve_alias
 
 P = ParamSpec("P")

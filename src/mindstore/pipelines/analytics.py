@@ -186,7 +186,7 @@ USAGE_ZERO: dict[str, Any] = {"cost": 0.0}
 
 def _usage_values() -> dict[str, Any]:
     """A message's usage as the store rolls it up: its `usage` object if set, else the
-    Mind Map fields of an assistant message (`mindstore.model.planner.message_usage`)."""
+    Mind Map fields of an assistant message (`mindstore.model.plans.message_usage`)."""
     has_object = {"$gt": [_field("$messages.usage"), None]}
     return {
         name: {

@@ -12,7 +12,7 @@ from typing import Any
 
 from mindstore.ids import check_name
 from mindstore.model.messages import AnyMessage
-from mindstore.model.plans_redact import plan_redact, redaction_of
+from mindstore.model.plans.redaction import plan_redact, redaction_of
 from mindstore.repositories.engine import TaskWriter
 from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.port import TaskPort

@@ -43,7 +43,7 @@ from mindstore.model.messages import (
     parse_message,
 )
 from mindstore.model.parts import ImagePart, TextPart
-from mindstore.model.planner import check_id, check_message_id
+from mindstore.model.plans import check_id, check_message_id
 from mindstore.repositories.bulk_pages import remove_orphans
 from mindstore.repositories.records import TaskRecord
 from mindstore.repositories.tasks import TaskRepository

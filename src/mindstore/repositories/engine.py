@@ -31,7 +31,7 @@ from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.paging import DEFAULT_POLICY, should_seal
-from mindstore.model.planner import Plan
+from mindstore.model.plans import Plan
 from mindstore.model.stored_read import chunk_overhead
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.repositories.header_cache import apply_sets

@@ -46,7 +46,7 @@ from mindstore.model.paging import (
     page_document,
     sealed_header,
 )
-from mindstore.model.planning import Plan
+from mindstore.model.plans.core import Plan
 from mindstore.model.storage_form import bson_size
 from mindstore.repositories.scope import TaskScope
 

@@ -22,7 +22,7 @@ from mindstore.errors import NotFound
 from mindstore.ids import check_name, page_key
 from mindstore.model.messages import AnyMessage
 from mindstore.model.paging import apply_pending
-from mindstore.model.planner import parse_stored
+from mindstore.model.plans import parse_stored
 from mindstore.model.stored_read import read_stored
 from mindstore.payloads import Offloader
 from mindstore.pipelines import boundaries as pipelines

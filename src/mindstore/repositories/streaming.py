@@ -37,7 +37,7 @@ from mindstore.errors import ValidationError
 from mindstore.ids import check_key, check_name
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage
-from mindstore.model.planner import Plan
+from mindstore.model.plans import Plan
 from mindstore.model.streaming import (
     PartWrite,
     StreamKind,

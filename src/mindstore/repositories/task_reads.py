@@ -18,12 +18,12 @@ from mindstore.errors import MissingConfig, NotFound, ValidationError
 from mindstore.header_codec import header_from_document
 from mindstore.ids import check_name, task_id_of
 from mindstore.model.header import TaskHeader, TaskState
+from mindstore.model.levels import SubTaskSpan
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
 from mindstore.model.specs import resolve_alias
 from mindstore.model.storage_form import unescape_keys
 from mindstore.model.task import Task
-from mindstore.model.views import SubTaskSpan
 from mindstore.pipelines import boundaries as pipelines
 from mindstore.pipelines import context as context_pipelines
 from mindstore.repositories.pages import (

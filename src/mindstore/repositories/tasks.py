@@ -31,10 +31,10 @@ from mindstore.crypto.tenant import TenantCipher
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.header_codec import header_from_document, header_to_fields
 from mindstore.ids import check_key, task_key
-from mindstore.model import planner as plans
-from mindstore.model import verbs
+from mindstore.model import plans, verbs
 from mindstore.model.base import JSON, new_id, now_ts
 from mindstore.model.header import TaskHeader, TaskState
+from mindstore.model.levels import SubTaskSpan
 from mindstore.model.messages import (
     AnyMessage,
     TaskConfigMessage,
@@ -45,10 +45,9 @@ from mindstore.model.parts import (
     TaskConfigPart,
     TextPart,
 )
-from mindstore.model.planning import Plan
+from mindstore.model.plans.core import Plan
 from mindstore.model.storage_form import bson_size, escape_keys
 from mindstore.model.task import Task, check_transition
-from mindstore.model.views import SubTaskSpan
 from mindstore.payloads import Offloader
 from mindstore.repositories.bulk_pages import confirm_pages, cut_history, write_pages
 from mindstore.repositories.content_lifecycle import ContentLifecycle

@@ -30,7 +30,7 @@ from mindstore.model import id_filter
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, stored_header
 from mindstore.model.lean_form import lean_value
 from mindstore.model.paging import pending_entry
-from mindstore.model.planner import ABSENT, FROM_VALUE, Patch, Plan
+from mindstore.model.plans import ABSENT, FROM_VALUE, Patch, Plan
 from mindstore.model.storage_form import element_size, escape_keys
 
 ValueTransform = Callable[[Any, str, str], Any]

@@ -15,7 +15,7 @@ from mindstore.errors import ValidationError
 from mindstore.model.base import JSON, now_ts
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, MessageBase, UnknownMessage, parse_message
-from mindstore.model.planning import Plan, Planner, typed_errors
+from mindstore.model.plans.core import Plan, Planner, typed_errors
 from mindstore.payloads import find_markers
 from mindstore.validation import check_optional_int, check_optional_text
 

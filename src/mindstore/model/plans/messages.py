@@ -35,7 +35,7 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolResultPart,
 )
-from mindstore.model.planning import (
+from mindstore.model.plans.core import (
     Patch,
     Plan,
     Planner,

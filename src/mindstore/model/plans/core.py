@@ -7,7 +7,7 @@ into one guarded MongoDB update. Neither can drift from the other, and all the M
 rules (levels, triggering tool calls, finished timestamps) live in the planners, free of
 I/O. This module holds the `Planner` that folds messages into a header, the checks every
 appended message passes, and the stored form of a message; the verbs are in
-`plans_messages`, `plans_subtasks` and `plans_parts`.
+`plans.messages`, `plans.subtasks` and `plans.parts`.
 """
 
 from __future__ import annotations

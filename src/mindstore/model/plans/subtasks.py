@@ -29,13 +29,13 @@ from mindstore.model.parts import (
     TextPart,
     ToolResultContent,
 )
-from mindstore.model.planning import (
+from mindstore.model.plans.core import (
     Plan,
     Planner,
     resolve_ts,
     typed_errors,
 )
-from mindstore.model.plans_messages import (
+from mindstore.model.plans.messages import (
     answer_call,
     build_human_message,
     build_tool_result_message,

@@ -25,7 +25,7 @@ from mindstore.model.parts import (
     TextPart,
     ToolCallPart,
 )
-from mindstore.model.planning import (
+from mindstore.model.plans.core import (
     Plan,
     Planner,
     check_message_values,
