@@ -62,7 +62,7 @@ async def run(results: dict[str, Any], *, quick: bool = False) -> None:
     start = time.perf_counter()
     workload = generate(spec)
     generated_s = time.perf_counter() - start
-    uri = os.environ.get("MINDSTORE_URI") or None
+    uri = os.environ.get("MINDSTORE_URI") or "embedded"
     database = os.environ.get("MINDSTORE_BENCH_DATABASE") or f"bench_{uuid.uuid4().hex[:8]}"
     store = await mindstore.connect(uri, database=database)
     try:
