@@ -7,8 +7,6 @@ version, 14 restore conflict, 15 erase not confirmed. See docs/backup.md.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -24,6 +22,7 @@ from mindstore.commands.common import (
     open_store,
     require_tenant,
     run,
+    write_receipt,
 )
 from mindstore.commands.output import console, echo_json, progress_bar
 from mindstore.commands.sanitize import plain, terminal_text
@@ -306,18 +305,7 @@ def register(app: typer.Typer) -> None:
             _preview_ids(result.counts, data.get("ids") or {})
         echo_json(data)
         if receipt is not None:
-
-            async def keep() -> None:
-                try:
-                    text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
-                    await asyncio.to_thread(receipt.write_text, text)
-                except OSError as exc:
-                    raise BackupError(
-                        f"erased, but the receipt could not be written to "
-                        f"{receipt}: {exc.strerror or exc} (it is printed above)"
-                    ) from None
-
-            run(keep())
+            write_receipt(receipt, data, "erased", BackupError)
         if result.dangling_total:
             typer.echo(
                 f"warning: {result.dangling_total} remaining dialog node(s) now have a "

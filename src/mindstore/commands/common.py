@@ -20,6 +20,7 @@ database), as it does for ``--uri memory:``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -131,6 +132,24 @@ def _check_data_file(path: Path, *, must_exist: bool, writable: bool) -> None:
         )
     if writable:
         check_writable(path, "data file", ConfigurationError)
+
+
+def write_receipt(receipt: Path, data: dict[str, Any], done: str,
+                  error: type[MindstoreError]) -> None:  # fmt: skip
+    """Keep a destructive command's receipt (already printed): a failed write says the work
+    was `done` and where the receipt is (above), as `error` (the command's exit code)."""
+
+    async def keep() -> None:
+        try:
+            text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
+            await asyncio.to_thread(receipt.write_text, text)
+        except OSError as exc:
+            raise error(
+                f"{done}, but the receipt could not be written to "
+                f"{receipt}: {exc.strerror or exc} (it is printed above)"
+            ) from None
+
+    run(keep())
 
 
 def check_writable(path: Path, what: str, error: type[MindstoreError]) -> None:

@@ -11,18 +11,25 @@ a copy, written before anything is destroyed, as `erase` does).
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mindstore.commands.common import check_writable, open_store, require_tenant, run
+from mindstore.commands.common import (
+    check_writable,
+    open_store,
+    require_tenant,
+    run,
+    write_receipt,
+)
 from mindstore.commands.output import echo_json
 from mindstore.commands.sanitize import terminal_text
+
+if TYPE_CHECKING:  # the CLI imports the crypto package only when a command runs
+    from mindstore.crypto.sweep import SweepProgress
 
 keys_app = typer.Typer(
     help="A tenant's data keys: rotate, shred (crypto-shredding), status.", no_args_is_help=True
@@ -92,6 +99,11 @@ def status_command(
     echo_json(run(body()))
 
 
+def _progress(state: SweepProgress) -> None:
+    """The re-encryption sweep's progress, on stderr (stdout holds the JSON result)."""
+    typer.echo(f"re-encrypting: {state.tasks_done}/{state.tasks_total} tasks", err=True)
+
+
 @keys_app.command("rotate")
 def rotate_command(
     ctx: typer.Context,
@@ -103,9 +115,6 @@ def rotate_command(
 ) -> None:
     """Add a data key version: new writes use it, old content stays readable."""
 
-    def progress(state: Any) -> None:
-        typer.echo(f"re-encrypting: {state.tasks_done}/{state.tasks_total} tasks", err=True)
-
     async def body() -> Any:
         name = require_tenant(tenant)
         async with open_store(ctx, save=True, create=False) as store:
@@ -113,7 +122,7 @@ def rotate_command(
             version = await keyring.rotate(name)
             result: dict[str, Any] = {"tenant": name, "version": version}
             if reencrypt:
-                swept = await keyring.reencrypt(name, progress=progress)
+                swept = await keyring.reencrypt(name, progress=_progress)
                 result["reencrypted"] = {"tasks": swept.tasks_done, "values": swept.values_sealed}
             return result
 
@@ -131,14 +140,11 @@ def reencrypt_command(
 ) -> None:
     """Re-seal the tenant's stored content with its newest key (resumes where it stopped)."""
 
-    def progress(state: Any) -> None:
-        typer.echo(f"re-encrypting: {state.tasks_done}/{state.tasks_total} tasks", err=True)
-
     async def body() -> Any:
         name = require_tenant(tenant)
         async with open_store(ctx, save=True, create=False) as store:
             swept = await _keyring(master_key, store).reencrypt(
-                name, progress=progress, restart=restart
+                name, progress=_progress, restart=restart
             )
             return {
                 "tenant": name, "version": swept.version, "tasks": swept.tasks_done,
@@ -195,15 +201,4 @@ def shred_command(
     data = run(body())
     echo_json(data)
     if receipt is not None:
-
-        async def keep() -> None:
-            try:
-                text = json.dumps(data, indent=2, ensure_ascii=True) + "\n"
-                await asyncio.to_thread(receipt.write_text, text)
-            except OSError as exc:
-                raise BackupError(
-                    f"shredded, but the receipt could not be written to "
-                    f"{receipt}: {exc.strerror or exc} (it is printed above)"
-                ) from None
-
-        run(keep())
+        write_receipt(receipt, data, "shredded", BackupError)
