@@ -198,6 +198,7 @@ def _task_fields(record: dict[str, Any]) -> None:
     _count(record.get("version", 0), "version")
     _optional(record, "metadata", dict, "an object")
     _optional(record, "content", list, "a list")
+    _optional(record, "agent_state", dict, "an object")  # formats.agent_state, when saved
 
 
 def _messages(record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -29,8 +29,10 @@ from pymongo.errors import DuplicateKeyError
 from mindstore.clock import utcnow
 from mindstore.crypto.tenant import TenantCipher
 from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.formats import agent_state as formats_agent_state
 from mindstore.header_codec import header_from_document, header_to_fields
 from mindstore.ids import check_key, task_key
+from mindstore.ids import check_name as check_key_name
 from mindstore.model import plans, verbs
 from mindstore.model.base import JSON, new_id, now_ts
 from mindstore.model.header import TaskHeader, TaskState
@@ -46,7 +48,7 @@ from mindstore.model.parts import (
     TextPart,
 )
 from mindstore.model.plans.core import Plan
-from mindstore.model.storage_form import bson_size, escape_keys
+from mindstore.model.storage_form import bson_size, escape_keys, unescape_keys
 from mindstore.model.task import Task, check_transition
 from mindstore.payloads import Offloader
 from mindstore.repositories.bulk_pages import confirm_pages, cut_history, write_pages
@@ -74,7 +76,41 @@ from mindstore.validation import (
     check_owner,
 )
 
+MAX_AGENT_STATE_BYTES = 1 << 20
+"""A stored agent state's limit: it shares the task document with the open messages, and
+the writer's size checks count only the messages."""
+
+
+def agent_state_document(state: Any) -> JSON:
+    """The stored form of an agent-graph state (keys escaped), or `ValidationError`
+    naming `state`: not that model, not storable, or over `MAX_AGENT_STATE_BYTES`."""
+    if not isinstance(state, formats_agent_state.AgentState):
+        raise ValidationError(
+            f"state must be a mindstore.formats.agent_state.AgentState, got {type(state).__name__}"
+        )
+    try:
+        document: JSON = escape_keys(
+            formats_agent_state.AgentState.model_validate(state.to_dict()).to_dict()
+        )
+        size = bson_size(document)
+    except Exception as exc:  # pydantic's or bson's assorted errors
+        raise ValidationError(f"state cannot be stored: {str(exc)[:200]}") from None
+    if size > MAX_AGENT_STATE_BYTES:
+        raise ValidationError(f"state is {size} bytes stored, over {MAX_AGENT_STATE_BYTES}")
+    return document
+
+
+def plan_agent_step(
+    header: TaskHeader, task_id: str, messages: Sequence[AnyMessage], fields: JSON, **kw: Any
+) -> Plan:
+    """The step's messages appended and `fields` set beside them, one plan (pure)."""
+    plan: Plan = plans.plan_add_messages(header, task_id, messages, **kw)
+    plan.document_set = fields
+    return plan
+
+
 __all__ = [
+    "MAX_AGENT_STATE_BYTES",
     "MAX_DOCUMENT_BYTES",
     "READ_FIELDS",
     "RetryPolicy",
@@ -515,6 +551,66 @@ class TaskRepository:
             )
             if result.matched_count == 0:
                 raise self._not_found(task_id)
+
+    # ------------------------------------------------------------------ agent-graph state
+    async def save_agent_state(
+        self,
+        task_id: str,
+        state: formats_agent_state.AgentState,
+        *,
+        messages: Sequence[AnyMessage] = (),
+    ) -> None:
+        """Store an agent-graph run's state (`mindstore.formats.agent_state.AgentState`:
+        context summary, current node, step, interrupt, status) with the step's messages,
+        in one guarded update: after a crash both are stored or neither, so the run
+        resumes where it stopped. A replay (the same message ids, all stored) writes
+        nothing. The state lives in the task document (`agent_state`), beside the header.
+
+        Args:
+            task_id: The task.
+            state: The `formats.agent_state.AgentState` after this step (not the agent map
+                `mindstore.model.agents.AgentState`); at most 1 MiB stored.
+            messages: The step's messages, in order; each with the caller's id (the
+                replay guard).
+
+        Raises:
+            ValidationError: `state` is not a `formats.agent_state.AgentState`, cannot be
+                stored, or is too large; a malformed message or id.
+            NotFound: No such task in this view.
+            InvalidTransition: The task's state or level does not allow a message.
+            Conflict: Writers kept racing.
+
+        Example:
+            ```python
+            state.advance_step()
+            await acme.tasks.save_agent_state(task.id, state, messages=[reply])
+            ```
+        """
+        document = agent_state_document(state)
+        checked = verbs.check_messages(messages)
+        ids = [check_key_name(m.id, "message id") for m in checked]
+        await self._verb(
+            task_id, plan_agent_step, checked, {"agent_state": document}, ids=ids,
+            replay=lambda stored: None,
+        )  # fmt: skip
+
+    async def agent_state(self, task_id: str) -> formats_agent_state.AgentState | None:
+        """The agent-graph state last stored by `save_agent_state` (one projected read).
+
+        Args:
+            task_id: The task.
+
+        Returns:
+            The `formats.agent_state.AgentState`, or None if none was saved.
+
+        Raises:
+            NotFound: No such task in this view.
+        """
+        document = await self.port.scope.find_task(task_id, {"agent_state": 1})
+        stored = document.get("agent_state")
+        if stored is None:
+            return None
+        return formats_agent_state.AgentState.model_validate(unescape_keys(stored))
 
     # ------------------------------------------------------------------ verbs
     # Each declared once (`model/verbs.py`): the same names, defaults, docstrings, checks,

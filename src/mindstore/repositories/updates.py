@@ -171,6 +171,7 @@ def build_task_update(
     for a seal when planned, so a seal may be under way (docs/write-paths.md).
     `unsealed_ids`: caller-named ids the task's sealed-id filter must not hold
     (`model/id_filter.py`), so the replay of a sealed message matches nothing.
+    `plan.document_set`: other task-document fields set in the same `$set`.
     """
     query: dict[str, Any] = {"_id": key, "tenant": tenant, "version": version,
                              "updated_at": updated_at}  # fmt: skip
@@ -234,6 +235,8 @@ def build_task_update(
         update["$inc"] = {"patched": 1}
     for operator, entries in header_changes(plan.header_before, plan.header).items():
         update.setdefault(operator, {}).update(entries)
+    if plan.document_set:  # fields beside the header (agent_state): the same update
+        sets.update(plan.document_set)
     sets["updated_at"] = now
     # the filter pins the version, so setting the next one is `$inc` without its sub-document
     sets["version"] = version + 1

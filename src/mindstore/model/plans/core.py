@@ -218,6 +218,9 @@ class Plan:
     appended_docs: list[JSON] = field(default_factory=list)
     patches: list[Patch] = field(default_factory=list)
     result: Any = None
+    document_set: JSON | None = None
+    """Task-document fields outside the header and the messages (`agent_state`) that the
+    same guarded update sets, so they change atomically with this plan's messages."""
 
     @property
     def new_ids(self) -> list[str]:
@@ -225,7 +228,12 @@ class Plan:
 
     @property
     def is_empty(self) -> bool:
-        return not self.appended and not self.patches and self.header == self.header_before
+        return (
+            not self.appended
+            and not self.patches
+            and not self.document_set
+            and self.header == self.header_before
+        )
 
 
 DocTransform = Callable[[JSON], JSON]
