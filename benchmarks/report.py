@@ -86,7 +86,7 @@ def _context_tables(context: dict[str, Any]) -> list[str]:
     if stream:
         lines += ["", f"Streaming {stream['deltas']:,} deltas ({stream['text_bytes']:,} B of text, "
                   f"flush_bytes={stream['flush_bytes']}): {stream['writes']} writes, {stream['round_trips']} round "
-                  f"trips, {stream['bytes_sent']:,} B sent; each write carries the part's text so far plus at most "
+                  f"trips, {stream['bytes_sent']:,} B sent; each write carries the text it writes (what arrived since the last one) plus at most "
                   f"{stream['max_bytes_beyond_the_text_per_write']} B."]  # fmt: skip
     return lines + [""]
 
