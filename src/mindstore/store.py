@@ -93,6 +93,10 @@ class TenantStore:
 
 
 class Store:
+    """A connection and what its views share (header cache, locks, notifier, keyring):
+    open one per process with `connect()` and reach data only through `scoped()`, so the
+    tenant (and owner) is applied to every read and write."""
+
     def __init__(
         self,
         backend: Backend,
@@ -119,6 +123,8 @@ class Store:
         return self.backend.kind
 
     def scoped(self, tenant: str, owner: str | None = None) -> TenantStore:
+        """One tenant's view (`acme = store.scoped("acme")`), or one owner's within it:
+        every repository it hands out filters by them."""
         if owner is not None and not isinstance(owner, str):
             from mindstore.errors import ValidationError
 
@@ -126,6 +132,7 @@ class Store:
         return TenantStore(self, tenant, owner)
 
     async def close(self) -> None:
+        """Close the backend's connections (an embedded store's data is then gone)."""
         await self.backend.close()
 
     async def __aenter__(self) -> Store:
