@@ -29,7 +29,9 @@ from mindstore.commands.output import echo_json
 from mindstore.commands.sanitize import terminal_text
 
 if TYPE_CHECKING:  # the CLI imports the crypto package only when a command runs
+    from mindstore.crypto import Keyring
     from mindstore.crypto.sweep import SweepProgress
+    from mindstore.store import Store
 
 keys_app = typer.Typer(
     help="A tenant's data keys: rotate, shred (crypto-shredding), status.", no_args_is_help=True
@@ -75,7 +77,7 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _keyring(master_key: Path | None, store: Any, *, required: bool = True) -> Any:
+def _keyring(master_key: Path | None, store: Store, *, required: bool = True) -> Keyring:
     from mindstore.crypto import Keyring, LocalMasterKey
 
     if master_key is None:
