@@ -49,6 +49,7 @@ INTEGRATIONS: dict[str, tuple[str | None, list[str]]] = {
     "mindstore.integrations.langchain": ("langchain_core", ["MindstoreChatMessageHistory"]),
     "mindstore.integrations.langchain_messages": ("langchain_core", ["to_langchain",
                                                                     "from_langchain"]),
+    "mindstore.integrations.adk": ("google.adk", ["MindstoreSessionService"]),
 }  # fmt: skip
 SECTIONS = ("Args", "Returns", "Yields", "Raises", "Example", "Examples", "Note")
 
