@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from format_strategies import PNG, json_values
 from mindstore import formats
 from mindstore.errors import ValidationError
-from mindstore.formats.stash import diff, patch
+from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.messages import (
     AssistantMessage,
     InformationalMessage,
@@ -287,6 +287,18 @@ def test_a_changed_rendering_is_never_overwritten(original: dict[str, Any], cano
     for key in delta.get("swap", {}):
         changed = dict(canonical, **{key: ["edited in the store", edited]})
         assert patch(changed, delta)[key] == changed[key]
+
+
+@settings(max_examples=200, deadline=None)
+@given(entry=dicts)
+def test_an_entry_keeps_every_value_but_the_empty_ones(entry: dict[str, Any]) -> None:
+    """0, 0.0 and "" are values (0 == False must not drop them); None, False, {} and [] are
+    left out, and an entry with nothing left is no entry."""
+    kept = {k: v for k, v in entry.items() if v is not None and v is not False and v != {} and v != []}
+    stored = with_entry({"own": 1}, "fmt", entry)
+    assert read_entry(stored, "fmt") == kept
+    assert stored == ({"own": 1, "fmt": kept} if kept else {"own": 1})
+    assert read_entry(with_entry(None, "fmt", {"index": 0, "score": 0.0, "off": False}), "fmt") == {"index": 0, "score": 0.0}
 
 
 def test_messages_with_nothing_a_provider_carries_are_left_out() -> None:

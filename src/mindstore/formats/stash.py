@@ -141,12 +141,17 @@ def read_entry(metadata: Mapping[str, Any] | None, fmt: str) -> JSON:
     return entry if isinstance(entry, dict) else {}
 
 
+def _is_empty(value: Any) -> bool:
+    """Nothing worth keeping: None, False or an empty dict/list (not 0, which equals False)."""
+    return value is None or value is False or (isinstance(value, dict | list) and not value)
+
+
 def with_entry(
     metadata: Mapping[str, Any] | None, fmt: str, entry: Mapping[str, Any]
 ) -> JSON | None:
     """`metadata` with the format's entry set (or left out when the entry is empty)."""
     result = dict(metadata or {})
-    cleaned = {key: value for key, value in entry.items() if value not in (None, {}, [], False)}
+    cleaned = {key: value for key, value in entry.items() if not _is_empty(value)}
     if cleaned:
         result[fmt] = cleaned
     else:
