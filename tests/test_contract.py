@@ -211,6 +211,32 @@ async def test_the_caller_can_name_the_trigger(homes: Homes) -> None:
     await h.agree()
 
 
+@pytest.mark.parametrize("chosen", [True, False])
+async def test_a_trigger_stored_by_id_stays_and_a_missing_one_follows_the_message_before(
+    store: Any, chosen: bool
+) -> None:
+    """A call streamed into the assistant message right before an entry, after the entry:
+    an entry that stored its trigger by id keeps it (the exit answers that call); one stored
+    without a trigger takes the message's last call, as a fold of the history does. Both
+    homes agree, and an import of the finished history (a fold) gives the same header."""
+    h = Homes(store)
+    await h.start()
+    await h.same("add_task_config", ROOT)
+    await h.same("add_assistant_message", id="a-1")
+    if chosen:
+        await h.same("add_tool_call_part", "a-1", ToolCallPart(tool_call_id="c-1", tool_name="research"))
+    entry = await h.same("add_task_entry", [TextPart(text="t")], SUB, "e-1")
+    assert entry.content[0].trigger_call_id == ("c-1" if chosen else None)
+    await h.same("add_tool_call_part", "a-1", ToolCallPart(tool_call_id="c-2", tool_name="research"))
+    await h.agree()
+    folded = store.scoped("imported").tasks
+    await folded.import_task(h.memory)
+    assert (await folded.header("T")) == (await h.repo.header("T"))
+    _, answer = await h.same("add_task_exit", [TextPart(text="ok")], exit_id="x-1")
+    assert answer.content[0].tool_call_id == ("c-1" if chosen else "c-2")
+    await h.agree()
+
+
 def test_reading_a_task_never_writes_into_its_messages() -> None:
     raw = {"role": "plugin", "id": "p-1", "data": {"k": [1, 2]}}
     task = Task.model_validate({"id": "T", "messages": [dict(raw)]})

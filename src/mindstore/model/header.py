@@ -98,6 +98,10 @@ class ScopeFrame(Model):
     # answers exactly this call (None: it answers nothing).
     trigger: ToolCallRef | None = None
     trigger_recorded: bool = False
+    # The entry was stored without a trigger id, so folding the history takes the last call
+    # of the message right before it as the trigger: a call streamed into that message
+    # after the entry becomes the trigger here too. A trigger stored by id never moves.
+    trigger_follows: bool = False
 
 
 class Tail(Model):
@@ -290,6 +294,10 @@ def _read_frame(stored: Any, open_calls: Mapping[str, Any], last_model: Any) -> 
         frame["fallback"] = frame.get("trigger")
     if frame.get("trigger") is not None:
         frame.setdefault("trigger_recorded", True)
+    elif frame.get("trigger_recorded") is True:
+        # recorded without a trigger: the entry stored none (an earlier version's frame
+        # did not say that the trigger follows the fallback)
+        frame.setdefault("trigger_follows", True)
     return frame
 
 

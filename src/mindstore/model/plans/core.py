@@ -331,6 +331,7 @@ class Planner:
                     fallback=fallback,
                     trigger=trigger,
                     trigger_recorded=recorded,
+                    trigger_follows=recorded and entry.trigger_call_id is None,
                 )
             )
         elif exits:
@@ -419,7 +420,7 @@ class Planner:
                 previous, frame.fallback = frame.fallback, ref
                 # a trigger that came from the fallback follows it, as when the finished
                 # message is folded whole (backup verify, imports): its last call
-                if frame.trigger_recorded and (frame.trigger is None or frame.trigger == previous):
+                if frame.trigger_follows and (frame.trigger is None or frame.trigger == previous):
                     frame.trigger = ref
 
     def _close_call(self, tool_call_id: str) -> None:
