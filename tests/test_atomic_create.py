@@ -12,6 +12,7 @@ with small pages (`store.page_policy`), each example in tenants of its own.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable
@@ -35,7 +36,7 @@ from mindstore.model.messages import message_to_dict
 from mindstore.model.paging import cut_pages, should_seal
 from mindstore.model.storage_form import bson_size
 from mindstore.model.task import Task
-from mindstore.repositories.bulk_pages import PAGE_FIELDS_BYTES, cut_history
+from mindstore.repositories.bulk_pages import ORPHAN_GRACE, PAGE_FIELDS_BYTES, cut_history
 from mindstore.repositories.engine import HEADER_BUDGET_BYTES, document_estimate
 from mindstore.repositories.tasks import TaskRepository
 from test_backup_support import read_file_records
@@ -68,10 +69,17 @@ class Writes:
     """Numbers the writes of the collections it wraps, in order; write `crash_at` raises
     `Crash`, before it is applied, or after it (`after`: the reply is lost)."""
 
-    def __init__(self, crash_at: int | None = None, *, after: bool = False) -> None:
+    def __init__(
+        self,
+        crash_at: int | None = None,
+        *,
+        after: bool = False,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.count = 0
         self.crash_at = crash_at
         self.after = after
+        self.meanwhile = meanwhile  # run to its end before write `crash_at`, instead of a crash
 
 
 class Faulty:
@@ -90,6 +98,9 @@ class Faulty:
             writes = self._writes
             number = writes.count
             writes.count += 1
+            if number == writes.crash_at and writes.meanwhile is not None:
+                await writes.meanwhile()
+                return await method(*args, **kwargs)
             if number == writes.crash_at and not writes.after:
                 raise Crash(name)
             result = await method(*args, **kwargs)
@@ -124,6 +135,14 @@ async def conversation(ops: list[Any], padding: int) -> Task:
     for i in range(padding):
         memory.add_human_message(f"padding {i} " + "w" * (i % 5) * 20, message_id=f"p{i}")
     return memory
+
+
+def extended(memory: Task, padding: int) -> Task:
+    """`memory` with more padding messages, as `conversation` names them."""
+    longer = copy.deepcopy(memory)
+    for i in range(sum(m.id.startswith("p") for m in memory.messages), padding):
+        longer.add_human_message(f"padding {i} " + "w" * (i % 5) * 20, message_id=f"p{i}")
+    return longer
 
 
 async def snapshot(store: Store, *tenants: str) -> dict[str, list[bytes]]:
@@ -525,7 +544,8 @@ async def test_a_retried_create_of_a_shorter_history_leaves_pages_repair_removes
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scoped = paged(store, PagePolicy(2, 1 << 20))()
-    long, short = await conversation([], 16), await conversation([], 7)
+    short = await conversation([], 7)
+    long = extended(short, 16)  # the same first messages: a retry's
     wrap(scoped, Writes(5))  # the sixth page of the long history: five pages written
     with pytest.raises(Crash):
         await scoped.tasks.create(task_id="T", messages=long.messages, replay=True)
@@ -541,3 +561,80 @@ async def test_a_retried_create_of_a_shorter_history_leaves_pages_repair_removes
     report = await clean.dialogs.repair(grace=timedelta(0))
     assert len(report["removed_pages"]) == 5 - header.pages
     await assert_complete(clean, "T", short)
+
+
+async def test_a_create_of_other_messages_does_not_take_a_stopped_create_s_pages_until_the_grace(
+    store: Store, tmp_path: Path
+) -> None:
+    """Pages no task counts and younger than the grace may be a create still running: a
+    create of other messages under that id is refused (`Conflict`, nothing written) until
+    they are older than the grace or a repair removed them."""
+    scoped = paged(store, PagePolicy(2, 1 << 20))()
+    stopped, other = await conversation([], 12), await conversation([], 9)
+    wrap(scoped, Writes(3))
+    with pytest.raises(Crash):
+        await scoped.tasks.create(task_id="T", messages=stopped.messages, replay=True)
+    clean = store.scoped(scoped.tenant)
+    before = await snapshot(store, clean.tenant)
+    with pytest.raises(Conflict, match="another create of this id"):
+        await clean.tasks.create(task_id="T", messages=other.messages, replay=True)
+    assert await snapshot(store, clean.tenant) == before
+    await assert_invisible(clean, "T", await reports(clean), tmp_path)
+    [born] = {page["born"] for page in await page_docs(store, clean.tenant, "T")}
+    old = born - ORPHAN_GRACE - timedelta(seconds=1)
+    await store.database["task_pages"].update_many({"tenant": clean.tenant}, {"$set": {"born": old}})
+    await clean.tasks.create(task_id="T", messages=other.messages, replay=True)  # an orphan now
+    await assert_complete(clean, "T", other)
+
+
+async def test_two_creates_of_one_id_racing_never_mix_their_pages(store: Store) -> None:
+    """Two creates of one id with other messages, on stores of their own: the second runs
+    whole while the first is stopped before one of its writes (every write in turn). One
+    of them gets `Conflict`; the task holds the other's history exactly, no page of the
+    loser among its pages, whichever wrote first."""
+    policy = PagePolicy(2, 1 << 20)
+    first_history, second_history = await conversation([], 10), await conversation([], 7)
+    counted = paged(store, policy)()
+    probe = Writes()
+    wrap(counted, probe)
+    await counted.tasks.create(task_id="T", messages=first_history.messages, replay=True)
+    for k in range(probe.count):  # pages, then the insert
+        tenant = f"race{next(NAMES)}"
+        first = Store(store.backend, page_policy=policy).scoped(tenant)
+        second = Store(store.backend, page_policy=policy).scoped(tenant)
+        outcome: dict[str, BaseException | None] = {}
+
+        async def run_second() -> None:
+            try:
+                await second.tasks.create(task_id="T", messages=second_history.messages, replay=True)
+                outcome["second"] = None
+            except Conflict as exc:
+                outcome["second"] = exc
+
+        wrap(first, Writes(k, meanwhile=run_second))
+        try:
+            await first.tasks.create(task_id="T", messages=first_history.messages, replay=True)
+            outcome["first"] = None
+        except Conflict as exc:
+            outcome["first"] = exc
+        winners = [name for name, error in outcome.items() if error is None]
+        assert len(winners) == 1, (k, outcome)
+        won = first_history if winners == ["first"] else second_history
+        await assert_complete(store.scoped(tenant), "T", won)
+
+
+
+async def test_a_create_past_its_deadline_writes_no_more_pages(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create that took longer than half the grace stops before its next page, so pages
+    younger than the grace are never a racing create's that could still be written over."""
+    import mindstore.repositories.tasks as tasks_module
+
+    scoped = paged(store, PagePolicy(2, 1 << 20))()
+    before = await snapshot(store, scoped.tenant)
+    monkeypatch.setattr(tasks_module, "create_deadline", lambda: float("-inf"))
+    memory = await conversation([], 9)
+    with pytest.raises(Conflict, match="took longer than"):
+        await scoped.tasks.create(task_id="T", messages=memory.messages, replay=True)
+    assert await snapshot(store, scoped.tenant) == before

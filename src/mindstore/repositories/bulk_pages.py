@@ -9,11 +9,13 @@ each under its deterministic id (`page_key(task key, n)`) and carrying the task'
 (``page < pages``), so before that insert no reader, report or backup sees any of the
 history, and after it all of it: the insert is the one write that makes it visible.
 
-A crash before the insert leaves pages no task counts (orphans): invisible, and
-overwritten by the next create of the same id (it writes every page it counts, over
-whatever stands there, once it has checked that no task of that id exists).
-`dialogs.repair()` removes them (`remove_orphans`). docs/write-paths.md, "Creating a
-long history", gives the order and the crash table.
+A crash before the insert leaves pages no task counts (orphans): invisible, taken over
+by the next create of the same messages, and written over by any create once they are
+older than `ORPHAN_GRACE`; `dialogs.repair()` removes them then (`remove_orphans`).
+A younger page under the id may be a create still running: a create of other messages
+does not write over it (`Conflict`), so two creates of one id racing never mix their
+pages. docs/write-paths.md, "Creating a long history", gives the order and the crash
+table.
 
 * `cut_history` (pure): where the history is cut. `model.paging.cut_pages` over the whole
   history from index 0, as one seal after a batch append would cut it: every full page,
@@ -23,9 +25,11 @@ long history", gives the order and the crash table.
   than a task grown message by message, whose open page keeps up to two. When the rest
   would not fit in a task document, everything but the last message is cut (a partial
   last page, as a forced seal cuts).
-* `write_pages`, `confirm_pages`: the pages before the insert; after it, a check that the
-  pages the task counts are its own (a sweep or a racing create of the same id may have
-  got in between), rewriting any that is not.
+* `write_pages`, `confirm_pages`: the pages before the insert (each taken only where no
+  page stands, or one of this create's messages, or an orphan older than the grace);
+  after it, a check that the pages the task counts are its own (a sweep may have got in
+  between, or the pages were another attempt's with the same messages), rewriting any
+  that is not.
 * `remove_orphans`: the tenant's pages that no task counts and never will.
 """
 
@@ -33,14 +37,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.errors import TaskTooLarge
+from mindstore.errors import Conflict, TaskTooLarge
 from mindstore.ids import task_id_of, task_key
 from mindstore.model import id_filter
 from mindstore.model.header import TaskHeader
@@ -63,6 +68,18 @@ CHUNK = 500
 """Task keys per query of the orphan sweep (as erase and retention chunk them)."""
 PAGE_FIELDS_BYTES = 4096
 """Room kept in a page document for its fields other than the messages."""
+ORPHAN_GRACE = timedelta(hours=1)
+"""How long the pages of a create count as under way. A create writes its pages within
+half of it (`create_deadline`), so a page no task counts that is younger may belong to a
+create still running: only a create of the same messages takes it over, and
+`dialogs.repair()` leaves it. Half, not all: a racing create passed its no-task check
+before the winner's insert, so it stops writing within a grace of the winner's `born`,
+and the winner's pages are never old enough to be written over while it could."""
+
+
+def create_deadline() -> float:
+    """The `time.monotonic()` after which a create started now writes no more pages."""
+    return time.monotonic() + ORPHAN_GRACE.total_seconds() / 2
 
 
 @dataclass(frozen=True)
@@ -146,14 +163,57 @@ def _page(tenant: str, key: str, born: datetime, cut: PageCut, messages: list[JS
 
 
 async def write_pages(
-    pages: Any, *, tenant: str, key: str, born: datetime, history: HistoryCut
+    pages: Any, *, tenant: str, key: str, born: datetime, history: HistoryCut, deadline: float
 ) -> None:
-    """Write every page of `history`, over whatever page stands under its id. The caller
-    has checked that no task of that id exists: what stands there is a crashed create's or
-    a deleted task's page, which no task counts."""
+    """Write every page of `history`, in order. The caller has checked that no task of
+    that id exists, so what stands under a page's id is no task's page: a crashed or
+    running create's, or a deleted task's. It is written over when it is this create's
+    (`born`) or older than `ORPHAN_GRACE`, kept when it holds the same messages (a
+    retried create's, or a twin racing this one: a message id names one message), and
+    otherwise the create stops with `Conflict` before its insert, leaving the other
+    create's pages as they are.
+
+    Raises:
+        Conflict: another create of this id, of other messages, wrote a page less than
+            `ORPHAN_GRACE` ago; or this create passed its `deadline`.
+    """
+    stale = born - ORPHAN_GRACE
     for cut, messages in zip(history.cuts, history.pages, strict=True):
-        document = _page(tenant, key, born, cut, messages)
-        await pages.replace_one({"_id": document["_id"], "tenant": tenant}, document, upsert=True)
+        if time.monotonic() > deadline:
+            raise Conflict(
+                f"task {task_id_of(key)!r}: the create took longer than {ORPHAN_GRACE / 2} "
+                "to write its pages; stopped before its insert (dialogs.repair() removes "
+                "what it wrote)"
+            )
+        await _take_page(pages, tenant, _page(tenant, key, born, cut, messages), stale)
+
+
+async def _take_page(pages: Any, tenant: str, document: JSON, stale: datetime) -> None:
+    """Write `document` where no page, this create's page or an orphan older than `stale`
+    stands; leave a page of the same messages; refuse any other."""
+    ours = {"$or": [{"born": document["born"]}, {"born": {"$lt": stale}},
+                    {"born": {"$exists": False}}]}  # fmt: skip
+    ids = [message.get("id") for message in document["messages"]]
+    for _ in range(3):  # a page removed between the write and the read: write again
+        try:
+            await pages.replace_one(
+                {"_id": document["_id"], "tenant": tenant, **ours}, document, upsert=True
+            )
+            return
+        except DuplicateKeyError:
+            standing = await pages.find_one(
+                {"_id": document["_id"], "tenant": tenant}, {"_id": 0, "messages.id": 1}
+            )
+        if standing is None:
+            continue
+        if [message.get("id") for message in standing.get("messages") or []] == ids:
+            return  # the same messages: a retry's or a twin's page stands
+        break
+    raise Conflict(
+        f"task {task_id_of(document['task'])!r}: another create of this id is writing "
+        f"other messages (or stopped less than {ORPHAN_GRACE} ago); retry later, or "
+        "remove what a stopped create left with dialogs.repair()"
+    )
 
 
 async def confirm_pages(

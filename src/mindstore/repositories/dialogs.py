@@ -44,7 +44,7 @@ from mindstore.model.messages import (
 )
 from mindstore.model.parts import ImagePart, TextPart
 from mindstore.model.plans import check_id, check_message_id
-from mindstore.repositories.bulk_pages import remove_orphans
+from mindstore.repositories.bulk_pages import ORPHAN_GRACE, remove_orphans
 from mindstore.repositories.records import TaskRecord
 from mindstore.repositories.tasks import TaskRepository
 from mindstore.stored_documents import node_document
@@ -62,9 +62,6 @@ PROMPT_KEY = "prompt_path"
 
 ROLE_CLASSES = {"user": UserMessage, "system": SystemMessage, "assistant": AssistantMessage}
 PromptRegistry = Mapping[str, "str | Callable[..., str]"]
-ORPHAN_GRACE = timedelta(hours=1)
-"""How old a page without its task must be before `repair()` removes it: a long create
-under way has written its pages and not yet inserted its task."""
 
 
 class DialogRepository:

@@ -51,7 +51,12 @@ from mindstore.model.plans.core import Plan
 from mindstore.model.storage_form import bson_size, escape_keys, unescape_keys
 from mindstore.model.task import Task, check_transition
 from mindstore.payloads import Offloader
-from mindstore.repositories.bulk_pages import confirm_pages, cut_history, write_pages
+from mindstore.repositories.bulk_pages import (
+    confirm_pages,
+    create_deadline,
+    cut_history,
+    write_pages,
+)
 from mindstore.repositories.content_lifecycle import ContentLifecycle
 from mindstore.repositories.engine import (
     MAX_DOCUMENT_BYTES,
@@ -405,13 +410,17 @@ class TaskRepository:
         if history is not None:
             document["id_filter"] = history.id_filter
         document["messages"] = stored
+        deadline = create_deadline()
         if (chosen or history is not None) and await self._tasks.count_documents(
             {"_id": {"$in": [task_id, key]}, "tenant": self.tenant}, limit=1
         ):  # before any page is written: pages under a live task's ids are its own
             raise Conflict(f"task id {task_id!r} is already in use")
         await self._store_payloads(task_id, offloader)
         if history is not None:  # pages first, invisible until the insert counts them
-            await write_pages(self._pages, tenant=self.tenant, key=key, born=now, history=history)
+            await write_pages(
+                self._pages, tenant=self.tenant, key=key, born=now, history=history,
+                deadline=deadline,
+            )  # fmt: skip
         try:
             await self._tasks.insert_one(document)
         except DuplicateKeyError as exc:
