@@ -13,7 +13,7 @@ from typing import Any
 import bson
 import pytest
 from beanie import Document, init_beanie
-from bson import Binary, DBRef, Decimal128, Int64, ObjectId
+from bson import Binary, DBRef, Decimal128, Int64, ObjectId, Timestamp
 from bson.errors import InvalidDocument
 from pydantic import Field
 from pymongo import (
@@ -123,6 +123,25 @@ async def test_datetimes_come_back_aware_utc_from_every_path(db: EmbeddedDatabas
     (row,) = await cursor.to_list()
     assert row["last"].tzinfo is UTC
     assert row["last"] == local + dt.timedelta(hours=1) - dt.timedelta(microseconds=456)
+
+
+async def test_an_empty_timestamp_in_user_data_is_stored_as_given(db: EmbeddedDatabase) -> None:
+    """A server keeps ``Timestamp(0, 0)`` nested in a document (it fills in only a top-level
+    field of an insert); mongomock replaced it everywhere with the current time, so a
+    message holding one did not read back or restore as stored."""
+    empty = Timestamp(0, 0)
+    coll = db["stamps"]
+    await coll.insert_one({"_id": 1, "messages": [{"blob": empty, "at": [empty]}]})
+    await coll.update_one({"_id": 1}, {"$set": {"messages.1": {"blob": empty}}})
+    await coll.replace_one({"_id": 2}, {"_id": 2, "nested": {"t": empty}}, upsert=True)
+    await coll.update_one({"_id": 1}, {"$push": {"messages": {"blob": empty}}})
+    first = await coll.find_one({"_id": 1, "messages.blob": empty})
+    assert first is not None and first["messages"] == [
+        {"blob": empty, "at": [empty]}, {"blob": empty}, {"blob": empty}
+    ]
+    assert (await coll.find_one({"_id": 2}))["nested"] == {"t": empty}
+    cursor = await coll.aggregate([{"$match": {"nested.t": empty}}, {"$project": {"_id": 1}}])
+    assert await cursor.to_list() == [{"_id": 2}]
 
 
 async def test_values_pymongo_cannot_encode_fail_like_on_a_server(db: EmbeddedDatabase) -> None:

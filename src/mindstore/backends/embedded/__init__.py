@@ -51,13 +51,15 @@ Layout (each module one concern; imports flow downwards only):
 * `bit_queries` -- `$bitsAllSet` (mongomock lacks it), for the sealed-id filter;
 * `array_ranges` -- `$range` (mongomock lacks it), for analytics over paged tasks;
 * `duplicate_keys` -- duplicate key errors with a server's details;
+* `empty_timestamps` -- an empty BSON timestamp nested in a document stored as given (mongomock
+  replaced it with the current time; a server does so only in an inserted top-level field);
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
 Importing this package imports mongomock; `mindstore` itself imports it only when an
 embedded backend is opened.
 """
 
-from . import array_ranges, bit_queries
+from . import array_ranges, bit_queries, empty_timestamps
 from .client import EmbeddedClient, EmbeddedSession
 from .codec import OUT_CODEC_OPTIONS
 from .collection import EmbeddedCollection
@@ -66,6 +68,7 @@ from .database import EmbeddedDatabase
 
 array_ranges.install()
 bit_queries.install()
+empty_timestamps.install()
 
 __all__ = [
     "OUT_CODEC_OPTIONS",
