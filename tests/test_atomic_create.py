@@ -587,11 +587,19 @@ async def test_a_create_of_other_messages_does_not_take_a_stopped_create_s_pages
     await assert_complete(clean, "T", other)
 
 
-async def test_two_creates_of_one_id_racing_never_mix_their_pages(store: Store) -> None:
+@pytest.mark.parametrize("same_millisecond", [False, True])
+async def test_two_creates_of_one_id_racing_never_mix_their_pages(
+    store: Store, monkeypatch: pytest.MonkeyPatch, same_millisecond: bool
+) -> None:
     """Two creates of one id with other messages, on stores of their own: the second runs
     whole while the first is stopped before one of its writes (every write in turn). One
     of them gets `Conflict`; the task holds the other's history exactly, no page of the
-    loser among its pages, whichever wrote first."""
+    loser among its pages, whichever wrote first (and when both stamp the same `born`)."""
+    if same_millisecond:
+        import mindstore.repositories.tasks as tasks_module
+
+        frozen = tasks_module.utcnow()
+        monkeypatch.setattr(tasks_module, "utcnow", lambda: frozen)
     policy = PagePolicy(2, 1 << 20)
     first_history, second_history = await conversation([], 10), await conversation([], 7)
     counted = paged(store, policy)()

@@ -167,8 +167,8 @@ async def write_pages(
 ) -> None:
     """Write every page of `history`, in order. The caller has checked that no task of
     that id exists, so what stands under a page's id is no task's page: a crashed or
-    running create's, or a deleted task's. It is written over when it is this create's
-    (`born`) or older than `ORPHAN_GRACE`, kept when it holds the same messages (a
+    running create's, or a deleted task's. It is written over when it is older than
+    `ORPHAN_GRACE`, kept when it holds the same messages (a
     retried create's, or a twin racing this one: a message id names one message), and
     otherwise the create stops with `Conflict` before its insert, leaving the other
     create's pages as they are.
@@ -189,15 +189,15 @@ async def write_pages(
 
 
 async def _take_page(pages: Any, tenant: str, document: JSON, stale: datetime) -> None:
-    """Write `document` where no page, this create's page or an orphan older than `stale`
-    stands; leave a page of the same messages; refuse any other."""
-    ours = {"$or": [{"born": document["born"]}, {"born": {"$lt": stale}},
-                    {"born": {"$exists": False}}]}  # fmt: skip
+    """Write `document` where no page or an orphan older than `stale` stands; leave a page
+    of the same messages; refuse any other. (Not told apart by `born`: two creates in
+    one millisecond have the same.)"""
+    orphan = {"$or": [{"born": {"$lt": stale}}, {"born": {"$exists": False}}]}
     ids = [message.get("id") for message in document["messages"]]
     for _ in range(3):  # a page removed between the write and the read: write again
         try:
             await pages.replace_one(
-                {"_id": document["_id"], "tenant": tenant, **ours}, document, upsert=True
+                {"_id": document["_id"], "tenant": tenant, **orphan}, document, upsert=True
             )
             return
         except DuplicateKeyError:
