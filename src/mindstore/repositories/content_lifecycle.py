@@ -12,7 +12,12 @@ from typing import Any
 
 from mindstore.ids import check_name
 from mindstore.model.messages import AnyMessage
-from mindstore.model.plans.redaction import plan_redact, redaction_of
+from mindstore.model.plans.redaction import (
+    covers,
+    plan_redact,
+    plan_withhold_summary,
+    redaction_of,
+)
 from mindstore.repositories.engine import TaskWriter
 from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.port import TaskPort
@@ -43,7 +48,30 @@ class ContentLifecycle:
             await self.scope.payloads.delete_many(
                 {"_id": {"$in": payload_ids}, "tenant": self.scope.tenant}
             )
+        await self._withhold_summaries(task_id, message_id)
         return message
+
+    async def _withhold_summaries(self, task_id: str, message_id: str) -> None:
+        """Withhold each compression summary written from the redacted message (one guarded
+        patch per compression message that still holds one). Like the payloads, these
+        follow the redaction's own update: a crash in between leaves them to the next call
+        of `redact`, which redacts nothing again and finishes them."""
+
+        def compression_messages(query: dict[str, Any]) -> list[Any]:
+            keep = {"$eq": ["$$m.role", "compression"]}
+            filtered = {"$filter": {"input": "$messages", "as": "m", "cond": keep}}
+            return [{"$match": query}, {"$project": {"messages": filtered}}]
+
+        stored = await self.port.filtered(task_id, compression_messages)
+        for compression in await self.port.decode(task_id, stored):  # summaries opened
+            document = compression.to_dict()
+            parts = document.get("content")
+            if isinstance(parts, list) and any(
+                isinstance(part, dict) and covers(part, message_id) for part in parts
+            ):
+                await self.writer.part_verb(
+                    task_id, compression.id, plan_withhold_summary, message_id
+                )
 
     async def watch(self, task_id: str, since_id: str | None = None, *,
                     heartbeat: float | None = None) -> AsyncGenerator[FeedEvent, None]:  # fmt: skip

@@ -106,3 +106,53 @@ def plan_redact(
         paths.append(("metadata", None))
     planner.patch_message(index, message, new, paths, replaces_content=True)
     return planner.finish(new)
+
+
+WITHHELD_SUMMARY = "[summary withheld: a message it covered was redacted]"
+"""What a compression summary becomes when a message it summarised is redacted: it was
+written from that message's content, so keeping it would keep what was redacted."""
+
+
+def covers(part: JSON, message_id: str) -> bool:
+    """Whether a stored compression part's summary was written from `message_id` (the
+    part lists it among the ids compressed so far, and holds a summary not yet withheld)."""
+    cache = part.get("cache")
+    ids = part.get("compressed_message_ids")
+    return (
+        part.get("type") == "compression"
+        and isinstance(ids, list)
+        and message_id in ids
+        and isinstance(cache, dict)
+        and "summary" in cache
+        and cache["summary"] != WITHHELD_SUMMARY
+    )
+
+
+@typed_errors
+def plan_withhold_summary(
+    header: TaskHeader,
+    task_id: str,
+    index: int,
+    message: AnyMessage,
+    redacted_id: str,
+    **kw: Any,
+) -> Plan:
+    """Replace the summary of each compression part of `message` written from the redacted
+    message `redacted_id` by `WITHHELD_SUMMARY`, in one guarded patch; nothing when none
+    is left to replace (a replay)."""
+    planner = Planner(header, task_id, **kw)
+    document = message.to_dict()
+    parts = document.get("content")
+    if message.role != "compression" or not isinstance(parts, list):
+        return planner.finish(message)
+    changed = False
+    for part in parts:
+        if isinstance(part, dict) and covers(part, redacted_id):
+            part["cache"] = {**part["cache"], "summary": WITHHELD_SUMMARY}
+            changed = True
+    if not changed:
+        return planner.finish(message)
+    new = parse_message(document)
+    content = [part.to_dict() for part in new.content]
+    planner.patch_message(index, message, new, [("content", content)], replaces_content=True)
+    return planner.finish(new)
