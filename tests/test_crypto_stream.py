@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from interleaving import hooked
 from mindstore.backup import backup, verify
@@ -116,6 +118,64 @@ async def test_a_streamed_write_sends_only_its_chunk_under_a_keyring(
     assert all(0 < e - p <= 64 for e, p in zip(sent[True], sent[False], strict=True))
 
 
+DELTAS = st.one_of(st.text(max_size=12), st.sampled_from(["mindstore:x", "é" * 600]))
+"""Deltas, with ones stored escaped and ones offloaded (a write that folds the chunks)."""
+
+
+def chunk_lists(value: Any) -> list[list[Any]]:
+    if isinstance(value, dict):
+        own = [value[CHUNKS_KEY]] if isinstance(value.get(CHUNKS_KEY), list) else []
+        return own + [c for v in value.values() for c in chunk_lists(v)]
+    if isinstance(value, list):
+        return [c for v in value for c in chunk_lists(v)]
+    return []
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    kinds=st.lists(st.tuples(st.sampled_from(["text", "text", "reasoning"]), DELTAS), min_size=1,
+                   max_size=25),
+    flush_bytes=st.integers(1, 64),
+)  # fmt: skip
+@example(kinds=[("text", "Hi"), ("text", "a" * 1010)], flush_bytes=1)  # sealed: over 1 KiB
+@example(  # chunks pushed, then folded (an offloaded delta, an escaped one), then pushed
+    kinds=[("text", d) for d in ("Hello", " wor", "é" * 600, "x", "mindstore:x", "y")],
+    flush_bytes=1,
+)
+async def test_any_stream_reads_back_exactly_with_sizes_exact_under_a_keyring(
+    store_factory: Factory, kinds: list[tuple[str, str]], flush_bytes: int
+) -> None:
+    store = await make(store_factory, keyring=keyring())
+    tasks = store.scoped("acme").tasks
+    tid = (await tasks.create(config=CONFIG)).id
+    await tasks.add_human_message(tid, "question")
+    async with tasks.stream(tid, flush_bytes=flush_bytes, flush_ms=3_600_000) as stream:
+        for kind, delta in kinds:
+            await (stream.text(delta) if kind == "text" else stream.reasoning(delta))
+    runs: list[tuple[str, str]] = []
+    for kind, delta in kinds:
+        if runs and runs[-1][0] == kind:
+            runs[-1] = (kind, runs[-1][1] + delta)
+        else:
+            runs.append((kind, delta))
+    assert stream.message_id is not None
+    parts = (await tasks.get_message(tid, stream.message_id)).content  # type: ignore[union-attr]
+    assert [(p.type, getattr(p, "text", None) or getattr(p, "reasoning", "")) for p in parts] == [
+        (kind, text) for kind, text in runs
+    ]
+    document = await store.database["tasks"].find_one({"_id": f"acme/{tid}"})
+    pages = [p async for p in store.database["task_pages"].find({"task": f"acme/{tid}"})]
+    header = await tasks.header(tid)
+    assert header.size_bytes - header.sealed_bytes == sum(
+        bson_size(m) for m in document["messages"]
+    )
+    assert header.sealed_bytes == sum(bson_size(m) for p in pages for m in p["messages"])
+    stored = [c for d in [document, *pages] for chunks in chunk_lists(d) for c in chunks]
+    assert all(is_sealed(chunk) for chunk in stored)
+
+
 async def test_a_reordered_or_moved_chunk_is_refused(store_factory: Factory) -> None:
     ring = keyring()
     store = await make(store_factory, keyring=ring)
@@ -209,6 +269,9 @@ async def plaintext_history(store: Store) -> list[str]:
     for n in range(3):
         tid = await conversation(store)
         await tasks.save_agent_state(tid, AgentState(context_summary=f"{SECRET} state {n}"))
+        async with tasks.stream(tid, flush_bytes=1, flush_ms=3_600_000) as stream:
+            for word in WORDS:  # chunks in the clear, sealed one by one by the sweep
+                await stream.text(word)
         early = await tasks.add_assistant_message(tid)
         told = await tasks.add_human_message(tid, f"{SECRET} to redact {n}")
         for i in range(8):  # the early turn goes into a sealed page
