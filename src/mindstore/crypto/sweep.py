@@ -8,10 +8,18 @@ payloads; after each task its key is saved as the sweep's cursor in the key stor
 sweep cut short (a crash, a kill) resumes after the last task it finished. Each step is
 idempotent: a value already sealed with the newest key is left as it is.
 
+The task document's step covers its messages, its own fields (title, metadata values,
+content, agent state) and its `pending` entries (changes to sealed messages not folded
+into their pages yet, docs/write-paths.md): each entry's value is sealed as the message
+would hold it at its path (`fields.seal_at`), and `pending_at` moves to the new version,
+so a fold that read the entries in the clear before cannot clear the sealed list (its
+clear is guarded by `pending_at`); the next fold writes the sealed values.
+
 Sizes: a page's `size_bytes`, and the task's `size_bytes` and `sealed_bytes`, move by
 what re-sealing changed (the pages' change counted in the task update; if a crash falls
 between them, both task counters miss the same bytes, so the open page's size, which the
-16 MiB guard reads, stays exact).
+16 MiB guard reads, stays exact). The task's counters hold a sealed message's size with
+its pending entries applied, so that is what the sweep measures for them.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from mindstore.crypto.task_fields import (
     seal_payload,
     seal_task_fields,
 )
-from mindstore.errors import Conflict, CryptoError, KeyShredded
+from mindstore.errors import Conflict, CryptoError
 from mindstore.ids import task_id_of
 from mindstore.model.paging import apply_pending
 from mindstore.model.storage_form import bson_size
@@ -166,15 +174,13 @@ class _Sweep:
 
             def reseal(value: Any, message_id: str = message_id, path: str = path) -> Any:
                 opened = open_value_at(value, path, self.keys, self.tenant, task_id, message_id)
-                return seal_at(opened, path, self.keys, self.tenant, task_id, message_id)
+                try:
+                    return seal_at(opened, path, self.keys, self.tenant, task_id, message_id)
+                except CryptoError:  # a path inside a field sealed whole (no planner writes
+                    return value  # one): kept as it is stored
 
-            try:
-                value = _resealed(entry["v"], self.keys, reseal)
-            except CryptoError as exc:
-                if isinstance(exc, KeyShredded):
-                    raise
-                continue  # a path inside a field sealed whole (no planner writes one): kept
-            if value is not None:
+            value = _resealed(entry["v"], self.keys, reseal)
+            if value is not None and value is not entry["v"]:
                 fresh[-1] = {**entry, "v": value}
         if all(a is b for a, b in zip(fresh, pending, strict=True)):
             return None
