@@ -386,3 +386,48 @@ async def plaintext_history_one(store: Store) -> str:
     with unfolded(tasks):
         await tasks.add_text_part(tid, early.id, f"{SECRET} late part")
     return tid
+
+
+class RacingPages:
+    """A database whose `task_pages` changes under the sweep once: the page's `version`
+    moves (as a fold's or a seal's write does) between the sweep's read and its write."""
+
+    def __init__(self, database: Any) -> None:
+        self.database = database
+        self.fired = 0
+
+    def __getitem__(self, name: str) -> Any:
+        collection = self.database[name]
+        if name != "task_pages":
+            return collection
+        racing = self
+
+        class Pages:
+            def __getattr__(self, attribute: str) -> Any:
+                return getattr(collection, attribute)
+
+            async def update_one(self, query: Any, update: Any, **options: Any) -> Any:
+                if not racing.fired and "version" in query:
+                    racing.fired += 1
+                    await collection.update_one({"_id": query["_id"]}, {"$inc": {"version": 1}})
+                return await collection.update_one(query, update, **options)
+
+        return Pages()
+
+
+async def test_a_page_changed_under_the_sweep_is_read_again_not_skipped(
+    store_factory: Factory,
+) -> None:
+    from mindstore.crypto.sweep import reencrypt
+
+    plain = await make(store_factory)
+    tid = await plaintext_history_one(plain)
+    expected = [_shape(m) for m in await plain.scoped("acme").tasks.messages(tid)]
+    store = Store(plain.backend, keyring=keyring(), offload_threshold=1024,
+                  page_policy=SMALL_PAGES)  # fmt: skip
+    assert store.keyring is not None
+    racing = RacingPages(store.database)
+    await reencrypt(racing, await store.keyring.keys("acme", create=True))
+    assert racing.fired == 1
+    assert await raw_leaks(store) == []  # the page the race hit was sealed on a second read
+    assert [_shape(m) for m in await store.scoped("acme").tasks.messages(tid)] == expected

@@ -131,29 +131,46 @@ class _Sweep:
         grew; the task's counters by what the messages grew *with `pending` applied* (the
         size the task's header holds for a sealed message: an entry that replaces a field
         hides what re-sealing that field changed)."""
-        named = {e.get("id") for e in pending if isinstance(e, dict)}
         out = _Pages()
-        async for page in self.database[TASK_PAGES].find({"tenant": self.tenant, "task": key}):
+        query = {"tenant": self.tenant, "task": key}
+        async for row in self.database[TASK_PAGES].find(query, {"_id": 1}):
+            await self._page(row["_id"], task_id, pending, out)
+        return out
+
+    async def _page(self, page_id: Any, task_id: str, pending: list[Any], out: _Pages) -> None:
+        """Re-seal one page, guarded by its `version`: a fold or a seal that changed it
+        meanwhile makes the update match nothing, and the page is read again."""
+        named = {e.get("id") for e in pending if isinstance(e, dict)}
+        pages = self.database[TASK_PAGES]
+        for _attempt in range(ATTEMPTS):
+            page = await pages.find_one({"_id": page_id, "tenant": self.tenant})
+            if page is None:
+                return  # removed meanwhile (a repair, a delete)
             messages = page.get("messages") or []
             fresh = [_message(m, self.keys, self.tenant, task_id) for m in messages]
             new = [f if f is not None else m for f, m in zip(fresh, messages, strict=True)]
-            out.named.update(
-                {m["id"]: m for m in new if isinstance(m, dict) and m.get("id") in named}
-            )
-            if not any(m is not None for m in fresh):
-                continue
-            change = sum(bson_size(n) - bson_size(m) for n, m in zip(new, messages, strict=True)
-                         if isinstance(m, dict))  # fmt: skip
-            result = await self.database[TASK_PAGES].update_one(
-                {"_id": page["_id"], "tenant": self.tenant, "version": page.get("version")},
-                {"$set": {"messages": new}, "$inc": {"size_bytes": change}},
-            )
-            if result.matched_count:
+            if any(m is not None for m in fresh):
+                change = sum(bson_size(n) - bson_size(m)
+                             for n, m in zip(new, messages, strict=True)
+                             if isinstance(m, dict))  # fmt: skip
+                result = await pages.update_one(
+                    {"_id": page_id, "tenant": self.tenant, "version": page.get("version")},
+                    {"$set": {"messages": new}, "$inc": {"size_bytes": change}},
+                )
+                if not result.matched_count:
+                    await asyncio.sleep(0.01)  # a fold or a seal got there first: read again
+                    continue
                 out.grown += sum(_folded_size(n, pending) - _folded_size(m, pending)
                                  for n, m in zip(new, messages, strict=True)
                                  if isinstance(m, dict))  # fmt: skip
                 self.sealed += sum(f is not None for f in fresh)
-        return out
+            out.named.update(
+                {m["id"]: m for m in new if isinstance(m, dict) and m.get("id") in named}
+            )
+            return
+        raise Conflict(
+            f"a page of task {task_id!r}: the re-encryption sweep kept losing to writers"
+        )
 
     def resealed_pending(
         self, pending: list[Any], task_id: str, pages: _Pages
