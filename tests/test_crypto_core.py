@@ -98,7 +98,7 @@ def message_doc() -> dict[str, Any]:
         "status": "completed", "tokens_in": 7, "model_id": "gpt-x", "scope": "s1", "depth": 1,
         "name": "Alice", "metadata": {"k": "private note"},
         "content": [
-            {"type": "text", "text": "hello secret"},
+            {"type": "text", "text": "hello secret", "\u00a7more": [" more secret", " and more"]},
             {"type": "reasoning", "reasoning": "thinking secret", "started_ts": 2.0},
             {"type": "toolCall", "tool_call_id": "c1", "tool_name": "search",
              "args": {"q": "secret query", "$ref": 1}, "is_loading": False},
@@ -164,7 +164,8 @@ def _binaries(value: Any) -> list[Any]:
 
 @pytest.mark.parametrize("path", ["", "content", "content.2", "content.0.text", "finished_ts",
                                   "content.2.is_loading", "content.6.initial_task_config",
-                                  "content.6.initial_task_config.user_prompt", "status", "name"])
+                                  "content.6.initial_task_config.user_prompt", "status", "name",
+                                  "content.0.\u00a7more", "content.0.\u00a7more.1"])
 def test_a_patch_seals_what_a_whole_seal_puts_there(path: str) -> None:
     """Patching a path then opening the message gives what sealing it whole gives."""
     held = keys(1)
@@ -184,6 +185,21 @@ def test_a_patch_seals_what_a_whole_seal_puts_there(path: str) -> None:
     else:
         sealed = patched_value
     assert open_document(sealed, held, "acme", "task-1") == document
+
+
+def test_streamed_chunks_are_sealed_one_by_one_and_bound_to_their_index() -> None:
+    held = keys(1)
+    sealed = seal_document(message_doc(), held, "acme", "task-1")
+    chunks = sealed["content"][0]["\u00a7more"]
+    assert len(chunks) == 2 and all(is_sealed(chunk) for chunk in chunks)
+    assert open_document(sealed, held, "acme", "task-1") == message_doc()
+    sealed["content"][0]["\u00a7more"] = [chunks[1], chunks[0]]  # reordered
+    with pytest.raises(CryptoError):
+        open_document(sealed, held, "acme", "task-1")
+    sealed["content"][0]["\u00a7more"] = chunks
+    sealed["content"][1]["\u00a7more"] = [chunks[0]]  # moved to another part
+    with pytest.raises(CryptoError):
+        open_document(sealed, held, "acme", "task-1")
 
 
 def test_a_patch_inside_a_sealed_field_is_refused() -> None:

@@ -10,7 +10,9 @@ analytics, boundaries, paging, windows and guards read on the server stay in the
   flags, timestamps, kinds, the compression part's indexes and id lists, a config's model
   name and numeric settings); a task entry's `initial_task_config` is a part itself. A
   compression part keeps its `metadata` (the checkpoint: message ids the server-side
-  window filters by) and seals its `cache` (the summary).
+  window filters by) and seals its `cache` (the summary). A streamed part's chunk list
+  (`CHUNKS_KEY`) is a list of ciphertexts, one per chunk, each bound to its index
+  (``content.2.§more.0``): a stream `$push`es each chunk sealed on its own.
 
 A sealed value is bound to (tenant, task id, message id, path in the message), so a
 message keeps its ciphertexts when it moves into a sealed page (the path is relative to
@@ -27,10 +29,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from mindstore.crypto.aead import blank, is_sealed, open_value, seal_value
 from mindstore.errors import CryptoError
+from mindstore.model.storage_form import CHUNKS_KEY
 from mindstore.payloads import MARKER_PREFIX
 
 __all__ = [
     "MESSAGE_CLEAR",
+    "OWN_FIELDS",
     "PART_CLEAR",
     "KeySource",
     "blanked",
@@ -60,6 +64,8 @@ PART_CLEAR = frozenset({
     "sample_rate", "channels", "tool_metadata",
 })  # fmt: skip
 """Part fields stored in the clear (the rest is sealed whole)."""
+OWN_FIELDS = ("title", "metadata", "content", "agent_state")
+"""A task document's own sealed fields beside its messages (`crypto.task_fields`)."""
 NESTED_PART = "initial_task_config"
 """A part field that is a part itself (a task entry's config: its model name stays clear)."""
 
@@ -95,6 +101,13 @@ def _sealer(keys: KeySource, tenant: str, task_id: str, message_id: str) -> Seal
     return seal
 
 
+def _chunks(chunks: list[Any], path: str, seal: Sealer) -> list[Any]:
+    """A streamed part's chunks (`CHUNKS_KEY`), each sealed on its own and bound to its
+    index: a stream pushes them one by one, and a chunk moved to another place in the
+    list (or to another part) does not open."""
+    return [seal(chunk, f"{path}.{i}") for i, chunk in enumerate(chunks)]
+
+
 def _part(part: dict[str, Any], path: str, seal: Sealer) -> dict[str, Any]:
     compression = part.get("type") == "compression"
     out: dict[str, Any] = {}
@@ -104,6 +117,8 @@ def _part(part: dict[str, Any], path: str, seal: Sealer) -> dict[str, Any]:
             out[name] = value
         elif name == NESTED_PART and type(value) is dict:
             out[name] = _part(value, at, seal)
+        elif name == CHUNKS_KEY and type(value) is list:
+            out[name] = _chunks(value, at, seal)
         else:
             out[name] = seal(value, at)
     return out
@@ -176,6 +191,11 @@ def _in_part(value: Any, steps: list[str], at: int, seal: Sealer) -> Any:
         if len(steps) == at + 1:
             return _part(value, path, seal) if type(value) is dict else seal(value, path)
         return _in_part(value, steps, at + 1, seal)
+    if name == CHUNKS_KEY:  # the chunk list, or one chunk (`CHUNKS_KEY.<i>`)
+        if len(steps) == at + 1 and type(value) is list:
+            return _chunks(value, path, seal)
+        if len(steps) == at + 2 and steps[-1].isdigit():
+            return seal(value, path)
     if len(steps) > at + 1:
         raise CryptoError(f"cannot patch inside the sealed part field {name!r}")
     return seal(value, path)
@@ -230,11 +250,11 @@ def blanked(documents: list[Any]) -> list[Any]:
 
 
 def blanked_task(record: Any) -> Any:
-    """A task document with its own sealed fields (title, metadata values, content)
-    blanked as `blanked` does; its messages are left as they are."""
+    """A task document with its own sealed fields (title, metadata values, content,
+    agent state) blanked as `blanked` does; its messages are left as they are."""
     if type(record) is not dict:
         return record
-    own = {name: record[name] for name in ("title", "metadata", "content") if name in record}
+    own = {name: record[name] for name in OWN_FIELDS if name in record}
     return {**record, **blanked([own])[0]}
 
 

@@ -1,14 +1,20 @@
-"""Sealing what is not in a message: a task's title, metadata values and own content
-parts, and offloaded payloads (pure, keys given)."""
+"""Sealing what is not in a message: a task's title, metadata values, own content parts
+and agent-graph state (`agent_state`), and offloaded payloads (pure, keys given).
+
+The agent state (`tasks.save_agent_state`: the context summary, the graph's messages as
+dicts, the interrupt's reason and data) is sealed whole, one ciphertext bound to
+``task.agent_state``: nothing on the server reads inside it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mindstore.crypto.aead import is_sealed, open_value, seal_value
-from mindstore.crypto.fields import KeySource, open_value_at, seal_part
+from mindstore.crypto.fields import OWN_FIELDS, KeySource, open_value_at, seal_part
 
 __all__ = [
+    "AGENT_STATE",
+    "OWN_FIELDS",
     "OWN_METADATA",
     "TASK_CONTENT",
     "open_payload",
@@ -19,6 +25,8 @@ __all__ = [
 
 TASK_CONTENT = "task.content"
 """The path a task's own content parts are bound to (they are not in a message)."""
+AGENT_STATE = "agent_state"
+"""The task-document field of an agent-graph state (sealed whole)."""
 PAYLOAD_FIELD = "payload"
 OWN_METADATA = "mindstore_"
 """Task metadata keys of mindstore's own bookkeeping (a fork's marker, which dialog
@@ -36,10 +44,11 @@ def seal_task_fields(
     fields: dict[str, Any], keys: KeySource, tenant: str, task_id: str
 ) -> dict[str, Any]:
     """Task document fields with `title`, the `metadata` values (keys clear, see
-    `OWN_METADATA`) and the own `content` parts sealed (a new dict)."""
+    `OWN_METADATA`), the own `content` parts and `agent_state` sealed (a new dict)."""
     out = dict(fields)
-    if "title" in out:
-        out["title"] = _seal(out["title"], keys, (tenant, task_id, "", "task.title"))
+    for name in ("title", AGENT_STATE):
+        if name in out:
+            out[name] = _seal(out[name], keys, (tenant, task_id, "", f"task.{name}"))
     metadata = out.get("metadata")
     if type(metadata) is dict:
         out["metadata"] = {
@@ -57,10 +66,10 @@ def seal_task_fields(
 def open_task_fields(
     document: dict[str, Any], keys: KeySource, tenant: str, task_id: str
 ) -> dict[str, Any]:
-    """A task document with its title, metadata values and own content opened (the same
-    dict when it holds no ciphertext)."""
+    """A task document with its title, metadata values, own content and agent state
+    opened (the same dict when it holds no ciphertext)."""
     out: dict[str, Any] | None = None
-    for name in ("title", "metadata"):
+    for name in ("title", "metadata", AGENT_STATE):
         if name in document:
             opened = open_value_at(document[name], f"task.{name}", keys, tenant, task_id)
             if opened is not document[name]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mindstore.crypto import task_fields
+from mindstore.crypto.aead import is_sealed
 from mindstore.crypto.fields import open_document, seal_at, seal_document, seal_part
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.keys import MissingKey, TenantKeys
@@ -103,6 +104,8 @@ class SealingOffloader(Offloader):
         return seal_document(document, keys, self.tenant, self.task_id)
 
     def transform_value(self, value: Any, message_id: str, path: str) -> Any:
+        if is_sealed(value):  # already its stored form (a streamed chunk, sealed when planned)
+            return value
         transformed = self._plain.transform_value(value, message_id, path)
         keys = self._cipher.keys()
         self._seal_payloads(keys)

@@ -26,6 +26,7 @@ from pydantic import Field
 from mindstore.errors import ValidationError
 from mindstore.model.base import JSON, Model
 from mindstore.model.messages import AnyMessage
+from mindstore.model.storage_form import bson_size, escape_keys
 
 START = "__start__"
 """The node an agent graph starts from."""
@@ -253,3 +254,25 @@ class AgentState(Model):
             True after `request_stop`.
         """
         return self.execution_meta.is_stopped_requested()
+
+
+MAX_AGENT_STATE_BYTES = 1 << 20
+"""A stored agent state's limit: it shares the task document with the open messages, and
+the writer's size checks count only the messages."""
+
+
+def agent_state_document(state: Any) -> JSON:
+    """The stored form of an agent-graph state (keys escaped), or `ValidationError`
+    naming `state`: not that model, not storable, or over `MAX_AGENT_STATE_BYTES`."""
+    if not isinstance(state, AgentState):
+        raise ValidationError(
+            f"state must be a mindstore.formats.agent_state.AgentState, got {type(state).__name__}"
+        )
+    try:
+        document: JSON = escape_keys(AgentState.model_validate(state.to_dict()).to_dict())
+        size = bson_size(document)
+    except Exception as exc:  # pydantic's or bson's assorted errors
+        raise ValidationError(f"state cannot be stored: {str(exc)[:200]}") from None
+    if size > MAX_AGENT_STATE_BYTES:
+        raise ValidationError(f"state is {size} bytes stored, over {MAX_AGENT_STATE_BYTES}")
+    return document

@@ -28,12 +28,16 @@ offloaded (a first write of 256 KiB or more).
 
 Every write is a `Plan` applied under the task's version guard by the engine every verb
 uses, with the header's `size_bytes` following the stored form exactly (a chunk adds its
-BSON element). `StreamState` is the writer's memory of what it stored and what is still
-pending; `plan_stream_write` turns it into one `Plan`.
+BSON element). A chunk's stored form comes from the write transform, asked for the chunk
+list with the chunk at its index: under a keyring that is a ciphertext bound to that
+index (`mindstore.crypto.fields`), pushed as it is and counted as sealed. `StreamState`
+is the writer's memory of what it stored and what is still pending; `plan_stream_write`
+turns it into one `Plan`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -325,10 +329,13 @@ def _grow(planner: Planner, index: int, message_id: str, part: StreamedPart, sea
     at = f"content.{part.index}"
     count = len(part.chunks)
     if not sealed and stays_inline(part.base, push_limit) and stored_as_is(chunk, push_limit):
+        stored = _stored_chunks(measure, message_id, part.index, [*([None] * count), chunk])
         guard = {"$size": count} if count else {"$exists": False}
         planner.patches.append(Patch(index, message_id, f"{at}.{CHUNKS_KEY}", chunk,
-                                     push=True, guard=guard))  # fmt: skip
-        grown = element_size(str(count), chunk) if count else element_size(CHUNKS_KEY, [chunk])
+                                     stored=stored[count], push=True, guard=guard))  # fmt: skip
+        grown = (
+            element_size(str(count), stored[count]) if count else element_size(CHUNKS_KEY, stored)
+        )
         planner._resize(index, grown)
         return PartWrite(part.index, "pushed", chunk)
     name = TEXT_FIELD[part.kind]
@@ -339,6 +346,20 @@ def _grow(planner: Planner, index: int, message_id: str, part: StreamedPart, sea
     )
     if part.chunks:
         planner.patches.append(Patch(index, message_id, f"{at}.{CHUNKS_KEY}", None, ABSENT))
-        change -= element_size(CHUNKS_KEY, part.chunks)
+        change -= element_size(
+            CHUNKS_KEY, _stored_chunks(measure, message_id, part.index, part.chunks)
+        )
     planner._resize(index, change)
     return PartWrite(part.index, "folded")
+
+
+def _stored_chunks(transform: DocTransform | None, message_id: str, index: int,
+                   chunks: Sequence[str | None]) -> list[Any]:  # fmt: skip
+    """A part's chunk list as the write transform stores it (under a keyring: each chunk
+    sealed, bound to its index, so `size_bytes` counts the ciphertexts; None stays None)."""
+    if transform is None:
+        return list(chunks)
+    slot: dict[str, Any] = {CHUNKS_KEY: list(chunks)}
+    document = transform({"id": message_id, "content": [None] * index + [slot]})
+    stored: list[Any] = document["content"][index][CHUNKS_KEY]
+    return stored

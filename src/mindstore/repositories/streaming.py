@@ -169,12 +169,10 @@ class MessageStream:
                 base = located["message"] if located is not None else self._message
                 index = located["index"] if located is not None else self._index
                 assert base is not None and index is not None
-                # sizes measured on what the write stores (sealed under a keyring), with a
-                # fresh offloader so measuring registers no payload
+                # sizes measured on what the write stores (under a keyring each chunk is
+                # sealed on its own, bound to its index), with a fresh offloader so
+                # measuring registers no payload
                 measure = self.tasks.port.scope.offloader(self.task_id)
-                # an encrypted tenant's parts are written whole: a chunk list is not one of
-                # the sealed shapes (docs/encryption.md, "Limits")
-                pushes = self.push_chunks and self.tasks.cipher is None
                 planned, stored, writes = plan_stream_write(
                     header,
                     self.task_id,
@@ -182,7 +180,7 @@ class MessageStream:
                     base,
                     written,
                     transform=offloader.transform_document,
-                    push_limit=offloader.threshold if pushes else None,
+                    push_limit=offloader.threshold if self.push_chunks else None,
                     measure=measure.transform_document,
                 )
                 outcome.update(stored=stored, writes=writes)

@@ -30,6 +30,7 @@ from mindstore.clock import utcnow
 from mindstore.crypto.tenant import TenantCipher
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.formats import agent_state as formats_agent_state
+from mindstore.formats.agent_state import MAX_AGENT_STATE_BYTES, agent_state_document
 from mindstore.header_codec import header_from_document, header_to_fields
 from mindstore.ids import check_key, task_key
 from mindstore.ids import check_name as check_key_name
@@ -47,6 +48,7 @@ from mindstore.model.parts import (
     TaskConfigPart,
     TextPart,
 )
+from mindstore.model.plans.agent_step import plan_agent_step
 from mindstore.model.plans.core import Plan
 from mindstore.model.storage_form import bson_size, escape_keys, unescape_keys
 from mindstore.model.task import Task, check_transition
@@ -81,46 +83,15 @@ from mindstore.validation import (
     check_owner,
 )
 
-MAX_AGENT_STATE_BYTES = 1 << 20
-"""A stored agent state's limit: it shares the task document with the open messages, and
-the writer's size checks count only the messages."""
-
-
-def agent_state_document(state: Any) -> JSON:
-    """The stored form of an agent-graph state (keys escaped), or `ValidationError`
-    naming `state`: not that model, not storable, or over `MAX_AGENT_STATE_BYTES`."""
-    if not isinstance(state, formats_agent_state.AgentState):
-        raise ValidationError(
-            f"state must be a mindstore.formats.agent_state.AgentState, got {type(state).__name__}"
-        )
-    try:
-        document: JSON = escape_keys(
-            formats_agent_state.AgentState.model_validate(state.to_dict()).to_dict()
-        )
-        size = bson_size(document)
-    except Exception as exc:  # pydantic's or bson's assorted errors
-        raise ValidationError(f"state cannot be stored: {str(exc)[:200]}") from None
-    if size > MAX_AGENT_STATE_BYTES:
-        raise ValidationError(f"state is {size} bytes stored, over {MAX_AGENT_STATE_BYTES}")
-    return document
-
-
-def plan_agent_step(
-    header: TaskHeader, task_id: str, messages: Sequence[AnyMessage], fields: JSON, **kw: Any
-) -> Plan:
-    """The step's messages appended and `fields` set beside them, one plan (pure)."""
-    plan: Plan = plans.plan_add_messages(header, task_id, messages, **kw)
-    plan.document_set = fields
-    return plan
-
-
 __all__ = [
     "MAX_AGENT_STATE_BYTES",
     "MAX_DOCUMENT_BYTES",
     "READ_FIELDS",
     "RetryPolicy",
     "TaskRepository",
+    "agent_state_document",
     "document_estimate",
+    "plan_agent_step",
 ]
 
 
@@ -598,6 +569,9 @@ class TaskRepository:
         document = agent_state_document(state)
         checked = verbs.check_messages(messages)
         ids = [check_key_name(m.id, "message id") for m in checked]
+        if self.cipher is not None:  # sealed whole (mindstore.crypto.task_fields)
+            await self.cipher.ready(write=True)
+            document = self.cipher.seal_task({"agent_state": document}, task_id)["agent_state"]
         await self._verb(
             task_id, plan_agent_step, checked, {"agent_state": document}, ids=ids,
             replay=lambda stored: None,
@@ -614,8 +588,13 @@ class TaskRepository:
 
         Raises:
             NotFound: No such task in this view.
+            KeyShredded: The tenant's keys were shredded (a state sealed under a keyring).
+            CryptoError: The stored state was not sealed for this tenant and task.
         """
         document = await self.port.scope.find_task(task_id, {"agent_state": 1})
+        if self.cipher is not None:  # opened (mindstore.crypto.task_fields)
+            await self.cipher.ready()
+            document = self.cipher.open_task(document, task_id)
         stored = document.get("agent_state")
         if stored is None:
             return None

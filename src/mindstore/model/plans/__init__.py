@@ -14,6 +14,7 @@ from mindstore.model.lean_form import (
     full_stored_doc,
     stored_doc,
 )
+from mindstore.model.plans.agent_step import plan_agent_step
 from mindstore.model.plans.core import (
     FROM_VALUE,
     USAGE_COUNTS,
@@ -99,6 +100,7 @@ __all__ = [
     "plan_add_text_part",
     "plan_add_tool_call_part",
     "plan_add_tool_result_message",
+    "plan_agent_step",
     "plan_answer_tool_call",
     "plan_finish_assistant_message",
     "resolve_ts",
