@@ -11,7 +11,7 @@ import gzip
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -29,7 +29,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 
-from mindstore.backup import backup, restore, verify
+from mindstore.backup import backup, erase, restore, verify
 from mindstore.collection_names import (
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
@@ -131,6 +131,18 @@ def notes_graph(checkpointer: Any) -> Any:
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "approve")
     builder.add_edge("approve", "agent")
+    return builder.compile(checkpointer=checkpointer)
+
+
+class OnlyNotes(TypedDict):
+    notes: str
+
+
+def notes_only(checkpointer: Any) -> Any:
+    """A graph without messages: its state lives in the saver's documents alone."""
+    builder = StateGraph(OnlyNotes)
+    builder.add_node("more", lambda state: {"notes": state["notes"] + " and " + "y" * 70})
+    builder.add_edge(START, "more")
     return builder.compile(checkpointer=checkpointer)
 
 
@@ -468,10 +480,17 @@ async def test_shred_makes_threads_and_their_backups_unreadable(
     assert store.keyring is not None
     graph = await graph_on(store, "t1", QUESTIONS[:1])
     other = await graph_on(store, "t1", QUESTIONS[:1], tenant="globex")
+    bare = notes_only(MindstoreSaver(store.scoped("acme")))
+    only = {"configurable": {"thread_id": "n1"}}
+    await bare.ainvoke({"notes": f"{SECRET} start"}, only)
     await backup(store, tmp_path / "before")
     await store.keyring.shred("acme")
     config = config_of("t1")
     saver = MindstoreSaver(store.scoped("acme"))
+    # what only the saver's documents hold is refused too (not only the messages tasks)
+    for bare_read in (bare.aget_state(only), bare.ainvoke({"notes": "again"}, only)):
+        with pytest.raises(KeyShredded):
+            await bare_read
     for read in (saver.aget_tuple(config), graph.aget_state(config), history(graph, config)):
         with pytest.raises(KeyShredded):
             await read
@@ -489,6 +508,13 @@ async def test_shred_makes_threads_and_their_backups_unreadable(
     await restore(elsewhere, tmp_path / "before")
     with pytest.raises(CryptoError):
         await MindstoreSaver(elsewhere.scoped("acme")).aget_tuple(config)
+    # the saver cannot delete a shredded thread (it reads sealed fields); erase can
+    with pytest.raises(KeyShredded):
+        await saver.adelete_thread("t1")
+    await erase(store, "acme")
+    for name in LANGGRAPH:
+        assert await store.database[name].count_documents({"tenant": "acme"}) == 0
+    assert await store.database[LANGGRAPH_CHECKPOINTS].count_documents({"tenant": "globex"}) > 0
 
 
 # -- ADK -----------------------------------------------------------------------------------
