@@ -415,10 +415,11 @@ async def test_a_plaintext_thread_is_sealed_by_the_sweep_even_after_a_crash(
 
 class Crashing:
     """A database whose updates fail after `after` of them (a sweep killed midway), or
-    that runs `before` once ahead of the first update of `collection` (a racing writer)."""
+    that runs `before(doc_id)` once ahead of the first update of `collection` (a writer
+    racing the sweep on the document it is about to rewrite)."""
 
     def __init__(self, database: Any, *, after: int = 10**9, error: type[Exception] = RuntimeError,
-                 before: Callable[[], Awaitable[None]] | None = None,
+                 before: Callable[[str], Awaitable[None]] | None = None,
                  collection: str = "") -> None:  # fmt: skip
         self.database, self.after, self.error = database, after, error
         self.before, self.collection = before, collection
@@ -434,19 +435,24 @@ class Crashing:
             async def find_one(self, *args: Any) -> Any:
                 return await raw.find_one(*args)
 
-            async def update_one(self, *args: Any, **kwargs: Any) -> Any:
+            async def update_one(self, filter: Any, *args: Any, **kwargs: Any) -> Any:
                 if owner.after <= 0:
                     raise owner.error
                 owner.after -= 1
                 if owner.before is not None and name == owner.collection:
                     before, owner.before = owner.before, None
-                    await before()
-                return await raw.update_one(*args, **kwargs)
+                    await before(filter["_id"])
+                return await raw.update_one(filter, *args, **kwargs)
 
         return Collection()
 
 
-async def test_the_sweep_never_loses_a_write_made_while_it_reseals(store_factory: Factory) -> None:
+@pytest.mark.parametrize("collection", LANGGRAPH)
+async def test_the_sweep_never_loses_a_write_made_while_it_reseals(
+    store_factory: Factory, collection: str
+) -> None:
+    """A writer changes the very document the sweep has read and is about to rewrite: the
+    sweep's guard sees it, reads again, and the change survives, sealed with the new key."""
     store = await store_factory(keyring=keyring())
     assert store.keyring is not None
     saver = MindstoreSaver(store.scoped("acme"))
@@ -455,21 +461,77 @@ async def test_the_sweep_never_loses_a_write_made_while_it_reseals(store_factory
     assert latest is not None
     await store.database[LANGGRAPH_WRITES].delete_many({"tenant": "acme"})
     await saver.aput_writes(latest.config, [("a", f"{SECRET} one")], "task-1")
+    if collection == LANGGRAPH_BLOBS:  # the notes blobs only: a change keeps their type
+        await store.database[LANGGRAPH_BLOBS].delete_many({"tenant": "acme", "t": "@refmap"})
     await store.keyring.rotate("acme")
+    other = MindstoreSaver(Store(store.backend, keyring=store.keyring).scoped("acme"))
+    changed: dict[str, Any] = {}
 
-    async def racing_writer() -> None:  # a second write of the task lands mid-sweep
-        other = MindstoreSaver(Store(store.backend, keyring=store.keyring).scoped("acme"))
-        await other.aput_writes(latest.config, [("a", f"{SECRET} one"), ("b", f"{SECRET} two")],
-                                "task-1")  # fmt: skip
+    async def racing_writer(doc_id: str) -> None:
+        if collection == LANGGRAPH_WRITES:  # a second write of the task
+            await other.aput_writes(latest.config, [("a", f"{SECRET} one"),
+                                                    ("b", f"{SECRET} two")], "task-1")  # fmt: skip
+        elif collection == LANGGRAPH_CHECKPOINTS:  # the checkpoint put again, new metadata
+            at = {"configurable": {"thread_id": "t1", "checkpoint_ns": "",
+                                   "checkpoint_id": doc_id.rsplit("/", 1)[1]}}  # fmt: skip
+            stored = await other.aget_tuple(at)
+            assert stored is not None
+            parent = stored.parent_config or {"configurable": {"thread_id": "t1"}}
+            metadata = {**stored.metadata, "note": f"{SECRET} changed"}
+            await other.aput(parent, stored.checkpoint, metadata, {})  # type: ignore[arg-type]
+            changed["config"] = at
+        else:  # the blob's bytes replaced, its type kept
+            kind, data = other.serde.dumps_typed(f"{SECRET} changed")
+            assert kind == "msgpack"
+            await other._blobs.update_one({"_id": doc_id, "tenant": "acme", "t": kind},
+                                          {"$set": {"t": kind, "b": data}})  # fmt: skip
+            changed["blob"] = doc_id
 
     keys = await store.keyring.keys("acme")
-    racing = Crashing(store.database, before=racing_writer, collection=LANGGRAPH_WRITES)
+    racing = Crashing(store.database, before=racing_writer, collection=collection)
     await reencrypt_integrations(racing, keys)
-    got = await MindstoreSaver(store.scoped("acme")).aget_tuple(latest.config)
-    assert got is not None
-    written = [(channel, value) for _, channel, value in got.pending_writes]
-    assert written == [("a", f"{SECRET} one"), ("b", f"{SECRET} two")]
-    assert await versions(store, (LANGGRAPH_WRITES,)) == {2}
+    assert await versions(store) == {2}
+    reader = MindstoreSaver(Store(store.backend, keyring=store.keyring).scoped("acme"))
+    if collection == LANGGRAPH_WRITES:
+        got = await reader.aget_tuple(latest.config)
+        assert got is not None
+        written = [(channel, value) for _, channel, value in got.pending_writes]
+        assert written == [("a", f"{SECRET} one"), ("b", f"{SECRET} two")]
+    elif collection == LANGGRAPH_CHECKPOINTS:
+        got = await reader.aget_tuple(changed["config"])
+        assert got is not None and got.metadata["note"] == f"{SECRET} changed"
+    else:
+        raw = await store.database[LANGGRAPH_BLOBS].find_one({"_id": changed["blob"]})
+        opened = await reader._blobs.opened([raw])
+        assert reader.serde.loads_typed((opened[0]["t"], opened[0]["b"])) == f"{SECRET} changed"
+
+
+async def test_a_sweep_and_graphs_running_at_once_lose_nothing(store_factory: Factory) -> None:
+    """The sweep in one store while two graphs write in others (their own key caches and
+    savers), all at once; then every value reads as on a plaintext store, sealed with the
+    newest key after one more sweep."""
+    ring = keyring()
+    store = await store_factory(keyring=ring)
+    plain = await store_factory()
+    assert store.keyring is not None
+    for thread in ("a", "b"):
+        await graph_on(store, thread, QUESTIONS[:1])
+        await graph_on(plain, thread, QUESTIONS[:1])
+    await store.keyring.rotate("acme")
+    writers = [Store(store.backend, keyring=store.keyring) for _ in range(2)]
+    await asyncio.gather(
+        store.keyring.reencrypt("acme"),
+        *(talk(notes_graph(MindstoreSaver(w.scoped("acme"))), thread, QUESTIONS[1:])
+          for w, thread in zip(writers, ("a", "b"), strict=True)),
+    )  # fmt: skip
+    for thread in ("a", "b"):
+        await talk(notes_graph(MindstoreSaver(plain.scoped("acme"))), thread, QUESTIONS[1:])
+    await store.keyring.reencrypt("acme")
+    assert await versions(store) == {2}
+    for thread in ("a", "b"):
+        got = [await history(notes_graph(MindstoreSaver(s.scoped("acme"))), config_of(thread))
+               for s in (store, plain)]  # fmt: skip
+        assert got[0] == got[1]
 
 
 async def test_shred_makes_threads_and_their_backups_unreadable(

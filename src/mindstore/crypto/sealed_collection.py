@@ -16,7 +16,6 @@ keys again once. Only the operations the saver uses are offered.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from mindstore.crypto.integration_fields import open_fields, seal_fields
@@ -93,7 +92,7 @@ class SealedCollection:
 
 
 class SealedCursor:
-    """A cursor whose documents come back opened (`sort`, `limit`, `to_list`, `async for`)."""
+    """A cursor whose documents come back opened (`sort`, `limit`, `to_list`)."""
 
     def __init__(self, owner: SealedCollection, cursor: Any) -> None:
         self._owner = owner
@@ -109,10 +108,6 @@ class SealedCursor:
 
     async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
         return await self._owner.opened(await self._cursor.to_list(length=length))
-
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        async for document in self._cursor:
-            yield (await self._owner.opened([document]))[0]
 
 
 def sealed_collection(collection: Any, name: str, keyring: Keyring | None, tenant: str) -> Any:
