@@ -366,11 +366,14 @@ async def test_rotation_then_the_sweep_reseals_every_integration_document(
     store = await store_factory(keyring=keyring())
     assert store.keyring is not None
     graph = await graph_on(store, "t1", QUESTIONS[:1])
+    config = config_of("t1")
+    early = notes_graph(MindstoreSaver(Store(store.backend, keyring=store.keyring).scoped("acme")))
+    await history(early, config)  # another process: its key cache holds version 1 only
     assert await store.keyring.rotate("acme") == 2
     await talk(graph, "t1", QUESTIONS[1:])
     assert await versions(store) == {1, 2}  # old documents keep key 1, new ones use 2
-    config = config_of("t1")
     before = await history(graph, config)
+    assert await history(early, config) == before  # it meets version 2 and reads the keys
     swept = await store.keyring.reencrypt("acme")
     assert swept.values_sealed > 0
     assert await versions(store) == {2}
@@ -781,6 +784,18 @@ def test_a_store_without_a_keyring_keeps_the_raw_collection() -> None:
     assert sealed_collection(raw, LANGGRAPH_CHECKPOINTS, None, "acme") is raw
     with pytest.raises(CryptoError):
         seal_fields("tasks", "x", {}, _keys(), "acme")
+
+
+async def test_a_sealed_write_that_names_no_document_is_refused(store_factory: Factory) -> None:
+    """The seal binds each value to its document: an update by another filter is refused
+    before anything is written."""
+    store = await store_factory(keyring=keyring())
+    raw = store.database[LANGGRAPH_BLOBS]
+    sealed = sealed_collection(raw, LANGGRAPH_BLOBS, store.keyring, "acme")
+    with pytest.raises(CryptoError, match="must name its document's _id"):
+        await sealed.update_one({"tenant": "acme"}, {"$set": {"t": "json", "b": b"{}"}},
+                                upsert=True)  # fmt: skip
+    assert await raw.count_documents({}) == 0
 
 
 async def test_a_store_without_a_keyring_stores_what_it_stored_before(store: Store) -> None:
