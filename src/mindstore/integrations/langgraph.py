@@ -30,7 +30,8 @@ before by their messages' ids, blobs and writes are written if absent).
 On a store with a keyring the three collections are reached through
 `crypto.sealed_collection`: serialized values, sealed metadata values and fingerprints are
 stored sealed and read opened, ids and keys stay clear (docs/encryption.md, "Integration
-data"); a metadata filter then goes to the server only on the keys left clear.
+data"); a metadata filter then goes to the server only on the keys left clear, and a
+retried put stores the same values under fresh nonces.
 
 Async methods are native; the sync ones run them (see `_sync`). Extended capabilities:
 list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
@@ -93,17 +94,12 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         self.tenant: str = store.tenant
         self.owner: str | None = store.owner
         database = store.store.database
-        keyring = getattr(store.store, "keyring", None)  # sealed on a store with a keyring
-        self._sealed = isinstance(keyring, Keyring)
-        ring = keyring if isinstance(keyring, Keyring) else None
-        self._checkpoints = sealed_collection(
-            database[LANGGRAPH_CHECKPOINTS], LANGGRAPH_CHECKPOINTS, ring, self.tenant
-        )
-        self._writes = sealed_collection(
-            database[LANGGRAPH_WRITES], LANGGRAPH_WRITES, ring, self.tenant
-        )
-        self._blobs = sealed_collection(
-            database[LANGGRAPH_BLOBS], LANGGRAPH_BLOBS, ring, self.tenant
+        keyring = getattr(store.store, "keyring", None)
+        ring = keyring if isinstance(keyring, Keyring) else None  # sealed under a keyring
+        self._sealed = ring is not None
+        self._checkpoints, self._writes, self._blobs = (
+            sealed_collection(database[name], name, ring, self.tenant)
+            for name in (LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS)
         )
         self._tasks = store.tasks
         self.messages_channel = messages_channel
