@@ -25,6 +25,7 @@ from pymongo.errors import DuplicateKeyError
 
 from mindstore.collection_names import DATA_KEYS
 from mindstore.crypto.aead import KEY_BYTES, context_bytes
+from mindstore.crypto.integration_sweep import reencrypt_integrations
 from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.crypto.master import MasterKey
 from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
@@ -213,7 +214,8 @@ class Keyring:
     ) -> SweepProgress:
         """Seal all of the tenant's stored content with its newest data key: after a
         rotation, or to encrypt what was stored before the tenant was (resumable: a sweep
-        cut short goes on after the last task it finished; `crypto.sweep`).
+        cut short goes on after the last task it finished; `crypto.sweep`), then the
+        LangGraph saver's documents (`crypto.integration_sweep`).
 
         Args:
             tenant: The tenant.
@@ -231,7 +233,9 @@ class Keyring:
             Conflict: A task kept changing under the sweep.
         """
         keys = await self.keys(check_key(tenant, "tenant"), create=True)
-        return await reencrypt(self._database, keys, progress=progress, restart=restart)
+        swept = await reencrypt(self._database, keys, progress=progress, restart=restart)
+        swept.values_sealed += await reencrypt_integrations(self._database, keys)
+        return swept
 
     async def status(self, tenant: str) -> KeyStatus:
         """The tenant's key versions and whether they were shredded (no key material;

@@ -27,6 +27,12 @@ Every put and put_writes is exactly once: sent again, right away or after later 
 it stores nothing new (appends are recognised by message ids and content, tasks created
 before by their messages' ids, blobs and writes are written if absent).
 
+On a store with a keyring the three collections are reached through
+`crypto.sealed_collection`: serialized values, sealed metadata values and fingerprints are
+stored sealed and read opened, ids and keys stay clear (docs/encryption.md, "Integration
+data"); a metadata filter then goes to the server only on the keys left clear, and a
+retried put stores the same values under fresh nonces.
+
 Async methods are native; the sync ones run them (see `_sync`). Extended capabilities:
 list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
 """
@@ -52,6 +58,9 @@ from langgraph.checkpoint.base import (
 )
 
 from mindstore.collection_names import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
+from mindstore.crypto.integration_fields import METADATA_CLEAR
+from mindstore.crypto.keyring import Keyring
+from mindstore.crypto.sealed_collection import sealed_collection
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.ids import check_name, is_name
 from mindstore.integrations import langgraph_admin as admin
@@ -85,9 +94,13 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         self.tenant: str = store.tenant
         self.owner: str | None = store.owner
         database = store.store.database
-        self._checkpoints = database[LANGGRAPH_CHECKPOINTS]
-        self._writes = database[LANGGRAPH_WRITES]
-        self._blobs = database[LANGGRAPH_BLOBS]
+        keyring = getattr(store.store, "keyring", None)
+        ring = keyring if isinstance(keyring, Keyring) else None  # sealed under a keyring
+        self._sealed = ring is not None
+        self._checkpoints, self._writes, self._blobs = (
+            sealed_collection(database[name], name, ring, self.tenant)
+            for name in (LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS)
+        )
         self._tasks = store.tasks
         self.messages_channel = messages_channel
         self._loop = current_loop()
@@ -498,6 +511,8 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
             ValidationError: A bad config or filter.
         """
         pushed, conditions = keys.split_filter(filter)
+        if self._sealed:  # sealed metadata values are matched after opening (`conditions`)
+            pushed = {k: v for k, v in pushed.items() if k.removeprefix("md.") in METADATA_CLEAR}
         query = {**self._scope(), **pushed}
         checkpoint_id = None
         if config is not None:

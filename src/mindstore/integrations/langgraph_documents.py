@@ -7,7 +7,9 @@ next `connect()` creates their indexes and binds them for Beanie queries. A stor
 connected before this module was first imported gets them at its next connect; the saver
 itself reads and writes the collections directly and does not need Beanie. The
 collections' names are in `mindstore.collection_names`, where the registry, backup and
-erase find them without importing an integration.
+erase find them without importing an integration. On a store with a keyring the
+serialized bytes, sealed metadata values and the fingerprint chain are ciphertexts (BSON
+binaries, still `bytes`; `mindstore.crypto.integration_fields` says which).
 """
 
 from __future__ import annotations

@@ -1,0 +1,170 @@
+"""Which fields of the LangGraph saver's documents are sealed, and the pure walk that seals,
+opens or inspects them (docs/encryption.md, "Integration data").
+
+The saver (`mindstore.integrations.langgraph`) keeps checkpoints, pending writes and
+channel blobs in collections of its own; everything else an integration stores is a task
+(sealed by `crypto.fields` / `crypto.task_fields`). Sealed here:
+
+* a checkpoint's serialized checkpoint (`c`) and serialized metadata (`mdb`), its inline
+  channel values (`iv.<channel>`), the values of its metadata document (`md`) except
+  `METADATA_CLEAR`, and the fingerprint chain of its messages (`ms.h`, a hash of their
+  content);
+* a pending write's serialized value (`w[i][3]`; a reference to task messages stays clear);
+* a blob's serialized value (`b`).
+
+A serialized value is ``[serde type, bytes]``: only the bytes are sealed, so the stored
+shape (a string and bytes: a ciphertext is a BSON binary) is what backup verify checks
+without keys. Ids, thread ids, namespaces, parent ids, owners, channel names, task paths,
+counts, change counters and references to task messages stay clear: the saver's queries,
+backups, erase and retention read them on the server.
+
+A ciphertext is bound to (tenant, collection and document `_id`, field path), the path
+naming the write's index and channel and the serde type (``iv.answer:msgpack``): moved to
+another document, field or channel, or given another serde type (which would make the
+saver deserialize it otherwise), it does not open (`CryptoError`). Pure: no I/O, keys given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mindstore.collection_names import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
+from mindstore.crypto.aead import Context, is_sealed, key_version, open_value, seal_value
+from mindstore.crypto.fields import KeySource
+from mindstore.errors import CryptoError
+
+__all__ = [
+    "COLLECTIONS",
+    "METADATA_CLEAR",
+    "SEALED_FIELDS",
+    "open_fields",
+    "seal_fields",
+    "stale_values",
+]
+
+METADATA_CLEAR = frozenset({"source", "step", "parents", "run_id"})
+"""Checkpoint metadata keys whose values stay clear: LangGraph's own bookkeeping (what
+wrote the checkpoint, its step, its parents' ids, the run id `delete_for_runs` queries);
+every other value (the application's own metadata, configurable values) is sealed."""
+SEALED_FIELDS: dict[str, tuple[str, ...]] = {
+    LANGGRAPH_CHECKPOINTS: ("c", "mdb", "md", "iv", "ms"),
+    LANGGRAPH_WRITES: ("w",),
+    LANGGRAPH_BLOBS: ("b",),
+}
+"""The top-level fields of each collection that hold ciphertexts (the rest is clear)."""
+COLLECTIONS = tuple(SEALED_FIELDS)
+
+Leaf = Callable[[Any, str], Any]
+"""(a value to seal or open, its field path) -> what is stored or read there."""
+
+
+def _typed(value: Any, path: str, leaf: Leaf) -> Any:
+    """A ``[serde type, bytes]`` pair with its bytes handed to `leaf`, bound to the type."""
+    if type(value) is list and len(value) == 2 and type(value[0]) is str:
+        return [value[0], leaf(value[1], f"{path}:{value[0]}")]
+    return value
+
+
+def _checkpoint(name: str, value: Any, leaf: Leaf) -> Any:
+    if name in ("c", "mdb"):
+        return _typed(value, name, leaf)
+    if type(value) is not dict:
+        return value
+    if name == "md":
+        return {key: item if key in METADATA_CLEAR else leaf(item, f"md.{key}")
+                for key, item in value.items()}  # fmt: skip
+    if name == "iv":
+        return {channel: _typed(item, f"iv.{channel}", leaf) for channel, item in value.items()}
+    if name == "ms" and "h" in value:
+        return {**value, "h": leaf(value["h"], "ms.h")}
+    return value
+
+
+def _writes(value: Any, leaf: Leaf) -> Any:
+    if type(value) is not list:
+        return value
+    out: list[Any] = []
+    for item in value:
+        if (type(item) is list and len(item) == 4 and type(item[2]) is str
+                and isinstance(item[3], bytes)):  # fmt: skip
+            index, channel, kind, data = item
+            item = [index, channel, kind, leaf(data, f"w.{index}.{channel}:{kind}")]
+        out.append(item)
+    return out
+
+
+def _walk(collection: str, fields: dict[str, Any], leaf: Leaf) -> dict[str, Any]:
+    """`fields` (a whole document, a projection of one, or what an update sets) with every
+    sealable value handed to `leaf`; a new dict, the input is not changed."""
+    if collection not in SEALED_FIELDS:
+        raise CryptoError(f"{collection!r} is not a collection of integration documents")
+    out = dict(fields)
+    for name in SEALED_FIELDS[collection]:
+        if name not in out:
+            continue
+        if collection == LANGGRAPH_CHECKPOINTS:
+            out[name] = _checkpoint(name, out[name], leaf)
+        elif collection == LANGGRAPH_WRITES:
+            out[name] = _writes(out[name], leaf)
+        elif isinstance(out[name], bytes):  # a blob: its type is `bt` once it is a reference map
+            kind = fields.get("bt") or fields.get("t") or ""
+            out[name] = leaf(out[name], f"b:{kind}")
+    return out
+
+
+def _left_clear(value: Any) -> bool:
+    """None, and empty bytes (LangGraph's serialized `None`): nothing to hide but a length
+    a ciphertext shows as well."""
+    return value is None or (isinstance(value, bytes) and not is_sealed(value) and not value)
+
+
+def _context(tenant: str, collection: str, doc_id: str, path: str) -> Context:
+    return (tenant, f"{collection}/{doc_id}", "", path)
+
+
+def seal_fields(
+    collection: str, doc_id: str, fields: dict[str, Any], keys: KeySource, tenant: str
+) -> dict[str, Any]:
+    """What to store for `fields` of document `doc_id`: its sealable values sealed with
+    the tenant's current data key (values already sealed, None and empty bytes are left as
+    they are)."""
+    version, key = keys.current()
+
+    def seal(value: Any, path: str) -> Any:
+        if _left_clear(value) or is_sealed(value):
+            return value
+        return seal_value(value, key, version, _context(tenant, collection, doc_id, path))
+
+    return _walk(collection, fields, seal)
+
+
+def open_fields(
+    collection: str, doc_id: str, document: dict[str, Any], keys: KeySource, tenant: str
+) -> dict[str, Any]:
+    """A stored document (or projection) with its ciphertexts opened; plaintext stored
+    before the tenant was encrypted reads as it is. A ciphertext not sealed for its place:
+    `CryptoError`; the tenant's keys shredded: `KeyShredded`."""
+
+    def open_one(value: Any, path: str) -> Any:
+        if not is_sealed(value):
+            return value
+        return open_value(value, keys.key, _context(tenant, collection, doc_id, path))
+
+    return _walk(collection, document, open_one)
+
+
+def stale_values(collection: str, document: dict[str, Any], version: int) -> int:
+    """How many sealable values of a stored document are not sealed with data key
+    `version` (plaintext from before the tenant was encrypted, or an older key): what the
+    re-encryption sweep re-seals."""
+    stale = 0
+
+    def count(value: Any, _path: str) -> Any:
+        nonlocal stale
+        if not _left_clear(value) and (not is_sealed(value) or key_version(value) != version):
+            stale += 1
+        return value
+
+    _walk(collection, document, count)
+    return stale
