@@ -6,7 +6,11 @@ docs/integrations.md lists them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,10 +21,11 @@ from agents import Agent, RunConfig, Runner, SQLiteSession
 from agents.items import ModelResponse
 from agents.memory.session_settings import SessionSettings
 from agents.models.interface import Model
+from agents.testing import ScriptedModel, assistant_message
 from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
-from mindstore.errors import ValidationError
+from mindstore.errors import ValidationError, WrongType
 from mindstore.integrations.openai_agents import MindstoreSession
 
 
@@ -178,11 +183,160 @@ async def test_the_runner_leaves_out_a_result_whose_call_the_limit_cut_off(open_
     assert model.inputs[-1] == [history[-1], {"role": "user", "content": "What about tomorrow?"}]
 
 
-async def test_an_item_that_cannot_be_stored_is_refused_and_the_session_stays_usable(acme):
-    """SQLiteSession raises json's TypeError; the store's typed error names the item."""
-    session = MindstoreSession("rollback_test", acme)
-    with pytest.raises(ValidationError, match=r"items\[0\]"):
-        await session.add_items([{"role": "user", "content": object()}])
-    assert await session.get_items() == []
+NOT_JSON = [object(), {1, 2}, datetime(2026, 1, 2, 3, 4, 5, 678901), b"bytes", Replies]
+
+
+@pytest.mark.parametrize("value", NOT_JSON, ids=["object", "set", "datetime", "bytes", "class"])
+async def test_an_item_that_is_not_json_is_refused_with_a_type_error(open_session, value):
+    """SQLiteSession stores `json.dumps(item)` and raises its TypeError (the SDK's tests expect
+    one); the store's `WrongType` is one. The whole call is refused, nothing is stored, and the
+    session stays usable."""
+    session = open_session("rollback_test")
+    await session.add_items([{"role": "user", "content": "kept"}])
+    with pytest.raises(TypeError):
+        await session.add_items([{"role": "user", "content": "lost"},
+                                 {"role": "user", "content": value}])  # fmt: skip
+    with pytest.raises(TypeError):
+        await session.add_items([{"role": "user", "content": "lost", "extra": {"deep": [value]}}])
+    assert contents(await session.get_items()) == ["kept"]
     await session.add_items([{"role": "user", "content": "after failure"}])
-    assert contents(await session.get_items()) == ["after failure"]
+    assert contents(await session.get_items()) == ["kept", "after failure"]
+
+
+async def test_a_refused_item_is_named_with_the_stores_typed_error(acme):
+    session = MindstoreSession("named", acme)
+    with pytest.raises(WrongType, match=r"items\[1\]"):
+        await session.add_items([{"role": "user", "content": "ok"},
+                                 {"role": "user", "content": object()}])  # fmt: skip
+    circular: dict[str, Any] = {"role": "user", "content": "loop"}
+    circular["self"] = circular
+    with pytest.raises(ValidationError, match=r"items\[0\]"):  # json's ValueError, as SQLite's
+        await session.add_items([circular])
+    assert await session.get_items() == []
+
+
+AS_JSON = [{1: "a", "b": (2, 3)}, [(1, 2), {"x": None}], float("inf"), "\u2028 \x7f",
+           {"nested": {"$ne": 1, "a.b": 2}}]  # fmt: skip
+
+
+@pytest.mark.parametrize("extra", AS_JSON)
+async def test_an_item_reads_back_as_its_json_as_sqlite_gives_it_back(open_session, extra):
+    """Keys become strings, tuples lists: `json.loads(json.dumps(item))`, on both sessions."""
+    session = open_session("as_json")
+    item = {"role": "user", "content": "x", "extra": extra}
+    await session.add_items([item])
+    assert await session.get_items() == [json.loads(json.dumps(item))]
+
+
+async def test_one_session_from_five_threads_each_running_a_loop_of_its_own(open_session, store):
+    """The SDK's `test_sqlite_session_concurrent_access`: five worker threads, each item added
+    from a new event loop of its own while the test's own loop waits blocked; every item is
+    stored once. Threads are joined with a deadline: a hang fails the test, not the run."""
+    if store.kind != "embedded":
+        pytest.skip("a MongoDB client is bound to the event loop it was first used on")
+    session = open_session("concurrent_test")
+    items = [{"role": "user", "content": f"Message {i}"} for i in range(10)]
+    failures: list[BaseException] = []
+
+    def add_each(mine: list[dict[str, Any]]) -> None:
+        for item in mine:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(session.add_items([item]))
+            except BaseException as exc:  # reported by the test's thread
+                failures.append(exc)
+            finally:
+                loop.close()
+
+    workers = [threading.Thread(target=add_each, args=(items[n::5],), daemon=True)
+               for n in range(5)]  # fmt: skip
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + 30  # far above the well-under-a-second they need
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    assert not [worker for worker in workers if worker.is_alive()], "a thread hung"
+    assert not failures, failures
+    stored = contents(await session.get_items())
+    assert sorted(stored) == sorted(item["content"] for item in items)
+
+
+def sync_run(agent: Agent, question: Any, **kwargs: Any) -> Any:
+    """`Runner.run_sync` in a new event loop of its own (as the SDK's tests run it)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return Runner.run_sync(agent, question, **kwargs)
+    finally:
+        loop.close()
+
+
+async def run_by(method: str, agent: Agent, question: Any, session: Any) -> Any:
+    config = RunConfig(tracing_disabled=True)
+    if method == "run_sync":
+        return await asyncio.to_thread(sync_run, agent, question, session=session,
+                                       run_config=config)  # fmt: skip
+    if method == "run_streamed":
+        result = Runner.run_streamed(agent, question, session=session, run_config=config)
+        async for _ in result.stream_events():
+            pass
+        return result
+    return await Runner.run(agent, question, session=session, run_config=config)
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+async def test_memory_through_every_runner_method(open_session, store, method):
+    """The SDK's `test_session_memory_basic_functionality_parametrized` and
+    `test_session_memory_different_sessions_parametrized`."""
+    if method == "run_sync" and store.kind != "embedded":
+        pytest.skip("a MongoDB client is bound to the event loop it was first used on")
+    said = ["What city is the Golden Gate Bridge in?", "What state is it in?", "I like dogs"]
+    replies = ["San Francisco", "California", "Dogs are great"]
+    model = ScriptedModel()
+    model.extend([[assistant_message(text)] for text in replies])
+    agent = Agent(name="test", model=model)
+    session, other = open_session("test_session_123"), open_session("other")
+    assert (await run_by(method, agent, said[0], session)).final_output == replies[0]
+    assert (await run_by(method, agent, said[1], session)).final_output == replies[1]
+    assert len(model.calls[-1].input) == 3  # the history came along
+    await run_by(method, agent, said[2], other)
+    assert model.calls[-1].input == [{"role": "user", "content": said[2]}]
+    assert contents(await session.get_items()) == [said[0], replies[0], said[1], replies[1]]
+
+
+@pytest.mark.parametrize("operation", ["add", "pop", "clear"])
+async def test_a_cancelled_write_is_all_or_nothing_and_cancelled(open_session, operation):
+    """The contract part of the SDK's `test_sqlite_session_post_commit_cancellation_propagates_
+    after_known_outcome` (the rest pauses SQLite's commit): a write cancelled at any point of
+    its way raises `CancelledError` to its caller and leaves the session either before or
+    after it; a retried add then stores its items once (MindstoreSession; SQLiteSession would
+    store them again)."""
+    before = [{"role": "user", "content": "once"}, {"role": "assistant", "content": "twice"}]
+    more = [{"role": "user", "content": "again"}, {"role": "assistant", "content": "and again"}]
+    after = {"add": [*before, *more], "pop": before[:1], "clear": []}[operation]
+
+    def start(session: Any) -> Any:
+        if operation == "add":
+            return session.add_items(more)
+        return session.pop_item() if operation == "pop" else session.clear_session()
+
+    cancelled = 0
+    for ticks in range(200):
+        session = open_session(f"cancel_{operation}_{ticks}")
+        await session.add_items(before)
+        mutation = asyncio.create_task(start(session))
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        if mutation.done():
+            assert await session.get_items() == after
+            break
+        mutation.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await mutation
+        cancelled += 1
+        assert await session.get_items() in (before, after)
+        if operation == "add" and isinstance(session, MindstoreSession):
+            await session.add_items(more)  # the caller's retry: stored once, whichever it was
+            assert await session.get_items() == after
+    assert cancelled and mutation.done()

@@ -8,7 +8,8 @@ a user item a `UserMessage`, a `function_call` an `AssistantMessage` holding a
 `ToolCallPart` (tracked in the header until its `function_call_output` arrives as a
 `ToolMessage`), reasoning a `ReasoningPart`. Whatever the item says beyond the typed model
 is kept in the message's metadata, so `get_items()` gives back exactly the items that were
-added.
+added, as their JSON (what `SQLiteSession` stores; a value JSON cannot hold is refused with
+`WrongType`, a `TypeError` like the SDK's).
 
 Behaviour matches the SDK's `SQLiteSession` for the same calls: `get_items(limit=N)` is
 exactly the latest N items (the Runner itself leaves out a tool result whose call fell
@@ -29,6 +30,7 @@ Usage and model of each model response come through `UsageHooks`
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -118,29 +120,33 @@ class MindstoreSession(TaskSession):
         """Store items: one message per item, all in one atomic write (refused whole if one is
         malformed). Exactly once: the same items again, right after themselves, store nothing.
 
+        Each item is stored as its JSON says it, as `SQLiteSession` stores `json.dumps(item)`:
+        `get_items()` gives back `json.loads(json.dumps(item))` (keys strings, tuples lists).
         The session's task is created on the first write, with the session's owner and title.
 
         Args:
-            items: The SDK's input or output items (dicts or SDK models).
+            items: The SDK's input items (dicts of JSON values).
 
         Raises:
+            WrongType: A value JSON cannot hold (a `TypeError`, as `SQLiteSession` raises).
             ValidationError: An item that cannot be stored (nothing is written).
         """
         if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
             raise ValidationError("items must be a list of Responses input items")
         if not items:
             return
+        items = [as_json(item, f"items[{index}]") for index, item in enumerate(items)]
         messages: list[AnyMessage] = []
         sources: list[Any] = []  # the item each message came from (one message per item)
         for index, item in enumerate(items):
             try:
                 converted = from_responses([item])
             except ValidationError as exc:
-                raise ValidationError(f"items[{index}]: {exc}") from None
+                raise type(exc)(f"items[{index}]: {exc}") from None
             messages.extend(converted)
             sources.extend([item] * len(converted))
         settle(messages)
-        batch = digest(list(items))
+        batch = digest(items)
         taken, self._reported = self._reported, []
         try:
             attribute(sources, messages, taken)
@@ -339,6 +345,34 @@ def session_settings_of(value: SessionSettings | Mapping[str, Any] | None) -> Se
     if settings.limit is not None:
         check_int(settings.limit, "session_settings.limit")
     return settings
+
+
+def as_json(item: Any, where: str) -> Any:
+    """The item as its JSON says it: what `SQLiteSession` stores (`json.dumps`) and gives back.
+
+    Items are JSON (the Runner sends them to the model as such), so a value JSON cannot hold
+    (a datetime, bytes, a set, an object) is refused as the SDK's session refuses it, rather
+    than stored as something that would come back different; keys become strings and tuples
+    lists, as they do in SQLite.
+
+    Args:
+        item: One item, as the caller passed it.
+        where: Its place in the call (`items[3]`), for the error.
+
+    Returns:
+        `json.loads(json.dumps(item))`.
+
+    Raises:
+        WrongType: A value of a type JSON cannot hold.
+        ValidationError: A value that refers to itself.
+    """
+    try:
+        text = json.dumps(item)
+    except TypeError as exc:
+        raise WrongType(f"{where}: not JSON: {exc}") from None
+    except ValueError as exc:  # a circular reference
+        raise ValidationError(f"{where}: not JSON: {exc}") from None
+    return json.loads(text)
 
 
 def batch_ids(after: str, batch: str, count: int) -> list[str]:
