@@ -152,13 +152,17 @@ async def run_script(store: Store, tasks: Any) -> list[Step]:
     return steps
 
 
-def check_paging_costs(step: Step) -> None:
+def check_paging_costs(step: Step, *, summaries_read: bool = False) -> None:
     """What paging adds to a verb, and only that (nothing at all while the history fits
     in the task document): reads of a sealed page for an earlier message the verb changes
     or requires (which message holds a call, whether referenced ids are stored); a seal
     after the write exactly when it moved the paging mark; a fold after a change to a
-    sealed message."""
+    sealed message. `summaries_read`: the verb also read the task's compression messages,
+    sealed pages included (one aggregate)."""
     on_pages = [c.name for c in step.own if c.collection == "task_pages"]
+    if summaries_read and step.sealed[0]:
+        assert "aggregate" in on_pages, (step.name, on_pages)
+        on_pages.remove("aggregate")
     assert bool(on_pages) == step.earlier_sealed and set(on_pages) <= {"find", "aggregate"}, (
         step.name, on_pages)  # fmt: skip
     sealed = step.sealed[1] > step.sealed[0]
@@ -221,8 +225,11 @@ async def test_every_verb_cold_reads_once_then_updates(store):
         # one read of the header with the last message; a part verb on an earlier
         # message would need one more (none in this script: they all change the last)
         on_task = [c.name for c in step.own if c.collection == "tasks"]
-        assert on_task == ["find", "update"], (step.name, step.own.names())
-        check_paging_costs(step)
+        # redact then looks for compression summaries written from the message, unless it
+        # knows the message is the last (a store without a header cache does not)
+        looks = ["aggregate"] if step.name == "redact" else []
+        assert on_task == ["find", "update", *looks], (step.name, step.own.names())
+        check_paging_costs(step, summaries_read=bool(looks))
 
 
 async def test_a_warm_append_costs_the_same_at_any_history_length(acme, store):

@@ -55,7 +55,13 @@ class ContentLifecycle:
         """Withhold each compression summary written from the redacted message (one guarded
         patch per compression message that still holds one). Like the payloads, these
         follow the redaction's own update: a crash in between leaves them to the next call
-        of `redact`, which redacts nothing again and finishes them."""
+        of `redact`, which redacts nothing again and finishes them. A compression message
+        only covers messages before it, so nothing is read when the redacted message is
+        the task's last (as the header this store just wrote says)."""
+        cached = self.scope.cached(task_id)
+        last = cached.header.tail if cached is not None else None
+        if last is not None and last.id == message_id:
+            return
 
         def compression_messages(query: dict[str, Any]) -> list[Any]:
             keep = {"$eq": ["$$m.role", "compression"]}
