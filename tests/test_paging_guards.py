@@ -1,0 +1,58 @@
+"""Paging guards that no other test broke: each test here fails with its guard removed.
+
+Found by breaking every guard of the paging and exactly-once machinery one at a time
+(docs/write-paths.md, "Paged storage"); tests/test_paging_races.py covers the others.
+As there, writers are separate "processes" (sibling stores: own locks and header caches)
+on one database, and the race lands at an exact point (`interleaving.hooked`), no sleeps.
+"""
+
+from __future__ import annotations
+
+from conftest import StoreFactory
+from interleaving import hooked
+from mindstore import PagePolicy
+from mindstore.model.parts import ToolCallPart
+from test_paging_races import CONFIG, answered_calls, answers, check_stored, ids, raw_task
+
+BIG = 600_000
+"""Characters of a large message: four of them put the open page past twice the default
+page's bytes (2 MiB), so the default page size makes the task due for a seal."""
+
+
+async def test_a_writer_that_never_seals_still_stops_a_seal_by_the_default_page_size(
+    stores: StoreFactory,
+) -> None:
+    """A process with the default page size seals a task; meanwhile a process that never
+    seals (page_policy=None) answers a call held by a message being moved. Its write does
+    not know the sealer's page size, so it counts a change to an earlier open message
+    (`patched`) whenever the task is due by its own page size or by the default one
+    (`TaskWriter._seal_may_run`): the seal then matches nothing, and the copy it read
+    (call still open) never replaces the answered one."""
+    unpaged = {"page_policy": None, "offload_threshold": 10**9}
+    builder = stores.sibling(**unpaged).scoped("acme")
+    other = stores.sibling(**unpaged).scoped("acme")
+    sealer = stores.sibling(page_policy=PagePolicy(), offload_threshold=10**9).scoped("acme")
+    tid = (await builder.tasks.create(config=CONFIG)).id
+    asked = await builder.tasks.add_assistant_message(tid, message_id="a0")
+    await builder.tasks.add_tool_call_part(
+        tid, asked.id, ToolCallPart(tool_call_id="c0", tool_name="search", args={})
+    )
+    for i in range(3):
+        await builder.tasks.add_human_message(tid, f"{i}" * BIG, message_id=f"b{i}")
+    assert (await raw_task(builder, tid)).get("pages", 0) == 0
+
+    async def answer() -> None:
+        await other.tasks.answer_tool_call(tid, "c0", {"n": 1}, message_id="r0")
+
+    with hooked(sealer.tasks.port.scope, "pages", ("replace_one",), answer) as writes:
+        await sealer.tasks.add_human_message(tid, "3" * BIG, message_id="b3")  # due: seals
+    assert writes.fired == 1
+    assert (await raw_task(sealer, tid)).get("pages", 0) == 0  # the seal lost
+    messages = await sealer.tasks.messages(tid)
+    assert answered_calls(messages) == answers(messages) == {"c0"}
+    assert ids(messages) == await check_stored(sealer, tid)
+    await sealer.tasks.add_human_message(tid, "next", message_id="next")  # seals now
+    messages = await sealer.tasks.messages(tid)
+    assert (await raw_task(sealer, tid))["pages"] >= 1
+    assert answered_calls(messages) == answers(messages) == {"c0"}
+    assert ids(messages) == await check_stored(sealer, tid)
