@@ -8,22 +8,26 @@ on one database, and the race lands at an exact point (`interleaving.hooked`), n
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conftest import StoreFactory
 from interleaving import READS, hooked
-from mindstore import PagePolicy
+from mindstore import PagePolicy, TenantStore
 from mindstore.errors import NotFound
 from mindstore.model.parts import ToolCallPart
 from test_paging_races import (
     CONFIG,
     READS_OF_A_HISTORY,
     SMALL,
+    _forge,
     answered_calls,
     answers,
     check_stored,
     grow,
     ids,
+    make_namesakes,
     raw_task,
 )
 
@@ -109,3 +113,29 @@ async def test_a_read_racing_a_delete_never_returns_a_history_without_its_pages(
         got = await run(reader.tasks, tid)
         pytest.fail(f"read {[m.id for m in got]} of a deleted task")
     assert page_reads.fired == 1
+
+
+@pytest.fixture
+async def namesakes(stores: StoreFactory) -> tuple[TenantStore, TenantStore]:
+    return await make_namesakes(stores)
+
+
+async def test_a_backup_of_one_tenant_never_reads_pages_stored_under_another(
+    namesakes: tuple[TenantStore, TenantStore], stores: StoreFactory, tmp_path: Any
+) -> None:
+    """Both tenants paged, each with a task "T"; pages that claim the other tenant's task
+    (its key, its page numbers) are stored under each tenant. A backup of one tenant reads
+    its own pages only: it completes, and restores the history its reads return."""
+    from mindstore.backup import backup, restore, verify
+
+    for attacker, victim in (namesakes, namesakes[::-1]):
+        await _forge(attacker, victim)
+    for view in namesakes:
+        path = tmp_path / view.tenant
+        await backup(view.store, path, tenant=view.tenant)
+        await verify(path)
+        target = await stores.fresh()
+        await restore(target, path)
+        restored = await target.scoped(view.tenant).tasks.messages("T")
+        expected = await view.tasks.messages("T")
+        assert [m.to_dict() for m in restored] == [m.to_dict() for m in expected]
