@@ -17,6 +17,7 @@ from interleaving import READS, hooked
 from mindstore import PagePolicy, TenantStore
 from mindstore.errors import NotFound
 from mindstore.model.parts import ToolCallPart
+from paging_fixtures import unfolded
 from test_paging_races import (
     CONFIG,
     READS_OF_A_HISTORY,
@@ -139,3 +140,47 @@ async def test_a_backup_of_one_tenant_never_reads_pages_stored_under_another(
         restored = await target.scoped(view.tenant).tasks.messages("T")
         expected = await view.tasks.messages("T")
         assert [m.to_dict() for m in restored] == [m.to_dict() for m in expected]
+
+
+async def test_bringing_a_page_back_for_a_retract_keeps_every_change_to_its_messages(
+    stores: StoreFactory,
+) -> None:
+    """Every message sealed (the open page emptied by retracts), two redactions of sealed
+    messages whose folds failed wait in `pending`. Retracting the last message brings its
+    page back into the task document: first it folds the pending changes into the page;
+    another process commits one more redaction (its fold fails too) before that fold
+    clears the list, so the clear matches nothing. The page must not come back while a
+    change to it is still pending (it would come back without that change, and the
+    change, now above the mark, would be folded nowhere): the retract folds again first."""
+    view = stores.sibling(page_policy=SMALL).scoped("acme")
+    other = stores.sibling(page_policy=SMALL).scoped("acme")
+    tid = (await view.tasks.create()).id
+    written = await grow(view.tasks, tid, 12)
+    while (await raw_task(view, tid))["messages"]:
+        removed = await view.tasks.retract_last(tid)
+        assert removed is not None and removed.id == written.pop()
+    assert (await raw_task(view, tid))["sealed"] == len(written) == 8
+    with unfolded(view.tasks):
+        await view.tasks.redact(tid, "h5", reason="first")
+    assert {e["id"] for e in (await raw_task(view, tid))["pending"]} == {"h5"}
+
+    async def another_redaction() -> None:
+        with unfolded(other.tasks):
+            await other.tasks.redact(tid, "h6", reason="second")
+
+    def clear(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        return "pending" in args[1].get("$unset", {})
+
+    scope = view.tasks.port.scope
+    with hooked(scope, "tasks", ("update_one",), another_redaction, when=clear) as clears:
+        removed = await view.tasks.retract_last(tid, expected_id="h7")
+    assert clears.fired == 1 and removed is not None and removed.id == "h7"
+    messages = await view.tasks.messages(tid)
+    assert ids(messages) == written[:-1] == await check_stored(view, tid)
+    redacted = {m.id: m.to_dict().get("redaction", {}).get("reason") for m in messages}
+    assert (redacted["h5"], redacted["h6"]) == ("first", "second")
+    assert "h6 " not in str(messages[6].to_dict())  # its text is gone
+    await grow(view.tasks, tid, 8, "later")  # sealed again: the redactions stay
+    again = {m.id: m for m in await view.tasks.messages(tid)}
+    assert again["h6"].to_dict()["redaction"]["reason"] == "second"
+    assert not (await raw_task(view, tid)).get("pending")
