@@ -8,6 +8,7 @@ on one database, and the race lands at an exact point (`interleaving.hooked`), n
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from test_paging_races import (
     ids,
     make_namesakes,
     raw_task,
+    sealed_call,
 )
 
 BIG = 600_000
@@ -184,3 +186,59 @@ async def test_bringing_a_page_back_for_a_retract_keeps_every_change_to_its_mess
     again = {m.id: m for m in await view.tasks.messages(tid)}
     assert again["h6"].to_dict()["redaction"]["reason"] == "second"
     assert not (await raw_task(view, tid)).get("pending")
+
+
+async def test_a_fold_that_lost_a_page_to_an_older_fold_keeps_its_changes_pending(
+    stores: StoreFactory,
+) -> None:
+    """Process 2 answers a sealed call and starts folding it (pending list [answer]);
+    before its page write, process 1 adds text to the same message and starts its own fold
+    (list [answer, text]), reading the page. Process 2's page write lands first (the page
+    without the text), then process 1's compare-and-set fails. Process 1 must stop there
+    and leave the list for a later fold: clearing it would lose the text for good."""
+    first = stores.sibling(page_policy=SMALL).scoped("acme")
+    second = stores.sibling(page_policy=SMALL).scoped("acme")
+    tid = (await first.tasks.create(config=CONFIG)).id
+    await sealed_call(first.tasks, tid, first)
+    second_at_its_write, first_read_the_page, second_wrote = (asyncio.Event() for _ in range(3))
+
+    async def second_waits_for_the_first_to_read() -> None:
+        second_at_its_write.set()
+        await first_read_the_page.wait()
+
+    async def second_has_written() -> None:
+        second_wrote.set()
+
+    async def first_waits_for_the_second_to_write() -> None:
+        first_read_the_page.set()
+        await second_wrote.wait()
+
+    def clear(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        return "pending" in args[1].get("$unset", {})
+
+    async def second_answers() -> None:
+        scope = second.tasks.port.scope
+        with (
+            hooked(scope, "pages", ("update_one",), second_waits_for_the_first_to_read),
+            hooked(scope, "tasks", ("update_one",), second_has_written, when=clear),
+        ):
+            await second.tasks.answer_tool_call(tid, "c0", {"n": 1}, message_id="r0")
+
+    async def first_adds_text() -> None:
+        await second_at_its_write.wait()
+        scope = first.tasks.port.scope
+        with hooked(scope, "pages", ("update_one",), first_waits_for_the_second_to_write):
+            await first.tasks.add_text_part(tid, "a0", "late text")
+
+    await asyncio.gather(second_answers(), first_adds_text())
+    assert second_wrote.is_set()
+    message = await first.tasks.get_message(tid, "a0")
+    assert message is not None and message.text() == "late text"
+    assert answered_calls([message]) == {"c0"}
+    assert (await raw_task(first, tid)).get("pending")  # both changes wait for a fold
+    await first.tasks.add_human_message(tid, "next", message_id="next")  # folds them
+    assert not (await raw_task(first, tid)).get("pending")
+    message = await second.tasks.get_message(tid, "a0")
+    assert message is not None and message.text() == "late text"
+    assert answered_calls([message]) == {"c0"}
+    assert "next" in await check_stored(first, tid)
