@@ -242,3 +242,35 @@ async def test_a_fold_that_lost_a_page_to_an_older_fold_keeps_its_changes_pendin
     assert message is not None and message.text() == "late text"
     assert answered_calls([message]) == {"c0"}
     assert "next" in await check_stored(first, tid)
+
+
+async def test_a_late_fold_never_puts_back_what_a_redaction_removed(stores: StoreFactory) -> None:
+    """Process 2 adds text to a sealed message and starts folding it; between its read of
+    the page's bounds and its read of the page, process 1 redacts the message and folds
+    both changes (the page now reflects a later version than process 2's list). Process 2
+    must leave that page alone: applying its older entry again would put the redacted text
+    back into the page."""
+    first = stores.sibling(page_policy=SMALL).scoped("acme")
+    second = stores.sibling(page_policy=SMALL).scoped("acme")
+    tid = (await first.tasks.create(config=CONFIG)).id
+    await sealed_call(first.tasks, tid, first)
+
+    def fold_page_read(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        projection = args[1] if len(args) > 1 else kwargs.get("projection") or {}
+        return "size_bytes" in projection  # the fold's read of a page it may change
+
+    async def first_redacts() -> None:
+        await first.tasks.redact(tid, "a0", reason="gone")
+        assert not (await raw_task(first, tid)).get("pending")  # folded into the page
+
+    scope = second.tasks.port.scope
+    with hooked(scope, "pages", ("find_one",), first_redacts, when=fold_page_read) as reads:
+        await second.tasks.add_text_part(tid, "a0", "secret text")
+    assert reads.fired == 1
+    pages = await first.store.database["task_pages"].find({"tenant": "acme"}).to_list(None)
+    assert "secret text" not in str(pages)
+    for view in (first, second):
+        message = await view.tasks.get_message(tid, "a0")
+        assert message is not None and "secret text" not in str(message.to_dict())
+        assert message.to_dict()["redaction"]["reason"] == "gone"
+    await check_stored(first, tid)
