@@ -274,3 +274,29 @@ async def test_a_late_fold_never_puts_back_what_a_redaction_removed(stores: Stor
         assert message is not None and "secret text" not in str(message.to_dict())
         assert message.to_dict()["redaction"]["reason"] == "gone"
     await check_stored(first, tid)
+
+
+async def test_a_fold_writes_an_entry_only_into_the_message_it_names(
+    stores: StoreFactory,
+) -> None:
+    """A pending entry whose index holds another message (a state only a buggy or hostile
+    writer leaves: indexes below the mark never move while entries wait) is not folded
+    into the message at that index."""
+    view = stores.sibling(page_policy=SMALL).scoped("acme")
+    tid = (await view.tasks.create()).id
+    await grow(view.tasks, tid, 12)
+    document = await raw_task(view, tid)
+    assert document["sealed"] > 4
+    before = [(m.id, m.to_dict()["content"]) for m in await view.tasks.messages(tid)]
+    forged = {"id": "h2", "i": 3, "p": "content", "v": [{"type": "text", "text": "forged"}]}
+    await view.store.database["tasks"].update_one(
+        {"_id": document["_id"]},
+        {"$set": {"pending": [forged], "pending_at": document["version"]}},
+    )
+    other = stores.sibling(page_policy=SMALL).scoped("acme")  # reads the state: folds
+    await other.tasks.add_human_message(tid, "next", message_id="next")
+    assert not (await raw_task(view, tid)).get("pending")
+    pages = await view.store.database["task_pages"].find({"tenant": "acme"}).to_list(None)
+    assert "forged" not in str(pages)
+    after = [(m.id, m.to_dict()["content"]) for m in await view.tasks.messages(tid)]
+    assert after[:-1] == before
