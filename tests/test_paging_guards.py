@@ -16,7 +16,7 @@ import pytest
 from conftest import StoreFactory
 from interleaving import READS, hooked
 from mindstore import PagePolicy, TenantStore
-from mindstore.errors import NotFound
+from mindstore.errors import InvalidTransition, NotFound
 from mindstore.model.parts import ToolCallPart
 from paging_fixtures import unfolded
 from test_paging_races import (
@@ -300,3 +300,28 @@ async def test_a_fold_writes_an_entry_only_into_the_message_it_names(
     assert "forged" not in str(pages)
     after = [(m.id, m.to_dict()["content"]) for m in await view.tasks.messages(tid)]
     assert after[:-1] == before
+
+
+async def test_a_retract_racing_an_append_never_removes_the_appended_message(
+    stores: StoreFactory,
+) -> None:
+    """A retract reads the task (its last message h2 at the end of the open page); another
+    process appends before the retract's update. The update truncates the array at h2's
+    position, so it must not land on the longer array (it would take the new message
+    too): the version guard makes it miss, and the retract finds h2 no longer last."""
+    retractor = stores.sibling(page_policy=SMALL).scoped("acme")
+    other = stores.sibling(page_policy=SMALL).scoped("acme")
+    tid = (await retractor.tasks.create()).id
+    written = await grow(retractor.tasks, tid, 3)
+
+    async def append() -> None:
+        await other.tasks.add_human_message(tid, "meanwhile", message_id="x")
+        written.append("x")
+
+    with (
+        hooked(retractor.tasks.port.scope, "tasks", ("update_one",), append) as writes,
+        pytest.raises(InvalidTransition, match="not the last message"),
+    ):
+        await retractor.tasks.retract_last(tid, expected_id="h2")
+    assert writes.fired == 1
+    assert ids(await retractor.tasks.messages(tid)) == written == await check_stored(retractor, tid)
