@@ -18,7 +18,7 @@ from interleaving import READS, hooked
 from mindstore import PagePolicy, TenantStore
 from mindstore.errors import InvalidTransition, NotFound
 from mindstore.model.parts import ToolCallPart
-from paging_fixtures import unfolded
+from paging_fixtures import crash, unfolded
 from test_paging_races import (
     CONFIG,
     READS_OF_A_HISTORY,
@@ -325,3 +325,42 @@ async def test_a_retract_racing_an_append_never_removes_the_appended_message(
         await retractor.tasks.retract_last(tid, expected_id="h2")
     assert writes.fired == 1
     assert ids(await retractor.tasks.messages(tid)) == written == await check_stored(retractor, tid)
+
+
+async def test_repair_never_removes_a_page_rewritten_after_it_was_read(
+    stores: StoreFactory,
+) -> None:
+    """A create cut short before its insert left pages no task counts. While a repair
+    removes them (it has read them as orphans), a create of the same id writes its pages
+    over them and inserts its task. Those pages are the new task's: the repair's delete,
+    guarded by the time a page was written, leaves them, and the task reads whole."""
+    from datetime import timedelta
+
+    from pymongo.errors import AutoReconnect
+
+    from mindstore.model.messages import UserMessage
+    from mindstore.model.parts import TextPart
+
+    view = stores.sibling(page_policy=SMALL).scoped("acme")
+    history = [UserMessage(id=f"m{i}", content=[TextPart(text=f"m{i}")]) for i in range(12)]
+
+    def fresh() -> list[UserMessage]:
+        return [message.model_copy(deep=True) for message in history]
+
+    with (
+        hooked(view.tasks.port.scope, "tasks", ("insert_one",), crash),
+        pytest.raises(AutoReconnect),
+    ):
+        await view.tasks.create(task_id="gone", messages=fresh())
+    pages = view.store.database["task_pages"]
+    assert await pages.count_documents({"tenant": "acme"}) >= 2
+
+    async def created_again() -> None:
+        other = stores.sibling(page_policy=SMALL).scoped("acme")
+        await other.tasks.create(task_id="gone", messages=fresh())
+
+    with hooked(view.dialogs, "_pages", ("delete_many",), created_again) as deletes:
+        await view.dialogs.repair(grace=timedelta(0))
+    assert deletes.fired == 1
+    assert ids(await view.tasks.messages("gone")) == [m.id for m in history]
+    assert await check_stored(view, "gone") == [m.id for m in history]
