@@ -82,6 +82,21 @@ def store_factory(stores: StoreFactory) -> Callable[..., Awaitable[Store]]:
     return stores.fresh
 
 
+async def open_store(**options: Any) -> Store:
+    """A store on a database of its own on the suite's backend (`MINDSTORE_TEST_URI` or
+    embedded), for tests that run their own loop (a hypothesis example, which cannot share
+    a fixture's store); `options` as for `mindstore.connect`. Close it with `close_store`."""
+    database = f"mindstore_test_{uuid.uuid4().hex[:12]}"
+    return await mindstore.connect(TEST_URI or "embedded", database=database, **options)
+
+
+async def close_store(opened: Store) -> None:
+    """Close a store from `open_store`, dropping its database on a server."""
+    if TEST_URI:
+        await opened.backend.client.drop_database(opened.database.name)
+    await opened.close()
+
+
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 

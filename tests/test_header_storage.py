@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mindstore
+from conftest import close_store, open_store
 from layout import assert_paging, flat_task, split_housekeeping, unpaged
 from mindstore.backup.shape import check_task
 from mindstore.model.header import (
@@ -303,7 +303,7 @@ def renamed(value: Any, names: dict[str, str]) -> Any:
 async def alternating(ops: list[Any], writers: list[bool]) -> int:
     """The ops on an in-memory Task, and on one task through two stores in turn; how many
     updates the stores sent (more than writes: a stale guess is sent, refused, retried)."""
-    first = await mindstore.connect("embedded")
+    first = await open_store()  # the suite's backend
     second = Store(first.backend)  # another process: its own locks and header cache
     try:
         repos = [first.scoped("prop").tasks, second.scoped("prop").tasks]
@@ -343,7 +343,7 @@ async def alternating(ops: list[Any], writers: list[bool]) -> int:
             await assert_paging(first.database, "prop/T", header)
         return updates
     finally:
-        await first.close()
+        await close_store(first)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

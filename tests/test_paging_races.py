@@ -574,6 +574,10 @@ async def test_concurrent_redactions_from_separate_processes_apply_once(
 # ---------------------------------------------------------------------- tenants
 @pytest.fixture
 async def namesakes(stores: StoreFactory) -> tuple[TenantStore, TenantStore]:
+    return await make_namesakes(stores)
+
+
+async def make_namesakes(stores: StoreFactory) -> tuple[TenantStore, TenantStore]:
     """Task "T" in tenants acme and beta (task ids are per tenant), both paged, with the
     same shape (calls, a sub-task) and different messages and usage; each with a change
     to a sealed message not folded into its page yet (the fold failed: `pending`)."""

@@ -8,10 +8,10 @@ import bson
 import pytest
 
 import mindstore
+from conftest import StoreFactory
 from mindstore.errors import MindstoreError, NotFound, ValidationError
 from mindstore.model.messages import AssistantMessage
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
-
 from mindstore.model.storage_form import bson_size
 
 CONFIG = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="search")])
@@ -19,12 +19,9 @@ SECRET = "my card is 4111 1111 1111 1111"
 
 
 @pytest.fixture
-async def store():
-    opened = await mindstore.connect("embedded", offload_threshold=64)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store(store: mindstore.Store) -> mindstore.Store:
+    """The suite's store (`MINDSTORE_TEST_URI` or embedded) with a small offload threshold."""
+    return StoreFactory(store).sibling(offload_threshold=64)
 
 
 async def raw(store, task_id):

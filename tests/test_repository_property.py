@@ -15,9 +15,10 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mindstore
+from conftest import close_store, open_store
 from layout import assert_header
 from mindstore.errors import MindstoreError
+from mindstore.model.levels import level_boundaries, sub_task_spans
 from mindstore.model.messages import UnknownMessage, message_to_dict
 from mindstore.model.parts import (
     InformationalPart,
@@ -27,7 +28,6 @@ from mindstore.model.parts import (
     ToolMetadata,
 )
 from mindstore.model.task import Task
-from mindstore.model.levels import level_boundaries, sub_task_spans
 
 CONFIG = TaskConfigPart(
     model_name="root-model",
@@ -141,7 +141,7 @@ def normalized(result):
 
 
 async def scenario(ops):
-    store = await mindstore.connect("embedded")
+    store = await open_store()  # the suite's backend
     try:
         repo = store.scoped("prop").tasks
         memory_ids, store_ids = itertools.count(), itertools.count()
@@ -175,7 +175,7 @@ async def scenario(ops):
                 if (m.id == span.entry_id) or (m.scope == span.entry_id and m.role != "taskentry")
             ]  # fmt: skip
     finally:
-        await store.close()
+        await close_store(store)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,6 +8,7 @@ import bson
 import pytest
 
 import mindstore
+from conftest import StoreFactory
 from mindstore.backup.retention import apply_policy, erase_before, get_policy, set_policy
 from mindstore.errors import MindstoreError, NotFound
 
@@ -16,12 +17,9 @@ CUTOFF = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 
 
 @pytest.fixture
-async def store():
-    opened = await mindstore.connect("embedded", offload_threshold=64)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store(store: mindstore.Store) -> mindstore.Store:
+    """The suite's store (`MINDSTORE_TEST_URI` or embedded) with a small offload threshold."""
+    return StoreFactory(store).sibling(offload_threshold=64)
 
 
 async def age(store, tenant, task_id, when=OLD):

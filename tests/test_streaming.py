@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mindstore
+from layout import stored_messages
 from mindstore.errors import InvalidTransition, NotFound, ValidationError
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import ReasoningPart, TaskConfigPart, TextPart, ToolCallPart
@@ -43,13 +44,9 @@ async def stored(acme, tid: str, message_id: str) -> AssistantMessage:
 
 
 async def stored_documents(acme, tid: str) -> list[dict]:
-    """The task's message documents as stored (sealed pages first, then the open page)."""
-    database = acme.store.backend.database
-    key = f"{acme.tenant}/{tid}"
-    task = await database["tasks"].find_one({"tenant": acme.tenant, "_id": key})
-    pages = await database["task_pages"].find({"tenant": acme.tenant, "task": key}).to_list(None)
-    sealed = [m for page in sorted(pages, key=lambda p: p["start"]) for m in page["messages"]]
-    return sealed + task["messages"]
+    """The task's message documents as stored (visible sealed pages with the pending
+    changes applied, then the open page: tests/layout.py)."""
+    return await stored_messages(acme.store.backend.database, f"{acme.tenant}/{tid}")
 
 
 async def header_is_consistent(acme, tid: str) -> bool:

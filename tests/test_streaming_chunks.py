@@ -93,7 +93,7 @@ async def test_the_earlier_form_sent_the_whole_text_with_every_write(acme, store
 # ---------------------------------------------------------------- readers mid-stream
 
 
-async def test_every_reader_sees_the_whole_text_mid_stream(acme, store, tmp_path):
+async def test_every_reader_sees_the_whole_text_mid_stream(acme, store, store_factory, tmp_path):
     tid, mid = await new_turn(acme)
     async with acme.tasks.stream(tid, mid, flush_bytes=8, flush_ms=NEVER_MS) as s:
         for word in ("Octopuses ", "have ", "three ", "hearts, ", "and ", "blue ", "blood."):
@@ -114,13 +114,10 @@ async def test_every_reader_sees_the_whole_text_mid_stream(acme, store, tmp_path
         await backup(store, tmp_path / "b", tenant=acme.tenant)
     report = await verify(tmp_path / "b")
     assert report is not None
-    copy = await mindstore.connect("embedded")
-    try:
-        await restore(copy, tmp_path / "b")
-        message = await copy.scoped(acme.tenant).tasks.get_message(tid, mid)
-        assert message is not None and message.text() == text
-    finally:
-        await copy.close()
+    copy = await store_factory()  # the suite's backend; closed with the test
+    await restore(copy, tmp_path / "b")
+    message = await copy.scoped(acme.tenant).tasks.get_message(tid, mid)
+    assert message is not None and message.text() == text
 
 
 async def test_watch_sees_the_text_so_far_at_every_write(acme):

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import analytics_reference as ref
+from layout import stored_messages
 from mindstore.analytics.stats import distribution, exact_sum
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.errors import ValidationError
@@ -66,13 +67,7 @@ def world(clock: Clock, ids: Iterator[int] | None = None) -> Iterator[Clock]:
 async def raw_messages(store: Any, tenant: str, task_id: str) -> list[dict[str, Any]]:
     """Every stored message of a task as BSON gave it back: its sealed pages, then the open
     page (tiny-page runs seal; these tests write nothing to a sealed message)."""
-    key = task_key(tenant, task_id)
-    document = await store.database["tasks"].find_one({"_id": key})
-    pages = await store.database["task_pages"].find(
-        {"tenant": tenant, "task": key, "page": {"$lt": document.get("pages", 0)}}
-    ).sort("page", 1).to_list(None)
-    assert all(not page.get("pending") for page in pages)
-    return [m for page in pages for m in page["messages"]] + list(document["messages"])
+    return await stored_messages(store.database, task_key(tenant, task_id))  # tests/layout.py
 
 
 async def reference_tasks(store: Any, tenant: str) -> list[ref.StoredTask]:

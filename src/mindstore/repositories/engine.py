@@ -194,8 +194,11 @@ class TaskWriter:
         their pages, seal the open page once it has grown to twice a page. Both are
         repairs any later write redoes, so a failure here does not fail the verb."""
         try:
-            if fold:
-                await self.port.sealed.fold(task_id)
+            if fold and not await self.port.sealed.fold(task_id):
+                # changes still pending (a page or the clear lost to another writer): the
+                # next write reads the state, sees them and folds again (a cached state
+                # does not know of them)
+                self.scope.forget(task_id)
             if should_seal(header, self.scope.page_policy):
                 sealed = await self.port.sealed.seal(task_id, version, header)
                 if sealed is not None:
