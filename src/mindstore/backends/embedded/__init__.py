@@ -50,6 +50,8 @@ Layout (each module one concern; imports flow downwards only):
   client scans every time);
 * `bit_queries` -- `$bitsAllSet` (mongomock lacks it), for the sealed-id filter;
 * `array_ranges` -- `$range` (mongomock lacks it), for analytics over paged tasks;
+* `array_slices` -- `$slice` with computed position and count (mongomock takes literals
+  only), for the paged context window;
 * `duplicate_keys` -- duplicate key errors with a server's details;
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
@@ -57,7 +59,7 @@ Importing this package imports mongomock; `mindstore` itself imports it only whe
 embedded backend is opened.
 """
 
-from . import array_ranges, bit_queries
+from . import array_ranges, array_slices, bit_queries
 from .client import EmbeddedClient, EmbeddedSession
 from .codec import OUT_CODEC_OPTIONS
 from .collection import EmbeddedCollection
@@ -65,6 +67,7 @@ from .cursors import EmbeddedCommandCursor, EmbeddedCursor
 from .database import EmbeddedDatabase
 
 array_ranges.install()
+array_slices.install()
 bit_queries.install()
 
 __all__ = [
