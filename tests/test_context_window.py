@@ -348,6 +348,28 @@ async def test_a_paged_read_starts_over_when_what_it_looked_up_is_newer_than_its
     assert raced and [m.id for m in after] == [m.id for m in before]
 
 
+@pytest.mark.parametrize("field", ["tenant", "task"])
+async def test_a_looked_up_page_outside_the_view_is_never_read(store, field):
+    """The window pipeline looks a task's pages up by `_id` (`$lookup` takes no filter in
+    its portable form): a page that is not this tenant's, or does not name this task, is
+    treated as absent, its messages neither counted nor sent."""
+    from mindstore.documents import TASK_PAGES
+    from mindstore.ids import page_key
+
+    acme = sized(store, 3)
+    tid = (await acme.tasks.create(config=OFF)).id
+    for i in range(12):
+        await acme.tasks.add_human_message(tid, f"question {i}")
+    before = await acme.tasks.context(tid, auto_compress=False)
+    pages = store.database[TASK_PAGES]
+    second = {"_id": page_key(acme.tasks.port.scope.key(tid), 1), "tenant": "acme"}
+    held = [m["id"] for m in (await pages.find_one(second))["messages"]]
+    assert held and set(held) <= {m.id for m in before}  # three questions
+    await pages.update_one(second, {"$set": {field: "someone-else"}})
+    after = await acme.tasks.context(tid, auto_compress=False)
+    assert [m.id for m in after] == [m.id for m in before if m.id not in held]
+
+
 async def test_a_read_that_falls_short_widens_once(store):
     acme = sized(store)  # the default page size: one document, one pipeline per read
     task = long_task(400)

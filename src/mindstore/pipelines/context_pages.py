@@ -76,9 +76,16 @@ def _if_null(expression: Any, default: Any) -> dict[str, Any]:
     return {"$ifNull": [expression, default]}
 
 
-def _carry(fields: tuple[str, ...], **new: Any) -> dict[str, Any]:
-    """A `$project` keeping `fields` beside the `new` ones."""
-    return {"$project": {**dict.fromkeys(fields, 1), **new}}
+def _set(**new: Any) -> dict[str, Any]:
+    """A `$set` stage (MongoDB >= 4.2's alias of `$addFields`): the `new` fields beside the
+    document's, so a stage names only what it adds, not everything it keeps."""
+    return {"$set": new}
+
+
+def _drop(*names: str) -> dict[str, Any]:
+    """An exclusion `$project`: working fields no later stage reads (before an `$unwind`,
+    which would copy them into every row, or the end)."""
+    return {"$project": dict.fromkeys(names, 0)}
 
 
 def _regroup(same: tuple[str, ...], **accumulators: Any) -> Pipeline:
@@ -96,6 +103,11 @@ def _regroup(same: tuple[str, ...], **accumulators: Any) -> Pipeline:
             }
         },
     ]
+
+
+def _project_out(fields: tuple[str, ...]) -> dict[str, Any]:
+    """The row sent: an inclusion `$project` of `fields`."""
+    return {"$project": dict.fromkeys(fields, 1)}
 
 
 def _page_ids() -> dict[str, Any]:
@@ -156,13 +168,13 @@ def _visible(view: str) -> dict[str, Any]:
     return {"$filter": {"input": view, "as": "m", "cond": cond}}
 
 
-def _counted(messages: Any, scope: str | None, carried: tuple[str, ...]) -> Pipeline:
-    """Stages leaving `n_level` (the level's size), `view` and `visible` of `messages`
-    (checkpoint fields present), `carried` kept."""
+def _counted(messages: Any, scope: str | None) -> Pipeline:
+    """Stages adding `level`, `n_level` (its size), `view` and `visible` of `messages`
+    (the checkpoint's fields present)."""
     return [
-        _carry(carried, level=_level(messages, scope)),
-        _carry(carried, n_level={"$size": "$level"}, view=_view("$level")),
-        _carry(carried, n_level=1, view=1, visible=_visible("$view")),
+        _set(level=_level(messages, scope)),
+        _set(n_level={"$size": "$level"}, view=_view("$level")),
+        _set(visible=_visible("$view")),
     ]
 
 
@@ -193,21 +205,21 @@ def _checkpoint_phase(scope: str | None, tenant: str) -> Pipeline:
     """Phase 1: the level's latest checkpoint and its working fields."""
     paging = (*PAGING, "om")
     return [
-        _carry(PAGING, om=_last_mark("$messages", scope)),
-        _carry(paging, mids={"$cond": [{"$gt": [{"$size": "$om"}, 0]}, literal([]), _page_ids()]}),
+        {"$project": {**dict.fromkeys(PAGING, 1), "om": _last_mark("$messages", scope)}},
+        _set(mids={"$cond": [{"$gt": [{"$size": "$om"}, 0]}, literal([]), _page_ids()]}),
         {"$lookup": {"from": TASK_PAGES, "localField": "mids", "foreignField": "_id", "as": "mp"}},
         {"$unwind": {"path": "$mp", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            paging,
-            pn={"$cond": [_own_page("mp", tenant), _if_null("$mp.page", -1), -1]},
+        _set(own=_own_page("mp", tenant)),
+        _set(
+            pn={"$cond": ["$own", _if_null("$mp.page", -1), -1]},
             pm={
                 "$cond": [
-                    _own_page("mp", tenant),
+                    "$own",
                     _last_mark(_if_null("$mp.messages", []), scope),
                     literal([]),
                 ]
             },
-            pv={"$cond": [_own_page("mp", tenant), _if_null("$mp.version", 0), 0]},
+            pv={"$cond": ["$own", _if_null("$mp.version", 0), 0]},
         ),
         *_regroup(
             paging,
@@ -215,8 +227,7 @@ def _checkpoint_phase(scope: str | None, tenant: str) -> Pipeline:
             last={"$max": {"$cond": [{"$gt": [{"$size": "$pm"}, 0]}, "$pn", -1]}},
             page_version={"$max": "$pv"},
         ),
-        _carry(
-            (*paging, "page_version", "last"),
+        _set(
             marked={
                 "$filter": {
                     "input": "$marks",
@@ -226,13 +237,11 @@ def _checkpoint_phase(scope: str | None, tenant: str) -> Pipeline:
             },
         ),
         {"$unwind": {"path": "$marked", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            (*PAGING, "page_version"),
+        _set(
             mark={"$cond": [{"$gt": [{"$size": "$om"}, 0]}, "$om", _if_null("$marked.mark", [])]},
         ),
         {"$unwind": {"path": "$mark", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            (*PAGING, "page_version"),
+        _set(
             mark_id=_if_null("$mark.id", None),
             cp={
                 "$slice": [
@@ -248,32 +257,30 @@ def _checkpoint_phase(scope: str | None, tenant: str) -> Pipeline:
             },
         ),
         {"$unwind": {"path": "$cp", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            (*PAGING, "page_version", "mark_id", "cp"),
+        _set(
             compressed=_if_null(f"${CHECKPOINT_PATH}.compressed_message_ids", []),
             stubbed=_if_null(f"${CHECKPOINT_PATH}.metadata.stubbed_message_ids", []),
             anchor=_if_null(f"${CHECKPOINT_PATH}.metadata.summary_after_id", None),
         ),
+        _drop("om", "marks", "last", "marked", "mark"),
     ]
 
 
 def _counts_phase(scope: str | None, tenant: str) -> Pipeline:
     """Phase 2: every page's counts and system messages, as `rows`."""
     base = (*PAGING, "page_version", *CHECKPOINT)
-    carried = (*base, "pn", "pv")
     return [
-        _carry(base, pids=_page_ids()),
+        _set(pids=_page_ids()),
         {"$lookup": {"from": TASK_PAGES, "localField": "pids", "foreignField": "_id", "as": "sp"}},
         {"$unwind": {"path": "$sp", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            base,
-            pn={"$cond": [_own_page("sp", tenant), _if_null("$sp.page", -1), -1]},
-            pv={"$cond": [_own_page("sp", tenant), _if_null("$sp.version", 0), 0]},
-            messages={
-                "$cond": [_own_page("sp", tenant), _if_null("$sp.messages", []), literal([])]
-            },
+        _set(own=_own_page("sp", tenant)),
+        _set(
+            pn={"$cond": ["$own", _if_null("$sp.page", -1), -1]},
+            pv={"$cond": ["$own", _if_null("$sp.version", 0), 0]},
+            messages={"$cond": ["$own", _if_null("$sp.messages", []), literal([])]},
         ),
-        *_counted("$messages", scope, carried),
+        _drop("sp", "pids", "own"),
+        *_counted("$messages", scope),
         *_regroup(
             tuple(name for name in base if name != "page_version"),
             page_version={"$max": {"$max": ["$page_version", "$pv"]}},
@@ -288,8 +295,7 @@ def _counts_phase(scope: str | None, tenant: str) -> Pipeline:
                 }
             },
         ),
-        _carry(
-            (*PAGING, "page_version", *CHECKPOINT),
+        _set(
             rows={"$filter": {"input": "$rows", "as": "r", "cond": {"$gte": ["$$r.page", 0]}}},
         ),
     ]
@@ -301,56 +307,45 @@ def _open_phase(
 ) -> Pipeline:  # fmt: skip
     """Phase 3: the open page's counts and its share of the wanted positions; the wanted
     visible run as `lo`/`hi` (positions in the level's visible messages)."""
-    base = (*PAGING, "page_version", *CHECKPOINT, "rows")
     totals = {f"p_{name}": {"$sum": f"$rows.{name}"} for name in ("view_count", "visible_count")}
-    carried = (*base, "open_version", "p_view_count", "p_visible_count")
     if tail is not None:
         everything = {"$add": ["$p_visible_count", "$o_visible_count"]}
         run = {"lo": {"$max": [{"$subtract": [everything, tail]}, 0]}, "hi": everything}
     else:
         run = {"lo": literal(start), "hi": literal(start + count)}
-    opened = (*carried, "o_level_count", "o_view_count", "o_visible_count", "o_model_count",
-              "o_systems", "view", "visible")  # fmt: skip
     open_lo = {"$subtract": ["$lo", "$p_visible_count"]}
     open_hi = {"$min": [{"$subtract": ["$hi", "$p_visible_count"]}, "$o_visible_count"]}
     open_head = {"$min": [{"$subtract": [head, "$p_view_count"]}, "$o_view_count"]}
     return [
         {"$lookup": {"from": TASKS, "localField": "_id", "foreignField": "_id", "as": "op"}},
         {"$unwind": {"path": "$op", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            base,
+        _set(own=_own_task("op", tenant, owner)),
+        _set(
             **totals,
-            open_version={
-                "$cond": [_own_task("op", tenant, owner), _if_null("$op.version", 0), -1]
-            },
-            messages={
-                "$cond": [_own_task("op", tenant, owner), _if_null("$op.messages", []), literal([])]
-            },
+            open_version={"$cond": ["$own", _if_null("$op.version", 0), -1]},
+            messages={"$cond": ["$own", _if_null("$op.messages", []), literal([])]},
         ),
-        *_counted("$messages", scope, carried),
-        _carry(
-            carried,
-            view=1,
-            visible=1,
+        _drop("op", "own"),
+        *_counted("$messages", scope),
+        _set(
             o_level_count="$n_level",
             o_view_count={"$size": "$view"},
             o_visible_count={"$size": "$visible"},
             o_model_count=_model_count(),
             o_systems=_systems(),
         ),
-        _carry(opened, **run),
-        _carry(
-            (*opened, "lo", "hi"),
+        _set(**run),
+        _set(
             o_head=_slice_or_none("$view", 0, open_head),
             o_run=_slice_or_none(
                 "$visible", open_lo, {"$subtract": [open_hi, {"$max": [open_lo, 0]}]}
             ),
         ),
-        _carry(
-            (*opened, "lo", "hi", "o_head", "o_run"),
+        _set(
             o_stubbed_head=_stubbed_among("$o_head.id"),
             o_stubbed_run=_stubbed_among("$o_run.id"),
         ),
+        _drop("messages", "level", "n_level", "view", "visible"),
     ]
 
 
@@ -408,12 +403,10 @@ def _slices_phase(scope: str | None, tenant: str, head: int) -> Pipeline:
         }
     }
     page_id = {"$concat": ["$_id", PAGE_KEY_SEPARATOR, {"$toString": "$want.page"}]}
-    carried = (*opened, *COUNTS, "systems", "want", "wv")
     return [
-        _carry(opened, rows=1, before=before),
-        _carry(opened, rows=1, share=share),
-        _carry(
-            opened,
+        _set(before=before),
+        _set(share=share),
+        _set(
             systems={
                 "$filter": {
                     "input": {
@@ -430,23 +423,21 @@ def _slices_phase(scope: str | None, tenant: str, head: int) -> Pipeline:
             **{name: {"$add": [{"$sum": f"$rows.{name}"}, f"$o_{name}"]} for name in COUNTS},
             want=wanted,
         ),
+        _drop("rows", "before", "share"),
         {"$unwind": {"path": "$want", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            (*opened, *COUNTS, "systems", "want"),
+        _set(
             wid={"$cond": [{"$gte": [_if_null("$want.page", -1), 0]}, page_id, None]},
         ),
         {"$lookup": {"from": TASK_PAGES, "localField": "wid", "foreignField": "_id", "as": "wp"}},
         {"$unwind": {"path": "$wp", "preserveNullAndEmptyArrays": True}},
-        _carry(
-            (*opened, *COUNTS, "systems", "want"),
-            wv={"$cond": [_own_page("wp", tenant), _if_null("$wp.version", 0), 0]},
-            messages={
-                "$cond": [_own_page("wp", tenant), _if_null("$wp.messages", []), literal([])]
-            },
+        _set(own=_own_page("wp", tenant)),
+        _set(
+            wv={"$cond": ["$own", _if_null("$wp.version", 0), 0]},
+            messages={"$cond": ["$own", _if_null("$wp.messages", []), literal([])]},
         ),
-        *_counted("$messages", scope, carried),
-        _carry(
-            (*opened, *COUNTS, "systems", "wv"),
+        _drop("wp", "wid", "own"),
+        *_counted("$messages", scope),
+        _set(
             page=_if_null("$want.page", -1),
             h=_slice_or_none("$view", 0, _if_null("$want.head", 0)),
             r=_slice_or_none(
@@ -455,8 +446,7 @@ def _slices_phase(scope: str | None, tenant: str, head: int) -> Pipeline:
                 {"$subtract": [_if_null("$want.hi", 0), _if_null("$want.lo", 0)]},
             ),
         ),
-        _carry(
-            (*opened, *COUNTS, "systems", "wv"),
+        _set(
             piece={
                 "page": "$page",
                 "head": "$h",
@@ -509,7 +499,8 @@ def paged_window_pipeline(
         *_counts_phase(scope, tenant),
         *_open_phase(scope, tenant, owner, head, tail, start, count),
         *_slices_phase(scope, tenant, head),
-        _carry(
+        _set(stubbed_count={"$size": "$stubbed"}),
+        _project_out(
             (
                 *PAGING,
                 "page_version",
@@ -521,8 +512,8 @@ def paged_window_pipeline(
                 "o_systems",
                 "pieces",
                 *sent,
+                "stubbed_count",
             ),
-            stubbed_count={"$size": "$stubbed"},
         ),
         {"$project": dict.fromkeys(CUT_ID_LISTS, 0)},
     ]
