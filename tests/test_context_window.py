@@ -370,6 +370,35 @@ async def test_a_looked_up_page_outside_the_view_is_never_read(store, field):
     assert [m.id for m in after] == [m.id for m in before if m.id not in held]
 
 
+def test_the_paged_pipeline_unwinds_each_lookup_and_tests_what_it_found_first():
+    """Pure: each `$lookup` of the paged window is followed by the `$unwind` of its result
+    (MongoDB folds the two: no document holds all of a task's pages) and then by the test
+    that the document found is in the view, before any stage reads it; every operator is
+    in the portable subset; the task document found again is tested for the owner too."""
+    from mindstore.pipelines.context_pages import paged_window_pipeline
+    from mindstore.portable import ALLOWED, operators
+
+    task = {"_id": "acme/t", "tenant": "acme", "owner": "ann"}
+    for kwargs in ({"tail": 40}, {"start": 3, "count": 9}):
+        pipeline = paged_window_pipeline(task, None, tenant="acme", owner="ann", head=6, **kwargs)
+        assert operators(pipeline) <= ALLOWED, operators(pipeline) - ALLOWED
+        lookups = [i for i, stage in enumerate(pipeline) if "$lookup" in stage]
+        assert len(lookups) == 4
+        for i in lookups:
+            found = pipeline[i]["$lookup"]["as"]
+            assert pipeline[i + 1] == {
+                "$unwind": {"path": f"${found}", "preserveNullAndEmptyArrays": True}
+            }
+            assert list(pipeline[i + 2]) == ["$set"] and list(pipeline[i + 2]["$set"]) == ["own"]
+            test = str(pipeline[i + 2]["$set"]["own"])
+            assert f"${found}.tenant" in test and "acme" in test
+            assert (f"${found}.owner" in test) == (pipeline[i]["$lookup"]["from"] == "tasks")
+            # its fields are read in the next stage only, each behind the test
+            read = pipeline[i + 3]["$set"]
+            assert read and all(value["$cond"][0] == "$own" for value in read.values())
+            assert f"${found}." not in str(pipeline[i + 4 :])
+
+
 async def test_a_read_that_falls_short_widens_once(store):
     acme = sized(store)  # the default page size: one document, one pipeline per read
     task = long_task(400)

@@ -31,6 +31,10 @@ tested right after its `$unwind` (a page must carry the tenant and name the task
 task document the tenant and, on an owner-scoped view, the owner) and one that fails
 counts as absent before any of its fields is read.
 
+Stages add fields with `$set` (MongoDB >= 4.2's `$addFields`) and drop working arrays
+with an exclusion `$project` before the next `$unwind`; a `$group` brings the rows back
+into one, the fields every row shares in its key (no accumulator that depends on order).
+
 One row comes back (`paged_window_pipeline`'s docstring lists its fields). A real server
 does not read the looked-up documents at one snapshot with the task document, so the row
 carries the versions seen: the reader starts over when a page is newer than the task
@@ -317,11 +321,11 @@ def _open_phase(
     open_hi = {"$min": [{"$subtract": ["$hi", "$p_visible_count"]}, "$o_visible_count"]}
     open_head = {"$min": [{"$subtract": [head, "$p_view_count"]}, "$o_view_count"]}
     return [
+        _set(**totals),
         {"$lookup": {"from": TASKS, "localField": "_id", "foreignField": "_id", "as": "op"}},
         {"$unwind": {"path": "$op", "preserveNullAndEmptyArrays": True}},
         _set(own=_own_task("op", tenant, owner)),
         _set(
-            **totals,
             open_version={"$cond": ["$own", _if_null("$op.version", 0), -1]},
             messages={"$cond": ["$own", _if_null("$op.messages", []), literal([])]},
         ),
