@@ -85,17 +85,18 @@ async def read_level_range(
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a level, for a window read that fell
     short: (checkpoint message id, visible count, messages, stubbed ids among them).
-    `paged`: the window was read from a paged task (`LevelRead.paged`): one pipeline that
-    counts again on the server (`paged_level`, what an earlier read kept of a paged
-    level, is no longer needed and ignored); a new checkpoint shows in the id returned."""
+    `paged`: the window was read from a paged task (`LevelRead.paged`): one pipeline;
+    `paged_level`: that read's page counts (`LevelRead.paged_level`), reused while the task
+    is at their version (else counted again on the server); a new checkpoint shows in the
+    id returned."""
     check_int(start, "start")
     check_int(count, "count", minimum=1)
-    del paged_level
     if paged:
         for _attempt in range(STALE_READS):
             try:
-                return await read_paged_range(port, task_id, scope, start, count)
+                return await read_paged_range(port, task_id, scope, start, count, paged_level)
             except StalePage:
+                paged_level = None
                 continue
         raise kept_changing(task_id)
     rows = await port.scope.aggregate_task(

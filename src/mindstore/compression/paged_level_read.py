@@ -18,6 +18,7 @@ newer than the task document read, or the task document changed during the read.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from mindstore.compression.checkpoint import CompressionCheckpoint
@@ -33,9 +34,19 @@ from mindstore.repositories.port import TaskPort
 JSON = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class KnownCounts:
+    """What a window read learnt of a paged level's pages (`LevelRead.paged_level`): each
+    page's view and visible counts, and the task version they hold for. A widening read
+    at that version slices only the pages it needs instead of counting them all again."""
+
+    version: int
+    pages: tuple[JSON, ...]
+
+
 async def _row(
     port: TaskPort, task_id: str, scope: str | None, *, head: int, tail: int | None = None,
-    start: int = 0, count: int = 0,
+    start: int = 0, count: int = 0, known: KnownCounts | None = None,
 ) -> tuple[JSON, Paging]:  # fmt: skip
     """The pipeline's row and the paging it was read at; `StalePage` when a page or the
     task document changed under it."""
@@ -50,6 +61,7 @@ async def _row(
             tail=tail,
             start=start,
             count=count,
+            known=None if known is None else known.pages,
         ),
     )
     row = rows[0]
@@ -57,6 +69,8 @@ async def _row(
     newest_page = int(row.get("page_version", 0) or 0)
     if int(row.get("open_version", -1)) != paging.version or newest_page > paging.version:
         raise StalePage(None)
+    if known is not None and paging.version != known.version:
+        raise StalePage(None)  # written since: the counts may have moved
     if port.scope.cipher is not None and isinstance(row.get("cp"), dict):
         # the checkpoint's part, as the compression message holds it, opened: its summary
         # is sealed (mindstore.crypto)
@@ -118,17 +132,23 @@ async def read_paged_window(
         stubbed_count=int(row.get("stubbed_count", 0)),
         read_bytes=sum(bson_size(m) for m in [*head_raw, *tail_raw]),
         paged=True,
+        paged_level=KnownCounts(paging.version, tuple(row.get("known") or ())),
     )
     return read, (head_raw, systems_raw, tail_raw)
 
 
 async def read_paged_range(
-    port: TaskPort, task_id: str, scope: str | None, start: int, count: int
-) -> tuple[str | None, int, list[AnyMessage], set[str]]:
+    port: TaskPort, task_id: str, scope: str | None, start: int, count: int,
+    known: object | None = None,
+) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a paged level (a widening read),
     with the checkpoint's message id and the visible count read with them: the same
-    pipeline, no head, so one round trip (a new checkpoint shows in the id returned)."""
-    row, paging = await _row(port, task_id, scope, head=0, start=start, count=count)
+    pipeline, no head, so one round trip (a new checkpoint shows in the id returned).
+    `known`: the window read's `KnownCounts` (`LevelRead.paged_level`): the pages are not
+    counted again, only the ones holding the range are read; `StalePage` if the task was
+    written since (the caller reads again without them)."""
+    counts = known if isinstance(known, KnownCounts) else None
+    row, paging = await _row(port, task_id, scope, head=0, start=start, count=count, known=counts)
     raw, stubbed = _pieces(row, paging, "run")
     messages = await port.decode(task_id, raw)
     return row.get("mark_id"), int(row.get("visible_count", 0)), messages, stubbed

@@ -43,6 +43,7 @@ document or the task document changed between the `$match` and its lookup.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mindstore.collection_names import TASK_PAGES, TASKS
@@ -107,6 +108,19 @@ def _regroup(same: tuple[str, ...], **accumulators: Any) -> Pipeline:
             }
         },
     ]
+
+
+def _known_row(row: Mapping[str, int]) -> dict[str, Any]:
+    """A page's counts as phase 2 leaves them, from a `known` entry (the counts a run
+    needs: where each page's visible messages start; no system messages)."""
+    return {
+        "page": int(row["p"]),
+        "view_count": int(row["w"]),
+        "visible_count": int(row["v"]),
+        "level_count": 0,
+        "model_count": 0,
+        "systems": [],
+    }
 
 
 def _project_out(fields: tuple[str, ...]) -> dict[str, Any]:
@@ -426,6 +440,19 @@ def _slices_phase(scope: str | None, tenant: str, head: int) -> Pipeline:
             },
             **{name: {"$add": [{"$sum": f"$rows.{name}"}, f"$o_{name}"]} for name in COUNTS},
             want=wanted,
+            known={
+                "$map": {
+                    "input": {
+                        "$filter": {
+                            "input": "$rows",
+                            "as": "r",
+                            "cond": {"$gt": ["$$r.view_count", 0]},
+                        }
+                    },
+                    "as": "r",
+                    "in": {"p": "$$r.page", "w": "$$r.view_count", "v": "$$r.visible_count"},
+                }
+            },
         ),
         _drop("rows", "before", "share"),
         {"$unwind": {"path": "$want", "preserveNullAndEmptyArrays": True}},
@@ -460,7 +487,9 @@ def _slices_phase(scope: str | None, tenant: str, head: int) -> Pipeline:
             },
         ),
         *_regroup(
-            tuple(name for name in (*opened, *COUNTS, "systems") if name != "page_version"),
+            tuple(
+                name for name in (*opened, *COUNTS, "systems", "known") if name != "page_version"
+            ),
             page_version={"$max": {"$max": ["$page_version", "$wv"]}},
             pieces={"$push": "$piece"},
         ),
@@ -477,6 +506,7 @@ def paged_window_pipeline(
     tail: int | None = None,
     start: int = 0,
     count: int = 0,
+    known: Sequence[Mapping[str, int]] | None = None,
 ) -> Pipeline:
     """One row: a paged level's first `head` view messages and a run of its visible
     messages (its last `tail`, or without `tail` the ``[start, start + count)``), its
@@ -490,7 +520,13 @@ def paged_window_pipeline(
     `systems` (``[{page, systems}]``, pages holding some, in no order), `o_systems`,
     `pieces` (``[{page, head, run, stubbed_head, stubbed_run}]``, in no order; page -1
     holds nothing), `o_head`, `o_run`, `o_stubbed_head`, `o_stubbed_run` (the open page's
-    share); `stubbed_*`: the ids among those messages that the checkpoint stubbed."""
+    share); `stubbed_*`: the ids among those messages that the checkpoint stubbed;
+    `known`: the counts of each page holding some of the view (``[{p: page, w: view
+    count, v: visible count}]``; a page holding none shifts no position).
+
+    `known`: the `known` of an earlier row read at the same task version: the pages are
+    not counted again (the caller checks the version: the counts hold only for the state
+    they were read in), only those holding a share of the run are looked up."""
     head = max(0, min(head, MAX_SLICE))
     if tail is not None:
         tail = max(1, min(tail, MAX_SLICE))
@@ -500,7 +536,11 @@ def paged_window_pipeline(
     return [
         _task_match(task),
         *_checkpoint_phase(scope, tenant),
-        *_counts_phase(scope, tenant),
+        *(
+            _counts_phase(scope, tenant)
+            if known is None
+            else [_set(rows=literal([_known_row(row) for row in known]))]
+        ),
         *_open_phase(scope, tenant, owner, head, tail, start, count),
         *_slices_phase(scope, tenant, head),
         _set(stubbed_count={"$size": "$stubbed"}),
@@ -517,6 +557,7 @@ def paged_window_pipeline(
                 "pieces",
                 *sent,
                 "stubbed_count",
+                "known",
             ),
         ),
         {"$project": dict.fromkeys(CUT_ID_LISTS, 0)},

@@ -52,6 +52,8 @@ Layout (each module one concern; imports flow downwards only):
 * `array_ranges` -- `$range` (mongomock lacks it), for analytics over paged tasks;
 * `array_slices` -- `$slice` with computed position and count (mongomock takes literals
   only), for the paged context window;
+* `unwind` -- `$unwind` of a top-level array without copying the array per element, for
+  the pages the paged context window looks up;
 * `duplicate_keys` -- duplicate key errors with a server's details;
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
@@ -59,7 +61,7 @@ Importing this package imports mongomock; `mindstore` itself imports it only whe
 embedded backend is opened.
 """
 
-from . import array_ranges, array_slices, bit_queries
+from . import array_ranges, array_slices, bit_queries, unwind
 from .client import EmbeddedClient, EmbeddedSession
 from .codec import OUT_CODEC_OPTIONS
 from .collection import EmbeddedCollection
@@ -68,6 +70,7 @@ from .database import EmbeddedDatabase
 
 array_ranges.install()
 array_slices.install()
+unwind.install()
 bit_queries.install()
 
 __all__ = [
