@@ -348,6 +348,37 @@ async def test_a_paged_read_starts_over_when_what_it_looked_up_is_newer_than_its
     assert raced and [m.id for m in after] == [m.id for m in before]
 
 
+async def test_a_widening_read_counts_again_after_a_seal_moved_its_pages(store):
+    """A widening read reuses the page counts of the window read before it (it slices only
+    the pages holding its range), but only at the task version they were read at: after a
+    seal (a new page, the open page starting later) the positions moved, and it counts
+    again on the server."""
+    from mindstore.compression.level_read import read_level_range, read_level_window
+
+    acme, other = sized(store, 3), sized(store, 3)  # two processes writing one task
+    tid = (await acme.tasks.create(config=OFF)).id
+    for i in range(20):
+        await acme.tasks.add_human_message(tid, f"question {i}")
+    header = await acme.tasks.port.scope.scope_header(tid)
+    read = await read_level_window(acme.tasks.port, tid, header, head=1, tail=1)
+    assert read.paged and read.paged_level is not None
+    with store.backend.recorder.capture(payloads=True) as log:
+        same = await read_level_range(
+            acme.tasks.port, tid, None, 14, 6, paged=True, paged_level=read.paged_level
+        )
+    assert [m.text() for m in same[2]] == [f"question {i}" for i in range(14, 20)]
+    # one pipeline, without the pass that looks every page up to count it
+    lookups = [stage["$lookup"]["localField"] for stage in log[0].pipeline if "$lookup" in stage]
+    assert len(log) == 1 and "pids" not in lookups and "wid" in lookups, lookups
+    for i in range(6):  # another writer's appends seal the open page meanwhile
+        await other.tasks.add_human_message(tid, f"later {i}")
+    assert (await other.tasks.header(tid)).sealed > header.sealed
+    moved = await read_level_range(
+        acme.tasks.port, tid, None, 14, 6, paged=True, paged_level=read.paged_level
+    )
+    assert [m.id for m in moved[2]] == [m.id for m in same[2]]
+
+
 @pytest.mark.parametrize("field", ["tenant", "task"])
 async def test_a_looked_up_page_outside_the_view_is_never_read(store, field):
     """The window pipeline looks a task's pages up by `_id` (`$lookup` takes no filter in
