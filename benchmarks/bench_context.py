@@ -14,7 +14,9 @@ with a system prompt after its task config. For each size:
 
 Bytes and round trips come from the command recorder (the same on a real server), with
 `window_bytes` the stored size of the messages the window holds and `received_per_window_byte`
-their ratio (the bound: about 2, plus the header). Streaming: a 2,000-word answer streamed
+their ratio (the bound: about 2, plus the header). Beside them, `before` and `earlier`: the
+same calls on the code before (quoted, see `BEFORE`), and `goal`: issue 30's bound (at most
+3 round trips and 1.5x the window received) and whether this run meets it. Streaming: a 2,000-word answer streamed
 a word at a time (`flush_bytes=256`): writes, bytes per write, and the largest write beyond
 the part's own text.
 """
@@ -35,14 +37,26 @@ from mindstore.model.storage_form import bson_size
 
 BUDGET = 32_000
 BEFORE = {
+    "5000": {"read_only": (6, 223_623, 10_157, 200_761), "first": (11, 1_911_104, 379_894, 226_651),
+             "next": (7, 212_287, 121_322, 226_651)},
+    "20000": {"read_only": (6, 235_320, 10_157, 200_202), "first": (11, 7_014_304, 1_494_400, 224_328),
+              "next": (7, 393_020, 464_073, 224_328)},
+}  # fmt: skip
+"""The same calls before the paged window read became one pipeline (issue 30 item 1): this
+benchmark run on commit 42bbbee's sources (the checkpoint, the counts and the slices read
+per segment, the checkpoint's id lists sent with each), in the same session as the run
+after (round trips, bytes received, bytes sent, window bytes). Quoted, not re-measured:
+the old read path is gone."""
+EARLIER = {
     "5000": {"read_only": (8, 224_505, 13_225, 200_761), "first": (13, 1_911_986, 382_962, 226_651),
              "next": (12, 581_721, 212_909, 226_651)},
     "20000": {"read_only": (8, 236_202, 13_225, 200_178), "first": (13, 7_015_186, 1_497_468, 224_328),
               "next": (13, 1_886_658, 927_559, 224_328)},
 }  # fmt: skip
-"""The same calls before the paged window read was batched (issue 30): this benchmark run
-on commit dab2d1e's sources, on the machine of the run after (round trips, bytes received,
-bytes sent, window bytes). Quoted, not re-measured: the old read path is gone."""
+"""Before the per-segment read was batched: commit dab2d1e's sources (issue 30's figures)."""
+GOAL = {"round_trips": 3, "received_per_window_byte": 1.5}
+"""Issue 30 item 1: a window in at most 3 round trips, receiving at most 1.5x its bytes,
+with or without a checkpoint (the read-only call and the next calls after a round)."""
 SYSTEM = "You are a careful research agent: cite sources, keep answers short. " * 6
 
 
@@ -65,6 +79,11 @@ async def _measure(store: Any, call: Any) -> tuple[Any, dict[str, Any]]:
     return result, {"round_trips": log.round_trips, "bytes_sent": log.bytes_sent,
                     "bytes_received": log.bytes_received, "writes": len(log.by_name("update")),
                     "ms_embedded": round(elapsed * 1000, 1)}  # fmt: skip
+
+
+def _quoted(table: dict[str, Any], size: int) -> dict[str, Any]:
+    names = ("round_trips", "bytes_received", "bytes_sent", "window_bytes")
+    return {name: dict(zip(names, row, strict=True)) for name, row in table.get(str(size), {}).items()}
 
 
 def _window_row(window: Any, figures: dict[str, Any]) -> dict[str, Any]:
@@ -92,8 +111,11 @@ async def _sizes(store: Any, sizes: tuple[int, ...]) -> dict[str, Any]:
             "read_only": _window_row(window, read_only),
             "auto_compress": {"first": _window_row(first_window, first), "next": _window_row(next_window, after),
                               "notes": next_window.notes},  # fmt: skip
-            "before": {name: dict(zip(("round_trips", "bytes_received", "bytes_sent", "window_bytes"), row,
-                                      strict=True)) for name, row in BEFORE.get(str(size), {}).items()},
+            "before": _quoted(BEFORE, size),
+            "earlier": _quoted(EARLIER, size),
+            "goal": {**GOAL, "met": all(row["round_trips"] <= GOAL["round_trips"]
+                                        and row["received_per_window_byte"] <= GOAL["received_per_window_byte"]
+                                        for row in (_window_row(window, read_only), _window_row(next_window, after)))},
             "read_only_vs_whole_level_bytes": round(whole["bytes_received"] / max(read_only["bytes_received"], 1), 1),
         }
     return out

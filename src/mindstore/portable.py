@@ -44,7 +44,9 @@ DESIGN_SUBSET = frozenset({
     "$project", "$filter", "$map", "$size", "$cond", "$lookup", "$sort", "$limit", "$count",
     "$not", "$eq",
 })  # fmt: skip
-"""Listed in docs/design.md's portable subset."""
+"""Listed in docs/design.md's portable subset. `$set` is also the pipeline stage (MongoDB
+4.2+'s alias of `$addFields`, implemented by mongomock): the paged context window
+(pipelines/context_pages.py)."""
 
 STANDARD_EXTRAS: Mapping[str, str] = {
     # query operators, standard since MongoDB 3.x, evaluated alike by mongomock

@@ -85,9 +85,10 @@ async def read_level_range(
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a level, for a window read that fell
     short: (checkpoint message id, visible count, messages, stubbed ids among them).
-    `paged`: the window was read from a paged task (`LevelRead.paged`); `paged_level`: its
-    checkpoint and counts (`LevelRead.paged_level`), reused while no page changed (then
-    read again, and a new checkpoint shows in the id returned)."""
+    `paged`: the window was read from a paged task (`LevelRead.paged`): one pipeline;
+    `paged_level`: that read's page counts (`LevelRead.paged_level`), reused while the task
+    is at their version (else counted again on the server); a new checkpoint shows in the
+    id returned."""
     check_int(start, "start")
     check_int(count, "count", minimum=1)
     if paged:

@@ -50,6 +50,10 @@ Layout (each module one concern; imports flow downwards only):
   client scans every time);
 * `bit_queries` -- `$bitsAllSet` (mongomock lacks it), for the sealed-id filter;
 * `array_ranges` -- `$range` (mongomock lacks it), for analytics over paged tasks;
+* `array_slices` -- `$slice` with computed position and count (mongomock takes literals
+  only), for the paged context window;
+* `unwind` -- `$unwind` of a top-level array without copying the array per element, for
+  the pages the paged context window looks up;
 * `duplicate_keys` -- duplicate key errors with a server's details;
 * `empty_timestamps` -- an empty BSON timestamp nested in a document stored as given (mongomock
   replaced it with the current time; a server does so only in an inserted top-level field);
@@ -59,7 +63,7 @@ Importing this package imports mongomock; `mindstore` itself imports it only whe
 embedded backend is opened.
 """
 
-from . import array_ranges, bit_queries, empty_timestamps
+from . import array_ranges, array_slices, bit_queries, empty_timestamps, unwind
 from .client import EmbeddedClient, EmbeddedSession
 from .codec import OUT_CODEC_OPTIONS
 from .collection import EmbeddedCollection
@@ -67,6 +71,8 @@ from .cursors import EmbeddedCommandCursor, EmbeddedCursor
 from .database import EmbeddedDatabase
 
 array_ranges.install()
+array_slices.install()
+unwind.install()
 bit_queries.install()
 empty_timestamps.install()
 
