@@ -78,20 +78,9 @@ async def test_a_writer_that_never_seals_still_stops_a_seal_by_the_default_page_
     assert ids(messages) == await check_stored(sealer, tid)
 
 
-TORN_BY_A_DELETE = pytest.mark.xfail(
-    strict=True,
-    reason="port.filtered (level reads): a page that sends no row is taken for a page with "
-    "nothing of the level, so pages deleted under the read leave the open page alone",
-)
-
-
-@pytest.mark.parametrize(
-    "read",
-    [
-        pytest.param(r, marks=TORN_BY_A_DELETE) if r == "level" else r
-        for r in sorted(READS_OF_A_HISTORY)
-    ],
-)
+# `context` reads its pages inside its one pipeline over the task document (`$lookup`):
+# there is no moment between the two reads for a delete to land in
+@pytest.mark.parametrize("read", sorted(set(READS_OF_A_HISTORY) - {"context"}))
 async def test_a_read_racing_a_delete_never_returns_a_history_without_its_pages(
     stores: StoreFactory, read: str
 ) -> None:

@@ -68,7 +68,7 @@ class ContentLifecycle:
             filtered = {"$filter": {"input": "$messages", "as": "m", "cond": keep}}
             return [{"$match": query}, {"$project": {"messages": filtered}}]
 
-        stored = await self.port.filtered(task_id, compression_messages)
+        stored = await self.port.filtered(task_id, compression_messages, strict=False)
         for compression in await self.port.decode(task_id, stored):  # summaries opened
             document = compression.to_dict()
             parts = document.get("content")

@@ -279,12 +279,15 @@ class TaskPort:
 
     async def filtered(
         self, task_id: str, build: Callable[[dict[str, Any]], list[Any]],
-        *, newest: bool = False,
+        *, newest: bool = False, strict: bool = True,
     ) -> list[Any]:  # fmt: skip
         """The stored messages a one-row `$filter` pipeline keeps (its `messages` field),
         over the open page and, for a paged task, over the sealed pages (the same pipeline
         after its `$match`, pending changes applied), in history order. `newest`: only the
-        latest one is wanted, so the pages are not read when the open page keeps any."""
+        latest one is wanted, so the pages are not read when the open page keeps any.
+        `strict`: when some page sent no row (nothing kept, or deleted under the read), one
+        more read checks that the task still exists (`NotFound` if not); a caller for whom a
+        task deleted meanwhile makes no difference passes False."""
         for _attempt in range(STALE_READS):
             rows = await self.scope.aggregate_task(
                 task_id, lambda query: with_fields(build(query), PAGING_FIELDS)
@@ -300,6 +303,12 @@ class TaskPort:
                 pages = await self.sealed.rows(self.scope.key(task_id), paging, tail)
             except StalePage:
                 continue
+            if (
+                strict
+                and len(pages) < paging.pages
+                and not await self.scope.tasks.count_documents(self.scope.filter(task_id), limit=1)
+            ):  # a page that sent no row may be one deleted under the read, not an empty one
+                raise self.scope.not_found(task_id)
             sealed = [message for row in pages for message in row.get("messages", [])]
             apply_pending(sealed, paging.pending)
             return [*sealed, *rows[0]["messages"]]
