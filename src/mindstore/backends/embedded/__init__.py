@@ -57,6 +57,7 @@ Layout (each module one concern; imports flow downwards only):
 * `duplicate_keys` -- duplicate key errors with a server's details;
 * `empty_timestamps` -- an empty BSON timestamp nested in a document stored as given (mongomock
   replaced it with the current time; a server does so only in an inserted top-level field);
+* `int32` -- the 32-bit integer arguments `$range` and `$slice` take;
 * `database` -- `EmbeddedDatabase`; `client` -- `EmbeddedClient` and `EmbeddedSession`.
 
 Importing this package imports mongomock; `mindstore` itself imports it only when an

@@ -19,30 +19,20 @@ from typing import Any
 from mongomock import OperationFailure
 from mongomock import aggregate as _untyped_aggregate
 
+from .int32 import int32
+
 __all__ = ["install", "int_range"]
 
 _aggregate: Any = _untyped_aggregate
-_INT32 = 2**31
-
-
-def _int32(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise OperationFailure(f"$range requires a numeric {what}, found {type(value).__name__}")
-    if isinstance(value, float) and not value.is_integer():
-        raise OperationFailure(f"$range requires a {what} that is a 32-bit integer, got {value}")
-    number = int(value)
-    if not -_INT32 <= number < _INT32:
-        raise OperationFailure(f"$range requires a {what} that is a 32-bit integer, got {value}")
-    return number
 
 
 def int_range(arguments: Any) -> list[int]:
     """`$range` of already evaluated `arguments` ([start, end] or [start, end, step])."""
     if not isinstance(arguments, (list, tuple)) or len(arguments) not in (2, 3):
         raise OperationFailure("$range requires two or three arguments")
-    start = _int32(arguments[0], "starting value")
-    end = _int32(arguments[1], "ending value")
-    step = _int32(arguments[2], "step value") if len(arguments) == 3 else 1
+    start = int32(arguments[0], "$range", "starting value")
+    end = int32(arguments[1], "$range", "ending value")
+    step = int32(arguments[2], "$range", "step value") if len(arguments) == 3 else 1
     if step == 0:
         raise OperationFailure("$range requires a non-zero step value")
     return list(range(start, end, step))

@@ -22,30 +22,23 @@ from typing import Any
 from mongomock import OperationFailure
 from mongomock import aggregate as _untyped_aggregate
 
+from .int32 import int32
+
 __all__ = ["install", "slice_arguments"]
 
 _aggregate: Any = _untyped_aggregate
-_INT32 = 2**31
-
-
-def _int32(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise OperationFailure(f"$slice: the {what} must be numeric, found {type(value).__name__}")
-    if isinstance(value, float) and not value.is_integer():
-        raise OperationFailure(f"$slice: the {what} must be a 32-bit integer, got {value}")
-    number = int(value)
-    if not -_INT32 <= number < _INT32:
-        raise OperationFailure(f"$slice: the {what} must be a 32-bit integer, got {value}")
-    return number
 
 
 def slice_arguments(arguments: list[Any]) -> list[int]:
     """The evaluated position and count of a `$slice` (one or two values), as integers."""
     if len(arguments) == 1:
-        return [_int32(arguments[0], "count")]
+        return [int32(arguments[0], "$slice", "count")]
     if len(arguments) != 2:
         raise OperationFailure("$slice takes at least 2 arguments, and at most 3")
-    position, count = _int32(arguments[0], "position"), _int32(arguments[1], "count")
+    position, count = (
+        int32(arguments[0], "$slice", "position"),
+        int32(arguments[1], "$slice", "count"),
+    )
     if count <= 0:
         raise OperationFailure(f"$slice: the count must be positive, got {count}")
     return [position, count]
