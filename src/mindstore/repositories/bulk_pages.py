@@ -25,8 +25,9 @@ table.
   than a task grown message by message, whose open page keeps up to two. When the rest
   would not fit in a task document, everything but the last message is cut (a partial
   last page, as a forced seal cuts).
-* `write_pages`, `confirm_pages`: the pages before the insert (each taken only where no
-  page stands, or one of this create's messages, or an orphan older than the grace);
+* `write_pages`, `confirm_pages`: the pages before the insert (each written only where no
+  page stands or an orphan older than the grace does, and kept where a page of the same
+  messages stands);
   after it, a check that the pages the task counts are its own (a sweep may have got in
   between, or the pages were another attempt's with the same messages), rewriting any
   that is not.
@@ -168,10 +169,9 @@ async def write_pages(
     """Write every page of `history`, in order. The caller has checked that no task of
     that id exists, so what stands under a page's id is no task's page: a crashed or
     running create's, or a deleted task's. It is written over when it is older than
-    `ORPHAN_GRACE`, kept when it holds the same messages (a
-    retried create's, or a twin racing this one: a message id names one message), and
-    otherwise the create stops with `Conflict` before its insert, leaving the other
-    create's pages as they are.
+    `ORPHAN_GRACE`, kept when it holds the same messages (a retried create's, or a twin
+    racing this one: a message id names one message), and otherwise the create stops with
+    `Conflict` before its insert, leaving the other create's pages as they are.
 
     Raises:
         Conflict: another create of this id, of other messages, wrote a page less than
