@@ -12,7 +12,7 @@ from typing import Any
 
 from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.paged_level_read import read_paged_range, read_paged_window
-from mindstore.compression.window import LevelRead
+from mindstore.compression.window import KnownCounts, LevelRead
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, TaskConfigMessage, TaskEntryMessage
 from mindstore.model.parts import TaskConfigPart
@@ -81,7 +81,7 @@ async def read_level_window(
 
 async def read_level_range(
     port: TaskPort, task_id: str, scope: str | None, start: int, count: int,
-    *, paged: bool = False, paged_level: object | None = None,
+    *, paged: bool = False, paged_level: KnownCounts | None = None,
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a level, for a window read that fell
     short: (checkpoint message id, visible count, messages, stubbed ids among them).

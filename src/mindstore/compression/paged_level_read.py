@@ -18,11 +18,10 @@ newer than the task document read, or the task document changed during the read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from mindstore.compression.checkpoint import CompressionCheckpoint
-from mindstore.compression.window import LevelRead
+from mindstore.compression.window import KnownCounts, LevelRead
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage
 from mindstore.model.paging import apply_pending
@@ -32,16 +31,6 @@ from mindstore.repositories.pages import Paging, StalePage
 from mindstore.repositories.port import TaskPort
 
 JSON = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class KnownCounts:
-    """What a window read learnt of a paged level's pages (`LevelRead.paged_level`): each
-    page's view and visible counts, and the task version they hold for. A widening read
-    at that version slices only the pages it needs instead of counting them all again."""
-
-    version: int
-    pages: tuple[JSON, ...]
 
 
 async def _row(
@@ -139,7 +128,7 @@ async def read_paged_window(
 
 async def read_paged_range(
     port: TaskPort, task_id: str, scope: str | None, start: int, count: int,
-    known: object | None = None,
+    known: KnownCounts | None = None,
 ) -> tuple[str | None, int, list[AnyMessage], set[str]]:  # fmt: skip
     """Visible messages ``[start, start + count)`` of a paged level (a widening read),
     with the checkpoint's message id and the visible count read with them: the same
@@ -147,8 +136,7 @@ async def read_paged_range(
     `known`: the window read's `KnownCounts` (`LevelRead.paged_level`): the pages are not
     counted again, only the ones holding the range are read; `StalePage` if the task was
     written since (the caller reads again without them)."""
-    counts = known if isinstance(known, KnownCounts) else None
-    row, paging = await _row(port, task_id, scope, head=0, start=start, count=count, known=counts)
+    row, paging = await _row(port, task_id, scope, head=0, start=start, count=count, known=known)
     raw, stubbed = _pieces(row, paging, "run")
     messages = await port.decode(task_id, raw)
     return row.get("mark_id"), int(row.get("visible_count", 0)), messages, stubbed

@@ -149,6 +149,16 @@ def model_view(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
 # -- what a read returned ----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class KnownCounts:
+    """What a window read learnt of a paged level's pages (`LevelRead.paged_level`): each
+    page's view and visible counts, and the task version they hold for. A widening read
+    at that version slices only the pages it needs instead of counting them all again."""
+
+    version: int
+    pages: tuple[dict[str, Any], ...]
+
+
 @dataclass
 class LevelRead:
     """The part of a level one window read holds (decoded), or a whole level.
@@ -178,9 +188,9 @@ class LevelRead:
     """Stored bytes of the messages read (for the estimate of what was not)."""
     paged: bool = False
     """Read from a task with sealed pages (its widening reads go per page too)."""
-    paged_level: object | None = None
-    """The paged reader's checkpoint and per-page counts (`compression.paged_level_read`):
-    a widening read of the same snapshot reuses them instead of reading them again."""
+    paged_level: KnownCounts | None = None
+    """The paged reader's per-page counts (`compression.paged_level_read`): a widening
+    read of the same snapshot reuses them instead of reading them again."""
 
     @property
     def anchor(self) -> str | None:
