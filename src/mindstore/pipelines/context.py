@@ -28,6 +28,17 @@ STUB_SKELETON_FIELDS = ("id", "role", "task_id", "started_ts", "finished_ts", "s
 """Fields a stubbed tool message keeps (`compression.checkpoint_view` builds stubs from them)."""
 
 
+def compression_messages_pipeline(task: TaskFilter) -> Pipeline:
+    """Every compression message of the task, all levels, as `messages` (redaction looks
+    for the summaries written from a message it redacts)."""
+    is_compression = {"$eq": ["$$m.role", "compression"]}
+    return [
+        _task_match(task),
+        {"$project": {"messages": {"$filter": {"input": "$messages", "as": "m",
+                                               "cond": is_compression}}}},
+    ]  # fmt: skip
+
+
 def latest_checkpoint_pipeline(
     task: TaskFilter, scope: str | None, field: str = "latest", *, kept_ids: bool = True
 ) -> Pipeline:

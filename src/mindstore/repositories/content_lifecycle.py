@@ -18,6 +18,7 @@ from mindstore.model.plans.redaction import (
     plan_withhold_summary,
     redaction_of,
 )
+from mindstore.pipelines.context import compression_messages_pipeline
 from mindstore.repositories.engine import TaskWriter
 from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.port import TaskPort
@@ -62,13 +63,7 @@ class ContentLifecycle:
         last = cached.header.tail if cached is not None else None
         if last is not None and last.id == message_id:
             return
-
-        def compression_messages(query: dict[str, Any]) -> list[Any]:
-            keep = {"$eq": ["$$m.role", "compression"]}
-            filtered = {"$filter": {"input": "$messages", "as": "m", "cond": keep}}
-            return [{"$match": query}, {"$project": {"messages": filtered}}]
-
-        stored = await self.port.filtered(task_id, compression_messages, strict=False)
+        stored = await self.port.filtered(task_id, compression_messages_pipeline, strict=False)
         for compression in await self.port.decode(task_id, stored):  # summaries opened
             document = compression.to_dict()
             parts = document.get("content")
