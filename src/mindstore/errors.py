@@ -100,3 +100,25 @@ class KeyShredded(CryptoError):
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
         super().__init__(f"the data keys of tenant {tenant!r} were shredded: its content is gone")
+
+
+class KeyProviderUnavailable(CryptoError):
+    """The key provider (a KMS, the local key vault) could not be reached or did not
+    answer: nothing was decided and nothing was written; retry later."""
+
+    exit_code = 18
+
+
+class KeyringRequired(CryptoError):
+    """The tenant is encrypted and this store has no keyring: it neither reads the
+    tenant's sealed content nor writes content into it in the clear. Open the store with
+    `mindstore.connect(..., keyring=...)` (the CLI: `--master-key` and `--key-vault`)."""
+
+    exit_code = 19
+
+    def __init__(self, tenant: str, action: str = "read") -> None:
+        self.tenant = tenant
+        super().__init__(
+            f"tenant {tenant!r} is encrypted: a store without a keyring cannot {action} its "
+            "content (open it with a keyring; the CLI takes --master-key and --key-vault)"
+        )
