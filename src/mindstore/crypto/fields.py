@@ -34,6 +34,8 @@ from mindstore.payloads import MARKER_PREFIX
 
 __all__ = [
     "MESSAGE_CLEAR",
+    "clear_refused",
+    "refuse_clear",
     "OWN_FIELDS",
     "PART_CLEAR",
     "KeySource",
@@ -79,6 +81,11 @@ class KeySource(Protocol):
 
     def key(self, version: int) -> AESGCM:
         """The key of `version` (raises `KeyShredded` or `CryptoError` if it is gone)."""
+        ...
+
+    @property
+    def sealed_only(self) -> bool:
+        """A value the split seals that is in the clear is tampering (`refuse_clear`)."""
         ...
 
 
@@ -229,11 +236,36 @@ def _opened(value: Any, path: str, open_one: Callable[[Any, str], Any]) -> Any:
     return value
 
 
+def clear_refused(where: str, task_id: str, tenant: str) -> CryptoError:
+    """The error for a value in the clear where a sealed-only tenant holds ciphertexts."""
+    return CryptoError(
+        f"{where} of task {task_id!r} (tenant {tenant!r}) is stored in the clear, but the "
+        "tenant is sealed-only: refused as tampering"
+    )
+
+
+def refuse_clear(document: dict[str, Any], tenant: str, task_id: str) -> None:
+    """CryptoError naming the first field of a stored message that the split seals but
+    that holds a value in the clear (a sealed-only tenant: written or changed by someone
+    without its keys). Ids, markers and None stay clear by design and pass."""
+    message_id = str(document.get("id", ""))
+
+    def check(value: Any, path: str) -> Any:
+        if _leave_clear(value) or is_sealed(value):
+            return value
+        raise clear_refused(f"{path or 'value'} of message {message_id!r}", task_id, tenant)
+
+    _message(document, check)
+
+
 def open_document(document: Any, keys: KeySource, tenant: str, task_id: str) -> Any:
     """A stored message document with every ciphertext opened (the same object when it
-    holds none: documents stored before the tenant was encrypted read as they are)."""
+    holds none: documents stored before the tenant was encrypted read as they are, until
+    the tenant is sealed-only: then a value in the clear is refused, `refuse_clear`)."""
     if type(document) is not dict:
         return document
+    if keys.sealed_only:
+        refuse_clear(document, tenant, task_id)
     message_id = str(document.get("id", ""))
 
     def open_one(value: Any, path: str) -> Any:

@@ -1,20 +1,33 @@
-"""The keyring: per-tenant data keys, wrapped by the master key, stored in the database.
+"""The keyring: per-tenant data keys, wrapped by the tenant's own key, stored in the database.
 
 Each tenant has data keys numbered 1, 2, ... (`rotate` adds one; new ciphertexts use the
-highest). A data key is 32 random bytes, stored only wrapped by the master key, in the
-`data_keys` collection (`mindstore.registry.KEY_STORE`), which backups never hold. So
-`shred` (delete the tenant's wrapped keys, leave a tombstone) makes every ciphertext of
-the tenant unreadable everywhere it was copied: the database, its replicas, every backup.
+highest). A data key is 32 random bytes, stored in the `data_keys` collection
+(`mindstore.registry`) only wrapped, by one of:
+
+* the tenant's key-encryption key in a key provider (`crypto.provider.KeyProvider`: the
+  local vault, a KMS): the document says ``kek: "tenant"``. These documents travel with
+  every copy of the data, mindstore backups included, and `shred` destroys the tenant's
+  key in the provider, which makes every copy unreadable (`KeyShredded`);
+* a shared master key (`Keyring(LocalMasterKey(...))`, the format before per-tenant
+  keys): no ``kek`` field. Such documents are never backed up, and `shred` deletes them,
+  which cannot reach a copy made before (docs/encryption.md, "Migrating to per-tenant
+  keys": `migrate` re-wraps them for a provider without re-encrypting any content).
+
+The wrap is bound (as associated data) to the tenant, the version and the document's
+flags (which key wraps it; whether the tenant is sealed-only), so a wrapped key copied to
+another tenant or version, or a flag removed, does not unwrap.
 
 A process keeps the unwrapped keys of the tenants it touched for `cache_seconds`; a
 rotation or shred made by another process is seen when that expires (docs/encryption.md,
-"Several processes"). A process's own rotate and shred take effect at once.
+"Several processes"). A process's own rotate and shred take effect at once. The provider
+is called once per tenant and key version per load, never per message.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,18 +36,21 @@ from bson.binary import Binary
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.collection_names import DATA_KEYS
+from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, TASKS
 from mindstore.crypto.aead import KEY_BYTES, context_bytes
 from mindstore.crypto.integration_sweep import reencrypt_integrations
 from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.crypto.master import MasterKey
+from mindstore.crypto.provider import KekState, KeyProvider
 from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
-from mindstore.errors import ConfigurationError, KeyShredded, ValidationError
+from mindstore.errors import ConfigurationError, CryptoError, KeyShredded, ValidationError
 from mindstore.ids import check_key
 
-__all__ = ["KeyStatus", "Keyring", "MissingKey", "TenantKeys"]
+__all__ = ["KeyStatus", "Keyring", "MigrationReport", "MissingKey", "TenantKeys"]
 
 DEFAULT_CACHE_SECONDS = 30.0
+TENANT_KEK = "tenant"
+"""`kek` of a data key wrapped by the tenant's key in the provider."""
 
 
 @dataclass(frozen=True)
@@ -46,16 +62,33 @@ class KeyStatus:
     current: int | None
     shredded_at: datetime | None
     master_key_id: str
+    """What wraps the data keys: the provider's id, or the shared master key's."""
+    kek: KekState | None = None
+    """The tenant's key in the provider (None: keys wrapped by a shared master key)."""
+    sealed_only: bool = False
+    legacy_versions: tuple[int, ...] = ()
+    """Versions still wrapped by a shared master key (`migrate` re-wraps them)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "tenant": self.tenant,
             "versions": list(self.versions),
             "current": self.current,
-            "shredded": self.shredded_at is not None,
+            "shredded": self.shredded_at is not None or self.kek == "destroyed",
             "shredded_at": self.shredded_at.isoformat() if self.shredded_at else None,
             "master_key_id": self.master_key_id,
+            "kek": self.kek,
+            "sealed_only": self.sealed_only,
+            "legacy_versions": list(self.legacy_versions),
         }
+
+
+@dataclass
+class MigrationReport:
+    """What `Keyring.migrate` did: data keys re-wrapped per tenant."""
+
+    rewrapped: dict[str, int]
+    already: int = 0
 
 
 def _key_id(tenant: str, version: int) -> str:
@@ -72,33 +105,77 @@ def _tombstone_id(tenant: str) -> str:
     return f"{tenant}/shredded"
 
 
-def _wrap_context(tenant: str, version: int) -> bytes:
-    return context_bytes(("mindstore data key", tenant, str(version), ""))
+def _flags(document: dict[str, Any]) -> str:
+    """The flags a data key's wrap is bound to: which key wraps it, and sealed-only."""
+    flags = []
+    if document.get("kek") == TENANT_KEK:
+        flags.append("tenant-kek")
+    if document.get("sealed_only") is True:
+        flags.append("sealed-only")
+    return " ".join(flags)
+
+
+def _wrap_context(tenant: str, version: int, flags: str = "") -> bytes:
+    return context_bytes(("mindstore data key", tenant, str(version), flags))
 
 
 class Keyring:
-    """Data keys per tenant under one master key. `mindstore.connect(..., keyring=k)`
-    binds it to the store's database (`store.keyring`)."""
+    """Data keys per tenant, wrapped by each tenant's key in a `KeyProvider` (or, in the
+    format before per-tenant keys, by one shared `MasterKey`).
+    `mindstore.connect(..., keyring=k)` binds it to the store's database (`store.keyring`).
+
+    Args:
+        provider: A `KeyProvider` (`LocalKeyVault(path, LocalMasterKey(...))`, a KMS), or a
+            `MasterKey` alone for the shared-master format.
+        cache_seconds: How long a process keeps a tenant's unwrapped keys.
+        legacy: The shared master key of a database not migrated yet: data keys it
+            wrapped still open, and `migrate` re-wraps them for `provider`.
+    """
 
     def __init__(
         self,
-        master: MasterKey,
+        provider: KeyProvider | MasterKey,
         *,
         cache_seconds: float = DEFAULT_CACHE_SECONDS,
+        legacy: MasterKey | None = None,
         database: Any = None,
     ) -> None:
-        if not isinstance(master, MasterKey):
-            raise ValidationError("master must implement mindstore.crypto.MasterKey")
-        if cache_seconds < 0:
+        if isinstance(provider, KeyProvider):
+            self.provider: KeyProvider | None = provider
+            self.legacy = legacy
+        elif isinstance(provider, MasterKey):
+            self.provider, self.legacy = None, provider
+        else:
+            raise ValidationError(
+                "provider must implement mindstore.crypto.KeyProvider (or MasterKey)"
+            )
+        if legacy is not None and not isinstance(legacy, MasterKey):
+            raise ValidationError("legacy must implement mindstore.crypto.MasterKey")
+        if not cache_seconds >= 0:
             raise ValidationError("cache_seconds must be >= 0")
-        self.master = master
         self.cache_seconds = cache_seconds
         self._database = database
         self._tenants: dict[str, TenantKeys] = {}
 
+    @property
+    def master(self) -> MasterKey | None:
+        """The shared master key (the format before per-tenant keys), if any."""
+        return self.legacy
+
+    @property
+    def wrapper_id(self) -> str:
+        """What wraps new data keys: the provider's id, or the shared master key's."""
+        if self.provider is not None:
+            return self.provider.provider_id
+        assert self.legacy is not None
+        return self.legacy.key_id
+
     def bind(self, database: Any) -> Keyring:
-        """This keyring over `database` (a fresh key cache; the master key is shared)."""
-        return Keyring(self.master, cache_seconds=self.cache_seconds, database=database)
+        """This keyring over `database` (a fresh key cache; the provider is shared)."""
+        wrapper: KeyProvider | MasterKey = self.provider or self.legacy  # type: ignore[assignment]
+        return Keyring(wrapper, cache_seconds=self.cache_seconds,
+                       legacy=self.legacy if self.provider is not None else None,
+                       database=database)  # fmt: skip
 
     @property
     def _keys(self) -> Any:
@@ -115,49 +192,131 @@ class Keyring:
 
     async def keys(self, tenant: str, *, create: bool = False) -> TenantKeys:
         """The tenant's keys, read again when older than `cache_seconds`; `create`: make
-        its first data key if it has none (a tenant encrypted from this write on)."""
+        its first data key if it has none (a tenant encrypted from this write on; sealed-
+        only at once when it holds no content yet)."""
         check_key(tenant, "tenant")
         held = self._tenants.get(tenant)
         fresh = held is not None and time.monotonic() - held.loaded_at < self.cache_seconds
         if not fresh or held is None:
             held = await self._load(tenant)
         if create and not held.keys and not held.shredded:
-            await self._add_version(tenant, 1)
+            await self._add_version(tenant, 1, sealed_only=not await self._has_content(tenant))
             held = await self._load(tenant)
         return held
 
     async def refresh(self, tenant: str) -> TenantKeys:
-        """Read the tenant's keys again now (a ciphertext names a version not held)."""
-        return await self._load(tenant)
+        """Read the tenant's keys again now (a ciphertext names a version not held). A
+        tenant with no data key left whose provider key was destroyed reads as shredded
+        (a copy restored after the shred)."""
+        loaded = await self._load(tenant)
+        if not loaded.keys and not loaded.shredded and self.provider is not None:
+            if await self.provider.status(tenant) == "destroyed":
+                loaded.shredded = True
+        return loaded
+
+    async def _has_content(self, tenant: str) -> bool:
+        for name in (TASKS, LANGGRAPH_CHECKPOINTS):
+            if await self._database[name].find_one({"tenant": tenant}, {"_id": 1}) is not None:
+                return True
+        return False
+
+    async def _unwrap(self, tenant: str, document: dict[str, Any]) -> bytes:
+        version = int(document["version"])
+        wrapped = bytes(document["wrapped"])
+        context = _wrap_context(tenant, version, _flags(document))
+        if document.get("kek") == TENANT_KEK:
+            if self.provider is None:
+                raise CryptoError(
+                    f"data key {version} of tenant {tenant!r} is wrapped by the tenant's key "
+                    "in a key provider: open the keyring with that provider"
+                )
+            return await self.provider.unwrap(tenant, wrapped, context)
+        if self.legacy is None:
+            raise CryptoError(
+                f"data key {version} of tenant {tenant!r} is wrapped by a shared master key "
+                "(the format before per-tenant keys): give it as Keyring(..., legacy=...) "
+                "and re-wrap with `mindstore keys migrate`"
+            )
+        return await self.legacy.unwrap(wrapped, context)
 
     async def _load(self, tenant: str) -> TenantKeys:
         loaded = TenantKeys(tenant, loaded_at=time.monotonic())
-        async for document in self._keys.find(_tenant_filter(tenant)):
-            if document.get("kind") == "shredded":
-                loaded.shredded = True
-            elif document.get("kind") == "key":
-                version = int(document["version"])
-                raw = await self.master.unwrap(
-                    bytes(document["wrapped"]), _wrap_context(tenant, version)
-                )
-                loaded.keys[version] = AESGCM(raw)
+        documents = await self._keys.find(_tenant_filter(tenant)).to_list(None)
+        loaded.shredded = any(d.get("kind") == "shredded" for d in documents)
+        try:
+            for document in documents:
+                if loaded.shredded or document.get("kind") != "key":
+                    continue
+                raw = await self._unwrap(tenant, document)
+                loaded.keys[int(document["version"])] = AESGCM(raw)
+                loaded.sealed_only = loaded.sealed_only or document.get("sealed_only") is True
+        except KeyShredded:  # the provider's key is destroyed: a copy made before the shred
+            loaded.shredded = True
         if loaded.shredded:
             loaded.keys.clear()
         self._tenants[tenant] = loaded
         return loaded
 
-    async def _add_version(self, tenant: str, version: int) -> bool:
+    async def _wrap(self, tenant: str, data_key: bytes, document: dict[str, Any]) -> bytes:
+        context = _wrap_context(tenant, int(document["version"]), _flags(document))
+        if document.get("kek") == TENANT_KEK:
+            assert self.provider is not None
+            return await self.provider.wrap(tenant, data_key, context)
+        assert self.legacy is not None
+        return await self.legacy.wrap(data_key, context)
+
+    def _new_document(self, tenant: str, version: int, *, sealed_only: bool) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "_id": _key_id(tenant, version), "tenant": tenant, "kind": "key",
+            "version": version, "master_key_id": self.wrapper_id,
+            "sealed_only": sealed_only, "created_at": datetime.now(UTC),
+        }  # fmt: skip
+        if self.provider is not None:
+            document["kek"] = TENANT_KEK
+        return document
+
+    async def _add_version(self, tenant: str, version: int, *, sealed_only: bool) -> bool:
         """Store data key `version` of `tenant`; False if another writer stored it first."""
-        wrapped = await self.master.wrap(os.urandom(KEY_BYTES), _wrap_context(tenant, version))
+        document = self._new_document(tenant, version, sealed_only=sealed_only)
+        document["wrapped"] = Binary(await self._wrap(tenant, os.urandom(KEY_BYTES), document))
         try:
-            await self._keys.insert_one({
-                "_id": _key_id(tenant, version), "tenant": tenant, "kind": "key",
-                "version": version, "wrapped": Binary(wrapped), "master_key_id": self.master.key_id,
-                "created_at": datetime.now(UTC),
-            })  # fmt: skip
+            await self._keys.insert_one(document)
         except DuplicateKeyError:
             return False
         return True
+
+    async def _rewrap(
+        self, tenant: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> int:
+        """Re-wrap each of the tenant's data keys that `change` gives new fields for (the
+        key itself unchanged: no content is re-encrypted). Each update is pinned to the
+        wrapped bytes it read, so a concurrent re-wrap or shred is never overwritten; a
+        lost pin is read again. Returns how many documents were re-wrapped."""
+        done = 0
+        for _attempt in range(5):
+            lost = False
+            documents = await self._keys.find({**_tenant_filter(tenant), "kind": "key"}).to_list(
+                None
+            )
+            for document in documents:
+                fields = change(document)
+                if fields is None:
+                    continue
+                raw = await self._unwrap(tenant, document)
+                fresh = {**document, **fields}
+                fields["wrapped"] = Binary(await self._wrap(tenant, raw, fresh))
+                result = await self._keys.update_one(
+                    {"_id": document["_id"], "tenant": tenant, "wrapped": document["wrapped"]},
+                    {"$set": fields},
+                )
+                if result.matched_count:
+                    done += 1
+                else:
+                    lost = True
+            if not lost:
+                self._tenants.pop(tenant, None)
+                return done
+        raise CryptoError(f"the data keys of tenant {tenant!r} kept changing during a re-wrap")
 
     # ------------------------------------------------------------------ verbs
     async def rotate(self, tenant: str) -> int:
@@ -173,31 +332,38 @@ class Keyring:
         Raises:
             ValidationError: A tenant outside the id alphabet.
             KeyShredded: The tenant's keys were shredded.
-            CryptoError: The master key cannot unwrap the tenant's keys.
+            CryptoError: The provider cannot unwrap the tenant's keys.
+            KeyProviderUnavailable: The provider did not answer (nothing was written).
         """
         while True:
             held = await self._load(check_key(tenant, "tenant"))
             if held.shredded:
                 raise KeyShredded(tenant)
             version = max(held.keys, default=0) + 1
-            if await self._add_version(tenant, version):
+            sealed_only = held.sealed_only or (
+                version == 1 and not await self._has_content(tenant)
+            )
+            if await self._add_version(tenant, version, sealed_only=sealed_only):
                 await self._load(tenant)
                 return version
 
     async def shred(self, tenant: str) -> int:
-        """Destroy the tenant's data keys. Irreversible: its content, in the database and
-        in every backup, can no longer be read (`KeyShredded`). A tombstone is written
-        first, so a crash in between still refuses reads; running it again finishes.
-        Needs no master key.
+        """Destroy the tenant's keys. Irreversible: its content can no longer be read
+        (`KeyShredded`) in the database, and, with a key provider, in every copy ever made
+        (snapshots, dumps, replicas, mindstore backups), because the tenant's key in the
+        provider is what unwraps their data keys. A tombstone is written first, so reads
+        refuse at once and a crash (or a provider that did not answer) before the end is
+        finished by running it again. Needs no master key.
 
         Args:
             tenant: The tenant.
 
         Returns:
-            How many data keys were destroyed.
+            How many data keys were deleted from the database.
 
         Raises:
             ValidationError: A tenant outside the id alphabet.
+            KeyProviderUnavailable: The provider did not answer (run it again).
         """
         check_key(tenant, "tenant")
         await self._keys.update_one(
@@ -205,8 +371,10 @@ class Keyring:
             {"$setOnInsert": {"kind": "shredded", "shredded_at": datetime.now(UTC)}},
             upsert=True,
         )
-        result = await self._keys.delete_many({**_tenant_filter(tenant), "kind": "key"})
         self._tenants[tenant] = TenantKeys(tenant, shredded=True, loaded_at=time.monotonic())
+        if self.provider is not None:
+            await self.provider.destroy(tenant)
+        result = await self._keys.delete_many({**_tenant_filter(tenant), "kind": "key"})
         return int(result.deleted_count)
 
     async def reencrypt(
@@ -215,7 +383,8 @@ class Keyring:
         """Seal all of the tenant's stored content with its newest data key: after a
         rotation, or to encrypt what was stored before the tenant was (resumable: a sweep
         cut short goes on after the last task it finished; `crypto.sweep`), then the
-        LangGraph saver's documents (`crypto.integration_sweep`).
+        LangGraph saver's documents (`crypto.integration_sweep`). When it finishes, the
+        tenant is sealed-only: a value in the clear is refused as tampering from then on.
 
         Args:
             tenant: The tenant.
@@ -229,13 +398,63 @@ class Keyring:
             ValidationError: A tenant outside the id alphabet.
             KeyShredded: The tenant's keys were shredded.
             CryptoError: Stored content that does not open (moved or changed), or keys
-                the master key cannot unwrap.
+                the provider cannot unwrap.
             Conflict: A task kept changing under the sweep.
         """
         keys = await self.keys(check_key(tenant, "tenant"), create=True)
         swept = await reencrypt(self._database, keys, progress=progress, restart=restart)
         swept.values_sealed += await reencrypt_integrations(self._database, keys)
+        await self.seal_only(tenant)
         return swept
+
+    async def seal_only(self, tenant: str) -> int:
+        """Mark the tenant sealed-only (its sweep has sealed everything): every data key
+        is re-wrapped with the flag bound in, so removing it in the database makes the key
+        unwrap no more. Returns how many keys were re-wrapped."""
+        return await self._rewrap(
+            tenant, lambda d: None if d.get("sealed_only") is True else {"sealed_only": True}
+        )
+
+    async def migrate(self, tenant: str | None = None) -> MigrationReport:
+        """Re-wrap data keys wrapped by the shared master key (`legacy`) with each tenant's
+        own key in the provider: no content is re-encrypted (the data keys stay the same),
+        so the store keeps serving reads and writes meanwhile (open its keyrings with
+        `legacy=` until this is done). Resumable: a key already re-wrapped is skipped.
+
+        Args:
+            tenant: One tenant; None for every tenant that has keys.
+
+        Returns:
+            A `MigrationReport`.
+
+        Raises:
+            ConfigurationError: The keyring has no provider or no legacy master key.
+            KeyProviderUnavailable: The provider did not answer (run it again).
+        """
+        if self.provider is None or self.legacy is None:
+            raise ConfigurationError(
+                "migrate needs a key provider and the shared master key: "
+                "Keyring(provider, legacy=master)"
+            )
+        if tenant is not None:
+            tenants = [check_key(tenant, "tenant")]
+        else:
+            found = await self._keys.distinct("tenant", {"kind": "key"})
+            tenants = sorted(t for t in found if isinstance(t, str))
+        report = MigrationReport(rewrapped={})
+        provider_id = self.provider.provider_id
+
+        def change(document: dict[str, Any]) -> dict[str, Any] | None:
+            if document.get("kek") == TENANT_KEK:
+                report.already += 1
+                return None
+            return {"kek": TENANT_KEK, "master_key_id": provider_id}
+
+        for name in tenants:
+            if (await self._load(name)).shredded:
+                continue
+            report.rewrapped[name] = await self._rewrap(name, change)
+        return report
 
     async def status(self, tenant: str) -> KeyStatus:
         """The tenant's key versions and whether they were shredded (no key material;
@@ -252,14 +471,21 @@ class Keyring:
         """
         check_key(tenant, "tenant")
         versions: list[int] = []
+        legacy: list[int] = []
+        sealed_only = False
         shredded_at = None
         async for document in self._keys.find(_tenant_filter(tenant), {"wrapped": 0}):
             if document.get("kind") == "key":
                 versions.append(int(document["version"]))
+                if document.get("kek") != TENANT_KEK:
+                    legacy.append(int(document["version"]))
+                sealed_only = sealed_only or document.get("sealed_only") is True
             elif document.get("kind") == "shredded":
                 shredded_at = document.get("shredded_at")
         versions.sort()
+        kek = await self.provider.status(tenant) if self.provider is not None else None
         return KeyStatus(
             tenant=tenant, versions=tuple(versions), current=versions[-1] if versions else None,
-            shredded_at=shredded_at, master_key_id=self.master.key_id,
+            shredded_at=shredded_at, master_key_id=self.wrapper_id, kek=kek,
+            sealed_only=sealed_only, legacy_versions=tuple(sorted(legacy)),
         )  # fmt: skip

@@ -27,6 +27,10 @@ class TenantKeys:
     keys: dict[int, AESGCM] = field(default_factory=dict)
     shredded: bool = False
     loaded_at: float = 0.0
+    sealed_only: bool = False
+    """Every value the split seals must be a ciphertext: one in the clear is tampering
+    (`fields.open_document` refuses it). True from a tenant's first key when it had no
+    content yet, and after its re-encryption sweep finished (docs/encryption.md)."""
 
     def current(self) -> tuple[int, AESGCM]:
         if self.shredded:

@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from mindstore.crypto.aead import is_sealed, open_value, seal_value
-from mindstore.crypto.fields import OWN_FIELDS, KeySource, open_value_at, seal_part
+from mindstore.crypto.fields import (
+    OWN_FIELDS,
+    KeySource,
+    clear_refused,
+    open_value_at,
+    refuse_clear,
+    seal_part,
+)
 
 __all__ = [
     "AGENT_STATE",
@@ -67,7 +74,10 @@ def open_task_fields(
     document: dict[str, Any], keys: KeySource, tenant: str, task_id: str
 ) -> dict[str, Any]:
     """A task document with its title, metadata values, own content and agent state
-    opened (the same dict when it holds no ciphertext)."""
+    opened (the same dict when it holds no ciphertext; a sealed-only tenant's value in
+    the clear is refused, as `fields.refuse_clear` does for messages)."""
+    if keys.sealed_only:
+        _refuse_clear_fields(document, tenant, task_id)
     out: dict[str, Any] | None = None
     for name in ("title", "metadata", AGENT_STATE):
         if name in document:
@@ -85,6 +95,27 @@ def open_task_fields(
     return document if out is None else out
 
 
+def _refuse_clear_fields(document: dict[str, Any], tenant: str, task_id: str) -> None:
+    def clear(value: Any) -> bool:
+        return value is not None and not is_sealed(value)
+
+    for name in ("title", AGENT_STATE):
+        if clear(document.get(name)):
+            raise clear_refused(f"task.{name}", task_id, tenant)
+    metadata = document.get("metadata")
+    if metadata is not None and type(metadata) is not dict:
+        raise clear_refused("task.metadata", task_id, tenant)
+    for key, value in (metadata or {}).items():
+        if not str(key).startswith(OWN_METADATA) and clear(value):
+            raise clear_refused(f"task.metadata.{key}", task_id, tenant)
+    content = document.get("content")
+    for part in content if type(content) is list else []:
+        if type(part) is dict:
+            refuse_clear({"content": [part]}, tenant, task_id)
+        elif clear(part):
+            raise clear_refused(TASK_CONTENT, task_id, tenant)
+
+
 def seal_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_id: str) -> Any:
     """An offloaded payload's data, bound to its payload id (which names its tenant,
     task, message, path and content hash)."""
@@ -93,5 +124,7 @@ def seal_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_
 
 def open_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_id: str) -> Any:
     if not is_sealed(data):
+        if keys.sealed_only and data is not None:
+            raise clear_refused(f"payload {payload_id!r}", task_id, tenant)
         return data
     return open_value(data, keys.key, (tenant, task_id, payload_id, PAYLOAD_FIELD))

@@ -85,15 +85,15 @@ class SealingOffloader(Offloader):
         super().__init__(task_id, threshold, tenant=tenant)
         self._plain = Offloader(task_id, threshold, tenant=tenant, pending=self.pending)
         self._cipher = cipher
-        self._sealed: set[str] = set()
 
     def _seal_payloads(self, keys: TenantKeys) -> None:
+        # by the data, not by the id: a planner that transforms the same value twice
+        # registers a new payload object under the same id, with its data in the clear
         for payload in self.pending.values():
-            if payload.id not in self._sealed:
+            if not is_sealed(payload.data):
                 payload.data = task_fields.seal_payload(
                     payload.data, keys, self.tenant, self.task_id, payload.id
                 )
-                self._sealed.add(payload.id)
 
     def transform_document(self, message_doc: dict[str, Any]) -> dict[str, Any]:
         document = self._plain.transform_document(message_doc)

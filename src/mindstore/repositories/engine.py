@@ -328,7 +328,7 @@ class TaskWriter:
                     index, raw = state.located
                     if self.scope.cipher is not None:  # a newer key version is fetched (async)
                         raw = (await self.scope.cipher.opened([raw], task_id))[0]
-                    message = self.port.decode_stored([raw], task_id)[0]
+                    message = self.port.parse_opened([raw], task_id)[0]
                     located = {"index": index, "message": message}
                 header = state.header
                 offloader = self.scope.offloader(task_id)

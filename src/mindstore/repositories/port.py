@@ -101,7 +101,7 @@ class TaskPort:
         cipher = self.scope.cipher
         if cipher is not None:  # opened here: a newer key version is fetched (async)
             raw = (await cipher.opened([raw], task_id))[0]
-        return known[0], self.decode_stored([raw], task_id)[0]
+        return known[0], self.parse_opened([raw], task_id)[0]
 
     def decode_stored(self, documents: list[dict[str, Any]], task_id: str) -> list[AnyMessage]:
         """Stored message documents -> messages in their stored form (for planning only:
@@ -109,6 +109,11 @@ class TaskPort:
         same form as the stored document; the task ids the lean form left out filled back)."""
         if self.scope.cipher is not None:  # ciphertexts opened first (mindstore.crypto)
             documents = self.scope.cipher.open(documents, task_id)
+        return self.parse_opened(documents, task_id)
+
+    def parse_opened(self, documents: list[dict[str, Any]], task_id: str) -> list[AnyMessage]:
+        """`decode_stored` of documents whose ciphertexts are opened already (opening
+        twice would read the opened values as values stored in the clear)."""
         return parse_stored(documents, task_id=task_id)
 
     async def decode(self, task_id: str, documents: list[dict[str, Any]]) -> list[AnyMessage]:
