@@ -161,8 +161,8 @@ def test_the_registry_is_the_document_models_and_the_docs_name_each_collection()
 
     names = {entry.name for entry in REGISTRY}
     assert names == {model.Settings.name for model in DOCUMENT_MODELS}
-    # the keyring's collection is mindstore's too, and deliberately in no backup
-    assert MINDSTORE_COLLECTIONS == names | {KEY_STORE.name} and KEY_STORE.name not in names
+    # the keyring's collection is mindstore's too, and in backups (its tenant-wrapped keys)
+    assert MINDSTORE_COLLECTIONS == names and KEY_STORE.name in names
     assert set(BACKED_UP) == names
     models = {model.Settings.name: model for model in DOCUMENT_MODELS}
     for entry in REGISTRY:  # the fields the registry names are the documents' own
@@ -182,7 +182,8 @@ async def test_erasing_a_tenant_leaves_nothing_of_it_in_any_collection(store: An
     await plant(store, "beta", OTHER)
     before = await everything(store.database)
     assert set(holding(before, MARK)) == {"tasks", "agents", *SAVER}
-    assert set(holding(before, "acme")) == set(REGISTRY_NAMES) - {"task_pages", "payloads"}
+    # (no keyring here: no data keys; tests/test_crypto_drills.py erases an encrypted tenant)
+    assert set(holding(before, "acme")) == set(REGISTRY_NAMES) - {"task_pages", "payloads", "data_keys"}
     beta = {name: [doc for doc in docs if bson.decode(doc)["tenant"] == "beta"]
             for name, docs in before.items()}  # fmt: skip
 

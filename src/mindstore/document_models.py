@@ -36,6 +36,7 @@ from pymongo import IndexModel
 from mindstore.clock import utcnow
 from mindstore.collection_names import (
     AGENTS,
+    DATA_KEYS,
     DIALOG_NODES,
     PAYLOADS,
     POLICIES,
@@ -338,6 +339,25 @@ class PolicyDoc(Document):
         use_state_management = False
 
 
+class DataKeyDoc(Document):
+    """A tenant's wrapped data key (`_id` = `tenant/v<version>`), a shred's tombstone
+    (`tenant/shredded`) or a re-encryption sweep's cursor (`tenant/sweep`), written by the
+    keyring (`mindstore.crypto.keyring`, docs/encryption.md). Read by `_id` range."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    kind: str
+    version: int | None = None
+    wrapped: bytes | None = None
+    kek: str | None = None
+    sealed_only: bool = False
+    master_key_id: str | None = None
+
+    class Settings:
+        name = DATA_KEYS
+        use_state_management = False
+
+
 async def _decode(stored: list[dict[str, Any]], tenant: str, task_id: str) -> list[AnyMessage]:
     """Stored message documents of one task -> messages as the caller wrote them: keys and
     strings unescaped, payload markers resolved against this task's own payloads (tenant
@@ -363,6 +383,7 @@ DOCUMENT_MODELS: list[type[Document]] = [
     PayloadDoc,
     AgentDoc,
     PolicyDoc,
+    DataKeyDoc,
 ]
 """The core's document models: the collections every store has."""
 

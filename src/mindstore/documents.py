@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the names type checkers see; at run time `__getattr__` load
 
     from mindstore.document_models import (
         AgentDoc,
+        DataKeyDoc,
         DialogNodeDoc,
         PayloadDoc,
         PolicyDoc,
@@ -61,6 +62,7 @@ __all__ = [
     "TASKS",
     "TASK_PAGES",
     "AgentDoc",
+    "DataKeyDoc",
     "DialogNodeDoc",
     "LangGraphBlobDoc",
     "LangGraphCheckpointDoc",
@@ -76,7 +78,9 @@ __all__ = [
     "utcnow",
 ]
 
-_CORE_MODELS = ("AgentDoc", "DialogNodeDoc", "PayloadDoc", "PolicyDoc", "TaskDoc", "TaskPageDoc")
+_CORE_MODELS = (
+    "AgentDoc", "DataKeyDoc", "DialogNodeDoc", "PayloadDoc", "PolicyDoc", "TaskDoc", "TaskPageDoc",
+)  # fmt: skip
 _LANGGRAPH_MODELS = ("LangGraphBlobDoc", "LangGraphCheckpointDoc", "LangGraphWriteDoc")
 
 

@@ -9,7 +9,7 @@ A document belongs to a **unit** that the lifecycle handles whole:
   checkpoints, pending writes and channel blobs, all keyed ``"<tenant>/<thread>/..."``;
   its messages live in tasks (unit ``task``);
 * ``agent``: one agent's dialog aliases (the dialogs are tasks);
-* ``tenant``: a tenant's settings (its retention policy).
+* ``tenant``: a tenant's settings (its retention policy) and its wrapped data keys.
 
 For each collection the registry says which field holds the tenant (always ``tenant``),
 how a document's owner is known (a field, or derived from its task or thread), how it
@@ -140,20 +140,22 @@ REGISTRY: tuple[Collection, ...] = (
         POLICIES, Unit.TENANT, owner="none: the tenant's setting", key="`_id` = the tenant",
         since="`retention.updated_at`", format_version=3, redaction="holds no content",
     ),
+    Collection(
+        DATA_KEYS, Unit.TENANT, owner="none: the tenant's keys",
+        key="`_id` = `tenant/v<version>` (the tombstone of a shred: `tenant/shredded`)",
+        since="always whole: every backup holds the keys of its tenants", format_version=4,
+        redaction="wrapped data keys (`mindstore.crypto`): those wrapped by the tenant's key "
+        "in a key provider travel with every copy, so destroying that key (a shred) reaches "
+        "every backup; those wrapped by a shared master key are never backed up",
+    ),
 )  # fmt: skip
 """Every collection, in the order a backup holds them and verify reads them: sealed pages
 before their tasks, tasks before what refers to them, threads, agents and settings last."""
 
-KEY_STORE = Collection(
-    DATA_KEYS, Unit.TENANT, owner="none: the tenant's keys", key="`_id` = `tenant/v<version>`",
-    since="never: not in backups", format_version=0,
-    redaction="wrapped data keys (`mindstore.crypto`); never backed up, so shredding them "
-    "reaches every backup (docs/encryption.md)",
-)  # fmt: skip
-"""The keyring's wrapped data keys: written by mindstore, deliberately not in `REGISTRY`
-(what backups, erase and retention follow)."""
+KEY_STORE = REGISTRY[-1]
+"""The keyring's wrapped data keys (format 4 of a backup holds the tenant-wrapped ones)."""
 
-COLLECTIONS: dict[str, Collection] = {entry.name: entry for entry in (*REGISTRY, KEY_STORE)}
+COLLECTIONS: dict[str, Collection] = {entry.name: entry for entry in REGISTRY}
 BEYOND_TASKS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.unit is not Unit.TASK)
 """The collections of threads, agents and tenant settings (format 3 of a backup)."""
 

@@ -48,6 +48,7 @@ from typing import Any
 from mindstore.clock import utcnow
 from mindstore.collection_names import (
     AGENTS,
+    DATA_KEYS,
     DIALOG_NODES,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
@@ -78,7 +79,9 @@ LISTED_IDS = 1000
 """How many ids of each collection a dry run's receipt lists (`listed_ids`)."""
 #: Threads, agents and policies, in the order they are erased: a thread's writes and blobs
 #: before its checkpoints (an interrupted erase run again finds the thread by those)
-UNIT_ORDER = (LANGGRAPH_WRITES, LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES)
+UNIT_ORDER = (
+    LANGGRAPH_WRITES, LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES, DATA_KEYS,
+)  # fmt: skip
 
 
 def _id_json(value: Any) -> str:

@@ -50,6 +50,7 @@ from pymongo.operations import ReplaceOne
 
 from mindstore.collection_names import (
     AGENTS,
+    DATA_KEYS,
     DIALOG_NODES,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
@@ -77,13 +78,13 @@ MODES = ("skip", "overwrite", "fail")
 #: Write order: what a task refers to exists before the task does (its pages included:
 #: a task that counts pages never appears without them).
 WRITE_ORDER = (
-    PAYLOADS, DIALOG_NODES, TASK_PAGES, TASKS,
+    DATA_KEYS, PAYLOADS, DIALOG_NODES, TASK_PAGES, TASKS,
     LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES,
 )  # fmt: skip
 #: Collections whose `_id` has one form only (no legacy bare task key).
 SINGLE_FORM = (
-    PAYLOADS, TASK_PAGES, LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS, AGENTS,
-    POLICIES,
+    DATA_KEYS, PAYLOADS, TASK_PAGES, LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS,
+    AGENTS, POLICIES,
 )  # fmt: skip
 ACTIONS = ("inserted", "overwritten", "skipped", "unchanged")
 _EXAMPLES = 5

@@ -26,6 +26,7 @@ from typing import Any
 
 from mindstore.collection_names import (
     AGENTS,
+    DATA_KEYS,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
@@ -217,7 +218,32 @@ def check_policy(record: Any) -> UnitFacts:
     return UnitFacts(tenant, tenant, updated_at=updated)
 
 
+def check_data_key(record: Any) -> UnitFacts:
+    """A wrapped data key (wrapped by the tenant's key in a provider) or a shred's
+    tombstone: its `_id` names its tenant and version; no key material is in the clear."""
+    _top_level(record)
+    tenant = _tenant(record)
+    kind = record.get("kind")
+    if kind == "shredded":
+        if record.get("_id") != f"{tenant}/shredded":
+            raise ShapeError(f"_id {_shown(record.get('_id'))} must be '<tenant>/shredded'")
+        return UnitFacts(record["_id"], tenant)
+    if kind != "key":
+        raise ShapeError(f"kind must be 'key' or 'shredded', got {_shown(kind)}")
+    version = record.get("version")
+    if type(version) is not int or not 1 <= version <= 2**31 - 1:
+        raise ShapeError(f"version must be a positive integer, got {_shown(version)}")
+    if record.get("_id") != f"{tenant}/v{version}":
+        raise ShapeError(f"_id {_shown(record.get('_id'))} must be '<tenant>/v<version>'")
+    if record.get("kek") != "tenant":
+        raise ShapeError("a backup holds only data keys wrapped by the tenant's own key")
+    if not isinstance(record.get("wrapped"), bytes):
+        raise ShapeError("wrapped must be binary")
+    return UnitFacts(record["_id"], tenant)
+
+
 _CHECKS = {
+    DATA_KEYS: check_data_key,
     LANGGRAPH_CHECKPOINTS: check_checkpoint,
     LANGGRAPH_WRITES: check_write,
     LANGGRAPH_BLOBS: check_blob,

@@ -7,7 +7,11 @@ What a scope holds of them (docs/backup.md, "Scope"):
   no policy;
 * `since`: every thread active since then (`threads`), whole; agents with
   ``updated_at >= since``; policies with ``retention.updated_at >= since``;
-* `task_ids`: none of them.
+* `task_ids`: none of them;
+* always: the wrapped data keys of the tenants in scope (`data_keys`) that a tenant's own
+  key in a key provider wraps (and a shred's tombstone), so a backup restored into an
+  empty database reads with the same provider, and a shred reaches it
+  (docs/encryption.md). Keys wrapped by a shared master key are never written.
 
 A thread is a unit: it is backed up whole (every checkpoint, write and blob under its key
 prefix), so a restored thread resumes where it was. Documents are read by keyset pages on
@@ -22,6 +26,7 @@ from typing import Any
 
 from mindstore.collection_names import (
     AGENTS,
+    DATA_KEYS,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
@@ -41,7 +46,16 @@ PAGE_DOCUMENTS = {
     LANGGRAPH_BLOBS: 16,
     AGENTS: 500,
     POLICIES: 500,
+    DATA_KEYS: 500,
 }
+TENANT_KEK = "tenant"
+"""A data key document wrapped by its tenant's key in a provider (`crypto.keyring`)."""
+
+
+def _travels(document: dict[str, Any]) -> bool:
+    """A data-key document a backup holds: a tenant-wrapped key, or a shred's tombstone."""
+    kind = document.get("kind")
+    return kind == "shredded" or (kind == "key" and document.get("kek") == TENANT_KEK)
 
 
 class UnitExporter:
@@ -61,9 +75,10 @@ class UnitExporter:
 
     async def run(self) -> None:
         scope = self.scope
-        if scope.task_ids is not None:
-            return  # a backup of named tasks holds those tasks only
         base: dict[str, Any] = {} if scope.tenant is None else {"tenant": scope.tenant}
+        await self._stream(DATA_KEYS, base, keep=_travels)
+        if scope.task_ids is not None:
+            return  # a backup of named tasks holds those tasks (and their keys) only
         await self._threads(base)
         agents = dict(base)
         if scope.owner is not None:
@@ -97,8 +112,13 @@ class UnitExporter:
                 for name in THREAD_COLLECTIONS:
                     await self._stream(name, {"tenant": tenant, "_id": keys.prefix_range(prefix)})
 
-    async def _stream(self, name: str, query: dict[str, Any]) -> None:
-        """Every document matching `query`, in `_id` order, to the writer."""
+    async def _stream(
+        self,
+        name: str,
+        query: dict[str, Any],
+        keep: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
+        """Every document matching `query` (and `keep`), in `_id` order, to the writer."""
         collection = self.db[name]
         writer = self.writers[name]
         last: Any = None
@@ -110,6 +130,8 @@ class UnitExporter:
             documents = await collection.find(page_query, sort=[("_id", 1)], limit=page
                                               ).to_list()  # fmt: skip
             for document in documents:
+                if keep is not None and not keep(document):
+                    continue
                 if isinstance(document.get("tenant"), str):
                     self.seen_tenant(document["tenant"])
                 writer.add(document)

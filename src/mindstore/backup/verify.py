@@ -40,6 +40,7 @@ from typing import Any
 
 from mindstore.collection_names import (
     AGENTS,
+    DATA_KEYS,
     DIALOG_NODES,
     LANGGRAPH_CHECKPOINTS,
     PAYLOADS,
@@ -372,9 +373,12 @@ def _check_unit(state: _State, name: str, where: str, record: dict[str, Any],
     except ShapeError as exc:
         raise BackupCorrupt(f"{where}: {exc}") from None
     scope = state.manifest.scope
-    outside = (scope.tenant is not None and facts.tenant != scope.tenant) or \
-        facts.tenant not in tenant_index or scope.task_ids is not None  # fmt: skip
-    if scope.owner is not None and not outside:
+    outside = (
+        (scope.tenant is not None and facts.tenant != scope.tenant)
+        or facts.tenant not in tenant_index
+        or (scope.task_ids is not None and name != DATA_KEYS)
+    )
+    if scope.owner is not None and not outside and name != DATA_KEYS:
         if name == LANGGRAPH_CHECKPOINTS:
             outside = facts.owner != scope.owner
             if facts.prefix is not None and not outside:

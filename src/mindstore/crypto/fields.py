@@ -34,15 +34,15 @@ from mindstore.payloads import MARKER_PREFIX
 
 __all__ = [
     "MESSAGE_CLEAR",
-    "clear_refused",
-    "refuse_clear",
     "OWN_FIELDS",
     "PART_CLEAR",
     "KeySource",
     "blanked",
     "blanked_task",
+    "clear_refused",
     "open_document",
     "open_value_at",
+    "refuse_clear",
     "seal_at",
     "seal_document",
     "seal_part",

@@ -209,9 +209,9 @@ class Keyring:
         tenant with no data key left whose provider key was destroyed reads as shredded
         (a copy restored after the shred)."""
         loaded = await self._load(tenant)
-        if not loaded.keys and not loaded.shredded and self.provider is not None:
-            if await self.provider.status(tenant) == "destroyed":
-                loaded.shredded = True
+        provider = self.provider
+        if not (loaded.keys or loaded.shredded or provider is None):
+            loaded.shredded = await provider.status(tenant) == "destroyed"
         return loaded
 
     async def _has_content(self, tenant: str) -> bool:
@@ -340,9 +340,7 @@ class Keyring:
             if held.shredded:
                 raise KeyShredded(tenant)
             version = max(held.keys, default=0) + 1
-            sealed_only = held.sealed_only or (
-                version == 1 and not await self._has_content(tenant)
-            )
+            sealed_only = held.sealed_only or (version == 1 and not await self._has_content(tenant))
             if await self._add_version(tenant, version, sealed_only=sealed_only):
                 await self._load(tenant)
                 return version

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
-__all__ = ["KeyProvider", "KekState"]
+__all__ = ["KekState", "KeyProvider"]
 
 KekState = Literal["active", "destroyed", "absent"]
 """A tenant's KEK in its provider: in use, destroyed (shredded), or never made."""

@@ -130,7 +130,9 @@ class LocalKeyVault:
             return
         found = self._read_json(header)
         if found.get("format") != VAULT_FORMAT:
-            raise VaultError(f"key vault {str(self.path)!r}: unknown format {found.get('format')!r}")
+            raise VaultError(
+                f"key vault {str(self.path)!r}: unknown format {found.get('format')!r}"
+            )
         if self._master is not None and found.get("master_key_id") != self._master.key_id:
             raise VaultError(
                 f"key vault {str(self.path)!r} was made with master key "
@@ -143,7 +145,9 @@ class LocalKeyVault:
         except FileNotFoundError:
             raise
         except (OSError, ValueError) as exc:
-            raise VaultError(f"key vault file {str(file)!r} is unreadable or corrupt: {exc}") from None
+            raise VaultError(
+                f"key vault file {str(file)!r} is unreadable or corrupt: {exc}"
+            ) from None
         if not isinstance(data, dict):
             raise VaultError(f"key vault file {str(file)!r} is corrupt: not an object")
         return data
