@@ -43,6 +43,7 @@ __all__ = [
     "Context",
     "blank",
     "context_bytes",
+    "holds_sealed",
     "is_sealed",
     "key_version",
     "open_value",
@@ -110,6 +111,17 @@ def _read_header(blob: bytes) -> tuple[int, int, int]:
 def is_sealed(value: Any) -> bool:
     """True for a stored value that is a mindstore ciphertext."""
     return type(value) is Binary and value.subtype == SUBTYPE
+
+
+def holds_sealed(value: Any) -> bool:
+    """True if `value` is, or holds at any depth, a mindstore ciphertext."""
+    if is_sealed(value):
+        return True
+    if type(value) is dict:
+        return any(holds_sealed(item) for item in value.values())
+    if type(value) is list:
+        return any(holds_sealed(item) for item in value)
+    return False
 
 
 def blank(value: Binary) -> Any:

@@ -33,6 +33,7 @@ from mindstore.model.storage_form import CHUNKS_KEY
 from mindstore.payloads import MARKER_PREFIX
 
 __all__ = [
+    "ENCRYPTED",
     "MESSAGE_CLEAR",
     "OWN_FIELDS",
     "PART_CLEAR",
@@ -66,6 +67,10 @@ PART_CLEAR = frozenset({
     "sample_rate", "channels", "tool_metadata",
 })  # fmt: skip
 """Part fields stored in the clear (the rest is sealed whole)."""
+ENCRYPTED = "encrypted"
+"""A task-document field: True on every task of an encrypted tenant (set where a store
+with a keyring creates it, and by the re-encryption sweep), so a store without a keyring
+refuses to write into it (`KeyringRequired`) rather than add content in the clear."""
 OWN_FIELDS = ("title", "metadata", "content", "agent_state")
 """A task document's own sealed fields beside its messages (`crypto.task_fields`)."""
 NESTED_PART = "initial_task_config"

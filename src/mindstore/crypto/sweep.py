@@ -33,7 +33,14 @@ from typing import Any
 
 from mindstore.collection_names import DATA_KEYS, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.crypto.aead import is_sealed, key_version
-from mindstore.crypto.fields import OWN_FIELDS, open_document, open_value_at, seal_at, seal_document
+from mindstore.crypto.fields import (
+    ENCRYPTED,
+    OWN_FIELDS,
+    open_document,
+    open_value_at,
+    seal_at,
+    seal_document,
+)
 from mindstore.crypto.keys import TenantKeys
 from mindstore.crypto.task_fields import (
     open_payload,
@@ -238,6 +245,8 @@ class _Sweep:
             if fresh_own is not None:
                 sets.update(fresh_own)
                 values += len(fresh_own)
+            if document.get(ENCRYPTED) is not True:
+                sets[ENCRYPTED] = True  # a store without a keyring refuses to write into it
             if not sets and not pages_grown:
                 return
             update: dict[str, Any] = {

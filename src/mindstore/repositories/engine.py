@@ -251,6 +251,7 @@ class TaskWriter:
             document, index, raw = await self.port.locate(task_id, locate)
             located = (index, raw)
         stored = document.get("messages") or []
+        self.scope.require_keyring([document], "write to")
         return _State(
             version=document.get("version", 0),
             updated_at=document.get("updated_at"),

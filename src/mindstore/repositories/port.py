@@ -109,6 +109,8 @@ class TaskPort:
         same form as the stored document; the task ids the lean form left out filled back)."""
         if self.scope.cipher is not None:  # ciphertexts opened first (mindstore.crypto)
             documents = self.scope.cipher.open(documents, task_id)
+        else:
+            self.scope.require_keyring(documents)
         return self.parse_opened(documents, task_id)
 
     def parse_opened(self, documents: list[dict[str, Any]], task_id: str) -> list[AnyMessage]:
@@ -126,6 +128,8 @@ class TaskPort:
         cipher = self.scope.cipher
         if cipher is not None:  # ciphertexts opened first (mindstore.crypto)
             documents = await cipher.opened(documents, task_id)
+        else:  # a tenant encrypted since: its sealed documents need a keyring
+            self.scope.require_keyring(documents)
         read = read_stored(documents, strings=True)
         if read.markers:
             cursor = self.scope.payloads.find(

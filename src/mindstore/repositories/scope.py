@@ -21,15 +21,17 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.collection_names import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
-from mindstore.errors import NotFound
+from mindstore.collection_names import DATA_KEYS, DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.crypto.aead import holds_sealed
+from mindstore.crypto.fields import ENCRYPTED, OWN_FIELDS
+from mindstore.errors import KeyringRequired, NotFound
 from mindstore.header_codec import header_from_document
 from mindstore.ids import check_key, legacy_key, task_key
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
@@ -49,9 +51,11 @@ logger = logging.getLogger(__name__)
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 PLAN_FIELDS: tuple[str, ...] = (
     "version", "updated_at", *STORED_HEADER_FIELDS, "tail", "pending", "pending_at",
+    ENCRYPTED,
 )  # fmt: skip
 """What a write plans from (with the last message); `tail` is an earlier version's field,
-`pending` the changes to sealed messages not yet folded into their pages."""
+`pending` the changes to sealed messages not yet folded into their pages, `encrypted`
+whether a store without a keyring must refuse to write (`require_keyring`)."""
 READ_FIELDS: tuple[str, ...] = (
     "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
     "metadata", *STORED_HEADER_FIELDS,
@@ -176,10 +180,36 @@ class TaskScope:
             raise self.not_found(task_id)
         return document
 
+    def require_keyring(self, documents: Iterable[Any], action: str = "read") -> None:
+        """Without a keyring: `KeyringRequired` if any of `documents` holds a ciphertext
+        (or is a task marked encrypted), so such a store neither hands ciphertexts to a
+        caller nor writes content in the clear into an encrypted task. A store with a
+        keyring passes."""
+        if self.cipher is not None:
+            return
+        for document in documents:
+            if (isinstance(document, dict) and document.get(ENCRYPTED) is True) or holds_sealed(
+                document
+            ):
+                raise KeyringRequired(self.tenant, action)
+
+    async def require_unencrypted_tenant(self) -> None:
+        """Without a keyring: `KeyringRequired` if the tenant has data keys (it is
+        encrypted): a new task would hold its content in the clear (one read, on create)."""
+        if self.cipher is not None:
+            return
+        found = await self.database[DATA_KEYS].find_one(
+            {"_id": {"$gte": f"{self.tenant}/", "$lt": f"{self.tenant}0"}, "tenant": self.tenant},
+            {"_id": 1},
+        )
+        if found is not None:
+            raise KeyringRequired(self.tenant, "write to")
+
     async def opened_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
         """A task document with its title, metadata and content opened (`mindstore.crypto`;
-        the same document without a keyring)."""
+        without a keyring the same document, or `KeyringRequired` if it holds sealed ones)."""
         if self.cipher is None:
+            self.require_keyring([{name: document.get(name) for name in OWN_FIELDS}])
             return document
         await self.cipher.ready()
         return self.cipher.open_task(document, task_id)

@@ -136,6 +136,10 @@ class TaskReads:
         if self.scope.cipher is not None:  # titles and metadata opened (mindstore.crypto)
             await self.scope.cipher.ready()
             rows = [self.scope.cipher.open_task(row, task_id_of(row["_id"])) for row in rows]
+        else:
+            self.scope.require_keyring(
+                [{k: row.get(k) for k in ("title", "metadata")} for row in rows]
+            )
         items = [TaskRecord.from_document(row, header_from_document(row)) for row in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:

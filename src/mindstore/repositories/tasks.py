@@ -27,6 +27,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.clock import utcnow
+from mindstore.crypto.fields import ENCRYPTED
 from mindstore.crypto.tenant import TenantCipher
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.formats import agent_state as formats_agent_state
@@ -349,6 +350,8 @@ class TaskRepository:
                 plans.check_message_values(message)
         if self.cipher is not None:
             await self.cipher.ready(write=True)
+        else:
+            await self.port.scope.require_unencrypted_tenant()
         offloader = self._offloader(task_id)
         plan = plans.plan_add_messages(
             TaskHeader(), task_id, initial, transform=offloader.transform_document, replay=replay
@@ -376,7 +379,7 @@ class TaskRepository:
         document.update(header_to_fields(header))
         plain = document
         if self.cipher is not None:  # title and metadata values sealed (mindstore.crypto)
-            document = self.cipher.seal_task(document, task_id)
+            document = {**self.cipher.seal_task(document, task_id), ENCRYPTED: True}
         stored = plan.appended_docs if history is None else history.open
         if history is not None:
             document["id_filter"] = history.id_filter
