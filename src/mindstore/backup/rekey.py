@@ -176,6 +176,9 @@ _BY_COLLECTION = {
     "langgraph_blobs": rekey_saver,
     "agents": rekey_agent,
     "policies": rekey_policy,
+    # a wrapped data key is bound to its tenant: moved, it no longer unwraps, like the
+    # content it sealed (docs/encryption.md, "Limits")
+    "data_keys": rekey_saver,
 }
 
 

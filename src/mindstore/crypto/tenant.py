@@ -25,6 +25,7 @@ from mindstore.crypto.aead import is_sealed
 from mindstore.crypto.fields import open_document, seal_at, seal_document, seal_part
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.keys import MissingKey, TenantKeys
+from mindstore.errors import KeyShredded
 from mindstore.payloads import Offloader
 
 __all__ = ["SealingOffloader", "TenantCipher"]
@@ -38,8 +39,12 @@ class TenantCipher:
     tenant: str
 
     async def ready(self, *, write: bool = False) -> TenantKeys:
-        """Load (or refresh) the tenant's keys; `write`: make its first key if needed."""
-        return await self.keyring.keys(self.tenant, create=write)
+        """Load (or refresh) the tenant's keys; `write`: make its first key if needed, and
+        refuse a shredded tenant even when the write holds nothing to seal."""
+        keys = await self.keyring.keys(self.tenant, create=write)
+        if write and keys.shredded:
+            raise KeyShredded(self.tenant)
+        return keys
 
     def keys(self) -> TenantKeys:
         held = self.keyring.cached(self.tenant)

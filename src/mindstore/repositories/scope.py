@@ -58,7 +58,7 @@ PLAN_FIELDS: tuple[str, ...] = (
 whether a store without a keyring must refuse to write (`require_keyring`)."""
 READ_FIELDS: tuple[str, ...] = (
     "_id", "tenant", "owner", "title", "state", "created_at", "updated_at", "version",
-    "metadata", *STORED_HEADER_FIELDS,
+    "metadata", *STORED_HEADER_FIELDS, ENCRYPTED,
 )  # fmt: skip
 
 
@@ -209,7 +209,8 @@ class TaskScope:
         """A task document with its title, metadata and content opened (`mindstore.crypto`;
         without a keyring the same document, or `KeyringRequired` if it holds sealed ones)."""
         if self.cipher is None:
-            self.require_keyring([{name: document.get(name) for name in OWN_FIELDS}])
+            own = (*OWN_FIELDS, ENCRYPTED)
+            self.require_keyring([{name: document.get(name) for name in own}])
             return document
         await self.cipher.ready()
         return self.cipher.open_task(document, task_id)

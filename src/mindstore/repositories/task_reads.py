@@ -14,6 +14,7 @@ import builtins
 from datetime import datetime
 from typing import Any
 
+from mindstore.crypto.fields import ENCRYPTED
 from mindstore.errors import MissingConfig, NotFound, ValidationError
 from mindstore.header_codec import header_from_document
 from mindstore.ids import check_name, task_id_of
@@ -138,7 +139,7 @@ class TaskReads:
             rows = [self.scope.cipher.open_task(row, task_id_of(row["_id"])) for row in rows]
         else:
             self.scope.require_keyring(
-                [{k: row.get(k) for k in ("title", "metadata")} for row in rows]
+                [{k: row.get(k) for k in ("title", "metadata", ENCRYPTED)} for row in rows]
             )
         items = [TaskRecord.from_document(row, header_from_document(row)) for row in rows[:limit]]
         next_cursor = None

@@ -524,11 +524,15 @@ class TaskRepository:
         if self.cipher is not None:  # sealed (mindstore.crypto)
             await self.cipher.ready(write=True)
             title = self.cipher.seal_task({"title": title}, task_id)["title"]
+        else:  # never a title in the clear into an encrypted task
+            query[ENCRYPTED] = {"$ne": True}
         result = await self._tasks.update_one(
             query, {"$set": {"title": title, "updated_at": utcnow()}}
         )
         if result.matched_count == 0:
-            await self._read_header_doc(task_id)  # NotFound, or a legacy task adopted just now
+            # NotFound, an encrypted task (KeyringRequired), or a legacy task adopted now
+            stored = await self._read_header_doc(task_id, write=True)
+            self.port.scope.require_keyring([stored], "write to")
             result = await self._tasks.update_one(
                 query, {"$set": {"title": title, "updated_at": utcnow()}}
             )
