@@ -83,8 +83,21 @@ def main(
         None, "--data", help="Embedded store snapshot file, loaded before and saved after."
     ),
     database: str = typer.Option(None, "--database", help="Database name (default: mindstore)."),
+    master_key: Path = typer.Option(
+        None,
+        "--master-key",
+        envvar="MINDSTORE_MASTER_KEY_FILE",
+        help="Master key file (32 raw bytes or 64 hex digits): reads encrypted tenants.",
+    ),
+    key_vault: Path = typer.Option(
+        None,
+        "--key-vault",
+        envvar="MINDSTORE_KEY_VAULT",
+        help="Key vault directory (the tenants' own keys), with --master-key.",
+    ),
 ) -> None:
-    ctx.obj = Settings(uri=uri, data=data, database=database)
+    ctx.obj = Settings(uri=uri, data=data, database=database, master_key=master_key,
+                       key_vault=key_vault)  # fmt: skip
 
 
 for _module in COMMAND_MODULES:

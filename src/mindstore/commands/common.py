@@ -2,8 +2,9 @@
 
 `mindstore.cli` assembles the app from the command modules; the command modules import
 their helpers from here, never from `mindstore.cli`, so imports flow one way (cli ->
-commands -> this module). Global options (`--uri`, `--data`, `--database`) arrive as a
-`Settings` object on the root context.
+commands -> this module). Global options (`--uri`, `--data`, `--database`, and the keys
+of encrypted tenants, `--master-key` and `--key-vault`) arrive as a `Settings` object on
+the root context.
 
 Errors: every `MindstoreError` becomes a one-line message on stderr and its class's exit
 code (see docs/cli.md); anything else (a bug, or stored data no mindstore wrote) one line
@@ -38,6 +39,7 @@ from mindstore.commands.pipes import EXIT_CLOSED_PIPE, silence_stdout
 from mindstore.errors import ConfigurationError, MindstoreError
 
 if TYPE_CHECKING:
+    from mindstore.crypto import Keyring
     from mindstore.store import Store
 
 
@@ -109,6 +111,24 @@ class Settings:
     uri: str | None = None
     data: Path | None = None
     database: str | None = None
+    master_key: Path | None = None
+    key_vault: Path | None = None
+
+
+def build_keyring(master_key: Path | None, key_vault: Path | None) -> Keyring | None:
+    """The keyring the key options name (docs/cli.md, "Encrypted tenants"): a vault and
+    its master key (keys still wrapped by that master key alone open too, until `keys
+    migrate`); a vault alone (status and shred, which need no master key); a master key
+    alone (the format before per-tenant keys); neither: no keyring."""
+    if master_key is None and key_vault is None:
+        return None
+    from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
+
+    master = LocalMasterKey.from_file(master_key) if master_key is not None else None
+    if key_vault is None:
+        assert master is not None
+        return Keyring(master)
+    return Keyring(LocalKeyVault(key_vault, master), legacy=master)
 
 
 def settings(ctx: typer.Context) -> Settings:
@@ -188,8 +208,9 @@ async def open_store(ctx: typer.Context, *, save: bool = True,
     # no --uri and no MINDSTORE_URI (typer reads it into --uri): memory, said below rather
     # than by connect()'s Python warning
     store = await connect(
-        MEMORY_URI if options.uri is None else options.uri, database=options.database
-    )
+        MEMORY_URI if options.uri is None else options.uri, database=options.database,
+        keyring=build_keyring(options.master_key, options.key_vault),
+    )  # fmt: skip
     try:
         if options.data is not None:
             await load_snapshot(store.database, options.data)

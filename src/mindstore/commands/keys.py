@@ -1,9 +1,13 @@
-"""`mindstore keys rotate | reencrypt | shred | status --tenant T` (docs/encryption.md).
+"""`mindstore keys rotate | reencrypt | shred | status | migrate --tenant T` (docs/encryption.md).
 
-The master key comes from `--master-key FILE` (or `MINDSTORE_MASTER_KEY_FILE`): 32 raw
-bytes or 64 hex digits; `status` and `shred` work without it (a lost master key must
-not stop an erasure). `rotate --reencrypt` also runs the re-encryption sweep (resumable:
-run it again after an interruption), with progress on stderr. `shred` destroys the
+The keys come from `--key-vault DIR` (or `MINDSTORE_KEY_VAULT`: the tenants' own keys) and
+`--master-key FILE` (or `MINDSTORE_MASTER_KEY_FILE`: 32 raw bytes or 64 hex digits, the
+key the vault's entries are wrapped with), given here or before the command; `status`
+and `shred` work without the master key (a lost master key must not stop an erasure).
+`migrate` re-wraps data keys wrapped by the master key alone (the format before
+per-tenant keys) with each tenant's key in the vault. `rotate --reencrypt` also runs the
+re-encryption sweep (resumable: run it again after an interruption), with progress on
+stderr. `shred` destroys the
 tenant's data keys: it asks for confirmation (or takes `--yes`; without a terminal and
 without `--yes` it refuses, exit 15), and prints a JSON receipt (`--receipt FILE` keeps
 a copy, written before anything is destroyed, as `erase` does).
@@ -19,10 +23,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mindstore.commands.common import (
+    build_keyring,
     check_writable,
     open_store,
     require_tenant,
     run,
+    settings,
     write_receipt,
 )
 from mindstore.commands.output import echo_json
@@ -44,6 +50,14 @@ MasterKeyFile = Annotated[
         "--master-key",
         envvar="MINDSTORE_MASTER_KEY_FILE",
         help="The master key file (32 raw bytes or 64 hex digits).",
+    ),
+]
+KeyVaultDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--key-vault",
+        envvar="MINDSTORE_KEY_VAULT",
+        help="The key vault directory holding each tenant's own key.",
     ),
 ]
 
@@ -69,7 +83,10 @@ class _NoMasterKey:
     def _missing() -> Exception:
         from mindstore.errors import ConfigurationError
 
-        return ConfigurationError("pass --master-key FILE (or set MINDSTORE_MASTER_KEY_FILE)")
+        return ConfigurationError(
+            "pass --master-key FILE (or set MINDSTORE_MASTER_KEY_FILE), and the vault of "
+            "the tenants' keys with --key-vault DIR (or MINDSTORE_KEY_VAULT)"
+        )
 
 
 def _interactive() -> bool:
@@ -77,26 +94,34 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def _keyring(master_key: Path | None, store: Store, *, required: bool = True) -> Keyring:
-    from mindstore.crypto import Keyring, LocalMasterKey
+def _keyring(
+    ctx: typer.Context, master_key: Path | None, key_vault: Path | None, store: Store, *,
+    required: bool = True,
+) -> Keyring:  # fmt: skip
+    """The keyring the options name (this command's, else the global ones)."""
+    from mindstore.crypto import Keyring
 
-    if master_key is None:
-        if required:
-            raise _NoMasterKey._missing()
-        return Keyring(_NoMasterKey()).bind(store.database)
-    return Keyring(LocalMasterKey.from_file(master_key)).bind(store.database)
+    options = settings(ctx)
+    master_key = master_key or options.master_key
+    key_vault = key_vault or options.key_vault
+    if required and master_key is None:
+        raise _NoMasterKey._missing()
+    keyring = build_keyring(master_key, key_vault) or Keyring(_NoMasterKey())
+    return keyring.bind(store.database)
 
 
 @keys_app.command("status")
 def status_command(
-    ctx: typer.Context, tenant: Tenant = None, master_key: MasterKeyFile = None
-) -> None:
+    ctx: typer.Context, tenant: Tenant = None, master_key: MasterKeyFile = None,
+    key_vault: KeyVaultDir = None,
+) -> None:  # fmt: skip
     """The tenant's key versions, the current one, and whether they were shredded (JSON)."""
 
     async def body() -> Any:
         name = require_tenant(tenant)
         async with open_store(ctx, save=False) as store:
-            return (await _keyring(master_key, store, required=False).status(name)).as_dict()
+            keyring = _keyring(ctx, master_key, key_vault, store, required=False)
+            return (await keyring.status(name)).as_dict()
 
     echo_json(run(body()))
 
@@ -111,6 +136,7 @@ def rotate_command(
     ctx: typer.Context,
     tenant: Tenant = None,
     master_key: MasterKeyFile = None,
+    key_vault: KeyVaultDir = None,
     reencrypt: Annotated[
         bool, typer.Option("--reencrypt", help="Then re-seal all stored content with the new key.")
     ] = False,
@@ -120,7 +146,7 @@ def rotate_command(
     async def body() -> Any:
         name = require_tenant(tenant)
         async with open_store(ctx, save=True, create=False) as store:
-            keyring = _keyring(master_key, store)
+            keyring = _keyring(ctx, master_key, key_vault, store)
             version = await keyring.rotate(name)
             result: dict[str, Any] = {"tenant": name, "version": version}
             if reencrypt:
@@ -136,6 +162,7 @@ def reencrypt_command(
     ctx: typer.Context,
     tenant: Tenant = None,
     master_key: MasterKeyFile = None,
+    key_vault: KeyVaultDir = None,
     restart: Annotated[
         bool, typer.Option("--restart", help="Start over instead of resuming.")
     ] = False,
@@ -145,7 +172,7 @@ def reencrypt_command(
     async def body() -> Any:
         name = require_tenant(tenant)
         async with open_store(ctx, save=True, create=False) as store:
-            swept = await _keyring(master_key, store).reencrypt(
+            swept = await _keyring(ctx, master_key, key_vault, store).reencrypt(
                 name, progress=_progress, restart=restart
             )
             return {
@@ -161,6 +188,7 @@ def shred_command(
     ctx: typer.Context,
     tenant: Tenant = None,
     master_key: MasterKeyFile = None,
+    key_vault: KeyVaultDir = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     receipt: Annotated[
         Path | None, typer.Option("--receipt", help="Also write the JSON receipt here.")
@@ -178,7 +206,7 @@ def shred_command(
         if receipt is not None:  # before anything is destroyed: the receipt must land
             check_writable(receipt, "receipt file", BackupError)
         async with open_store(ctx, save=True, create=False) as store:
-            keyring = _keyring(master_key, store, required=False)
+            keyring = _keyring(ctx, master_key, key_vault, store, required=False)
             before = await keyring.status(name)
             if not yes and not typer.confirm(
                 terminal_text(
@@ -196,11 +224,38 @@ def shred_command(
                 "versions_destroyed": list(before.versions),
                 "shredded_at": (after.shredded_at or datetime.now(UTC)).isoformat(),
                 "master_key_id": after.master_key_id,
-                "backups": "every backup ever written holds this tenant's content sealed "
-                "with the destroyed keys only (data keys are never in backups)",
+                "kek": after.kek,
+                "backups": "every copy (snapshots, dumps, replicas, mindstore backups) holds "
+                "this tenant's data keys wrapped by its destroyed key only"
+                if after.kek == "destroyed"
+                else "keys wrapped by a shared master key: copies made before this shred "
+                "still hold them; migrate to a key vault (keys migrate)",
             }
 
     data = run(body())
     echo_json(data)
     if receipt is not None:
         write_receipt(receipt, data, "shredded", BackupError)
+
+
+@keys_app.command("migrate")
+def migrate_command(
+    ctx: typer.Context,
+    tenant: Tenant = None,
+    master_key: MasterKeyFile = None,
+    key_vault: KeyVaultDir = None,
+) -> None:
+    """Re-wrap data keys wrapped by the master key alone with each tenant's own key in the
+    vault (no content re-encrypted; resumable; every tenant without --tenant)."""
+
+    async def body() -> Any:
+        if (key_vault or settings(ctx).key_vault) is None:
+            raise _NoMasterKey._missing()
+        async with open_store(ctx, save=True, create=False) as store:
+            keyring = _keyring(ctx, master_key, key_vault, store)
+            report = await keyring.migrate(tenant)
+            for name, count in sorted(report.rewrapped.items()):
+                typer.echo(f"migrated: {name}: {count} data key(s) re-wrapped", err=True)
+            return {"rewrapped": report.rewrapped, "already": report.already}
+
+    echo_json(run(body()))

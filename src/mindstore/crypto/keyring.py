@@ -156,6 +156,10 @@ class Keyring:
         self.cache_seconds = cache_seconds
         self._database = database
         self._tenants: dict[str, TenantKeys] = {}
+        self._unwrapped: dict[tuple[str, int, bytes, str], tuple[AESGCM, float]] = {}
+        """Unwrapped keys by (tenant, version, wrapped bytes, flags), with when they were
+        unwrapped: a reload within `cache_seconds` (after a rotation, say) asks the
+        provider only for versions it has not unwrapped yet."""
 
     @property
     def master(self) -> MasterKey | None:
@@ -240,22 +244,33 @@ class Keyring:
         return await self.legacy.unwrap(wrapped, context)
 
     async def _load(self, tenant: str) -> TenantKeys:
-        loaded = TenantKeys(tenant, loaded_at=time.monotonic())
+        now = time.monotonic()
+        loaded = TenantKeys(tenant, loaded_at=now)
         documents = await self._keys.find(_tenant_filter(tenant)).to_list(None)
         loaded.shredded = any(d.get("kind") == "shredded" for d in documents)
         try:
             for document in documents:
                 if loaded.shredded or document.get("kind") != "key":
                     continue
-                raw = await self._unwrap(tenant, document)
-                loaded.keys[int(document["version"])] = AESGCM(raw)
+                version = int(document["version"])
+                held = (tenant, version, bytes(document["wrapped"]), _flags(document))
+                hit = self._unwrapped.get(held)
+                if hit is None or now - hit[1] >= self.cache_seconds:
+                    hit = (AESGCM(await self._unwrap(tenant, document)), now)
+                    self._unwrapped[held] = hit
+                loaded.keys[version] = hit[0]
                 loaded.sealed_only = loaded.sealed_only or document.get("sealed_only") is True
         except KeyShredded:  # the provider's key is destroyed: a copy made before the shred
             loaded.shredded = True
         if loaded.shredded:
             loaded.keys.clear()
+            self._forget_unwrapped(tenant)
         self._tenants[tenant] = loaded
         return loaded
+
+    def _forget_unwrapped(self, tenant: str) -> None:
+        for held in [held for held in self._unwrapped if held[0] == tenant]:
+            del self._unwrapped[held]
 
     async def _wrap(self, tenant: str, data_key: bytes, document: dict[str, Any]) -> bytes:
         context = _wrap_context(tenant, int(document["version"]), _flags(document))
@@ -370,6 +385,7 @@ class Keyring:
             upsert=True,
         )
         self._tenants[tenant] = TenantKeys(tenant, shredded=True, loaded_at=time.monotonic())
+        self._forget_unwrapped(tenant)
         if self.provider is not None:
             await self.provider.destroy(tenant)
         result = await self._keys.delete_many({**_tenant_filter(tenant), "kind": "key"})
