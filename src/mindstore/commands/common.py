@@ -116,7 +116,7 @@ class Settings:
 
 
 def build_keyring(master_key: Path | None, key_vault: Path | None) -> Keyring | None:
-    """The keyring the key options name (docs/cli.md, "Encrypted tenants"): a vault and
+    """The keyring the key options name (docs/encryption.md, "Command line"): a vault and
     its master key (keys still wrapped by that master key alone open too, until `keys
     migrate`); a vault alone (status and shred, which need no master key); a master key
     alone (the format before per-tenant keys); neither: no keyring."""
