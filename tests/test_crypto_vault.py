@@ -349,3 +349,91 @@ def test_keys_shred_status_and_migrate_from_the_cli(encrypted: tuple[Path, Path,
             await opened.close()
 
     assert run(check()) == "old"
+
+
+# ----------------------------------------------------------------------------- guards
+
+
+async def test_a_vault_entry_renamed_to_another_tenant_does_not_unwrap(tmp_path: Path) -> None:
+    vault = LocalKeyVault(tmp_path / "v", MASTER)
+    await vault.wrap("acme", b"k" * 32, CONTEXT)
+    beta_blob = await vault.wrap("beta", b"k" * 32, CONTEXT)
+    entries = {json.loads(f.read_bytes())["tenant"]: f for f in (tmp_path / "v").glob("*.kek")}
+    stolen = json.loads(entries["acme"].read_bytes())
+    stolen["tenant"] = "beta"  # acme's KEK put in beta's place
+    entries["beta"].write_text(json.dumps(stolen))
+    with pytest.raises(CryptoError, match="does not unwrap with this master key"):
+        await vault.unwrap("beta", beta_blob, CONTEXT)
+
+
+async def test_a_forged_payload_in_the_clear_is_refused(tmp_path: Path, store: Store) -> None:
+    sealed = Store(store.backend, keyring=Keyring(LocalKeyVault(tmp_path / "v", MASTER)),
+                   offload_threshold=1024)  # fmt: skip
+    acme = sealed.scoped("acme")
+    task = await acme.tasks.create(owner="ann")
+    await acme.tasks.add_human_message(task.id, "x" * 5000, message_id="big")
+    assert await store.database["payloads"].count_documents({}) == 1
+    await store.database["payloads"].update_one({}, {"$set": {"data": "FORGED"}})
+    with pytest.raises(CryptoError, match=r"payload .* is stored in the clear"):
+        await acme.tasks.messages(task.id)
+
+
+async def test_a_streamed_delta_over_the_payload_threshold_is_sealed(
+    tmp_path: Path, store: Store
+) -> None:
+    """The planner transforms a streamed part twice; each payload it registers is sealed
+    (a payload was stored in the clear when sealing went by payload id)."""
+    from mindstore.crypto.aead import is_sealed
+    from mindstore.model.parts import TaskConfigPart
+
+    sealed = Store(store.backend, keyring=Keyring(LocalKeyVault(tmp_path / "v", MASTER)),
+                   offload_threshold=1024)  # fmt: skip
+    acme = sealed.scoped("acme")
+    task = await acme.tasks.create(owner="ann", config=TaskConfigPart(model_name="m"))
+    await acme.tasks.add_human_message(task.id, "q")
+    async with acme.tasks.stream(task.id, flush_bytes=1, flush_ms=3_600_000) as stream:
+        await stream.text("é" * 3000)
+    payloads = await store.database["payloads"].find({}).to_list(None)
+    assert payloads and all(is_sealed(p["data"]) for p in payloads)
+    assert [m.text() for m in await acme.tasks.messages(task.id)][-1] == "é" * 3000
+
+
+async def test_a_rewrap_racing_a_migration_never_breaks_a_key(store: Store, tmp_path: Path) -> None:
+    """`seal_only` re-wraps a shared-master key while `migrate` re-wraps the same key for
+    the vault: each update is pinned to the wrapped bytes it read, so the loser reads again
+    and the key still unwraps (without the pin, a wrap made for the old flags lands under
+    the new ones, and the tenant's content is lost)."""
+    paused, go = asyncio.Event(), asyncio.Event()
+
+    class Pausing(LocalMasterKey):
+        pause = False
+
+        async def wrap(self, data_key: bytes, context: bytes) -> bytes:
+            out = await super().wrap(data_key, context)
+            if Pausing.pause and b"sealed-only" in context:
+                Pausing.pause = False
+                paused.set()
+                await go.wait()
+            return out
+
+    master = Pausing(bytes(range(32)))
+    legacy = Store(store.backend, keyring=Keyring(master))
+    task = await legacy.scoped("acme").tasks.create(owner="ann", title="kept")
+    vault = LocalKeyVault(tmp_path / "v", master)
+    ring = Keyring(vault, legacy=master).bind(store.database)
+    await store.database["data_keys"].update_many({}, {"$set": {"sealed_only": False}})
+    # (a legacy key made before sealed-only existed: re-wrap it with the flag off first)
+    raw = await Keyring(master).bind(store.database)._unwrap(
+        "acme", {**(await store.database["data_keys"].find_one({"kind": "key"})),
+                 "sealed_only": True})  # fmt: skip
+    rewrapped = await master.wrap(raw, context_bytes(("mindstore data key", "acme", "1", "")))
+    await store.database["data_keys"].update_one({"kind": "key"}, {"$set": {"wrapped": rewrapped}})
+    Pausing.pause = True
+    sealing = asyncio.create_task(ring.seal_only("acme"))
+    await paused.wait()
+    await Keyring(vault, legacy=master).bind(store.database).migrate("acme")
+    go.set()
+    await sealing
+    fresh = Store(store.backend, keyring=Keyring(vault)).scoped("acme")
+    assert (await fresh.tasks.get(task.id)).title == "kept"
+    assert (await Keyring(vault).bind(store.database).status("acme")).sealed_only
