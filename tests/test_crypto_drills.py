@@ -410,3 +410,38 @@ async def test_erasing_an_encrypted_tenant_takes_its_keys_and_backups_of_it_stil
         assert (await read_back(store, "acme", ids))["messages"]
     finally:
         await close(store)
+
+
+def _first_sealed_path(value: Any, path: str = "") -> str | None:
+    from mindstore.crypto.aead import is_sealed
+
+    if is_sealed(value):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()  # fmt: skip
+    for key, item in items:
+        found = _first_sealed_path(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+async def test_a_forged_langgraph_value_in_the_clear_is_refused(tmp_path: Path) -> None:
+    store, _ = await connect(keyring(tmp_path / "vault"))
+    try:
+        view = store.scoped("acme")
+        await turn(view, SECRET, 0)
+        checkpoints = store.database["langgraph_checkpoints"]
+        forged = 0
+        for stored in await checkpoints.find({"tenant": "acme"}).to_list(None):
+            path = _first_sealed_path({k: v for k, v in stored.items() if k != "_id"})
+            if path is not None:
+                await checkpoints.update_one({"_id": stored["_id"]}, {"$set": {path: b"FORGED"}})
+                forged += 1
+        assert forged
+        saver = MindstoreSaver(Store(store.backend, keyring=keyring(tmp_path / "vault"))
+                               .scoped("acme"))  # fmt: skip
+        with pytest.raises(CryptoError, match="sealed-only"):
+            [item async for item in saver.alist(config_of(None))]
+    finally:
+        await close(store)

@@ -241,11 +241,11 @@ def _opened(value: Any, path: str, open_one: Callable[[Any, str], Any]) -> Any:
     return value
 
 
-def clear_refused(where: str, task_id: str, tenant: str) -> CryptoError:
+def clear_refused(where: str, tenant: str) -> CryptoError:
     """The error for a value in the clear where a sealed-only tenant holds ciphertexts."""
     return CryptoError(
-        f"{where} of task {task_id!r} (tenant {tenant!r}) is stored in the clear, but the "
-        "tenant is sealed-only: refused as tampering"
+        f"{where} (tenant {tenant!r}) is stored in the clear, but the tenant is "
+        "sealed-only: refused as tampering"
     )
 
 
@@ -258,7 +258,8 @@ def refuse_clear(document: dict[str, Any], tenant: str, task_id: str) -> None:
     def check(value: Any, path: str) -> Any:
         if _leave_clear(value) or is_sealed(value):
             return value
-        raise clear_refused(f"{path or 'value'} of message {message_id!r}", task_id, tenant)
+        where = f"{path or 'value'} of message {message_id!r} of task {task_id!r}"
+        raise clear_refused(where, tenant)
 
     _message(document, check)
 

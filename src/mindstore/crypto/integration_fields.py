@@ -31,7 +31,7 @@ from typing import Any
 
 from mindstore.collection_names import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
 from mindstore.crypto.aead import Context, is_sealed, key_version, open_value, seal_value
-from mindstore.crypto.fields import KeySource
+from mindstore.crypto.fields import KeySource, clear_refused
 from mindstore.errors import CryptoError
 
 __all__ = [
@@ -143,11 +143,14 @@ def open_fields(
     collection: str, doc_id: str, document: dict[str, Any], keys: KeySource, tenant: str
 ) -> dict[str, Any]:
     """A stored document (or projection) with its ciphertexts opened; plaintext stored
-    before the tenant was encrypted reads as it is. A ciphertext not sealed for its place:
-    `CryptoError`; the tenant's keys shredded: `KeyShredded`."""
+    before the tenant was encrypted reads as it is (a sealed-only tenant's is refused). A
+    ciphertext not sealed for its place: `CryptoError`; the tenant's keys shredded:
+    `KeyShredded`."""
 
     def open_one(value: Any, path: str) -> Any:
         if not is_sealed(value):
+            if keys.sealed_only and not _left_clear(value):
+                raise clear_refused(f"{path} of {collection} document {doc_id!r}", tenant)
             return value
         return open_value(value, keys.key, _context(tenant, collection, doc_id, path))
 

@@ -101,19 +101,19 @@ def _refuse_clear_fields(document: dict[str, Any], tenant: str, task_id: str) ->
 
     for name in ("title", AGENT_STATE):
         if clear(document.get(name)):
-            raise clear_refused(f"task.{name}", task_id, tenant)
+            raise clear_refused(f"task.{name} of task {task_id!r}", tenant)
     metadata = document.get("metadata")
     if metadata is not None and type(metadata) is not dict:
-        raise clear_refused("task.metadata", task_id, tenant)
+        raise clear_refused(f"task.metadata of task {task_id!r}", tenant)
     for key, value in (metadata or {}).items():
         if not str(key).startswith(OWN_METADATA) and clear(value):
-            raise clear_refused(f"task.metadata.{key}", task_id, tenant)
+            raise clear_refused(f"task.metadata.{key} of task {task_id!r}", tenant)
     content = document.get("content")
     for part in content if type(content) is list else []:
         if type(part) is dict:
             refuse_clear({"content": [part]}, tenant, task_id)
         elif clear(part):
-            raise clear_refused(TASK_CONTENT, task_id, tenant)
+            raise clear_refused(f"{TASK_CONTENT} of task {task_id!r}", tenant)
 
 
 def seal_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_id: str) -> Any:
@@ -125,6 +125,6 @@ def seal_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_
 def open_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_id: str) -> Any:
     if not is_sealed(data):
         if keys.sealed_only and data is not None:
-            raise clear_refused(f"payload {payload_id!r}", task_id, tenant)
+            raise clear_refused(f"payload {payload_id!r} of task {task_id!r}", tenant)
         return data
     return open_value(data, keys.key, (tenant, task_id, payload_id, PAYLOAD_FIELD))
