@@ -779,11 +779,30 @@ def test_seal_then_open_gives_every_document_back(case: tuple[str, dict[str, Any
             open_fields(collection, document["_id"] + "x", sealed, keys, "acme")
 
 
-def test_a_store_without_a_keyring_keeps_the_raw_collection() -> None:
-    raw = object()
-    assert sealed_collection(raw, LANGGRAPH_CHECKPOINTS, None, "acme") is raw
+async def test_a_store_without_a_keyring_stores_as_is_and_refuses_an_encrypted_tenant(
+    store_factory: Factory,
+) -> None:
+    from mindstore.crypto.sealed_collection import ClearCollection
+    from mindstore.errors import KeyringRequired
+
     with pytest.raises(CryptoError):
         seal_fields("tasks", "x", {}, _keys(), "acme")
+    store = await store_factory(keyring=keyring())
+    await graph_on(store)  # acme is encrypted now
+    plain = Store(store.backend)
+    raw = plain.database[LANGGRAPH_BLOBS]
+    clear = sealed_collection(raw, LANGGRAPH_BLOBS, None, "beta", plain.database)
+    assert isinstance(clear, ClearCollection)
+    await clear.update_one({"_id": "beta/t/x", "tenant": "beta"}, {"$set": {"b": b"{}"}},
+                           upsert=True)  # fmt: skip
+    assert (await raw.find_one({"_id": "beta/t/x"}))["b"] == b"{}"  # byte for byte
+    before = await raw.count_documents({})
+    saver = MindstoreSaver(plain.scoped("acme"))
+    with pytest.raises(KeyringRequired):
+        await talk(notes_graph(saver), "t9", ["more"])
+    assert await raw.count_documents({}) == before
+    with pytest.raises(KeyringRequired, match="cannot read"):
+        await saver.aget_tuple(config_of("t1"))
 
 
 async def test_a_sealed_write_that_names_no_document_is_refused(store_factory: Factory) -> None:
@@ -791,7 +810,7 @@ async def test_a_sealed_write_that_names_no_document_is_refused(store_factory: F
     before anything is written."""
     store = await store_factory(keyring=keyring())
     raw = store.database[LANGGRAPH_BLOBS]
-    sealed = sealed_collection(raw, LANGGRAPH_BLOBS, store.keyring, "acme")
+    sealed = sealed_collection(raw, LANGGRAPH_BLOBS, store.keyring, "acme", store.database)
     with pytest.raises(CryptoError, match="must name its document's _id"):
         await sealed.update_one({"tenant": "acme"}, {"$set": {"t": "json", "b": b"{}"}},
                                 upsert=True)  # fmt: skip

@@ -12,18 +12,25 @@ methods and from its sync forms (which run them in a loop of their own). A write
 tenant's keys with `create` (a tenant is encrypted from its first write on); a read that
 meets a key version this process does not hold yet (rotated by another process) reads the
 keys again once. Only the operations the saver uses are offered.
+
+Without a keyring the saver gets `ClearCollection`: the raw collection's documents as
+they are, except that it refuses an encrypted tenant (`KeyringRequired`): a write when the
+tenant has data keys (one read of `data_keys` per saver, at its first write), a read that
+meets a ciphertext.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from mindstore.collection_names import DATA_KEYS
+from mindstore.crypto.aead import holds_sealed
 from mindstore.crypto.integration_fields import open_fields, seal_fields
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.keys import MissingKey, TenantKeys
-from mindstore.errors import CryptoError
+from mindstore.errors import CryptoError, KeyringRequired
 
-__all__ = ["SealedCollection", "SealedCursor", "sealed_collection"]
+__all__ = ["ClearCollection", "SealedCollection", "SealedCursor", "sealed_collection"]
 
 SEALING_OPERATORS = ("$set", "$setOnInsert")
 
@@ -91,10 +98,58 @@ class SealedCollection:
         return SealedCursor(self, self.collection.find(filter, projection))
 
 
+class ClearCollection:
+    """One integration collection of one tenant on a store without a keyring: documents
+    as stored, an encrypted tenant refused (see the module doc)."""
+
+    def __init__(self, collection: Any, database: Any, tenant: str) -> None:
+        self.collection = collection
+        self.database = database
+        self.tenant = tenant
+        self._checked = False
+
+    async def _refuse_if_encrypted(self) -> None:
+        if self._checked:
+            return
+        found = await self.database[DATA_KEYS].find_one(
+            {"_id": {"$gte": f"{self.tenant}/", "$lt": f"{self.tenant}0"}, "tenant": self.tenant},
+            {"_id": 1},
+        )
+        if found is not None:
+            raise KeyringRequired(self.tenant, "write to")
+        self._checked = True
+
+    async def opened(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if any(holds_sealed(document) for document in documents):
+            raise KeyringRequired(self.tenant)
+        return documents
+
+    async def update_one(
+        self, filter: dict[str, Any], update: dict[str, Any], upsert: bool = False
+    ) -> Any:
+        if any(operator in update for operator in SEALING_OPERATORS):
+            await self._refuse_if_encrypted()
+        return await self.collection.update_one(filter, update, upsert=upsert)
+
+    async def delete_many(self, filter: dict[str, Any]) -> Any:
+        return await self.collection.delete_many(filter)
+
+    async def find_one(
+        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        document = await self.collection.find_one(filter, projection)
+        return None if document is None else (await self.opened([document]))[0]
+
+    def find(
+        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
+    ) -> SealedCursor:
+        return SealedCursor(self, self.collection.find(filter, projection))
+
+
 class SealedCursor:
     """A cursor whose documents come back opened (`sort`, `limit`, `to_list`)."""
 
-    def __init__(self, owner: SealedCollection, cursor: Any) -> None:
+    def __init__(self, owner: SealedCollection | ClearCollection, cursor: Any) -> None:
         self._owner = owner
         self._cursor = cursor
 
@@ -110,9 +165,11 @@ class SealedCursor:
         return await self._owner.opened(await self._cursor.to_list(length=length))
 
 
-def sealed_collection(collection: Any, name: str, keyring: Keyring | None, tenant: str) -> Any:
-    """The collection as an integration should use it: sealed under `keyring`, or the raw
-    collection itself when the store has none (nothing changes then)."""
+def sealed_collection(
+    collection: Any, name: str, keyring: Keyring | None, tenant: str, database: Any
+) -> SealedCollection | ClearCollection:
+    """The collection as an integration should use it: sealed under `keyring`, or as
+    stored, with encrypted tenants refused, when the store has none."""
     if keyring is None:
-        return collection
+        return ClearCollection(collection, database, tenant)
     return SealedCollection(collection, name, keyring, tenant)

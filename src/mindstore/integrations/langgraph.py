@@ -98,7 +98,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         ring = keyring if isinstance(keyring, Keyring) else None  # sealed under a keyring
         self._sealed = ring is not None
         self._checkpoints, self._writes, self._blobs = (
-            sealed_collection(database[name], name, ring, self.tenant)
+            sealed_collection(database[name], name, ring, self.tenant, database)
             for name in (LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS)
         )
         self._tasks = store.tasks
