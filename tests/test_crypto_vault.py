@@ -430,7 +430,9 @@ async def test_a_rewrap_racing_a_migration_never_breaks_a_key(store: Store, tmp_
     await store.database["data_keys"].update_one({"kind": "key"}, {"$set": {"wrapped": rewrapped}})
     Pausing.pause = True
     sealing = asyncio.create_task(ring.seal_only("acme"))
-    await paused.wait()
+    pausing = asyncio.create_task(paused.wait())
+    await asyncio.wait([sealing, pausing], return_when=asyncio.FIRST_COMPLETED)
+    assert paused.is_set(), "the re-wrap never reached its wrap"  # (never a hang)
     await Keyring(vault, legacy=master).bind(store.database).migrate("acme")
     go.set()
     await sealing
