@@ -46,7 +46,9 @@ from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
 from mindstore.errors import ConfigurationError, CryptoError, KeyShredded, ValidationError
 from mindstore.ids import check_key
 
-__all__ = ["KeyStatus", "Keyring", "MigrationReport", "MissingKey", "TenantKeys"]
+__all__ = [
+    "KeyStatus", "Keyring", "MigrationReport", "MissingKey", "TenantKeys", "is_encrypted",
+]  # fmt: skip
 
 DEFAULT_CACHE_SECONDS = 30.0
 TENANT_KEK = "tenant"
@@ -99,6 +101,12 @@ def _tenant_filter(tenant: str) -> dict[str, Any]:
     """All of a tenant's documents, found through the `_id` index (`tenant/...`; the
     character after ``/`` is ``0``, and no tenant id holds ``/``)."""
     return {"_id": {"$gte": f"{tenant}/", "$lt": f"{tenant}0"}, "tenant": tenant}
+
+
+async def is_encrypted(database: Any, tenant: str) -> bool:
+    """Whether the tenant has data keys (or a shred's tombstone): one indexed read, for a
+    store without a keyring to refuse the tenant (`KeyringRequired`)."""
+    return await database[DATA_KEYS].find_one(_tenant_filter(tenant), {"_id": 1}) is not None
 
 
 def _tombstone_id(tenant: str) -> str:

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindstore.collection_names import DATA_KEYS
 from mindstore.crypto.aead import holds_sealed
 from mindstore.crypto.integration_fields import open_fields, seal_fields
-from mindstore.crypto.keyring import Keyring
+from mindstore.crypto.keyring import Keyring, is_encrypted
 from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.errors import CryptoError, KeyringRequired
 
@@ -35,7 +34,31 @@ __all__ = ["ClearCollection", "SealedCollection", "SealedCursor", "sealed_collec
 SEALING_OPERATORS = ("$set", "$setOnInsert")
 
 
-class SealedCollection:
+class _TenantCollection:
+    """What both views of an integration collection share: deletes as they are, reads
+    through `opened` (which each view defines)."""
+
+    collection: Any
+
+    async def opened(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    async def delete_many(self, filter: dict[str, Any]) -> Any:
+        return await self.collection.delete_many(filter)
+
+    async def find_one(
+        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        document = await self.collection.find_one(filter, projection)
+        return None if document is None else (await self.opened([document]))[0]
+
+    def find(
+        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
+    ) -> SealedCursor:
+        return SealedCursor(self, self.collection.find(filter, projection))
+
+
+class SealedCollection(_TenantCollection):
     """One integration collection of one tenant, sealed on write and opened on read."""
 
     def __init__(self, collection: Any, name: str, keyring: Keyring, tenant: str) -> None:
@@ -61,7 +84,6 @@ class SealedCollection:
     def _open(self, document: dict[str, Any], keys: TenantKeys) -> dict[str, Any]:
         return open_fields(self.name, str(document.get("_id")), document, keys, self.tenant)
 
-    # ------------------------------------------------------------------ writes
     async def update_one(
         self, filter: dict[str, Any], update: dict[str, Any], upsert: bool = False
     ) -> Any:
@@ -80,25 +102,8 @@ class SealedCollection:
             }
         return await self.collection.update_one(filter, update, upsert=upsert)
 
-    async def delete_many(self, filter: dict[str, Any]) -> Any:
-        return await self.collection.delete_many(filter)
 
-    # ------------------------------------------------------------------ reads
-    async def find_one(
-        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
-        document = await self.collection.find_one(filter, projection)
-        if document is None:
-            return None
-        return (await self.opened([document]))[0]
-
-    def find(
-        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
-    ) -> SealedCursor:
-        return SealedCursor(self, self.collection.find(filter, projection))
-
-
-class ClearCollection:
+class ClearCollection(_TenantCollection):
     """One integration collection of one tenant on a store without a keyring: documents
     as stored, an encrypted tenant refused (see the module doc)."""
 
@@ -108,17 +113,6 @@ class ClearCollection:
         self.tenant = tenant
         self._checked = False
 
-    async def _refuse_if_encrypted(self) -> None:
-        if self._checked:
-            return
-        found = await self.database[DATA_KEYS].find_one(
-            {"_id": {"$gte": f"{self.tenant}/", "$lt": f"{self.tenant}0"}, "tenant": self.tenant},
-            {"_id": 1},
-        )
-        if found is not None:
-            raise KeyringRequired(self.tenant, "write to")
-        self._checked = True
-
     async def opened(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if any(holds_sealed(document) for document in documents):
             raise KeyringRequired(self.tenant)
@@ -127,29 +121,17 @@ class ClearCollection:
     async def update_one(
         self, filter: dict[str, Any], update: dict[str, Any], upsert: bool = False
     ) -> Any:
-        if any(operator in update for operator in SEALING_OPERATORS):
-            await self._refuse_if_encrypted()
+        if not self._checked and any(operator in update for operator in SEALING_OPERATORS):
+            if await is_encrypted(self.database, self.tenant):
+                raise KeyringRequired(self.tenant, "write to")
+            self._checked = True
         return await self.collection.update_one(filter, update, upsert=upsert)
-
-    async def delete_many(self, filter: dict[str, Any]) -> Any:
-        return await self.collection.delete_many(filter)
-
-    async def find_one(
-        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
-        document = await self.collection.find_one(filter, projection)
-        return None if document is None else (await self.opened([document]))[0]
-
-    def find(
-        self, filter: dict[str, Any], projection: dict[str, Any] | None = None
-    ) -> SealedCursor:
-        return SealedCursor(self, self.collection.find(filter, projection))
 
 
 class SealedCursor:
     """A cursor whose documents come back opened (`sort`, `limit`, `to_list`)."""
 
-    def __init__(self, owner: SealedCollection | ClearCollection, cursor: Any) -> None:
+    def __init__(self, owner: _TenantCollection, cursor: Any) -> None:
         self._owner = owner
         self._cursor = cursor
 

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.collection_names import DATA_KEYS, DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.collection_names import DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
 from mindstore.crypto.aead import holds_sealed
 from mindstore.crypto.fields import ENCRYPTED, OWN_FIELDS
+from mindstore.crypto.keyring import is_encrypted
 from mindstore.errors import KeyringRequired, NotFound
 from mindstore.header_codec import header_from_document
 from mindstore.ids import check_key, legacy_key, task_key
@@ -196,13 +197,7 @@ class TaskScope:
     async def require_unencrypted_tenant(self) -> None:
         """Without a keyring: `KeyringRequired` if the tenant has data keys (it is
         encrypted): a new task would hold its content in the clear (one read, on create)."""
-        if self.cipher is not None:
-            return
-        found = await self.database[DATA_KEYS].find_one(
-            {"_id": {"$gte": f"{self.tenant}/", "$lt": f"{self.tenant}0"}, "tenant": self.tenant},
-            {"_id": 1},
-        )
-        if found is not None:
+        if self.cipher is None and await is_encrypted(self.database, self.tenant):
             raise KeyringRequired(self.tenant, "write to")
 
     async def opened_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
