@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import functools
 import json
 import os
 import re
@@ -31,24 +33,48 @@ from mindstore.crypto.providers.gcp_kms import VersionState
 
 
 class _Faults:
-    """Calls numbered from 0; `faults[n]` is raised (or answered) by call n."""
+    """Calls numbered from 0; call n meets `faults[n]`: raised (or, for Vault, answered)
+    instead of the call, or after the service acted (an answer lost on the way back)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
-        self.faults: dict[int, Any] = {}
+        self.faults: dict[int, tuple[Any, bool]] = {}
 
-    def fail_call(self, offset: int, fault: Any) -> None:
-        """The call `offset` calls from now meets `fault`."""
-        self.faults[len(self.calls) + offset] = fault
+    def fail_call(self, offset: int, fault: Any, *, after: bool = False) -> None:
+        """The call `offset` calls from now meets `fault` (`after` the service acted)."""
+        self.faults[len(self.calls) + offset] = (fault, after)
 
-    async def _enter(self, operation: str, arguments: Any) -> Any:
+    async def _enter(self, operation: str, arguments: Any) -> tuple[Any, bool]:
         await asyncio.sleep(0)
         index = len(self.calls)
         self.calls.append((operation, arguments))
-        return self.faults.pop(index, None)
+        return self.faults.pop(index, (None, False))
 
     def operations(self) -> list[str]:
         return [operation for operation, _ in self.calls]
+
+
+def _api(
+    operation: str,
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    """An API method of a fake: logged, and failing as `_Faults` says."""
+
+    def decorate(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(method)
+        async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            request = args[0] if args else kwargs.get("request", kwargs)
+            fault, after = await self._enter(operation, dict(request))
+            if fault is not None and not after:
+                raise fault
+            if fault is None:
+                return await method(self, *args, **kwargs)
+            with contextlib.suppress(Exception):  # the service acts; its answer is lost
+                await method(self, *args, **kwargs)
+            raise fault
+
+        return call
+
+    return decorate
 
 
 # =============================================================================== AWS KMS
@@ -117,11 +143,6 @@ class FakeKms(_Faults):
         key_id = self.aliases.get(alias)
         return None if key_id is None else self.keys.get(key_id)
 
-    async def _begin(self, operation: str, **arguments: Any) -> None:
-        fault = await self._enter(operation, arguments)
-        if fault is not None:
-            raise fault
-
     def _resolve(self, key_id: str, operation: str) -> AwsKey:
         if key_id.startswith("alias/"):
             target = self.aliases.get(key_id)
@@ -166,8 +187,8 @@ class FakeKms(_Faults):
         return json.dumps(sorted(encryption_context.items())).encode()
 
     # ------------------------------------------------------------------ API
+    @_api("CreateKey")
     async def create_key(self, *, Description: str, Tags: list[dict[str, str]]) -> dict[str, Any]:
-        await self._begin("CreateKey", Description=Description, Tags=Tags)
         key = AwsKey(
             str(uuid.uuid4()),
             os.urandom(32),
@@ -183,8 +204,8 @@ class FakeKms(_Faults):
             }
         }
 
+    @_api("CreateAlias")
     async def create_alias(self, *, AliasName: str, TargetKeyId: str) -> None:
-        await self._begin("CreateAlias", AliasName=AliasName, TargetKeyId=TargetKeyId)
         self._check_alias(AliasName, "CreateAlias")
         if AliasName in self.aliases:
             raise ClientError(
@@ -197,8 +218,8 @@ class FakeKms(_Faults):
             )
         self.aliases[AliasName] = key.key_id
 
+    @_api("UpdateAlias")
     async def update_alias(self, *, AliasName: str, TargetKeyId: str) -> None:
-        await self._begin("UpdateAlias", AliasName=AliasName, TargetKeyId=TargetKeyId)
         current = self._resolve(AliasName, "UpdateAlias")
         key = self._resolve(TargetKeyId, "UpdateAlias")
         if key.state == "PendingDeletion" or (
@@ -209,16 +230,16 @@ class FakeKms(_Faults):
             )
         self.aliases[AliasName] = key.key_id
 
+    @_api("DeleteAlias")
     async def delete_alias(self, *, AliasName: str) -> None:
-        await self._begin("DeleteAlias", AliasName=AliasName)
         if AliasName not in self.aliases:
             raise ClientError(
                 "NotFoundException", f"Alias {AliasName} is not found.", operation="DeleteAlias"
             )
         del self.aliases[AliasName]
 
+    @_api("DescribeKey")
     async def describe_key(self, *, KeyId: str) -> dict[str, Any]:
-        await self._begin("DescribeKey", KeyId=KeyId)
         key = self._resolve(KeyId, "DescribeKey")
         return {
             "KeyMetadata": {
@@ -228,8 +249,8 @@ class FakeKms(_Faults):
             }
         }
 
+    @_api("DisableKey")
     async def disable_key(self, *, KeyId: str) -> None:
-        await self._begin("DisableKey", KeyId=KeyId)
         key = self._resolve(KeyId, "DisableKey")
         if key.state == "PendingDeletion":
             raise ClientError(
@@ -237,19 +258,17 @@ class FakeKms(_Faults):
             )
         key.state = "Disabled"
 
+    @_api("EnableKey")
     async def enable_key(self, *, KeyId: str) -> None:
-        await self._begin("EnableKey", KeyId=KeyId)
         key = self._resolve(KeyId, "EnableKey")
         if key.state == "PendingDeletion":
             raise ClientError("KMSInvalidStateException", "pending deletion", operation="EnableKey")
         key.state = "Enabled"
 
+    @_api("ScheduleKeyDeletion")
     async def schedule_key_deletion(
         self, *, KeyId: str, PendingWindowInDays: int
     ) -> dict[str, Any]:
-        await self._begin(
-            "ScheduleKeyDeletion", KeyId=KeyId, PendingWindowInDays=PendingWindowInDays
-        )
         if not isinstance(PendingWindowInDays, int) or not 7 <= PendingWindowInDays <= 30:
             raise ClientError(
                 "ValidationException",
@@ -265,10 +284,10 @@ class FakeKms(_Faults):
         key.deletion_day = self.day + PendingWindowInDays
         return {"KeyId": key.key_id, "KeyState": key.state}
 
+    @_api("Encrypt")
     async def encrypt(
         self, *, KeyId: str, Plaintext: bytes, EncryptionContext: Mapping[str, str]
     ) -> dict[str, Any]:
-        await self._begin("Encrypt", KeyId=KeyId, EncryptionContext=dict(EncryptionContext))
         key = self._resolve(KeyId, "Encrypt")
         self._usable(key, "Encrypt")
         nonce = os.urandom(12)
@@ -278,10 +297,10 @@ class FakeKms(_Faults):
             "KeyId": f"arn:aws:kms:eu-west-1:111122223333:key/{key.key_id}",
         }
 
+    @_api("Decrypt")
     async def decrypt(
         self, *, CiphertextBlob: bytes, KeyId: str, EncryptionContext: Mapping[str, str]
     ) -> dict[str, Any]:
-        await self._begin("Decrypt", KeyId=KeyId, EncryptionContext=dict(EncryptionContext))
         blob = bytes(CiphertextBlob)
         if not blob.startswith(b"kms1") or len(blob) < 4 + 36 + 12 + 16:
             raise ClientError("InvalidCiphertextException", "", operation="Decrypt")
@@ -463,11 +482,6 @@ class FakeCloudKms(_Faults):
             key.primary = len(key.versions) - 1
         return version
 
-    async def _begin(self, operation: str, request: Mapping[str, Any]) -> None:
-        fault = await self._enter(operation, dict(request))
-        if fault is not None:
-            raise fault
-
     def _key(self, name: object) -> GcpKey:
         key = self.keys.get(str(name))
         if key is None:
@@ -487,8 +501,8 @@ class FakeCloudKms(_Faults):
                 raise InvalidArgument(f"400 invalid label {name}={value}")
 
     # ------------------------------------------------------------------ API
+    @_api("CreateCryptoKey")
     async def create_crypto_key(self, request: dict[str, Any]) -> KeyView:
-        await self._begin("CreateCryptoKey", request)
         parent, key_id, spec = request["parent"], request["crypto_key_id"], request["crypto_key"]
         if parent not in self.key_rings:
             raise NotFound(f"404 KeyRing {parent} not found.")
@@ -511,12 +525,12 @@ class FakeCloudKms(_Faults):
             self.add_version(name)
         return self._view(self.keys[name])
 
+    @_api("GetCryptoKey")
     async def get_crypto_key(self, request: dict[str, Any]) -> KeyView:
-        await self._begin("GetCryptoKey", request)
         return self._view(self._key(request["name"]))
 
+    @_api("UpdateCryptoKey")
     async def update_crypto_key(self, request: dict[str, Any]) -> KeyView:
-        await self._begin("UpdateCryptoKey", request)
         spec, paths = request["crypto_key"], request["update_mask"]["paths"]
         key = self._key(spec["name"])
         if list(paths) != ["labels"]:
@@ -525,8 +539,8 @@ class FakeCloudKms(_Faults):
         key.labels = dict(spec["labels"])
         return self._view(key)
 
+    @_api("ListCryptoKeyVersions")
     async def list_crypto_key_versions(self, request: dict[str, Any]) -> AsyncIterator[VersionView]:
-        await self._begin("ListCryptoKeyVersions", request)
         key = self._key(request["parent"])
         snapshot = [VersionView(v.name, int(v.state)) for v in key.versions]
 
@@ -537,8 +551,8 @@ class FakeCloudKms(_Faults):
 
         return pages()
 
+    @_api("DestroyCryptoKeyVersion")
     async def destroy_crypto_key_version(self, request: dict[str, Any]) -> VersionView:
-        await self._begin("DestroyCryptoKeyVersion", request)
         name = str(request["name"])
         key = self._key(name.split("/cryptoKeyVersions/")[0])
         version = next((v for v in key.versions if v.name == name), None)
@@ -550,8 +564,8 @@ class FakeCloudKms(_Faults):
         version.destroy_at = self.now + key.duration.total_seconds()
         return VersionView(version.name, int(version.state))
 
+    @_api("Encrypt")
     async def encrypt(self, request: dict[str, Any]) -> EncryptView:
-        await self._begin("Encrypt", request)
         key = self._key(request["name"])
         if key.primary is None:
             raise FailedPrecondition(f"400 {key.name} has no primary version")
@@ -565,8 +579,8 @@ class FakeCloudKms(_Faults):
         sealed = AESGCM(version.material).encrypt(nonce, bytes(request["plaintext"]), aad)
         return EncryptView(version.name, key.uid + bytes([index]) + nonce + sealed)
 
+    @_api("Decrypt")
     async def decrypt(self, request: dict[str, Any]) -> DecryptView:
-        await self._begin("Decrypt", request)
         key = self._key(request["name"])
         blob = bytes(request["ciphertext"])
         refused = InvalidArgument(
@@ -645,13 +659,23 @@ class FakeVault(_Faults):
     async def request(
         self, method: str, path: str, json: Mapping[str, object] | None = None
     ) -> tuple[int, Mapping[str, object] | None]:
-        fault = await self._enter(f"{method} {path}", dict(json or {}))
-        if isinstance(fault, BaseException):
-            raise fault
-        if isinstance(fault, int):
-            return _vault_error(fault, "Vault is sealed" if fault == 503 else "fault")
+        fault, after = await self._enter(f"{method} {path}", dict(json or {}))
+        if fault is not None and not after:
+            return self._fault(fault)
         if self.before is not None:
             await self.before(method, path)
+        answer = self._route(method, path, json)
+        return answer if fault is None else self._fault(fault)
+
+    @staticmethod
+    def _fault(fault: BaseException | int) -> tuple[int, Mapping[str, object] | None]:
+        if isinstance(fault, BaseException):
+            raise fault
+        return _vault_error(fault, "Vault is sealed" if fault == 503 else "fault")
+
+    def _route(
+        self, method: str, path: str, json: Mapping[str, object] | None
+    ) -> tuple[int, Mapping[str, object] | None]:
         found = _VAULT_PATH.fullmatch(path)
         if found is None or found["mount"] != self.mount:
             return _vault_error(404, "1 error occurred:\n\t* unsupported path\n\n")

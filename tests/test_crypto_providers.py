@@ -69,8 +69,10 @@ class Service:
     elapse: Callable[[], None]
     """The service's own deletion window passes (keys scheduled for deletion go)."""
 
-    def fail_call(self, offset: int, kind: str) -> None:
-        self.fake.fail_call(offset, self.outages[kind]())
+    def fail_call(self, offset: int, kind: str, *, after: bool = False) -> None:
+        """Call `offset` from now meets an outage of `kind`; `after`: once the service
+        acted (its answer lost on the way back, so the caller cannot know it did)."""
+        self.fake.fail_call(offset, self.outages[kind](), after=after)
 
 
 def aws(**options: Any) -> Service:
@@ -82,6 +84,7 @@ def aws(**options: Any) -> Service:
         {
             "throttled": lambda: ClientError("ThrottlingException", "Rate exceeded"),
             "internal": lambda: ClientError("KMSInternalException", "", status=500),
+            "gateway": lambda: ClientError("502", "Bad Gateway", status=502),
             "unreachable": lambda: EndpointConnectionError("Could not connect to the endpoint URL"),
             "timeout": lambda: TimeoutError("read timeout"),
         },
@@ -267,8 +270,12 @@ async def test_an_outage_is_unavailable_and_decides_nothing(name: str, kind: str
     assert await provider.unwrap("acme", wrapped, CONTEXT) == KEY
 
 
+LOST = [pytest.param(False, id="refused-call"), pytest.param(True, id="lost-answer")]
+
+
+@pytest.mark.parametrize("after", LOST)
 @pytest.mark.parametrize("name", list(BUILDERS))
-async def test_a_shred_cut_short_anywhere_completes_when_run_again(name: str) -> None:
+async def test_a_shred_cut_short_anywhere_completes_when_run_again(name: str, after: bool) -> None:
     probe = BUILDERS[name]()
     await probe.provider.wrap("acme", KEY, CONTEXT)
     started = len(probe.fake.calls)
@@ -279,7 +286,7 @@ async def test_a_shred_cut_short_anywhere_completes_when_run_again(name: str) ->
         service = BUILDERS[name]()
         provider = service.provider
         wrapped = await provider.wrap("acme", KEY, CONTEXT)
-        service.fail_call(step, next(iter(service.outages)))
+        service.fail_call(step, next(iter(service.outages)), after=after)
         with pytest.raises(KeyProviderUnavailable):
             await provider.destroy("acme")
         await provider.destroy("acme")
@@ -290,13 +297,14 @@ async def test_a_shred_cut_short_anywhere_completes_when_run_again(name: str) ->
             service.elapse()
 
 
+@pytest.mark.parametrize("after", LOST)
 @pytest.mark.parametrize("name", list(BUILDERS))
-async def test_a_first_wrap_cut_short_anywhere_works_when_run_again(name: str) -> None:
+async def test_a_first_wrap_cut_short_anywhere_works_when_run_again(name: str, after: bool) -> None:
     probe = BUILDERS[name]()
     await probe.provider.wrap("acme", KEY, CONTEXT)
     for step in range(len(probe.fake.calls)):
         service = BUILDERS[name]()
-        service.fail_call(step, next(iter(service.outages)))
+        service.fail_call(step, next(iter(service.outages)), after=after)
         with pytest.raises(KeyProviderUnavailable):
             await service.provider.wrap("acme", KEY, CONTEXT)
         wrapped = await service.provider.wrap("acme", KEY, CONTEXT)
@@ -594,6 +602,9 @@ async def test_vault_destroy_allows_deletion_then_deletes_the_key() -> None:
     assert "ms-acme" not in fake.keys
     assert fake.keys["ms.shredded-acme"].type == "ed25519"  # a tombstone cannot encrypt
     await shredded(provider.unwrap("acme", wrapped, CONTEXT))
+    sent = len(fake.calls)
+    await shredded(provider.wrap("acme", KEY, CONTEXT))
+    assert fake.operations()[sent:] == ["GET /v1/transit/keys/ms.shredded-acme"]  # no key made
 
 
 async def test_vault_deletion_is_refused_without_deletion_allowed() -> None:
@@ -699,6 +710,19 @@ def test_vault_names_are_valid_and_decode(tenant: str) -> None:
     assert _VAULT_NAME.fullmatch(name) and _VAULT_NAME.fullmatch(tombstone)
     assert underscore_unescape(name.removeprefix("ms-")) == tenant
     assert tombstone != name and not tombstone.startswith("ms-")
+
+
+def test_long_tenants_get_hashed_names_that_fit_and_differ() -> None:
+    longest = [c * 128 for c in "A.:_-"] + ["A" * 127 + "B", "a" * 60, "a" * 61]
+    aliases = [aws_alias("mindstore", t) for t in longest]
+    key_ids = [gcp_key_id("mindstore", t) for t in longest]
+    assert len(set(aliases)) == len(set(key_ids)) == len(longest)
+    for tenant, alias, key_id in zip(longest, aliases, key_ids, strict=True):
+        assert len(alias) <= 256 and re.fullmatch(r"alias/[a-z0-9/_-]+", alias)
+        assert len(key_id) <= 63 and re.fullmatch(r"[a-zA-Z0-9_-]+", key_id)
+        assert (aws_alias_tenant("mindstore", alias) == tenant) != ("/0" in alias)
+        assert (underscore_unescape(key_id[10:]) == tenant) != key_id.startswith("mindstore-_x")
+    assert "/0" in aliases[0] and key_ids[0].startswith("mindstore-_x")
 
 
 def test_underscore_escape_of_every_tenant_character() -> None:
