@@ -75,8 +75,8 @@ class Service:
         self.fake.fail_call(offset, self.outages[kind](), after=after)
 
 
-def aws(**options: Any) -> Service:
-    fake = FakeKms(**options)
+def aws() -> Service:
+    fake = FakeKms()
     return Service(
         "aws",
         AwsKmsProvider(fake, pending_window_days=7),
@@ -92,11 +92,11 @@ def aws(**options: Any) -> Service:
     )
 
 
-def gcp(**options: Any) -> Service:
+def gcp() -> Service:
     fake = FakeCloudKms((RING,))
     return Service(
         "gcp",
-        GcpKmsProvider(fake, RING, **options),
+        GcpKmsProvider(fake, RING),
         fake,
         {
             "unavailable": lambda: ServiceUnavailable("503 The service is currently unavailable."),
@@ -109,8 +109,8 @@ def gcp(**options: Any) -> Service:
     )
 
 
-def vault(**options: Any) -> Service:
-    fake = FakeVault(**options)
+def vault() -> Service:
+    fake = FakeVault()
     return Service(
         "vault",
         VaultTransitProvider(fake),

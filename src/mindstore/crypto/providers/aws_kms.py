@@ -158,6 +158,7 @@ class AwsKmsProvider:
 
     @property
     def provider_id(self) -> str:
+        """``aws-kms:<prefix>``."""
         return f"aws-kms:{self.prefix}"
 
     def alias(self, tenant: str) -> str:
@@ -276,6 +277,8 @@ class AwsKmsProvider:
 
     # ------------------------------------------------------------------ KeyProvider
     async def wrap(self, tenant: str, data_key: bytes, context: bytes) -> bytes:
+        """`data_key` encrypted under the tenant's KMS key (made now if it has none), the
+        tenant and `context` in the encryption context. `KeyShredded` once shredded."""
         alias = self.alias(check_key(tenant, "tenant"))
         plaintext, encryption_context = bytes(data_key), self._encryption_context(tenant, context)
         for _attempt in range(3):
@@ -298,6 +301,7 @@ class AwsKmsProvider:
         raise CryptoError(f"the KMS alias {alias!r} of tenant {tenant!r} keeps disappearing")
 
     async def unwrap(self, tenant: str, wrapped: bytes, context: bytes) -> bytes:
+        """The data key back (Decrypt pinned to the tenant's alias and context)."""
         alias = self.alias(check_key(tenant, "tenant"))
         try:
             answer = await self._call("Decrypt", lambda: self._client.decrypt(
@@ -374,6 +378,8 @@ class AwsKmsProvider:
         return await self._mark(alias, tombstone)
 
     async def status(self, tenant: str) -> KekState:
+        """From the tenant's alias: none is "absent"; on the tombstone, or on a key
+        pending deletion, "destroyed"; otherwise "active" (a disabled key included)."""
         found = await self._describe(self.alias(check_key(tenant, "tenant")))
         if found is None:
             return "absent"

@@ -199,6 +199,7 @@ class GcpKmsProvider:
 
     @property
     def provider_id(self) -> str:
+        """``gcp-kms:<key ring>``."""
         return f"gcp-kms:{self.key_ring}"
 
     def key_name(self, tenant: str) -> str:
@@ -284,6 +285,8 @@ class GcpKmsProvider:
 
     # ------------------------------------------------------------------ KeyProvider
     async def wrap(self, tenant: str, data_key: bytes, context: bytes) -> bytes:
+        """`data_key` encrypted by the tenant's CryptoKey (made now if it has none),
+        `context` as additional authenticated data. `KeyShredded` once labelled shredded."""
         name = self.key_name(check_key(tenant, "tenant"))
         key = await self._get(name)
         if key is None:
@@ -302,6 +305,7 @@ class GcpKmsProvider:
         return bytes(answer.ciphertext)
 
     async def unwrap(self, tenant: str, wrapped: bytes, context: bytes) -> bytes:
+        """The data key back (decrypt with `context` as additional authenticated data)."""
         name = self.key_name(check_key(tenant, "tenant"))
         request: dict[str, object] = {"name": name, "ciphertext": bytes(wrapped),
                    "additional_authenticated_data": bytes(context)}  # fmt: skip
@@ -371,6 +375,8 @@ class GcpKmsProvider:
                 raise CryptoError(f"Cloud KMS refused to destroy {name!r}: {refusal}") from None
 
     async def status(self, tenant: str) -> KekState:
+        """From the tenant's CryptoKey: none is "absent"; labelled shredded, or its
+        primary version destroyed or scheduled for it, "destroyed"; otherwise "active"."""
         key = await self._get(self.key_name(check_key(tenant, "tenant")))
         if key is None:
             return "absent"

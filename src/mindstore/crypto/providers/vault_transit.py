@@ -107,6 +107,7 @@ class VaultTransitProvider:
 
     @property
     def provider_id(self) -> str:
+        """``vault-transit:<mount>/<prefix>``."""
         return f"vault-transit:{self.mount}/{self.prefix}"
 
     def key_name(self, tenant: str) -> str:
@@ -172,6 +173,8 @@ class VaultTransitProvider:
 
     # ------------------------------------------------------------------ KeyProvider
     async def wrap(self, tenant: str, data_key: bytes, context: bytes) -> bytes:
+        """`data_key` encrypted by the tenant's Transit key (made now if it has none),
+        `context` as associated data. `KeyShredded` once the tenant's tombstone exists."""
         name, tombstone = self.key_name(check_key(tenant, "tenant")), self._tombstone(tenant)
         if await self._exists(tombstone):
             raise KeyShredded(tenant)
@@ -199,6 +202,7 @@ class VaultTransitProvider:
         return ciphertext.encode("ascii")
 
     async def unwrap(self, tenant: str, wrapped: bytes, context: bytes) -> bytes:
+        """The data key back (decrypt with `context` as associated data)."""
         name = self.key_name(check_key(tenant, "tenant"))
         try:
             ciphertext = bytes(wrapped).decode("ascii")
@@ -233,6 +237,7 @@ class VaultTransitProvider:
         return vault_tombstone_name(self.prefix, tenant)
 
     async def status(self, tenant: str) -> KekState:
+        """The tombstone exists: "destroyed"; else the key exists: "active"; else "absent"."""
         name = self.key_name(check_key(tenant, "tenant"))
         if await self._exists(self._tombstone(tenant)):
             return "destroyed"
