@@ -565,6 +565,19 @@ async def test_gcp_a_version_restored_by_an_operator_does_not_unshred_writes() -
     assert await provider.status("acme") == "destroyed"
 
 
+async def test_gcp_a_version_an_operator_disabled_is_refused_not_shredded() -> None:
+    fake = FakeCloudKms((RING,))
+    provider = GcpKmsProvider(fake, RING)
+    wrapped = await provider.wrap("acme", KEY, CONTEXT)
+    version = fake.keys[provider.key_name("acme")].versions[0]
+    version.state = VersionState.DISABLED
+    assert await provider.status("acme") == "active"
+    error = await refused(provider.unwrap("acme", wrapped, CONTEXT))
+    assert "FailedPrecondition" in str(error)
+    version.state = VersionState.ENABLED
+    assert await provider.unwrap("acme", wrapped, CONTEXT) == KEY
+
+
 async def test_gcp_permission_denied_is_a_refusal() -> None:
     fake = FakeCloudKms((RING,))
     provider = GcpKmsProvider(fake, RING)

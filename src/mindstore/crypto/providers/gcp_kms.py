@@ -296,8 +296,10 @@ class GcpKmsProvider:
                 raise CryptoError(f"Cloud KMS lost the key of tenant {tenant!r} just made")
         if self._destroyed(key):
             raise KeyShredded(tenant)
-        request: dict[str, object] = {"name": name, "plaintext": bytes(data_key),
-                   "additional_authenticated_data": bytes(context)}  # fmt: skip
+        request: dict[str, object] = {
+            "name": name, "plaintext": bytes(data_key),
+            "additional_authenticated_data": bytes(context),
+        }  # fmt: skip
         try:
             answer = await self._call("Encrypt", lambda: self._client.encrypt(request=request))
         except _Refused as refusal:
@@ -307,8 +309,10 @@ class GcpKmsProvider:
     async def unwrap(self, tenant: str, wrapped: bytes, context: bytes) -> bytes:
         """The data key back (decrypt with `context` as additional authenticated data)."""
         name = self.key_name(check_key(tenant, "tenant"))
-        request: dict[str, object] = {"name": name, "ciphertext": bytes(wrapped),
-                   "additional_authenticated_data": bytes(context)}  # fmt: skip
+        request: dict[str, object] = {
+            "name": name, "ciphertext": bytes(wrapped),
+            "additional_authenticated_data": bytes(context),
+        }  # fmt: skip
         try:
             answer = await self._call("Decrypt", lambda: self._client.decrypt(request=request))
         except _Refused as refusal:
@@ -328,8 +332,10 @@ class GcpKmsProvider:
                 raise CryptoError(f"Cloud KMS lost the key of tenant {tenant!r} just made")
         if key.labels.get(SHREDDED_LABEL) != "true":
             labels = {**key.labels, SHREDDED_LABEL: "true"}
-            request: dict[str, object] = {"crypto_key": {"name": name, "labels": labels},
-                       "update_mask": {"paths": ["labels"]}}  # fmt: skip
+            request: dict[str, object] = {
+                "crypto_key": {"name": name, "labels": labels},
+                "update_mask": {"paths": ["labels"]},
+            }
             try:
                 await self._call(
                     "UpdateCryptoKey", lambda: self._client.update_crypto_key(request=request)
@@ -339,7 +345,7 @@ class GcpKmsProvider:
         await self._destroy_versions(name)
 
     async def _destroy_versions(self, name: str) -> None:
-        pending = []
+        pending: list[str] = []
 
         async def listed() -> list[GcpCryptoKeyVersion]:
             versions = await self._client.list_crypto_key_versions(request={"parent": name})
