@@ -8,8 +8,8 @@ backups), and `destroy` in the provider is what shreds a tenant: from then on ev
 reads as `KeyShredded` (docs/encryption.md, "Threat model, copy by copy").
 
 A provider is anything with the members of `KeyProvider`. The contract every
-implementation keeps (tests/test_crypto_providers.py holds fakes of AWS KMS, Google Cloud
-KMS and Vault Transit to it):
+implementation keeps (tests/test_crypto_providers.py holds it to fakes of AWS KMS, Google Cloud
+KMS and Vault Transit, in tests/kms_fakes.py):
 
 * `wrap(tenant, data_key, context)` makes the tenant's KEK on first use; `context` is
   bound as associated data (KMS "encryption context", "additional authenticated data"),
