@@ -744,3 +744,35 @@ def test_underscore_escape_of_every_tenant_character() -> None:
         assert underscore_unescape(underscore_escape(tenant)) == tenant
     for stray in ("_", "a_", "_z", "a_h-", "a-"):
         assert underscore_unescape(stray) is None
+
+
+# ----------------------------------------------------------------------------- with a store
+
+
+async def test_a_store_on_each_provider_reads_restores_and_shreds_every_copy(
+    service: Service, store_factory: Any, tmp_path: Any
+) -> None:
+    """The keyring over each provider: content reads back, a backup restored into an
+    empty database reads with the same provider, and after a shred (and the service's own
+    deletion window) the restored copy reads as shredded."""
+    from mindstore.backup import backup, restore
+    from mindstore.crypto import Keyring
+
+    store = await store_factory(keyring=Keyring(service.provider))
+    acme = store.scoped("acme")
+    task = await acme.tasks.create(owner="ann", title="Lisbon")
+    await acme.tasks.add_human_message(task.id, "Casa do Rio", message_id="m1")
+    await store.scoped("beta").tasks.create(owner="bob", title="kept")
+    await backup(store, tmp_path / "b")
+    restored = await store_factory(keyring=Keyring(service.provider))
+    await restore(restored, tmp_path / "b")
+    assert [m.text() for m in await restored.scoped("acme").tasks.messages(task.id)] == [
+        "Casa do Rio"
+    ]
+    await store.keyring.shred("acme")  # type: ignore[union-attr]
+    service.elapse()
+    again = await store_factory(keyring=Keyring(service.provider))
+    await restore(again, tmp_path / "b")
+    with pytest.raises(KeyShredded):
+        await again.scoped("acme").tasks.messages(task.id)
+    assert [r.title for r in (await again.scoped("beta").tasks.list()).items] == ["kept"]
