@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from interleaving import Hooked
 from mindstore import PagePolicy
 from mindstore.backup import backup
 from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
@@ -164,8 +165,12 @@ def agreeing_positions(one: bytes, two: bytes) -> int:
 VALUES = st.one_of(
     st.text(min_size=16, max_size=200),
     st.binary(min_size=16, max_size=200),
-    st.dictionaries(st.text(st.characters(blacklist_characters="\x00"), max_size=8),
-                    st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=4),
+    st.dictionaries(
+        st.text(st.characters(blacklist_characters="\x00"), max_size=8),
+        st.integers(-(2**63), 2**63 - 1),
+        min_size=1,
+        max_size=4,
+    ),
 )
 
 
@@ -275,7 +280,9 @@ async def test_a_data_key_copied_under_another_id_does_not_unwrap(
     tenant = target.partition("/")[0]
     other = "globex" if tenant == "acme" else "acme"
     await copy_key(store, source, target)
-    reader = Store(store.backend, keyring=keys.keyring, offload_threshold=OFFLOAD)  # a fresh process
+    reader = Store(
+        store.backend, keyring=keys.keyring, offload_threshold=OFFLOAD
+    )  # a fresh process
     assert reader.keyring is not None
     # the keyring's load refuses the copied key: it was wrapped for another tenant or version
     with pytest.raises(CryptoError):
@@ -425,8 +432,11 @@ async def history(store: Store, tenant: str = "acme", count: int = 3) -> list[st
     tasks = store.scoped(tenant).tasks
     made = []
     for n in range(count):
-        task = await tasks.create(title=f"{SECRET} {n}", metadata={"note": SECRET},
-                                  config=TaskConfigPart(model_name="gpt-x"))
+        task = await tasks.create(
+            title=f"{SECRET} {n}",
+            metadata={"note": SECRET},
+            config=TaskConfigPart(model_name="gpt-x"),
+        )
         early = await tasks.add_assistant_message(task.id)
         await tasks.add_human_message(task.id, f"{SECRET} {n} " + "x" * 2 * OFFLOAD)
         for i in range(8):  # the early messages go into sealed pages
@@ -480,7 +490,8 @@ async def test_after_rotations_and_a_sweep_cut_short_every_ciphertext_is_at_the_
     placed = await versions_by_place(store)
     must = {"tasks.title", "tasks.metadata", "tasks.agent_state", "tasks.messages",
             "payloads.data"}  # fmt: skip
-    if pages == "small" or store.page_policy is not None and store.page_policy.page_messages < 9:
+    policy = store.page_policy
+    if pages == "small" or (policy is not None and policy.page_messages < 9):
         must |= {"task_pages.messages", "tasks.pending"}
     assert must <= set(placed) and {v for vs in placed.values() for v in vs} == {1}
     assert await store.keyring.rotate("acme") == 2
@@ -518,3 +529,70 @@ async def test_a_sweep_reseals_what_an_older_key_sealed_when_all_is_sealed(
         assert "task_pages.messages" in placed
     assert {place: sorted(set(vs)) for place, vs in placed.items()} == {p: [2] for p in placed}
     assert await reads(store, [task.id]) == expected
+
+
+class RacingTasks:
+    """A database whose first guarded update of a task document (the sweep's) lets
+    another writer's whole verb land between the sweep's read of the task and its write."""
+
+    def __init__(self, database: Any, writer: Callable[[], Awaitable[Any]]) -> None:
+        self.database = database
+
+        def sweeps(_name: str, args: tuple[Any, ...], _kwargs: dict[str, Any]) -> bool:
+            return "version" in args[0] and "$inc" in args[1]
+
+        self.tasks = Hooked(database["tasks"], ("update_one",), writer, sweeps, times=1,
+                            skip=0, log=None, label="tasks")  # fmt: skip
+
+    def __getitem__(self, name: str) -> Any:
+        return self.tasks if name == "tasks" else self.database[name]
+
+
+@pytest.mark.parametrize("clock", ["running", "same-millisecond"])
+@pytest.mark.parametrize("write", ["title", "part"])
+async def test_a_write_landing_under_the_sweep_is_kept_and_resealed(
+    store_factory: Factory, tmp_path: Path, write: str, clock: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The sweep's task update is pinned to the document it read: a write between its
+    read and its update (a title set, a part added to a message the sweep re-seals) makes
+    the update miss, the task is read again, and the write stays (sealed with the newest
+    key), never overwritten by what the sweep read; also within the millisecond of the
+    task's last write, when `updated_at` does not move (the version pins a verb's write,
+    the title pins `set_title`, which bumps no version)."""
+    import mindstore.repositories.engine as engine
+    import mindstore.repositories.tasks as task_repository
+    from mindstore.crypto.sweep import reencrypt
+
+    store, _keys = await keyring_store(store_factory, "shared", tmp_path)
+    assert store.keyring is not None
+    tasks = store.scoped("acme").tasks
+    task = await tasks.create(title=f"{SECRET} before", config=TaskConfigPart(model_name="m"))
+    await tasks.add_human_message(task.id, f"{SECRET} question")
+    turn = await tasks.add_assistant_message(task.id)
+    await tasks.add_text_part(task.id, turn.id, f"{SECRET} answer")
+    await store.keyring.rotate("acme")
+    stored = await store.database["tasks"].find_one({"_id": f"acme/{task.id}"})
+    if clock == "same-millisecond":
+        for module in (task_repository, engine):
+            monkeypatch.setattr(module, "utcnow", lambda: stored["updated_at"])
+
+    async def writer() -> None:
+        if write == "title":
+            await tasks.set_title(task.id, f"{SECRET} renamed")
+        else:
+            await tasks.add_text_part(task.id, turn.id, f"{SECRET} more")
+        after = await store.database["tasks"].find_one({"_id": f"acme/{task.id}"})
+        assert (after["updated_at"] == stored["updated_at"]) == (clock == "same-millisecond")
+
+    racing = RacingTasks(store.database, writer)
+    await reencrypt(racing, await store.keyring.keys("acme"))
+    assert racing.tasks.fired == 1
+    title = f"{SECRET} renamed" if write == "title" else f"{SECRET} before"
+    answer = [f"{SECRET} answer", f"{SECRET} more"] if write == "part" else [f"{SECRET} answer"]
+    assert (await tasks.get(task.id)).title == title
+    message = await tasks.get_message(task.id, turn.id)
+    assert message is not None
+    assert [part.text for part in message.content if isinstance(part, TextPart)] == answer
+    placed = await versions_by_place(store)
+    assert {place: sorted(set(vs)) for place, vs in placed.items()} == {p: [2] for p in placed}
