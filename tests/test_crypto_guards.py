@@ -166,7 +166,7 @@ VALUES = st.one_of(
     st.text(min_size=16, max_size=200),
     st.binary(min_size=16, max_size=200),
     st.dictionaries(
-        st.text(st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), max_size=8),
+        st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=8),
         st.integers(-(2**63), 2**63 - 1),
         min_size=1,
         max_size=4,
