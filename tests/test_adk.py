@@ -8,10 +8,12 @@ import asyncio
 import builtins
 import inspect
 import json
+import re
 import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import hypothesis
 import pytest
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.errors import StaleSessionError
@@ -301,6 +303,157 @@ def test_get_session_returns_the_events_appended_exactly(events: list[Event]) ->
                 config=GetSessionConfig(num_recent_events=2),
             )  # fmt: skip
             assert tail is not None and tail.events == session.events[-2:]
+        finally:
+            if TEST_URI:
+                await store.backend.client.drop_database(store.database.name)
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+# -- state no stored state can hold -------------------------------------------------------
+
+NOT_UTF8 = b"\xff\xfe not text"
+REFUSED = [  # a state (or delta) part, and where the error names the value
+    pytest.param({"k": NOT_UTF8}, "['k']", id="session"),
+    pytest.param({"app:k": NOT_UTF8}, "['app:k']", id="app"),
+    pytest.param({"user:k": bytearray(NOT_UTF8)}, "['user:k']", id="user"),
+    pytest.param({"k": {"deep": [1, NOT_UTF8]}}, "['k']['deep'][1]", id="nested"),
+    pytest.param({"user:k": {NOT_UTF8: 1}}, "['user:k'] (the key", id="nested-key"),
+    pytest.param({"app:k": ["\ud800"]}, "['app:k'][0]", id="lone-surrogate"),
+    pytest.param({"k": 2**64}, "['k']", id="beyond-8-bytes"),
+]
+
+
+async def raw_documents(store: Store) -> dict[str, list[Any]]:
+    """Every document of every collection, as stored."""
+    names = sorted(await store.database.list_collection_names())
+    return {name: await store.database[name].find({}).sort("_id", 1).to_list(None)
+            for name in names}  # fmt: skip
+
+
+@pytest.mark.parametrize("bad, where", REFUSED)
+async def test_state_no_store_can_hold_is_refused_naming_its_key_before_any_change(
+    store: Store, bad: dict[str, Any], where: str
+) -> None:
+    """In `create_session` state and in an event's `state_delta`: a typed error naming
+    the key (a `ValueError`, as ADK's database services raise), with nothing stored and
+    neither the session handle nor the event changed; the handle appends after it."""
+    service = MindstoreSessionService(store.scoped("acme"))
+    shared = {"n": 0, "user:u": 1, "app:a": 1}
+    session = await service.create_session(app_name=APP, user_id="u", state=shared)
+    await service.append_event(session, said("first", {"n": 1}))
+    before = await raw_documents(store)
+    state = {"fine": "yes", "user:fine": 2, "app:fine": 3, "temp:t": NOT_UTF8, **bad}
+    with pytest.raises(ValidationError, match=re.escape(f"state{where}")):
+        await service.create_session(app_name=APP, user_id="u", state=state, session_id="s2")
+    assert await raw_documents(store) == before
+    assert await service.get_session(app_name=APP, user_id="u", session_id="s2") is None
+    kept = session.model_copy(deep=True)
+    marker = session._storage_update_marker
+    event = said("refused", {"n": 2, "user:u": 2, "app:a": 2, "temp:t": "scratch", **bad})
+    delta = dict(event.actions.state_delta)
+    with pytest.raises(ValidationError, match=re.escape(f"event.actions.state_delta{where}")):
+        await service.append_event(session, event)
+    assert await raw_documents(store) == before
+    assert (session.state, session.events, session.last_update_time) == (
+        kept.state, kept.events, kept.last_update_time)  # fmt: skip
+    assert session._storage_update_marker == marker and "temp:t" not in session.state
+    assert event.actions.state_delta == delta  # its `temp:` keys still in it
+    await service.append_event(session, said("second", {"n": 3}))  # the handle is current
+    got = await service.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert got is not None and got.state == {"n": 3, "user:u": 1, "app:a": 1}
+    assert [e.content.parts[0].text for e in got.events if e.content] == ["first", "second"]
+
+
+async def test_bytes_in_state_are_stored_as_adks_sqlite_service_stores_them(
+    store: Store, tmp_path: Any
+) -> None:
+    """Side by side with ADK's `SqliteSessionService`: UTF-8 bytes are stored as their
+    text, `temp:` keys take any value (never stored), and what it refuses (bytes that
+    are not UTF-8 text) is refused here too, as a `ValueError`."""
+    sqlite = pytest.importorskip("google.adk.sessions.sqlite_session_service")
+    theirs = sqlite.SqliteSessionService(str(tmp_path / "adk.db"))
+    ours = MindstoreSessionService(store.scoped("acme"))
+    cases = [{"k": b"text"}, {"user:k": {"deep": [b"\xc3\xa9"]}}, {"temp:t": NOT_UTF8, "n": 1},
+             {"k": NOT_UTF8}, {"app:k": [NOT_UTF8]}]  # fmt: skip
+
+    async def outcome(service: BaseSessionService, case: dict[str, Any], user: str) -> Any:
+        try:
+            created = await service.create_session(app_name=APP, user_id=user, state=case)
+        except ValueError:
+            created = None
+        session = await service.create_session(app_name=APP, user_id=user + "-append")
+        event = said("x", case)
+        try:
+            await service.append_event(session, event)
+        except ValueError:
+            return created is not None, "refused"
+        got = await service.get_session(app_name=APP, user_id=session.user_id,
+                                        session_id=session.id)  # fmt: skip
+        assert got is not None and created is not None
+        stored = await service.get_session(app_name=APP, user_id=user, session_id=created.id)
+        assert stored is not None
+        return stored.state, got.state, event.actions.state_delta
+
+    for n, case in enumerate(cases):
+        assert await outcome(ours, case, f"u{n}") == await outcome(theirs, case, f"u{n}"), case
+
+
+STATE_KEYS = st.tuples(st.sampled_from(["", "app:", "user:", "temp:"]),
+                       st.text("abc", min_size=1, max_size=3)).map("".join)  # fmt: skip
+WITH_BYTES = st.recursive(
+    st.none() | st.integers(-(2**53), 2**53) | NAMES | st.binary(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NAMES, inner, max_size=3),
+    max_leaves=6,
+)  # fmt: skip
+
+
+def as_stored(value: Any) -> Any:
+    """The JSON a state value is stored as: bytes as their UTF-8 text (UnicodeDecodeError
+    when they are not text)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, dict):
+        return {key: as_stored(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_stored(item) for item in value]
+    return value
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=st.dictionaries(STATE_KEYS, WITH_BYTES, min_size=1, max_size=4))
+def test_any_state_with_bytes_is_stored_as_text_or_refused_unchanged(
+    state: dict[str, Any],
+) -> None:
+    kept = {key: value for key, value in state.items() if not key.startswith("temp:")}
+    try:
+        expected: dict[str, Any] | None = as_stored(kept)
+    except UnicodeDecodeError:
+        expected = None
+    hypothesis.event("refused" if expected is None else "stored")
+
+    async def scenario() -> None:
+        store = await mindstore.connect(
+            TEST_URI or "embedded", database=f"mindstore_test_{uuid.uuid4().hex[:12]}"
+        )
+        try:
+            service = MindstoreSessionService(store.scoped("acme"))
+            session = await service.create_session(app_name=APP, user_id="u")
+            before = await raw_documents(store)
+            event = said("x", state)
+            if expected is None:
+                with pytest.raises(ValidationError):
+                    await service.create_session(app_name=APP, user_id="u", state=state)
+                with pytest.raises(ValidationError):
+                    await service.append_event(session, event)
+                assert await raw_documents(store) == before and session.state == {}
+                return
+            created = await service.create_session(app_name=APP, user_id="u", state=state)
+            await service.append_event(session, event)
+            for stored in (created, session):
+                got = await service.get_session(app_name=APP, user_id="u", session_id=stored.id)
+                assert got is not None and got.state == expected
         finally:
             if TEST_URI:
                 await store.backend.client.drop_database(store.database.name)

@@ -2,11 +2,18 @@
 
 After `rotate` (old ciphertexts re-sealed, so the old key could later be retired) or when
 a tenant starts being encrypted (its plaintext from before sealed). Task by task, in `_id`
-order: the task's sealed pages, then the task document (pinned by its `version`, which
-it bumps, so every writer's cached state is dropped and re-read), then its offloaded
-payloads; after each task its key is saved as the sweep's cursor in the key store, so a
-sweep cut short (a crash, a kill) resumes after the last task it finished. Each step is
-idempotent: a value already sealed with the newest key is left as it is.
+order: the task's sealed pages, then the task document, then its offloaded payloads;
+after each task its key is saved as the sweep's cursor in the key store, so a sweep cut
+short (a crash, a kill) resumes after the last task it finished (only under the key
+version it was sweeping with). Each step is idempotent: a value already sealed with the
+newest key is left as it is.
+
+The task document's update is pinned to the document the sweep read: its `version`
+(which the update bumps, so every writer's cached state is dropped and re-read), its
+`updated_at` (every writer's guard pins both) and its title (`set_title` writes it
+alone, without a version bump). A write landing between the sweep's read and its update
+makes the update miss and the task is read again: it is never overwritten with what the
+sweep read.
 
 The task document's step covers its messages, its own fields (title, metadata values,
 content, agent state) and its `pending` entries (changes to sealed messages not folded
@@ -254,9 +261,11 @@ class _Sweep:
             }
             if sets:
                 update["$set"] = {**sets, "updated_at": datetime.now(UTC)}
-            result = await self.database[TASKS].update_one(
-                {"_id": key, "tenant": self.tenant, "version": document.get("version", 0)}, update
-            )
+            pinned = {
+                "_id": key, "tenant": self.tenant, "version": document.get("version", 0),
+                "updated_at": document.get("updated_at"), "title": document.get("title"),
+            }  # fmt: skip
+            result = await self.database[TASKS].update_one(pinned, update)
             if result.matched_count:
                 self.sealed += values
                 return

@@ -47,6 +47,7 @@ import contextlib
 import time
 import uuid
 import weakref
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from google.adk.errors import StaleSessionError
@@ -62,7 +63,7 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 from pydantic_core import to_jsonable_python
 
-from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
 from mindstore.integrations.adk_events import (
     MARKER,
     adk_metadata,
@@ -104,25 +105,73 @@ class TenantView(Protocol):
     def tasks(self) -> TaskService: ...
 
 
-def _json_safe(state: dict[str, Any]) -> JSON:
-    """State values as JSON; what JSON cannot say is stored as its string (ADK's database
-    service does the same), so a callable in a delta does not lose the event."""
-    safe: JSON = to_jsonable_python(state, fallback=str)
+def _check_storable(value: Any, where: str) -> None:
+    """Refuse, naming `where` (``state_delta['k'][0]``), what no stored state can hold, at
+    any depth, keys included: `bytes` that are not UTF-8 text (UTF-8 bytes are stored as
+    their text, as ADK's database services store them; those raise a bare
+    `UnicodeDecodeError` on the others), text with a lone surrogate, an integer beyond
+    MongoDB's 8 bytes."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(
+                f"{where}: bytes that are not UTF-8 text (byte {exc.start}) cannot be stored "
+                "in session state; store binary data as text (base64) or as an artifact"
+            ) from None
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(
+                f"{where}: text with a lone surrogate (position {exc.start}) cannot be stored"
+            ) from None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not -(2**63) <= value < 2**63:
+            raise ValidationError(f"{where}: an integer beyond 8 bytes cannot be stored")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_storable(key, f"{where} (the key {key!r})")
+            _check_storable(item, f"{where}[{key!r}]")
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for index, item in enumerate(value):
+            _check_storable(item, f"{where}[{index}]")
+
+
+def _json_safe(value: Any, where: str) -> JSON:
+    """A state value as JSON; what JSON cannot say is stored as its string (ADK's database
+    service does the same), so a callable in a delta does not lose the event. What no
+    stored state can hold is a `ValidationError` naming `where` (`_check_storable`)."""
+    _check_storable(value, where)
+    try:
+        safe: JSON = to_jsonable_python(value, fallback=str)
+    except ValueError as exc:  # bytes inside an object (a model, a dataclass)
+        raise ValidationError(f"{where}: cannot be stored in session state: {exc}") from None
+    _check_storable(safe, where)  # what an object turned into
     return safe
 
 
-def _split(delta: dict[str, Any] | None) -> tuple[JSON, JSON, JSON]:
-    """(app, user, session) parts of a state delta, prefixes removed; `temp:` dropped."""
+def _split(delta: Mapping[str, Any] | None, argument: str) -> tuple[JSON, JSON, JSON]:
+    """(app, user, session) parts of a state delta as JSON, prefixes removed; `temp:`
+    dropped (never stored, so never refused: ADK's services take any value there).
+    Pure: a value no stored state can hold raises (naming `argument` and its key) before
+    the caller changes anything."""
     app: JSON = {}
     user: JSON = {}
     session: JSON = {}
-    for key, value in _json_safe(dict(delta or {})).items():
+    for key, value in (delta or {}).items():
+        if not isinstance(key, str):
+            raise WrongType(f"{argument}: keys are strings, got {key!r}")
+        if key.startswith(State.TEMP_PREFIX):
+            continue
+        safe = _json_safe(value, f"{argument}[{key!r}]")
+        _check_storable(key, f"{argument}[{key!r}]")
         if key.startswith(State.APP_PREFIX):
-            app[key.removeprefix(State.APP_PREFIX)] = value
+            app[key.removeprefix(State.APP_PREFIX)] = safe
         elif key.startswith(State.USER_PREFIX):
-            user[key.removeprefix(State.USER_PREFIX)] = value
-        elif not key.startswith(State.TEMP_PREFIX):
-            session[key] = value
+            user[key.removeprefix(State.USER_PREFIX)] = safe
+        else:
+            session[key] = safe
     return app, user, session
 
 
@@ -241,7 +290,11 @@ class MindstoreSessionService(BaseSessionService):
             The session, its state merged with the app's and the user's.
 
         Raises:
-            ValidationError: An id that is not 1-512 characters without control characters.
+            ValidationError: An id that is not 1-512 characters without control characters;
+                a state value no stored state can hold (`bytes` that are not UTF-8 text,
+                text with a lone surrogate, an integer beyond 8 bytes, at any depth), named
+                by its key. Nothing is stored.
+            WrongType: A state key that is not a string.
             google.adk.errors.already_exists_error.AlreadyExistsError: This app and user
                 already have a session of that id.
         """
@@ -251,7 +304,7 @@ class MindstoreSessionService(BaseSessionService):
             raise ValidationError(f"invalid session_id: expected a string, got {session_id!r}")
         session_id = session_id.strip() if session_id else None
         session_id = check_adk_id(session_id or str(uuid.uuid4()), "session_id")
-        app, user, own = _split(state)
+        app, user, own = _split(state, "state")
         task_id = session_task_id(app_name, user_id, session_id)
         created = time.time()
         intent = Intent.new(task_id, 0)
@@ -523,6 +576,10 @@ class MindstoreSessionService(BaseSessionService):
             The event, its `temp:` state taken out of its delta.
 
         Raises:
+            ValidationError: A value of the event's `state_delta` no stored state can hold
+                (as for `create_session`; `temp:` keys, never stored, take anything), named
+                by its key. Nothing is stored, and neither the handle nor the event changes.
+            WrongType: A `state_delta` key that is not a string.
             google.adk.errors.session_not_found_error.SessionNotFoundError: The session is
                 not stored (or was deleted).
             google.adk.errors.StaleSessionError: Another writer appended since `session`
@@ -530,13 +587,14 @@ class MindstoreSessionService(BaseSessionService):
         """
         if event.partial:
             return event
+        delta = event.actions.state_delta if event.actions else None
+        app, user, own = _split(delta, "event.actions.state_delta")  # before any change
         task_id = session_task_id(session.app_name, session.user_id, session.id)
         async with self._lock(task_id):
             if any(e == event for e in session.events if e.id == event.id):
                 return event  # redelivered to the handle that holds it
             _take_temp_state(session, event)
             count = await self._count(task_id, session)
-            app, user, own = _split(event.actions.state_delta if event.actions else None)
             try:
                 state = await self._session_state(task_id, count)
             except NotFound:
