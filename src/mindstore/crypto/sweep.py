@@ -9,11 +9,10 @@ version it was sweeping with). Each step is idempotent: a value already sealed w
 newest key is left as it is.
 
 The task document's update is pinned to the document the sweep read: its `version`
-(which the update bumps, so every writer's cached state is dropped and re-read), its
-`updated_at` (every writer's guard pins both) and its title (`set_title` writes it
-alone, without a version bump). A write landing between the sweep's read and its update
-makes the update miss and the task is read again: it is never overwritten with what the
-sweep read.
+(which every verb bumps, and so does the update, so every writer's cached state is
+dropped and re-read) and its title (`set_title` writes it alone, without a version
+bump). A write landing between the sweep's read and its update makes the update miss and
+the task is read again: it is never overwritten with what the sweep read.
 
 The task document's step covers its messages, its own fields (title, metadata values,
 content, agent state) and its `pending` entries (changes to sealed messages not folded
@@ -261,10 +260,8 @@ class _Sweep:
             }
             if sets:
                 update["$set"] = {**sets, "updated_at": datetime.now(UTC)}
-            pinned = {
-                "_id": key, "tenant": self.tenant, "version": document.get("version", 0),
-                "updated_at": document.get("updated_at"), "title": document.get("title"),
-            }  # fmt: skip
+            pinned = {"_id": key, "tenant": self.tenant, "version": document.get("version", 0),
+                      "title": document.get("title")}  # fmt: skip
             result = await self.database[TASKS].update_one(pinned, update)
             if result.matched_count:
                 self.sealed += values
