@@ -86,6 +86,58 @@ def test_a_filter_is_read_as_equality_range_and_residual_fields() -> None:
     assert filter_fields({"_id": {"$gt": "a"}})[3] is False
 
 
+CONDITIONS = {
+    "=": st.one_of(
+        st.integers(),
+        st.text(max_size=3),
+        st.builds(lambda v: {"$eq": v}, st.integers()),
+        st.builds(lambda v: {"$in": v}, st.lists(st.integers(), max_size=3)),
+    ),
+    "range": st.sampled_from(
+        [{"$gt": 1}, {"$lte": 2}, {"$gte": 0, "$lt": 9}, {"$in": [1], "$lt": 3}]
+    ),
+    "filter": st.sampled_from(
+        [
+            {"$ne": 1},
+            {"$exists": True},
+            {"$nin": [1]},
+            {"$not": {"$gt": 1}},
+            {"$all": [1]},
+            {"$gt": 1, "$ne": 3},
+        ]
+    ),
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["tenant", "owner", "a.b", "messages.3.id", "x"]),
+        st.sampled_from(sorted(CONDITIONS)),
+        min_size=1,
+    ),
+    st.data(),
+)
+def test_each_field_of_a_filter_lands_in_the_kind_of_its_condition(
+    kinds: dict[str, str], data: st.DataObject
+) -> None:
+    query = {name: data.draw(CONDITIONS[kind]) for name, kind in kinds.items()}
+    equality, ranges, residual, _ = filter_fields(query)
+    expect = {
+        kind: {name.replace(".3.", ".<n>.") for name, k in kinds.items() if k == kind}
+        for kind in CONDITIONS
+    }
+    assert (equality, ranges, residual) == (expect["="], expect["range"], expect["filter"])
+    # the same conditions inside $and read the same; inside $or every field bounds
+    clauses = [{name: value} for name, value in query.items()]
+    assert filter_fields({"$and": clauses})[:3] == (equality, ranges, residual)
+    assert filter_fields({"$or": clauses})[:3] == (
+        frozenset(),
+        equality | ranges | residual,
+        frozenset(),
+    )
+
+
 def test_every_query_a_command_carries_is_read() -> None:
     find = wire(
         "find",
@@ -220,6 +272,19 @@ def test_a_distinct_without_a_filter_needs_an_index_leading_with_its_field() -> 
     assert serving_index(tenants, [index("tenant_id", "tenant", "_id")]).ok
     assert serving_index(tenants, []).outcome is Outcome.SCAN
     assert serving_index(shape(), [index("i", "tenant")]).outcome is Outcome.SCAN  # no filter
+    # with a filter, the field must follow the equality prefix
+    tasks_of = shape(eq=("tenant",), distinct="task")
+    assert (
+        serving_index(tasks_of, [index("tenant_1__id_1", "tenant", "_id")]).outcome is Outcome.SORT
+    )
+    assert serving_index(tasks_of, [index("t", "tenant", "task", "page")]).ok
+
+
+def test_reading_a_whole_collection_in_index_order_reads_only_what_it_asks() -> None:
+    everything = shape(sort=(("_id", 1),))
+    assert serving_index(everything, []).index == ID_INDEX
+    since = shape(sort=(("_id", 1),), ranges=("updated_at",))
+    assert serving_index(since, []).outcome is Outcome.SCAN
 
 
 FIELDS = st.sampled_from(

@@ -94,7 +94,7 @@ BOUNDED_SCANS: tuple[BoundedScan, ...] = (
         "through the `_id` index, a page at a time; with `since`, documents not changed "
         "since are read and left out",
         bound="the whole collection, once per backup of every tenant (an operator's job)",
-        filters=frozenset({"updated_at", "retention.updated_at"}), sorts=frozenset({BY_ID}),
+        filters=frozenset({"updated_at", "retention.updated_at", "_id"}), sorts=frozenset({BY_ID}),
     ),
     BoundedScan(
         "incremental backup", None, frozenset({"tenant"}),

@@ -15,8 +15,9 @@ The rule a server's planner follows for a bounded index scan (equality, sort, ra
      bounds or key filters, no document is fetched only to be dropped;
    * a partial index (`IndexSpec.partial`) only for a shape that names its filter's
      fields, which the index's membership then satisfies;
-3. a ``distinct`` without a filter is served by an index that leads with its field (the
-   server skips from one value to the next).
+3. a ``distinct`` reads its field in index order, as a sort on it would: served by an
+   index holding the field right after the equality prefix (without a filter: leading with
+   it), from one value to the next.
 
 An equality field outside the index's prefix, or a filter field outside the index,
 makes the server read more than the query selects: a **scan** (of the collection, or of
@@ -91,11 +92,12 @@ class _Fit:
     prefix: int
     scan: tuple[str, ...]
     sort: tuple[str, ...]
+    position: int
 
     @property
-    def rank(self) -> tuple[int, int, int]:
-        # fewest scans, then fewest sort problems, then the longest prefix
-        return (len(self.scan), len(self.sort), -self.prefix)
+    def rank(self) -> tuple[int, int, int, int]:
+        # fewest scans, then fewest sort problems, the longest prefix, the first declared
+        return (len(self.scan), len(self.sort), -self.prefix, self.position)
 
 
 def _equality_prefix(index: IndexSpec, equality: frozenset[str]) -> int:
@@ -116,20 +118,19 @@ def _sort_fits(index: IndexSpec, start: int, sort: SortKey) -> bool:
     return same or reversed_
 
 
-def _fit(shape: QueryShape, index: IndexSpec) -> _Fit | None:
+def _fit(shape: QueryShape, index: IndexSpec, position: int) -> _Fit | None:
     if not index.partial <= shape.fields:
         return None  # the index lacks documents the query may select
     prefix = _equality_prefix(index, shape.equality)
     fields = index.fields
     after = set(fields[prefix:])
     ranges = shape.ranges - index.partial
+    # a distinct reads its field's values in index order: as a sort on that field
+    wanted = shape.sort if shape.distinct is None else ((shape.distinct, 1),)
+    sort = tuple((f, d) for f, d in wanted if f not in shape.equality)
+    sorted_by_index = not sort or _sort_fits(index, prefix, sort)
     scan: list[str] = []
-    if shape.distinct is not None and not shape.fields:
-        if fields and fields[0] == shape.distinct:
-            return _Fit(index, 0, (), ())
-        scan.append(f"distinct {shape.distinct} without a filter: the index does not lead with it")
-        return _Fit(index, 0, tuple(scan), ())
-    if prefix == 0 and not (fields and fields[0] in ranges):
+    if prefix == 0 and not (fields[0] in ranges or (sort and sorted_by_index)):
         scan.append(f"no equality or range on {fields[0]}, the index's first key")
     missing = sorted(shape.equality - set(fields[:prefix]))
     if missing:
@@ -137,15 +138,19 @@ def _fit(shape: QueryShape, index: IndexSpec) -> _Fit | None:
     outside = sorted((ranges | shape.residual) - index.partial - after)
     if outside:
         scan.append("filter on " + ", ".join(outside) + " is not among its keys")
-    sort = tuple((f, d) for f, d in shape.sort if f not in shape.equality)
-    if not sort and ranges and prefix > 0 and prefix < len(fields) and fields[prefix] not in ranges:
+    if (
+        ranges
+        and 0 < prefix < len(fields)
+        and fields[prefix] not in ranges
+        and not (sort and sorted_by_index)
+    ):
         shown = ", ".join(sorted(ranges))
         scan.append(f"range on {shown} does not bound {fields[prefix]}, the key after its prefix")
     sort_problems: list[str] = []
-    if sort and not _sort_fits(index, prefix, sort):
+    if not sorted_by_index:
         shown = ", ".join(f + ("" if d > 0 else " desc") for f, d in sort)
         sort_problems.append(f"sort ({shown}) does not follow its equality prefix")
-    return _Fit(index, prefix, tuple(scan), tuple(sort_problems))
+    return _Fit(index, prefix, tuple(scan), tuple(sort_problems), position)
 
 
 def serving_index(shape: QueryShape, indexes: Iterable[IndexSpec]) -> Verdict:
@@ -157,8 +162,8 @@ def serving_index(shape: QueryShape, indexes: Iterable[IndexSpec]) -> Verdict:
         return Verdict(Outcome.POINT, next(i for i in candidates if i.name == ID_INDEX.name))
     if not shape.fields and not shape.sort and shape.distinct is None:
         return Verdict(Outcome.SCAN, None, ("no filter: every document is read",))
-    fitting = (_fit(shape, index) for index in candidates)
-    fits = sorted((f for f in fitting if f is not None), key=lambda f: (f.rank, f.index))
+    fitting = (_fit(shape, index, position) for position, index in enumerate(candidates))
+    fits = sorted((f for f in fitting if f is not None), key=lambda f: f.rank)
     best = fits[0]
     if not best.scan and not best.sort:
         return Verdict(Outcome.SERVED, best.index)
