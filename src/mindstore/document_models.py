@@ -285,6 +285,15 @@ class TaskPageDoc(Document):
                 ],
                 name="tenant_task_message",
             ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task", pymongo.ASCENDING),
+                    ("messages.content.tool_call_id", pymongo.ASCENDING),
+                    ("page", pymongo.ASCENDING),
+                ],
+                name="tenant_task_call",
+            ),
             TENANT_ID,
         ]
 
