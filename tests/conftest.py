@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 
 import mindstore
+from index_table import audit as index_audit
+from index_table import documented, row_key, shape_record
 from mindstore.backends.recorder import observe_all
 from mindstore.portable import MINDSTORE_COLLECTIONS, WRITE_COMMANDS, audit
 from mindstore.registry import COLLECTIONS as REGISTERED
@@ -100,14 +103,26 @@ async def close_store(opened: Store) -> None:
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+INDEXES = index_audit()
+"""The index audit over the indexes mindstore declares (tests/index_table.py)."""
+DOCUMENTED: set[tuple[str, str]] = set(documented())
+"""The query shapes docs/operations.md lists ("Queries and their indexes")."""
+SHAPES_FILE = os.environ.get("MINDSTORE_INDEX_SHAPES") or None
+"""Where to append every query shape the suite sends (tests/index_table.py renders them);
+while set, the table is not checked."""
+
+
 @pytest.fixture(autouse=True)
 def portable_audit() -> Iterator[None]:
-    """Fail any test whose library commands leave the portable subset or miss the shard key.
+    """Fail any test whose library commands leave the portable subset, miss the shard key,
+    or make a query no declared index serves.
 
     Sees every command of every store and backend the test opens and audits those on
-    mindstore's collections (rules: `mindstore.portable`; why: docs/operations.md).
-    Commands a test sends itself (`store.database["tasks"].update_one(...)` to arrange a
-    state) are not mindstore's and are left out, by their `origin` in tests/.
+    mindstore's collections (rules: `mindstore.portable` and `mindstore.index_audit`; why:
+    docs/operations.md). Commands a test sends itself (`store.database["tasks"].update_one(
+    ...)` to arrange a state) are not mindstore's and are left out, by their `origin` in
+    tests/. Every query shape sent must also be a row of docs/operations.md's table of
+    query shapes (tests/index_table.py rewrites it).
     """
     with observe_all() as log:
         yield
@@ -124,3 +139,22 @@ def portable_audit() -> Iterator[None]:
         shown = "\n".join(f"  {v.command} on {v.collection}: {v.problem} (sent from {c.origin})"
                           for c, v in found[:10])  # fmt: skip
         pytest.fail(f"{len(found)} non-portable or shard-unsafe command(s):\n{shown}", pytrace=False)
+    queries = INDEXES.findings(c for c in sent if c.collection in MINDSTORE_COLLECTIONS)
+    unserved = [(c, f) for c, f in queries if not f.ok]
+    if unserved:
+        shown = "\n".join(f"  {c.name} on {f.shape.collection}: {f.shape.describe()} -> "
+                          f"{f.problem()} (sent from {c.origin})" for c, f in unserved[:10])
+        pytest.fail(f"{len(unserved)} query(ies) no declared index serves and no bounded scan "
+                    f"allows (mindstore.index_audit):\n{shown}", pytrace=False)  # fmt: skip
+    if SHAPES_FILE:  # recording the shapes to rewrite the table: not checking it
+        with open(SHAPES_FILE, "a") as out:
+            for record in {json.dumps(shape_record(f.shape)) for _, f in queries}:
+                out.write(record + "\n")
+        return
+    missing = {row_key(f.shape): c.origin for c, f in queries
+               if row_key(f.shape) not in DOCUMENTED}  # fmt: skip
+    if missing:
+        shown = "\n".join(f"  {coll}: {query} (sent from {origin})"
+                          for (coll, query), origin in sorted(missing.items())[:10])  # fmt: skip
+        pytest.fail(f"{len(missing)} query shape(s) missing from docs/operations.md's table "
+                    f"(rewrite it with tests/index_table.py):\n{shown}", pytrace=False)  # fmt: skip

@@ -45,6 +45,7 @@ from mindstore.collection_names import (
 )
 from mindstore.header_codec import header_from_document
 from mindstore.ids import task_id_of
+from mindstore.model.dialog import FORK_MARKER
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, TaskState
 from mindstore.model.lean_form import fill_task_ids
 from mindstore.model.messages import AnyMessage
@@ -54,6 +55,7 @@ from mindstore.paged_history import apply_pending
 
 __all__ = [
     "DOCUMENT_MODELS",
+    "RETIRED_INDEXES",
     "AgentDoc",
     "DialogNodeDoc",
     "PayloadDoc",
@@ -63,7 +65,15 @@ __all__ = [
     "bind_documents",
     "document_models",
     "register_documents",
+    "retire_indexes",
 ]
+
+TENANT_ID = IndexModel(
+    [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_1__id_1"
+)
+"""`(tenant, _id)`: a tenant's documents in `_id` order (backup and erase page by it) and
+the shard key's index; named as MongoDB names the index `shardCollection` creates, so a
+collection sharded before mindstore first connects already has it."""
 
 
 class TaskDoc(Document):
@@ -152,7 +162,7 @@ class TaskDoc(Document):
                     TaskPageDoc.task == self.id,
                     TaskPageDoc.page < self.pages,
                 )
-                .sort("start")
+                .sort("page")
                 .to_list()
             )
             pending = {"pending": self.pending}
@@ -180,8 +190,9 @@ class TaskDoc(Document):
                     ("tenant", pymongo.ASCENDING),
                     ("state", pymongo.ASCENDING),
                     ("updated_at", pymongo.DESCENDING),
+                    ("_id", pymongo.DESCENDING),
                 ],
-                name="tenant_state_updated",
+                name="tenant_state_updated_id",
             ),
             IndexModel(
                 [
@@ -194,6 +205,36 @@ class TaskDoc(Document):
             IndexModel(
                 [("tenant", pymongo.ASCENDING), ("created_at", pymongo.ASCENDING)],
                 name="tenant_created",
+            ),
+            TENANT_ID,
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("owner", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_owner_id",
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("pages", pymongo.ASCENDING)],
+                name="tenant_paged",
+                partialFilterExpression={"pages": {"$gt": 0}},
+            ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)],
+                name="tenant_forks",
+                partialFilterExpression={f"metadata.{FORK_MARKER}": {"$exists": True}},
+            ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("metadata.integration", pymongo.ASCENDING),
+                    ("owner", pymongo.ASCENDING),
+                    ("metadata.thread_id", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_integration_thread",
+                partialFilterExpression={"metadata.integration": {"$exists": True}},
             ),
         ]
 
@@ -230,9 +271,11 @@ class TaskPageDoc(Document):
                 [
                     ("tenant", pymongo.ASCENDING),
                     ("task", pymongo.ASCENDING),
+                    ("page", pymongo.ASCENDING),
                     ("start", pymongo.ASCENDING),
+                    ("end", pymongo.ASCENDING),
                 ],
-                name="tenant_task_start",
+                name="tenant_task_page",
             ),
             IndexModel(
                 [
@@ -242,6 +285,16 @@ class TaskPageDoc(Document):
                 ],
                 name="tenant_task_message",
             ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task", pymongo.ASCENDING),
+                    ("messages.content.tool_call_id", pymongo.ASCENDING),
+                    ("page", pymongo.ASCENDING),
+                ],
+                name="tenant_task_call",
+            ),
+            TENANT_ID,
         ]
 
 
@@ -267,8 +320,12 @@ class DialogNodeDoc(Document):
         use_state_management = False
         indexes = [
             IndexModel(
-                [("tenant", pymongo.ASCENDING), ("parent_id", pymongo.ASCENDING)],
-                name="tenant_parent",
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("parent_id", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_parent_id",
             ),
             IndexModel(
                 [("tenant", pymongo.ASCENDING), ("ancestors", pymongo.ASCENDING)],
@@ -277,6 +334,15 @@ class DialogNodeDoc(Document):
             IndexModel(
                 [("tenant", pymongo.ASCENDING), ("root_id", pymongo.ASCENDING)], name="tenant_root"
             ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("owner", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_owner_id",
+            ),
+            TENANT_ID,
         ]
 
 
@@ -298,8 +364,14 @@ class PayloadDoc(Document):
         use_state_management = False
         indexes = [
             IndexModel(
-                [("tenant", pymongo.ASCENDING), ("task_id", pymongo.ASCENDING)], name="tenant_task"
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task_id", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_task_id",
             ),
+            TENANT_ID,
         ]
 
 
@@ -321,8 +393,18 @@ class AgentDoc(Document):
         use_state_management = False
         indexes = [
             IndexModel(
-                [("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)], name="tenant_owner"
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("owner", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_owner_id",
             ),
+            IndexModel(
+                [("tenant", pymongo.ASCENDING), ("updated_at", pymongo.ASCENDING)],
+                name="tenant_updated",
+            ),
+            TENANT_ID,
         ]
 
 
@@ -337,6 +419,7 @@ class PolicyDoc(Document):
     class Settings:
         name = POLICIES
         use_state_management = False
+        indexes = [TENANT_ID]
 
 
 class DataKeyDoc(Document):
@@ -404,8 +487,52 @@ def document_models() -> list[type[Document]]:
     return [*DOCUMENT_MODELS, *_REGISTERED]
 
 
+RETIRED_INDEXES: dict[str, dict[str, tuple[tuple[str, int], ...]]] = {
+    TASKS: {"tenant_state_updated": (("tenant", 1), ("state", 1), ("updated_at", -1))},
+    TASK_PAGES: {"tenant_task_start": (("tenant", 1), ("task", 1), ("start", 1))},
+    DIALOG_NODES: {"tenant_parent": (("tenant", 1), ("parent_id", 1))},
+    PAYLOADS: {"tenant_task": (("tenant", 1), ("task_id", 1))},
+    AGENTS: {"tenant_owner": (("tenant", 1), ("owner", 1))},
+}
+"""Indexes earlier versions created that a declared one replaces (collection -> name ->
+keys): `tenant_state_updated` by `tenant_state_updated_id`, `tenant_task_start` by
+`tenant_task_page`, `tenant_parent` by `tenant_parent_id`, `tenant_task` by
+`tenant_task_id`, `tenant_owner` by `tenant_owner_id`; every query they served, the new
+one serves. `bind_documents` drops them once the new ones exist, so an existing database
+does not keep paying for both on every write."""
+
+
 async def bind_documents(database: Any) -> None:
     """Beanie's init over `database` (an `AsyncDatabase` or the embedded backend's): the
-    indexes of every document model are created (an existing one is left as it is), and
-    `TaskDoc.find(...)` and the other models' queries go to this database."""
+    indexes of every document model are created (an existing one is left as it is), the
+    ones they replace are dropped (`RETIRED_INDEXES`), and `TaskDoc.find(...)` and the
+    other models' queries go to this database. Idempotent: on a database that has them, it
+    creates and drops nothing."""
     await init_beanie(database=database, document_models=document_models())
+    await retire_indexes(database)
+
+
+async def retire_indexes(database: Any) -> list[tuple[str, str]]:
+    """Drop the `RETIRED_INDEXES` present in `database` with their old keys (an index of
+    that name and other keys is someone else's, and is left alone); return (collection,
+    name) of each dropped. After the declared indexes are created, so every query keeps
+    an index throughout."""
+    dropped: list[tuple[str, str]] = []
+    for collection, retired in RETIRED_INDEXES.items():
+        present = await database[collection].index_information()
+        for name, keys in retired.items():
+            found = present.get(name)
+            if found is None or _keys(found.get("key")) != keys:
+                continue
+            await database[collection].drop_index(name)
+            dropped.append((collection, name))
+    return dropped
+
+
+def _keys(key: Any) -> tuple[tuple[str, int], ...] | None:
+    """An index's key as listed by the server, ``((field, direction), ...)``."""
+    pairs = key.items() if isinstance(key, dict) else key
+    try:
+        return tuple((str(field), int(direction)) for field, direction in pairs)
+    except (TypeError, ValueError):
+        return None  # a text, hashed or otherwise special index: not one of ours

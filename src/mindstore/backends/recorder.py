@@ -93,6 +93,10 @@ class RecordedCommand:
     update: dict[str, Any] | list[Any] | None = None
     pipeline: list[Any] | None = None
     projection: dict[str, Any] | None = None
+    #: the sort of a find or findAndModify, ``[(field, direction), ...]`` in its order
+    sort: list[tuple[str, Any]] | None = None
+    #: the field a distinct reads
+    key: str | None = None
     documents: list[Any] | None = None
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -107,8 +111,9 @@ class RecordedCommand:
     #: bytes of driver/server gossip left out of bytes_sent/bytes_received (real server only)
     overhead_bytes: int = 0
     backend: Literal["embedded", "mongodb"] = "embedded"
-    #: every statement of an update/delete command (``{"q", "u", "multi"}`` or ``{"q",
-    #: "limit"}``); `filter`/`update` above only describe the first one
+    #: every statement of an update/delete command (``{"q", "u", "multi"}``, with ``"sort"``
+    #: when an update names one, or ``{"q", "limit"}``); `filter`/`update` above only
+    #: describe the first one
     writes: list[dict[str, Any]] | None = None
     #: ``file:line`` of the code that sent the command (first frame outside the driver,
     #: the adapters and the standard library); set on the copies `observe_all` sees
@@ -123,7 +128,7 @@ class RecordedCommand:
     def drop_payloads(self) -> None:
         """Forget what was sent (filters, updates, pipelines, documents); keep the figures."""
         self.filter = self.update = self.pipeline = None
-        self.documents = self.projection = self.writes = None
+        self.documents = self.projection = self.writes = self.sort = None
 
 
 class CommandLog(list[RecordedCommand]):

@@ -112,13 +112,16 @@ def describe_command(name: str, command: Mapping[str, Any]) -> dict[str, Any]:
     if lname == "find":
         fields["filter"] = command.get("filter")
         fields["projection"] = command.get("projection")
+        fields["sort"] = _sort(command.get("sort"))
     elif lname == "aggregate":
         fields["pipeline"] = list(command.get("pipeline") or [])
     elif lname == "update":
         updates = list(command.get("updates") or [])
         fields["statements"] = len(updates)
         fields["writes"] = [
-            {"q": u.get("q"), "u": u.get("u"), "multi": bool(u.get("multi"))} for u in updates
+            {"q": u.get("q"), "u": u.get("u"), "multi": bool(u.get("multi"))}
+            | ({"sort": _sort(u["sort"])} if u.get("sort") else {})
+            for u in updates
         ]
         if updates:
             fields["filter"] = updates[0].get("q")
@@ -137,9 +140,19 @@ def describe_command(name: str, command: Mapping[str, Any]) -> dict[str, Any]:
         fields["filter"] = command.get("query")
         fields["update"] = command.get("update")
         fields["projection"] = command.get("fields")
+        fields["sort"] = _sort(command.get("sort"))
     elif lname in ("count", "distinct"):
         fields["filter"] = command.get("query")
+        if lname == "distinct" and isinstance(command.get("key"), str):
+            fields["key"] = command["key"]
     return fields
+
+
+def _sort(spec: Any) -> list[tuple[str, Any]] | None:
+    """A command's sort document as ``[(field, direction), ...]`` in its order (None: none)."""
+    if not isinstance(spec, Mapping) or not spec:
+        return None
+    return [(str(field), direction) for field, direction in spec.items()]
 
 
 def cursor_info(reply: Mapping[str, Any]) -> tuple[int | None, int]:

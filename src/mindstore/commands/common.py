@@ -196,6 +196,7 @@ async def open_store(ctx: typer.Context, *, save: bool = True,
     """
     from mindstore.backends.connection import MEMORY_URI, is_memory_uri
     from mindstore.backends.snapshot import load_snapshot, save_snapshot
+    from mindstore.document_models import bind_documents
     from mindstore.store import connect
 
     options = settings(ctx)
@@ -214,6 +215,8 @@ async def open_store(ctx: typer.Context, *, save: bool = True,
     try:
         if options.data is not None:
             await load_snapshot(store.database, options.data)
+            # a file saved by an earlier version holds its indexes: bring them up to date
+            await bind_documents(store.database)
         elif store.backend.is_embedded:
             note_in_memory(options.uri)
         yield store

@@ -60,6 +60,14 @@ class LangGraphCheckpointDoc(Document):
             IndexModel(
                 [("tenant", pymongo.ASCENDING), ("md.run_id", pymongo.ASCENDING)], name="tenant_run"
             ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("o", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_owner_id",
+            ),
         ]
 
 

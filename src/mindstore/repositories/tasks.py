@@ -695,8 +695,10 @@ class TaskRepository:
     ) -> Page[TaskRecord]:
         """One page of the tenant's tasks, newest first.
 
-        Keyset-paginated on `(updated_at, _id)`: stable under writes and index-backed. Pass the
-        page's `next_cursor` back as `cursor` for the next page.
+        Keyset-paginated on `(updated_at, _id)`: stable under writes and index-backed (by owner,
+        by state, or the whole tenant; with both an owner and a state, the owner's tasks are
+        read and the other states skipped). Pass the page's `next_cursor` back as `cursor` for
+        the next page.
 
         Args:
             owner: Only this owner's tasks (an owner-scoped view: only its own).
