@@ -17,18 +17,23 @@ The keyring verbs (re-encryption sweep, key rotation, shredding) are not in this
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fault_matrix import Draws, Tally, WritePath, deterministic, run_matrix
-from mindstore import Store, Task, TenantStore
+from fault_matrix import Draws, Tally, WritePath, cold, deterministic, patch_adk, run_matrix
+from mindstore import PagePolicy, Store, Task, TenantStore
+from mindstore.backends.faults import Fault, FaultPlan
 from mindstore.backup import backup, erase, restore
 from mindstore.backup.retention import erase_before
-from mindstore.errors import Conflict, NotFound
+from mindstore.errors import Conflict, NotFound, Unavailable
 from mindstore.formats.agent_state import AgentState
 from mindstore.model.messages import SystemMessage, UserMessage
 from mindstore.model.parts import (
@@ -249,19 +254,19 @@ PATHS = [
     # ------------------------------------------------------------------ dialogs
     WritePath("dialogs.create(dialog_id)", lambda v, c: v.dialogs.create(
         "planner", "You plan trips.", dialog_id="D"), crash_answers=(Conflict,),
-        two_step_dialog=True),
+        commit=("dialog_nodes",)),
     WritePath("dialogs.create()", lambda v, c: v.dialogs.create("planner", "You plan."),
-              named=False, two_step_dialog=True),
+              named=False, commit=("dialog_nodes",)),
     WritePath("dialogs.put_text", lambda v, c: v.dialogs.put_text("D", "and Porto?"),
               dialog_tree, named=False),
     WritePath("dialogs.fork", lambda v, c: v.dialogs.fork("D", last_n=2), dialog_tree,
-              named=False, two_step_dialog=True),
+              named=False, commit=("dialog_nodes",)),
     WritePath("dialogs.delete(cascade)", lambda v, c: v.dialogs.delete("D", cascade=True),
               dialog_tree, crash_answers=(NotFound,), atomic=False),
     WritePath("dialogs.import_dialog", lambda v, c: v.dialogs.import_dialog({
         "dialog_id": "I", "owner": "ann",
         "messages": [{"role": "user", "content": "hi", "id": "x1"}]}),
-        crash_answers=(Conflict,), two_step_dialog=True),
+        crash_answers=(Conflict,), commit=("dialog_nodes",)),
     # ------------------------------------------------------------------ operators
     WritePath("backup", backed_up, with_folder),
     WritePath("restore", lambda v, c: restore(v.store, c["path"], as_tenant=v.tenant),
@@ -275,7 +280,142 @@ PATHS = [
         result=lambda receipt: None),
 ]  # fmt: skip
 
+# ------------------------------------------------------------------ integrations' saves
+THREAD = {"configurable": {"thread_id": "th", "checkpoint_ns": ""}}
+
+
+def checkpoint(number: int, texts: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A LangGraph checkpoint of a `messages` channel holding `texts`, and its metadata."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    made = empty_checkpoint()
+    made["id"] = f"1f000000-0000-6000-8000-{number:012d}"
+    made["ts"] = "2026-01-01T00:00:00+00:00"
+    made["channel_values"] = {"messages": [HumanMessage(t, id=f"lc{i}") for i, t in
+                                           enumerate(texts)]}  # fmt: skip
+    made["channel_versions"] = {"messages": number}
+    return made, {"source": "loop", "step": number, "parents": {}}
+
+
+async def langgraph_thread(view: TenantStore) -> dict[str, Any]:
+    from mindstore.integrations.langgraph import MindstoreSaver
+
+    first, meta = checkpoint(1, ["hello"])
+    stored = await MindstoreSaver(view).aput(THREAD, first, meta, {"messages": 1})
+    second = checkpoint(2, ["hello", "a hotel?"])
+    return {"config": stored, "second": second}
+
+
+def langgraph_put(view: TenantStore, context: dict[str, Any]) -> Any:
+    from mindstore.integrations.langgraph import MindstoreSaver
+
+    made, meta = context["second"]
+    return MindstoreSaver(view).aput(context["config"], made, meta, {"messages": 2})
+
+
+def langgraph_put_writes(view: TenantStore, context: dict[str, Any]) -> Any:
+    from langchain_core.messages import AIMessage
+
+    from mindstore.integrations.langgraph import MindstoreSaver
+
+    writes = [("messages", [AIMessage("two fit", id="ai1")]), ("step", 3)]
+    return MindstoreSaver(view).aput_writes(context["config"], writes, "task-1", "")
+
+
+def agents_items() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
+         "arguments": "{\"city\": \"Oslo\"}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "-3C"},
+    ]  # fmt: skip
+
+
+def agents_add_items(view: TenantStore, context: dict[str, Any]) -> Any:
+    from mindstore.integrations.openai_agents import MindstoreSession
+
+    return MindstoreSession("chat", view, owner="ann").add_items(context["items"])
+
+
+def langchain_add(view: TenantStore, context: dict[str, Any]) -> Any:
+    from mindstore.integrations.langchain import MindstoreChatMessageHistory
+
+    history = MindstoreChatMessageHistory("chat", view, owner="ann")
+    return history.aadd_messages(context["messages"])
+
+
+def langchain_messages() -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [HumanMessage("a hotel?", id="h1"), AIMessage("two fit", id="a1")]
+
+
+def pydantic_messages() -> list[Any]:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
+    from pydantic_ai.messages import TextPart as ModelText
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    return [ModelRequest(parts=[UserPromptPart("a hotel?", timestamp=at)]),
+            ModelResponse(parts=[ModelText("two fit")], model_name="m", timestamp=at)]  # fmt: skip
+
+
+def pydantic_save(view: TenantStore, context: dict[str, Any]) -> Any:
+    from mindstore.integrations.pydantic_ai import save_messages
+
+    return save_messages(view, "chat", context["messages"])
+
+
+async def adk_session(view: TenantStore) -> dict[str, Any]:
+    from google.adk.events import Event
+    from google.genai import types
+
+    from mindstore.integrations.adk import MindstoreSessionService
+
+    service = MindstoreSessionService(view)
+    await service.create_session(app_name="trips", user_id="ann", session_id="s1")
+    said = types.Content(role="user", parts=[types.Part(text="a hotel?")])
+    event = Event(id="ev1", invocation_id="inv1", author="user", timestamp=1_700_000_000.5,
+                  content=said)  # fmt: skip
+    return {"event": event}
+
+
+def adk_append(view: TenantStore, context: dict[str, Any]) -> Any:
+    from mindstore.integrations.adk import MindstoreSessionService
+
+    async def run() -> Any:
+        service = MindstoreSessionService(view)
+        session = await service.get_session(app_name="trips", user_id="ann", session_id="s1")
+        assert session is not None
+        event = await service.append_event(session, context["event"].model_copy(deep=True))
+        return event.id
+
+    return run()
+
+
+INTEGRATIONS = [
+    WritePath("langgraph put", langgraph_put, langgraph_thread,
+              commit=("langgraph_checkpoints",)),
+    WritePath("langgraph put_writes", langgraph_put_writes, langgraph_thread),
+    WritePath("openai_agents add_items", agents_add_items, arguments(items=agents_items)),
+    WritePath("langchain add_messages", langchain_add, arguments(messages=langchain_messages)),
+    WritePath("pydantic_ai save_messages", pydantic_save, arguments(messages=pydantic_messages)),
+    WritePath("adk append_event", adk_append, adk_session),
+]
+
 TOTALS: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def matrix_report() -> Iterator[None]:
+    """With `MINDSTORE_FAULT_MATRIX_REPORT=<file>`, the matrix's size and outcomes are
+    added to that file (one JSON line per run of this module)."""
+    yield
+    target = os.environ.get("MINDSTORE_FAULT_MATRIX_REPORT")
+    if target and TOTALS:
+        page = os.environ.get("MINDSTORE_PAGE_MESSAGES", "default")
+        with open(target, "a") as report:
+            report.write(json.dumps({"page_messages": page, **TOTALS}) + "\n")
 
 
 @pytest.fixture
@@ -292,3 +432,61 @@ async def test_every_fault_at_every_command(path: WritePath, store: Store, store
     TOTALS.update({"cases": tally.cases, **tally.outcomes})
     assert tally.cases > 0
     assert not tally.failures, "\n".join(tally.failures[:20])
+
+
+@pytest.mark.parametrize("path", INTEGRATIONS, ids=lambda p: p.name)
+async def test_every_fault_at_every_command_of_an_integrations_save(
+    path: WritePath, store: Store, stores: Any, draws: Draws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = {"langgraph": "langgraph", "openai_agents": "agents", "langchain": "langchain_core",
+             "pydantic_ai": "pydantic_ai", "adk": "google.adk"}[path.name.split()[0]]  # fmt: skip
+    pytest.importorskip(extra)
+    if extra == "google.adk":
+        patch_adk(monkeypatch, draws)
+    await test_every_fault_at_every_command(path, store, stores, draws)
+
+
+# ------------------------------------------------------------------ across processes, fresh ids
+async def test_a_long_create_crashed_mid_pages_is_finished_by_another_process(
+    store: Store,
+) -> None:
+    """The next process draws its own ids: the create's config message is named by the
+    task id, so its pages are the crashed create's, kept, and the insert lands (a random
+    config id made the pages another create's: `Conflict` for up to an hour)."""
+    if store.page_policy is None or store.page_policy.page_messages > 4:
+        store.page_policy = type(store.page_policy or PagePolicy())(page_messages=3)
+    messages = history(9)
+    plan = FaultPlan(Fault(1, "crash_after", writes_only=True))  # the second page written
+    crashed = cold(store, plan).scoped("acme")
+    running = asyncio.ensure_future(
+        crashed.tasks.create(task_id="L", config=CONFIG, messages=messages)
+    )
+    await asyncio.wait_for(plan.crashed.wait(), 10)
+    assert await store.backend.database["task_pages"].count_documents({"tenant": "acme"}) == 2
+    record = await cold(store).scoped("acme").tasks.create(
+        task_id="L", config=CONFIG, messages=messages
+    )
+    assert record.seq == 10
+    stored = await store.scoped("acme").tasks.messages("L")
+    assert [m.id for m in stored[1:]] == [m.id for m in messages]
+    running.cancel()
+
+
+async def test_an_entry_retried_by_another_process_writes_the_same_messages(
+    store: Store,
+) -> None:
+    """A sub-task entry named by its entry id names its config and context messages from
+    it: a retry from another process (fresh ids) that finds nothing stored writes what
+    the first attempt meant to, and one that finds it stored writes nothing."""
+    first, second = store.scoped("one"), store.scoped("two")
+    for view in (first, second):
+        await view.tasks.create(task_id="T", config=CONFIG)
+    entry = ([TextPart(text="compare two")], SUB)
+    written = await first.tasks.add_task_entry("T", *entry, entry_id="e1")
+    plan = FaultPlan(Fault(0, "before", writes_only=True))
+    with pytest.raises(Unavailable):
+        await cold(store, plan).scoped("two").tasks.add_task_entry("T", *entry, entry_id="e1")
+    await cold(store).scoped("two").tasks.add_task_entry("T", *entry, entry_id="e1")
+    await cold(store).scoped("two").tasks.add_task_entry("T", *entry, entry_id="e1")  # again
+    ids = [[m.id for m in await view.tasks.messages("T")][1:] for view in (first, second)]
+    assert ids[0] == ids[1] and ids[0].count(written.id) == 1 and len(ids[0]) == 3

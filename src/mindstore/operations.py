@@ -43,6 +43,7 @@ __all__ = [
     "current",
     "operation",
     "operations",
+    "through",
 ]
 
 P = ParamSpec("P")
@@ -138,6 +139,8 @@ class Operation:
     tape: Tape
     wrote: bool = False
     """A write command was sent: after a failure its effect may be stored."""
+    in_doubt: bool = False
+    """An earlier attempt of this call sent a write whose outcome is unknown."""
     retry_safe: bool = True
     """Running it again is exactly-once (so the policy may); a verb may say otherwise."""
     note: str | None = None
@@ -146,7 +149,8 @@ class Operation:
     def unavailable(self, command: str, cause: BaseException) -> Unavailable:
         """The typed error for a transient failure of `command` in this operation."""
         return Unavailable(
-            self.name, command, may_have_applied=self.wrote, exactly_once=self.retry_safe,
+            self.name, command, may_have_applied=self.wrote or self.in_doubt,
+            exactly_once=self.retry_safe,
             note=self.note, cause=f"{type(cause).__name__}: {_first_line(cause)}",
         )  # fmt: skip
 
@@ -200,7 +204,9 @@ def operation(
                 replay = shared.in_doubt.take(key)
             attempt = 0
             while True:
-                running = Operation(name, Tape(replay), retry_safe=retry_safe)
+                running = Operation(
+                    name, Tape(replay), retry_safe=retry_safe, in_doubt=replay is not None
+                )
                 token = _CURRENT.set(running)
                 try:
                     with recording(running.tape):
@@ -241,15 +247,35 @@ def _resilience_of(
 C = TypeVar("C", bound=type)
 
 
-def operations(prefix: str, *, exclude: tuple[str, ...] = ()) -> Callable[[C], C]:
+def operations(
+    prefix: str,
+    *,
+    exclude: tuple[str, ...] = (),
+    unsafe: tuple[str, ...] = (),
+    resilience: Callable[[Any], Resilience | None] | None = None,
+) -> Callable[[C], C]:
     """Make every public coroutine method defined in the class an `operation` named
-    `<prefix>.<method>` (its instances must have `resilience`)."""
+    `<prefix>.<method>` (its instances have `resilience`, or `resilience` finds it);
+    those in `unsafe` are not `retry_safe`."""
 
     def decorate(cls: C) -> C:
         for attr, value in list(vars(cls).items()):
             if attr.startswith("_") or attr in exclude or not inspect.iscoroutinefunction(value):
                 continue
-            setattr(cls, attr, operation(f"{prefix}.{attr}")(value))
+            made = operation(f"{prefix}.{attr}", retry_safe=attr not in unsafe,
+                             resilience=resilience)  # fmt: skip
+            setattr(cls, attr, made(value))
         return cls
 
     return decorate
+
+
+def through(attribute: str) -> Callable[[Any], Resilience | None]:
+    """A `resilience` finder: that of the object held in `attribute` (an integration's
+    task repository), if it has one."""
+
+    def find(owner: Any) -> Resilience | None:
+        found = getattr(getattr(owner, attribute, None), "resilience", None)
+        return found if isinstance(found, Resilience) else None
+
+    return find

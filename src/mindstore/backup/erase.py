@@ -331,12 +331,14 @@ async def erase(
         # erase, `dialogs.repair()` (pages) and the next retention sweep (docs/operations.md).
         tape = current_tape()
         earlier = tape.recall(("erase", tenant)) if tape is not None else None
-        found = {PAYLOADS: payload_ids, DIALOG_NODES: node_ids, TASK_PAGES: page_ids}
+        dependents: dict[str, list[Any]] = {
+            PAYLOADS: payload_ids, DIALOG_NODES: node_ids, TASK_PAGES: page_ids,
+        }  # fmt: skip
         if isinstance(earlier, dict):  # this call's earlier attempt: what it had found
-            for name, ids in found.items():
+            for name, ids in dependents.items():
                 ids += [i for i in earlier.get(name, []) if i not in set(ids)]
         if tape is not None:
-            tape.note(("erase", tenant), {name: list(ids) for name, ids in found.items()})
+            tape.note(("erase", tenant), {name: list(ids) for name, ids in dependents.items()})
         for name in UNIT_ORDER:
             for chunk in _chunks(units[name]):
                 await db[name].delete_many({"tenant": tenant, "_id": {"$in": chunk}})
