@@ -117,3 +117,18 @@ async def test_a_read_that_fails_says_nothing_was_written(store: Store) -> None:
         await faulty(store, plan).scoped("acme").tasks.messages("T")
     assert caught.value.operation == "tasks.messages" and not caught.value.may_have_applied
     assert "nothing was written" in str(caught.value)
+
+
+def test_the_cli_exits_75_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    from mindstore.commands.common import run
+
+    async def failing() -> None:
+        raise Unavailable("backup", "find on tasks", may_have_applied=False, cause="x")
+
+    with pytest.raises(typer.Exit) as caught:
+        run(failing())
+    assert caught.value.exit_code == 75
+    err = capsys.readouterr().err
+    assert err.startswith("error: backup: the database is unavailable") and err.count("\n") == 1
