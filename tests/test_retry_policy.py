@@ -17,7 +17,7 @@ from mindstore.backends.faults import TRANSIENT_ERRORS, Fault, FaultPlan
 from mindstore.errors import Unavailable
 from mindstore.model.messages import message_to_dict
 from mindstore.model.parts import TaskConfigPart, TextPart
-from mindstore.operations import RetryPolicy
+from mindstore.operations import InDoubt, RetryPolicy
 
 
 class Sleeps:
@@ -163,3 +163,24 @@ def test_the_default_policy_waits_a_few_seconds_in_all() -> None:
     floors = [min(policy.transient_max_delay, policy.transient_base_delay * 2**a) / 2
               for a in range(policy.transient_attempts - 1)]  # fmt: skip
     assert sum(floors) > 1.8 and sum(f * 2 for f in floors) < 4
+
+
+async def test_the_same_call_long_after_its_failure_is_a_new_call(store: Store) -> None:
+    """The ledger keeps a call in doubt for `ttl` seconds: a retry comes soon; the same
+    words said again later are a new message, not a retry swallowed."""
+    now = [0.0]
+    ledger = InDoubt(ttl=300, clock=lambda: now[0])
+    await store.scoped("acme").tasks.create(task_id="T")
+    plan = FaultPlan(Fault(0, "after", TRANSIENT_ERRORS["AutoReconnect"], writes_only=True))
+    lossy = faulty(store, plan, RetryPolicy.no_transient_retries())
+    lossy.in_doubt = ledger
+    with pytest.raises(Unavailable):
+        await lossy.scoped("acme").tasks.add_human_message("T", "ok")
+    assert ledger.holds("tasks.add_human_message")
+    now[0] += 301
+    later = Store(store.backend, retry=RetryPolicy.no_transient_retries())
+    later.in_doubt = ledger
+    await later.scoped("acme").tasks.add_human_message("T", "ok")
+    said = [m["content"] for m in await history(store, "acme", "T")]
+    assert said == [[{"type": "text", "text": "ok"}]] * 2
+    assert not ledger.holds("tasks.add_human_message")

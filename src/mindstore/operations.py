@@ -26,7 +26,8 @@ import functools
 import hashlib
 import inspect
 import random
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -95,25 +96,49 @@ class RetryPolicy:
 
 
 class InDoubt:
-    """The tapes of calls that failed after sending a write (their outcome unknown), by
-    the call's fingerprint, so the same call made again replays them. Bounded: the
-    oldest are forgotten first (a call never made again needs none)."""
+    """The tapes of calls that failed after sending a write (their outcome unknown), by the
+    call's fingerprint, so the same call made again replays them.
 
-    def __init__(self, capacity: int = 1024) -> None:
+    Bounded in number (the oldest go first) and in time (`ttl` seconds, five minutes by
+    default): a retry comes soon after its failure, and a call made again much later is a
+    new call (the same words said again), not a retry. The operation names held are
+    counted apart, so a call of another operation never computes a fingerprint.
+    """
+
+    def __init__(
+        self, capacity: int = 1024, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.capacity = capacity
-        self._tapes: OrderedDict[str, Tape] = OrderedDict()
+        self.ttl = ttl
+        self._clock = clock
+        self._tapes: OrderedDict[str, tuple[str, float, Tape]] = OrderedDict()
+        self._names: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self._tapes)
 
-    def put(self, key: str, tape: Tape) -> None:
-        self._tapes[key] = tape
-        self._tapes.move_to_end(key)
+    def holds(self, name: str) -> bool:
+        """Is a call of operation `name` in doubt (cheap: no fingerprint)?"""
+        return self._names[name] > 0
+
+    def put(self, name: str, key: str, tape: Tape) -> None:
+        self._drop(key)
+        self._tapes[key] = (name, self._clock(), tape)
+        self._names[name] += 1
         while len(self._tapes) > self.capacity:
-            self._tapes.popitem(last=False)
+            self._drop(next(iter(self._tapes)))
 
     def take(self, key: str) -> Tape | None:
-        return self._tapes.pop(key, None)
+        found = self._drop(key)
+        if found is None or self._clock() - found[1] > self.ttl:
+            return None
+        return found[2]
+
+    def _drop(self, key: str) -> tuple[str, float, Tape] | None:
+        found = self._tapes.pop(key, None)
+        if found is not None:
+            self._names[found[0]] -= 1
+        return found
 
 
 @dataclass
@@ -199,7 +224,7 @@ def operation(
             policy = shared.policy if shared is not None else None
             key: str | None = None
             replay: Tape | None = None
-            if shared is not None and len(shared.in_doubt):
+            if shared is not None and shared.in_doubt.holds(name):
                 key = fingerprint(name, owner, args[1:], kwargs)
                 replay = shared.in_doubt.take(key)
             attempt = 0
@@ -222,7 +247,7 @@ def operation(
                     if not again:
                         if shared is not None and replay is not None:
                             key = key or fingerprint(name, owner, args[1:], kwargs)
-                            shared.in_doubt.put(key, replay)
+                            shared.in_doubt.put(name, key, replay)
                         raise
                 finally:
                     _CURRENT.reset(token)
