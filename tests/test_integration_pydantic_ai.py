@@ -273,17 +273,26 @@ async def test_a_retried_save_stores_nothing_new(store, page_messages):
 
 
 async def test_a_save_whose_reply_was_lost_is_retried_exactly_once(acme, monkeypatch):
-    real = type(acme.tasks).add_messages
+    real, real_create = type(acme.tasks).add_messages, type(acme.tasks).create
     lost: list[int] = []
 
-    async def write_then_lose_the_reply(self, task_id, messages):
-        stored = await real(self, task_id, messages)
+    def lose_the_first_reply() -> None:
         if not lost:
             lost.append(1)
             raise ConnectionError("the reply was lost")
+
+    async def write_then_lose_the_reply(self, task_id, messages):
+        stored = await real(self, task_id, messages)
+        lose_the_first_reply()
         return stored
 
+    async def create_then_lose_the_reply(self, **arguments):  # the first save creates
+        record = await real_create(self, **arguments)
+        lose_the_first_reply()
+        return record
+
     monkeypatch.setattr(type(acme.tasks), "add_messages", write_then_lose_the_reply)
+    monkeypatch.setattr(type(acme.tasks), "create", create_then_lose_the_reply)
     result = await agent_with([]).run("billing?")
     with pytest.raises(ConnectionError):
         await save_messages(acme, "lost", result.new_messages())

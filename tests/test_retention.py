@@ -76,14 +76,14 @@ async def test_old_tasks_go_with_their_nodes_and_payloads_and_forks_are_respecte
 async def test_a_task_written_during_the_sweep_is_kept(store, monkeypatch):
     await world(store)
     acme = store.scoped("acme")
-    original = type(store.database["tasks"]).delete_many
+    original = type(store.backend.database["tasks"]).delete_many
 
     async def write_first(self, query, *args, **kwargs):
         await acme.tasks.add_human_message("old", "still talking")  # the sweep raced a writer
         monkeypatch.setattr(type(self), "delete_many", original)
         return await original(self, query, *args, **kwargs)
 
-    monkeypatch.setattr(type(store.database["tasks"]), "delete_many", write_first)
+    monkeypatch.setattr(type(store.backend.database["tasks"]), "delete_many", write_first)
     receipt = await erase_before(store, "acme", before=CUTOFF)
     assert "acme/old" in {d["_id"] for d in await store.database["tasks"].find({}).to_list()}
     assert (await acme.tasks.get("old")).seq == 2  # nothing of it was lost
@@ -93,7 +93,7 @@ async def test_a_task_written_during_the_sweep_is_kept(store, monkeypatch):
 
 async def test_an_interrupted_sweep_finishes_on_the_next_run(store, monkeypatch):
     await world(store)
-    nodes = type(store.database["dialog_nodes"])
+    nodes = type(store.backend.database["dialog_nodes"])
     original = nodes.delete_many
 
     async def crash(self, *args, **kwargs):

@@ -122,3 +122,50 @@ class KeyringRequired(CryptoError):
             f"tenant {tenant!r} is encrypted: a store without a keyring cannot {action} its "
             "content (open it with a keyring; the CLI takes --master-key and --key-vault)"
         )
+
+
+# ---------------------------------------------------------------------------- availability
+class Unavailable(MindstoreError):
+    """The database did not answer: a failover, a dropped connection, a timeout, a write
+    not acknowledged by enough members. Retryable: the same call, repeated, is
+    exactly-once where `exactly_once` says so (docs/operations.md, "Errors and retries").
+
+    `operation` names what the caller called (`tasks.add_message`), `command` the
+    database command that failed (`update on tasks`); `may_have_applied` is True when a
+    write had been sent, so its effect may be stored. The driver's error is `__cause__`.
+    Exit code 75, `EX_TEMPFAIL` of sysexits.h: a temporary failure, try again later.
+    """
+
+    exit_code = 75
+    retryable = True
+
+    def __init__(
+        self,
+        operation: str,
+        command: str,
+        *,
+        may_have_applied: bool,
+        exactly_once: bool = True,
+        note: str | None = None,
+        cause: str = "",
+    ) -> None:
+        self.operation = operation
+        self.command = command
+        self.may_have_applied = may_have_applied
+        self.exactly_once = exactly_once
+        outcome = (
+            "a write was sent and may have been applied"
+            if may_have_applied
+            else "nothing was written"
+        )
+        if note is not None:
+            advice = note
+        elif exactly_once:
+            advice = "retry the same call: a retry is exactly-once"
+        else:
+            advice = "a retry may apply it twice"
+        shown = f" ({cause})" if cause else ""
+        super().__init__(
+            f"{operation}: the database is unavailable: {command} failed{shown}; "
+            f"{outcome}; {advice}"
+        )

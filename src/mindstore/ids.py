@@ -20,6 +20,7 @@ task id as ``_id``; `legacy_key` names that form so reads can still find them.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from typing import Any, TypeGuard
@@ -99,3 +100,19 @@ def legacy_key(task_id: str) -> str:
 def task_id_of(key: str) -> str:
     """The caller's task id from a stored ``_id`` (either form)."""
     return key.split(KEY_SEPARATOR, 1)[1] if KEY_SEPARATOR in key else key
+
+
+_DERIVED_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
+
+
+def derived_name(*parts: str) -> str:
+    """A message id derived from `parts` (a caller's id and what the message is to it):
+    21 characters of the nanoid alphabet, as long as a drawn id, never starting with '-'.
+
+    A verb that writes several messages but is named by one caller id (an entry's config
+    and context messages, a create's config) derives the others from it, so its retry
+    from another process, after a crash, writes the very same documents."""
+    digest = hashlib.blake2b("\x1f".join(parts).encode("utf-8", "surrogatepass"),
+                             digest_size=21).digest()  # fmt: skip
+    text = "".join(_DERIVED_ALPHABET[byte & 63] for byte in digest)
+    return text if not text.startswith("-") else "_" + text[1:]

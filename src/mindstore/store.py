@@ -19,12 +19,13 @@ from mindstore.analytics.service import Analytics
 from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.backends.recorder import CommandRecorder, EventListener
+from mindstore.backends.transient import guarded
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.tenant import TenantCipher
 from mindstore.model.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_MESSAGES, PagePolicy
 from mindstore.model.plans import check_id
+from mindstore.operations import InDoubt, Resilience, RetryPolicy
 from mindstore.repositories.dialogs import DialogRepository
-from mindstore.repositories.engine import RetryPolicy
 from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.locks import TaskLocks
@@ -72,9 +73,15 @@ class TenantStore:
             headers=store.headers,
             notifier=store.notifier,
             page_policy=store.page_policy,
+            in_doubt=store.in_doubt,
         )
         if store.keyring is not None:
             self.tasks.cipher = TenantCipher(store.keyring, self.tenant)
+
+    @property
+    def resilience(self) -> Resilience:
+        """The store's retry policy and its ledger of calls in doubt (`mindstore.operations`)."""
+        return self.store.resilience
 
     @cached_property
     def dialogs(self) -> DialogRepository:
@@ -108,15 +115,24 @@ class Store:
         keyring: Keyring | None = None,
     ) -> None:
         self.backend = backend
-        self.keyring = keyring.bind(backend.database) if keyring is not None else None
+        self.database = guarded(backend.database)
+        """The backend's database, with every transient driver error raised as
+        `errors.Unavailable` (`backends.transient`): what every view reads and writes."""
+        self.keyring = keyring.bind(self.database) if keyring is not None else None
         """Per-tenant encryption (`mindstore.crypto`): rotate, shred, status; None: none."""
         self.page_policy = policy_from_environment() if page_policy is ... else page_policy
-        self.database = backend.database
         self.retry = retry or RetryPolicy()
+        self.in_doubt = InDoubt()
+        """Calls that failed after sending a write, for their retries (`mindstore.operations`)."""
         self.offload_threshold = offload_threshold
         self.headers = HeaderCache(header_cache_size)
         self.notifier = Notifier()
         self._locks = TaskLocks()  # per loop: a store may be shared by loops and threads
+
+    @property
+    def resilience(self) -> Resilience:
+        """What this store's operations share: the retry policy and the ledger."""
+        return Resilience(self.retry, self.in_doubt)
 
     @property
     def kind(self) -> str:

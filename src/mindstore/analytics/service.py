@@ -25,6 +25,7 @@ from mindstore.analytics.rows import (
 from mindstore.collection_names import TASK_PAGES, TASKS
 from mindstore.errors import ValidationError, WrongType
 from mindstore.model.header import TaskState
+from mindstore.operations import operations
 from mindstore.paged_history import PagedHistory
 from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines import analytics_pages as paged
@@ -49,6 +50,7 @@ def _dimension_names(group_by: Any) -> list[str]:
     return names
 
 
+@operations("analytics")  # typed errors name the report; reads retried by the caller
 class Analytics:
     """Reports for one tenant (and, on an owner-scoped view, one owner).
 

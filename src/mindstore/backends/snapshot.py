@@ -88,6 +88,9 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _require_embedded(database: Any) -> EmbeddedDatabase:
+    from .proxy import unwrap
+
+    database = unwrap(database)  # a store's database is guarded (`backends.transient`)
     if not isinstance(database, EmbeddedDatabase):
         raise ConfigurationError(
             "data files are for the embedded backend only; to copy a MongoDB database "

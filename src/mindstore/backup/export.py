@@ -29,6 +29,7 @@ from mindstore.collection_names import DATA_KEYS, DIALOG_NODES, PAYLOADS, TASK_P
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 from mindstore.ids import check_key as check_id
+from mindstore.operations import operation
 from mindstore.protocols import HasDatabase
 from mindstore.registry import BEYOND_TASKS
 from mindstore.version import __version__
@@ -258,6 +259,7 @@ class _Exporter:
         return count
 
 
+@operation("backup")
 async def backup(
     store: HasDatabase,
     dest: str | os.PathLike[str],

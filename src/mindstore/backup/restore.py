@@ -62,6 +62,7 @@ from mindstore.collection_names import (
 )
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
+from mindstore.operations import operation
 from mindstore.protocols import HasDatabase
 
 from .container import open_backup
@@ -349,6 +350,7 @@ class _Restorer:
         self._count(name, plan)
 
 
+@operation("restore")
 async def restore(
     store: HasDatabase,
     path: str | os.PathLike[str],

@@ -32,6 +32,7 @@ from mindstore.clock import utcnow
 from mindstore.collection_names import AGENTS, DIALOG_NODES, PAYLOADS, POLICIES, TASK_PAGES, TASKS
 from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
+from mindstore.operations import operation
 from mindstore.protocols import HasDatabase
 from mindstore.validation import check_int, check_owner
 
@@ -129,6 +130,7 @@ async def _leftovers(db: Any, tenant: str) -> tuple[list[Any], list[Any]]:
     return nodes, payloads
 
 
+@operation("retention.erase_before")
 async def erase_before(
     store: HasDatabase,
     tenant: str,
@@ -235,6 +237,7 @@ async def erase_before(
 
 
 # ---------------------------------------------------------------------------- policies
+@operation("retention.set_policy")
 async def set_policy(
     store: HasDatabase, tenant: str, *, max_age_days: int | None
 ) -> dict[str, Any]:
@@ -249,12 +252,14 @@ async def set_policy(
     return policy
 
 
+@operation("retention.get_policy")
 async def get_policy(store: HasDatabase, tenant: str) -> dict[str, Any] | None:
     check_key(tenant, "tenant")
     document = await store.database[POLICIES].find_one({"_id": tenant, "tenant": tenant})
     return (document or {}).get("retention")
 
 
+@operation("retention.apply_policy")
 async def apply_policy(
     store: HasDatabase, tenant: str, *, dry_run: bool = False
 ) -> RetentionReceipt:

@@ -45,6 +45,10 @@ class SessionTasks:
     def __init__(self, tasks: ConversationTasks, session_id: str, task_id: str) -> None:
         self._repository = tasks
         self._names = {session_id: task_id, task_id: task_id}
+        self.create: Callable[[Sequence[AnyMessage]], Awaitable[None]] | None = None
+        """Set while the session's task does not exist yet: reads see an empty
+        conversation, and the first append creates the task holding its messages, in one
+        insert (so a fault never leaves an empty task behind)."""
 
     def _task(self, session_id: str) -> str:
         try:
@@ -58,6 +62,8 @@ class SessionTasks:
         return await self._repository.get(self._task(session_id))
 
     async def header(self, session_id: str) -> TaskHeader:
+        if self.create is not None:
+            return TaskHeader()
         return await self._repository.header(self._task(session_id))
 
     async def messages(
@@ -66,12 +72,18 @@ class SessionTasks:
         return await self._repository.messages(self._task(session_id), start, limit)
 
     async def tail(self, session_id: str, count: int = 50) -> list[AnyMessage]:
+        if self.create is not None:
+            return []
         return await self._repository.tail(self._task(session_id), count)
 
     async def add_messages(
         self, session_id: str, messages: Sequence[AnyMessage]
     ) -> list[AnyMessage]:
-        return await self._repository.add_messages(self._task(session_id), messages)
+        task_id = self._task(session_id)
+        create, self.create = self.create, None
+        if create is not None and await _created(create, messages):
+            return await self._repository.tail(task_id, len(messages))
+        return await self._repository.add_messages(task_id, messages)
 
     async def retract_last(
         self, session_id: str, expected_id: str | None = None
@@ -116,18 +128,27 @@ class TaskSession:
         return conversation_id_of(record)
 
     async def _ensure(self) -> None:
-        """Create the session's task once; another owner's task of that id is NotFound."""
+        """Find the session's task, or arrange for the first append to create it with its
+        messages (`SessionTasks.create`); another owner's task of that id is NotFound."""
         if self._exists:
             return
         try:
-            await self._repository.create(
-                task_id=self.task_id,
-                owner=self.owner,
-                title=self.title,
-                metadata={**self.MARKER, "session_id": self.session_id},
-            )
-        except Conflict:
-            await self._repository.get(self.task_id)  # NotFound if it is another owner's
+            await self._repository.get(self.task_id)
+        except NotFound:
+            self._tasks.create = self._create
+        else:
+            self._exists = True
+
+    async def _create(self, messages: Sequence[AnyMessage]) -> None:
+        """The session's task, holding `messages` (one insert); a task of that id already
+        there (a racing writer, a retry whose insert landed) is Conflict."""
+        await self._repository.create(
+            task_id=self.task_id,
+            owner=self.owner,
+            title=self.title,
+            messages=messages,
+            metadata={**self.MARKER, "session_id": self.session_id},
+        )
         self._exists = True
 
     async def _write(self, write: Callable[[], Awaitable[None]]) -> None:
@@ -142,3 +163,17 @@ class TaskSession:
                 if attempt:
                     raise
                 self._exists = False
+            finally:
+                self._tasks.create = None
+
+
+async def _created(
+    create: Callable[[Sequence[AnyMessage]], Awaitable[None]], messages: Sequence[AnyMessage]
+) -> bool:
+    """Create the task holding `messages`; False when one of that id exists (its messages
+    are then appended as to any task: a retry of a create that landed is a replay)."""
+    try:
+        await create(messages)
+    except Conflict:
+        return False
+    return True

@@ -81,6 +81,7 @@ from mindstore.integrations.adk_state import GRACE, Intent, StateRegister
 from mindstore.model.base import JSON
 from mindstore.model.messages import AnyMessage, TaskConfigMessage
 from mindstore.model.parts import TaskConfigPart
+from mindstore.operations import operations, through
 from mindstore.services.tasks import TaskService
 
 __all__ = ["MindstoreSessionService"]
@@ -197,6 +198,7 @@ def _merged(session_state: JSON, app: JSON, user: JSON) -> dict[str, Any]:
     return state
 
 
+@operations("adk", resilience=through("_tasks"))
 class MindstoreSessionService(BaseSessionService):
     """ADK sessions stored in mindstore (see the module doc).
 

@@ -34,11 +34,13 @@ from mindstore.integrations._session import TaskSession
 from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
 from mindstore.model.base import new_id
+from mindstore.operations import operations, through
 from mindstore.protocols import TenantView
 
 MARKER = {"integration": "langchain"}
 
 
+@operations("langchain", resilience=through("_repository"))
 class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
     """A chat history kept in one mindstore task; see the module doc."""
 

@@ -73,6 +73,7 @@ from mindstore.integrations.langchain_messages import from_langchain, to_langcha
 from mindstore.integrations.langgraph_sync import SyncForms
 from mindstore.model.messages import AnyMessage, MessageBase, Origin
 from mindstore.model.storage_form import escape_keys, unescape_keys
+from mindstore.operations import operations, through
 from mindstore.protocols import SaverView
 
 MARKER = keys.MARKER
@@ -83,6 +84,7 @@ Head = tuple[str, dict[str, Any]]
 """(checkpoint id, its document's ms / b / iv): what a child inherits from its parent."""
 
 
+@operations("langgraph", resilience=through("_tasks"))
 class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
     """A LangGraph `BaseCheckpointSaver` on a mindstore tenant view (see the module doc)."""
 

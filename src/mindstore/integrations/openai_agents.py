@@ -48,6 +48,7 @@ from mindstore.integrations._session import TaskSession
 from mindstore.integrations.openai_agents_usage import Reported, UsageHooks, attribute, reported
 from mindstore.model.messages import AnyMessage, MessageBase, ToolMessage
 from mindstore.model.parts import ToolResultPart
+from mindstore.operations import operations, through
 from mindstore.protocols import TenantView
 from mindstore.validation import check_int
 
@@ -72,6 +73,7 @@ class SessionInfo:
     items: int
 
 
+@operations("openai_agents", resilience=through("_repository"))
 class MindstoreSession(TaskSession):
     """A `Session` (OpenAI Agents SDK) kept in one mindstore task; see the module doc."""
 

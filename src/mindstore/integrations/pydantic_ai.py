@@ -54,6 +54,7 @@ from mindstore.model.messages import (
     UserMessage,
 )
 from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart, ToolResultPart, UnknownPart
+from mindstore.operations import operation
 from mindstore.protocols import ContextView, TenantView
 
 FORMAT = "pydantic_ai"
@@ -309,6 +310,7 @@ def _render_response(message: AssistantMessage) -> dict[str, Any]:
 # -- the store ----------------------------------------------------------------------------
 
 
+@operation("pydantic_ai.save_messages")
 async def save_messages(
     view: TenantView, task_id: str, messages: Sequence[ModelMessage], *, title: str | None = None
 ) -> None:
@@ -329,13 +331,21 @@ async def save_messages(
     converted = from_model_messages(messages)
     if not converted:
         return
-    try:
-        await view.tasks.create(task_id=task_id, title=title, metadata=dict(MARKER))
-    except Conflict:
+    try:  # the common case: the task is there
+        await view.tasks.add_messages(task_id, converted)
+        return
+    except NotFound:
+        pass
+    try:  # the first save: the task and its messages in one insert
+        await view.tasks.create(
+            task_id=task_id, title=title, metadata=dict(MARKER), messages=converted
+        )
+    except Conflict:  # created meanwhile (a racing save, a retry whose insert landed)
         await view.tasks.get(task_id)  # NotFound if it is another owner's
-    await view.tasks.add_messages(task_id, converted)
+        await view.tasks.add_messages(task_id, converted)
 
 
+@operation("pydantic_ai.load_messages")
 async def load_messages(view: TenantView, task_id: str) -> list[ModelMessage]:
     """The task's messages as pydantic-ai messages (`[]` for a task that does not exist).
 

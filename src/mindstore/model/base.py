@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from mindstore.draws import draw
+
 JSON = dict[str, Any]
 
 # nanoid's default alphabet, URL-safe: [A-Za-z0-9_-]. 64 characters, so the low six bits
@@ -47,8 +49,9 @@ TS_DIGITS = 3
 
 
 def new_id() -> str:
-    """A fresh 21-character nanoid, the id format of the Mind Map."""
-    return ID_SOURCE()
+    """A fresh 21-character nanoid, the id format of the Mind Map (the one an earlier
+    attempt of the running operation drew, when this is its retry: `mindstore.draws`)."""
+    return draw("id", ID_SOURCE)
 
 
 def to_ms(seconds: float) -> float:
@@ -65,7 +68,7 @@ def now_ts() -> float:
     whole seconds would report 0.3 s as 0 and 1.4 s as 1 (docs/contract.md). The unit stays
     seconds, so durations are still a plain `$subtract` and integer-second documents read
     and compare as they are."""
-    return to_ms(CLOCK())
+    return to_ms(draw("ts", CLOCK))
 
 
 def later_ts(ts: Timestamp, steps: int) -> Timestamp:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from mindstore.backends.proxy import unwrap
 from mindstore.ids import check_name
 from mindstore.model.messages import AnyMessage
 from mindstore.model.plans.redaction import (
@@ -102,7 +103,9 @@ class ContentLifecycle:
         """A change stream on the task's document (server only; None on the embedded backend,
         which has none and is woken in process)."""
         watch = getattr(self.scope.tasks, "watch", None)
-        if watch is None or type(self.scope.tasks).__module__.startswith("mindstore.backends"):
+        if watch is None or type(unwrap(self.scope.tasks)).__module__.startswith(
+            "mindstore.backends"
+        ):
             return None
         try:
             return await watch([{"$match": {"documentKey._id": self.scope.key(task_id)}}])

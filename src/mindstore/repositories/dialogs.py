@@ -27,8 +27,10 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from mindstore import operations
 from mindstore.clock import utcnow
 from mindstore.collection_names import DIALOG_NODES, TASK_PAGES, TASKS
+from mindstore.draws import current_tape
 from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
 from mindstore.ids import task_id_of, task_key
 from mindstore.model import dialog as tree
@@ -44,6 +46,7 @@ from mindstore.model.messages import (
 )
 from mindstore.model.parts import ImagePart, TextPart
 from mindstore.model.plans import check_id, check_message_id
+from mindstore.operations import Resilience
 from mindstore.repositories.bulk_pages import ORPHAN_GRACE, remove_orphans
 from mindstore.repositories.records import TaskRecord
 from mindstore.repositories.tasks import TaskRepository
@@ -57,6 +60,13 @@ from mindstore.validation import (
     check_text,
 )
 
+UNNAMED_FORK = (
+    "a fork draws its child's id: retried from this process it is exactly-once (the store "
+    "keeps the id it drew), retried from another one it may fork twice (dialogs.repair() "
+    "finishes the half-made one)"
+)
+"""What `Unavailable` says of a fork."""
+
 PROMPT_KEY = "prompt_path"
 """Message metadata key put_prompt writes; the dialog's top prompt is the tail's value."""
 
@@ -64,6 +74,7 @@ ROLE_CLASSES = {"user": UserMessage, "system": SystemMessage, "assistant": Assis
 PromptRegistry = Mapping[str, "str | Callable[..., str]"]
 
 
+@operations.operations("dialogs")
 class DialogRepository:
     """The dialog document's Dialog verbs and tree queries for one tenant."""
 
@@ -75,6 +86,11 @@ class DialogRepository:
         self._nodes = database[DIALOG_NODES]
         self._tasks = database[TASKS]
         self._pages = database[TASK_PAGES]
+
+    @property
+    def resilience(self) -> Resilience:
+        """The tasks' retry policy and ledger (every method here is an operation)."""
+        return self.tasks.resilience
 
     # ------------------------------------------------------------------ nodes
     def _scope(self, **fields: Any) -> dict[str, Any]:
@@ -92,6 +108,9 @@ class DialogRepository:
         try:
             await self._nodes.insert_one(document)
         except DuplicateKeyError as exc:
+            stored = await self._nodes.find_one({"_id": document["_id"], "tenant": self.tenant})
+            if stored is not None and _same_node(stored, document):
+                return  # this very node, written by an earlier attempt whose reply was lost
             raise Conflict(f"dialog {node.dialog_id!r} already has a tree node") from exc
 
     async def node(self, dialog_id: str) -> DialogNode:
@@ -459,6 +478,9 @@ class DialogRepository:
             check_message_id(at, "at")
         parent = await self.node(dialog_id)  # reads first: a refused fork writes nothing
         child_id = new_id()
+        running = operations.current()
+        if running is not None:
+            running.note = UNNAMED_FORK
         if at is None and last_n > 0:  # a trimmed fork reads only the ends it keeps
             count, head, tail = await self.tasks.ends(dialog_id, max(first_k, 0), last_n)
             indexes = tree.kept_indexes(count, last_n, first_k)
@@ -612,12 +634,25 @@ class DialogRepository:
             Conflict: The dialog has descendants and `cascade` is False.
             NotFound: No such dialog in this view.
         """
-        nodes = await self._subtree_nodes(dialog_id)
+        tape, noted = current_tape(), ("dialogs.delete", self._node_filter(dialog_id)["_id"])
+        earlier = tape.recall(noted) if tape is not None else None
+        try:
+            nodes = await self._subtree_nodes(dialog_id)
+        except NotFound:
+            if tape is not None and isinstance(earlier, list):  # an earlier attempt of this
+                tape.note(noted, earlier)  # call deleted it all, its reply lost
+                return earlier
+            raise
         if len(nodes) > 1 and not cascade:
             raise Conflict(
                 f"dialog {dialog_id!r} has {len(nodes) - 1} descendant(s); pass cascade=True"
             )
         doomed = [n.dialog_id for n in sorted(nodes, key=lambda n: -n.depth)]
+        if isinstance(earlier, list):  # the earlier attempt's list: what this call deletes
+            doomed = [*(i for i in earlier if i not in doomed), *doomed]
+            earlier = [i for i in earlier if i in doomed] + [i for i in doomed if i not in earlier]
+        if tape is not None:
+            tape.note(noted, earlier if isinstance(earlier, list) else doomed)
         for victim in doomed:  # deepest first; each task before its node
             try:
                 await self.tasks.delete(victim)
@@ -625,7 +660,7 @@ class DialogRepository:
                 await self._nodes.delete_one(
                     {"_id": task_key(self.tenant, victim), "tenant": self.tenant}
                 )
-        return doomed
+        return earlier if isinstance(earlier, list) else doomed
 
     async def repair(self, *, grace: timedelta = ORPHAN_GRACE) -> dict[str, list[str]]:
         """Finish or remove half-made forks, drop nodes whose task is gone, and remove the sealed
@@ -801,6 +836,13 @@ class DialogRepository:
         )
         await self._insert_node(node)
         return record
+
+
+def _same_node(stored: dict[str, Any], document: dict[str, Any]) -> bool:
+    """Is the stored node the one `document` describes (its time of writing aside)?"""
+    return {k: v for k, v in stored.items() if k != "created_at"} == {
+        k: v for k, v in document.items() if k != "created_at"
+    }
 
 
 def _seed_message(data: Any) -> AnyMessage:

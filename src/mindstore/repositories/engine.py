@@ -23,8 +23,16 @@ from typing import Any
 
 from pymongo.errors import PyMongoError
 
+from mindstore import operations
 from mindstore.clock import utcnow
-from mindstore.errors import Conflict, MindstoreError, TaskTooLarge, ValidationError
+from mindstore.draws import Tape, current_tape
+from mindstore.errors import (
+    Conflict,
+    MindstoreError,
+    TaskTooLarge,
+    Unavailable,
+    ValidationError,
+)
 from mindstore.header_codec import header_from_document
 from mindstore.ids import check_name
 from mindstore.model import id_filter
@@ -33,6 +41,7 @@ from mindstore.model.messages import AnyMessage, UnknownMessage, parse_messages
 from mindstore.model.paging import DEFAULT_POLICY, should_seal
 from mindstore.model.plans import Plan
 from mindstore.model.stored_read import chunk_overhead
+from mindstore.operations import RetryPolicy
 from mindstore.payloads import RESERVED_PREFIX, Offloader, read_value
 from mindstore.repositories.header_cache import apply_sets
 from mindstore.repositories.pages import Paging
@@ -41,7 +50,6 @@ from mindstore.repositories.scope import (
     MAX_DOCUMENT_BYTES,
     PLAN_FIELDS,
     READ_FIELDS,
-    RetryPolicy,
 )
 from mindstore.repositories.updates import build_task_update
 
@@ -79,6 +87,35 @@ class _State:
     unset: tuple[str, ...] = ()
     pending: bool = False
     """The task holds changes to sealed messages not yet folded into their pages."""
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What a guarded update sent, noted on the operation's tape (`mindstore.draws`) so a
+    retry of the call can tell whether it landed: the version it was pinned to, the
+    `updated_at` it set, the ids of the messages it appended, what the verb returned."""
+
+    version: int
+    stamp: datetime
+    new_ids: tuple[str, ...]
+    result: Any
+
+
+@dataclass(frozen=True)
+class _Sealed:
+    """A seal this operation made after one of its writes (its own `$inc` of the version
+    and stamp), noted so a retry does not take it for another writer's change."""
+
+    version: int
+    stamp: datetime
+
+
+UNNAMED = (
+    "this call named no message id: retried from this process it is exactly-once (the "
+    "store keeps what the call drew), retried from another one it may be applied twice; "
+    "pass message_id to make every retry exactly-once"
+)
+"""What `Unavailable` says of a verb whose retry only this process can make exactly-once."""
 
 
 def document_estimate(header: TaskHeader) -> int:
@@ -169,6 +206,27 @@ class TaskWriter:
             raise _already_stored(task_id, (i for i in ids if i in stored))
         return stored
 
+    async def _landed(self, task_id: str, sent: _Sent, later: list[object]) -> bool | None:
+        """Did the update an earlier attempt of this call sent (`sent`) land? False when
+        the task is still at the version it was pinned to (or is gone), True when it is
+        where that update or a later one of the same call left it, or when the messages it
+        appended are stored; None when another writer moved the task and nothing tells."""
+        document = await self.scope.tasks.find_one(
+            self.scope.filter(task_id), {"version": 1, "updated_at": 1}
+        )
+        if document is None or int(document.get("version", 0)) == sent.version:
+            return False
+        version, stamp = int(document.get("version", 0)), document.get("updated_at")
+        if any(
+            (isinstance(s, _Sent) and (version, stamp) == (s.version + 1, s.stamp))
+            or (isinstance(s, _Sealed) and (version, stamp) == (s.version, s.stamp))
+            for s in later
+        ):
+            return True
+        if sent.new_ids:
+            return await self._replayed(task_id, list(sent.new_ids)) is not None
+        return None
+
     async def _filter_passes(self, task_id: str, words: int, ids: Sequence[str]) -> bool:
         """After a write that matched nothing: does the task's sealed-id filter let `ids`
         through (the write lost a race), or does it say one may be sealed (look in the
@@ -204,7 +262,9 @@ class TaskWriter:
                 if sealed is not None:
                     after, now = sealed
                     self.scope.remember(task_id, version + 1, now, after, tail)
-        except PyMongoError as error:
+                    _note(current_tape(), ("task", self.scope.key(task_id)),
+                          _Sealed(version + 1, now))  # fmt: skip
+        except (PyMongoError, Unavailable) as error:
             self.scope.forget(task_id)
             logger.warning("task %r: paging after a write failed (%s); the next write "
                            "repairs it", task_id, error)  # fmt: skip
@@ -315,9 +375,26 @@ class TaskWriter:
         key = self.scope.key(task_id)
         ids = [check_name(i, "message id") for i in explicit_ids if i is not None]
         guard = [*ids, *(check_name(i, "message id") for i in also_guard if i is not None)]
+        running = operations.current()
+        if running is not None and not ids:
+            running.note = UNNAMED
         if self.scope.cipher is not None:
             await self.scope.cipher.ready(write=True)
+        tape, noted = current_tape(), ("task", key)
         async with self.scope.lock(task_id):
+            if tape is not None and tape.replaying:
+                earlier = _recall_sent(tape, noted)
+                if earlier is not None:
+                    landed = await self._landed(task_id, earlier, tape.later(noted))
+                    if landed:
+                        tape.note(noted, earlier)  # carried on: a later retry walks it again
+                        return earlier.result
+                    if landed is None:
+                        raise Conflict(
+                            f"task {task_id!r}: another writer changed the task since an "
+                            "earlier attempt of this call, whose reply was lost: whether it "
+                            "was applied cannot be told; read the task before calling again"
+                        )
             attempt = 0
             look_in_pages = False  # the filter refused the last write: the pages decide next
             while attempt < self.scope.retry.attempts:
@@ -388,12 +465,15 @@ class TaskWriter:
                 if self.scope.owner is not None:
                     query["owner"] = self.scope.owner
                 await self.port.store_payloads(task_id, offloader)
+                sent = _Sent(state.version, now, tuple(plan.new_ids), plan.result)
                 try:
                     result = await self.scope.tasks.update_one(query, update)
                 except BaseException:
                     self.scope.forget(task_id)  # applied or not, the cached state is now a guess
+                    _note(tape, noted, sent)  # its outcome is unknown: a retry asks
                     raise
                 if result.matched_count == 1:
+                    _note(tape, noted, sent)
                     tail = self._next_tail(plan, update, state)
                     self.scope.remember(task_id, state.version + 1, now, plan.header, tail)
                     self.scope.notifier.notify((self.scope.tenant, task_id))
@@ -477,3 +557,18 @@ class TaskWriter:
 
         result = await self.mutate(task_id, plan, locate=message_id)
         return caller_form(result)
+
+
+def _note(tape: Tape | None, key: tuple[str, str], sent: _Sent | _Sealed) -> None:
+    if tape is not None:
+        tape.note(key, sent)
+
+
+def _recall_sent(tape: Tape, key: tuple[str, str]) -> _Sent | None:
+    """The earlier attempt's next write to this task; the seals noted before it are
+    carried on to this attempt's tape, in order."""
+    while True:
+        earlier = tape.recall(key)
+        if earlier is None or isinstance(earlier, _Sent):
+            return earlier if isinstance(earlier, _Sent) else None
+        tape.note(key, earlier)

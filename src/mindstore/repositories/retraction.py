@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from mindstore.clock import utcnow
+from mindstore.draws import Tape, current_tape
 from mindstore.errors import Conflict
 from mindstore.header_codec import header_from_document
 from mindstore.ids import check_name
@@ -35,7 +38,6 @@ class Retraction:
         """Remove the task's last message in one guarded write and return it."""
         from mindstore.errors import InvalidTransition
         from mindstore.model import retract
-        from mindstore.payloads import find_markers
         from mindstore.repositories.updates import changed_header_fields
 
         key = self.scope.key(task_id)
@@ -45,7 +47,20 @@ class Retraction:
             await self.scope.cipher.ready()
         projection: dict[str, Any] = dict.fromkeys(READ_FIELDS, 1)
         projection["messages"] = {"$slice": [-2, 2]}
+        tape, noted = current_tape(), ("retract", key)
         async with self.scope.lock(task_id):
+            earlier = tape.recall(noted) if tape is not None else None
+            if isinstance(earlier, _Retracted):  # this call's earlier attempt, reply lost
+                landed = await self._landed(task_id, earlier)
+                if landed is None:
+                    raise Conflict(
+                        f"task {task_id!r}: another writer changed the task since an earlier "
+                        "attempt of this retract_last, whose reply was lost: whether it was "
+                        "applied cannot be told; read the task before calling again"
+                    )
+                if landed:  # done: what is left is its payloads' delete (idempotent)
+                    _note(tape, noted, earlier)
+                    return await self._removed(task_id, earlier.stored)
             for attempt in range(self.scope.retry.attempts):
                 self.scope.forget(task_id)
                 document = await self.scope.find_task(task_id, projection)
@@ -89,23 +104,48 @@ class Retraction:
                 )  # fmt: skip
                 if self.scope.owner is not None:
                     query["owner"] = self.scope.owner
-                result = await self.scope.tasks.update_one(query, update)
+                sent = _Retracted(version, now, stored[-1])
+                try:
+                    result = await self.scope.tasks.update_one(query, update)
+                except BaseException:
+                    _note(tape, noted, sent)  # its outcome is unknown: a retry asks
+                    raise
                 if result.matched_count == 1:
+                    _note(tape, noted, sent)
                     self.scope.remember(task_id, version + 1, now, plan.header)
                     self.scope.notifier.notify((self.scope.tenant, task_id))
-                    message = (await self.port.decode(task_id, [stored[-1]]))[0]
-                    markers: set[str] = set()
-                    find_markers(stored[-1], markers)
-                    if markers:
-                        await self.scope.payloads.delete_many(
-                            {"_id": {"$in": sorted(markers)}, "tenant": self.scope.tenant}
-                        )
-                    return message
+                    return await self._removed(task_id, stored[-1])
                 await asyncio.sleep(self.scope.retry.delay(attempt))
         raise Conflict(
             f"task {task_id!r}: retract_last gave up after {self.scope.retry.attempts} attempts "
             "lost to concurrent writers"
         )
+
+    async def _removed(self, task_id: str, stored: dict[str, Any]) -> AnyMessage:
+        """The retracted message, decoded, once its offloaded payloads are deleted."""
+        from mindstore.payloads import find_markers
+
+        message = (await self.port.decode(task_id, [stored]))[0]
+        markers: set[str] = set()
+        find_markers(stored, markers)
+        if markers:
+            await self.scope.payloads.delete_many(
+                {"_id": {"$in": sorted(markers)}, "tenant": self.scope.tenant}
+            )
+        return message
+
+    async def _landed(self, task_id: str, sent: _Retracted) -> bool | None:
+        """Did the retract an earlier attempt sent land (see `TaskWriter._landed`)?"""
+        document = await self.scope.tasks.find_one(
+            self.scope.filter(task_id), {"version": 1, "updated_at": 1}
+        )
+        if document is None or int(document.get("version", 0)) == sent.version:
+            return False
+        if (int(document.get("version", 0)), document.get("updated_at")) == (
+            sent.version + 1, sent.stamp,
+        ):  # fmt: skip
+            return True
+        return None
 
     async def _call_rows(self, task_id: str, call_ids: Sequence[str]) -> list[dict[str, Any]]:
         """Every stored message holding a call or a result with one of `call_ids` (and its
@@ -129,3 +169,18 @@ class Retraction:
             {"index": index, "message": self.port.decode_stored([message], task_id)[0]}
             for index, message in [*sealed, *located]
         ]
+
+
+@dataclass(frozen=True)
+class _Retracted:
+    """What a retract sent (the version it was pinned to, the time it set) and the message
+    it removes, noted so its retry can tell whether it landed (`mindstore.draws`)."""
+
+    version: int
+    stamp: datetime
+    stored: dict[str, Any]
+
+
+def _note(tape: Tape | None, key: tuple[str, str], sent: _Retracted) -> None:
+    if tape is not None:
+        tape.note(key, sent)

@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +36,7 @@ from mindstore.ids import check_key, legacy_key, task_key
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader
 from mindstore.model.paging import DEFAULT_POLICY, PagePolicy
 from mindstore.model.storage_form import bson_size
+from mindstore.operations import InDoubt, Resilience, RetryPolicy
 from mindstore.payloads import Offloader
 from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
@@ -63,19 +62,6 @@ READ_FIELDS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded optimistic retries with jittered exponential backoff."""
-
-    attempts: int = 30
-    base_delay: float = 0.0005
-    max_delay: float = 0.05
-
-    def delay(self, attempt: int) -> float:
-        """A jittered pause before attempt `attempt + 1` (exponential, capped)."""
-        return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
-
-
 class TaskScope:
     """Scope, collections, locks, finds and the header cache of one tenant's tasks (one
     owner's, on an owner-scoped view): what every reader and writer of a task shares."""
@@ -96,6 +82,7 @@ class TaskScope:
         headers: HeaderCache | None = None,
         notifier: Notifier | None = None,
         page_policy: PagePolicy | None = DEFAULT_POLICY,
+        in_doubt: InDoubt | None = None,
     ) -> None:
         self.tenant = check_key(tenant, "tenant")
         self.owner = check_owner(owner)
@@ -106,6 +93,8 @@ class TaskScope:
         self.nodes = database[DIALOG_NODES]
         self.locks = locks if locks is not None else TaskLocks()
         self.retry = retry or RetryPolicy()
+        self.in_doubt = in_doubt if in_doubt is not None else InDoubt()
+        """Calls whose write may have landed, for their retries (`mindstore.operations`)."""
         self.offload_threshold = offload_threshold
         self.max_document_bytes = max_document_bytes
         self.headers = headers if headers is not None else HeaderCache()
@@ -113,6 +102,11 @@ class TaskScope:
         self.page_policy = page_policy
         """How large sealed pages are (`model.paging`); None: never seal (every message
         stays in the task document, which then stops at 16 MiB)."""
+
+    @property
+    def resilience(self) -> Resilience:
+        """This view's retry policy and its store's ledger of calls in doubt."""
+        return Resilience(self.retry, self.in_doubt)
 
     def cached(self, task_id: str) -> CachedHeader | None:
         """The state this process last wrote to the task, if the header cache still has it."""

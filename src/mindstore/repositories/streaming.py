@@ -46,6 +46,7 @@ from mindstore.model.streaming import (
     check_streamable,
     plan_stream_write,
 )
+from mindstore.operations import Resilience, operation
 from mindstore.payloads import Offloader
 from mindstore.validation import check_int
 
@@ -91,6 +92,7 @@ class MessageStream:
         as streams did before chunks; the benchmark measures both in one run)."""
 
     # -- lifecycle ----------------------------------------------------------------------
+    @operation("tasks.stream")
     async def __aenter__(self) -> Self:
         if self.message_id is None:
             created = await self.tasks.add_assistant_message(self.task_id)
@@ -151,8 +153,17 @@ class MessageStream:
             self._timer = asyncio.create_task(self._flush_later())
 
     # -- writing --------------------------------------------------------------------------
+    @property
+    def resilience(self) -> Resilience:
+        """The task repository's retry policy and ledger (`flush` is an operation)."""
+        return self.tasks.resilience
+
+    @operation("stream.flush")
     async def flush(self) -> None:
-        """Write everything pending now (one guarded update; nothing if nothing is pending)."""
+        """Write everything pending now (one guarded update; nothing if nothing is pending).
+
+        After it raised `Unavailable`, call it again (or leave the block): the stream
+        keeps what is pending and first settles the write whose reply was lost."""
         self._raise_failure()
         async with self._lock:
             if self._unsure is not None:

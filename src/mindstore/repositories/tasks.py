@@ -26,14 +26,16 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from mindstore import operations
 from mindstore.clock import utcnow
 from mindstore.crypto.fields import ENCRYPTED
 from mindstore.crypto.tenant import TenantCipher
+from mindstore.draws import current_tape
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.formats import agent_state as formats_agent_state
 from mindstore.formats.agent_state import MAX_AGENT_STATE_BYTES, agent_state_document
 from mindstore.header_codec import header_from_document, header_to_fields
-from mindstore.ids import check_key, task_key
+from mindstore.ids import check_key, derived_name, task_key
 from mindstore.ids import check_name as check_key_name
 from mindstore.model import plans, verbs
 from mindstore.model.base import JSON, new_id, now_ts
@@ -53,6 +55,7 @@ from mindstore.model.plans.agent_step import plan_agent_step
 from mindstore.model.plans.core import Plan
 from mindstore.model.storage_form import bson_size, escape_keys, unescape_keys
 from mindstore.model.task import Task, check_transition
+from mindstore.operations import InDoubt, Resilience, RetryPolicy
 from mindstore.payloads import Offloader
 from mindstore.repositories.bulk_pages import (
     confirm_pages,
@@ -64,7 +67,6 @@ from mindstore.repositories.content_lifecycle import ContentLifecycle
 from mindstore.repositories.engine import (
     MAX_DOCUMENT_BYTES,
     READ_FIELDS,
-    RetryPolicy,
     TaskWriter,
     document_estimate,
 )
@@ -84,6 +86,13 @@ from mindstore.validation import (
     check_owner,
 )
 
+UNNAMED_CREATE = (
+    "this create named no task_id: retried from this process it is exactly-once (the "
+    "store keeps the id it drew), retried from another one it may create a second task; "
+    "pass task_id to make every retry exactly-once"
+)
+"""What `Unavailable` says of a create whose id the store drew."""
+
 __all__ = [
     "MAX_AGENT_STATE_BYTES",
     "MAX_DOCUMENT_BYTES",
@@ -96,6 +105,7 @@ __all__ = [
 ]
 
 
+@operations.operations("tasks")
 class TaskRepository:
     """One tenant's tasks (one owner's, on an owner-scoped view).
 
@@ -117,11 +127,12 @@ class TaskRepository:
         headers: HeaderCache | None = None,
         notifier: Notifier | None = None,
         page_policy: PagePolicy | None = DEFAULT_POLICY,
+        in_doubt: InDoubt | None = None,
     ) -> None:
         scope = TaskScope(
             database, tenant, owner=owner, locks=locks, retry=retry,
             offload_threshold=offload_threshold, max_document_bytes=max_document_bytes,
-            headers=headers, notifier=notifier, page_policy=page_policy,
+            headers=headers, notifier=notifier, page_policy=page_policy, in_doubt=in_doubt,
         )  # fmt: skip
         # the parts (docs/architecture.md, "The task repository"); public, so tests and the
         # layers above (the context window) use their public surfaces, never a private one
@@ -155,6 +166,12 @@ class TaskRepository:
     @retry.setter
     def retry(self, value: RetryPolicy) -> None:
         self.port.scope.retry = value
+
+    @property
+    def resilience(self) -> Resilience:
+        """The retry policy and the store's ledger of calls in doubt, which every method
+        here runs under (`mindstore.operations`: each is an operation)."""
+        return self.port.scope.resilience
 
     @property
     def offload_threshold(self) -> int:
@@ -317,6 +334,9 @@ class TaskRepository:
         """
         chosen = task_id is not None
         task_id = check_key(task_id, "task id") if chosen else new_id()
+        running = operations.current()
+        if running is not None and not chosen:
+            running.note = UNNAMED_CREATE
         owner = check_owner(owner)
         if self.owner is not None:
             if owner is not None and owner != self.owner:
@@ -341,9 +361,12 @@ class TaskRepository:
         initial: list[AnyMessage] = []
         if config is not None:
             ts = now_ts()
-            initial.append(
-                TaskConfigMessage(task_id=task_id, started_ts=ts, finished_ts=ts, content=[config])
-            )
+            # with a history (which may be cut into pages) and a chosen id: named by the
+            # task id, so a create retried after a crash writes the same pages
+            # (docs/write-paths.md, "Creating a long history")
+            named = derived_name(task_id, "config") if chosen and messages else new_id()
+            initial.append(TaskConfigMessage(id=named, task_id=task_id, started_ts=ts,
+                                             finished_ts=ts, content=[config]))  # fmt: skip
         initial.extend(verbs.check_messages(messages))
         if replay:
             for message in initial:
@@ -385,6 +408,22 @@ class TaskRepository:
             document["id_filter"] = history.id_filter
         document["messages"] = stored
         deadline = create_deadline()
+        tape, noted = current_tape(), ("create", key)
+        # an earlier attempt of this call sent this insert (same ids, same times): if it
+        # landed, this is its retry and the task is the one it made
+        if (
+            tape is not None
+            and tape.replaying
+            and tape.recall(noted) == now
+            and await self._tasks.count_documents(
+                {"_id": key, "tenant": self.tenant, "created_at": now}, limit=1
+            )
+        ):
+            tape.note(noted, now)
+            if history is not None:
+                await confirm_pages(self._pages, self._tasks, tenant=self.tenant, key=key,
+                                    born=now, history=history)  # fmt: skip
+            return TaskRecord.from_document(plain, header)
         if (chosen or history is not None) and await self._tasks.count_documents(
             {"_id": {"$in": [task_id, key]}, "tenant": self.tenant}, limit=1
         ):  # before any page is written: pages under a live task's ids are its own
@@ -395,6 +434,8 @@ class TaskRepository:
                 self._pages, tenant=self.tenant, key=key, born=now, history=history,
                 deadline=deadline,
             )  # fmt: skip
+        if tape is not None:
+            tape.note(noted, now)
         try:
             await self._tasks.insert_one(document)
         except DuplicateKeyError as exc:
@@ -454,16 +495,26 @@ class TaskRepository:
         """
         query = self._filter(task_id)
         self._forget(task_id)
-        await self._read_header_doc(task_id)  # NotFound outside the scope; adopts legacy
-        if await self._nodes.count_documents(
-            {"tenant": self.tenant, "parent_id": task_id}, limit=1
-        ):
-            raise Conflict(
-                f"task {task_id!r} has forks; "
-                "delete them first or use dialogs.delete(..., cascade=True)"
-            )
+        tape, noted = current_tape(), ("delete", query["_id"])
+        retried = tape is not None and tape.recall(noted) is not None
+        try:
+            await self._read_header_doc(task_id)  # NotFound outside the scope; adopts legacy
+        except NotFound:
+            if not retried:
+                raise
+            # an earlier attempt of this call deleted it, its reply lost: finish after it
+        else:
+            if await self._nodes.count_documents(
+                {"tenant": self.tenant, "parent_id": task_id}, limit=1
+            ):
+                raise Conflict(
+                    f"task {task_id!r} has forks; "
+                    "delete them first or use dialogs.delete(..., cascade=True)"
+                )
+        if tape is not None:
+            tape.note(noted, True)
         result = await self._tasks.delete_one(query)
-        if result.deleted_count == 0:
+        if result.deleted_count == 0 and not retried:
             raise self._not_found(task_id)
         await self._payloads.delete_many({"tenant": self.tenant, "task_id": task_id})
         await self._pages.delete_many({"tenant": self.tenant, "task": query["_id"]})

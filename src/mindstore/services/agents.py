@@ -41,6 +41,7 @@ from mindstore.model.agents import (
     render_prompt,
 )
 from mindstore.model.messages import AnyMessage
+from mindstore.operations import Resilience, operations, through
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.records import TaskRecord
 from mindstore.services.tasks import TaskService
@@ -48,8 +49,14 @@ from mindstore.services.tasks import TaskService
 Change = Callable[[AgentState], AgentState]
 
 
+@operations("agents", unsafe=("apply",))
 class AgentRepository:
-    """The agents of one tenant (and, in an owner-scoped view, only the owner's agent)."""
+    """The agents of one tenant (and, in an owner-scoped view, only the owner's agent).
+
+    `apply` runs a caller's change on the stored state: after a lost reply the change may
+    have been applied, and applying it again to the new state is not the same, so its
+    `Unavailable` reaches the caller, who reads the state before applying it again (the
+    `RetryPolicy` does not retry it)."""
 
     def __init__(self, tasks: TaskService, dialogs: DialogRepository) -> None:
         self.tenant = tasks.tenant
@@ -60,6 +67,11 @@ class AgentRepository:
         self._agents = tasks.database[AGENTS]
         self.lost_races = 0
         """Guarded writes that matched nothing and were planned again (for monitoring)."""
+
+    @property
+    def resilience(self) -> Resilience:
+        """The tasks' retry policy and ledger (every method here is an operation)."""
+        return self.tasks.resilience
 
     def _name(self, name: Any) -> str:
         checked = check_agent_name(name)
@@ -201,6 +213,7 @@ class AgentRepository:
         )
 
 
+@operations("agent", resilience=through("repository"))
 class Agent:
     """An agent's dialogs by alias (the dialog document's agent-level access).
 

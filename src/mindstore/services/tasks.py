@@ -16,11 +16,13 @@ from mindstore.compression.context import ContextWindow, build_context
 from mindstore.compression.registry import StrategyArgument
 from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter, estimate_tokens
+from mindstore.operations import operations
 from mindstore.repositories.streaming import MessageStream
 from mindstore.repositories.tasks import TaskRepository
 from mindstore.validation import check_bool, check_int, check_optional_int
 
 
+@operations("tasks")
 class TaskService(TaskRepository):
     """`acme.tasks`: every verb and read of `TaskRepository`, and `context()`."""
 

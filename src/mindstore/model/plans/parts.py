@@ -109,6 +109,8 @@ def plan_add_tool_call_part(
         raise ValidationError(f"expected a ToolCallPart, got {type(tool_call).__name__}")
     message = _require_role(message, (AssistantMessage,), "add_tool_call_part")
     planner = Planner(header, task_id, **kw)
+    if any(isinstance(p, ToolCallPart) and p == tool_call for p in message.content):
+        return planner.finish(message)  # this very call is in the message: a replay, no write
     new = message.model_copy(deep=True)
     paths: list[tuple[str, Any]] = []
     for position in range(len(new.content) - 1, -1, -1):

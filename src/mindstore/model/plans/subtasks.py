@@ -12,6 +12,7 @@ from mindstore.errors import (
     ValidationError,
     WrongType,
 )
+from mindstore.ids import derived_name
 from mindstore.model.base import later_ts, new_id
 from mindstore.model.header import TaskHeader, ToolCallRef
 from mindstore.model.messages import (
@@ -86,15 +87,24 @@ def plan_add_task_entry(
     )  # fmt: skip
     planner.append(entry)
     ts = later_ts(entry_ts, 1)
+
+    def named(what: str) -> str:  # named by the entry: a retry from anywhere writes the same
+        return derived_name(entry_id, what) if entry_id else new_id()
+
     planner.append(
         TaskConfigMessage(
-            task_id=task_id, started_ts=ts, finished_ts=ts, content=[initial_task_config]
+            id=named("config"),
+            task_id=task_id,
+            started_ts=ts,
+            finished_ts=ts,
+            content=[initial_task_config],
         )
     )
     texts = [part.text for part in description if isinstance(part, TextPart)]
     images = [part for part in description if isinstance(part, ImagePart)]
     if texts or images:
-        user = build_human_message(task_id, texts, images, True, later_ts(entry_ts, 2))
+        user = build_human_message(task_id, texts, images, True, later_ts(entry_ts, 2),
+                                   named("context"))  # fmt: skip
         if user is not None:
             planner.append(user)
     infos = [part for part in description if isinstance(part, InformationalPart)]
@@ -105,6 +115,7 @@ def plan_add_task_entry(
                 task_id=task_id,
                 started_ts=ts,
                 finished_ts=ts,
+                id=named(f"informational {position}"),
                 content=[
                     InformationalPart(
                         is_visible_ai=part.is_visible_ai,
@@ -195,6 +206,8 @@ def plan_add_task_exit(
     ]
     if text:
         contents.append(ToolResultContent(type="text", text=text))
+    if result_message_id is None and exit_id:  # named by the exit: a retry writes the same
+        result_message_id = derived_name(exit_id, "answer")
     answer = ToolResultSpec(tool_result_contents=tuple(contents), has_feedback=True,
                             message_id=result_message_id)  # fmt: skip
     tool_message = build_tool_result_message(
