@@ -187,6 +187,16 @@ async def canonical(store: Store, tenant: str) -> dict[str, list[bytes]]:
     return out
 
 
+async def orphan_pages(store: Store, tenant: str) -> list[str]:
+    """Sealed pages of the tenant whose task is gone (what a delete cut short leaves)."""
+    database = store.backend.database
+    pages = await database["task_pages"].find({"tenant": tenant}, {"task": 1}).to_list(None)
+    keys = {page["task"] for page in pages}
+    present = {d["_id"] for d in await database["tasks"].find(
+        {"tenant": tenant, "_id": {"$in": sorted(keys)}}, {"_id": 1}).to_list(None)}  # fmt: skip
+    return [page["_id"] for page in pages if page["task"] not in present]
+
+
 def answer(value: Any, path: WritePath | None = None) -> Any:
     """A call's result in a comparable form."""
     if path is not None and path.result is not None:
@@ -355,6 +365,9 @@ async def run_case(
             return
         if again is not None and answer(again, path) != ref.result and (path.atomic or not crashed):
             tally.fail(case, "retry returned another result")
+            return
+        if not crashed and await orphan_pages(store, tenant):  # the canonical form reads
+            tally.fail(case, "sealed pages left that no task counts")  # pages through tasks
             return
         if landed:  # a fault that stored nothing leaves a plain first call to retry
             await verified(store, tenant)

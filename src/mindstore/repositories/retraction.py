@@ -135,7 +135,8 @@ class Retraction:
         return message
 
     async def _landed(self, task_id: str, sent: _Retracted) -> bool | None:
-        """Did the retract an earlier attempt sent land (see `TaskWriter._landed`)?"""
+        """Did the retract an earlier attempt sent land (the question a verb's retry asks:
+        `engine.TaskWriter`)?"""
         document = await self.scope.tasks.find_one(
             self.scope.filter(task_id), {"version": 1, "updated_at": 1}
         )
