@@ -219,9 +219,9 @@ BOUNDED_SCANS: tuple[BoundedScan, ...] = (
     BoundedScan(
         "a tenant's data keys by tenant", DATA_KEYS, frozenset({"tenant"}),
         reason="backup and erase page a tenant's key documents by `_id` with `tenant` by "
-        "equality, which no index of `data_keys` leads with yet: the keyring's collection is "
-        "being redesigned, and `(tenant, _id)` is its index to declare",
-        bound="the key store (a few documents per tenant) until that index exists",
+        "equality, which no index of `data_keys` leads with: the key store holds a few "
+        "documents per tenant, too few to be worth a `(tenant, _id)` index",
+        bound="the key store (a few documents per tenant)",
         filters=frozenset({"_id"}), sorts=frozenset({BY_ID}),
     ),
     BoundedScan(
