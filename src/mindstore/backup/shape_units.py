@@ -32,6 +32,7 @@ from mindstore.collection_names import (
     LANGGRAPH_WRITES,
     POLICIES,
 )
+from mindstore.crypto.keyring import TENANT_KEK
 from mindstore.ids import KEY_SEPARATOR, is_name
 from mindstore.integrations import langgraph_keys as keys
 
@@ -235,7 +236,7 @@ def check_data_key(record: Any) -> UnitFacts:
         raise ShapeError(f"version must be a positive integer, got {_shown(version)}")
     if record.get("_id") != f"{tenant}/v{version}":
         raise ShapeError(f"_id {_shown(record.get('_id'))} must be '<tenant>/v<version>'")
-    if record.get("kek") != "tenant":
+    if record.get("kek") != TENANT_KEK:
         raise ShapeError("a backup holds only data keys wrapped by the tenant's own key")
     if not isinstance(record.get("wrapped"), bytes):
         raise ShapeError("wrapped must be binary")

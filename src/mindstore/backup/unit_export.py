@@ -32,6 +32,7 @@ from mindstore.collection_names import (
     LANGGRAPH_WRITES,
     POLICIES,
 )
+from mindstore.crypto.keyring import TENANT_KEK
 from mindstore.integrations import langgraph_keys as keys
 
 from .container import RecordWriter
@@ -48,8 +49,6 @@ PAGE_DOCUMENTS = {
     POLICIES: 500,
     DATA_KEYS: 500,
 }
-TENANT_KEK = "tenant"
-"""A data key document wrapped by its tenant's key in a provider (`crypto.keyring`)."""
 
 
 def _travels(document: dict[str, Any]) -> bool:
