@@ -8,13 +8,20 @@ change of queries or indexes, record the shapes of both suite passes and render 
     MINDSTORE_INDEX_SHAPES=/tmp/shapes.jsonl scripts/test        # both page sizes
     .venv/bin/python tests/index_table.py /tmp/shapes.jsonl       # rewrites the table
 
+or, after a subset run, ``--add`` keeps the rows there are and adds the new shapes.
+
 A row is one shape (collection, fields and how each is compared, sort); a point query
 (``_id`` by value or list) is one row per collection whatever else it names, since the
-``_id`` index serves it alone. Rendering and parsing only: no database.
+``_id`` index serves it alone. A shape that only a bounded scan allows is documented by
+its family (the second table: which fields it may name, why, how much it reads); the
+rows of such shapes the suite sent are listed too, but a test that sends a new one (a
+hypothesis example combining an analytics report's filters anew) needs no new row.
+Rendering and parsing only: no database.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -35,7 +42,7 @@ BEGIN, END = "<!-- query shapes: begin -->", "<!-- query shapes: end -->"
 SCANS_BEGIN, SCANS_END = "<!-- bounded scans: begin -->", "<!-- bounded scans: end -->"
 POINT = "_id = (a value or a list), with any other fields"
 HEADER = "| collection | query | commands | served by |\n|---|---|---|---|"
-SCANS_HEADER = "| bounded scan | collection | why | bound |\n|---|---|---|---|"
+SCANS_HEADER = "| bounded scan | collection | query | why | bound |\n|---|---|---|---|---|"
 
 
 def audit() -> IndexAudit:
@@ -77,15 +84,15 @@ def documented(text: str | None = None) -> dict[tuple[str, str], tuple[str, str]
     return rows
 
 
-def documented_scans(text: str | None = None) -> dict[str, tuple[str, str, str]]:
-    """bounded scan name -> (collection, why, bound) of the second table."""
+def documented_scans(text: str | None = None) -> dict[str, tuple[str, str, str, str]]:
+    """bounded scan name -> (collection, query, why, bound) of the second table."""
     table = _between(OPERATIONS.read_text() if text is None else text, SCANS_BEGIN, SCANS_END)
-    rows: dict[str, tuple[str, str, str]] = {}
+    rows: dict[str, tuple[str, str, str, str]] = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 4 or cells[0] in ("bounded scan", "---"):
+        if len(cells) != 5 or cells[0] in ("bounded scan", "---"):
             continue
-        rows[cells[0].strip("*")] = (cells[1].strip("`"), cells[2], cells[3])
+        rows[cells[0].strip("*")] = (cells[1].strip("`"), cells[2], cells[3], cells[4])
     return rows
 
 
@@ -172,7 +179,9 @@ def render_scans() -> str:
     lines = [SCANS_HEADER]
     for entry in BOUNDED_SCANS:
         where = f"`{entry.collection}`" if entry.collection else "every collection"
-        lines.append(f"| *{entry.name}* | {where} | {entry.reason} | {entry.bound} |")
+        lines.append(
+            f"| *{entry.name}* | {where} | {entry.describe()} | {entry.reason} | {entry.bound} |"
+        )
     return "\n".join(lines)
 
 
@@ -186,7 +195,18 @@ def rewrite(text: str, shapes: Iterable[QueryShape]) -> str:
     return f"{before}{SCANS_BEGIN}\n{render_scans()}\n{SCANS_END}{after}"
 
 
-def main(paths: list[str]) -> int:
+def documented_shapes(text: str | None = None) -> list[QueryShape]:
+    """The shapes of the table's rows, once per command listed."""
+    return [
+        dataclasses.replace(parse_row(collection, query), command=command)
+        for (collection, query), (commands, _) in documented(text).items()
+        for command in commands.split(", ")
+    ]
+
+
+def main(arguments: list[str]) -> int:
+    add = "--add" in arguments
+    paths = [a for a in arguments if a != "--add"]
     shapes = [
         from_record(json.loads(line))
         for path in paths
@@ -196,7 +216,10 @@ def main(paths: list[str]) -> int:
     if not shapes:
         print("no shapes recorded: run the suite with MINDSTORE_INDEX_SHAPES=<file>")
         return 1
-    OPERATIONS.write_text(rewrite(OPERATIONS.read_text(), shapes))
+    text = OPERATIONS.read_text()
+    if add:
+        shapes += documented_shapes(text)
+    OPERATIONS.write_text(rewrite(text, shapes))
     print(f"{OPERATIONS}: {len({row_key(s) for s in shapes})} query shapes")
     return 0
 

@@ -6,6 +6,7 @@ the bounded scans, the documented table, and the indexes created and retired at 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -386,8 +387,8 @@ def test_every_bounded_scan_says_why_and_how_much_and_is_documented() -> None:
     listed = documented_scans()
     assert set(listed) == set(names), "docs/operations.md: rewrite with tests/index_table.py"
     for entry in BOUNDED_SCANS:
-        collection, reason, bound = listed[entry.name]
-        assert (reason, bound) == (entry.reason, entry.bound), entry.name
+        collection, query, reason, bound = listed[entry.name]
+        assert (query, reason, bound) == (entry.describe(), entry.reason, entry.bound), entry.name
         assert collection == (entry.collection or "every collection")
 
 
@@ -498,3 +499,39 @@ async def test_the_audit_fails_a_query_whose_index_is_gone(store: Store, drop: s
     without = [i for i in checker.indexes[collection] if i.name != drop]
     assert not serving_index(query, without).ok
     assert allowed_by(query) is None
+
+
+async def test_every_listing_and_tree_read_of_a_view_is_served_or_bounded(store: Store) -> None:
+    """The reads whose filters a caller combines: `tasks.list` with each mix of owner,
+    state, cursor and time, and the dialog tree of a tenant view and of an owner's. A
+    test that combines them at random (tests/test_hostile_inputs.py) then meets only
+    shapes the table lists; the suite-wide audit checks each one sent here."""
+
+    seen: list[QueryShape] = []
+    for owner in (None, "alice"):
+        view = store.scoped("acme", owner=owner)
+        root = await view.tasks.create(owner="alice")
+        await view.tasks.add_human_message(root.id, "hi")
+        await view.dialogs.fork(root.id, owner="alice")
+        with store.backend.recorder.capture(payloads=True) as log:
+            for list_owner in (None, "alice"):
+                for state in (None, "running"):
+                    first = await view.tasks.list(owner=list_owner, state=state, limit=1)
+                    assert first.next_cursor is not None
+                    await view.tasks.list(
+                        owner=list_owner, state=state, limit=1, cursor=first.next_cursor
+                    )
+                    await view.tasks.list(
+                        owner=list_owner,
+                        state=state,
+                        updated_after=datetime(2000, 1, 1, tzinfo=UTC),
+                    )
+            await view.dialogs.children(root.id)
+            await view.dialogs.subtree_ids(root.id)
+            await view.dialogs.tree_json(root.id)
+            await view.dialogs.repair()
+        seen += [s for c in log for s in shapes_of(c)]
+    checker = audit()
+    assert all(checker.check(s).ok for s in seen)
+    listings = {s.equality | s.ranges for s in seen if s.collection == "tasks" and s.sort}
+    assert len(listings) >= 12  # {owner, state} x {first page, cursor, updated_after}

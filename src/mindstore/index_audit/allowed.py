@@ -64,6 +64,21 @@ class BoundedScan:
     needs: frozenset[str] = frozenset()
     sorts: frozenset[SortKey] = field(default_factory=lambda: frozenset({()}))
 
+    def describe(self) -> str:
+        """The family in one line: ``tenant =, owner = (optional), filter on created_at,
+        pages; sort _id``."""
+        parts = [f"{f} =" for f in sorted(self.equality)]
+        parts += [f"{f} = (optional)" for f in sorted(self.optional)]
+        if self.filters:
+            needed = f" ({', '.join(sorted(self.needs))} required)" if self.needs else ""
+            parts.append("filter on " + ", ".join(sorted(self.filters)) + needed)
+        text = ", ".join(parts) or "(no filter)"
+        sorts = sorted(
+            ", ".join(f + ("" if d > 0 else " desc") for f, d in sort) or "none"
+            for sort in self.sorts
+        )
+        return text + "; sort " + " or ".join(sorts)
+
     def covers(self, shape: QueryShape) -> bool:
         if self.collection is not None and shape.collection != self.collection:
             return False
