@@ -16,6 +16,8 @@ __all__ = [
     "LANGGRAPH_WRITES",
     "PAYLOADS",
     "POLICIES",
+    "SEARCH_ENTRIES",
+    "SEARCH_TASKS",
     "TASKS",
     "TASK_PAGES",
 ]
@@ -30,3 +32,5 @@ LANGGRAPH_BLOBS = "langgraph_blobs"
 POLICIES = "policies"
 TASK_PAGES = "task_pages"
 DATA_KEYS = "data_keys"
+SEARCH_ENTRIES = "search_entries"
+SEARCH_TASKS = "search_tasks"

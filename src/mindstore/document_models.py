@@ -53,6 +53,8 @@ from mindstore.model.storage_form import unescape_keys
 from mindstore.model.stored_read import parse_read, read_stored
 from mindstore.paged_history import apply_pending
 
+from mindstore.search.documents import SearchEntryDoc, SearchTaskDoc
+
 __all__ = [
     "DOCUMENT_MODELS",
     "RETIRED_INDEXES",
@@ -467,6 +469,8 @@ DOCUMENT_MODELS: list[type[Document]] = [
     AgentDoc,
     PolicyDoc,
     DataKeyDoc,
+    SearchEntryDoc,
+    SearchTaskDoc,
 ]
 """The core's document models: the collections every store has."""
 

@@ -34,6 +34,8 @@ from mindstore.collection_names import (
     LANGGRAPH_WRITES,
     PAYLOADS,
     POLICIES,
+    SEARCH_ENTRIES,
+    SEARCH_TASKS,
     TASK_PAGES,
     TASKS,
 )
@@ -94,6 +96,8 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "(paged_history/stages.py); standard since MongoDB 4.0",
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
+    # "$max" above is also the update operator (MongoDB 2.6): the search index's watermark
+    # only moves forward when two stores bring it up to date at once (search/index.py)
 }
 """Outside docs/design.md's list, but standard in every MongoDB since 3.x (so in 6), used by the
 code, and run on the embedded backend by the suite (whose audit, tests/conftest.py,
@@ -112,6 +116,8 @@ SHARDED_COLLECTIONS = frozenset(
         LANGGRAPH_CHECKPOINTS,
         LANGGRAPH_WRITES,
         LANGGRAPH_BLOBS,
+        SEARCH_ENTRIES,
+        SEARCH_TASKS,
     }
 )
 """Collections sharded on ``(tenant, _id)`` (docker/compose.sharded.yaml, docs/operations.md)."""
@@ -126,6 +132,13 @@ TENANT_WIDE_WRITES: Mapping[tuple[str, str, frozenset[str]], str] = {
         "tasks.delete() drops the deleted task's offloaded payloads (deleteMany)",
     ("delete", "task_pages", frozenset({"tenant", "task"})):
         "tasks.delete() drops the deleted task's sealed pages (deleteMany)",
+    ("delete", SEARCH_ENTRIES, frozenset({"tenant", "task"})):
+        "the search index drops a task's entries when it is deleted or indexed again "
+        "whole (search/index.py)",
+    ("delete", SEARCH_ENTRIES, frozenset({"tenant"})):
+        "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
+    ("delete", SEARCH_TASKS, frozenset({"tenant"})):
+        "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
 }  # fmt: skip
 """Multi-document writes without ``_id`` that are allowed, keyed by (command, collection,
 filter fields): admin paths that must reach every chunk of one tenant. Anything else

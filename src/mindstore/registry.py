@@ -32,6 +32,8 @@ from mindstore.collection_names import (
     LANGGRAPH_WRITES,
     PAYLOADS,
     POLICIES,
+    SEARCH_ENTRIES,
+    SEARCH_TASKS,
     TASK_PAGES,
     TASKS,
 )
@@ -39,6 +41,7 @@ from mindstore.collection_names import (
 __all__ = [
     "BEYOND_TASKS",
     "COLLECTIONS",
+    "DERIVED",
     "DATA_KEYS",
     "KEY_STORE",
     "REGISTRY",
@@ -155,7 +158,27 @@ before their tasks, tasks before what refers to them, threads, agents and settin
 KEY_STORE = REGISTRY[-1]
 """The keyring's wrapped data keys (format 4 of a backup holds the tenant-wrapped ones)."""
 
-COLLECTIONS: dict[str, Collection] = {entry.name: entry for entry in REGISTRY}
+DERIVED: tuple[Collection, ...] = (
+    Collection(
+        SEARCH_ENTRIES, Unit.TASK, owner="field `o` (its task's)",
+        key="`task` = the task id; `_id` = `<task key>/<index>` (and `<tenant>/`, the "
+        "tenant's statistics)", since="never backed up: rebuilt from the tasks",
+        format_version=0, owner_field="o",
+        redaction="a redacted message's entry is deleted with the redaction; deletes, "
+        "erase and retention remove their tasks' entries; a shred makes them unreadable "
+        "and the next search deletes them (docs/search.md)",
+    ),
+    Collection(
+        SEARCH_TASKS, Unit.TASK, owner="its task's", key="`_id` = the task's key",
+        since="never backed up: rebuilt from the tasks", format_version=0,
+        redaction="holds counts and versions, no content",
+    ),
+)  # fmt: skip
+"""Collections derived from the others, never backed up (a restore rebuilds them): the
+search index (`mindstore.search`). Erase, retention and deletes remove what they hold
+for the tasks they remove."""
+
+COLLECTIONS: dict[str, Collection] = {entry.name: entry for entry in (*REGISTRY, *DERIVED)}
 BEYOND_TASKS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.unit is not Unit.TASK)
 """The collections of threads, agents and tenant settings (format 3 of a backup)."""
 

@@ -8,7 +8,8 @@ tasks (another tenant's id is simply "not found").
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from functools import cached_property
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,10 @@ from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.locks import TaskLocks
 from mindstore.services.agents import AgentRepository
+from mindstore.search.admin import SearchIndexAdmin
+from mindstore.search.index import IndexState, SearchStore
+from mindstore.search.service import SearchPage
+from mindstore.search.service import search as run_search
 from mindstore.services.tasks import TaskService
 
 if TYPE_CHECKING:
@@ -77,6 +82,68 @@ class TenantStore:
         )
         if store.keyring is not None:
             self.tasks.cipher = TenantCipher(store.keyring, self.tenant)
+
+    @cached_property
+    def search_index(self) -> SearchIndexAdmin:
+        """The tenant's search index, for operators: `rebuild()`, `verify()` (docs/search.md)."""
+        return SearchIndexAdmin(self._search_store)
+
+    @cached_property
+    def _search_store(self) -> SearchStore:
+        whole = self if self.owner is None else TenantStore(self.store, self.tenant, None)
+        return SearchStore(self.store.database, self.tenant, whole.tasks, self.tasks.cipher,
+                           self.store.search_states)  # fmt: skip
+
+    async def search(
+        self,
+        query: str,
+        *,
+        owner: str | None = None,
+        roles: Iterable[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        task_ids: Iterable[str] | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        """Search the tenant's conversations: a page of hits, best first (BM25).
+
+        Every message of every task is reachable (sealed pages included, dialogs' forks,
+        the integrations' sessions and threads: they are tasks); an owner-scoped view
+        finds only its owner's messages. The query language: words (all must match),
+        ``"a phrase"``, ``-word``, ``role:user``, ``tool:<name>`` (docs/search.md). A
+        message is found by any search that starts after its append returned.
+
+        Args:
+            query: What to look for.
+            owner: Only this owner's messages (an owner-scoped view: only its own).
+            roles: Only messages of these roles.
+            since: Only messages started at or after this time.
+            until: Only messages started before this time.
+            task_ids: Only these tasks.
+            limit: Page size, 1 to 100.
+            cursor: The `next_cursor` of the previous page.
+
+        Returns:
+            A `SearchPage`: `hits` (task id, message id, role, time, score, snippet),
+            `next_cursor`, `total`.
+
+        Raises:
+            ValidationError: A bad query (empty, too long, a control character, an unknown
+                role) or argument; the error names it.
+            KeyShredded: The tenant's keys were destroyed: it cannot be searched.
+
+        Example:
+            ```python
+            page = await acme.search('lisbon "hotel booking" -cancelled', limit=10)
+            for hit in page.hits:
+                print(hit.task_id, hit.snippet.marked())
+            ```
+        """
+        return await run_search(
+            self._search_store, query, view_owner=self.owner, owner=owner, roles=roles,
+            since=since, until=until, task_ids=task_ids, limit=limit, cursor=cursor,
+        )  # fmt: skip
 
     @property
     def resilience(self) -> Resilience:
@@ -128,6 +195,8 @@ class Store:
         self.headers = HeaderCache(header_cache_size)
         self.notifier = Notifier()
         self._locks = TaskLocks()  # per loop: a store may be shared by loops and threads
+        self.search_states: dict[str, IndexState] = {}
+        """Each tenant's search index state as this store last saw it (`mindstore.search`)."""
 
     @property
     def resilience(self) -> Resilience:

@@ -1,0 +1,92 @@
+"""`acme.search_index`: the operators' side of search (rebuild, verify, stemming).
+
+`rebuild` drops the tenant's index and indexes every task again (also how stemming is
+switched on or off); `verify` reads every task of the tenant and compares what the index
+should hold with what it holds, writing nothing. docs/search.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mindstore.collection_names import TASKS
+
+from .index import SearchStore, entry_for, stats_id
+from .tokenize import stemmer_for
+
+__all__ = ["SearchIndexAdmin", "VerifyReport"]
+
+
+@dataclass
+class VerifyReport:
+    """What `verify` found: `ok` when the index holds exactly what the tasks say."""
+
+    tasks: int = 0
+    entries: int = 0
+    missing: list[str] = field(default_factory=list)
+    """Entry ids the index lacks (a message not indexed yet is listed here until the next
+    search brings the index up to date)."""
+    extra: list[str] = field(default_factory=list)
+    """Entry ids the index holds for no current message (a deleted or redacted one)."""
+    statistics_ok: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.extra and self.statistics_ok
+
+
+class SearchIndexAdmin:
+    """Rebuild and verify one tenant's index."""
+
+    def __init__(self, index: SearchStore) -> None:
+        self.index = index
+
+    async def rebuild(self, *, stemming: str | None = None) -> int:
+        """Drop the tenant's index and index every task again; return the entries made.
+
+        Args:
+            stemming: ``"english"`` to stem English words from now on (Snowball); None: no
+                stemming.
+
+        Raises:
+            ConfigurationError: An unknown language, or `snowballstemmer` missing.
+            KeyShredded: The tenant's keys were destroyed.
+        """
+        stemmer_for(stemming)  # refuse before dropping anything
+        await self.index.reset(stemming=stemming)
+        await self.index.refresh()
+        state = await self.index.state(fresh=True)
+        return state.documents
+
+    async def verify(self) -> VerifyReport:
+        """Compare the index with the tenant's tasks, writing nothing (see `VerifyReport`)."""
+        index = self.index
+        state = await index.state(fresh=True)
+        from .index import codec_for
+
+        codec = await codec_for(index.tenant, index.cipher, state)
+        report = VerifyReport()
+        expected: dict[str, int] = {}
+        tasks = index.database[TASKS].find({"tenant": index.tenant}, {"owner": 1})
+        async for task in tasks:
+            report.tasks += 1
+            task_id = str(task["_id"]).split("/", 1)[-1]
+            for n, message in enumerate(await index.tasks.read_range(task_id)):
+                entry = entry_for(message, n, index.tenant, task_id, task.get("owner"), codec)
+                if entry is not None:
+                    expected[entry["_id"]] = entry["n"]
+        held: dict[str, int] = {}
+        found = index.entries.find({"tenant": index.tenant}, {"n": 1})
+        async for entry in found:
+            if entry["_id"] != stats_id(index.tenant):
+                held[entry["_id"]] = int(entry.get("n") or 0)
+        report.entries = len(held)
+        report.missing = sorted(set(expected) - set(held))
+        report.extra = sorted(set(held) - set(expected))
+        stats = await index.entries.find_one({"_id": stats_id(index.tenant), "tenant": index.tenant})
+        if held:
+            report.statistics_ok = stats is not None and (
+                int(stats.get("docs") or 0) == len(held)
+                and int(stats.get("length") or 0) == sum(held.values())
+            )
+        return report
