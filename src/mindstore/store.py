@@ -30,11 +30,11 @@ from mindstore.repositories.dialogs import DialogRepository
 from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.locks import TaskLocks
-from mindstore.services.agents import AgentRepository
 from mindstore.search.admin import SearchIndexAdmin
 from mindstore.search.index import IndexState, SearchStore
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
+from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
 if TYPE_CHECKING:

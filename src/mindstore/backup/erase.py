@@ -64,6 +64,7 @@ from mindstore.ids import check_key as check_id
 from mindstore.ids import check_name, task_id_of, task_key
 from mindstore.operations import operation
 from mindstore.protocols import HasDatabase
+from mindstore.search.index import forget_task, forget_tenant
 from mindstore.version import __version__
 
 from .codec import encode_document
@@ -352,6 +353,12 @@ async def erase(
         late = [i for i in await _page_ids(pages, tenant, erased_keys) if i not in set(page_ids)]
         for chunk in _chunks(late):
             await pages.delete_many({"tenant": tenant, "_id": {"$in": chunk}})
+        # the search index is derived: it follows the tasks (mindstore.search)
+        if whole:
+            await forget_tenant(db, tenant)
+        else:
+            for key in task_ids:
+                await forget_task(db, tenant, task_id_of(key))
 
     return EraseReceipt(
         tenant=tenant,

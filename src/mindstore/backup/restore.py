@@ -64,6 +64,7 @@ from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 from mindstore.operations import operation
 from mindstore.protocols import HasDatabase
+from mindstore.search.index import reset_tenant
 
 from .container import open_backup
 from .errors import RestoreConflict
@@ -407,6 +408,9 @@ async def restore(
                 done += len(batch)
                 if progress:
                     progress(f"restore {name}", done, total)
+        # the search index is not in backups: its next search looks at every task again
+        for tenant in [as_tenant] if as_tenant is not None else manifest.tenants:
+            await reset_tenant(store.database, tenant)
         return RestoreReport(
             str(path),
             mode,

@@ -34,6 +34,7 @@ from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 from mindstore.operations import operation
 from mindstore.protocols import HasDatabase
+from mindstore.search.index import forget_task
 from mindstore.validation import check_int, check_owner
 
 from .erase import EraseReceipt, ids_digest, listed_ids
@@ -211,6 +212,8 @@ async def erase_before(
                     await db[DIALOG_NODES].delete_many({"tenant": tenant, "_id": {"$in": nodes}})
                 if payloads:
                     await db[PAYLOADS].delete_many({"tenant": tenant, "_id": {"$in": payloads}})
+                for task_id in ids:  # the search index follows its tasks (mindstore.search)
+                    await forget_task(db, tenant, task_id)
             erased[TASKS] += gone
             erased[DIALOG_NODES] += nodes
             erased[PAYLOADS] += payloads

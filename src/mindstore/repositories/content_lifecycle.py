@@ -23,6 +23,7 @@ from mindstore.pipelines.context import compression_messages_pipeline
 from mindstore.repositories.engine import TaskWriter
 from mindstore.repositories.feed import FeedEvent, follow, wait_for_change
 from mindstore.repositories.port import TaskPort
+from mindstore.search.index import forget_message
 from mindstore.validation import check_optional_int, check_optional_text
 
 
@@ -50,6 +51,8 @@ class ContentLifecycle:
             await self.scope.payloads.delete_many(
                 {"_id": {"$in": payload_ids}, "tenant": self.scope.tenant}
             )
+        # the search index forgets it now, not at the next search (mindstore.search)
+        await forget_message(self.scope.database, self.scope.tenant, task_id, message_id)
         await self._withhold_summaries(task_id, message_id)
         return message
 

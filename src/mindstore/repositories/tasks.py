@@ -78,6 +78,7 @@ from mindstore.repositories.records import CheckpointRecord, Page, TaskRecord
 from mindstore.repositories.retraction import Retraction
 from mindstore.repositories.scope import TaskScope
 from mindstore.repositories.task_reads import TaskReads
+from mindstore.search.index import forget_task
 from mindstore.validation import (
     MAX_TITLE_CHARS,
     check_enum,
@@ -519,6 +520,7 @@ class TaskRepository:
         await self._payloads.delete_many({"tenant": self.tenant, "task_id": task_id})
         await self._pages.delete_many({"tenant": self.tenant, "task": query["_id"]})
         await self._nodes.delete_one({"_id": query["_id"], "tenant": self.tenant})
+        await forget_task(self.database, self.tenant, task_id)  # its search index entries
         return True
 
     async def set_state(self, task_id: str, state: TaskState | str) -> TaskRecord:

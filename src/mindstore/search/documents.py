@@ -47,8 +47,8 @@ class SearchEntryDoc(Document):
                        name="tenant_terms"),  # fmt: skip
             IndexModel(
                 [("tenant", pymongo.ASCENDING), ("task", pymongo.ASCENDING),
-                 ("i", pymongo.ASCENDING)],  # fmt: skip
-                name="tenant_task_index",
+                 ("m", pymongo.ASCENDING)],  # fmt: skip
+                name="tenant_task_message",
             ),
             TENANT_ID,
         ]
