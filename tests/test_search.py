@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import mindstore
+from conftest import StoreFactory
 from mindstore import Store
 from mindstore.backup import backup, erase, restore
 from mindstore.backup.retention import erase_before
@@ -21,8 +22,6 @@ from mindstore.crypto import Keyring, LocalMasterKey
 from mindstore.errors import KeyShredded, ValidationError
 from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
-
-from conftest import StoreFactory
 
 SMALL_PAGES = PagePolicy(page_messages=3)
 
@@ -91,7 +90,8 @@ async def test_the_query_language(acme: Any) -> None:
     add = acme.tasks.add_human_message
     await add(task.id, "The Lisbon hotel was lovely", message_id="a")
     await add(task.id, "A hotel near Lisbon airport", message_id="b")
-    await add(task.id, "Café résumé in ＬＩＳＢＯＮ", message_id="c")
+    full_width = "\uff2c\uff29\uff33\uff22\uff2f\uff2e"  # LISBON
+    await add(task.id, f"Café résumé in {full_width}", message_id="c")
     await add(task.id, "東京都の天気を教えて", message_id="d")
     turn = await acme.tasks.add_assistant_message(task.id, message_id="e")
     await acme.tasks.add_text_part(task.id, turn.id, "Checking the weather in Lisbon")
@@ -280,8 +280,8 @@ async def test_text_of_a_task_entry_and_exit_is_found(acme: Any) -> None:
     config = CONFIG
     task = await acme.tasks.create(config=config)
     turn = await acme.tasks.add_assistant_message(task.id)
-    await acme.tasks.add_tool_call_part(task.id, turn.id,
-                                        ToolCallPart(tool_call_id="c-1", tool_name="research"))  # fmt: skip
+    call = ToolCallPart(tool_call_id="c-1", tool_name="research")
+    await acme.tasks.add_tool_call_part(task.id, turn.id, call)
     await acme.tasks.add_task_entry(task.id, [TextPart(text="compare two hotels")], config)
     await acme.tasks.add_task_exit(task.id, [TextPart(text="Casa do Rio wins")])
     assert len(await _ids(acme, "compare hotels")) == 1

@@ -52,7 +52,6 @@ from mindstore.model.messages import AnyMessage
 from mindstore.model.storage_form import unescape_keys
 from mindstore.model.stored_read import parse_read, read_stored
 from mindstore.paged_history import apply_pending
-
 from mindstore.search.documents import SearchEntryDoc, SearchTaskDoc
 
 __all__ = [

@@ -41,8 +41,8 @@ from mindstore.collection_names import (
 __all__ = [
     "BEYOND_TASKS",
     "COLLECTIONS",
-    "DERIVED",
     "DATA_KEYS",
+    "DERIVED",
     "KEY_STORE",
     "REGISTRY",
     "TENANT_FIELD",

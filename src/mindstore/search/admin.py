@@ -83,7 +83,9 @@ class SearchIndexAdmin:
         report.entries = len(held)
         report.missing = sorted(set(expected) - set(held))
         report.extra = sorted(set(held) - set(expected))
-        stats = await index.entries.find_one({"_id": stats_id(index.tenant), "tenant": index.tenant})
+        stats = await index.entries.find_one(
+            {"_id": stats_id(index.tenant), "tenant": index.tenant}
+        )
         if held:
             report.statistics_ok = stats is not None and (
                 int(stats.get("docs") or 0) == len(held)

@@ -13,10 +13,11 @@ was indexed at, and its entries' count and length (docs/search.md).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import pymongo
 from beanie import Document
+from pydantic import Field
 from pymongo import IndexModel
 
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_TASKS
@@ -35,19 +36,23 @@ class SearchEntryDoc(Document):
     id: str  # type: ignore[assignment]
     tenant: str
     task: str | None = None
-    p: list[dict[str, Any]] = []
+    p: list[dict[str, Any]] = Field(default_factory=list)
     n: int = 0
 
     class Settings:
         name = SEARCH_ENTRIES
         use_state_management = False
         validate_on_save = False
-        indexes = [
-            IndexModel([("tenant", pymongo.ASCENDING), ("p.t", pymongo.ASCENDING)],
-                       name="tenant_terms"),  # fmt: skip
+        indexes: ClassVar[list[IndexModel]] = [
             IndexModel(
-                [("tenant", pymongo.ASCENDING), ("task", pymongo.ASCENDING),
-                 ("m", pymongo.ASCENDING)],  # fmt: skip
+                [("tenant", pymongo.ASCENDING), ("p.t", pymongo.ASCENDING)], name="tenant_terms"
+            ),
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("task", pymongo.ASCENDING),
+                    ("m", pymongo.ASCENDING),
+                ],
                 name="tenant_task_message",
             ),
             TENANT_ID,
@@ -69,5 +74,4 @@ class SearchTaskDoc(Document):
         name = SEARCH_TASKS
         use_state_management = False
         validate_on_save = False
-        indexes = [TENANT_ID]
-
+        indexes: ClassVar[list[IndexModel]] = [TENANT_ID]

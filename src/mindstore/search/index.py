@@ -177,12 +177,22 @@ class SearchStore:
         held = self._states.get(self.tenant)
         if held is not None and not fresh:
             return held
-        document = await self.entries.find_one({"_id": stats_id(self.tenant), "tenant": self.tenant})
+        document = await self.entries.find_one(
+            {"_id": stats_id(self.tenant), "tenant": self.tenant}
+        )
         if document is None:
             await self.entries.update_one(
                 {"_id": stats_id(self.tenant), "tenant": self.tenant},
-                {"$setOnInsert": {"p": [{"t": STATS_TERM, "c": 0}], "docs": 0, "length": 0,
-                                  "epoch": 1, "stem": None, "kv": None}},  # fmt: skip
+                {
+                    "$setOnInsert": {
+                        "p": [{"t": STATS_TERM, "c": 0}],
+                        "docs": 0,
+                        "length": 0,
+                        "epoch": 1,
+                        "stem": None,
+                        "kv": None,
+                    }
+                },
                 upsert=True,
             )
             document = {"epoch": 1}
@@ -209,11 +219,32 @@ class SearchStore:
         pipeline = [
             {"$match": query},
             {"$project": {"version": 1, "seq": 1, "owner": 1, "updated_at": 1}},
-            {"$lookup": {"from": SEARCH_TASKS, "localField": "_id", "foreignField": "_id",
-                         "as": "s"}},  # fmt: skip
-            {"$project": {"version": 1, "seq": 1, "owner": 1, "updated_at": 1, "s": 1,
-                          "same": {"$size": {"$filter": {"input": "$s", "as": "x", "cond": {
-                              "$eq": ["$$x.v", "$version"]}}}}}},  # fmt: skip
+            {
+                "$lookup": {
+                    "from": SEARCH_TASKS,
+                    "localField": "_id",
+                    "foreignField": "_id",
+                    "as": "s",
+                }
+            },
+            {
+                "$project": {
+                    "version": 1,
+                    "seq": 1,
+                    "owner": 1,
+                    "updated_at": 1,
+                    "s": 1,
+                    "same": {
+                        "$size": {
+                            "$filter": {
+                                "input": "$s",
+                                "as": "x",
+                                "cond": {"$eq": ["$$x.v", "$version"]},
+                            }
+                        }
+                    },
+                }
+            },
             {"$match": {"same": 0}},
         ]
         stale = await (await self.database[TASKS].aggregate(pipeline)).to_list(None)
@@ -248,8 +279,10 @@ class SearchStore:
             await forget_task(self.database, self.tenant, task_id)
             return
         owner = row.get("owner")
-        made = [entry_for(m, start + n, self.tenant, task_id, owner, codec)
-                for n, m in enumerate(messages)]  # fmt: skip
+        made = [
+            entry_for(m, start + n, self.tenant, task_id, owner, codec)
+            for n, m in enumerate(messages)
+        ]
         entries = [e for e in made if e is not None]
         if not appended:
             await self.entries.delete_many({"tenant": self.tenant, "task": task_id})
@@ -263,8 +296,13 @@ class SearchStore:
         kept_l = int(old.get("l", 0)) if appended and old is not None else 0
         total_d = kept_d + len(entries)
         total_l = kept_l + sum(e["n"] for e in entries)
-        mark = {"v": version, "s": start + len(messages), "d": total_d, "l": total_l,
-                "u": row.get("updated_at")}  # fmt: skip
+        mark = {
+            "v": version,
+            "s": start + len(messages),
+            "d": total_d,
+            "l": total_l,
+            "u": row.get("updated_at"),
+        }
         guard: dict[str, Any] = {"_id": key, "tenant": self.tenant}
         try:
             if old is None:
@@ -291,10 +329,30 @@ class SearchStore:
         wanted = [*dict.fromkeys(stored_terms), STATS_TERM]
         pipeline = [
             {"$match": {"tenant": self.tenant, "p.t": {"$in": wanted}}},
-            {"$project": {"task": 1, "i": 1, "m": 1, "r": 1, "o": 1, "ts": 1, "n": 1,
-                          "docs": 1, "length": 1, "epoch": 1, "stem": 1, "kv": 1, "wm": 1,
-                          "p": {"$filter": {"input": "$p", "as": "e", "cond": {
-                              "$in": ["$$e.t", {"$literal": wanted}]}}}}},  # fmt: skip
+            {
+                "$project": {
+                    "task": 1,
+                    "i": 1,
+                    "m": 1,
+                    "r": 1,
+                    "o": 1,
+                    "ts": 1,
+                    "n": 1,
+                    "docs": 1,
+                    "length": 1,
+                    "epoch": 1,
+                    "stem": 1,
+                    "kv": 1,
+                    "wm": 1,
+                    "p": {
+                        "$filter": {
+                            "input": "$p",
+                            "as": "e",
+                            "cond": {"$in": ["$$e.t", {"$literal": wanted}]},
+                        }
+                    },
+                }
+            },
         ]
         return list(await (await self.entries.aggregate(pipeline)).to_list(None))
 
@@ -314,9 +372,17 @@ class SearchStore:
         await forget_tenant(self.database, self.tenant)
         await self.entries.update_one(
             {"_id": stats_id(self.tenant), "tenant": self.tenant},
-            {"$set": {"p": [{"t": STATS_TERM, "c": 0}], "docs": 0, "length": 0,
-                      "epoch": state.epoch + 1, "stem": stemming, "kv": key_version},
-             "$unset": {"wm": ""}},  # fmt: skip
+            {
+                "$set": {
+                    "p": [{"t": STATS_TERM, "c": 0}],
+                    "docs": 0,
+                    "length": 0,
+                    "epoch": state.epoch + 1,
+                    "stem": stemming,
+                    "kv": key_version,
+                },
+                "$unset": {"wm": ""},
+            },
             upsert=True,
         )
         self.forget_state()

@@ -107,13 +107,22 @@ def check_filters(
             raise ValidationError(f"task_ids: at most {MAX_TASK_IDS}")
         ids = frozenset(listed)
     start, end = _epoch(since, "since"), _epoch(until, "until")
-    return Filters(view_owner if view_owner is not None else owner, frozenset(chosen), start,
-                   end, ids)  # fmt: skip
+    return Filters(
+        view_owner if view_owner is not None else owner, frozenset(chosen), start, end, ids
+    )
 
 
 def _fingerprint(query: str, filters: Filters) -> str:
-    raw = json.dumps([query, filters.owner, sorted(filters.roles), filters.since,
-                      filters.until, sorted(filters.task_ids or [])])  # fmt: skip
+    raw = json.dumps(
+        [
+            query,
+            filters.owner,
+            sorted(filters.roles),
+            filters.since,
+            filters.until,
+            sorted(filters.task_ids or []),
+        ]
+    )
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -145,9 +154,12 @@ class _Candidate:
 
 
 def _rank(
-    rows: list[dict[str, Any]], parsed: ParsedQuery, codec: Codec, filters: Filters,
+    rows: list[dict[str, Any]],
+    parsed: ParsedQuery,
+    codec: Codec,
+    filters: Filters,
     stats: dict[str, Any],
-) -> list[_Candidate]:  # fmt: skip
+) -> list[_Candidate]:
     """The matching entries, best first (BM25, then newest, then id)."""
     stored = {term: codec.term(term) for term in parsed.lookup}
     required = [stored[t] for t in parsed.required]
@@ -226,9 +238,15 @@ async def search(
 
 
 async def _page(
-    index: SearchStore, ranked: list[_Candidate], parsed: ParsedQuery, codec: Codec,
-    offset: int, limit: int, query: str, filters: Filters,
-) -> SearchPage:  # fmt: skip
+    index: SearchStore,
+    ranked: list[_Candidate],
+    parsed: ParsedQuery,
+    codec: Codec,
+    offset: int,
+    limit: int,
+    query: str,
+    filters: Filters,
+) -> SearchPage:
     """The page `[offset, offset + limit)` with snippets; phrases checked on the text."""
     words = set(parsed.scored)
     hits: list[SearchHit] = []

@@ -1,7 +1,7 @@
 """Text -> search terms (pure): the one normalisation the index and the queries share.
 
 A term is a run of letters and digits (Unicode categories L* and N*) after NFKC,
-case folding and accent stripping, so "Café", "CAFE" and "ｃａｆｅ" are one term. Scripts
+case folding and accent stripping, so "Café", "CAFE" and its full-width form are one term. Scripts
 written without spaces (Han, Hiragana, Katakana) have no word boundaries to find without
 a dictionary: each run of them becomes its overlapping character bigrams ("東京都" ->
 "東京", "京都"), the scheme Lucene's CJK analyzer uses, so a query finds any text that
@@ -17,8 +17,18 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 
-__all__ = ["MAX_TERM", "Stemmer", "Token", "normalise", "stemmer_for", "terms", "tokens"]
+__all__ = [
+    "MAX_TERM",
+    "STEMMING_LANGUAGES",
+    "Stemmer",
+    "Token",
+    "normalise",
+    "stemmer_for",
+    "terms",
+    "tokens",
+]
 
 MAX_TERM = 40
 """Longer runs (base64, hashes) are cut to this many characters: still findable by their
@@ -79,10 +89,7 @@ def _ascii_tokens(text: str) -> Iterator[Token]:
 
 def tokens(text: str, stem: Stemmer | None = None) -> list[Token]:
     """The terms of `text` in order, with their spans (see the module doc)."""
-    if text.isascii():
-        found = list(_ascii_tokens(text))
-    else:
-        found = list(_unicode_tokens(text))
+    found = list(_ascii_tokens(text) if text.isascii() else _unicode_tokens(text))
     if stem is None:
         return found
     return [Token(_stemmed(t.term, stem), t.start, t.end) for t in found]
@@ -108,7 +115,7 @@ def _unicode_tokens(text: str) -> Iterator[Token]:
         if len(cjk) == 1:
             char, at = cjk[0]
             yield Token(char, at, at + 1)
-        for (first, at), (second, last) in zip(cjk, cjk[1:], strict=False):
+        for (first, at), (second, last) in pairwise(cjk):
             yield Token(first + second, at, last + 1)
         cjk.clear()
 
