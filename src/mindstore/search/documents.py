@@ -36,8 +36,14 @@ class SearchEntryDoc(Document):
     id: str  # type: ignore[assignment]
     tenant: str
     task: str | None = None
+    i: int = 0
+    m: str | None = None
+    r: str | None = None
+    o: str | None = None
+    ts: float = 0.0
     p: list[dict[str, Any]] = Field(default_factory=list)
     n: int = 0
+    x: Any = None
 
     class Settings:
         name = SEARCH_ENTRIES
