@@ -86,7 +86,7 @@ def conversation(rng: random.Random, index: int, size: int, owners: int = 5) -> 
                                 is_loading=False, is_approval_pending=False)
             answer.append(call)
         messages.append(AssistantMessage(id=f"a{index}-{turn}", content=answer,
-                                         status="done"))
+                                         status="completed"))
         if call is not None:
             result = ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name,
                                     result={"text": _sentence(rng, vocabulary,

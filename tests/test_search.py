@@ -254,7 +254,7 @@ async def test_under_a_keyring_the_index_holds_no_word_and_a_shred_ends_search(
     globex = store.scoped("globex")
     await globex.tasks.add_human_message((await globex.tasks.create()).id, "zebracorn")
     assert len(await _ids(globex, "zebracorn")) == 1
-    tokens = {tenant: {p["t"] for e in await _entries(store, tenant) for p in e["p"]}
+    tokens = {tenant: {t for e in await _entries(store, tenant) for t in e["k"]}
               for tenant in ("acme", "globex")}  # fmt: skip
     assert not tokens["acme"] & tokens["globex"]
     await store.keyring.shred("acme")

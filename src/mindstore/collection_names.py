@@ -17,6 +17,7 @@ __all__ = [
     "PAYLOADS",
     "POLICIES",
     "SEARCH_ENTRIES",
+    "SEARCH_POSTINGS",
     "SEARCH_TASKS",
     "TASKS",
     "TASK_PAGES",
@@ -34,3 +35,4 @@ TASK_PAGES = "task_pages"
 DATA_KEYS = "data_keys"
 SEARCH_ENTRIES = "search_entries"
 SEARCH_TASKS = "search_tasks"
+SEARCH_POSTINGS = "search_postings"

@@ -52,7 +52,7 @@ from mindstore.model.messages import AnyMessage
 from mindstore.model.storage_form import unescape_keys
 from mindstore.model.stored_read import parse_read, read_stored
 from mindstore.paged_history import apply_pending
-from mindstore.search.documents import SearchEntryDoc, SearchTaskDoc
+from mindstore.search.documents import SearchEntryDoc, SearchPostingsDoc, SearchTaskDoc
 
 __all__ = [
     "DOCUMENT_MODELS",
@@ -468,6 +468,7 @@ DOCUMENT_MODELS: list[type[Document]] = [
     AgentDoc,
     PolicyDoc,
     DataKeyDoc,
+    SearchPostingsDoc,
     SearchEntryDoc,
     SearchTaskDoc,
 ]

@@ -35,6 +35,7 @@ from mindstore.collection_names import (
     PAYLOADS,
     POLICIES,
     SEARCH_ENTRIES,
+    SEARCH_POSTINGS,
     SEARCH_TASKS,
     TASK_PAGES,
     TASKS,
@@ -117,6 +118,7 @@ SHARDED_COLLECTIONS = frozenset(
         LANGGRAPH_WRITES,
         LANGGRAPH_BLOBS,
         SEARCH_ENTRIES,
+        SEARCH_POSTINGS,
         SEARCH_TASKS,
     }
 )
@@ -132,10 +134,9 @@ TENANT_WIDE_WRITES: Mapping[tuple[str, str, frozenset[str]], str] = {
         "tasks.delete() drops the deleted task's offloaded payloads (deleteMany)",
     ("delete", "task_pages", frozenset({"tenant", "task"})):
         "tasks.delete() drops the deleted task's sealed pages (deleteMany)",
-    ("delete", SEARCH_ENTRIES, frozenset({"tenant", "task"})):
-        "the search index drops a task's entries when it is deleted or indexed again "
-        "whole (search/index.py)",
     ("delete", SEARCH_ENTRIES, frozenset({"tenant"})):
+        "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
+    ("delete", SEARCH_POSTINGS, frozenset({"tenant"})):
         "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
     ("delete", SEARCH_TASKS, frozenset({"tenant"})):
         "search-index rebuild, erase of a tenant and a shredded tenant drop its index",

@@ -33,6 +33,7 @@ from mindstore.collection_names import (
     PAYLOADS,
     POLICIES,
     SEARCH_ENTRIES,
+    SEARCH_POSTINGS,
     SEARCH_TASKS,
     TASK_PAGES,
     TASKS,
@@ -159,6 +160,13 @@ KEY_STORE = REGISTRY[-1]
 """The keyring's wrapped data keys (format 4 of a backup holds the tenant-wrapped ones)."""
 
 DERIVED: tuple[Collection, ...] = (
+    Collection(
+        SEARCH_POSTINGS, Unit.TASK, owner="each posting's `o` (its task's)",
+        key="`_id` = `<tenant>/<term>/<partition>`; each posting names its task (`t`)",
+        since="never backed up: rebuilt from the tasks", format_version=0,
+        redaction="a redacted message's postings are pulled with the redaction; deletes, "
+        "erase and retention pull their tasks' postings (docs/search.md)",
+    ),
     Collection(
         SEARCH_ENTRIES, Unit.TASK, owner="field `o` (its task's)",
         key="`task` = the task id; `_id` = `<task key>/<index>` (and `<tenant>/`, the "

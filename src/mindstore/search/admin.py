@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mindstore.collection_names import TASKS
+from mindstore.ids import task_id_of
 
-from .index import SearchStore, entry_for, stats_id
+from .index import SearchStore, codec_for, entry_for, stats_id
 from .tokenize import stemmer_for
 
 __all__ = ["SearchIndexAdmin", "VerifyReport"]
@@ -29,10 +30,13 @@ class VerifyReport:
     extra: list[str] = field(default_factory=list)
     """Entry ids the index holds for no current message (a deleted or redacted one)."""
     statistics_ok: bool = True
+    """The tenant's message and term counts match the entries."""
+    postings_ok: bool = True
+    """Every expected posting is stored, once, and no other."""
 
     @property
     def ok(self) -> bool:
-        return not self.missing and not self.extra and self.statistics_ok
+        return not self.missing and not self.extra and self.statistics_ok and self.postings_ok
 
 
 class SearchIndexAdmin:
@@ -62,33 +66,37 @@ class SearchIndexAdmin:
         """Compare the index with the tenant's tasks, writing nothing (see `VerifyReport`)."""
         index = self.index
         state = await index.state(fresh=True)
-        from .index import codec_for
-
         codec = await codec_for(index.tenant, index.cipher, state)
         report = VerifyReport()
         expected: dict[str, int] = {}
+        postings: set[tuple[str, str, int]] = set()
         tasks = index.database[TASKS].find({"tenant": index.tenant}, {"owner": 1})
         async for task in tasks:
             report.tasks += 1
-            task_id = str(task["_id"]).split("/", 1)[-1]
+            task_id = task_id_of(str(task["_id"]))
             for n, message in enumerate(await index.tasks.read_range(task_id)):
                 entry = entry_for(message, n, index.tenant, task_id, task.get("owner"), codec)
                 if entry is not None:
-                    expected[entry["_id"]] = entry["n"]
+                    expected[entry.document["_id"]] = entry.document["n"]
+                    postings |= {(term, task_id, n) for term in entry.postings}
         held: dict[str, int] = {}
-        found = index.entries.find({"tenant": index.tenant}, {"n": 1})
-        async for entry in found:
-            if entry["_id"] != stats_id(index.tenant):
-                held[entry["_id"]] = int(entry.get("n") or 0)
+        async for entry in index.entries.find({"tenant": index.tenant}, {"n": 1}):
+            held[entry["_id"]] = int(entry.get("n") or 0)
         report.entries = len(held)
         report.missing = sorted(set(expected) - set(held))
         report.extra = sorted(set(held) - set(expected))
-        stats = await index.entries.find_one(
-            {"_id": stats_id(index.tenant), "tenant": index.tenant}
-        )
+        stored: list[tuple[str, str, int]] = []
+        stats: dict[str, object] = {}
+        prefix = len(index.tenant) + 1
+        async for document in index.postings.find({"tenant": index.tenant}):
+            if document["_id"] == stats_id(index.tenant):
+                stats = document
+                continue
+            term = document["_id"][prefix : document["_id"].rindex("/")]
+            stored += [(term, str(p.get("t")), int(p.get("i") or 0)) for p in document["e"]]
+        report.postings_ok = len(stored) == len(set(stored)) and set(stored) == postings
         if held:
-            report.statistics_ok = stats is not None and (
-                int(stats.get("docs") or 0) == len(held)
-                and int(stats.get("length") or 0) == sum(held.values())
-            )
+            report.statistics_ok = int(str(stats.get("docs") or 0)) == len(held) and int(
+                str(stats.get("length") or 0)
+            ) == sum(held.values())
         return report

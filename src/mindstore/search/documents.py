@@ -1,13 +1,17 @@
 """The search index's stored shapes and indexes (Beanie documents, among the core's models).
 
-``search_entries``: one document per indexed message (`_id` = ``<task key>/<index>``):
-the tenant, task, owner, role, time, the message's postings ``p`` (``[{t: term, c:
-count}]``, a multikey index led by tenant serves every lookup), its length ``n`` and its
-text ``x`` for snippets (sealed under a keyring). One more per tenant, ``_id`` =
-``<tenant>/``, holds its statistics (messages, terms, watermark, epoch, stemming) and a
-posting of the empty term, so the one lookup a search sends returns it too.
-``search_tasks``: per task (`_id` = the task's key) the version and message count it
-was indexed at, and its entries' count and length (docs/search.md).
+``search_postings``: a tenant's inverted index. For each term, `PARTITIONS` documents
+(`_id` = ``<tenant>/<term>/<partition>``, the partition a hash of the task id) list the
+messages holding it: ``e`` = ``[{t: task, i: index, c: count, n: length, r: role, o:
+owner, s: time}]``. A search names every document it needs by `_id` (terms times
+partitions), so one `_id` lookup returns every posting of the query's terms, on any
+server and on the embedded backend alike; a term's document frequency is its postings'
+count. ``search_entries``: one document per indexed message (`_id` = ``<task key>/<index>``)
+with its id, its terms ``k`` and its text ``x`` for snippets (sealed under a keyring); one
+more per tenant, ``_id`` = ``<tenant>/``, holds its statistics (messages, terms,
+watermark, epoch, stemming, key version). ``search_tasks``: per task (`_id` = the task's
+key) the version and message count it was indexed at, its entries' count and length and
+its terms (docs/search.md).
 """
 
 from __future__ import annotations
@@ -20,14 +24,33 @@ from beanie import Document
 from pydantic import Field
 from pymongo import IndexModel
 
-from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_TASKS
+from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
+
+__all__ = ["PARTITIONS", "SearchEntryDoc", "SearchPostingsDoc", "SearchTaskDoc"]
+
+PARTITIONS = 8
+"""Postings documents per term: a term's postings are split by task so that no document
+grows past a few MB before a tenant holds millions of messages, and an indexing write
+touches a small document."""
 
 TENANT_ID = IndexModel(
     [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_1__id_1"
 )
 """`(tenant, _id)`, as every sharded collection has (`mindstore.document_models`)."""
 
-__all__ = ["SearchEntryDoc", "SearchTaskDoc"]
+
+class SearchPostingsDoc(Document):
+    """One partition of one term's postings (see the module doc)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    e: list[dict[str, Any]] = Field(default_factory=list)
+
+    class Settings:
+        name = SEARCH_POSTINGS
+        use_state_management = False
+        validate_on_save = False
+        indexes: ClassVar[list[IndexModel]] = [TENANT_ID]
 
 
 class SearchEntryDoc(Document):
@@ -38,10 +61,8 @@ class SearchEntryDoc(Document):
     task: str | None = None
     i: int = 0
     m: str | None = None
-    r: str | None = None
     o: str | None = None
-    ts: float = 0.0
-    p: list[dict[str, Any]] = Field(default_factory=list)
+    k: list[str] = Field(default_factory=list)
     n: int = 0
     x: Any = None
 
@@ -50,9 +71,6 @@ class SearchEntryDoc(Document):
         use_state_management = False
         validate_on_save = False
         indexes: ClassVar[list[IndexModel]] = [
-            IndexModel(
-                [("tenant", pymongo.ASCENDING), ("p.t", pymongo.ASCENDING)], name="tenant_terms"
-            ),
             IndexModel(
                 [
                     ("tenant", pymongo.ASCENDING),
@@ -74,6 +92,7 @@ class SearchTaskDoc(Document):
     s: int = 0
     d: int = 0
     l: int = 0  # noqa: E741
+    k: list[str] = Field(default_factory=list)
     u: datetime | None = None
 
     class Settings:

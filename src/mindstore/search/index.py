@@ -5,29 +5,33 @@ which of the tenant's tasks changed since the index last saw them (one aggregate
 `tasks`: those updated since the tenant's watermark, less a margin for writers' clock
 skew, whose version differs from the one `search_tasks` recorded, joined by `$lookup`),
 indexes what changed (a pure append: only the new messages; any other change: the whole
-task again), then looks its terms up (one aggregate on `search_entries`). So a message is
-found by every search that starts after its append returned, from any store on the
-database, and a search that finds nothing new costs two round trips plus one for the
-snippets of the page it returns. docs/search.md.
+task again), then reads the postings of its terms (one `_id` lookup on
+`search_postings`, which returns the tenant's statistics too). So a message is found by
+every search that starts after its append returned, from any store on the database, and
+a search that finds nothing new costs two round trips, plus one for the snippets of the
+page it returns. Every write names its documents by `_id`. docs/search.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_TASKS, TASKS
+from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS, TASKS
 from mindstore.crypto.aead import open_value, seal_value
 from mindstore.errors import NotFound
 from mindstore.ids import task_id_of, task_key
 from mindstore.model.plans.redaction import redaction_of
 
 from .blind import Blinder, derive_search_key
+from .documents import PARTITIONS
 from .query import tool_term
 from .text import searchable
 from .tokenize import Stemmer, stemmer_for, tokens
@@ -41,9 +45,12 @@ __all__ = [
     "Codec",
     "IndexState",
     "SearchStore",
+    "entry_for",
     "forget_message",
     "forget_task",
     "forget_tenant",
+    "partition",
+    "postings_id",
     "reset_tenant",
     "stats_id",
 ]
@@ -51,13 +58,22 @@ __all__ = [
 MARGIN = timedelta(seconds=120)
 """How far before the watermark a search looks for changed tasks: the clock skew between
 writers it tolerates (a task's `updated_at` is its writer's clock)."""
-STATS_TERM = ""
-"""The term the statistics document posts (no word is empty), so the lookup returns it."""
 
 
 def stats_id(tenant: str) -> str:
-    """The `_id` of a tenant's statistics document (no task key ends in ``/``)."""
+    """The `_id` of a tenant's statistics document (no postings `_id` ends in ``/``)."""
     return f"{tenant}/"
+
+
+def partition(task_id: str) -> int:
+    """The postings partition of a task's messages (stable across processes)."""
+    digest = hashlib.blake2b(task_id.encode("utf-8", "surrogatepass"), digest_size=4)
+    return int.from_bytes(digest.digest(), "big") % PARTITIONS
+
+
+def postings_id(tenant: str, term: str, part: int) -> str:
+    """The `_id` of partition `part` of `term`'s postings."""
+    return f"{tenant}/{term}/{part}"
 
 
 @dataclass(frozen=True)
@@ -123,9 +139,34 @@ async def codec_for(tenant: str, cipher: TenantCipher | None, state: IndexState)
     return Codec(blind, seal, opened, stem, version)
 
 
+@dataclass
+class _Batch:
+    """The writes of one catch-up, gathered across its tasks."""
+
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    pulls: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    pushes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    docs: int = 0
+    length: int = 0
+
+
+async def _bulk(collection: Any, requests: list[UpdateOne]) -> None:
+    for chunk in range(0, len(requests), 1000):
+        await collection.bulk_write(requests[chunk : chunk + 1000], ordered=False)
+
+
+@dataclass
+class Entry:
+    """One message as the index holds it: its entry document and its postings."""
+
+    document: dict[str, Any]
+    postings: dict[str, dict[str, Any]]
+
+
 def entry_for(
     message: AnyMessage, index: int, tenant: str, task_id: str, owner: str | None, codec: Codec
-) -> dict[str, Any] | None:
+) -> Entry | None:
     """The index entry of one message (None: nothing of it is searchable, or redacted)."""
     if redaction_of(message) is not None:
         return None
@@ -137,19 +178,25 @@ def entry_for(
     if not counts:
         return None
     message_id = str(getattr(message, "id", ""))
-    return {
+    role = str(getattr(message, "role", "unknown"))
+    ts = float(getattr(message, "started_ts", 0) or 0)
+    length = len(words)
+    document = {
         "_id": f"{task_key(tenant, task_id)}/{index}",
         "tenant": tenant,
         "task": task_id,
         "i": index,
         "m": message_id,
-        "r": str(getattr(message, "role", "unknown")),
         "o": owner,
-        "ts": float(getattr(message, "started_ts", 0) or 0),
-        "p": [{"t": term, "c": count} for term, count in counts.items()],
-        "n": len(words),
+        "k": list(counts),
+        "n": length,
         "x": codec.seal(found.text, task_id, message_id),
     }
+    postings = {
+        term: {"t": task_id, "i": index, "c": count, "n": length, "r": role, "o": owner, "s": ts}
+        for term, count in counts.items()
+    }
+    return Entry(document, postings)
 
 
 class SearchStore:
@@ -169,7 +216,11 @@ class SearchStore:
         self.cipher = cipher
         self._states = states
         self.entries = database[SEARCH_ENTRIES]
+        self.postings = database[SEARCH_POSTINGS]
         self.task_marks = database[SEARCH_TASKS]
+
+    def _stats(self) -> dict[str, str]:
+        return {"_id": stats_id(self.tenant), "tenant": self.tenant}
 
     # ------------------------------------------------------------------ state
     async def state(self, *, fresh: bool = False) -> IndexState:
@@ -177,22 +228,11 @@ class SearchStore:
         held = self._states.get(self.tenant)
         if held is not None and not fresh:
             return held
-        document = await self.entries.find_one(
-            {"_id": stats_id(self.tenant), "tenant": self.tenant}
-        )
+        document = await self.postings.find_one(self._stats())
         if document is None:
-            await self.entries.update_one(
-                {"_id": stats_id(self.tenant), "tenant": self.tenant},
-                {
-                    "$setOnInsert": {
-                        "p": [{"t": STATS_TERM, "c": 0}],
-                        "docs": 0,
-                        "length": 0,
-                        "epoch": 1,
-                        "stem": None,
-                        "kv": None,
-                    }
-                },
+            await self.postings.update_one(
+                self._stats(),
+                {"$setOnInsert": {"docs": 0, "length": 0, "epoch": 1, "stem": None, "kv": None}},
                 upsert=True,
             )
             document = {"epoch": 1}
@@ -208,14 +248,15 @@ class SearchStore:
         """Index every task changed since the watermark; return the tenant's codec."""
         state = await self.state()
         codec = await codec_for(self.tenant, self.cipher, state)
-        if codec.key_version != state.key_version and (
-            codec.key_version is not None or state.key_version is not None
-        ):
+        if codec.key_version != state.key_version:
             await self.reset(stemming=state.stemming, key_version=codec.key_version)
             state = await self.state(fresh=True)
         query: dict[str, Any] = {"tenant": self.tenant}
         if state.watermark is not None:
             query["updated_at"] = {"$gte": state.watermark - MARGIN}
+        same = {
+            "$size": {"$filter": {"input": "$s", "as": "x", "cond": {"$eq": ["$$x.v", "$version"]}}}
+        }
         pipeline = [
             {"$match": query},
             {"$project": {"version": 1, "seq": 1, "owner": 1, "updated_at": 1}},
@@ -234,15 +275,7 @@ class SearchStore:
                     "owner": 1,
                     "updated_at": 1,
                     "s": 1,
-                    "same": {
-                        "$size": {
-                            "$filter": {
-                                "input": "$s",
-                                "as": "x",
-                                "cond": {"$eq": ["$$x.v", "$version"]},
-                            }
-                        }
-                    },
+                    "same": same,
                 }
             },
             {"$match": {"same": 0}},
@@ -250,29 +283,29 @@ class SearchStore:
         stale = await (await self.database[TASKS].aggregate(pipeline)).to_list(None)
         if not stale:
             return codec
+        batch = _Batch()
         for row in stale:
-            await self._index_task(row, codec)
+            await self._index_task(row, codec, batch)
+        await self._apply(batch)
         marks = [row["updated_at"] for row in stale if row.get("updated_at") is not None]
         if marks:
             high = max(marks)
-            await self.entries.update_one(
-                {"_id": stats_id(self.tenant), "tenant": self.tenant}, {"$max": {"wm": high}}
-            )
+            await self.postings.update_one(self._stats(), {"$max": {"wm": high}})
             if state.watermark is None or high > state.watermark:
                 self._states[self.tenant] = replace(state, watermark=high)
         return codec
 
-    async def _index_task(self, row: dict[str, Any], codec: Codec) -> None:
+    async def _index_task(self, row: dict[str, Any], codec: Codec, batch: _Batch) -> None:
+        """Read what changed of one task, claim it, and add its writes to `batch`."""
         key = row["_id"]
         task_id = task_id_of(key)
-        old = (row.get("s") or [None])[0]
+        old: dict[str, Any] | None = (row.get("s") or [None])[0]
         seq, version = int(row.get("seq") or 0), int(row.get("version") or 0)
+        old_s = int(old.get("s", 0)) if old else 0
         appended = (
-            old is not None
-            and seq >= int(old.get("s", 0))
-            and version - int(old.get("v", 0)) <= seq - int(old.get("s", 0))
+            old is not None and seq >= old_s and version - int(old.get("v", 0)) <= seq - old_s
         )
-        start = int(old["s"]) if appended and old is not None else 0
+        start = old_s if appended else 0
         try:
             messages = await self.tasks.read_range(task_id, start)
         except NotFound:
@@ -284,25 +317,22 @@ class SearchStore:
             for n, m in enumerate(messages)
         ]
         entries = [e for e in made if e is not None]
-        if not appended:
-            await self.entries.delete_many({"tenant": self.tenant, "task": task_id})
-        if entries:
-            try:
-                await self.entries.insert_many(entries, ordered=False)
-            except BulkWriteError as error:  # another search indexed them first: same ids
-                if any(e.get("code") != 11000 for e in error.details.get("writeErrors", [])):
-                    raise
-        kept_d = int(old.get("d", 0)) if appended and old is not None else 0
-        kept_l = int(old.get("l", 0)) if appended and old is not None else 0
+        old_terms = list(old.get("k") or []) if old else []
+        new_terms = {term for e in entries for term in e.postings}
+        terms = sorted(new_terms | set(old_terms)) if appended else sorted(new_terms)
+        kept_d = int(old.get("d", 0)) if appended and old else 0
+        kept_l = int(old.get("l", 0)) if appended and old else 0
         total_d = kept_d + len(entries)
-        total_l = kept_l + sum(e["n"] for e in entries)
+        total_l = kept_l + sum(e.document["n"] for e in entries)
         mark = {
             "v": version,
             "s": start + len(messages),
             "d": total_d,
             "l": total_l,
+            "k": terms,
             "u": row.get("updated_at"),
         }
+        # claim the work first: of two searches indexing one change, one writes postings
         guard: dict[str, Any] = {"_id": key, "tenant": self.tenant}
         try:
             if old is None:
@@ -312,49 +342,74 @@ class SearchStore:
                     {**guard, "v": old.get("v")}, {"$set": mark}
                 )
                 if done.matched_count == 0:
-                    return  # another search recorded it: it counted the statistics
+                    return
         except DuplicateKeyError:
             return
-        before_d = int(old.get("d", 0)) if old is not None else 0
-        before_l = int(old.get("l", 0)) if old is not None else 0
-        await self.entries.update_one(
-            {"_id": stats_id(self.tenant), "tenant": self.tenant},
-            {"$inc": {"docs": total_d - before_d, "length": total_l - before_l}},
-        )
+        if not appended and old is not None:
+            part = partition(task_id)
+            for term in old_terms:
+                batch.pulls.setdefault((term, part), []).append(task_id)
+            batch.gone += [f"{key}/{i}" for i in range(old_s)]
+        part = partition(task_id)
+        for entry in entries:
+            batch.documents.append(entry.document)
+            for term, posting in entry.postings.items():
+                batch.pushes.setdefault((term, part), []).append(posting)
+        batch.docs += total_d - (int(old.get("d", 0)) if old else 0)
+        batch.length += total_l - (int(old.get("l", 0)) if old else 0)
+
+    async def _apply(self, batch: _Batch) -> None:
+        """The writes of one catch-up, grouped: each postings document is written at most
+        twice (a pull, then a push), whatever the number of tasks."""
+        tenant = self.tenant
+        pulls = [
+            UpdateOne(
+                {"_id": postings_id(tenant, term, part), "tenant": tenant},
+                {"$pull": {"e": {"t": {"$in": tasks}}}},
+            )
+            for (term, part), tasks in batch.pulls.items()
+        ]
+        await _bulk(self.postings, pulls)
+        for chunk in range(0, len(batch.gone), 1000):
+            await self.entries.delete_many(
+                {"tenant": tenant, "_id": {"$in": batch.gone[chunk : chunk + 1000]}}
+            )
+        for chunk in range(0, len(batch.documents), 1000):
+            await self._insert(batch.documents[chunk : chunk + 1000])
+        pushes = [
+            UpdateOne(
+                {"_id": postings_id(tenant, term, part), "tenant": tenant},
+                {"$push": {"e": {"$each": postings}}},
+                upsert=True,
+            )
+            for (term, part), postings in batch.pushes.items()
+        ]
+        await _bulk(self.postings, pushes)
+        if batch.docs or batch.length:
+            await self.postings.update_one(
+                self._stats(), {"$inc": {"docs": batch.docs, "length": batch.length}}
+            )
+
+    async def _insert(self, documents: list[dict[str, Any]]) -> None:
+        try:
+            await self.entries.insert_many(documents, ordered=False)
+        except BulkWriteError as error:  # left by an indexing cut short: the same ids
+            if any(e.get("code") != 11000 for e in error.details.get("writeErrors", [])):
+                raise
 
     # ------------------------------------------------------------------ asking
     async def lookup(self, stored_terms: Sequence[str]) -> list[dict[str, Any]]:
-        """Every entry holding one of `stored_terms`, with only those postings, and the
-        statistics document: one aggregate."""
-        wanted = [*dict.fromkeys(stored_terms), STATS_TERM]
-        pipeline = [
-            {"$match": {"tenant": self.tenant, "p.t": {"$in": wanted}}},
-            {
-                "$project": {
-                    "task": 1,
-                    "i": 1,
-                    "m": 1,
-                    "r": 1,
-                    "o": 1,
-                    "ts": 1,
-                    "n": 1,
-                    "docs": 1,
-                    "length": 1,
-                    "epoch": 1,
-                    "stem": 1,
-                    "kv": 1,
-                    "wm": 1,
-                    "p": {
-                        "$filter": {
-                            "input": "$p",
-                            "as": "e",
-                            "cond": {"$in": ["$$e.t", {"$literal": wanted}]},
-                        }
-                    },
-                }
-            },
+        """Every postings document of `stored_terms` and the statistics document: one
+        `_id` lookup."""
+        wanted = [
+            postings_id(self.tenant, term, part)
+            for term in dict.fromkeys(stored_terms)
+            for part in range(PARTITIONS)
         ]
-        return list(await (await self.entries.aggregate(pipeline)).to_list(None))
+        found = self.postings.find(
+            {"tenant": self.tenant, "_id": {"$in": [*wanted, stats_id(self.tenant)]}}
+        )
+        return [document async for document in found]
 
     async def texts(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored texts of entries, by `_id`."""
@@ -370,11 +425,10 @@ class SearchStore:
         """Drop the tenant's index; the next search rebuilds it (a new epoch)."""
         state = await self.state(fresh=True)
         await forget_tenant(self.database, self.tenant)
-        await self.entries.update_one(
-            {"_id": stats_id(self.tenant), "tenant": self.tenant},
+        await self.postings.update_one(
+            self._stats(),
             {
                 "$set": {
-                    "p": [{"t": STATS_TERM, "c": 0}],
                     "docs": 0,
                     "length": 0,
                     "epoch": state.epoch + 1,
@@ -388,52 +442,77 @@ class SearchStore:
         self.forget_state()
 
 
+async def pull_postings(
+    database: Any, tenant: str, task_id: str, terms: Iterable[str], index: int | None
+) -> None:
+    """Pull a task's postings (or one message's, `index`) from the documents of `terms`."""
+    condition: dict[str, Any] = {"t": task_id} if index is None else {"t": task_id, "i": index}
+    part = partition(task_id)
+    requests = [
+        UpdateOne(
+            {"_id": postings_id(tenant, term, part), "tenant": tenant}, {"$pull": {"e": condition}}
+        )
+        for term in terms
+    ]
+    await _bulk(database[SEARCH_POSTINGS], requests)
+
+
+def _stats_filter(tenant: str) -> dict[str, str]:
+    return {"_id": stats_id(tenant), "tenant": tenant}
+
+
 async def forget_task(database: Any, tenant: str, task_id: str) -> None:
-    """Remove a deleted task from the tenant's index (its entries, its mark, its counts)."""
+    """Remove a deleted task from the tenant's index (postings, entries, mark, counts)."""
     key = task_key(tenant, task_id)
-    entries, marks = database[SEARCH_ENTRIES], database[SEARCH_TASKS]
+    marks = database[SEARCH_TASKS]
     mark = await marks.find_one({"_id": key, "tenant": tenant})
-    await entries.delete_many({"tenant": tenant, "task": task_id})
     if mark is None:
         return
     done = await marks.delete_one({"_id": key, "tenant": tenant})
-    if done.deleted_count:
-        await entries.update_one(
-            {"_id": stats_id(tenant), "tenant": tenant},
-            {"$inc": {"docs": -int(mark.get("d", 0)), "length": -int(mark.get("l", 0))}},
+    if not done.deleted_count:
+        return
+    await pull_postings(database, tenant, task_id, mark.get("k") or [], None)
+    gone = [f"{key}/{i}" for i in range(int(mark.get("s", 0)))]
+    for chunk in range(0, len(gone), 1000):
+        await database[SEARCH_ENTRIES].delete_many(
+            {"tenant": tenant, "_id": {"$in": gone[chunk : chunk + 1000]}}
         )
+    await database[SEARCH_POSTINGS].update_one(
+        _stats_filter(tenant),
+        {"$inc": {"docs": -int(mark.get("d", 0)), "length": -int(mark.get("l", 0))}},
+    )
 
 
 async def forget_message(database: Any, tenant: str, task_id: str, message_id: str) -> None:
     """Remove one (redacted) message from the index at once, before any search runs."""
-    entries, marks = database[SEARCH_ENTRIES], database[SEARCH_TASKS]
+    entries = database[SEARCH_ENTRIES]
     found = await entries.find(
-        {"tenant": tenant, "task": task_id, "m": message_id}, {"n": 1}
+        {"tenant": tenant, "task": task_id, "m": message_id}, {"n": 1, "k": 1, "i": 1}
     ).to_list(None)
     for entry in found:
         done = await entries.delete_one({"_id": entry["_id"], "tenant": tenant})
         if not done.deleted_count:
             continue
+        await pull_postings(database, tenant, task_id, entry.get("k") or [], int(entry["i"]))
         n = int(entry.get("n", 0))
-        await marks.update_one(
+        await database[SEARCH_TASKS].update_one(
             {"_id": task_key(tenant, task_id), "tenant": tenant}, {"$inc": {"d": -1, "l": -n}}
         )
-        await entries.update_one(
-            {"_id": stats_id(tenant), "tenant": tenant}, {"$inc": {"docs": -1, "length": -n}}
+        await database[SEARCH_POSTINGS].update_one(
+            _stats_filter(tenant), {"$inc": {"docs": -1, "length": -n}}
         )
 
 
 async def forget_tenant(database: Any, tenant: str) -> None:
     """Remove everything the index holds for `tenant` (erase, shred, rebuild)."""
-    await database[SEARCH_ENTRIES].delete_many({"tenant": tenant})
-    await database[SEARCH_TASKS].delete_many({"tenant": tenant})
+    for name in (SEARCH_POSTINGS, SEARCH_ENTRIES, SEARCH_TASKS):
+        await database[name].delete_many({"tenant": tenant})
 
 
 async def reset_tenant(database: Any, tenant: str) -> None:
     """Make the next search of `tenant` look at every task again (after a restore wrote
     tasks older than its watermark): the watermark is cleared and the epoch moves on, so
     stores that hold the old state notice at their next lookup."""
-    await database[SEARCH_ENTRIES].update_one(
-        {"_id": stats_id(tenant), "tenant": tenant},
-        {"$unset": {"wm": ""}, "$inc": {"epoch": 1}},
+    await database[SEARCH_POSTINGS].update_one(
+        _stats_filter(tenant), {"$unset": {"wm": ""}, "$inc": {"epoch": 1}}
     )

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.errors import KeyShredded, ValidationError
-from mindstore.ids import check_key
+from mindstore.ids import check_key, task_key
 from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
@@ -149,50 +149,69 @@ def _offset(cursor: object, fingerprint: str) -> int:
 @dataclass
 class _Candidate:
     id: str
-    row: dict[str, Any]
+    posting: dict[str, Any]
     score: float
 
 
+def _gather(
+    tenant: str, documents: list[dict[str, Any]]
+) -> tuple[dict[tuple[str, int], tuple[dict[str, Any], dict[str, int]]], dict[str, int]]:
+    """Postings documents -> per message (its posting fields, its counts per term) and
+    each term's document frequency. A posting seen twice (an indexing cut short and run
+    again) counts once."""
+    messages: dict[tuple[str, int], tuple[dict[str, Any], dict[str, int]]] = {}
+    df: dict[str, int] = {}
+    prefix = len(tenant) + 1
+    for document in documents:
+        term = document["_id"][prefix : document["_id"].rindex("/")]
+        for posting in document.get("e") or []:
+            where = (str(posting.get("t")), int(posting.get("i") or 0))
+            held = messages.get(where)
+            if held is None:
+                held = messages[where] = (posting, {})
+            if term in held[1]:
+                continue
+            held[1][term] = int(posting.get("c") or 0)
+            df[term] = df.get(term, 0) + 1
+    return messages, df
+
+
 def _rank(
-    rows: list[dict[str, Any]],
+    tenant: str,
+    documents: list[dict[str, Any]],
     parsed: ParsedQuery,
     codec: Codec,
     filters: Filters,
     stats: dict[str, Any],
 ) -> list[_Candidate]:
-    """The matching entries, best first (BM25, then newest, then id)."""
+    """The matching messages, best first (BM25, then newest, then id)."""
     stored = {term: codec.term(term) for term in parsed.lookup}
     required = [stored[t] for t in parsed.required]
     excluded = {stored[t] for t in parsed.excluded}
     scored = [stored[t] for t in parsed.scored]
-    df: dict[str, int] = {}
-    held: list[tuple[dict[str, Any], dict[str, int]]] = []
-    for row in rows:
-        counts = {p["t"]: int(p.get("c", 0)) for p in row.get("p") or []}
-        for term in counts:
-            df[term] = df.get(term, 0) + 1
-        held.append((row, counts))
+    messages, df = _gather(tenant, documents)
     corpus = Corpus(int(stats.get("docs") or 0), int(stats.get("length") or 0))
     out: list[_Candidate] = []
-    for row, counts in held:
+    for (task_id, index), (posting, counts) in messages.items():
         if any(t not in counts for t in required) or any(t in counts for t in excluded):
             continue
-        if filters.owner is not None and row.get("o") != filters.owner:
+        if filters.owner is not None and posting.get("o") != filters.owner:
             continue
-        if filters.roles and row.get("r") not in filters.roles:
+        role = posting.get("r")
+        if (filters.roles and role not in filters.roles) or (
+            parsed.roles and role not in parsed.roles
+        ):
             continue
-        if parsed.roles and row.get("r") not in parsed.roles:
-            continue
-        ts = float(row.get("ts") or 0)
+        ts = float(posting.get("s") or 0)
         if (filters.since is not None and ts < filters.since) or (
             filters.until is not None and ts >= filters.until
         ):
             continue
-        if filters.task_ids is not None and row.get("task") not in filters.task_ids:
+        if filters.task_ids is not None and task_id not in filters.task_ids:
             continue
-        value = score(corpus, counts, int(row.get("n") or 0), scored, df)
-        out.append(_Candidate(row["_id"], row, value))
-    out.sort(key=lambda c: (-c.score, -float(c.row.get("ts") or 0), c.id))
+        value = score(corpus, counts, int(posting.get("n") or 0), scored, df)
+        out.append(_Candidate(f"{task_key(tenant, task_id)}/{index}", posting, value))
+    out.sort(key=lambda c: (-c.score, -float(c.posting.get("s") or 0), c.id))
     return out
 
 
@@ -233,7 +252,7 @@ async def search(
         raise
     del state
     rows = [r for r in rows if r["_id"] != stats_id(index.tenant)]
-    ranked = _rank(rows, parsed, codec, filters, stats)
+    ranked = _rank(index.tenant, rows, parsed, codec, filters, stats)
     return await _page(index, ranked, parsed, codec, offset, limit, query, filters)
 
 
@@ -254,7 +273,9 @@ async def _page(
         chosen = ranked[offset : offset + limit]
         texts = await index.texts([c.id for c in chosen])
         for candidate in chosen:
-            hits.append(_hit(candidate, texts.get(candidate.id), codec, words))
+            stored = texts.get(candidate.id)
+            if stored is not None:  # else redacted or deleted while this search ran
+                hits.append(_hit(candidate, stored, codec, words))
         total = len(ranked)
         more = offset + limit < total
     else:
@@ -266,6 +287,8 @@ async def _page(
             at += PHRASE_BATCH
             texts = await index.texts([c.id for c in batch])
             for candidate in batch:
+                if candidate.id not in texts:
+                    continue
                 text = _text(texts.get(candidate.id), codec)
                 found = tokens(text, codec.stem)
                 if not all(phrase_at(found, p) for p in parsed.phrases):
@@ -288,15 +311,15 @@ def _text(stored: dict[str, Any] | None, codec: Codec) -> str:
 def _hit(
     candidate: _Candidate, stored: dict[str, Any] | None, codec: Codec, words: set[str]
 ) -> SearchHit:
-    row = candidate.row
+    posting = candidate.posting
     text = _text(stored, codec)
     return SearchHit(
-        task_id=str(row.get("task")),
-        message_id=str(row.get("m")),
-        index=int(row.get("i") or 0),
-        role=str(row.get("r")),
-        owner=row.get("o"),
-        time=datetime.fromtimestamp(float(row.get("ts") or 0), UTC),
+        task_id=str(posting.get("t")),
+        message_id=str((stored or {}).get("m") or ""),
+        index=int(posting.get("i") or 0),
+        role=str(posting.get("r")),
+        owner=posting.get("o"),
+        time=datetime.fromtimestamp(float(posting.get("s") or 0), UTC),
         score=round(candidate.score, 6),
         snippet=make_snippet(text, words, codec.stem),
     )
