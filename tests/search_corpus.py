@@ -17,20 +17,138 @@ from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolRe
 
 CONFIG = TaskConfigPart(model_name="gpt-x")
 
-ENGLISH = (
-    "hotel flight booking lisbon porto berlin tokyo invoice refund order shipment delivery "
-    "weather forecast rain sunny meeting schedule calendar report summary budget quarter "
-    "revenue customer account password reset login error timeout database server deploy "
-    "release version bug crash memory latency cache index query search result document "
-    "contract clause payment card bank transfer receipt address phone email ticket support "
-    "agent model prompt token context window tool call function argument response stream "
-    "museum restaurant dinner lunch breakfast train station airport taxi car rental beach"
-).split()
-PORTUGUESE = "reserva voo hotel praia estação aeroporto jantar almoço chuva previsão fatura".split()
-GERMAN = "Übernachtung Flughafen Bahnhof Rechnung Wetter Frühstück Straße Größe Buchung".split()
+ENGLISH = [
+    "hotel",
+    "flight",
+    "booking",
+    "lisbon",
+    "porto",
+    "berlin",
+    "tokyo",
+    "invoice",
+    "refund",
+    "order",
+    "shipment",
+    "delivery",
+    "weather",
+    "forecast",
+    "rain",
+    "sunny",
+    "meeting",
+    "schedule",
+    "calendar",
+    "report",
+    "summary",
+    "budget",
+    "quarter",
+    "revenue",
+    "customer",
+    "account",
+    "password",
+    "reset",
+    "login",
+    "error",
+    "timeout",
+    "database",
+    "server",
+    "deploy",
+    "release",
+    "version",
+    "bug",
+    "crash",
+    "memory",
+    "latency",
+    "cache",
+    "index",
+    "query",
+    "search",
+    "result",
+    "document",
+    "contract",
+    "clause",
+    "payment",
+    "card",
+    "bank",
+    "transfer",
+    "receipt",
+    "address",
+    "phone",
+    "email",
+    "ticket",
+    "support",
+    "agent",
+    "model",
+    "prompt",
+    "token",
+    "context",
+    "window",
+    "tool",
+    "call",
+    "function",
+    "argument",
+    "response",
+    "stream",
+    "museum",
+    "restaurant",
+    "dinner",
+    "lunch",
+    "breakfast",
+    "train",
+    "station",
+    "airport",
+    "taxi",
+    "car",
+    "rental",
+    "beach",
+]
+PORTUGUESE = [
+    "reserva",
+    "voo",
+    "hotel",
+    "praia",
+    "estação",
+    "aeroporto",
+    "jantar",
+    "almoço",
+    "chuva",
+    "previsão",
+    "fatura",
+]
+GERMAN = [
+    "Übernachtung",
+    "Flughafen",
+    "Bahnhof",
+    "Rechnung",
+    "Wetter",
+    "Frühstück",
+    "Straße",
+    "Größe",
+    "Buchung",
+]
 JAPANESE = ["東京の天気", "予約を確認", "ホテルの予約", "請求書を送って", "空港までの電車"]
 CHINESE = ["北京的天气", "预订酒店", "发票号码", "机场出租车", "会议安排"]
-FILLER = "the a to of and in for on with is it please can you me my we our this that".split()
+FILLER = [
+    "the",
+    "a",
+    "to",
+    "of",
+    "and",
+    "in",
+    "for",
+    "on",
+    "with",
+    "is",
+    "it",
+    "please",
+    "can",
+    "you",
+    "me",
+    "my",
+    "we",
+    "our",
+    "this",
+    "that",
+]
 TOOLS = ("get_weather", "search_flights", "lookup_order", "read_document")
 
 
@@ -74,23 +192,31 @@ def conversation(rng: random.Random, index: int, size: int, owners: int = 5) -> 
     turn = 0
     while len(messages) < size:
         turn += 1
-        messages.append(UserMessage(id=f"u{index}-{turn}",
-                                    content=[TextPart(text=_sentence(rng, vocabulary,
-                                                                     rng.randint(4, 18)))]))
+        messages.append(
+            UserMessage(
+                id=f"u{index}-{turn}",
+                content=[TextPart(text=_sentence(rng, vocabulary, rng.randint(4, 18)))],
+            )
+        )
         answer = [TextPart(text=_sentence(rng, vocabulary, rng.randint(6, 40)))]
         call = None
         if rng.random() < 0.4:
             tool = rng.choice(TOOLS)
-            call = ToolCallPart(tool_call_id=f"c{index}-{turn}", tool_name=tool,
-                                args={"q": _sentence(rng, vocabulary, rng.randint(1, 4))},
-                                is_loading=False, is_approval_pending=False)
+            call = ToolCallPart(
+                tool_call_id=f"c{index}-{turn}",
+                tool_name=tool,
+                args={"q": _sentence(rng, vocabulary, rng.randint(1, 4))},
+                is_loading=False,
+                is_approval_pending=False,
+            )
             answer.append(call)
-        messages.append(AssistantMessage(id=f"a{index}-{turn}", content=answer,
-                                         status="completed"))
+        messages.append(AssistantMessage(id=f"a{index}-{turn}", content=answer, status="completed"))
         if call is not None:
-            result = ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name,
-                                    result={"text": _sentence(rng, vocabulary,
-                                                              rng.randint(5, 60))})
+            result = ToolResultPart(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                result={"text": _sentence(rng, vocabulary, rng.randint(5, 60))},
+            )
             messages.append(ToolMessage(id=f"t{index}-{turn}", content=[result]))
     return Conversation(f"owner{index % owners}", f"conversation {index}", messages[:size])
 

@@ -14,7 +14,6 @@ import asyncio
 import random
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 import bm25s
 import numpy as np

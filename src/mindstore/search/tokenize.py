@@ -103,12 +103,12 @@ def _stemmed(term: str, stem: Stemmer) -> str:
 
 def _unicode_tokens(text: str) -> Iterator[Token]:
     word: list[str] = []
-    word_start = 0
+    span = [0, 0]  # the current word's [start, end) in the original text
     cjk: list[tuple[str, int]] = []  # (char, its original index)
 
-    def flush_word(end: int) -> Iterator[Token]:
+    def flush_word() -> Iterator[Token]:
         if word:
-            yield Token("".join(word)[:MAX_TERM], word_start, end)
+            yield Token("".join(word)[:MAX_TERM], span[0], span[1])
             word.clear()
 
     def flush_cjk() -> Iterator[Token]:
@@ -122,17 +122,18 @@ def _unicode_tokens(text: str) -> Iterator[Token]:
     for index, char in enumerate(text):
         for folded in _fold(char):
             if folded == " ":
-                yield from flush_word(index)
+                yield from flush_word()
                 yield from flush_cjk()
             elif _is_cjk(folded):
-                yield from flush_word(index)
+                yield from flush_word()
                 cjk.append((folded, index))
             else:
                 yield from flush_cjk()
                 if not word:
-                    word_start = index
+                    span[0] = index
                 word.append(folded)
-    yield from flush_word(len(text))
+                span[1] = index + 1
+    yield from flush_word()
     yield from flush_cjk()
 
 
