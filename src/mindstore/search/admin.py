@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from mindstore.collection_names import TASKS
 from mindstore.ids import task_id_of
 
-from .index import SearchStore, codec_for, entry_for, stats_id
+from .index import SearchStore, codec_for, entry_for, stats_id, unpack
 from .tokenize import stemmer_for
 
 __all__ = ["SearchIndexAdmin", "VerifyReport"]
@@ -93,7 +93,8 @@ class SearchIndexAdmin:
                 stats = document
                 continue
             term = document["_id"][prefix : document["_id"].rindex("/")]
-            stored += [(term, str(p.get("t")), int(p.get("i") or 0)) for p in document["e"]]
+            for group in document.get("e") or []:
+                stored += [(term, p.task, p.index) for p in unpack(group)]
         report.postings_ok = len(stored) == len(set(stored)) and set(stored) == postings
         if held:
             report.statistics_ok = int(str(stats.get("docs") or 0)) == len(held) and int(

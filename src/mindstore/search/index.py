@@ -34,7 +34,7 @@ from .blind import Blinder, derive_search_key
 from .documents import PARTITIONS
 from .query import tool_term
 from .text import searchable
-from .tokenize import Stemmer, stemmer_for, tokens
+from .tokenize import Stemmer, stemmer_for, terms
 
 if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
@@ -147,6 +147,7 @@ class _Batch:
     gone: list[str] = field(default_factory=list)
     pulls: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     pushes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    """(term, partition) -> groups ``{t: task, o: owner, p: "posting;posting"}``."""
     docs: int = 0
     length: int = 0
 
@@ -161,7 +162,9 @@ class Entry:
     """One message as the index holds it: its entry document and its postings."""
 
     document: dict[str, Any]
-    postings: dict[str, dict[str, Any]]
+    postings: dict[str, str]
+    """Term -> its packed posting (`pack`)."""
+    owner: str | None = None
 
 
 def entry_for(
@@ -171,7 +174,7 @@ def entry_for(
     if redaction_of(message) is not None:
         return None
     found = searchable(message)
-    words = [t.term for t in tokens(found.text, codec.stem)]
+    words = terms(found.text, codec.stem)
     counts = Counter(codec.term(w) for w in words)
     for tool in found.tools:
         counts[codec.term(tool_term(tool))] += 0  # a filter, not a scored word
@@ -188,15 +191,42 @@ def entry_for(
         "i": index,
         "m": message_id,
         "o": owner,
-        "k": list(counts),
         "n": length,
         "x": codec.seal(found.text, task_id, message_id),
     }
-    postings = {
-        term: {"t": task_id, "i": index, "c": count, "n": length, "r": role, "o": owner, "s": ts}
-        for term, count in counts.items()
-    }
+    postings = {term: pack(index, count, length, role, ts) for term, count in counts.items()}
     return Entry(document, postings)
+
+
+def pack(index: int, count: int, length: int, role: str, ts: float) -> str:
+    """One posting as stored: ``index,count,length,role,time`` (a string, so a postings
+    document is a few values per task, not a sub-document per message)."""
+    return f"{index},{count},{length},{role},{ts!r}"
+
+
+@dataclass(frozen=True)
+class Posting:
+    """One message holding a term: where, how often, how long, whose, when."""
+
+    task: str
+    owner: str | None
+    index: int
+    count: int
+    length: int
+    role: str
+    ts: float
+
+
+def unpack(group: dict[str, Any]) -> list[Posting]:
+    """The postings of one task's group in a postings document (``{t, o, p}``)."""
+    task, owner = str(group.get("t")), group.get("o")
+    out = []
+    for item in str(group.get("p") or "").split(";"):
+        if not item:
+            continue
+        index, count, length, role, ts = item.split(",", 4)
+        out.append(Posting(task, owner, int(index), int(count), int(length), role, float(ts)))
+    return out
 
 
 class SearchStore:
@@ -251,15 +281,19 @@ class SearchStore:
         if codec.key_version != state.key_version:
             await self.reset(stemming=state.stemming, key_version=codec.key_version)
             state = await self.state(fresh=True)
-        query: dict[str, Any] = {"tenant": self.tenant}
+        # the time bound is a second `$match` after the projection: a server moves it up
+        # and merges the two (one `tenant_updated` scan); the embedded backend runs the
+        # first `$match` and its projection as a find, copying only the projected fields
+        recent: list[dict[str, Any]] = []
         if state.watermark is not None:
-            query["updated_at"] = {"$gte": state.watermark - MARGIN}
+            recent = [{"$match": {"updated_at": {"$gte": state.watermark - MARGIN}}}]
         same = {
             "$size": {"$filter": {"input": "$s", "as": "x", "cond": {"$eq": ["$$x.v", "$version"]}}}
         }
         pipeline = [
-            {"$match": query},
+            {"$match": {"tenant": self.tenant}},
             {"$project": {"version": 1, "seq": 1, "owner": 1, "updated_at": 1}},
+            *recent,
             {
                 "$lookup": {
                     "from": SEARCH_TASKS,
@@ -351,10 +385,14 @@ class SearchStore:
                 batch.pulls.setdefault((term, part), []).append(task_id)
             batch.gone += [f"{key}/{i}" for i in range(old_s)]
         part = partition(task_id)
+        grouped: dict[str, list[str]] = {}
         for entry in entries:
             batch.documents.append(entry.document)
             for term, posting in entry.postings.items():
-                batch.pushes.setdefault((term, part), []).append(posting)
+                grouped.setdefault(term, []).append(posting)
+        for term, packed in grouped.items():
+            group = {"t": task_id, "o": owner, "p": ";".join(packed)}
+            batch.pushes.setdefault((term, part), []).append(group)
         batch.docs += total_d - (int(old.get("d", 0)) if old else 0)
         batch.length += total_l - (int(old.get("l", 0)) if old else 0)
 
@@ -442,11 +480,9 @@ class SearchStore:
         self.forget_state()
 
 
-async def pull_postings(
-    database: Any, tenant: str, task_id: str, terms: Iterable[str], index: int | None
-) -> None:
-    """Pull a task's postings (or one message's, `index`) from the documents of `terms`."""
-    condition: dict[str, Any] = {"t": task_id} if index is None else {"t": task_id, "i": index}
+async def pull_postings(database: Any, tenant: str, task_id: str, terms: Iterable[str]) -> None:
+    """Pull a task's postings from the documents of `terms`."""
+    condition: dict[str, Any] = {"t": task_id}
     part = partition(task_id)
     requests = [
         UpdateOne(
@@ -471,7 +507,7 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
     done = await marks.delete_one({"_id": key, "tenant": tenant})
     if not done.deleted_count:
         return
-    await pull_postings(database, tenant, task_id, mark.get("k") or [], None)
+    await pull_postings(database, tenant, task_id, mark.get("k") or [])
     gone = [f"{key}/{i}" for i in range(int(mark.get("s", 0)))]
     for chunk in range(0, len(gone), 1000):
         await database[SEARCH_ENTRIES].delete_many(
@@ -484,23 +520,22 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
 
 
 async def forget_message(database: Any, tenant: str, task_id: str, message_id: str) -> None:
-    """Remove one (redacted) message from the index at once, before any search runs."""
-    entries = database[SEARCH_ENTRIES]
+    """Remove one (redacted) message from the index at once, before any search runs: its
+    entry (its text) goes, and its task's postings are pulled and its mark cleared, so the
+    next search indexes the task again (without the message)."""
+    entries, marks = database[SEARCH_ENTRIES], database[SEARCH_TASKS]
     found = await entries.find(
-        {"tenant": tenant, "task": task_id, "m": message_id}, {"n": 1, "k": 1, "i": 1}
+        {"tenant": tenant, "task": task_id, "m": message_id}, {"_id": 1}
     ).to_list(None)
+    if not found:
+        return
     for entry in found:
-        done = await entries.delete_one({"_id": entry["_id"], "tenant": tenant})
-        if not done.deleted_count:
-            continue
-        await pull_postings(database, tenant, task_id, entry.get("k") or [], int(entry["i"]))
-        n = int(entry.get("n", 0))
-        await database[SEARCH_TASKS].update_one(
-            {"_id": task_key(tenant, task_id), "tenant": tenant}, {"$inc": {"d": -1, "l": -n}}
-        )
-        await database[SEARCH_POSTINGS].update_one(
-            _stats_filter(tenant), {"$inc": {"docs": -1, "length": -n}}
-        )
+        await entries.delete_one({"_id": entry["_id"], "tenant": tenant})
+    key = task_key(tenant, task_id)
+    mark = await marks.find_one({"_id": key, "tenant": tenant})
+    if mark is not None:
+        await pull_postings(database, tenant, task_id, mark.get("k") or [])
+        await marks.update_one({"_id": key, "tenant": tenant}, {"$set": {"v": -1}})
 
 
 async def forget_tenant(database: Any, tenant: str) -> None:

@@ -21,10 +21,10 @@ from mindstore.ids import check_key, task_key
 from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
-from .index import Codec, SearchStore, forget_tenant, stats_id
+from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
 from .query import ROLES, ParsedQuery, parse_query
 from .snippet import Snippet, make_snippet, phrase_at
-from .tokenize import tokens
+from .tokenize import terms
 
 __all__ = ["MAX_LIMIT", "SearchHit", "SearchPage", "search"]
 
@@ -149,30 +149,31 @@ def _offset(cursor: object, fingerprint: str) -> int:
 @dataclass
 class _Candidate:
     id: str
-    posting: dict[str, Any]
+    posting: Posting
     score: float
 
 
 def _gather(
     tenant: str, documents: list[dict[str, Any]]
-) -> tuple[dict[tuple[str, int], tuple[dict[str, Any], dict[str, int]]], dict[str, int]]:
-    """Postings documents -> per message (its posting fields, its counts per term) and
-    each term's document frequency. A posting seen twice (an indexing cut short and run
-    again) counts once."""
-    messages: dict[tuple[str, int], tuple[dict[str, Any], dict[str, int]]] = {}
+) -> tuple[dict[tuple[str, int], tuple[Posting, dict[str, int]]], dict[str, int]]:
+    """Postings documents -> per message (a posting of it, its counts per term) and each
+    term's document frequency. A posting seen twice (an indexing cut short and run again)
+    counts once."""
+    messages: dict[tuple[str, int], tuple[Posting, dict[str, int]]] = {}
     df: dict[str, int] = {}
     prefix = len(tenant) + 1
     for document in documents:
         term = document["_id"][prefix : document["_id"].rindex("/")]
-        for posting in document.get("e") or []:
-            where = (str(posting.get("t")), int(posting.get("i") or 0))
-            held = messages.get(where)
-            if held is None:
-                held = messages[where] = (posting, {})
-            if term in held[1]:
-                continue
-            held[1][term] = int(posting.get("c") or 0)
-            df[term] = df.get(term, 0) + 1
+        for group in document.get("e") or []:
+            for posting in unpack(group):
+                where = (posting.task, posting.index)
+                held = messages.get(where)
+                if held is None:
+                    held = messages[where] = (posting, {})
+                if term in held[1]:
+                    continue
+                held[1][term] = posting.count
+                df[term] = df.get(term, 0) + 1
     return messages, df
 
 
@@ -195,23 +196,23 @@ def _rank(
     for (task_id, index), (posting, counts) in messages.items():
         if any(t not in counts for t in required) or any(t in counts for t in excluded):
             continue
-        if filters.owner is not None and posting.get("o") != filters.owner:
+        if filters.owner is not None and posting.owner != filters.owner:
             continue
-        role = posting.get("r")
+        role = posting.role
         if (filters.roles and role not in filters.roles) or (
             parsed.roles and role not in parsed.roles
         ):
             continue
-        ts = float(posting.get("s") or 0)
+        ts = posting.ts
         if (filters.since is not None and ts < filters.since) or (
             filters.until is not None and ts >= filters.until
         ):
             continue
         if filters.task_ids is not None and task_id not in filters.task_ids:
             continue
-        value = score(corpus, counts, int(posting.get("n") or 0), scored, df)
+        value = score(corpus, counts, posting.length, scored, df)
         out.append(_Candidate(f"{task_key(tenant, task_id)}/{index}", posting, value))
-    out.sort(key=lambda c: (-c.score, -float(c.posting.get("s") or 0), c.id))
+    out.sort(key=lambda c: (-c.score, -c.posting.ts, c.id))
     return out
 
 
@@ -290,7 +291,7 @@ async def _page(
                 if candidate.id not in texts:
                     continue
                 text = _text(texts.get(candidate.id), codec)
-                found = tokens(text, codec.stem)
+                found = terms(text, codec.stem)
                 if not all(phrase_at(found, p) for p in parsed.phrases):
                     continue
                 total += 1
@@ -314,12 +315,12 @@ def _hit(
     posting = candidate.posting
     text = _text(stored, codec)
     return SearchHit(
-        task_id=str(posting.get("t")),
+        task_id=posting.task,
         message_id=str((stored or {}).get("m") or ""),
-        index=int(posting.get("i") or 0),
-        role=str(posting.get("r")),
-        owner=posting.get("o"),
-        time=datetime.fromtimestamp(float(posting.get("s") or 0), UTC),
+        index=posting.index,
+        role=posting.role,
+        owner=posting.owner,
+        time=datetime.fromtimestamp(posting.ts, UTC),
         score=round(candidate.score, 6),
         snippet=make_snippet(text, words, codec.stem),
     )

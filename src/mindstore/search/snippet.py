@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from .tokenize import Stemmer, Token, tokens
+from .tokenize import Stemmer, tokens
 
 __all__ = ["WIDTH", "Snippet", "make_snippet", "phrase_at"]
 
@@ -36,10 +36,9 @@ class Snippet:
         return "".join(out)
 
 
-def phrase_at(found: list[Token], phrase: tuple[str, ...]) -> bool:
-    """Whether the terms of `phrase` occur next to each other, in order, in `found`."""
+def phrase_at(words: list[str], phrase: tuple[str, ...]) -> bool:
+    """Whether the terms of `phrase` occur next to each other, in order, in `words`."""
     size = len(phrase)
-    words = [token.term for token in found]
     return any(tuple(words[i : i + size]) == phrase for i in range(len(words) - size + 1))
 
 

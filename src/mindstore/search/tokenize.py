@@ -137,9 +137,39 @@ def _unicode_tokens(text: str) -> Iterator[Token]:
     yield from flush_cjk()
 
 
+_WORD = re.compile(r"[^\W_]+")
+_CJK_RUN = re.compile(
+    "([" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _CJK_RANGES) + "]+)"
+)
+
+
 def terms(text: str, stem: Stemmer | None = None) -> list[str]:
-    """The terms of `text`, in order (with repeats)."""
-    return [token.term for token in tokens(text, stem)]
+    """The terms of `text`, in order (with repeats): what the index stores and a query
+    asks for. The whole text is normalised at once (no spans: `tokens` keeps them)."""
+    if text.isascii():
+        found = [word[:MAX_TERM] for word in _ASCII_WORD.findall(text.lower())]
+    else:
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        decomposed = unicodedata.normalize("NFD", folded)
+        if decomposed != folded:
+            folded = "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
+        found = []
+        for word in _WORD.findall(folded):
+            if not _CJK_RUN.search(word):
+                found.append(word[:MAX_TERM])
+                continue
+            for piece in _CJK_RUN.split(word):
+                if not piece:
+                    continue
+                if not _is_cjk(piece[0]):
+                    found.append(piece[:MAX_TERM])
+                elif len(piece) == 1:
+                    found.append(piece)
+                else:
+                    found.extend(a + b for a, b in pairwise(piece))
+    if stem is None:
+        return found
+    return [_stemmed(term, stem) for term in found]
 
 
 STEMMING_LANGUAGES = ("english",)
