@@ -4,15 +4,16 @@
 (`_id` = ``<tenant>/<term>/<partition>``, the partition a hash of the task id) list the
 messages holding it: ``e`` = ``[{t: task, o: owner, p: "<posting>;<posting>..."}]``, one
 group per task and catch-up, each posting ``index,count,length,role,time`` (packed: a
-few values per task, however many of its messages hold the term). A search names
-every document it needs by `_id` (terms times partitions), so one `_id` lookup returns
-every posting of the query's terms, on any server and on the embedded backend alike; a term's document frequency is its postings'
-count. ``search_entries``: one document per indexed message (`_id` = ``<task key>/<index>``)
-with its id and its text ``x`` for snippets (sealed under a keyring); one
-more per tenant, ``_id`` = ``<tenant>/``, holds its statistics (messages, terms,
-watermark, epoch, stemming, key version). ``search_tasks``: per task (`_id` = the task's
-key) the version and message count it was indexed at, its entries' count and length and
-its terms (docs/search.md).
+few values per task, however many of its messages hold the term). A search names every
+document it needs by `_id` (terms times partitions), so one `_id` lookup returns every
+posting of the query's terms, on any server and on the embedded backend alike; a term's
+document frequency is its postings' count. One more document per tenant, ``_id`` =
+``<tenant>/``, holds its statistics (messages, terms, watermark, epoch, stemming, key
+version), and that lookup returns it too. ``search_entries``: one document per indexed
+message (`_id` = ``<task key>/<index>``) with its id and its text ``x`` for snippets
+(sealed under a keyring). ``search_tasks``: per task (`_id` = the task's key) the version
+and message count it was indexed at, its entries' count and length and its terms
+(docs/search.md).
 """
 
 from __future__ import annotations
