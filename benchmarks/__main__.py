@@ -32,6 +32,7 @@ QUICK_ARGS: dict[str, dict[str, Any]] = {
     "bench_context": {"sizes": (5_000,)},
     "bench_dialogs": {"sizes": (10, 1_000)},
     "bench_encryption": {"turns": 20, "appends": 50},
+    "bench_search": {"messages": 10_000, "queries": 30},
     "bench_langgraph_storage": {"turns": 20},
     "bench_model": {},
     "bench_paging": {"sizes": (100, 1_000, 10_000), "big_messages": 10_000},

@@ -23,7 +23,7 @@ import mindstore
 from conftest import TEST_URI
 from mindstore.search.text import searchable
 from mindstore.search.tokenize import terms
-from search_corpus import CONFIG, corpus
+from search_corpus import CONFIG, FILLER, corpus
 
 TENANTS = ("acme", "globex", "initech")
 TASKS_PER_TENANT = 100
@@ -39,14 +39,25 @@ class Judged:
     messages: int
 
 
-def _queries(rng: random.Random, documents: list[list[str]], count: int) -> list[list[str]]:
+STOPWORDS = frozenset(FILLER)
+MAX_MATCHES = 400
+"""Queries people type name what they look for: drawn words skip the filler words, and
+a draw matching more messages than this is drawn again (every match is then paged
+through to check recall)."""
+
+
+def _queries(
+    rng: random.Random, documents: list[list[str]], holding: dict[str, set[int]], count: int
+) -> list[list[str]]:
     """Conjunctive queries of 1 to 3 distinct words taken from one message each."""
     out: list[list[str]] = []
     while len(out) < count:
-        words = sorted(set(rng.choice(documents)))
+        words = sorted(set(rng.choice(documents)) - STOPWORDS)
         if not words:
             continue
-        out.append(rng.sample(words, min(len(words), rng.randint(1, 3))))
+        query = rng.sample(words, min(len(words), rng.randint(1, 3)))
+        if len(set.intersection(*(holding[w] for w in query))) <= MAX_MATCHES:
+            out.append(query)
     return out
 
 
@@ -76,7 +87,7 @@ async def _judge() -> Judged:
                 for word in words:
                     holding[word].add(n)
             share = QUERIES // len(TENANTS) + (1 if number < QUERIES % len(TENANTS) else 0)
-            for query in _queries(rng, documents, share):
+            for query in _queries(rng, documents, holding, share):
                 matching = set.intersection(*(holding[w] for w in query))
                 scores = reference.get_scores(query)
                 expected = {ids[n] for n in matching}
@@ -113,6 +124,7 @@ def test_the_corpus_is_large_and_the_queries_many(judged: Judged) -> None:
 
 
 def test_the_top_ten_agree_with_an_independent_bm25(judged: Judged) -> None:
+    print(f"overlap@10 mean {np.mean(judged.overlaps):.4f} min {min(judged.overlaps):.2f}")
     assert float(np.mean(judged.overlaps)) >= 0.9
 
 
