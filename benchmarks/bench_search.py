@@ -30,7 +30,7 @@ from mindstore.search.text import searchable
 from mindstore.search.tokenize import terms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from search_corpus import CONFIG, FILLER, corpus  # noqa: E402
+from search_corpus import CONFIG, FILLER, corpus
 
 MESSAGES = 100_000
 PER_TASK = 100
