@@ -1,0 +1,81 @@
+"""`mindstore search` and `mindstore search-index rebuild|verify` on a snapshot file."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import mindstore
+from mindstore.backends.snapshot import save_snapshot
+from mindstore.cli import app
+from mindstore.collection_names import SEARCH_ENTRIES
+
+runner = CliRunner()
+
+
+async def _seed(path: Path) -> None:
+    store = await mindstore.connect("embedded", database="cli_search")
+    try:
+        for tenant in ("acme", "globex"):
+            view = store.scoped(tenant)
+            task = await view.tasks.create(owner="alice")
+            await view.tasks.add_human_message(task.id, f"{tenant} Lisbon hotel", message_id="m1")
+            await view.tasks.add_human_message(task.id, "Porto train", message_id="m2")
+        await save_snapshot(store.database, path)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    path = tmp_path / "store.gz"
+    asyncio.run(_seed(path))
+    return path
+
+
+def test_search_prints_hits_in_every_format(data: Path) -> None:
+    out = runner.invoke(app, ["--data", str(data), "search", "lisbon", "--tenant", "acme",
+                              "-f", "json"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    hits = json.loads(out.output)["hits"]
+    assert [h["message_id"] for h in hits] == ["m1"] and "Lisbon" in hits[0]["snippet"]
+    out = runner.invoke(app, ["--data", str(data), "search", "train", "--tenant", "acme",
+                              "-f", "csv"])  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(out.output)))
+    assert [r["message_id"] for r in rows] == ["m2"]
+    out = runner.invoke(app, ["--data", str(data), "search", "hotel", "--tenant", "acme"])
+    assert out.exit_code == 0 and "**hotel**" in out.output
+
+
+def test_a_bad_query_is_one_line_and_exit_2(data: Path) -> None:
+    out = runner.invoke(app, ["--data", str(data), "search", "role:user", "--tenant", "acme"])
+    assert out.exit_code == 2 and "query" in out.output
+
+
+def test_search_index_verify_and_rebuild(data: Path) -> None:
+    args = ["--data", str(data), "search-index"]
+    out = runner.invoke(app, [*args, "rebuild", "--tenant", "acme"])
+    assert out.exit_code == 0 and "indexed 2 messages" in out.output
+    out = runner.invoke(app, [*args, "verify", "--tenant", "acme", "-f", "json"])
+    assert out.exit_code == 0 and json.loads(out.output)["ok"] is True
+
+    async def damage() -> None:
+        from mindstore.backends.snapshot import load_snapshot
+
+        store = await mindstore.connect("embedded", database="cli_search_damage")
+        try:
+            await load_snapshot(store.database, data)
+            await store.database[SEARCH_ENTRIES].delete_many({"tenant": "acme", "m": "m2"})
+            await save_snapshot(store.database, data)
+        finally:
+            await store.close()
+
+    asyncio.run(damage())
+    out = runner.invoke(app, [*args, "verify", "--tenant", "acme", "-f", "json"])
+    assert out.exit_code == 1 and json.loads(out.output)["missing"] == 1
