@@ -97,6 +97,8 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "(paged_history/stages.py); standard since MongoDB 4.0",
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
+    "$addToSet": "the search index adds an appended task's new terms to the set of its "
+    "terms, with `$each`, so it needs no read (search/index.py); standard since MongoDB 2.4",
     # "$max" above is also the update operator (MongoDB 2.6): the search index's watermark
     # only moves forward when two stores bring it up to date at once (search/index.py)
 }

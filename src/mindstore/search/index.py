@@ -148,8 +148,22 @@ class _Batch:
     pulls: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     pushes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     """(term, partition) -> groups ``{t: task, o: owner, p: "posting;posting"}``."""
+    terms: list[UpdateOne] = field(default_factory=list)
+    """Each indexed task's terms document: what a later re-index or delete pulls."""
     docs: int = 0
     length: int = 0
+
+
+def terms_id(key: str) -> str:
+    """The `_id` of a task's terms document in `search_tasks` (beside its mark, `key`: a
+    `$lookup` of marks by task key never copies the terms)."""
+    return f"{key}~terms"
+
+
+async def task_terms(database: Any, tenant: str, key: str) -> list[str]:
+    """The terms a task's postings were written under."""
+    found = await database[SEARCH_TASKS].find_one({"_id": terms_id(key), "tenant": tenant})
+    return list((found or {}).get("k") or [])
 
 
 async def _bulk(collection: Any, requests: list[UpdateOne]) -> None:
@@ -351,9 +365,10 @@ class SearchStore:
             for n, m in enumerate(messages)
         ]
         entries = [e for e in made if e is not None]
-        old_terms = list(old.get("k") or []) if old else []
-        new_terms = {term for e in entries for term in e.postings}
-        terms = sorted(new_terms | set(old_terms)) if appended else sorted(new_terms)
+        old_terms: list[str] = []
+        if old is not None and not appended:
+            old_terms = await task_terms(self.database, self.tenant, key)
+        new_terms = sorted({term for e in entries for term in e.postings})
         kept_d = int(old.get("d", 0)) if appended and old else 0
         kept_l = int(old.get("l", 0)) if appended and old else 0
         total_d = kept_d + len(entries)
@@ -363,7 +378,6 @@ class SearchStore:
             "s": start + len(messages),
             "d": total_d,
             "l": total_l,
-            "k": terms,
             "u": row.get("updated_at"),
         }
         # claim the work first: of two searches indexing one change, one writes postings
@@ -393,6 +407,12 @@ class SearchStore:
         for term, packed in grouped.items():
             group = {"t": task_id, "o": owner, "p": ";".join(packed)}
             batch.pushes.setdefault((term, part), []).append(group)
+        terms = (
+            {"$addToSet": {"k": {"$each": new_terms}}} if appended else {"$set": {"k": new_terms}}
+        )
+        batch.terms.append(
+            UpdateOne({"_id": terms_id(key), "tenant": self.tenant}, terms, upsert=True)
+        )
         batch.docs += total_d - (int(old.get("d", 0)) if old else 0)
         batch.length += total_l - (int(old.get("l", 0)) if old else 0)
 
@@ -414,6 +434,7 @@ class SearchStore:
             )
         for chunk in range(0, len(batch.documents), 1000):
             await self._insert(batch.documents[chunk : chunk + 1000])
+        await _bulk(self.task_marks, batch.terms)
         pushes = [
             UpdateOne(
                 {"_id": postings_id(tenant, term, part), "tenant": tenant},
@@ -507,7 +528,8 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
     done = await marks.delete_one({"_id": key, "tenant": tenant})
     if not done.deleted_count:
         return
-    await pull_postings(database, tenant, task_id, mark.get("k") or [])
+    await pull_postings(database, tenant, task_id, await task_terms(database, tenant, key))
+    await marks.delete_one({"_id": terms_id(key), "tenant": tenant})
     gone = [f"{key}/{i}" for i in range(int(mark.get("s", 0)))]
     for chunk in range(0, len(gone), 1000):
         await database[SEARCH_ENTRIES].delete_many(
@@ -534,7 +556,7 @@ async def forget_message(database: Any, tenant: str, task_id: str, message_id: s
     key = task_key(tenant, task_id)
     mark = await marks.find_one({"_id": key, "tenant": tenant})
     if mark is not None:
-        await pull_postings(database, tenant, task_id, mark.get("k") or [])
+        await pull_postings(database, tenant, task_id, await task_terms(database, tenant, key))
         await marks.update_one({"_id": key, "tenant": tenant}, {"$set": {"v": -1}})
 
 
