@@ -47,7 +47,8 @@ def _p(values: list[float], q: float) -> float:
 
 
 async def _bytes(database: Any, name: str, tenant: str) -> int:
-    return sum(len(bson.encode(d)) async for d in database[name].find({"tenant": tenant}))
+    found = await database[name].find({"tenant": tenant}).to_list(None)
+    return sum(len(bson.encode(d)) for d in found)
 
 
 async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = QUERIES) -> None:

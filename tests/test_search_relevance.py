@@ -11,9 +11,11 @@ searches run once per module."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import bm25s
 import numpy as np
@@ -21,6 +23,7 @@ import pytest
 
 import mindstore
 from conftest import TEST_URI
+from mindstore import clock
 from mindstore.search.text import searchable
 from mindstore.search.tokenize import terms
 from search_corpus import CONFIG, FILLER, corpus
@@ -65,12 +68,21 @@ async def _judge() -> Judged:
     store = await mindstore.connect(TEST_URI or "embedded", database="mindstore_test_relevance")
     rng = random.Random(39)
     judged = Judged([], [], [], 0)
+    # a history: the conversations were written ten minutes apart over the past days, so
+    # a search's change check meets the last ones only, as it would in production
+    start, now = datetime.now(UTC) - timedelta(days=7), clock._now
+    minutes = itertools.count()
+
+    def history() -> datetime:
+        return (start + timedelta(minutes=10 * next(minutes))).replace(microsecond=0)
+
     try:
         for number, tenant in enumerate(TENANTS):
             view = store.scoped(tenant)
             conversations = corpus(number, TASKS_PER_TENANT, MESSAGES_PER_TASK)
             ids: list[str] = []
             documents: list[list[str]] = []
+            clock._now = history
             for conversation in conversations:
                 record = await view.tasks.create(owner=conversation.owner, config=CONFIG,
                                                  messages=conversation.messages)  # fmt: skip
@@ -80,6 +92,7 @@ async def _judge() -> Judged:
                         ids.append(f"{record.id}/{message.id}")
                         documents.append(words)
                 judged.messages += len(conversation.messages)
+            clock._now = now
             reference = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
             reference.index(documents, show_progress=False)
             holding: dict[str, set[int]] = defaultdict(set)
@@ -108,6 +121,7 @@ async def _judge() -> Judged:
                 assert page.total == len(expected) and every <= expected, query
                 judged.queries.append(" ".join(query))
     finally:
+        clock._now = now
         if TEST_URI:
             await store.backend.client.drop_database("mindstore_test_relevance")
         await store.close()

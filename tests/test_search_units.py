@@ -134,3 +134,11 @@ def test_blind_tokens_are_keyed_and_stable() -> None:
     assert one("lisbon") == Blinder(derive_search_key(key, "acme"))("lisbon")
     assert one("lisbon") != two("lisbon") and one("lisbon") != one("porto")
     assert "lisbon" not in one("lisbon") and len(one("lisbon")) == 22
+
+
+@given(st.text(max_size=120))
+@settings(max_examples=300, deadline=None)
+def test_the_fast_token_path_reads_like_the_character_walk(text: str) -> None:
+    from mindstore.search.tokenize import _unicode_tokens
+
+    assert tokens(text) == list(_unicode_tokens(text))

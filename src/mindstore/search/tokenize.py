@@ -82,14 +82,29 @@ class Token:
     end: int
 
 
-def _ascii_tokens(text: str) -> Iterator[Token]:
+def _ascii_tokens(text: str, offset: int = 0) -> Iterator[Token]:
     for match in _ASCII_WORD.finditer(text.lower()):
-        yield Token(match.group()[:MAX_TERM], match.start(), match.end())
+        yield Token(match.group()[:MAX_TERM], offset + match.start(), offset + match.end())
+
+
+_PIECE = re.compile(r"\S+")
+
+
+def _mixed_tokens(text: str) -> Iterator[Token]:
+    """Whitespace separates in every script, so each piece between spaces is read alone:
+    the ASCII ones by a regex, the others character by character."""
+    for match in _PIECE.finditer(text):
+        piece = match.group()
+        if piece.isascii():
+            yield from _ascii_tokens(piece, match.start())
+        else:
+            for token in _unicode_tokens(piece):
+                yield Token(token.term, match.start() + token.start, match.start() + token.end)
 
 
 def tokens(text: str, stem: Stemmer | None = None) -> list[Token]:
     """The terms of `text` in order, with their spans (see the module doc)."""
-    found = list(_ascii_tokens(text) if text.isascii() else _unicode_tokens(text))
+    found = list(_ascii_tokens(text) if text.isascii() else _mixed_tokens(text))
     if stem is None:
         return found
     return [Token(_stemmed(t.term, stem), t.start, t.end) for t in found]
