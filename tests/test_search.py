@@ -291,3 +291,18 @@ async def test_text_of_a_task_entry_and_exit_is_found(acme: Any) -> None:
     # the exit's text answers the call that opened the sub-task: a tool result
     assert {hit.role for hit in (await acme.search("casa rio")).hits} == {"tool"}
     assert await _ids(acme, "casa tool:research")
+
+
+async def test_the_integrations_conversations_are_searchable(acme: Any) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from mindstore.integrations.langchain import MindstoreChatMessageHistory
+    from mindstore.integrations.openai_agents import MindstoreSession
+
+    await MindstoreChatMessageHistory("chat", acme).aadd_messages([HumanMessage("quokka facts")])
+    session = MindstoreSession("s-1", acme.store.scoped("acme", owner="ann"))
+    await session.add_items([{"role": "user", "content": "quokka photos"}])
+    page = await acme.search("quokka")
+    assert {hit.snippet.text for hit in page.hits} == {"quokka facts", "quokka photos"}
+    ann = acme.store.scoped("acme", owner="ann")
+    assert [hit.snippet.text for hit in (await ann.search("quokka")).hits] == ["quokka photos"]
