@@ -164,16 +164,20 @@ async def test_bad_arguments_are_typed_errors_naming_them(acme: Any) -> None:
 async def test_a_redacted_message_is_never_found_again(stores: StoreFactory) -> None:
     store = stores.sibling(page_policy=SMALL_PAGES)
     acme = store.scoped("acme")
-    task = await acme.tasks.create()
+    task = await acme.tasks.create(config=CONFIG)
     for n in range(5):
         await acme.tasks.add_human_message(task.id, f"order A-77{n} shipped", message_id=f"m{n}")
-    assert len(await _ids(acme, "shipped")) == 5
+    turn = await acme.tasks.add_assistant_message(task.id, message_id="call")
+    await acme.tasks.add_tool_call_part(task.id, turn.id, ToolCallPart(
+        tool_call_id="c1", tool_name="lookup_order", args={"order": "A-771"}))  # fmt: skip
+    assert len(await _ids(acme, "shipped")) == 5 and await _ids(acme, "tool:lookup_order")
     await acme.tasks.redact(task.id, "m1", reason="asked")  # in a sealed page
     await acme.tasks.redact(task.id, "m4")  # in the open page
+    await acme.tasks.redact(task.id, "call")  # its tool name stays on the tombstone
     stored = [e["m"] for e in await _entries(store)]
     assert "m1" not in stored and "m4" not in stored  # gone before any search
     assert sorted(await _ids(acme, "shipped")) == ["m0", "m2", "m3"]
-    assert await _ids(acme, "a 771") == []
+    assert await _ids(acme, "a 771") == [] and await _ids(acme, "tool:lookup_order") == []
     assert (await acme.search_index.verify()).ok
 
 
@@ -202,10 +206,16 @@ async def test_deletes_erase_and_retention_remove_what_the_index_holds(
 
 
 async def test_a_restored_backup_is_searchable(
-    acme: Any, store_factory: Any, tmp_path: Path
+    acme: Any, store_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    task = await acme.tasks.create(owner="alice")
-    await acme.tasks.add_human_message(task.id, "restored lighthouse", message_id="m")
+    # written a day ago: older than any watermark of the store it is restored into
+    from mindstore import clock
+
+    yesterday = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    with monkeypatch.context() as patched:
+        patched.setattr(clock, "_now", lambda: yesterday)
+        task = await acme.tasks.create(owner="alice")
+        await acme.tasks.add_human_message(task.id, "restored lighthouse", message_id="m")
     assert await _ids(acme, "lighthouse") == ["m"]
     await backup(acme.store, tmp_path / "b", tenant="acme")
     elsewhere = await store_factory()
