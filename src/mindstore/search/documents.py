@@ -1,7 +1,7 @@
 """The search index's stored shapes and indexes (Beanie documents, among the core's models).
 
-``search_postings``: a tenant's inverted index. For each term, `PARTITIONS` documents
-(`_id` = ``<tenant>/<term>/<partition>``, the partition a hash of the task id) list the
+``search_postings``: a tenant's inverted index. For each term, `index.PARTITIONS`
+documents (`_id` = ``<tenant>/<term>/<partition>``, the partition a hash of the task id) list the
 messages holding it: ``e`` = ``[{t: task, o: owner, p: "<posting>;<posting>..."}]``, one
 group per task and catch-up, each posting ``index,count,length,role,time`` (packed: a
 few values per task, however many of its messages hold the term). A search names every
@@ -28,12 +28,7 @@ from pymongo import IndexModel
 
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
 
-__all__ = ["PARTITIONS", "SearchEntryDoc", "SearchPostingsDoc", "SearchTaskDoc"]
-
-PARTITIONS = 8
-"""Postings documents per term: a term's postings are split by task so that no document
-grows past a few MB before a tenant holds millions of messages, and an indexing write
-touches a small document."""
+__all__ = ["SearchEntryDoc", "SearchPostingsDoc", "SearchTaskDoc"]
 
 TENANT_ID = IndexModel(
     [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_1__id_1"

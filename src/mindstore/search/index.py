@@ -31,7 +31,6 @@ from mindstore.ids import task_id_of, task_key
 from mindstore.model.plans.redaction import redaction_of
 
 from .blind import Blinder, derive_search_key
-from .documents import PARTITIONS
 from .query import tool_term
 from .text import searchable
 from .tokenize import Stemmer, stemmer_for, terms
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MARGIN",
+    "PARTITIONS",
     "Codec",
     "IndexState",
     "SearchStore",
@@ -54,6 +54,12 @@ __all__ = [
     "reset_tenant",
     "stats_id",
 ]
+
+PARTITIONS = 8
+"""Postings documents per term: a term's postings are split by task so that no document
+grows past a few MB before a tenant holds millions of messages, and an indexing write
+touches a small document. (Beanie's documents are not imported here: `import mindstore`
+does not load Beanie.)"""
 
 MARGIN = timedelta(seconds=120)
 """How far before the watermark a search looks for changed tasks: the clock skew between
