@@ -24,6 +24,7 @@ import pytest
 import mindstore
 from conftest import TEST_URI
 from mindstore import clock
+from mindstore.model.paging import PagePolicy
 from mindstore.search.text import searchable
 from mindstore.search.tokenize import terms
 from search_corpus import CONFIG, FILLER, corpus
@@ -65,7 +66,11 @@ def _queries(
 
 
 async def _judge() -> Judged:
-    store = await mindstore.connect(TEST_URI or "embedded", database="mindstore_test_relevance")
+    # ranking does not depend on paging (tests/test_search.py reads sealed pages): the
+    # default page size at both of the suite's page sizes keeps this module's cost fixed
+    store = await mindstore.connect(
+        TEST_URI or "embedded", database="mindstore_test_relevance", page_policy=PagePolicy()
+    )
     rng = random.Random(39)
     judged = Judged([], [], [], 0)
     # a history: the conversations were written ten minutes apart over the past days, so
