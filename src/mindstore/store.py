@@ -118,12 +118,12 @@ class Store:
         self.database = guarded(backend.database)
         """The backend's database, with every transient driver error raised as
         `errors.Unavailable` (`backends.transient`): what every view reads and writes."""
-        self.keyring = keyring.bind(self.database) if keyring is not None else None
-        """Per-tenant encryption (`mindstore.crypto`): rotate, shred, status; None: none."""
         self.page_policy = policy_from_environment() if page_policy is ... else page_policy
         self.retry = retry or RetryPolicy()
         self.in_doubt = InDoubt()
         """Calls that failed after sending a write, for their retries (`mindstore.operations`)."""
+        self.keyring = keyring.bind(self.database, self.resilience) if keyring is not None else None
+        """Per-tenant encryption (`mindstore.crypto`): rotate, shred, status; None: none."""
         self.offload_threshold = offload_threshold
         self.headers = HeaderCache(header_cache_size)
         self.notifier = Notifier()
