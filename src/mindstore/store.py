@@ -96,7 +96,7 @@ class TenantStore:
     @cached_property
     def analytics(self) -> Analytics:
         """Reports over this tenant's sessions (aggregation pipelines)."""
-        return Analytics(self.store.database, self.tenant, self.owner)
+        return Analytics(self.store.database, self.tenant, self.owner, self.store.resilience)
 
 
 class Store:
