@@ -76,8 +76,9 @@ def operators_from_json(text: str) -> list[Operator]:
         raise ConfigurationError(f"operators file: not JSON ({error})") from None
     if not isinstance(data, list) or not all(isinstance(item, Mapping) for item in data):
         raise ConfigurationError("operators file: expected a list of objects")
-    found = [operator(item.get("name"), item.get("token"), item.get("tenants", ()))
-             for item in data]  # fmt: skip
+    found = [
+        operator(item.get("name"), item.get("token"), item.get("tenants", ())) for item in data
+    ]
     names = [o.name for o in found]
     if len(set(names)) != len(names):
         raise ConfigurationError("operators file: two operators have the same name")

@@ -143,22 +143,32 @@ def draw(chart: Chart) -> Drawing:
     y_ticks = [Tick(y_of(top * i / 4), fmt(top * i / 4)) for i in range(5)]
     step = plot_w / count
     every = max(1, math.ceil(count / MAX_X_LABELS))
-    x_ticks = [Tick(round(LEFT + step * (i + 0.5), 2), label)
-               for i, label in enumerate(chart.labels) if i % every == 0]  # fmt: skip
+    x_ticks = [
+        Tick(round(LEFT + step * (i + 0.5), 2), label)
+        for i, label in enumerate(chart.labels)
+        if i % every == 0
+    ]
     drawing = Drawing(WIDTH, HEIGHT, y_ticks=y_ticks, x_ticks=x_ticks, legend=legend)
     if chart.kind == "line":
         for i, s in enumerate(series):
-            points = " ".join(f"{round(LEFT + step * (j + 0.5), 2)},{y_of(v)}"
-                              for j, v in enumerate(s.values[:count]))  # fmt: skip
+            points = " ".join(
+                f"{round(LEFT + step * (j + 0.5), 2)},{y_of(v)}"
+                for j, v in enumerate(s.values[:count])
+            )
             drawing.lines.append(Line(points, f"s{i % SERIES_CLASSES}", s.name))
         return drawing
     width = step * 0.8 / len(series)
     for i, s in enumerate(series):
         for j, v in enumerate(s.values[:count]):
             y = y_of(v)
-            drawing.bars.append(Bar(
-                x=round(LEFT + step * j + step * 0.1 + width * i, 2), y=y,
-                width=round(width, 2), height=round(TOP + plot_h - y, 2),
-                css=f"s{i % SERIES_CLASSES}", title=f"{s.name} · {chart.labels[j]}: {fmt(v)}",
-            ))  # fmt: skip
+            drawing.bars.append(
+                Bar(
+                    x=round(LEFT + step * j + step * 0.1 + width * i, 2),
+                    y=y,
+                    width=round(width, 2),
+                    height=round(TOP + plot_h - y, 2),
+                    css=f"s{i % SERIES_CLASSES}",
+                    title=f"{s.name} · {chart.labels[j]}: {fmt(v)}",
+                )
+            )
     return drawing

@@ -71,9 +71,13 @@ class Block:
     def to_json(self) -> dict[str, Any]:
         """The block for the live feed (the script builds it with `textContent`)."""
         return {
-            "kind": self.kind, "title": self.title, "text": self.text, "image": self.image,
-            "failed": self.failed, "result": self.result.to_json() if self.result else None,
-        }  # fmt: skip
+            "kind": self.kind,
+            "title": self.title,
+            "text": self.text,
+            "image": self.image,
+            "failed": self.failed,
+            "result": self.result.to_json() if self.result else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,15 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "index": self.index, "id": self.id, "role": self.role, "depth": self.depth,
-            "time": self.time, "redacted": self.redacted, "usage": self.usage,
+            "index": self.index,
+            "id": self.id,
+            "role": self.role,
+            "depth": self.depth,
+            "time": self.time,
+            "redacted": self.redacted,
+            "usage": self.usage,
             "blocks": [block.to_json() for block in self.blocks],
-        }  # fmt: skip
+        }
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> str:
@@ -146,8 +155,9 @@ def _result_block(part: ToolResultPart) -> Block:
     extra = [c.text for c in part.tool_result_contents if c.text]
     if extra:
         text = "\n".join([text, *extra]) if text not in ("{}", "") else "\n".join(extra)
-    return Block("tool-result", text, f"{part.tool_name} · {part.tool_call_id}",
-                 failed=part.is_error)  # fmt: skip
+    return Block(
+        "tool-result", text, f"{part.tool_name} · {part.tool_call_id}", failed=part.is_error
+    )
 
 
 def _config_text(config: TaskConfigPart) -> str:
@@ -173,8 +183,12 @@ def part_block(part: Any, results: dict[str, Block]) -> Block:
     if isinstance(part, RedactedThinkingPart):
         return Block("reasoning", "[thinking withheld by the provider]", "thinking")
     if isinstance(part, ToolCallPart):
-        return Block("tool-call", as_text(part.args), f"{part.tool_name} · {part.tool_call_id}",
-                     result=results.get(part.tool_call_id))  # fmt: skip
+        return Block(
+            "tool-call",
+            as_text(part.args),
+            f"{part.tool_name} · {part.tool_call_id}",
+            result=results.get(part.tool_call_id),
+        )
     if isinstance(part, ToolResultPart):
         return _result_block(part)
     if isinstance(part, ImagePart):
@@ -193,11 +207,16 @@ def part_block(part: Any, results: dict[str, Block]) -> Block:
     if isinstance(part, TaskConfigPart):
         return Block("config", _config_text(part), "configuration")
     if isinstance(part, CompressionPart):
-        return Block("checkpoint", (
-            f"messages {part.start_message_idx} to {part.end_message_idx}: "
-            f"{len(part.compressed_message_ids)} compressed, {len(part.kept_message_ids)} kept"
-            f"{' (' + ', '.join(part.strategies) + ')' if part.strategies else ''}; "
-            f"{part.reason}"), "compression checkpoint")  # fmt: skip
+        return Block(
+            "checkpoint",
+            (
+                f"messages {part.start_message_idx} to {part.end_message_idx}: "
+                f"{len(part.compressed_message_ids)} compressed, {len(part.kept_message_ids)} kept"
+                f"{' (' + ', '.join(part.strategies) + ')' if part.strategies else ''}; "
+                f"{part.reason}"
+            ),
+            "compression checkpoint",
+        )
     if isinstance(part, InformationalPart):
         return Block("note", clip(part.details or part.informational_type or ""), "note")
     if isinstance(part, ErrorPart):
@@ -239,9 +258,16 @@ def rows(messages: Sequence[AnyMessage], start: int) -> list[Row]:
         index = start + offset
         if isinstance(message, UnknownMessage):
             raw = message.raw
-            shown.append(Row(index, str(raw.get("id", "")), f"unknown: {raw.get('role')!s}",
-                             int(message.depth), when(raw.get("started_ts")),
-                             [Block("unknown", as_text(raw), "unknown message")]))  # fmt: skip
+            shown.append(
+                Row(
+                    index,
+                    str(raw.get("id", "")),
+                    f"unknown: {raw.get('role')!s}",
+                    int(message.depth),
+                    when(raw.get("started_ts")),
+                    [Block("unknown", as_text(raw), "unknown message")],
+                )
+            )
             continue
         record = redaction_of(message)
         redacted = None
@@ -251,6 +277,16 @@ def rows(messages: Sequence[AnyMessage], start: int) -> list[Row]:
         blocks = [part_block(part, results) for part in message.content]
         if message.error_message:
             blocks.append(Block("error", clip(message.error_message), "error", failed=True))
-        shown.append(Row(index, message.id, message.role, message.depth,
-                         when(message.started_ts), blocks, redacted, _usage(message)))  # fmt: skip
+        shown.append(
+            Row(
+                index,
+                message.id,
+                message.role,
+                message.depth,
+                when(message.started_ts),
+                blocks,
+                redacted,
+                _usage(message),
+            )
+        )
     return shown

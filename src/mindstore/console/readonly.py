@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from mindstore.analytics.periods import TimeBound
 from mindstore.analytics.rows import (
     ActiveOwnersRow,
     ActivityRow,
@@ -20,16 +21,26 @@ from mindstore.analytics.rows import (
     ToolRow,
     UsageRow,
 )
-from mindstore.analytics.periods import TimeBound
 from mindstore.collection_names import TASKS
 from mindstore.model.messages import AnyMessage
 from mindstore.repositories.records import Page, TaskRecord
 from mindstore.store import Store, TenantStore
 
-READ_METHODS: Final = frozenset({
-    "list_tasks", "get_task", "ends", "read_range", "tree", "usage", "latency", "tools",
-    "top_owners", "activity", "active_owners",
-})  # fmt: skip
+READ_METHODS: Final = frozenset(
+    {
+        "list_tasks",
+        "get_task",
+        "ends",
+        "read_range",
+        "tree",
+        "usage",
+        "latency",
+        "tools",
+        "top_owners",
+        "activity",
+        "active_owners",
+    }
+)
 """Every method `ReadOnlyTenant` has besides `tenant` (checked by the tests)."""
 MAX_OWNERS: Final = 10_000
 """The most owners a tenant's summary ranks (the analytics report's own limit)."""
@@ -101,9 +112,7 @@ class ReadOnlyTenant:
 
     async def top_owners(self, *, since: TimeBound, until: TimeBound) -> list[OwnerRow]:
         """Owners with their tasks, tokens and cost (`acme.analytics.top_owners`)."""
-        return await self.__view.analytics.top_owners(
-            limit=MAX_OWNERS, since=since, until=until
-        )
+        return await self.__view.analytics.top_owners(limit=MAX_OWNERS, since=since, until=until)
 
     async def activity(
         self, *, period: str, since: TimeBound, until: TimeBound

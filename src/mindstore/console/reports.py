@@ -61,8 +61,9 @@ def latency(rows: Sequence[LatencyRow]) -> Chart:
     """p50, p90 and p99 of assistant response time per model."""
     ordered = sorted(rows, key=lambda r: _name(r.model))
     labels = [_name(r.model) for r in ordered]
-    series = [Series(p, [float(getattr(r, p) or 0.0) for r in ordered])
-              for p in ("p50", "p90", "p99")]  # fmt: skip
+    series = [
+        Series(p, [float(getattr(r, p) or 0.0) for r in ordered]) for p in ("p50", "p90", "p99")
+    ]
     columns = ("model", "count", "mean", "p50", "p90", "p99", "max")
     table: list[tuple[Cell, ...]] = [
         (_name(r.model), r.count, r.mean, r.p50, r.p90, r.p99, r.max) for r in ordered
@@ -74,13 +75,21 @@ def tools(rows: Sequence[ToolRow]) -> Chart:
     """Calls and errors per tool, with the error rate in the table."""
     ordered = sorted(rows, key=lambda r: (-r.calls, _name(r.tool)))
     labels = [_name(r.tool) for r in ordered]
-    series = [Series("calls", [float(r.calls) for r in ordered]),
-              Series("errors", [float(r.errors) for r in ordered])]  # fmt: skip
+    series = [
+        Series("calls", [float(r.calls) for r in ordered]),
+        Series("errors", [float(r.errors) for r in ordered]),
+    ]
     columns = ("tool", "calls", "results", "errors", "error_rate")
     table: list[tuple[Cell, ...]] = [
-        (_name(r.tool), r.calls, r.results, r.errors,
-         None if r.error_rate is None else round(r.error_rate, 4)) for r in ordered
-    ]  # fmt: skip
+        (
+            _name(r.tool),
+            r.calls,
+            r.results,
+            r.errors,
+            None if r.error_rate is None else round(r.error_rate, 4),
+        )
+        for r in ordered
+    ]
     return Chart("tools", CHARTS["tools"], "bar", labels, series, columns, table)
 
 
@@ -90,5 +99,6 @@ def owners(rows: Sequence[ActiveOwnersRow]) -> Chart:
     labels = [_name(r.period) for r in ordered]
     series = [Series("active owners", [float(r.active_owners) for r in ordered])]
     table: list[tuple[Cell, ...]] = [(_name(r.period), r.active_owners) for r in ordered]
-    return Chart("owners", CHARTS["owners"], "bar", labels, series, ("period", "active_owners"),
-                 table)  # fmt: skip
+    return Chart(
+        "owners", CHARTS["owners"], "bar", labels, series, ("period", "active_owners"), table
+    )

@@ -89,8 +89,10 @@ def _operator(request: Request) -> Operator | None:
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     """A rendered template (autoescaped: stored content is only ever text)."""
-    body = _console(request).pages.get_template(template).render(
-        who=getattr(request.state, "operator", None), **context
+    body = (
+        _console(request)
+        .pages.get_template(template)
+        .render(who=getattr(request.state, "operator", None), **context)
     )
     return HTMLResponse(body, status_code=status)
 
@@ -157,9 +159,13 @@ async def login(request: Request) -> Response:
         return page(request, "login.html", 401, error="That token is not valid.")
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(
-        COOKIE, console.sessions.open(who), httponly=True, samesite="strict",
-        secure=console.secure_cookies, path="/",
-    )  # fmt: skip
+        COOKIE,
+        console.sessions.open(who),
+        httponly=True,
+        samesite="strict",
+        secure=console.secure_cookies,
+        path="/",
+    )
     return response
 
 
@@ -187,16 +193,17 @@ async def tenants(request: Request) -> Response:
             continue
         owners = await view.top_owners(since=since, until=until)
         activity = await view.activity(period="month", since=since, until=until)
-        summaries.append({
-            "tenant": name,
-            "owners": len([o for o in owners if o.owner is not None]),
-            "tasks": sum(o.tasks for o in owners),
-            "messages": sum(a.messages for a in activity),
-            "tokens": sum(o.tokens_in + o.tokens_out for o in owners),
-            "cost": sum(o.cost for o in owners),
-        })  # fmt: skip
-    return page(request, "tenants.html", tenants=summaries, since=since or "",
-                until=until or "")  # fmt: skip
+        summaries.append(
+            {
+                "tenant": name,
+                "owners": len([o for o in owners if o.owner is not None]),
+                "tasks": sum(o.tasks for o in owners),
+                "messages": sum(a.messages for a in activity),
+                "tokens": sum(o.tokens_in + o.tokens_out for o in owners),
+                "cost": sum(o.cost for o in owners),
+            }
+        )
+    return page(request, "tenants.html", tenants=summaries, since=since or "", until=until or "")
 
 
 @signed_in
@@ -209,8 +216,15 @@ async def tasks(request: Request) -> Response:
     if listed.next_cursor:
         kept = {k: v for k, v in (("owner", owner), ("state", state)) if v}
         following = urlencode({**kept, "cursor": listed.next_cursor})
-    return page(request, "tasks.html", tenant=view.tenant, tasks=listed.items,
-                owner=owner or "", state=state or "", following=following)  # fmt: skip
+    return page(
+        request,
+        "tasks.html",
+        tenant=view.tenant,
+        tasks=listed.items,
+        owner=owner or "",
+        state=state or "",
+        following=following,
+    )
 
 
 def _before(request: Request) -> int | None:
@@ -239,9 +253,17 @@ async def task(request: Request) -> Response:
         start = max(0, stop - size)
         messages = await view.read_range(task_id, start, stop) if stop > start else []
     shown = conversation.rows(messages, start)
-    return page(request, "task.html", tenant=view.tenant, task=record, rows=shown, count=count,
-                start=start, older=start if start > 0 else None,
-                live=before is None)  # fmt: skip
+    return page(
+        request,
+        "task.html",
+        tenant=view.tenant,
+        task=record,
+        rows=shown,
+        count=count,
+        start=start,
+        older=start if start > 0 else None,
+        live=before is None,
+    )
 
 
 @signed_in
@@ -275,13 +297,13 @@ async def _charts(view: ReadOnlyTenant, request: Request) -> list[Chart]:
     if period not in PERIODS:
         raise ValidationError(f"period: expected one of {', '.join(PERIODS)}")
     since, until = _time_bounds(request)
-    usage = await view.usage(group_by=("period", "model"), period=period, since=since,
-                             until=until)  # fmt: skip
+    usage = await view.usage(group_by=("period", "model"), period=period, since=since, until=until)
     return [
         reports.tokens(usage),
         reports.cost(usage),
-        reports.latency(await view.latency(group_by=("model",), period=None, since=since,
-                                           until=until)),  # fmt: skip
+        reports.latency(
+            await view.latency(group_by=("model",), period=None, since=since, until=until)
+        ),
         reports.tools(await view.tools(group_by=(), period=None, since=since, until=until)),
         reports.owners(await view.active_owners(period=period, since=since, until=until)),
     ]
@@ -293,9 +315,16 @@ async def charts(request: Request) -> Response:
     view = tenant_view(request)
     drawn = [(chart, draw(chart)) for chart in await _charts(view, request)]
     query = urlencode({k: v for k in ("period", "since", "until") if (v := _query(request, k))})
-    return page(request, "charts.html", tenant=view.tenant, charts=drawn, query=query,
-                period=_query(request, "period") or "day",
-                since=_query(request, "since") or "", until=_query(request, "until") or "")  # fmt: skip
+    return page(
+        request,
+        "charts.html",
+        tenant=view.tenant,
+        charts=drawn,
+        query=query,
+        period=_query(request, "period") or "day",
+        since=_query(request, "since") or "",
+        until=_query(request, "until") or "",
+    )
 
 
 @signed_in
@@ -306,8 +335,11 @@ async def chart_csv(request: Request) -> Response:
     if key not in reports.CHARTS:
         raise NotFound("chart")
     chart = next(c for c in await _charts(view, request) if c.key == key)
-    return Response(chart.csv(), media_type="text/csv; charset=utf-8", headers={
-        "Content-Disposition": f'attachment; filename="{view.tenant}-{key}.csv"'})  # fmt: skip
+    return Response(
+        chart.csv(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{view.tenant}-{key}.csv"'},
+    )
 
 
 # ------------------------------------------------------------------------------ errors
@@ -325,9 +357,14 @@ async def _on_shredded(request: Request, error: Exception) -> Response:
 
 
 async def _on_keyring(request: Request, error: Exception) -> Response:
-    return page(request, "error.html", 200, title="Encrypted tenant",
-                message="This tenant's content is encrypted and the console was started "
-                        "without its keyring (--master-key, --key-vault).")  # fmt: skip
+    return page(
+        request,
+        "error.html",
+        200,
+        title="Encrypted tenant",
+        message="This tenant's content is encrypted and the console was started "
+        "without its keyring (--master-key, --key-vault).",
+    )
 
 
 async def _on_http(request: Request, error: Exception) -> Response:
@@ -363,14 +400,24 @@ def app(
         Route("/t/{tenant}/charts/{chart}.csv", chart_csv),
         Mount("/static", StaticFiles(packages=[("mindstore.console", "static")]), name="static"),
     ]
-    web = Starlette(routes=routes, exception_handlers={
-        NotFound: _on_not_found, ValidationError: _on_invalid, KeyShredded: _on_shredded,
-        KeyringRequired: _on_keyring, HTTPException: _on_http,
-    })  # fmt: skip
+    web = Starlette(
+        routes=routes,
+        exception_handlers={
+            NotFound: _on_not_found,
+            ValidationError: _on_invalid,
+            KeyShredded: _on_shredded,
+            KeyringRequired: _on_keyring,
+            HTTPException: _on_http,
+        },
+    )
     web.state.console = Console(
-        store=ReadOnlyStore(store), credentials=credentials, sessions=Sessions(),
-        pages=_environment(), secure_cookies=secure_cookies, page_messages=page_messages,
-    )  # fmt: skip
+        store=ReadOnlyStore(store),
+        credentials=credentials,
+        sessions=Sessions(),
+        pages=_environment(),
+        secure_cookies=secure_cookies,
+        page_messages=page_messages,
+    )
     return SecurityHeaders(web)
 
 
