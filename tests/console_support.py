@@ -116,12 +116,19 @@ async def xss_task(tasks: Any) -> str:
 
 async def demo(store: Store) -> dict[str, str]:
     """The small demo workload, a task with every payload in tenant-0, and a task of
-    tenant-1's; returns their ids (`xss`, `other`)."""
-    await load(store, generate(SPEC))
+    tenant-1's; returns their ids (`xss`, `other`), a fork (`fork`, of `fork_tenant`) and a task
+    of tenant-0 with sub-tasks (`nested`)."""
+    workload = generate(SPEC)
+    fork, fork_tenant = next((n["_id"].split("/")[-1], n["tenant"]) for n in workload.nodes
+                             if n.get("parent_id"))  # fmt: skip
+    nested = next(t["_id"].split("/")[-1] for t in workload.tasks if t["tenant"] == "tenant-0"
+                  and any(m.get("role") == "taskentry" for m in t["messages"]))  # fmt: skip
+    await load(store, workload)
     xss = await xss_task(store.scoped("tenant-0").tasks)
     other = await store.scoped("tenant-1").tasks.create(owner="bob", title="tenant one secret")
     await store.scoped("tenant-1").tasks.add_human_message(other.id, "only tenant-1 sees this")
-    return {"xss": xss, "other": other.id}
+    return {"xss": xss, "other": other.id, "fork": fork, "fork_tenant": fork_tenant,
+            "nested": nested}
 
 
 def free_port() -> int:
@@ -157,12 +164,13 @@ class ServedConsole:
         try:
             self.store = await mindstore.connect("embedded", database=f"console_{os.getpid()}")
             self.ids = await self._setup(self.store)
-            config = uvicorn.Config(app(self.store, OPERATORS, **self._options), host="127.0.0.1",
-                                    port=self.port, log_level="warning", lifespan="off")  # fmt: skip
+            served = app(self.store, OPERATORS, **self._options)
+            config = uvicorn.Config(served, host="127.0.0.1", port=self.port,
+                                    log_level="warning", lifespan="off")  # fmt: skip
             self._server = uvicorn.Server(config)
             serving = asyncio.ensure_future(self._server.serve())
-            while not self._server.started and not serving.done():
-                await asyncio.sleep(0.01)
+            while not self._server.started and not serving.done():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)  # uvicorn offers no event to wait on
         except BaseException as error:  # reported to the test thread
             self._failed = error
             self._ready.set()

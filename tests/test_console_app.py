@@ -131,8 +131,8 @@ async def test_every_response_carries_the_policy_and_headers(
 async def test_login_opens_a_strict_httponly_session_and_logout_ends_it(
     client: httpx.AsyncClient,
 ) -> None:
-    response = await client.post("/login", content=f"token={T0_TOKEN}".encode(),
-                                 headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    response = await client.post("/login", content=f"token={T0_TOKEN}".encode(), headers=form)
     assert response.status_code == 303
     cookie = response.headers["set-cookie"]
     assert cookie.startswith(f"{COOKIE}=") and T0_TOKEN not in cookie
