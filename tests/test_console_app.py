@@ -248,3 +248,24 @@ async def test_the_tasks_list_filters_by_owner_and_state_and_pages_by_keyset(
     bad = await client.get("/t/tenant-0/", params={"state": "exploded"},
                            headers=bearer(ADMIN_TOKEN))  # fmt: skip
     assert bad.status_code == 400 and "state" in bad.text
+
+
+async def test_a_task_page_reads_only_its_last_messages_however_long_the_task(
+    store: Store,
+) -> None:
+    """The page of a 3,000-message task receives about the bytes of a 300-message one's:
+    the last page of messages and the header, never the history (a 100,000-message task's
+    render time is measured by benchmarks/bench_console.py)."""
+    tasks = store.scoped("acme").tasks
+    received = {}
+    async with await client_for(store) as client:
+        for size in (300, 3000):
+            history = [UserMessage(content=[TextPart(text=f"m{i} " + "w" * 40)])
+                       for i in range(size)]  # fmt: skip
+            record = await tasks.create(messages=history, replay=True)
+            with observe_all() as log:
+                page = await client.get(f"/t/acme/tasks/{record.id}", headers=bearer(ADMIN_TOKEN))
+            assert page.status_code == 200 and f"m{size - 1} " in page.text
+            assert f"m{size - 101} " not in page.text
+            received[size] = sum(c.bytes_received for c in log)
+    assert received[3000] < received[300] * 1.3 + 4096, received
