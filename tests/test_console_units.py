@@ -92,7 +92,7 @@ def test_the_console_view_has_no_write_method() -> None:
     assert public == READ_METHODS | {"tenant"}
     store_public = {name for name in dir(ReadOnlyStore) if not name.startswith("_")}
     assert store_public == {"tenant", "tenants"}
-    reads = {"list", "get", "ends", "read_range", "tree_json", "root", "usage", "latency",
+    reads = {"list", "get", "read_range", "tree_json", "root", "usage", "latency",
              "tools", "top_owners", "activity", "active_owners"}  # fmt: skip
     writes = set()
     for source in (TaskService, DialogRepository, Analytics):

@@ -30,7 +30,6 @@ READ_METHODS: Final = frozenset(
     {
         "list_tasks",
         "get_task",
-        "ends",
         "read_range",
         "tree",
         "usage",
@@ -70,11 +69,6 @@ class ReadOnlyTenant:
     async def get_task(self, task_id: str) -> TaskRecord:
         """The task's record: header, counts and usage, without messages."""
         return await self.__view.tasks.get(task_id)
-
-    async def ends(self, task_id: str, last: int) -> tuple[int, list[AnyMessage]]:
-        """The message count and the last `last` messages, from one snapshot."""
-        count, _, tail = await self.__view.tasks.ends(task_id, 0, last)
-        return count, tail
 
     async def read_range(self, task_id: str, start: int, stop: int) -> list[AnyMessage]:
         """Messages `[start, stop)`: only they are read (sealed pages by range)."""

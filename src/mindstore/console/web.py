@@ -107,7 +107,7 @@ def signed_in(handler: Handler) -> Handler:
     async def guarded(request: Request) -> Response:
         who = _operator(request)
         if who is None:
-            if request.url.path.endswith((".json", ".csv")) or "feed" in request.url.path:
+            if request.url.path.endswith((".csv", "/feed")):
                 return PlainTextResponse("credential required", status_code=401)
             return RedirectResponse("/login", status_code=303)
         request.state.operator = who
@@ -244,14 +244,12 @@ async def task(request: Request) -> Response:
     size = _console(request).page_messages
     record = await view.get_task(task_id)
     before = _before(request)
-    if before is None:
-        count, messages = await view.ends(task_id, size)
-        start = count - len(messages)
-    else:
-        count = record.seq
-        stop = min(before, count)
-        start = max(0, stop - size)
-        messages = await view.read_range(task_id, start, stop) if stop > start else []
+    # the record's count fixes the indices: messages [start, stop) of an append-only array
+    # (a range read touches only the pages it overlaps; newer messages come by the feed)
+    count = record.seq
+    stop = count if before is None else min(before, count)
+    start = max(0, stop - size)
+    messages = await view.read_range(task_id, start, stop) if stop > start else []
     shown = conversation.rows(messages, start)
     return page(
         request,
