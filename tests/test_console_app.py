@@ -269,3 +269,41 @@ async def test_a_task_page_reads_only_its_last_messages_however_long_the_task(
             assert f"m{size - 101} " not in page.text
             received[size] = sum(c.bytes_received for c in log)
     assert received[3000] < received[300] * 1.3 + 4096, received
+
+
+async def test_mounted_under_a_prefix_every_link_and_redirect_keeps_it(
+    store: Store, ids: dict[str, str]
+) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    platform = Starlette(routes=[Mount("/ops/console", app=app(store, OPERATORS))])
+    transport = httpx.ASGITransport(app=platform)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        assert (await client.get("/ops/console/")).headers["location"] == "/ops/console/login"
+        login = await client.post("/ops/console/login", content=f"token={ADMIN_TOKEN}".encode())
+        assert login.headers["location"] == "/ops/console/"
+        assert "Path=/ops/console/" in login.headers["set-cookie"]
+        page = await client.get(f"/ops/console/t/tenant-0/tasks/{ids['xss']}",
+                                headers=bearer(ADMIN_TOKEN))  # fmt: skip
+        links = re.findall(r'(?:href|src|action|data-feed)="([^"]*)"', page.text)
+        local = [link for link in links if not link.startswith(("data:", "#"))]
+        assert local and all(link.startswith("/ops/console/") for link in local), local
+        for link in local:
+            if link.endswith((".css", ".js")) or "/feed" in link:
+                fetched = await client.get(link, headers=bearer(ADMIN_TOKEN))
+                assert fetched.status_code == 200, link
+
+
+async def test_the_tasks_list_filters_by_last_update(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    listed = (await store.scoped("tenant-0").tasks.list(limit=1000)).items
+    middle = sorted(r.updated_at for r in listed)[len(listed) // 2]
+    page = await client.get("/t/tenant-0/", params={"since": middle.isoformat()},
+                            headers=bearer(ADMIN_TOKEN))  # fmt: skip
+    shown = re.findall(r'href="/t/tenant-0/tasks/([^"?/]+)"', page.text)
+    assert shown == [r.id for r in listed if r.updated_at > middle] and shown
+    bad = await client.get("/t/tenant-0/", params={"since": "yesterday"},
+                           headers=bearer(ADMIN_TOKEN))  # fmt: skip
+    assert bad.status_code == 400 and "since" in bad.text

@@ -10,6 +10,7 @@ or `acme.analytics` is among them and that nothing else is exposed.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Final
 
 from mindstore.analytics.periods import TimeBound
@@ -61,10 +62,18 @@ class ReadOnlyTenant:
         self.tenant: Final[str] = view.tenant
 
     async def list_tasks(
-        self, *, owner: str | None, state: str | None, cursor: str | None, limit: int
+        self,
+        *,
+        owner: str | None,
+        state: str | None,
+        cursor: str | None,
+        limit: int,
+        updated_after: datetime | None = None,
     ) -> Page[TaskRecord]:
         """One keyset page of tasks, newest first (`acme.tasks.list`)."""
-        return await self.__view.tasks.list(owner=owner, state=state, cursor=cursor, limit=limit)
+        return await self.__view.tasks.list(
+            owner=owner, state=state, cursor=cursor, limit=limit, updated_after=updated_after
+        )
 
     async def get_task(self, task_id: str) -> TaskRecord:
         """The task's record: header, counts and usage, without messages."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -30,7 +31,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from mindstore.analytics.periods import TimeBound
+from mindstore.analytics.periods import TimeBound, epoch_seconds
 from mindstore.console import conversation, reports
 from mindstore.console.access import Credentials, Operator, Sessions
 from mindstore.console.charts import Chart, draw
@@ -87,12 +88,18 @@ def _operator(request: Request) -> Operator | None:
     return console.sessions.get(request.cookies.get(COOKIE))
 
 
+def _root(request: Request) -> str:
+    """Where the console is mounted (`""` at the top of its own server): every link and
+    redirect starts with it, so the app works under a platform's prefix too."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     """A rendered template (autoescaped: stored content is only ever text)."""
     body = (
         _console(request)
         .pages.get_template(template)
-        .render(who=getattr(request.state, "operator", None), **context)
+        .render(who=getattr(request.state, "operator", None), root=_root(request), **context)
     )
     return HTMLResponse(body, status_code=status)
 
@@ -109,7 +116,7 @@ def signed_in(handler: Handler) -> Handler:
         if who is None:
             if request.url.path.endswith((".csv", "/feed")):
                 return PlainTextResponse("credential required", status_code=401)
-            return RedirectResponse("/login", status_code=303)
+            return RedirectResponse(f"{_root(request)}/login", status_code=303)
         request.state.operator = who
         return await handler(request)
 
@@ -157,14 +164,14 @@ async def login(request: Request) -> Response:
     who = console.credentials.check(token)
     if who is None:
         return page(request, "login.html", 401, error="That token is not valid.")
-    response = RedirectResponse("/", status_code=303)
+    response = RedirectResponse(f"{_root(request)}/", status_code=303)
     response.set_cookie(
         COOKIE,
         console.sessions.open(who),
         httponly=True,
         samesite="strict",
         secure=console.secure_cookies,
-        path="/",
+        path=f"{_root(request)}/",
     )
     return response
 
@@ -172,8 +179,8 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     """Close the session and clear its cookie."""
     _console(request).sessions.close(request.cookies.get(COOKIE))
-    response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    response = RedirectResponse(f"{_root(request)}/login", status_code=303)
+    response.delete_cookie(COOKIE, path=f"{_root(request)}/", httponly=True, samesite="strict")
     return response
 
 
@@ -208,13 +215,19 @@ async def tenants(request: Request) -> Response:
 
 @signed_in
 async def tasks(request: Request) -> Response:
-    """A tenant's tasks, newest first, by owner and state, one keyset page at a time."""
+    """A tenant's tasks, newest first, by owner, state and last update (`since`), one
+    keyset page at a time."""
     view = tenant_view(request)
     owner, state, cursor = (_query(request, n) for n in ("owner", "state", "cursor"))
-    listed = await view.list_tasks(owner=owner, state=state, cursor=cursor, limit=PAGE_TASKS)
+    since = _query(request, "since")
+    seconds = epoch_seconds(since, "since")
+    after = None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+    listed = await view.list_tasks(
+        owner=owner, state=state, cursor=cursor, limit=PAGE_TASKS, updated_after=after
+    )
     following = None
     if listed.next_cursor:
-        kept = {k: v for k, v in (("owner", owner), ("state", state)) if v}
+        kept = {k: v for k, v in (("owner", owner), ("state", state), ("since", since)) if v}
         following = urlencode({**kept, "cursor": listed.next_cursor})
     return page(
         request,
@@ -223,6 +236,7 @@ async def tasks(request: Request) -> Response:
         tasks=listed.items,
         owner=owner or "",
         state=state or "",
+        since=since or "",
         following=following,
     )
 
@@ -286,8 +300,8 @@ async def tree(request: Request) -> Response:
     """The dialog tree a task belongs to, from its root, each node linking to its task."""
     view = tenant_view(request)
     task_id = request.path_params["task_id"]
-    root = await view.tree(task_id)
-    return page(request, "tree.html", tenant=view.tenant, root=root, current=task_id)
+    top = await view.tree(task_id)
+    return page(request, "tree.html", tenant=view.tenant, top=top, current=task_id)
 
 
 async def _charts(view: ReadOnlyTenant, request: Request) -> list[Chart]:
