@@ -210,6 +210,13 @@ async def test_encrypted_tenants_open_and_a_shredded_one_says_so(
             assert "was shredded" in shredded.text and "gone secret" not in shredded.text
         charts = await client.get("/t/gone/charts", headers=bearer(ADMIN_TOKEN))
         assert charts.status_code == 200
+        listing = await client.get("/", headers=bearer(ADMIN_TOKEN))
+        assert "/t/gone/" in listing.text and "/t/vault/" in listing.text
+    # the same database, served without the keyring: it says so, and shows no ciphertext
+    async with await client_for(Store(opened.backend)) as blind:
+        page = await blind.get(f"/t/vault/tasks/{vault}", headers=bearer(ADMIN_TOKEN))
+        assert page.status_code == 200 and "without its keyring" in page.text
+        assert "vault secret words" not in page.text
 
 
 async def test_the_console_never_writes(client: httpx.AsyncClient, ids: dict[str, str]) -> None:
