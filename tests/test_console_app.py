@@ -144,6 +144,18 @@ async def test_login_opens_a_strict_httponly_session_and_logout_ends_it(
     assert (await client.get("/", headers=signed)).status_code == 303
 
 
+async def test_a_login_or_logout_posted_from_another_site_is_refused(
+    client: httpx.AsyncClient,
+) -> None:
+    body = f"token={ADMIN_TOKEN}".encode()
+    for origin in ("https://evil.example", "null", "http://console.test.evil.example"):
+        refused = await client.post("/login", content=body, headers={"Origin": origin})
+        assert refused.status_code == 403 and "set-cookie" not in refused.headers, origin
+        assert (await client.post("/logout", headers={"Origin": origin})).status_code == 403
+    same = await client.post("/login", content=body, headers={"Origin": BASE})
+    assert same.status_code == 303 and "set-cookie" in same.headers
+
+
 async def test_secure_cookies_when_served_over_https(store: Store) -> None:
     async with await client_for(store, secure_cookies=True) as secure:
         response = await secure.post("/login", content=f"token={ADMIN_TOKEN}".encode())

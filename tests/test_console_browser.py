@@ -60,7 +60,7 @@ NO_INJECTED_MARKUP = """() => {
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[ServedConsole]:
-    with ServedConsole(demo) as console:
+    with ServedConsole(demo, feed_ms=250) as console:
         yield console
 
 
@@ -242,5 +242,10 @@ def test_a_tenants_credential_reaches_no_page_of_another_tenant(
         assert fetched == 404
         assert t0.open("/") == 200
         assert t0.page.locator("#tenants tbody tr").count() == 1
+        t0.page.click("form.logout button")
+        t0.page.wait_for_url(f"{served.url}/login")
+        assert t0.context.cookies() == []
+        t0.open("/")
+        assert t0.page.url == f"{served.url}/login"
     finally:
         t0.close()

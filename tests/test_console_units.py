@@ -4,34 +4,38 @@ checks (mindstore.console, mindstore.commands.console)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import inspect
 import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from console_support import PNG
+from console_support import PNG, SPEC
 from mindstore.analytics.service import Analytics
+from mindstore.backends.snapshot import save_snapshot
 from mindstore.cli import app as cli
 from mindstore.console import access, charts, conversation, reports
 from mindstore.console.access import Credentials, Sessions, operator, operators_from_json
 from mindstore.console.readonly import READ_METHODS, ReadOnlyStore, ReadOnlyTenant
+from mindstore.console.web import _environment
 from mindstore.errors import ConfigurationError
 from mindstore.model.messages import AssistantMessage, ToolMessage, UserMessage
 from mindstore.model.parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
 from mindstore.repositories.dialogs import DialogRepository
 from mindstore.services.tasks import TaskService
+from mindstore.store import Store
+from mindstore.workload import generate, load
 
 runner = CliRunner()
 TOKEN = "a-token-of-twenty-chars"
@@ -153,10 +157,42 @@ def test_an_image_source_is_a_data_url_of_base64_or_nothing(data: str, mime: str
         assert re.fullmatch(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}", source)
 
 
+class _Markup(HTMLParser):
+    """The tags and the text of a rendered fragment."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attributes: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes += [name for name, _ in attrs]
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+@example('<script>alert(1)</script><img src=x onerror="alert(2)">', "<b onclick=x>t</b>")
+@example("</div><a href='javascript:alert(1)'>x</a>", "&lt;&amp;")
+@given(st.text(max_size=80), st.text(max_size=30))
+def test_a_rendered_block_is_the_stored_text_and_no_markup_of_it(text: str, title: str) -> None:
+    block = conversation.Block("text", text, title)
+    html = _environment().get_template("block.html").render(block=block, root="")
+    parsed = _Markup()
+    parsed.feed(html)
+    parsed.close()
+    assert set(parsed.tags) <= {"div"} and set(parsed.attributes) <= {"class"}
+    shown = "".join(parsed.text)
+    assert text.strip() in shown and title.strip() in shown
+
+
 # ------------------------------------------------------------------------------ charts
 finite = st.floats(min_value=0, max_value=1e12, allow_nan=False)
 
 
+@settings(max_examples=60)
 @given(st.lists(st.text(max_size=8), min_size=1, max_size=30),
        st.lists(st.lists(st.one_of(finite, st.just(float("nan")), st.just(-5.0)),
                          min_size=30, max_size=30), min_size=1, max_size=4),
@@ -221,31 +257,36 @@ def test_the_command_refuses_a_remote_host_without_allow_remote(tmp_path: Path) 
     assert result.exit_code == 40 and "at least 16" in result.output
 
 
-def test_mindstore_console_serves_the_store_it_is_given(tmp_path: Path) -> None:
-    data, ops = tmp_path / "demo.json", tmp_path / "ops.json"
+async def test_mindstore_console_serves_the_store_it_is_given(
+    tmp_path: Path, store: Store
+) -> None:
+    data, ops = tmp_path / "demo.json.gz", tmp_path / "ops.json"
     ops.write_text(json.dumps([{"name": "t0", "token": TOKEN, "tenants": ["tenant-0"]}]))
+    await load(store, generate(SPEC))
+    await save_snapshot(store.database, data)
     command = [sys.executable, "-m", "mindstore", "--data", str(data)]
-    subprocess.run([*command, "demo-data", "--tasks", "6", "--tenants", "2"], check=True,
-                   capture_output=True, timeout=120)  # fmt: skip
     port = free_port()
-    served = subprocess.Popen([*command, "console", "--port", str(port), "--operators", str(ops)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    served = await asyncio.create_subprocess_exec(
+        *command, "console", "--port", str(port), "--operators", str(ops),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}/"
-        for _ in range(200):
-            try:
-                response = httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("the console did not start")
-        assert response.status_code == 200
-        assert "/t/tenant-0/" in response.text and "/t/tenant-1/" not in response.text
-        assert httpx.get(url).status_code == 303
+        async with httpx.AsyncClient() as client:
+            for _ in range(400):
+                try:
+                    response = await client.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
+                    break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+            else:
+                pytest.fail("the console did not start")
+            assert response.status_code == 200
+            assert "/t/tenant-0/" in response.text and "/t/tenant-1/" not in response.text
+            assert (await client.get(url)).status_code == 303
     finally:
         served.send_signal(signal.SIGINT)
-        served.wait(30)
+        await asyncio.wait_for(served.wait(), 30)
 
 
 def free_port() -> int:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
@@ -40,10 +40,13 @@ from mindstore.console.security import COOKIE, SecurityHeaders
 from mindstore.errors import KeyringRequired, KeyShredded, NotFound, ValidationError
 from mindstore.model.header import TaskState
 from mindstore.store import Store
+from mindstore.validation import check_int
 
 PAGE_MESSAGES: Final = 100
 """Messages a task page shows: the last ones first, older ones a link away."""
 PAGE_TASKS: Final = 50
+FEED_MS: Final = 2000
+"""How often (milliseconds) an open task page polls for new messages."""
 FEED_MAX: Final = 200
 """The most messages one live-feed poll returns (a client far behind reloads instead)."""
 MAX_FORM_BYTES: Final = 4096
@@ -62,6 +65,7 @@ class Console:
     pages: Environment
     secure_cookies: bool
     page_messages: int
+    feed_ms: int
 
 
 def _environment() -> Environment:
@@ -153,8 +157,21 @@ async def login_form(request: Request) -> Response:
     return page(request, "login.html", error=None)
 
 
+def _cross_site(request: Request) -> bool:
+    """A form posted from another origin (the browser says so in `Origin`): refused, so no
+    other site can log a browser in as its own operator, or out. Behind a proxy, the
+    origin must match the `Host` or `X-Forwarded-Host` the console receives."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin == "null"
+    hosts = {request.headers.get("host"), request.headers.get("x-forwarded-host")}
+    return urlsplit(origin).netloc not in hosts - {None}
+
+
 async def login(request: Request) -> Response:
     """Check the token; on success open a session and set its cookie."""
+    if _cross_site(request):
+        return PlainTextResponse("cross-site form refused", status_code=403)
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
         return page(request, "login.html", 413, error="The form is too large.")
@@ -178,6 +195,8 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     """Close the session and clear its cookie."""
+    if _cross_site(request):
+        return PlainTextResponse("cross-site form refused", status_code=403)
     _console(request).sessions.close(request.cookies.get(COOKIE))
     response = RedirectResponse(f"{_root(request)}/login", status_code=303)
     response.delete_cookie(COOKIE, path=f"{_root(request)}/", httponly=True, samesite="strict")
@@ -275,6 +294,7 @@ async def task(request: Request) -> Response:
         start=start,
         older=start if start > 0 else None,
         live=before is None,
+        feed_ms=_console(request).feed_ms,
     )
 
 
@@ -392,12 +412,17 @@ def app(
     *,
     secure_cookies: bool = False,
     page_messages: int = PAGE_MESSAGES,
+    feed_ms: int = FEED_MS,
 ) -> SecurityHeaders:
     """The console as an ASGI app over `store`, for the given operators.
 
     Mount it in a platform's own app, or serve it with `mindstore console`. Set
     `secure_cookies` when it is served over HTTPS (the session cookie then has `Secure`).
+    `page_messages`: messages per task page; `feed_ms`: how often an open task page asks
+    for new messages.
     """
+    check_int(page_messages, "page_messages", minimum=1, maximum=1000)
+    check_int(feed_ms, "feed_ms", minimum=100)
     credentials = operators if isinstance(operators, Credentials) else Credentials(operators)
     routes = [
         Route("/", tenants),
@@ -429,6 +454,7 @@ def app(
         pages=_environment(),
         secure_cookies=secure_cookies,
         page_messages=page_messages,
+        feed_ms=feed_ms,
     )
     return SecurityHeaders(web)
 

@@ -8,7 +8,7 @@
   const counter = document.getElementById("count");
   const url = section.dataset.feed;
   let count = Number(section.dataset.count) || 0;
-  const every = 2000;
+  const every = Math.max(Number(section.dataset.every) || 2000, 100);
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
