@@ -125,8 +125,11 @@ def test_rows_pair_tool_calls_with_their_results_and_keep_text_as_text() -> None
     assert paired.kind == "tool-call" and '"q": "<b>x</b>"' in paired.text
     assert paired.result is not None and paired.result.text == "boom" and paired.result.failed
     assert shown[1].usage == "m · 10 in / 5 out · $0.5000"
+    assert shown[2].blocks[0].text == "shown with its call in #41"  # not twice
     alone = conversation.rows(messages[:2], 0)[1].blocks[0]
     assert alone.result is None  # its result is not on the page
+    (result_only,) = conversation.rows(messages[2:], 0)  # its call is on an earlier page
+    assert result_only.blocks[0].text == "boom" and result_only.blocks[0].failed
     assert json.dumps([r.to_json() for r in shown])  # the feed's form is JSON
 
 

@@ -7,7 +7,9 @@ whose payload is checked to be base64 (`image_source`): an SVG, a remote URL or 
 else is shown as text instead, so an image cannot run script or call home.
 
 Tool calls are paired with their results: a call shows the result of the same
-`tool_call_id` when that result is on the same page, and a result names its call.
+`tool_call_id` when that result is on the same page, and that result's own row then points
+to the call rather than showing the content twice (a result whose call is on an earlier
+page shows it in full).
 Sub-task levels, compression checkpoints and redactions become rows of their own kind.
 """
 
@@ -172,8 +174,10 @@ def _media_text(kind: str, media: Any) -> str:
     return f"[{kind}{': ' + where if where else ''}]"
 
 
-def part_block(part: Any, results: dict[str, Block]) -> Block:
-    """One part as a block; a tool call takes its result from `results` (by call id)."""
+def part_block(part: Any, results: dict[str, Block], calls: dict[str, int] | None = None) -> Block:
+    """One part as a block; a tool call takes its result from `results` (by call id), and a
+    result whose call is in `calls` (call id -> message index) points to it instead of
+    showing its content twice."""
     if isinstance(part, TextPart):
         return Block("text", clip(part.text))
     if isinstance(part, ReasoningPart):
@@ -190,6 +194,11 @@ def part_block(part: Any, results: dict[str, Block]) -> Block:
             result=results.get(part.tool_call_id),
         )
     if isinstance(part, ToolResultPart):
+        at = (calls or {}).get(part.tool_call_id)
+        if at is not None:
+            title = f"{part.tool_name} · {part.tool_call_id}"
+            return Block("tool-result", f"shown with its call in #{at}", title,
+                         failed=part.is_error)  # fmt: skip
         return _result_block(part)
     if isinstance(part, ImagePart):
         source = image_source(part.image, part.mime_type)
@@ -248,11 +257,14 @@ def rows(messages: Sequence[AnyMessage], start: int) -> list[Row]:
     """The messages `[start, start + len(messages))` of a task as rows, tool calls paired
     with the results among them."""
     results: dict[str, Block] = {}
-    for message in messages:
+    calls: dict[str, int] = {}
+    for offset, message in enumerate(messages):
         if isinstance(message, MessageBase):
             for part in message.content:
                 if isinstance(part, ToolResultPart):
                     results[part.tool_call_id] = _result_block(part)
+                elif isinstance(part, ToolCallPart):
+                    calls.setdefault(part.tool_call_id, start + offset)
     shown = []
     for offset, message in enumerate(messages):
         index = start + offset
@@ -274,7 +286,7 @@ def rows(messages: Sequence[AnyMessage], start: int) -> list[Row]:
         if record is not None:
             reason = record.get("reason")
             redacted = f"redacted {when(record.get('at'))}{': ' + str(reason) if reason else ''}"
-        blocks = [part_block(part, results) for part in message.content]
+        blocks = [part_block(part, results, calls) for part in message.content]
         if message.error_message:
             blocks.append(Block("error", clip(message.error_message), "error", failed=True))
         shown.append(
