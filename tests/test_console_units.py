@@ -249,6 +249,13 @@ def test_reports_keep_every_number_in_their_tables() -> None:
 
 
 # ------------------------------------------------------------------------------ CLI
+def test_the_command_names_the_extra_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as in an install without the extra
+    result = runner.invoke(cli, ["console"])
+    assert result.exit_code == 40
+    assert "pip install 'mindstore[console]'" in result.output
+
+
 def test_the_command_refuses_a_remote_host_without_allow_remote(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["console", "--host", "0.0.0.0"])
     assert result.exit_code == 2 and "--allow-remote" in result.output
