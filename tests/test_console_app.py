@@ -4,6 +4,8 @@ and shredded tenants, and that it never writes (mindstore.console)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import re
 from collections.abc import AsyncIterator
@@ -326,3 +328,23 @@ async def test_the_tasks_list_filters_by_last_update(
     bad = await client.get("/t/tenant-0/", params={"since": "yesterday"},
                            headers=bearer(ADMIN_TOKEN))  # fmt: skip
     assert bad.status_code == 400 and "since" in bad.text
+
+
+async def test_each_chart_csv_holds_the_reports_numbers(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    analytics = store.scoped("tenant-0").analytics
+    tools = (await client.get("/t/tenant-0/charts/tools.csv", headers=bearer(ADMIN_TOKEN))).text
+    header, *table = list(csv.reader(io.StringIO(tools)))
+    assert header == ["tool", "calls", "results", "errors", "error_rate"]
+    expected = await analytics.tools()
+    assert sorted(int(row[1]) for row in table) == sorted(r.calls for r in expected)
+    assert {row[0].lstrip("'") for row in table} == {r.tool for r in expected}
+    usage = await analytics.usage(group_by=("period", "model"), period="week")
+    cost = await client.get("/t/tenant-0/charts/cost.csv", params={"period": "week"},
+                            headers=bearer(ADMIN_TOKEN))  # fmt: skip
+    rows = list(csv.reader(io.StringIO(cost.text)))[1:]
+    assert sorted((r[0], r[1]) for r in rows) == sorted((u.period, u.model) for u in usage)
+    assert sum(float(r[2]) for r in rows) == pytest.approx(sum(u.cost for u in usage), abs=1e-4)
+    missing = await client.get("/t/tenant-0/charts/secrets.csv", headers=bearer(ADMIN_TOKEN))
+    assert missing.status_code == 404

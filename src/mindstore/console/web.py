@@ -324,21 +324,33 @@ async def tree(request: Request) -> Response:
     return page(request, "tree.html", tenant=view.tenant, top=top, current=task_id)
 
 
-async def _charts(view: ReadOnlyTenant, request: Request) -> list[Chart]:
+async def _charts(
+    view: ReadOnlyTenant, request: Request, keys: Iterable[str] = tuple(reports.CHARTS)
+) -> list[Chart]:
+    """The charts named by `keys` (each report read once), over the request's period and
+    time bounds."""
     period = _query(request, "period") or "day"
     if period not in PERIODS:
         raise ValidationError(f"period: expected one of {', '.join(PERIODS)}")
     since, until = _time_bounds(request)
-    usage = await view.usage(group_by=("period", "model"), period=period, since=since, until=until)
-    return [
-        reports.tokens(usage),
-        reports.cost(usage),
-        reports.latency(
-            await view.latency(group_by=("model",), period=None, since=since, until=until)
-        ),
-        reports.tools(await view.tools(group_by=(), period=None, since=since, until=until)),
-        reports.owners(await view.active_owners(period=period, since=since, until=until)),
-    ]
+    wanted = list(keys)
+    found: list[Chart] = []
+    if "tokens" in wanted or "cost" in wanted:
+        usage = await view.usage(
+            group_by=("period", "model"), period=period, since=since, until=until
+        )
+        found += [reports.tokens(usage)] if "tokens" in wanted else []
+        found += [reports.cost(usage)] if "cost" in wanted else []
+    if "latency" in wanted:
+        rows = await view.latency(group_by=("model",), period=None, since=since, until=until)
+        found.append(reports.latency(rows))
+    if "tools" in wanted:
+        tools = await view.tools(group_by=(), period=None, since=since, until=until)
+        found.append(reports.tools(tools))
+    if "owners" in wanted:
+        owners = await view.active_owners(period=period, since=since, until=until)
+        found.append(reports.owners(owners))
+    return found
 
 
 @signed_in
@@ -366,7 +378,7 @@ async def chart_csv(request: Request) -> Response:
     key = request.path_params["chart"]
     if key not in reports.CHARTS:
         raise NotFound("chart")
-    chart = next(c for c in await _charts(view, request) if c.key == key)
+    (chart,) = await _charts(view, request, [key])
     return Response(
         chart.csv(),
         media_type="text/csv; charset=utf-8",
