@@ -9,6 +9,7 @@ import base64
 import os
 import socket
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -29,6 +30,8 @@ from mindstore.store import Store, TenantStore
 from mindstore.workload import WorkloadSpec, generate, load
 
 T = TypeVar("T")
+TEST_URI = os.environ.get("MINDSTORE_TEST_URI") or None
+"""The suite's server, as in tests/conftest.py (embedded without it)."""
 
 ADMIN_TOKEN = "admin-token-0123456789"
 T0_TOKEN = "tenant0-token-0123456789"
@@ -139,9 +142,9 @@ def free_port() -> int:
 
 
 class ServedConsole:
-    """The console on 127.0.0.1:<port>, served by uvicorn on a thread of its own, over an
-    embedded store that `setup` fills on that thread's loop (so the store and the server
-    share one event loop, as under `mindstore console`)."""
+    """The console on 127.0.0.1:<port>, served by uvicorn on a thread of its own, over a
+    store of its own (the suite's backend) that `setup` fills on that thread's loop (so
+    the store and the server share one event loop, as under `mindstore console`)."""
 
     def __init__(self, setup: Callable[[Store], Awaitable[dict[str, str]]], **options: Any):
         self._setup = setup
@@ -149,6 +152,7 @@ class ServedConsole:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ids: dict[str, str] = {}
+        self.database = f"mindstore_test_console_{uuid.uuid4().hex[:12]}"
         self.store: Store | None = None
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -162,7 +166,7 @@ class ServedConsole:
 
     async def _serve(self) -> None:
         try:
-            self.store = await mindstore.connect("embedded", database=f"console_{os.getpid()}")
+            self.store = await mindstore.connect(TEST_URI or "embedded", database=self.database)
             self.ids = await self._setup(self.store)
             served = app(self.store, OPERATORS, **self._options)
             config = uvicorn.Config(served, host="127.0.0.1", port=self.port,
@@ -177,6 +181,8 @@ class ServedConsole:
             return
         self._ready.set()
         await serving
+        if TEST_URI:
+            await self.store.backend.client.drop_database(self.database)
         await self.store.close()
 
     def __enter__(self) -> ServedConsole:
