@@ -348,3 +348,25 @@ async def test_each_chart_csv_holds_the_reports_numbers(
     assert sum(float(r[2]) for r in rows) == pytest.approx(sum(u.cost for u in usage), abs=1e-4)
     missing = await client.get("/t/tenant-0/charts/secrets.csv", headers=bearer(ADMIN_TOKEN))
     assert missing.status_code == 404
+
+
+async def test_the_tenants_page_sums_each_tenants_owners_over_the_period(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    since, until = "2026-10-10", "2026-10-20"
+    page = await client.get("/", params={"since": since, "until": until},
+                            headers=bearer(ADMIN_TOKEN))  # fmt: skip
+    row = re.search(r'<td><a href="/t/tenant-1/">tenant-1</a></td>(.*?)</tr>', page.text, re.S)
+    assert row is not None
+    cells = [c.replace(",", "") for c in re.findall(r"<td>([^<]*)</td>", row.group(1))]
+    analytics = store.scoped("tenant-1").analytics
+    owners = await analytics.top_owners(limit=10_000, since=since, until=until)
+    activity = await analytics.activity(period="month", since=since, until=until)
+    expected = [
+        str(len([o for o in owners if o.owner is not None])), str(sum(o.tasks for o in owners)),
+        str(sum(a.messages for a in activity)),
+        str(sum(o.tokens_in + o.tokens_out for o in owners)), f"{sum(o.cost for o in owners):.4f}",
+    ]  # fmt: skip
+    assert cells == expected
+    everything = await client.get("/", headers=bearer(ADMIN_TOKEN))
+    assert everything.text != page.text  # the period changes the figures
