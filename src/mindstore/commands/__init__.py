@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from mindstore.commands import backup, demo_data, keys, lifecycle, stats, tasks
+from mindstore.commands import backup, console, demo_data, keys, lifecycle, stats, tasks
 
-COMMAND_MODULES: list[ModuleType] = [tasks, lifecycle, stats, demo_data, backup, keys]
+COMMAND_MODULES: list[ModuleType] = [tasks, lifecycle, stats, demo_data, backup, keys, console]
