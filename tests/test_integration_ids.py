@@ -152,6 +152,26 @@ async def test_langgraph_threads_take_any_thread_id_under_an_owner_view(store):
     assert task_id_for("org/team/chat-1") not in {r.id for r in (await ann.tasks.list(limit=100)).items}
 
 
+async def test_pydantic_ai_takes_the_ids_the_other_adapters_take(store):
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from mindstore.integrations.pydantic_ai import history_processor, load_messages, save_messages
+
+    ann, bob = store.scoped("acme", owner="ann"), store.scoped("acme", owner="bob")
+    for index, conversation_id in enumerate(SPOKEN):
+        turn = [ModelRequest(parts=[UserPromptPart(f"q{index}")]), ModelResponse(parts=[TextPart(f"a{index}")])]
+        await save_messages(ann, conversation_id, turn)
+        await save_messages(ann, conversation_id, turn)  # a retried save: nothing new
+        assert await load_messages(ann, conversation_id) == turn
+        record = await ann.tasks.get(task_id_for(conversation_id))  # found from mindstore's own API
+        assert record.owner == "ann" and record.seq == 2 and conversation_id_of(record) == conversation_id
+        assert await load_messages(bob, conversation_id) == []
+        assert await history_processor(ann, conversation_id, max_tokens=1_000)(turn) == turn
+    listed = {conversation_id_of(r) for r in (await ann.tasks.list(limit=100)).items}
+    assert listed == set(SPOKEN)  # listed back as given
+
+
 async def test_a_hostile_id_is_refused_by_every_adapter_before_any_write(store):
     pytest.importorskip("langgraph")
     pytest.importorskip("agents")
