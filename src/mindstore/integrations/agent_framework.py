@@ -128,7 +128,17 @@ class MindstoreHistoryProvider(HistoryProvider):
 
     @staticmethod
     def task_id(session_id: str | None) -> str:
-        """The task that holds a session (`None`: the `default` session)."""
+        """The task that holds a session.
+
+        Args:
+            session_id: The session id (None: the `default` session).
+
+        Returns:
+            `task_id_for(session_id)`.
+
+        Raises:
+            ValidationError: A bad session id.
+        """
         return task_id_for(DEFAULT_SESSION if session_id is None else session_id, "session_id")
 
     async def _stored(self, session_id: str | None, count: int | None) -> list[AnyMessage]:
@@ -143,7 +153,19 @@ class MindstoreHistoryProvider(HistoryProvider):
     async def get_messages(
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Message]:
-        """The session's messages in order (the latest `max_messages` when set)."""
+        """The session's messages in order (the latest `max_messages` when set).
+
+        Args:
+            session_id: The session id (None: the `default` session).
+            state: The session's state for this provider (not used: history is in the task).
+            **kwargs: Not used.
+
+        Returns:
+            The messages, exactly as they were saved.
+
+        Raises:
+            ValidationError: A bad session id.
+        """
         stored = await self._stored(session_id, self.max_messages)
         return [to_message(m) for m in stored if is_chat(m)]
 
@@ -156,7 +178,17 @@ class MindstoreHistoryProvider(HistoryProvider):
         **kwargs: Any,
     ) -> None:
         """Append the messages the session does not end with already, in one atomic write
-        (see the module doc)."""
+        (see the module doc).
+
+        Args:
+            session_id: The session id (None: the `default` session).
+            messages: `Message`s.
+            state: The session's state for this provider (not used).
+            **kwargs: Not used.
+
+        Raises:
+            ValidationError: A bad session id or message (nothing is written).
+        """
         task_id = self.task_id(session_id)
         if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
             raise ValidationError("invalid messages: expected a list of Message")
@@ -220,7 +252,14 @@ class MindstoreHistoryProvider(HistoryProvider):
         self, *, agent: Any, session: Any, context: Any, state: dict[str, Any]
     ) -> None:
         """Store the run's messages (the base class's rule), its usage and model on its
-        last assistant message."""
+        last assistant message.
+
+        Args:
+            agent: The agent that ran.
+            session: The agent session.
+            context: The run's context (input messages, response).
+            state: The session's state for this provider.
+        """
         response = getattr(context, "response", None)
         raw = getattr(response, "raw_representation", None)
         model = getattr(raw, "model", None)
@@ -236,7 +275,11 @@ class MindstoreHistoryProvider(HistoryProvider):
             _RUN.reset(token)
 
     async def list_sessions(self) -> list[str]:
-        """The view's sessions (their ids as given), sorted."""
+        """The view's sessions (their ids as given), sorted.
+
+        Returns:
+            The session ids.
+        """
         found: list[str] = []
         cursor: str | None = None
         while True:
@@ -251,7 +294,14 @@ class MindstoreHistoryProvider(HistoryProvider):
             cursor = page.next_cursor
 
     async def clear(self, session_id: str | None) -> None:
-        """Delete the session's history (its task)."""
+        """Delete the session's history (its task).
+
+        Args:
+            session_id: The session id (None: the `default` session).
+
+        Raises:
+            ValidationError: A bad session id.
+        """
         try:
             await self.view.tasks.delete(self.task_id(session_id))
         except NotFound:

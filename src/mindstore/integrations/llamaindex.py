@@ -198,8 +198,17 @@ class MindstoreChatStore(AsyncDBChatStore):
         super().__init__()
         self._chats = Chats(view, owner)
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Pydantic's hook after construction (its private attributes are set up here).
+
+        Args:
+            context: Pydantic's validation context.
+        """
+        super().model_post_init(context)
+
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serializes this store under."""
         return "MindstoreChatStore"
 
     async def get_messages(
@@ -209,8 +218,20 @@ class MindstoreChatStore(AsyncDBChatStore):
         limit: int | None = None,
         offset: int | None = None,
     ) -> list[ChatMessage]:
-        """The chat's messages of this status (None: active and archived), in order, from
-        `offset`, at most `limit`."""
+        """The chat's messages of this status (None: active and archived), in order.
+
+        Args:
+            key: The chat (a conversation id).
+            status: `ACTIVE`, `ARCHIVED`, or None for both.
+            limit: At most this many.
+            offset: Skip this many first.
+
+        Returns:
+            The messages, exactly as they were added.
+
+        Raises:
+            ValidationError: A bad key, status, limit or offset.
+        """
         chosen = _status(status)
         start = _count(offset or 0, "offset")
         most = None if limit is None else _count(limit, "limit")
@@ -219,7 +240,18 @@ class MindstoreChatStore(AsyncDBChatStore):
     async def count_messages(
         self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE
     ) -> int:
-        """How many messages of this status the chat holds."""
+        """How many messages of this status the chat holds.
+
+        Args:
+            key: The chat (a conversation id).
+            status: `ACTIVE`, `ARCHIVED`, or None for both.
+
+        Returns:
+            The count.
+
+        Raises:
+            ValidationError: A bad key or status.
+        """
         chosen = _status(status)
         return sum(
             1
@@ -230,7 +262,16 @@ class MindstoreChatStore(AsyncDBChatStore):
     async def add_message(
         self, key: str, message: ChatMessage, status: MessageStatus = MessageStatus.ACTIVE
     ) -> None:
-        """Append one message."""
+        """Append one message (the chat's task is created with it on first use).
+
+        Args:
+            key: The chat (a conversation id).
+            message: A `ChatMessage`.
+            status: `ACTIVE`, or `ARCHIVED` to store it archived.
+
+        Raises:
+            ValidationError: A bad key, message or status (nothing is written).
+        """
         await self._chats.append(key, [message], _status(status) or "active")
 
     async def add_messages(
@@ -239,7 +280,16 @@ class MindstoreChatStore(AsyncDBChatStore):
         messages: list[ChatMessage],
         status: MessageStatus = MessageStatus.ACTIVE,
     ) -> None:
-        """Append messages in one atomic write."""
+        """Append messages in one atomic write.
+
+        Args:
+            key: The chat (a conversation id).
+            messages: `ChatMessage`s.
+            status: `ACTIVE`, or `ARCHIVED` to store them archived.
+
+        Raises:
+            ValidationError: A bad key, message or status (nothing is written).
+        """
         await self._chats.append(key, messages, _status(status) or "active")
 
     async def set_messages(
@@ -248,22 +298,51 @@ class MindstoreChatStore(AsyncDBChatStore):
         messages: list[ChatMessage],
         status: MessageStatus = MessageStatus.ACTIVE,
     ) -> None:
-        """Replace the chat: its task is deleted and created again with these messages."""
+        """Replace the chat: its task is deleted and created again with these messages.
+
+        Args:
+            key: The chat (a conversation id).
+            messages: `ChatMessage`s.
+            status: Their status.
+
+        Raises:
+            ValidationError: A bad key, message or status (nothing is deleted).
+        """
         chosen = _status(status) or "active"
         _checked(key, messages)  # before anything is deleted
         await self._chats.drop(key)
         await self._chats.append(key, messages, chosen)
 
     async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
-        """Delete the message stored at index `idx` (indexes never move); None when there
-        is none (or it is deleted already)."""
+        """Delete (and redact) the message stored at index `idx`: indexes never move.
+
+        Args:
+            key: The chat (a conversation id).
+            idx: The message's stored index.
+
+        Returns:
+            The deleted message as it was; None when there is none (or it is deleted
+            already).
+
+        Raises:
+            ValidationError: A bad key or index.
+        """
         index = _count(idx, "idx")
         picked = [e for e in await self._chats.entries(key) if e.index == index]
         picked = [e for e in picked if e.status != "deleted"]
         return (await self._chats.delete(key, picked))[0] if picked else None
 
     async def delete_messages(self, key: str, status: MessageStatus | None = None) -> None:
-        """Delete the chat (None), or its messages of one status."""
+        """Delete the chat (status None: its task), or (and redact) its messages of one
+        status.
+
+        Args:
+            key: The chat (a conversation id).
+            status: `ACTIVE`, `ARCHIVED`, or None for the whole chat.
+
+        Raises:
+            ValidationError: A bad key or status.
+        """
         chosen = _status(status)
         if chosen is None:
             await self._chats.drop(key)
@@ -272,13 +351,35 @@ class MindstoreChatStore(AsyncDBChatStore):
         await self._chats.delete(key, picked)
 
     async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
-        """Delete the `n` oldest active messages and return them."""
+        """Delete (and redact) the `n` oldest active messages.
+
+        Args:
+            key: The chat (a conversation id).
+            n: How many.
+
+        Returns:
+            The deleted messages, as they were.
+
+        Raises:
+            ValidationError: A bad key or count.
+        """
         count = _count(n, "n")
         active = [e for e in await self._chats.entries(key) if e.status == "active"]
         return await self._chats.delete(key, active[:count])
 
     async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
-        """Move the `n` oldest active messages to the archive and return them."""
+        """Move the `n` oldest active messages out of the active queue (`ARCHIVED`).
+
+        Args:
+            key: The chat (a conversation id).
+            n: How many.
+
+        Returns:
+            The archived messages.
+
+        Raises:
+            ValidationError: A bad key or count.
+        """
         count = _count(n, "n")
         active = [e for e in await self._chats.entries(key) if e.status == "active"]
         picked = active[:count]
@@ -309,25 +410,58 @@ class MindstoreLegacyChatStore(BaseChatStore):
         self._chats = Chats(view, owner)
         self._loop = current_loop()
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Pydantic's hook after construction (its private attributes are set up here).
+
+        Args:
+            context: Pydantic's validation context.
+        """
+        super().model_post_init(context)
+
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serializes this store under."""
         return "MindstoreLegacyChatStore"
 
     async def aset_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        """Replace the chat."""
+        """Replace the chat (its task is deleted and created again).
+
+        Args:
+            key: The chat (a conversation id).
+            messages: `ChatMessage`s.
+
+        Raises:
+            ValidationError: A bad key or message (nothing is deleted).
+        """
         _checked(key, messages)  # before anything is deleted
         await self._chats.drop(key)
         await self._chats.append(key, messages, "active")
 
     async def aget_messages(self, key: str) -> list[ChatMessage]:
-        """The chat's messages (active and archived), in order."""
+        """The chat's messages (active and archived), in order.
+
+        Args:
+            key: The chat (a conversation id).
+
+        Returns:
+            The messages, exactly as they were added.
+        """
         return await self._chats.read(key, None)
 
     async def async_add_message(
         self, key: str, message: ChatMessage, idx: int | None = None
     ) -> None:
-        """Append a message (`idx` other than None or the end is refused: the chat is
-        append-only)."""
+        """Append a message.
+
+        Args:
+            key: The chat (a conversation id).
+            message: A `ChatMessage`.
+            idx: None, or the end of the list (the chat is append-only: another
+                position is refused).
+
+        Raises:
+            ValidationError: A bad key, message or position.
+        """
         if idx is not None:
             shown = [e for e in await self._chats.entries(key) if e.status != "deleted"]
             if _count(idx, "idx") != len(shown):
@@ -335,12 +469,30 @@ class MindstoreLegacyChatStore(BaseChatStore):
         await self._chats.append(key, [message], "active")
 
     async def adelete_messages(self, key: str) -> list[ChatMessage] | None:
-        """Delete the chat; its messages, or None when there was none."""
+        """Delete the chat (its task).
+
+        Args:
+            key: The chat (a conversation id).
+
+        Returns:
+            Its messages, or None when there was none.
+        """
         gone = await self._chats.read(key, None)
         return gone if await self._chats.drop(key) else None
 
     async def adelete_message(self, key: str, idx: int) -> ChatMessage | None:
-        """Delete the message at position `idx` of the list; None when there is none."""
+        """Delete (and redact) the message at position `idx` of the list.
+
+        Args:
+            key: The chat (a conversation id).
+            idx: Its position in the list `aget_messages` returns.
+
+        Returns:
+            The deleted message; None when there is none.
+
+        Raises:
+            ValidationError: A bad key or index.
+        """
         index = _count(idx, "idx")
         shown = [e for e in await self._chats.entries(key) if e.status != "deleted"]
         if index >= len(shown):
@@ -348,7 +500,14 @@ class MindstoreLegacyChatStore(BaseChatStore):
         return (await self._chats.delete(key, [shown[index]]))[0]
 
     async def adelete_last_message(self, key: str) -> ChatMessage | None:
-        """Delete the last message; None when the chat is empty."""
+        """Delete (and redact) the last message.
+
+        Args:
+            key: The chat (a conversation id).
+
+        Returns:
+            The deleted message; None when the chat is empty.
+        """
         shown = [e for e in await self._chats.entries(key) if e.status != "deleted"]
         return (await self._chats.delete(key, shown[-1:]))[0] if shown else None
 
@@ -357,27 +516,67 @@ class MindstoreLegacyChatStore(BaseChatStore):
         return await self._chats.keys()
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        """Sync `aset_messages`."""
+        """Sync `aset_messages`.
+
+        Args:
+            key: The chat (a conversation id).
+            messages: `ChatMessage`s.
+        """
         run_sync(self.aset_messages(key, messages), self._loop, "set_messages")
 
     def get_messages(self, key: str) -> list[ChatMessage]:
-        """Sync `aget_messages`."""
+        """Sync `aget_messages`.
+
+        Args:
+            key: The chat (a conversation id).
+
+        Returns:
+            The messages.
+        """
         return run_sync(self.aget_messages(key), self._loop, "get_messages")
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
-        """Sync `async_add_message`."""
+        """Sync `async_add_message`.
+
+        Args:
+            key: The chat (a conversation id).
+            message: A `ChatMessage`.
+            idx: None, or the end of the list.
+        """
         run_sync(self.async_add_message(key, message, idx), self._loop, "add_message")
 
     def delete_messages(self, key: str) -> list[ChatMessage] | None:
-        """Sync `adelete_messages`."""
+        """Sync `adelete_messages`.
+
+        Args:
+            key: The chat (a conversation id).
+
+        Returns:
+            The deleted messages, or None.
+        """
         return run_sync(self.adelete_messages(key), self._loop, "delete_messages")
 
     def delete_message(self, key: str, idx: int) -> ChatMessage | None:
-        """Sync `adelete_message`."""
+        """Sync `adelete_message`.
+
+        Args:
+            key: The chat (a conversation id).
+            idx: Its position in the list.
+
+        Returns:
+            The deleted message, or None.
+        """
         return run_sync(self.adelete_message(key, idx), self._loop, "delete_message")
 
     def delete_last_message(self, key: str) -> ChatMessage | None:
-        """Sync `adelete_last_message`."""
+        """Sync `adelete_last_message`.
+
+        Args:
+            key: The chat (a conversation id).
+
+        Returns:
+            The deleted message, or None.
+        """
         return run_sync(self.adelete_last_message(key), self._loop, "delete_last_message")
 
     def get_keys(self) -> list[str]:
