@@ -246,3 +246,36 @@ async def test_bad_input_is_refused_naming_the_argument_before_any_write(store):
             await call
     assert await stored_documents(store) == before
     assert [m.content for m in await chat_store.get_messages("chat")] == ["keep me"]
+
+
+# -- the lifecycle: backup, restore, erase ---------------------------------------------------
+
+
+async def test_a_chat_and_a_history_survive_backup_and_restore_and_are_erased(store, store_factory, tmp_path):
+    """Both adapters keep everything in tasks, so the lifecycle covers them as it is:
+    a backup restored into a new store gives the same chats (statuses included) and the
+    same Agent Framework history; an owner's erase removes them."""
+    pytest.importorskip("agent_framework")
+    from agent_framework import Message
+
+    from mindstore.backup import backup, erase, restore
+    from mindstore.integrations.agent_framework import MindstoreHistoryProvider
+
+    async def views(target) -> Any:
+        chats = MindstoreChatStore(target.scoped("acme"))
+        history = MindstoreHistoryProvider(target.scoped("acme"))
+        return ([dumped(await chats.get_messages("chat", status=s)) for s in (MessageStatus.ACTIVE, MessageStatus.ARCHIVED)],
+                [m.to_dict() for m in await history.get_messages("s1")], await chats.get_keys(), await history.list_sessions())  # fmt: skip
+
+    ann = store.scoped("acme", owner="ann")
+    chats = MindstoreChatStore(ann)
+    await chats.add_messages("chat", [ChatMessage(role="user", content=f"m{i}") for i in range(4)])
+    await chats.archive_oldest_messages("chat", 2)
+    await MindstoreHistoryProvider(ann).save_messages("s1", [Message(role="user", contents=["hi"], message_id="u1")])
+    before = await views(store)
+    await backup(store, tmp_path / "backup")
+    fresh = await store_factory()
+    await restore(fresh, tmp_path / "backup")
+    assert await views(fresh) == before and before[0][1]
+    await erase(fresh, "acme", owner="ann")
+    assert await views(fresh) == ([[], []], [], [], [])
