@@ -45,7 +45,7 @@ from mindstore.integrations.agent_framework_messages import (
 )
 from mindstore.integrations.conversation_ids import conversation_id_of, task_id_for
 from mindstore.model.messages import AnyMessage, Usage
-from mindstore.store import TenantStore
+from mindstore.protocols import TenantView
 
 MARKER = {"integration": "agent-framework"}
 """Task metadata of a provider's task: `list_sessions` lists only these."""
@@ -103,7 +103,7 @@ class MindstoreHistoryProvider(HistoryProvider):
 
     def __init__(
         self,
-        view: TenantStore,
+        view: TenantView,
         *,
         source_id: str | None = None,
         owner: str | None = None,

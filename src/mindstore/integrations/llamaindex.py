@@ -44,7 +44,7 @@ from mindstore.integrations.llamaindex_messages import (
     to_chat,
 )
 from mindstore.model.messages import AnyMessage
-from mindstore.store import TenantStore
+from mindstore.protocols import ChatView
 
 MARKER = {"integration": "llamaindex"}
 """Task metadata of a chat store's task: `get_keys` lists only these."""
@@ -79,7 +79,7 @@ def _checked(key: str, messages: Any, calls: set[str] | None = None) -> list[Any
 class Chats:
     """The chats of one tenant view: the operations both stores share (async)."""
 
-    def __init__(self, view: TenantStore, owner: str | None = None) -> None:
+    def __init__(self, view: ChatView, owner: str | None = None) -> None:
         self.view = view
         self.owner = scoped_owner(view, owner)
 
@@ -194,7 +194,7 @@ class MindstoreChatStore(AsyncDBChatStore):
 
     _chats: Chats = PrivateAttr()
 
-    def __init__(self, view: TenantStore, *, owner: str | None = None) -> None:
+    def __init__(self, view: ChatView, *, owner: str | None = None) -> None:
         super().__init__()
         self._chats = Chats(view, owner)
 
@@ -405,7 +405,7 @@ class MindstoreLegacyChatStore(BaseChatStore):
     _chats: Chats = PrivateAttr()
     _loop: Any = PrivateAttr(default=None)
 
-    def __init__(self, view: TenantStore, *, owner: str | None = None) -> None:
+    def __init__(self, view: ChatView, *, owner: str | None = None) -> None:
         super().__init__()
         self._chats = Chats(view, owner)
         self._loop = current_loop()
