@@ -29,6 +29,7 @@ QUICK_ARGS: dict[str, dict[str, Any]] = {
     "bench_analytics": {"quick": True},
     "bench_append_compare": {"sizes": (10, 100, 1_000)},
     "bench_backup": {"messages": 10_000},
+    "bench_console": {"sizes": (1_000, 10_000)},
     "bench_context": {"sizes": (5_000,)},
     "bench_dialogs": {"sizes": (10, 1_000)},
     "bench_encryption": {"turns": 20, "appends": 50},

@@ -53,7 +53,10 @@ from mindstore import Store, TenantStore
 from mindstore.backends.faults import TRANSIENT_ERRORS, Fault, FaultKind, FaultPlan
 from mindstore.backup import backup, verify
 from mindstore.backup.retention import erase_before
-from mindstore.errors import MindstoreError, Unavailable
+from mindstore.collection_names import DATA_KEYS
+from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
+from mindstore.crypto.aead import blank, is_sealed, key_version
+from mindstore.errors import KeyShredded, MindstoreError, Unavailable
 from mindstore.model.messages import message_to_dict
 from mindstore.operations import RetryPolicy
 
@@ -99,6 +102,10 @@ class WritePath:
     and the retry (or `dialogs.repair()`, for a dialog) finishes it."""
     result: Callable[[Any], Any] | None = None
     """What of the call's result a retry must give back (default: all of it)."""
+    keyring: bool = False
+    """Run under a keyring over a key vault of its own per case (the twin has its own):
+    content is sealed, and the keyring verbs (rotate, the re-encryption sweep, shred)
+    are what the path calls (`store.keyring`)."""
     leftovers: bool = False
     """A retry from another process may leave what no reader sees of what the first
     attempt deleted (an owner's erase): `dialogs.repair()` and a retention sweep remove
@@ -162,7 +169,32 @@ def cold(store: Store, plan: FaultPlan | None = None) -> Store:
     if plan is not None:
         backend = dataclasses.replace(backend, database=plan.wrap(backend.database))
     return Store(backend, retry=NO_RETRY, page_policy=store.page_policy,
-                 offload_threshold=store.offload_threshold)  # fmt: skip
+                 offload_threshold=store.offload_threshold, keyring=store.keyring)  # fmt: skip
+
+
+def with_vault(store: Store) -> Store:
+    """`store`'s database under a keyring whose tenant keys are in a new key vault (a
+    shred destroys a tenant's key there: each case needs its own)."""
+    vault = LocalKeyVault(tempfile.mkdtemp(), LocalMasterKey(bytes(range(32))))
+    return Store(store.backend, retry=NO_RETRY, page_policy=store.page_policy,
+                 offload_threshold=store.offload_threshold, keyring=Keyring(vault))  # fmt: skip
+
+
+KEY_HOUSEKEEPING = frozenset({"wrapped", "created_at", "shredded_at"})
+"""Fields of a key document that differ between two runs of one effect: a wrap's random
+nonce, the times the keyring stamps from the system clock."""
+
+
+def _logical(value: Any) -> Any:
+    """`value` with every ciphertext replaced by what it is sealed as and the key version
+    sealing it (a nonce is random: two runs of one effect store different bytes)."""
+    if is_sealed(value):
+        return {"sealed": blank(value), "key": key_version(value)}
+    if isinstance(value, dict):
+        return {k: _logical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_logical(v) for v in value]
+    return value
 
 
 async def canonical(store: Store, tenant: str) -> dict[str, list[bytes]]:
@@ -179,11 +211,18 @@ async def canonical(store: Store, tenant: str) -> dict[str, list[bytes]]:
             for document in documents:
                 task_id = str(document["_id"]).rpartition("/")[2]
                 kept = {k: v for k, v in document.items() if k not in PHYSICAL}
-                kept["history"] = [message_to_dict(m) for m in await view.tasks.messages(task_id)]
+                try:
+                    read = await view.tasks.messages(task_id)
+                    kept["history"] = [message_to_dict(m) for m in read]
+                except KeyShredded:
+                    kept["history"] = "shredded"
                 logical.append(kept)
             documents = logical
+        if name == DATA_KEYS:
+            documents = [{k: v for k, v in d.items() if k not in KEY_HOUSEKEEPING}
+                         for d in documents]  # fmt: skip
         if documents:
-            out[name] = [bson.encode(d) for d in documents]
+            out[name] = [bson.encode(_logical(d)) for d in documents]
     return out
 
 
@@ -413,8 +452,10 @@ async def run_matrix(path: WritePath, store: Store, twin: Store, draws: Draws) -
     """Every case of one write path, on one tenant name (emptied before each case)."""
     tally = Tally()
     tenant = f"f{next(TENANTS)}"
-    ref = await reference(path, twin, tenant, draws)
+    ref = await reference(path, with_vault(twin) if path.keyring else twin, tenant, draws)
     errors = itertools.cycle(ERRORS)
     for kind, at, writes_only in cases(ref):
-        await run_case(path, store, ref, tenant, draws, tally, kind, at, writes_only, next(errors))
+        subject = with_vault(store) if path.keyring else store
+        await run_case(path, subject, ref, tenant, draws, tally, kind, at, writes_only,
+                       next(errors))  # fmt: skip
     return tally

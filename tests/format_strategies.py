@@ -43,6 +43,8 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAh
 texts = st.text(max_size=24)
 filled = st.text(min_size=1, max_size=24).filter(str.strip)
 """Text the Anthropic and Gemini APIs take: not empty, not only whitespace (docs/formats.md)."""
+sent = st.text(min_size=1, max_size=24)
+"""A turn's text the OpenAI exports send: not empty (whitespace is content; docs/formats.md)."""
 names = st.sampled_from(["search", "read_file", "get_weather", "calc"])
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), texts)
 json_values = st.recursive(
@@ -81,9 +83,9 @@ def openai_chat_payloads(draw: Any) -> list[dict[str, Any]]:
     ids = Ids(draw)
     out: list[dict[str, Any]] = []
     if draw(st.booleans()):
-        out.append({"role": draw(st.sampled_from(["system", "developer"])), "content": draw(texts)})
+        out.append({"role": draw(st.sampled_from(["system", "developer"])), "content": draw(sent)})
     for _ in range(draw(st.integers(1, 3))):
-        parts = [{"type": "text", "text": draw(texts)}]
+        parts = [{"type": "text", "text": draw(sent)}]
         if draw(st.booleans()):
             url = draw(st.sampled_from(["https://example.com/a.png", f"data:image/png;base64,{PNG}"]))
             image: dict[str, Any] = {"url": url}
@@ -96,7 +98,7 @@ def openai_chat_payloads(draw: Any) -> list[dict[str, Any]]:
             {"id": ids("call_"), "type": "function", "function": {"name": draw(names), "arguments": arguments(draw, draw(args))}}
             for _ in range(draw(st.integers(0, 3)))
         ]
-        assistant: dict[str, Any] = {"role": "assistant", "content": draw(texts) if not calls or draw(st.booleans()) else None}
+        assistant: dict[str, Any] = {"role": "assistant", "content": draw(sent) if not calls or draw(st.booleans()) else None}
         if calls:
             assistant["tool_calls"] = calls
         maybe(draw, assistant, "refusal", st.none())
@@ -106,7 +108,7 @@ def openai_chat_payloads(draw: Any) -> list[dict[str, Any]]:
             out.append({"role": "tool", "tool_call_id": call["id"],
                         "content": [{"type": "text", "text": content}] if draw(st.booleans()) else content})
         if calls:
-            out.append({"role": "assistant", "content": draw(texts)})
+            out.append({"role": "assistant", "content": draw(sent)})
     return out
 
 
@@ -116,9 +118,9 @@ def responses_payloads(draw: Any) -> list[dict[str, Any]]:
     ids = Ids(draw)
     out: list[dict[str, Any]] = []
     if draw(st.booleans()):
-        out.append({"role": draw(st.sampled_from(["system", "developer"])), "content": draw(texts)})
+        out.append({"role": draw(st.sampled_from(["system", "developer"])), "content": draw(sent)})
     for _ in range(draw(st.integers(1, 3))):
-        content: list[dict[str, Any]] = [{"type": "input_text", "text": draw(texts)}]
+        content: list[dict[str, Any]] = [{"type": "input_text", "text": draw(sent)}]
         if draw(st.booleans()):
             content.append({"type": "input_image", "image_url": "https://example.com/a.png",
                             "detail": draw(st.sampled_from(["low", "high", "auto"]))})
@@ -133,7 +135,7 @@ def responses_payloads(draw: Any) -> list[dict[str, Any]]:
             out.append(reasoning)
         if draw(st.booleans()):
             out.append({"type": "message", "role": "assistant", "id": ids("msg_"), "status": "completed",
-                        "content": [{"type": "output_text", "text": draw(texts), "annotations": []}]})
+                        "content": [{"type": "output_text", "text": draw(sent), "annotations": []}]})
         calls = []
         for _ in range(draw(st.integers(0, 2))):
             call: dict[str, Any] = {"type": "function_call", "call_id": ids("call_"), "name": draw(names),
@@ -144,7 +146,7 @@ def responses_payloads(draw: Any) -> list[dict[str, Any]]:
         out.extend(calls)
         for call in calls:
             out.append({"type": "function_call_output", "call_id": call["call_id"], "output": draw(texts)})
-        out.append({"role": "assistant", "content": draw(texts)})
+        out.append({"role": "assistant", "content": draw(sent)})
     return out
 
 

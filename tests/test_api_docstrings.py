@@ -50,6 +50,9 @@ INTEGRATIONS: dict[str, tuple[str | None, list[str]]] = {
     "mindstore.integrations.langchain_messages": ("langchain_core", ["to_langchain",
                                                                     "from_langchain"]),
     "mindstore.integrations.adk": ("google.adk", ["MindstoreSessionService"]),
+    "mindstore.integrations.llamaindex": ("llama_index.core", ["MindstoreChatStore",
+                                                              "MindstoreLegacyChatStore"]),
+    "mindstore.integrations.agent_framework": ("agent_framework", ["MindstoreHistoryProvider"]),
 }  # fmt: skip
 SECTIONS = ("Args", "Returns", "Yields", "Raises", "Example", "Examples", "Note")
 

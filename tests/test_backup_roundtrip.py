@@ -28,6 +28,7 @@ from mindstore.errors import ValidationError
 from mindstore.ids import is_name, task_id_of, task_key
 from mindstore.model.messages import UnknownMessage
 from mindstore.model.parts import TaskConfigPart, ToolCallPart, ToolMetadata
+from mindstore.model.storage_form import escape_keys
 from mindstore.model.task import Task
 from mindstore.payloads import MARKER_PREFIX, find_markers
 from test_backup_support import (
@@ -87,13 +88,15 @@ raw_task = st.fixed_dictionaries({
 
 def _task_document(task_id: str, spec: dict) -> dict:
     """A task as mindstore stores it (header folded from the messages), arbitrary BSON in
-    its metadata and messages, payload markers for its payloads."""
+    its metadata and messages, payload markers for its payloads. Metadata keys are escaped
+    as `tasks.create` stores them (a raw `{"$ref": ..., "$id": ...}` would decode as a
+    DBRef: the store never writes one)."""
     markers = [{"role": "plugin", "id": f"ref{n}", "blob": MARKER_PREFIX + payload_hex(f"{task_id}/{n}")}
                for n in range(spec["payloads"])]
     messages = [UnknownMessage.model_validate(m) for m in [*spec["messages"], *markers]]
     document = task_document(Task(id=task_id, messages=messages), spec["tenant"], owner=spec["owner"],
                              title=spec["title"], created_at=spec["updated_at"],
-                             metadata=spec["metadata"])
+                             metadata=escape_keys(spec["metadata"]))  # as the store keeps it
     if spec["keyed"]:
         document["_id"] = task_key(spec["tenant"], task_id)
     return document

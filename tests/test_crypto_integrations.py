@@ -701,8 +701,44 @@ async def _pydantic_ai(store: Store) -> Any:
     return [[(type(p).__name__, p.content) for p in m.parts] for m in loaded]
 
 
-@pytest.mark.parametrize("adapter", [_langchain, _openai_agents, _pydantic_ai],
-                         ids=["langchain", "openai_agents", "pydantic_ai"])  # fmt: skip
+async def _llamaindex(store: Store) -> Any:
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.storage.chat_store.base_db import MessageStatus
+
+    from mindstore.integrations.llamaindex import MindstoreChatStore
+
+    chats = MindstoreChatStore(store.scoped("acme"))
+    await chats.add_messages("chat-1", [
+        ChatMessage(role="user", content=f"{SECRET} question", additional_kwargs={"note": SECRET}),
+        ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="look",
+                                                            tool_kwargs={"q": SECRET})]),
+        ChatMessage(role="tool", content=f"{SECRET} result", additional_kwargs={"tool_call_id": "c1"}),
+        ChatMessage(role="assistant", content=f"{SECRET} answer"),
+    ])  # fmt: skip
+    await chats.archive_oldest_messages("chat-1", 1)
+    await chats.delete_oldest_messages("chat-1", 1)
+    return [[m.model_dump(mode="json") for m in await chats.get_messages("chat-1", status=s)]
+            for s in (MessageStatus.ACTIVE, MessageStatus.ARCHIVED)]  # fmt: skip
+
+
+async def _agent_framework(store: Store) -> Any:
+    from agent_framework import Content, Message
+
+    from mindstore.integrations.agent_framework import MindstoreHistoryProvider
+
+    provider = MindstoreHistoryProvider(store.scoped("acme"))
+    await provider.save_messages("chat-1", [
+        Message(role="user", contents=[f"{SECRET} question"], additional_properties={"note": SECRET}),
+        Message(role="assistant", contents=[Content.from_function_call(call_id="c1", name="look",
+                                                                       arguments={"q": SECRET})], message_id="r1"),
+        Message(role="tool", contents=[Content.from_function_result(call_id="c1", result=f"{SECRET} result")]),
+        Message(role="assistant", contents=[Content.from_text_reasoning(text=SECRET), f"{SECRET} answer"]),
+    ])  # fmt: skip
+    return [m.to_dict() for m in await provider.get_messages("chat-1")]
+
+
+@pytest.mark.parametrize("adapter", [_langchain, _openai_agents, _pydantic_ai, _llamaindex, _agent_framework],
+                         ids=["langchain", "openai_agents", "pydantic_ai", "llamaindex", "agent_framework"])  # fmt: skip
 async def test_session_adapters_store_only_sealed_tasks(
     store_factory: Factory, adapter: Callable[[Store], Awaitable[Any]]
 ) -> None:

@@ -12,7 +12,10 @@ effect, returns what one call returns, and a backup of the tenant verifies. The 
 it at the default page size and with 3-message pages (`MINDSTORE_PAGE_MESSAGES=3`), where
 the conversations below are sealed into pages, so seals and folds are among the writes.
 
-The keyring verbs (re-encryption sweep, key rotation, shredding) are not in this matrix.
+The keyring's verbs (rotation, the re-encryption sweep, shredding) run on a conversation
+sealed under a key vault of each case's own; their faults are the database's (the vault is
+a directory, and a key provider that does not answer is `KeyProviderUnavailable`, tested
+with the providers).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from fault_matrix import Draws, Tally, WritePath, cold, deterministic, patch_adk
 from mindstore import PagePolicy, Store, Task, TenantStore
 from mindstore.backends.faults import Fault, FaultPlan
 from mindstore.backup import backup, erase, restore
-from mindstore.backup.retention import erase_before
+from mindstore.backup.retention import erase_before, set_policy
+from mindstore.crypto import Keyring
 from mindstore.errors import Conflict, NotFound, Unavailable
 from mindstore.formats.agent_state import AgentState
 from mindstore.model.messages import SystemMessage, UserMessage
@@ -93,6 +97,32 @@ async def dialog_tree(view: TenantStore) -> dict[str, Any]:
     for i in range(4):
         await view.dialogs.put_text("D", f"step {i}")
     await view.dialogs.fork("D", last_n=2)
+    return {}
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(24)
+PROMPTS = {"ask": "Is {city} worth a day?"}
+
+
+async def half_forked(view: TenantStore) -> dict[str, Any]:
+    """A fork whose process stopped before its tree node: `repair` finishes it."""
+    await dialog_tree(view)
+    child = await view.dialogs.fork("D", last_n=1)
+    gone = await view.store.database["dialog_nodes"].delete_one(
+        {"tenant": view.tenant, "_id": f"{view.tenant}/{child.id}"})  # fmt: skip
+    assert gone.deleted_count == 1
+    return {}
+
+
+def keyring_of(view: TenantStore) -> Keyring:
+    assert view.store.keyring is not None
+    return view.store.keyring
+
+
+async def rotated(view: TenantStore) -> dict[str, Any]:
+    """The conversation sealed with data key 1, then key 2 added: the sweep re-seals."""
+    await conversation(view)
+    await keyring_of(view).rotate(view.tenant)
     return {}
 
 
@@ -263,6 +293,12 @@ PATHS = [
               named=False, commit=("dialog_nodes",)),
     WritePath("dialogs.delete(cascade)", lambda v, c: v.dialogs.delete("D", cascade=True),
               dialog_tree, crash_answers=(NotFound,), atomic=False),
+    WritePath("dialogs.put_image", lambda v, c: v.dialogs.put_image(
+        "D", PNG, caption="the view"), dialog_tree, named=False),
+    WritePath("dialogs.put_prompt", lambda v, c: v.dialogs.put_prompt(
+        "D", "ask", {"city": "Porto"}, registry=PROMPTS), dialog_tree, named=False),
+    WritePath("dialogs.repair (a fork left without its node)", lambda v, c: v.dialogs.repair(),
+              half_forked, atomic=False, result=lambda found: None),
     WritePath("dialogs.import_dialog", lambda v, c: v.dialogs.import_dialog({
         "dialog_id": "I", "owner": "ann",
         "messages": [{"role": "user", "content": "hi", "id": "x1"}]}),
@@ -278,6 +314,17 @@ PATHS = [
     WritePath("retention (erase_before)", lambda v, c: erase_before(
         v.store, v.tenant, before="2100-01-01T00:00:00Z"), conversation, atomic=False,
         result=lambda receipt: None),
+    WritePath("retention.set_policy", lambda v, c: set_policy(
+        v.store, v.tenant, max_age_days=30), conversation),
+    # ------------------------------------------------------------------ the keyring's verbs
+    # (a conversation sealed under a key vault; a retry's count differs from the first
+    # attempt's when that one landed: what is compared is the stored state)
+    WritePath("keys.rotate", lambda v, c: keyring_of(v).rotate(v.tenant), conversation,
+              named=False, keyring=True),
+    WritePath("keys.reencrypt (after a rotation)", lambda v, c: keyring_of(v).reencrypt(
+        v.tenant), rotated, keyring=True, atomic=False, result=lambda swept: None),
+    WritePath("keys.shred", lambda v, c: keyring_of(v).shred(v.tenant), conversation,
+              keyring=True, atomic=False, result=lambda deleted: None),
 ]  # fmt: skip
 
 # ------------------------------------------------------------------ integrations' saves
@@ -393,14 +440,60 @@ def adk_append(view: TenantStore, context: dict[str, Any]) -> Any:
     return run()
 
 
+def saver(view: TenantStore) -> Any:
+    from mindstore.integrations.langgraph import MindstoreSaver
+
+    return MindstoreSaver(view)
+
+
+def agents_session(view: TenantStore) -> Any:
+    from mindstore.integrations.openai_agents import MindstoreSession
+
+    return MindstoreSession("chat", view, owner="ann")
+
+
+def chat_history(view: TenantStore) -> Any:
+    from mindstore.integrations.langchain import MindstoreChatMessageHistory
+
+    return MindstoreChatMessageHistory("chat", view, owner="ann")
+
+
+async def agents_chat(view: TenantStore) -> dict[str, Any]:
+    await agents_session(view).add_items(agents_items())
+    return {}
+
+
+async def langchain_chat(view: TenantStore) -> dict[str, Any]:
+    await chat_history(view).aadd_messages(langchain_messages())
+    return {}
+
+
+def adk_delete(view: TenantStore, context: dict[str, Any]) -> Any:
+    from mindstore.integrations.adk import MindstoreSessionService
+
+    return MindstoreSessionService(view).delete_session(
+        app_name="trips", user_id="ann", session_id="s1")  # fmt: skip
+
+
 INTEGRATIONS = [
     WritePath("langgraph put", langgraph_put, langgraph_thread,
               commit=("langgraph_checkpoints",)),
     WritePath("langgraph put_writes", langgraph_put_writes, langgraph_thread),
+    WritePath("langgraph delete_thread", lambda v, c: saver(v).adelete_thread("th"),
+              langgraph_thread, atomic=False),
+    WritePath("langgraph copy_thread", lambda v, c: saver(v).acopy_thread("th", "th2"),
+              langgraph_thread, atomic=False),
     WritePath("openai_agents add_items", agents_add_items, arguments(items=agents_items)),
+    WritePath("openai_agents pop_item", lambda v, c: agents_session(v).pop_item(),
+              agents_chat, named=False),
+    WritePath("openai_agents clear_session", lambda v, c: agents_session(v).clear_session(),
+              agents_chat, crash_answers=(NotFound,)),
     WritePath("langchain add_messages", langchain_add, arguments(messages=langchain_messages)),
+    WritePath("langchain clear", lambda v, c: chat_history(v).aclear(), langchain_chat,
+              crash_answers=(NotFound,)),
     WritePath("pydantic_ai save_messages", pydantic_save, arguments(messages=pydantic_messages)),
     WritePath("adk append_event", adk_append, adk_session),
+    WritePath("adk delete_session", adk_delete, adk_session, atomic=False),
 ]
 
 TOTALS: Counter[str] = Counter()

@@ -119,7 +119,7 @@ def _openai_chat_rules(payload: list[dict[str, Any]]) -> None:
         elif message["role"] == "tool":
             if message["tool_call_id"] not in calls:
                 raise Refused(f"messages[{index}]: a tool message must follow its call")
-        elif message["role"] in ("user", "system") and message["content"] == []:
+        elif message["role"] in ("user", "system") and message["content"] in ([], ""):
             raise Refused(f"messages[{index}]: empty content")
 
 
@@ -130,7 +130,7 @@ def _responses_rules(payload: list[dict[str, Any]]) -> None:
             calls.add(item["call_id"])
         elif item.get("type") == "function_call_output" and item["call_id"] not in calls:
             raise Refused(f"input[{index}]: an output for no call")
-        elif item.get("type") == "message" and item["content"] == []:
+        elif item.get("type") == "message" and item["content"] in ([], ""):
             raise Refused(f"input[{index}]: empty content")
 
 
@@ -216,6 +216,8 @@ def test_the_api_rules_do_refuse_what_the_apis_refuse() -> None:
         ("gemini", {"contents": [{"role": "user", "parts": [{"text": ""}]}]}),
         ("gemini", {"contents": [{"role": "user", "parts": []}]}),
         ("openai_chat", [{"role": "tool", "tool_call_id": "c", "content": "x"}]),
+        ("openai_chat", [{"role": "user", "content": ""}]),
+        ("responses", [{"type": "message", "role": "user", "content": ""}]),
         ("responses", [{"type": "function_call_output", "call_id": "c", "output": "x"}]),
     ]  # fmt: skip
     for name, payload in refused:
@@ -304,8 +306,37 @@ def test_a_turn_left_out_lets_its_neighbours_merge_for_anthropic_and_gemini() ->
     contents = formats.to_gemini(chat)["contents"]
     assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user"]  # reasoning is sent
     assert contents[1]["parts"] == [{"text": "Hello."}, {"text": "Anything else?"}]
-    # the OpenAI APIs take any text: the message goes as it was stored
-    assert formats.to_openai_chat(chat)[2] == {"role": "user", "content": ""}
+    # the OpenAI exports leave the empty turn out too (they need no alternation)
+    assert [m["content"] for m in formats.to_openai_chat(chat)] == ["Hi", "Hello.", "Anything else?", "Yes", "Well?"]
+
+
+def test_an_empty_turn_is_left_out_of_the_openai_exports_checked_by_the_sdk_types() -> None:
+    """An empty user turn, an empty system text and an assistant turn whose only text is
+    empty beside its call: the OpenAI exports send none of the empty texts (the call stays,
+    content null), and the requests pass the SDK's own types."""
+    chat = [
+        SystemMessage(id="s", content=[TextPart(text="")]),
+        UserMessage(id="u1", content=[TextPart(text="Hi")]),
+        AssistantMessage(id="a1", status="completed", content=[
+            TextPart(text=""), ToolCallPart(tool_call_id="c1", tool_name="lookup", args={})]),
+        ToolMessage(id="t1", content=[ToolResultPart(tool_call_id="c1", tool_name="lookup", result="ok")]),
+        UserMessage(id="u2", content=[TextPart(text="")]),
+        UserMessage(id="u3", content=[TextPart(text=" ")]),  # whitespace is content for OpenAI
+    ]  # fmt: skip
+    chat_payload = formats.to_openai_chat(chat)
+    openai_chat_check()(chat_payload)
+    assert chat_payload == [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "user", "content": " "},
+    ]  # fmt: skip
+    responses_payload = formats.to_responses(chat)
+    responses_check()(responses_payload)
+    assert [item.get("content") for item in responses_payload if item.get("type") == "message"] == ["Hi", " "]
+    for name in ("openai_chat", "responses"):
+        API_RULES[name](EXPORTS[name](chat))
 
 
 def test_an_error_result_without_text_is_not_empty_for_anthropic() -> None:

@@ -152,6 +152,52 @@ async def test_langgraph_threads_take_any_thread_id_under_an_owner_view(store):
     assert task_id_for("org/team/chat-1") not in {r.id for r in (await ann.tasks.list(limit=100)).items}
 
 
+async def test_pydantic_ai_takes_the_ids_the_other_adapters_take(store):
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from mindstore.integrations.pydantic_ai import history_processor, load_messages, save_messages
+
+    ann, bob = store.scoped("acme", owner="ann"), store.scoped("acme", owner="bob")
+    for index, conversation_id in enumerate(SPOKEN):
+        turn = [ModelRequest(parts=[UserPromptPart(f"q{index}")]), ModelResponse(parts=[TextPart(f"a{index}")])]
+        await save_messages(ann, conversation_id, turn)
+        await save_messages(ann, conversation_id, turn)  # a retried save: nothing new
+        assert await load_messages(ann, conversation_id) == turn
+        record = await ann.tasks.get(task_id_for(conversation_id))  # found from mindstore's own API
+        assert record.owner == "ann" and record.seq == 2 and conversation_id_of(record) == conversation_id
+        assert await load_messages(bob, conversation_id) == []
+        assert await history_processor(ann, conversation_id, max_tokens=1_000)(turn) == turn
+    listed = {conversation_id_of(r) for r in (await ann.tasks.list(limit=100)).items}
+    assert listed == set(SPOKEN)  # listed back as given
+
+
+async def test_llamaindex_and_agent_framework_take_the_ids_the_other_adapters_take(store):
+    pytest.importorskip("llama_index.core")
+    pytest.importorskip("agent_framework")
+    from agent_framework import Message
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from mindstore.integrations.agent_framework import MindstoreHistoryProvider
+    from mindstore.integrations.llamaindex import MindstoreChatStore
+
+    ann, bob = store.scoped("acme", owner="ann"), store.scoped("acme", owner="bob")
+    chats, history = MindstoreChatStore(ann), MindstoreHistoryProvider(ann)
+    for index, conversation_id in enumerate(SPOKEN):
+        key = ("li " + conversation_id)[:512]  # one task each: the two adapters never share one here
+        await chats.add_messages(key, [ChatMessage(role="user", content=f"q{index}")])
+        await history.save_messages(conversation_id, [Message(role="user", contents=[f"q{index}"])])
+        assert [m.content for m in await chats.get_messages(key)] == [f"q{index}"]
+        assert [m.text for m in await history.get_messages(conversation_id)] == [f"q{index}"]
+        for given_id in (key, conversation_id):
+            record = await ann.tasks.get(task_id_for(given_id))  # found from mindstore's own API
+            assert record.owner == "ann" and conversation_id_of(record) == given_id
+        assert await MindstoreChatStore(bob).get_messages(key) == []
+        assert await MindstoreHistoryProvider(bob).get_messages(conversation_id) == []
+    assert sorted(await chats.get_keys()) == sorted(("li " + s)[:512] for s in SPOKEN)  # listed back as given
+    assert await history.list_sessions() == sorted(SPOKEN)
+
+
 async def test_a_hostile_id_is_refused_by_every_adapter_before_any_write(store):
     pytest.importorskip("langgraph")
     pytest.importorskip("agents")

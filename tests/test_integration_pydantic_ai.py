@@ -202,8 +202,9 @@ async def test_bad_input_is_refused_before_any_write(acme):
     before = await acme.tasks.messages("bad")
     with pytest.raises(ValidationError, match=r"messages\[1\]"):
         await save_messages(acme, "bad", [ModelRequest(parts=[UserPromptPart("x")]), "not a message"])
-    with pytest.raises(ValidationError, match="task_id"):
-        await save_messages(acme, "a b", long_history(1))
+    for bad in ("", "a\x00b", "x" * 513, 7):
+        with pytest.raises(ValidationError, match="task_id"):
+            await save_messages(acme, bad, long_history(1))
     with pytest.raises(ValidationError, match="task_id"):
         await load_messages(acme, {"$ne": 1})
     assert await acme.tasks.messages("bad") == before

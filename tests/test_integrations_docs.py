@@ -10,7 +10,8 @@ import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "integrations.md"
 SECTIONS = {"OpenAI Agents SDK": "agents", "LangGraph": "langgraph", "pydantic-ai": "pydantic_ai",
-            "LangChain": "langchain_core"}  # fmt: skip
+            "LangChain": "langchain_core", "LlamaIndex": "llama_index.core",
+            "Microsoft Agent Framework": "agent_framework"}  # fmt: skip
 
 
 def example(section: str) -> str:

@@ -148,6 +148,25 @@ async def test_reads_are_retried_and_nothing_is_when_retries_are_off(store: Stor
     assert len(sleeps.pauses) == 1
 
 
+async def test_an_analytics_report_rides_out_a_failover_and_names_itself_when_it_cannot(
+    store: Store,
+) -> None:
+    acme = store.scoped("acme")
+    await acme.tasks.create(task_id="T", owner="ann", config=TaskConfigPart(model_name="m"))
+    await acme.tasks.add_human_message("T", "hi", message_id="u1")
+    expected = await acme.analytics.top_owners()
+    sleeps = Sleeps()
+    plan = FaultPlan(Fault(0, "before", TRANSIENT_ERRORS["NotPrimaryError"]))
+    assert await faulty(store, plan, RetryPolicy(sleep=sleeps)).scoped("acme").analytics.top_owners(
+        ) == expected  # fmt: skip
+    assert plan.fired and len(sleeps.pauses) == 1
+    plan = FaultPlan(Fault(0, "before", TRANSIENT_ERRORS["NotPrimaryError"]))
+    off = RetryPolicy.no_transient_retries(sleep=sleeps)
+    with pytest.raises(Unavailable) as raised:
+        await faulty(store, plan, off).scoped("acme").analytics.top_owners()
+    assert raised.value.operation == "analytics.top_owners" and len(sleeps.pauses) == 1
+
+
 @given(attempt=st.integers(0, 40))
 def test_the_backoff_doubles_is_bounded_and_half_of_it_is_jitter(attempt: int) -> None:
     policy = RetryPolicy()

@@ -169,3 +169,12 @@ class Unavailable(MindstoreError):
             f"{operation}: the database is unavailable: {command} failed{shown}; "
             f"{outcome}; {advice}"
         )
+
+
+# ---------------------------------------------------------------------------- console
+class ConsoleError(MindstoreError):
+    """The operator console cannot start: its extra is not installed, its operators file
+    is missing or malformed, or it was asked to listen beyond localhost without
+    `--allow-remote` (docs/console.md). Exit codes 40-49 are the console's."""
+
+    exit_code = 40

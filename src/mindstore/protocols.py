@@ -24,7 +24,7 @@ from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter
 from mindstore.model.base import JSON
 from mindstore.model.header import TaskHeader
-from mindstore.model.messages import AnyMessage
+from mindstore.model.messages import AnyMessage, CompressionMessage
 from mindstore.repositories.records import Page, TaskRecord
 
 
@@ -94,6 +94,35 @@ class ContextTasks(ConversationTasks, Protocol):
     ) -> ContextWindow: ...
 
 
+class ChatTasks(ConversationTasks, Protocol):
+    """`acme.tasks` as the LlamaIndex chat stores use it: also a checkpoint (statuses) and
+    a redaction (deletes)."""
+
+    async def add_compression_message(
+        self,
+        task_id: str,
+        /,
+        start_idx: int,
+        end_idx: int,
+        reason: str,
+        strategies: Sequence[str],
+        compressed_message_ids: Sequence[str],
+        kept_message_ids: Sequence[str],
+        cache: JSON | None = None,
+        metadata: JSON | None = None,
+        timestamp: float | None = None,
+        message_id: str | None = None,
+    ) -> CompressionMessage: ...
+
+    async def redact(
+        self,
+        task_id: str,
+        message_id: str,
+        reason: str | None = None,
+        part_index: int | None = None,
+    ) -> AnyMessage: ...
+
+
 class TenantView(Protocol):
     """A `TenantStore` (`store.scoped(tenant, owner=...)`) as a session adapter sees it:
     whose data it is, and its tasks."""
@@ -113,6 +142,13 @@ class ContextView(TenantView, Protocol):
 
     @property
     def tasks(self) -> ContextTasks: ...
+
+
+class ChatView(TenantView, Protocol):
+    """A tenant view whose tasks take checkpoints and redactions (the LlamaIndex stores)."""
+
+    @property
+    def tasks(self) -> ChatTasks: ...
 
 
 class SaverView(TenantView, Protocol):

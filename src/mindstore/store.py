@@ -38,7 +38,7 @@ from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
 if TYPE_CHECKING:
-    from mindstore.protocols import ContextView, HasDatabase, SaverView
+    from mindstore.protocols import ChatView, ContextView, HasDatabase, SaverView
 
 
 def policy_from_environment() -> PagePolicy:
@@ -163,7 +163,7 @@ class TenantStore:
     @cached_property
     def analytics(self) -> Analytics:
         """Reports over this tenant's sessions (aggregation pipelines)."""
-        return Analytics(self.store.database, self.tenant, self.owner)
+        return Analytics(self.store.database, self.tenant, self.owner, self.store.resilience)
 
 
 class Store:
@@ -185,12 +185,12 @@ class Store:
         self.database = guarded(backend.database)
         """The backend's database, with every transient driver error raised as
         `errors.Unavailable` (`backends.transient`): what every view reads and writes."""
-        self.keyring = keyring.bind(self.database) if keyring is not None else None
-        """Per-tenant encryption (`mindstore.crypto`): rotate, shred, status; None: none."""
         self.page_policy = policy_from_environment() if page_policy is ... else page_policy
         self.retry = retry or RetryPolicy()
         self.in_doubt = InDoubt()
         """Calls that failed after sending a write, for their retries (`mindstore.operations`)."""
+        self.keyring = keyring.bind(self.database, self.resilience) if keyring is not None else None
+        """Per-tenant encryption (`mindstore.crypto`): rotate, shred, status; None: none."""
         self.offload_threshold = offload_threshold
         self.headers = HeaderCache(header_cache_size)
         self.notifier = Notifier()
@@ -229,10 +229,12 @@ class Store:
 
 if TYPE_CHECKING:
 
-    def _conforms(store: Store, view: TenantStore) -> tuple[HasDatabase, SaverView, ContextView]:
+    def _conforms(
+        store: Store, view: TenantStore
+    ) -> tuple[HasDatabase, SaverView, ContextView, ChatView]:
         """Never runs: mypy checks here that a store and its tenant views are what the
         layers below the store take instead of importing it (`mindstore.protocols`)."""
-        return store, view, view
+        return store, view, view, view
 
 
 async def connect(

@@ -25,7 +25,7 @@ from mindstore.analytics.rows import (
 from mindstore.collection_names import TASK_PAGES, TASKS
 from mindstore.errors import ValidationError, WrongType
 from mindstore.model.header import TaskState
-from mindstore.operations import operations
+from mindstore.operations import Resilience, operations
 from mindstore.paged_history import PagedHistory
 from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines import analytics_pages as paged
@@ -50,7 +50,7 @@ def _dimension_names(group_by: Any) -> list[str]:
     return names
 
 
-@operations("analytics")  # typed errors name the report; reads retried by the caller
+@operations("analytics")  # reads: retried under the store's policy, then Unavailable
 class Analytics:
     """Reports for one tenant (and, on an owner-scoped view, one owner).
 
@@ -59,9 +59,17 @@ class Analytics:
     `ReportFilter` for what each filter selects in each report, and docs/analytics.md.
     """
 
-    def __init__(self, database: Any, tenant: str, owner: str | None = None) -> None:
+    def __init__(
+        self,
+        database: Any,
+        tenant: str,
+        owner: str | None = None,
+        resilience: Resilience | None = None,
+    ) -> None:
         self.tenant = tenant
         self.scoped_owner: str | None = owner
+        self.resilience = resilience
+        """The store's retry policy: a report is a read, safe to run again."""
         self._tasks = database[TASKS]
         self._history = PagedHistory(self._tasks, database[TASK_PAGES])
 

@@ -107,7 +107,7 @@ def _keyring(
     if required and master_key is None:
         raise _NoMasterKey._missing()
     keyring = build_keyring(master_key, key_vault) or Keyring(_NoMasterKey())
-    return keyring.bind(store.database)
+    return keyring.bind(store.database, store.resilience)
 
 
 @keys_app.command("status")

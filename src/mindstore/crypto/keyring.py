@@ -43,12 +43,22 @@ from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.crypto.master import MasterKey
 from mindstore.crypto.provider import KekState, KeyProvider
 from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
+from mindstore.draws import current_tape
 from mindstore.errors import ConfigurationError, CryptoError, KeyShredded, ValidationError
 from mindstore.ids import check_key
+from mindstore.model.base import new_id
+from mindstore.operations import Resilience, current, operation
 
 __all__ = [
     "KeyStatus", "Keyring", "MigrationReport", "MissingKey", "TenantKeys", "is_encrypted",
 ]  # fmt: skip
+
+UNNAMED_ROTATION = (
+    "a rotation draws its own marker: retried from this process it is exactly-once (the "
+    "store keeps the marker, and the retry finds the key it added), retried from another "
+    "one it may add two versions (new writes seal with the newer; nothing is lost)"
+)
+"""What `Unavailable` says of a rotation."""
 
 DEFAULT_CACHE_SECONDS = 30.0
 TENANT_KEK = "tenant"
@@ -147,6 +157,7 @@ class Keyring:
         cache_seconds: float = DEFAULT_CACHE_SECONDS,
         legacy: MasterKey | None = None,
         database: Any = None,
+        resilience: Resilience | None = None,
     ) -> None:
         if isinstance(provider, KeyProvider):
             self.provider: KeyProvider | None = provider
@@ -163,6 +174,9 @@ class Keyring:
             raise ValidationError("cache_seconds must be >= 0")
         self.cache_seconds = cache_seconds
         self._database = database
+        self.resilience = resilience
+        """The bound store's retry policy and ledger: its verbs are operations
+        (`mindstore.operations`) that retry a transient failure themselves."""
         self._tenants: dict[str, TenantKeys] = {}
         self._unwrapped: dict[tuple[str, int, bytes, str], tuple[AESGCM, float]] = {}
         """Unwrapped keys by (tenant, version, wrapped bytes, flags), with when they were
@@ -182,12 +196,13 @@ class Keyring:
         assert self.legacy is not None
         return self.legacy.key_id
 
-    def bind(self, database: Any) -> Keyring:
-        """This keyring over `database` (a fresh key cache; the provider is shared)."""
+    def bind(self, database: Any, resilience: Resilience | None = None) -> Keyring:
+        """This keyring over `database` (a fresh key cache; the provider is shared), its
+        verbs retried under `resilience` (a store's)."""
         wrapper: KeyProvider | MasterKey = self.provider or self.legacy  # type: ignore[assignment]
         return Keyring(wrapper, cache_seconds=self.cache_seconds,
                        legacy=self.legacy if self.provider is not None else None,
-                       database=database)  # fmt: skip
+                       database=database, resilience=resilience)  # fmt: skip
 
     @property
     def _keys(self) -> Any:
@@ -288,7 +303,9 @@ class Keyring:
         assert self.legacy is not None
         return await self.legacy.wrap(data_key, context)
 
-    def _new_document(self, tenant: str, version: int, *, sealed_only: bool) -> dict[str, Any]:
+    def _new_document(
+        self, tenant: str, version: int, *, sealed_only: bool, rotation: str | None = None
+    ) -> dict[str, Any]:
         document: dict[str, Any] = {
             "_id": _key_id(tenant, version), "tenant": tenant, "kind": "key",
             "version": version, "master_key_id": self.wrapper_id,
@@ -296,11 +313,15 @@ class Keyring:
         }  # fmt: skip
         if self.provider is not None:
             document["kek"] = TENANT_KEK
+        if rotation is not None:
+            document["rotation"] = rotation
         return document
 
-    async def _add_version(self, tenant: str, version: int, *, sealed_only: bool) -> bool:
+    async def _add_version(
+        self, tenant: str, version: int, *, sealed_only: bool, rotation: str | None = None
+    ) -> bool:
         """Store data key `version` of `tenant`; False if another writer stored it first."""
-        document = self._new_document(tenant, version, sealed_only=sealed_only)
+        document = self._new_document(tenant, version, sealed_only=sealed_only, rotation=rotation)
         document["wrapped"] = Binary(await self._wrap(tenant, os.urandom(KEY_BYTES), document))
         try:
             await self._keys.insert_one(document)
@@ -342,6 +363,7 @@ class Keyring:
         raise CryptoError(f"the data keys of tenant {tenant!r} kept changing during a re-wrap")
 
     # ------------------------------------------------------------------ verbs
+    @operation("keys.rotate")
     async def rotate(self, tenant: str) -> int:
         """Add a data key version: new writes (in this process at once, in others when
         their cache expires) seal with it; content sealed before stays readable.
@@ -358,16 +380,30 @@ class Keyring:
             CryptoError: The provider cannot unwrap the tenant's keys.
             KeyProviderUnavailable: The provider did not answer (nothing was written).
         """
+        check_key(tenant, "tenant")
+        running = current()
+        if running is not None:
+            running.note = UNNAMED_ROTATION
+        rotation = new_id()  # the same in a retry of this call: its key, if it landed
+        tape = current_tape()
+        if tape is not None and tape.replaying:  # an earlier attempt's reply was lost
+            documents = await self._keys.find(_tenant_filter(tenant)).to_list(None)
+            for landed in documents:
+                if landed.get("kind") == "key" and landed.get("rotation") == rotation:
+                    await self._load(tenant)
+                    return int(landed["version"])
         while True:
-            held = await self._load(check_key(tenant, "tenant"))
+            held = await self._load(tenant)
             if held.shredded:
                 raise KeyShredded(tenant)
             version = max(held.keys, default=0) + 1
             sealed_only = held.sealed_only or (version == 1 and not await self._has_content(tenant))
-            if await self._add_version(tenant, version, sealed_only=sealed_only):
+            if await self._add_version(tenant, version, sealed_only=sealed_only,
+                                       rotation=rotation):  # fmt: skip
                 await self._load(tenant)
                 return version
 
+    @operation("keys.shred")
     async def shred(self, tenant: str) -> int:
         """Destroy the tenant's keys. Irreversible: its content can no longer be read
         (`KeyShredded`) in the database, and, with a key provider, in every copy ever made
@@ -399,6 +435,7 @@ class Keyring:
         result = await self._keys.delete_many({**_tenant_filter(tenant), "kind": "key"})
         return int(result.deleted_count)
 
+    @operation("keys.reencrypt")
     async def reencrypt(
         self, tenant: str, *, progress: ProgressFn | None = None, restart: bool = False
     ) -> SweepProgress:
@@ -429,6 +466,7 @@ class Keyring:
         await self.seal_only(tenant)
         return swept
 
+    @operation("keys.seal_only")
     async def seal_only(self, tenant: str) -> int:
         """Mark the tenant sealed-only (its sweep has sealed everything): every data key
         is re-wrapped with the flag bound in, so removing it in the database makes the key
@@ -437,6 +475,7 @@ class Keyring:
             tenant, lambda d: None if d.get("sealed_only") is True else {"sealed_only": True}
         )
 
+    @operation("keys.migrate")
     async def migrate(self, tenant: str | None = None) -> MigrationReport:
         """Re-wrap data keys wrapped by the shared master key (`legacy`) with each tenant's
         own key in the provider: no content is re-encrypted (the data keys stay the same),

@@ -34,7 +34,7 @@ from mindstore.formats.conversation import (
     settle,
 )
 from mindstore.formats.media import data_url, image_from_url, image_url, parse_data_url
-from mindstore.formats.outgoing import outgoing
+from mindstore.formats.outgoing import outgoing, refused_by_openai
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
@@ -224,20 +224,27 @@ def to_openai_chat(messages: Sequence[AnyMessage]) -> list[JSON]:
         ```
     """
     out: list[JSON] = []
-    for message in outgoing(messages, FORMAT):  # redacted: placeholders
+    for message in outgoing(messages, FORMAT, blank=refused_by_openai):  # redacted: placeholders
         entry = read_entry(message.metadata, FORMAT)
         if not message.content and not entry:
             continue  # an empty (e.g. still loading) turn: the API refuses empty messages
         rendered = _render(message, bool(entry.get("blocks")))
         if rendered:
             rendered[0] = patch(rendered[0], entry.get("delta"))
-        out.extend(m for m in rendered if entry or not _empty(m))
+        out.extend(m for m in rendered if not _empty(m))
     return out
 
 
 def _empty(message: JSON) -> bool:
-    """Nothing this format can carry (say, only reasoning): the API would refuse it."""
-    return message.get("content") in (None, []) and not message.get("tool_calls")
+    """An empty turn, never sent (not even one imported that way): nothing this format can
+    carry (say, only reasoning), or only empty text. A tool message is a result, never
+    empty."""
+    if message.get("role") == "tool" or message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        return all(block.get("type") == "text" and block.get("text") == "" for block in content)
+    return content in (None, "")
 
 
 def _render(message: MessageBase, blocks: bool = False) -> list[JSON]:

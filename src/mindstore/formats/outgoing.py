@@ -14,9 +14,10 @@ turns"):
   and a model cannot be sent reasoning it did not sign);
 * **a redacted message is exported in the canonical form**: the provider details kept from
   its import (the format's stash) describe content that is gone, and are not applied;
-* **a text the API refuses is left out** (Anthropic: empty or whitespace-only; Gemini:
-  empty), with reasoning holding one and no signature: a turn that produced no text, a
-  streamed message not written yet. The OpenAI APIs accept any text and get it as stored;
+* **a text the API refuses is left out** (Anthropic: empty or whitespace-only; Gemini and
+  the OpenAI APIs: empty), with reasoning holding one and no signature: a turn that
+  produced no text, a streamed message not written yet. An empty user turn tells the model
+  nothing, and a request holding one is not what any provider's own client sends;
 * **a message left with nothing the format carries is left out before turns are formed**,
   so where a provider wants turns to alternate (Anthropic, Gemini) the turns around it
   merge into one, as consecutive messages of one side always do.
@@ -51,7 +52,14 @@ from mindstore.model.parts import (
 )
 from mindstore.model.plans.redaction import redaction_of
 
-__all__ = ["NO_OUTPUT", "REDACTED", "outgoing", "refused_by_anthropic", "refused_by_gemini"]
+__all__ = [
+    "NO_OUTPUT",
+    "REDACTED",
+    "outgoing",
+    "refused_by_anthropic",
+    "refused_by_gemini",
+    "refused_by_openai",
+]
 
 REDACTED = "[redacted]"
 """What a model is sent in place of redacted content."""
@@ -145,6 +153,11 @@ def refused_by_anthropic(text: str) -> bool:
 
 def refused_by_gemini(text: str) -> bool:
     """Gemini refuses an empty text part."""
+    return text == ""
+
+
+def refused_by_openai(text: str) -> bool:
+    """An empty text: the OpenAI exports leave it out (a whitespace text is content)."""
     return text == ""
 
 

@@ -40,7 +40,7 @@ from mindstore.formats.media import (
     image_url,
     parse_data_url,
 )
-from mindstore.formats.outgoing import outgoing
+from mindstore.formats.outgoing import outgoing, refused_by_openai
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
 from mindstore.model.messages import (
@@ -281,16 +281,26 @@ def to_responses(messages: Sequence[AnyMessage]) -> list[JSON]:
         The `input` items of a request.
     """
     out: list[JSON] = []
-    for message in outgoing(messages, FORMAT):  # redacted: placeholders
+    for message in outgoing(messages, FORMAT, blank=refused_by_openai):  # redacted: placeholders
         entry = read_entry(message.metadata, FORMAT)
         if not message.content and not entry:
             continue
         rendered = _render(message, bool(entry.get("blocks")))
         if rendered and not isinstance(message, AssistantMessage):
             rendered[0] = patch(rendered[0], entry.get("delta"))
-        # a message with nothing this format carries would be refused by the API
-        out.extend(item for item in rendered if entry or item.get("content") != [])
+        # an empty turn (nothing this format carries, or only empty text) is never sent,
+        # not even one imported that way
+        out.extend(item for item in rendered if not _empty(item))
     return out
+
+
+def _empty(item: JSON) -> bool:
+    if item.get("type", "message") != "message" or item.get("role") == "assistant":
+        return False
+    content = item.get("content")
+    if isinstance(content, list):
+        return all(b.get("type") == "input_text" and b.get("text") == "" for b in content)
+    return content in (None, "")
 
 
 def _render(message: MessageBase, blocks: bool = False) -> list[JSON]:

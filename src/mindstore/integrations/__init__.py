@@ -12,7 +12,12 @@ extra of the package:
 * `mindstore.integrations.langchain`: `MindstoreChatMessageHistory`, an async LangChain
   chat history (`[langchain]`);
 * `mindstore.integrations.adk`: `MindstoreSessionService`, a Google ADK session service
-  (`[adk]`).
+  (`[adk]`);
+* `mindstore.integrations.llamaindex`: `MindstoreChatStore`, a LlamaIndex
+  `AsyncDBChatStore` for `Memory`, and `MindstoreLegacyChatStore`, a `BaseChatStore`
+  (`[llamaindex]`);
+* `mindstore.integrations.agent_framework`: `MindstoreHistoryProvider`, a Microsoft Agent
+  Framework `HistoryProvider` (`[agent-framework]`).
 
 Every adapter maps the framework's conversation id (session id, thread id) to the task
 that holds it with one rule (`conversation_ids`): `task_id_for("org/team/chat-1")` names

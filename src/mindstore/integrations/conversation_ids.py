@@ -21,7 +21,8 @@ characters of ``[A-Za-z0-9_-.:]``, `mindstore.ids`), because it names documents.
   mapped ids meet only if their 128-bit digests do. A mapped task id is at most 83
   characters.
 * the adapters keep the conversation id as given in the task's metadata (`session_id` for
-  the session adapters, `thread_id` for LangGraph), and list it back from there
+  the session adapters, `thread_id` for LangGraph, `conversation_id` for pydantic-ai, whose
+  functions take the conversation id as their `task_id`), and list it back from there
   (`conversation_id_of`).
 
 Pure: no I/O, no framework import (`mindstore.integrations` re-exports `task_id_for`).
@@ -41,7 +42,7 @@ MAX_CONVERSATION_ID_LENGTH = 512
 MAPPED_PREFIX = "_:"
 SLUG_LENGTH = 48
 DIGEST_BYTES = 16
-ORIGINAL_KEYS = ("session_id", "thread_id")
+ORIGINAL_KEYS = ("session_id", "thread_id", "conversation_id")
 """Task metadata keys an adapter keeps the conversation id in (`conversation_id_of`)."""
 
 _KEY = re.compile(r"[A-Za-z0-9_\-.:]+")

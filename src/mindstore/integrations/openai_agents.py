@@ -48,7 +48,7 @@ from mindstore.integrations._session import TaskSession
 from mindstore.integrations.openai_agents_usage import Reported, UsageHooks, attribute, reported
 from mindstore.model.messages import AnyMessage, MessageBase, ToolMessage
 from mindstore.model.parts import ToolResultPart
-from mindstore.operations import operations, through
+from mindstore.operations import current, operations, through
 from mindstore.protocols import TenantView
 from mindstore.validation import check_int
 
@@ -57,6 +57,11 @@ __all__ = ["MindstoreSession", "SessionInfo", "UsageHooks", "drop_orphans", "ses
 MARKER = {"integration": "openai-agents"}
 """Task metadata of a session's task: `list_sessions` lists only these."""
 POP_ATTEMPTS = 200
+UNNAMED_POP = (
+    "pop_item names no item: retried from this process it is exactly-once (the store keeps "
+    "which message it removed), retried from another one it may remove two"
+)
+"""What `Unavailable` says of a `pop_item`."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +197,9 @@ class MindstoreSession(TaskSession):
             InvalidTransition: The last message was not written by the session (it holds
                 several items), or a retract cannot undo it (a task config).
         """
+        running = current()
+        if running is not None:
+            running.note = UNNAMED_POP
         for _ in range(POP_ATTEMPTS):
             try:
                 tail = await self._tasks.tail(self.session_id, 1)
@@ -216,8 +224,9 @@ class MindstoreSession(TaskSession):
                 return None
             if removed is None:
                 continue  # popped by someone else meanwhile
-            if items:
-                return items[0]
+            popped = to_responses([removed])  # a retry's: what its lost attempt removed
+            if popped:
+                return popped[0]
         raise Conflict(f"pop_item: session {self.session_id!r} kept changing under us")
 
     async def clear_session(self) -> None:

@@ -16,6 +16,11 @@
   so, trimmed to `max_tokens` without splitting a tool call from its result), followed by
   what the current run added and is not stored yet.
 
+`task_id` is a conversation id, as for every adapter (`conversation_ids`): a key such as
+``chat-1`` is its own task id, any other string the frameworks accept
+(``alice@example.com:chat-1``, ``org/team/chat-1``) names the task `task_id_for` maps it
+to, which keeps it as given in its metadata (`conversation_id`).
+
 Saves are exactly-once: each stored message's id is derived from the pydantic-ai message
 it came from (its whole content: pydantic-ai stamps every message and part with the time it
 was made, to the microsecond, and a run id) and its part's position, so saving the same
@@ -41,8 +46,9 @@ from pydantic_ai.usage import RequestUsage
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.formats.conversation import settle
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
-from mindstore.ids import check_key, is_name
+from mindstore.ids import is_name
 from mindstore.integrations._derived_ids import derived_id, digest
+from mindstore.integrations.conversation_ids import task_id_for
 from mindstore.model.base import new_id
 from mindstore.model.messages import (
     AnyMessage,
@@ -61,6 +67,8 @@ FORMAT = "pydantic_ai"
 PART = "pydantic_ai_part"
 """The part type of a pydantic-ai part kept verbatim (never a type mindstore parses)."""
 MARKER = {"integration": "pydantic-ai"}
+CONVERSATION_KEY = "conversation_id"
+"""The task metadata key holding the conversation id as the caller gave it."""
 REQUEST_SIDE = (SystemMessage, UserMessage, ToolMessage)
 
 
@@ -320,14 +328,14 @@ async def save_messages(
 
     Args:
         view: A `TenantStore`.
-        task_id: The task.
+        task_id: The conversation id (a task id, or any id `task_id_for` maps).
         messages: pydantic-ai `ModelMessage`s.
         title: The task's title when it is created.
 
     Raises:
         ValidationError: A message that cannot be stored (nothing is written).
     """
-    check_key(task_id, "task_id")
+    conversation_id, task_id = task_id, task_id_for(task_id, "task_id")
     converted = from_model_messages(messages)
     if not converted:
         return
@@ -336,10 +344,9 @@ async def save_messages(
         return
     except NotFound:
         pass
+    metadata = {**MARKER, CONVERSATION_KEY: conversation_id}
     try:  # the first save: the task and its messages in one insert
-        await view.tasks.create(
-            task_id=task_id, title=title, metadata=dict(MARKER), messages=converted
-        )
+        await view.tasks.create(task_id=task_id, title=title, metadata=metadata, messages=converted)
     except Conflict:  # created meanwhile (a racing save, a retry whose insert landed)
         await view.tasks.get(task_id)  # NotFound if it is another owner's
         await view.tasks.add_messages(task_id, converted)
@@ -351,7 +358,7 @@ async def load_messages(view: TenantView, task_id: str) -> list[ModelMessage]:
 
     Args:
         view: A `TenantStore` (`store.scoped(tenant)`, optionally with an owner).
-        task_id: The task (e.g. `task_id_for(conversation_id)`).
+        task_id: The conversation id (a task id, or any id `task_id_for` maps).
 
     Returns:
         pydantic-ai `ModelMessage`s, for `agent.run(..., message_history=...)`.
@@ -366,7 +373,7 @@ async def load_messages(view: TenantView, task_id: str) -> list[ModelMessage]:
         await save_messages(acme, "chat-1", result.new_messages())
         ```
     """
-    check_key(task_id, "task_id")
+    task_id = task_id_for(task_id, "task_id")
     try:
         return to_model_messages(await view.tasks.messages(task_id))
     except NotFound:
@@ -384,7 +391,7 @@ def history_processor(
 
     Args:
         view: A `TenantStore`.
-        task_id: The task whose window to send.
+        task_id: The conversation id whose window to send.
         max_tokens: The window's token budget.
         **context: Other keyword arguments of `tasks.context` (a strategy, a token counter,
             a summarizer).
@@ -395,7 +402,7 @@ def history_processor(
     Raises:
         ValidationError: A bad task id or budget.
     """
-    check_key(task_id, "task_id")
+    task_id = task_id_for(task_id, "task_id")
 
     async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
         try:

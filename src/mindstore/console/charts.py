@@ -1,0 +1,174 @@
+"""Charts as data and as SVG geometry (pure): no script, no file from elsewhere.
+
+A `Chart` is what a report says (labels along x, named series of numbers, the table of the
+same numbers); `draw` turns it into the coordinates the template writes as SVG elements
+(polylines for time series, grouped bars for categories). Labels are text nodes the template
+escapes; colours are CSS classes, so the page needs no inline style.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+WIDTH: Final = 720
+HEIGHT: Final = 260
+LEFT: Final = 64
+RIGHT: Final = 12
+TOP: Final = 12
+BOTTOM: Final = 44
+MAX_X_LABELS: Final = 12
+SERIES_CLASSES: Final = 8
+"""Series colours: `s0` to `s7` in the stylesheet, reused past eight series."""
+
+Cell = str | int | float | None
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart: `labels` along x, `series` over them, and the table behind it."""
+
+    key: str
+    title: str
+    kind: Literal["line", "bar"]
+    labels: list[str]
+    series: list[Series]
+    columns: tuple[str, ...]
+    table: list[tuple[Cell, ...]]
+    unit: str = ""
+
+    def csv(self) -> str:
+        """The table as CSV (the numbers behind the chart)."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(self.columns)
+        for row in self.table:
+            writer.writerow(["" if cell is None else _csv_cell(cell) for cell in row])
+        return out.getvalue()
+
+
+def _csv_cell(cell: str | int | float) -> str | int | float:
+    """A cell that a spreadsheet would read as a formula is quoted with a leading `'`."""
+    if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + cell
+    return cell
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    css: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Line:
+    points: str
+    css: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    at: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """What the template draws: a frame of `width` x `height`, lines or bars, axis ticks."""
+
+    width: int
+    height: int
+    lines: list[Line] = field(default_factory=list)
+    bars: list[Bar] = field(default_factory=list)
+    y_ticks: list[Tick] = field(default_factory=list)
+    x_ticks: list[Tick] = field(default_factory=list)
+    legend: list[tuple[str, str]] = field(default_factory=list)
+    empty: bool = False
+
+
+def nice_max(value: float) -> float:
+    """The smallest 1, 2 or 5 times a power of ten at or above `value` (1 for nothing)."""
+    if not math.isfinite(value) or value <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if step * power >= value:
+            return float(step * power)
+    return float(10 * power)  # pragma: no cover - the loop always returns
+
+
+def fmt(value: float) -> str:
+    """A number for an axis: short, without float noise."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if abs(value) >= 1_000:
+        return f"{value / 1_000:g}k"
+    return f"{value:.4g}"
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [v if isinstance(v, (int, float)) and math.isfinite(v) else 0.0 for v in values]
+
+
+def draw(chart: Chart) -> Drawing:
+    """The geometry of `chart`: every value scaled into the frame, never outside it."""
+    series = [Series(s.name, _finite(s.values)) for s in chart.series]
+    count = len(chart.labels)
+    legend = [(s.name, f"s{i % SERIES_CLASSES}") for i, s in enumerate(series)]
+    if count == 0 or not series:
+        return Drawing(WIDTH, HEIGHT, legend=legend, empty=True)
+    top = nice_max(max((max(s.values, default=0.0) for s in series), default=0.0))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def y_of(value: float) -> float:
+        return round(TOP + plot_h - max(0.0, min(value, top)) / top * plot_h, 2)
+
+    y_ticks = [Tick(y_of(top * i / 4), fmt(top * i / 4)) for i in range(5)]
+    step = plot_w / count
+    every = max(1, math.ceil(count / MAX_X_LABELS))
+    x_ticks = [
+        Tick(round(LEFT + step * (i + 0.5), 2), label)
+        for i, label in enumerate(chart.labels)
+        if i % every == 0
+    ]
+    drawing = Drawing(WIDTH, HEIGHT, y_ticks=y_ticks, x_ticks=x_ticks, legend=legend)
+    if chart.kind == "line":
+        for i, s in enumerate(series):
+            points = " ".join(
+                f"{round(LEFT + step * (j + 0.5), 2)},{y_of(v)}"
+                for j, v in enumerate(s.values[:count])
+            )
+            drawing.lines.append(Line(points, f"s{i % SERIES_CLASSES}", s.name))
+        return drawing
+    width = step * 0.8 / len(series)
+    for i, s in enumerate(series):
+        for j, v in enumerate(s.values[:count]):
+            y = y_of(v)
+            drawing.bars.append(
+                Bar(
+                    x=round(LEFT + step * j + step * 0.1 + width * i, 2),
+                    y=y,
+                    width=round(width, 2),
+                    height=round(TOP + plot_h - y, 2),
+                    css=f"s{i % SERIES_CLASSES}",
+                    title=f"{s.name} · {chart.labels[j]}: {fmt(v)}",
+                )
+            )
+    return drawing

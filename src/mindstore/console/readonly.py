@@ -1,0 +1,149 @@
+"""The console's view of a store: the read methods it needs and nothing else.
+
+The console never writes. Rather than trusting every handler to call only reads, it never
+holds an object that can write: `ReadOnlyTenant` wraps one tenant's view and exposes the
+reads the pages use, by name, so a write verb (`add_message`, `redact`, `delete`, `fork`,
+...) is not an attribute of anything a handler can reach, and mypy rejects a call to one.
+`READ_METHODS` lists them; a test checks that no write verb of `acme.tasks`, `acme.dialogs`
+or `acme.analytics` is among them and that nothing else is exposed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from mindstore.analytics.periods import TimeBound
+from mindstore.analytics.rows import (
+    ActiveOwnersRow,
+    ActivityRow,
+    LatencyRow,
+    OwnerRow,
+    ToolRow,
+    UsageRow,
+)
+from mindstore.collection_names import TASKS
+from mindstore.model.messages import AnyMessage
+from mindstore.repositories.records import Page, TaskRecord
+from mindstore.store import Store, TenantStore
+
+READ_METHODS: Final = frozenset(
+    {
+        "list_tasks",
+        "get_task",
+        "read_range",
+        "tree",
+        "usage",
+        "latency",
+        "tools",
+        "top_owners",
+        "activity",
+        "active_owners",
+    }
+)
+"""Every method `ReadOnlyTenant` has besides `tenant` (checked by the tests)."""
+MAX_OWNERS: Final = 10_000
+"""The most owners a tenant's summary ranks (the analytics report's own limit)."""
+
+
+class ReadOnlyTenant:
+    """One tenant's data, read-only: the console's only way to it.
+
+    The wrapped view is kept in a name-mangled slot so that a template or handler has no
+    public path to it; each method forwards to one read of `acme.tasks`, `acme.dialogs` or
+    `acme.analytics` and keeps its signature's meaning (and its errors: `NotFound` for
+    another tenant's id, `ValidationError` for a bad argument).
+    """
+
+    __slots__ = ("__view", "tenant")
+
+    def __init__(self, view: TenantStore) -> None:
+        self.__view = view
+        self.tenant: Final[str] = view.tenant
+
+    async def list_tasks(
+        self,
+        *,
+        owner: str | None,
+        state: str | None,
+        cursor: str | None,
+        limit: int,
+        updated_after: datetime | None = None,
+    ) -> Page[TaskRecord]:
+        """One keyset page of tasks, newest first (`acme.tasks.list`)."""
+        return await self.__view.tasks.list(
+            owner=owner, state=state, cursor=cursor, limit=limit, updated_after=updated_after
+        )
+
+    async def get_task(self, task_id: str) -> TaskRecord:
+        """The task's record: header, counts and usage, without messages."""
+        return await self.__view.tasks.get(task_id)
+
+    async def read_range(self, task_id: str, start: int, stop: int) -> list[AnyMessage]:
+        """Messages `[start, stop)`: only they are read (sealed pages by range)."""
+        return await self.__view.tasks.read_range(task_id, start, stop)
+
+    async def tree(self, dialog_id: str) -> dict[str, Any]:
+        """The whole dialog tree `dialog_id` belongs to, from its root, nested
+        (`acme.dialogs.root` and `tree_json`)."""
+        dialogs = self.__view.dialogs
+        return await dialogs.tree_json(await dialogs.root(dialog_id))
+
+    async def usage(
+        self, *, group_by: tuple[str, ...], period: str | None, since: TimeBound, until: TimeBound
+    ) -> list[UsageRow]:
+        """Tokens and cost (`acme.analytics.usage`)."""
+        return await self.__view.analytics.usage(
+            group_by=group_by, period=period, since=since, until=until
+        )
+
+    async def latency(
+        self, *, group_by: tuple[str, ...], period: str | None, since: TimeBound, until: TimeBound
+    ) -> list[LatencyRow]:
+        """Response-time percentiles (`acme.analytics.latency`)."""
+        return await self.__view.analytics.latency(
+            group_by=group_by, period=period, since=since, until=until
+        )
+
+    async def tools(
+        self, *, group_by: tuple[str, ...], period: str | None, since: TimeBound, until: TimeBound
+    ) -> list[ToolRow]:
+        """Tool calls and error rates (`acme.analytics.tools`)."""
+        return await self.__view.analytics.tools(
+            group_by=group_by, period=period, since=since, until=until
+        )
+
+    async def top_owners(self, *, since: TimeBound, until: TimeBound) -> list[OwnerRow]:
+        """Owners with their tasks, tokens and cost (`acme.analytics.top_owners`)."""
+        return await self.__view.analytics.top_owners(limit=MAX_OWNERS, since=since, until=until)
+
+    async def activity(
+        self, *, period: str, since: TimeBound, until: TimeBound
+    ) -> list[ActivityRow]:
+        """Tasks created, messages and active owners per period (`acme.analytics.activity`)."""
+        return await self.__view.analytics.activity(period=period, since=since, until=until)
+
+    async def active_owners(
+        self, *, period: str, since: TimeBound, until: TimeBound
+    ) -> list[ActiveOwnersRow]:
+        """Owners with a message of their own per period (`acme.analytics.active_owners`)."""
+        return await self.__view.analytics.active_owners(period=period, since=since, until=until)
+
+
+class ReadOnlyStore:
+    """The store as the console sees it: tenant views that cannot write, and the list of
+    tenants that hold tasks (for an operator who may see all of them)."""
+
+    __slots__ = ("__store",)
+
+    def __init__(self, store: Store) -> None:
+        self.__store = store
+
+    def tenant(self, tenant: str) -> ReadOnlyTenant:
+        """One tenant's read-only view (the id is checked: `ValidationError`)."""
+        return ReadOnlyTenant(self.__store.scoped(tenant))
+
+    async def tenants(self) -> list[str]:
+        """Every tenant with at least one task, sorted (one `distinct` on the tenant index)."""
+        found = await self.__store.database[TASKS].distinct("tenant")
+        return sorted(t for t in found if isinstance(t, str))
