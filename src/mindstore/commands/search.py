@@ -89,7 +89,7 @@ def search(
         return
     render(rows, fmt, title=f"search: {query}", columns=COLUMNS)
     if next_cursor and fmt == OutputFormat.table:
-        typer.echo(f"next page: --cursor {next_cursor}")
+        typer.echo(f"next page: --cursor {next_cursor}", err=True)
 
 
 @index_app.command("rebuild")
