@@ -142,3 +142,17 @@ def test_the_fast_token_path_reads_like_the_character_walk(text: str) -> None:
     from mindstore.search.tokenize import _unicode_tokens
 
     assert tokens(text) == list(_unicode_tokens(text))
+
+
+@given(st.integers(0, 10**7), st.integers(0, 10**5), st.integers(0, 10**6),
+       st.sampled_from(["user", "assistant", "tool", "taskexit", "custom_role"]),
+       st.integers(-(10**12), 10**13))  # fmt: skip
+@settings(max_examples=200, deadline=None)
+def test_a_posting_packs_and_unpacks(index: int, count: int, length: int, role: str,
+                                     millis: int) -> None:  # fmt: skip
+    from mindstore.search.index import Posting, pack, unpack
+
+    packed = pack(index, count, length, role, millis / 1000)
+    assert unpack({"t": "task", "o": "ann", "p": f"{packed};{packed}"}) == [
+        Posting("task", "ann", index, count, length, role, millis / 1000)
+    ] * 2

@@ -218,10 +218,32 @@ def entry_for(
     return Entry(document, postings)
 
 
+ROLE_CODES = {
+    "system": "s", "user": "u", "assistant": "a", "tool": "t", "informational": "i",
+    "compression": "c", "taskconfig": "g", "taskentry": "e", "taskexit": "x",
+}  # fmt: skip
+"""A known role is stored as one letter; another (an unknown message's) as it is."""
+ROLES_BY_CODE = {code: role for role, code in ROLE_CODES.items()}
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(number: int) -> str:
+    if number <= 0:
+        return "0" if number == 0 else "-" + _base36(-number)
+    out = []
+    while number:
+        number, digit = divmod(number, 36)
+        out.append(_DIGITS[digit])
+    return "".join(reversed(out))
+
+
 def pack(index: int, count: int, length: int, role: str, ts: float) -> str:
     """One posting as stored: ``index,count,length,role,time`` (a string, so a postings
-    document is a few values per task, not a sub-document per message)."""
-    return f"{index},{count},{length},{role},{ts!r}"
+    document is a few values per task, not a sub-document per message): numbers in base
+    36, the role as one letter, the time in milliseconds."""
+    code = ROLE_CODES.get(role, role.replace(",", "_").replace(";", "_"))
+    millis = round(ts * 1000)
+    return f"{_base36(index)},{_base36(count)},{_base36(length)},{code},{_base36(millis)}"
 
 
 @dataclass(frozen=True)
@@ -244,8 +266,9 @@ def unpack(group: dict[str, Any]) -> list[Posting]:
     for item in str(group.get("p") or "").split(";"):
         if not item:
             continue
-        index, count, length, role, ts = item.split(",", 4)
-        out.append(Posting(task, owner, int(index), int(count), int(length), role, float(ts)))
+        index, count, length, code, millis = item.split(",", 4)
+        out.append(Posting(task, owner, int(index, 36), int(count, 36), int(length, 36),
+                           ROLES_BY_CODE.get(code, code), int(millis, 36) / 1000))  # fmt: skip
     return out
 
 
