@@ -190,12 +190,9 @@ async def test_checkpoints_are_the_tenants_own(store):
 
 
 async def test_a_checkpoint_that_would_not_decode_is_refused_before_any_write(store):
-    class NotAllowed:
-        pass
-
     storage = MindstoreCheckpointStorage(store.scoped("acme"))
     before = await stored_documents(store)
-    with pytest.raises(WorkflowCheckpointException, match="allowed types"):
+    with pytest.raises(WorkflowCheckpointException, match="NotAllowed"):
         await storage.save(WorkflowCheckpoint(workflow_name="w", graph_signature_hash="h",
                                               state={"x": NotAllowed()}))  # fmt: skip
     nameless = WorkflowCheckpoint(workflow_name="", graph_signature_hash="h")
@@ -205,6 +202,10 @@ async def test_a_checkpoint_that_would_not_decode_is_refused_before_any_write(st
         with pytest.raises(ValidationError, match=what):
             await storage.save(bad)  # type: ignore[arg-type]
     assert await stored_documents(store) == before
+
+
+class NotAllowed:
+    """Pickles, but is not among the types a checkpoint may hold here."""
 
 
 # -- sessions: compare-and-swap versions -----------------------------------------------------
