@@ -178,6 +178,29 @@ async def test_a_checkpoint_is_immutable_and_a_deleted_id_is_not_reused(store):
         await storage.load(checkpoint.checkpoint_id)
 
 
+async def test_a_checkpoint_erased_with_its_task_is_listed_nowhere(store):
+    """Retention and an owner's erase remove tasks whole: a checkpoint whose task is gone
+    is neither listed nor the latest, though its workflow's list still names it."""
+    view = store.scoped("acme")
+    storage = MindstoreCheckpointStorage(view)
+    old = WorkflowCheckpoint(
+        workflow_name="w", graph_signature_hash="h", timestamp="2026-01-01T00:00:00+00:00"
+    )
+    new = WorkflowCheckpoint(
+        workflow_name="w", graph_signature_hash="h", timestamp="2026-02-01T00:00:00+00:00"
+    )
+    for checkpoint in (old, new):
+        await storage.save(checkpoint)
+    assert (await storage.get_latest(workflow_name="w")).checkpoint_id == new.checkpoint_id  # type: ignore[union-attr]
+    await view.tasks.delete(checkpoint_task_id(new.checkpoint_id))
+    assert await storage.list_checkpoint_ids(workflow_name="w") == [old.checkpoint_id]
+    assert [c.checkpoint_id for c in await storage.list_checkpoints(workflow_name="w")] == [
+        old.checkpoint_id
+    ]
+    assert (await storage.get_latest(workflow_name="w")).checkpoint_id == old.checkpoint_id  # type: ignore[union-attr]
+    assert await storage.delete(new.checkpoint_id) is False
+
+
 async def test_checkpoints_are_the_tenants_own(store):
     acme, globex = (MindstoreCheckpointStorage(store.scoped(t)) for t in ("acme", "globex"))
     checkpoint = WorkflowCheckpoint(workflow_name="w", graph_signature_hash="h")

@@ -174,7 +174,8 @@ class MindstoreCheckpointStorage:
             ValidationError: Not a `WorkflowCheckpoint`, or a bad id or workflow name.
             WorkflowCheckpointException: It cannot be encoded, or would not decode under the
                 allowed types (nothing is written).
-            Conflict: Another checkpoint is stored under its id.
+            Conflict: Another checkpoint is stored under its id, or it was deleted.
+            NotFound: Its task, or its workflow's, is another owner's (owner-scoped view).
         """
         if not isinstance(checkpoint, WorkflowCheckpoint):
             got = type(checkpoint).__name__
@@ -231,15 +232,23 @@ class MindstoreCheckpointStorage:
         return entries
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
-        """The ids of the workflow's checkpoints, in save order."""
-        return [checkpoint_id for checkpoint_id, _ in await self._entries(workflow_name)]
+        """The ids of the workflow's stored checkpoints, in save order.
+
+        One read of the workflow's list, then one header read per entry: a checkpoint
+        erased by retention or by an erase of its owner is not listed.
+        """
+        found: list[str] = []
+        for checkpoint_id, _ in await self._entries(workflow_name):
+            try:
+                await self.view.tasks.get(checkpoint_task_id(checkpoint_id))
+            except NotFound:
+                continue
+            found.append(checkpoint_id)
+        return found
 
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
-        """The workflow's checkpoints, in save order."""
-        found = [
-            await self._stored(i)
-            for i in await self.list_checkpoint_ids(workflow_name=workflow_name)
-        ]
+        """The workflow's stored checkpoints, in save order."""
+        found = [await self._stored(i) for i, _ in await self._entries(workflow_name)]
         return [self._decoded(text) for text in found if text is not None]
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:

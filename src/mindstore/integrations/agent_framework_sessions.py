@@ -183,6 +183,7 @@ class MindstoreSessionStore(SessionStore):
             ValidationError: A bad id, session or expected version (nothing is written).
             Conflict: The stored version is not `expected_version` (another writer moved
                 it), or writers kept racing.
+            NotFound: The id's task is another owner's (on an owner-scoped view).
         """
         task_id = session_task_id(session_id)
         text = _snapshot(session)
