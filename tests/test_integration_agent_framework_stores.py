@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mindstore.crypto import Keyring, LocalMasterKey
-from mindstore.crypto.aead import is_sealed
+from mindstore.crypto.aead import is_sealed, key_version
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.integrations.agent_framework_checkpoints import (
     MindstoreCheckpointStorage,
@@ -390,6 +390,31 @@ async def test_sessions_and_checkpoints_are_sealed_under_a_keyring(store_factory
     assert await everything(sealed.scoped("acme")) == await everything(plain.scoped("acme"))
     assert (await everything(sealed.scoped("acme")))[0][1] == 2
     assert await leaks(plain) and await leaks(sealed) == {}
+
+
+def key_versions(value: Any) -> set[int]:
+    """The key versions of every ciphertext in a stored value."""
+    if is_sealed(value):
+        return {key_version(value)}
+    if isinstance(value, dict):
+        return {v for item in value.values() for v in key_versions(item)}
+    if isinstance(value, list):
+        return {v for item in value for v in key_versions(item)}
+    return set()
+
+
+async def test_rotation_then_the_sweep_reseals_sessions_and_checkpoints(store_factory):
+    sealed = await store_factory(keyring=Keyring(LocalMasterKey(os.urandom(32))))
+    assert sealed.keyring is not None
+    await fill(sealed.scoped("acme", owner="ann"))
+    before = await everything(sealed.scoped("acme"))
+    assert await sealed.keyring.rotate("acme") == 2
+    assert {v for d in await stored_documents(sealed) for v in key_versions(d)} == {1}
+    swept = await sealed.keyring.reencrypt("acme")
+    assert swept.values_sealed > 0
+    assert {v for d in await stored_documents(sealed) for v in key_versions(d)} == {2}
+    assert await everything(sealed.scoped("acme")) == before
+    assert await leaks(sealed) == {}
 
 
 async def test_sessions_and_checkpoints_survive_backup_and_restore_and_are_erased(
