@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -431,3 +432,15 @@ async def test_sessions_and_checkpoints_survive_backup_and_restore_and_are_erase
     assert await everything(fresh.scoped("acme")) == before
     await erase(fresh, "acme", owner="ann")
     assert await everything(fresh.scoped("acme")) == (None, [])
+
+
+async def test_retention_erases_sessions_and_checkpoints_not_updated_since_the_cutoff(store):
+    from mindstore.backup.retention import erase_before
+
+    await fill(store.scoped("acme", owner="ann"))
+    before = await everything(store.scoped("acme"))
+    now = datetime.now(UTC)
+    await erase_before(store, "acme", before=now - timedelta(days=1))
+    assert await everything(store.scoped("acme")) == before  # all newer than the cutoff
+    await erase_before(store, "acme", before=now + timedelta(minutes=5))
+    assert await everything(store.scoped("acme")) == (None, [])
