@@ -21,9 +21,17 @@ pytest.importorskip("agent_framework")
 
 
 from agent_framework import (
+    Agent,
     AgentSession,
+    BaseChatClient,
+    ChatResponse,
+    Content,
     Executor,
+    FunctionInvocationLayer,
     InMemoryCheckpointStorage,
+    InMemoryHistoryProvider,
+    Message,
+    SessionStore,
     WorkflowBuilder,
     WorkflowCheckpoint,
     WorkflowCheckpointException,
@@ -123,6 +131,60 @@ async def test_a_workflow_resumes_from_a_checkpoint_exactly_as_on_the_in_memory_
         workflow_name="tally"
     )
     assert latest is not None and shape(latest) == ours[2][-1]
+
+
+class Scripted(FunctionInvocationLayer, BaseChatClient):
+    """Stands in for a model: looks the question up, then answers."""
+
+    async def _answer(self, messages: list[Message]) -> ChatResponse:
+        n = len(messages)
+        if messages[-1].role == "user":
+            call = Content.from_function_call(
+                call_id=f"call-{n}", name="lookup", arguments={"n": n}
+            )
+            return ChatResponse(
+                messages=[Message(role="assistant", contents=[call], message_id=f"c{n}")]
+            )
+        return ChatResponse(
+            messages=[Message(role="assistant", contents=[f"answer {n}"], message_id=f"a{n}")]
+        )
+
+    def _inner_get_response(
+        self, *, messages: Any, stream: bool, options: Any, **kwargs: Any
+    ) -> Any:
+        return self._answer(list(messages))
+
+
+def lookup(n: int) -> str:
+    """Look a number up."""
+    return f"found {n}"
+
+
+async def agent_story(sessions: Any) -> list[Any]:
+    """Two turns, the session stored between them and loaded by a new agent (a restart);
+    the history lives in the session's state (the framework's in-memory provider)."""
+
+    def agent() -> Agent:
+        return Agent(
+            client=Scripted(), tools=[lookup], context_providers=[InMemoryHistoryProvider()]
+        )
+
+    session = agent().create_session(session_id="chat-1")
+    await agent().run("first question", session=session)
+    await sessions.set("org/chat-1", session)
+    restored = await sessions.get("org/chat-1")
+    response = await agent().run("second question", session=restored)
+    await sessions.set("org/chat-1", restored)
+    final = await sessions.get("org/chat-1")
+    history = final.state[InMemoryHistoryProvider.DEFAULT_SOURCE_ID]["messages"]
+    return [response.text, final.session_id, [(m.role, m.text) for m in history]]
+
+
+async def test_an_agent_resumes_from_a_stored_session_exactly_as_on_the_in_memory_store(store):
+    ours = await agent_story(MindstoreSessionStore(store.scoped("acme")))
+    assert ours == await agent_story(SessionStore())
+    assert ours[0] == "answer 7" and len(ours[2]) == 8
+    assert await MindstoreSessionStore(store.scoped("acme")).version("org/chat-1") == 2
 
 
 # -- checkpoints: exactly-once, immutable, deleted -------------------------------------------
