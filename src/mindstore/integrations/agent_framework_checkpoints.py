@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -49,6 +50,8 @@ from mindstore.model.parts import InformationalPart
 from mindstore.protocols import StateView
 
 __all__ = ["MARKER", "MindstoreCheckpointStorage", "checkpoint_task_id", "workflow_task_id"]
+
+logger = logging.getLogger(__name__)
 
 MARKER = {"integration": "agent-framework-checkpoints"}
 """Task metadata of the storage's tasks."""
@@ -247,9 +250,21 @@ class MindstoreCheckpointStorage:
         return found
 
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
-        """The workflow's stored checkpoints, in save order."""
-        found = [await self._stored(i) for i, _ in await self._entries(workflow_name)]
-        return [self._decoded(text) for text in found if text is not None]
+        """The workflow's stored checkpoints, in save order.
+
+        One that does not decode under this storage's allowed types is skipped with a
+        warning in the log, as the framework's file and Cosmos storages skip it.
+        """
+        found: list[WorkflowCheckpoint] = []
+        for checkpoint_id, _ in await self._entries(workflow_name):
+            text = await self._stored(checkpoint_id)
+            if text is None:
+                continue
+            try:
+                found.append(self._decoded(text))
+            except WorkflowCheckpointException as error:
+                logger.warning("checkpoint %s skipped: %s", checkpoint_id, error)
+        return found
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         """The workflow's checkpoint with the latest timestamp (None: it has none)."""
