@@ -1,11 +1,12 @@
 """Microsoft Agent Framework's session store and workflow checkpoint storage on mindstore:
 a workflow checkpoints on `MindstoreCheckpointStorage` and resumes from a checkpoint (in a
 new storage object, as after a restart) exactly as on the framework's
-`InMemoryCheckpointStorage`; saves are exactly-once by checkpoint id; `MindstoreSessionStore`
-keeps compare-and-swap versions against real concurrent writers; hostile ids round-trip
-and bad input is refused before any write; everything is sealed under a keyring and goes
-through backup, restore and erase. The framework's own tests of both interfaces run in
-tests/agent_framework_stores."""
+`InMemoryCheckpointStorage`, and an agent resumes from a `MindstoreSessionStore` session
+as from the framework's `SessionStore`; saves are exactly-once by checkpoint id; the
+session store keeps compare-and-swap versions against real concurrent writers; hostile ids
+round-trip and bad input is refused before any write; everything is sealed under a keyring
+and goes through backup, restore, erase, retention and a key rotation's sweep. The
+framework's own tests of both interfaces run in tests/agent_framework_stores."""
 
 from __future__ import annotations
 
