@@ -21,7 +21,7 @@ snapshot (`get` / `set` / `delete`). Here each stored id is one task of the view
 
 So a session snapshot is a task, and every lifecycle path that covers tasks covers it:
 backup, restore, erase, retention and the keyring's sealing and re-encryption sweep. The
-cost is one marker message (about 150 bytes) per `set`, kept with the task. A dedicated
+cost is one marker message (about 200 bytes) per `set`, kept with the task. A dedicated
 collection would save that, at the price of its own backup, restore, erase, retention and
 keyring paths; the markers were chosen to ship the store on the paths already proven.
 """
