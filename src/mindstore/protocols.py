@@ -22,6 +22,7 @@ from mindstore.compression.context import ContextWindow
 from mindstore.compression.registry import StrategyArgument
 from mindstore.compression.summarizer import Summarizer
 from mindstore.compression.tokens import TokenCounter
+from mindstore.formats.agent_state import AgentState
 from mindstore.model.base import JSON
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, CompressionMessage
@@ -123,6 +124,19 @@ class ChatTasks(ConversationTasks, Protocol):
     ) -> AnyMessage: ...
 
 
+class StateTasks(ChatTasks, Protocol):
+    """`acme.tasks` as the Agent Framework session store and checkpoint storage use it: also
+    one message by id and the task's agent state (a snapshot replaced in place)."""
+
+    async def get_message(self, task_id: str, message_id: str) -> AnyMessage | None: ...
+
+    async def save_agent_state(
+        self, task_id: str, state: AgentState, *, messages: Sequence[AnyMessage] = ()
+    ) -> None: ...
+
+    async def agent_state(self, task_id: str) -> AgentState | None: ...
+
+
 class TenantView(Protocol):
     """A `TenantStore` (`store.scoped(tenant, owner=...)`) as a session adapter sees it:
     whose data it is, and its tasks."""
@@ -149,6 +163,14 @@ class ChatView(TenantView, Protocol):
 
     @property
     def tasks(self) -> ChatTasks: ...
+
+
+class StateView(TenantView, Protocol):
+    """A tenant view whose tasks keep agent states and find messages by id (the Agent
+    Framework session store and checkpoint storage)."""
+
+    @property
+    def tasks(self) -> StateTasks: ...
 
 
 class SaverView(TenantView, Protocol):

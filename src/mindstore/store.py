@@ -38,7 +38,7 @@ from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
 if TYPE_CHECKING:
-    from mindstore.protocols import ChatView, ContextView, HasDatabase, SaverView
+    from mindstore.protocols import ChatView, ContextView, HasDatabase, SaverView, StateView
 
 
 def policy_from_environment() -> PagePolicy:
@@ -231,10 +231,10 @@ if TYPE_CHECKING:
 
     def _conforms(
         store: Store, view: TenantStore
-    ) -> tuple[HasDatabase, SaverView, ContextView, ChatView]:
+    ) -> tuple[HasDatabase, SaverView, ContextView, ChatView, StateView]:
         """Never runs: mypy checks here that a store and its tenant views are what the
         layers below the store take instead of importing it (`mindstore.protocols`)."""
-        return store, view, view, view
+        return store, view, view, view, view
 
 
 async def connect(
