@@ -5,7 +5,9 @@ holds an object that can write: `ReadOnlyTenant` wraps one tenant's view and exp
 reads the pages use, by name, so a write verb (`add_message`, `redact`, `delete`, `fork`,
 ...) is not an attribute of anything a handler can reach, and mypy rejects a call to one.
 `READ_METHODS` lists them; a test checks that no write verb of `acme.tasks`, `acme.dialogs`
-or `acme.analytics` is among them and that nothing else is exposed.
+or `acme.analytics` is among them and that nothing else is exposed. (`search` brings the
+tenant's search index, derived data the search maintains itself, up to date before it
+reads: it writes no conversation.)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mindstore.analytics.rows import (
 from mindstore.collection_names import TASKS
 from mindstore.model.messages import AnyMessage
 from mindstore.repositories.records import Page, TaskRecord
+from mindstore.search import SearchPage
 from mindstore.store import Store, TenantStore
 
 READ_METHODS: Final = frozenset(
@@ -39,6 +42,7 @@ READ_METHODS: Final = frozenset(
         "top_owners",
         "activity",
         "active_owners",
+        "search",
     }
 )
 """Every method `ReadOnlyTenant` has besides `tenant` (checked by the tests)."""
@@ -128,6 +132,12 @@ class ReadOnlyTenant:
     ) -> list[ActiveOwnersRow]:
         """Owners with a message of their own per period (`acme.analytics.active_owners`)."""
         return await self.__view.analytics.active_owners(period=period, since=since, until=until)
+
+    async def search(self, query: str, *, limit: int, cursor: str | None) -> SearchPage:
+        """One page of hits, best first (`acme.search`); a bad query or a cursor of
+        another query: `ValidationError`. The search index is derived data the search
+        brings up to date itself: no conversation is written."""
+        return await self.__view.search(query, limit=limit, cursor=cursor)
 
 
 class ReadOnlyStore:

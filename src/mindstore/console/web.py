@@ -35,10 +35,12 @@ from mindstore.analytics.periods import TimeBound, epoch_seconds
 from mindstore.console import conversation, reports
 from mindstore.console.access import Credentials, Operator, Sessions
 from mindstore.console.charts import Chart, draw
+from mindstore.console.hits import hit_rows
 from mindstore.console.readonly import ReadOnlyStore, ReadOnlyTenant
 from mindstore.console.security import COOKIE, SecurityHeaders
 from mindstore.errors import KeyringRequired, KeyShredded, NotFound, ValidationError
 from mindstore.model.header import TaskState
+from mindstore.search import SearchPage
 from mindstore.store import Store
 from mindstore.validation import check_int
 
@@ -49,6 +51,8 @@ FEED_MS: Final = 2000
 """How often (milliseconds) an open task page polls for new messages."""
 FEED_MAX: Final = 200
 """The most messages one live-feed poll returns (a client far behind reloads instead)."""
+PAGE_HITS: Final = 20
+"""Search hits per results page."""
 MAX_FORM_BYTES: Final = 4096
 PERIODS: Final = ("day", "week", "month")
 
@@ -386,6 +390,36 @@ async def chart_csv(request: Request) -> Response:
     )
 
 
+@signed_in
+async def search(request: Request) -> Response:
+    """The tenant's messages matching `?q=`, best first, a page at a time (`?cursor=`).
+
+    A query the search refuses (too long, a control character, nothing to find) or a
+    cursor of another query shows the search's message on the page, with status 400. An
+    encrypted tenant without the keyring, or a shredded one, answers as its other pages.
+    """
+    view = tenant_view(request)
+    text = request.query_params.get("q", "")
+
+    def results(
+        status: int = 200, error: str | None = None, found: SearchPage | None = None
+    ) -> Response:
+        following = None
+        if found is not None and found.next_cursor:
+            following = urlencode({"q": text, "cursor": found.next_cursor})
+        return page(request, "search.html", status, tenant=view.tenant, q=text, error=error,
+                    hits=hit_rows(found.hits) if found else [],
+                    total=found.total if found else None, following=following)  # fmt: skip
+
+    if not text.strip():
+        return results()
+    try:
+        found = await view.search(text, limit=PAGE_HITS, cursor=_query(request, "cursor"))
+    except ValidationError as error:
+        return results(400, str(error))
+    return results(found=found)
+
+
 # ------------------------------------------------------------------------------ errors
 async def _on_not_found(request: Request, error: Exception) -> Response:
     return _not_found(request)
@@ -446,6 +480,7 @@ def app(
         Route("/t/{tenant}/tasks/{task_id}/feed", feed),
         Route("/t/{tenant}/tree/{task_id}", tree),
         Route("/t/{tenant}/charts", charts),
+        Route("/t/{tenant}/search", search),
         Route("/t/{tenant}/charts/{chart}.csv", chart_csv),
         Mount("/static", StaticFiles(packages=[("mindstore.console", "static")]), name="static"),
     ]
