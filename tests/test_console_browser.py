@@ -3,7 +3,9 @@
 Every page loads against the demo workload with no console error and every response carries
 the Content-Security-Policy; thirty stored XSS payloads leave `window` untouched and the DOM
 without a script, handler or `javascript:` link they injected; the live feed shows a new
-message without a reload; a tenant's credential reaches nothing of another tenant.
+message without a reload; a tenant's credential reaches nothing of another tenant; the
+search page, from the box to a hit's message, loads with no console error and leaves the
+stored payloads inert in its hits.
 
 One browser and one served console per module. The browser must be there: a missing
 /usr/bin/chromium fails these tests (`.ci/run` installs it), it never skips them.
@@ -179,6 +181,58 @@ def test_thirty_stored_xss_payloads_do_nothing(admin: Session, served: ServedCon
     assert not admin.dialogs and not admin.errors, (admin.dialogs, admin.errors)
 
 
+def test_the_search_box_leads_to_highlighted_hits_and_a_hit_to_its_message(
+    admin: Session, served: ServedConsole
+) -> None:
+    page = admin.page
+    assert admin.open("/t/tenant-0/charts") == 200
+    page.fill("form.search-box input[name=q]", "error")
+    page.click("form.search-box button")
+    page.wait_for_url(re.compile(r".*/t/tenant-0/search\?q=error$"))
+    first = page.locator("#hits li.hit").count()
+    assert first == 20 and page.locator("#hits mark").count() >= first
+    assert {m.lower() for m in page.locator("#hits mark").all_inner_texts()} == {"error"}
+    page.click("a.next")
+    page.wait_for_url(re.compile(r".*cursor="))
+    assert page.locator("#hits li.hit").count() >= 1
+    link = page.locator("#hits a.hit-link").first
+    anchor = (link.get_attribute("href") or "").split("#")[1]
+    link.click()
+    page.wait_for_url(re.compile(rf".*/t/tenant-0/tasks/.*#{anchor}$"))
+    assert page.locator(f"#{anchor}").is_visible()
+    assert "error" in page.inner_text(f"#{anchor}").lower()
+    assert not admin.errors, admin.errors
+    # a refused query: its message on the page; the browser logs only the status
+    assert admin.open("/t/tenant-0/search?q=%22a+b%22+-%22c+d%22") == 400
+    assert "negated phrase" in page.inner_text("#search-error")
+    assert admin.errors == [
+        "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    ]
+    assert all(csp == CSP for _, _, csp in admin.responses), admin.responses
+
+
+def test_thirty_stored_xss_payloads_stay_inert_in_search_hits(
+    admin: Session, served: ServedConsole
+) -> None:
+    shown = []
+    path: str | None = "/t/tenant-0/search?q=xss"
+    while path is not None:
+        assert admin.open(path) == 200
+        admin.page.wait_for_timeout(100)  # an onerror or onload would have fired by now
+        found = admin.page.evaluate(NO_INJECTED_MARKUP)
+        assert found["xss"] is None, (path, found)
+        assert found["handlers"] == [] and found["javascript"] == [], (path, found)
+        assert found["embedded"] == 0 and found["scripts"] == [], (path, found)
+        assert found["images"] == [], (path, found)
+        shown.append(admin.page.inner_text("#hits"))
+        more = admin.page.locator("a.next")
+        path = more.get_attribute("href") if more.count() else None
+    assert len(shown) >= 2
+    for payload in XSS_PAYLOADS:  # each is a hit, shown as the text it is
+        assert payload.strip("\u202e\u200b") in "\n".join(shown), payload
+    assert not admin.dialogs and not admin.errors, (admin.dialogs, admin.errors)
+
+
 def test_the_live_feed_shows_new_messages_without_a_reload(
     admin: Session, served: ServedConsole
 ) -> None:
@@ -228,6 +282,7 @@ def test_a_tenants_credential_reaches_no_page_of_another_tenant(
         for path in (f"/t/tenant-1/tasks/{ids['other']}", "/t/tenant-1/",
                      f"/t/tenant-0/tasks/{ids['other']}", f"/t/tenant-1/tree/{ids['other']}",
                      "/t/tenant-1/charts", "/t/tenant-1/charts/cost.csv",
+                     "/t/tenant-1/search?q=secret",
                      f"/t/tenant-0/../tenant-1/tasks/{ids['other']}",
                      f"/t/tenant-0/tasks/{ids['other']}/feed?after=0"):  # fmt: skip
             status = t0.open(path)
