@@ -60,6 +60,7 @@ async def main(out: Path) -> None:
                 "task": f"/t/{tenant}/tasks/{nested.id}",
                 "tree": f"/t/{tenant}/tree/{fork['_id'].split('/')[-1]}",
                 "charts": f"/t/{tenant}/charts?period=week",
+                "search": f"/t/{tenant}/search?q=hotel+ticket",
             }
             for name, path in shots.items():
                 await page.goto(f"{base}{path}")
