@@ -5,11 +5,12 @@ which of the tenant's tasks changed since the index last saw them (one aggregate
 `tasks`: those updated since the tenant's watermark, less a margin for writers' clock
 skew, whose version differs from the one `search_tasks` recorded, joined by `$lookup`),
 indexes what changed (a pure append: only the new messages; any other change: the whole
-task again), then reads the postings of its terms (one `_id` lookup on
-`search_postings`, which returns the tenant's statistics too). So a message is found by
-every search that starts after its append returned, from any store on the database, and
-a search that finds nothing new costs two round trips, plus one for the snippets of the
-page it returns. Every write names its documents by `_id`. docs/search.md.
+task again), then reads the postings of its terms (an `_id` lookup on `search_postings`,
+which returns the tenant's statistics too). When nothing changed, that lookup rides on
+the change check itself (a `$lookup` from the row of one known task). So a message is
+found by every search that starts after its append returned, from any store on the
+database, and a search that finds nothing new costs one round trip, plus one for the
+snippets of the page it returns. Every write names its documents by `_id`. docs/search.md.
 """
 
 from __future__ import annotations
@@ -231,14 +232,22 @@ ROLES_BY_CODE = {code: role for role, code in ROLE_CODES.items()}
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-def _base36(number: int) -> str:
+def _base36_slow(number: int) -> str:
     if number <= 0:
-        return "0" if number == 0 else "-" + _base36(-number)
+        return "0" if number == 0 else "-" + _base36_slow(-number)
     out = []
     while number:
         number, digit = divmod(number, 36)
         out.append(_DIGITS[digit])
     return "".join(reversed(out))
+
+
+_SMALL = [_base36_slow(n) for n in range(36 * 36)]
+"""Indexes, counts and lengths are mostly below 1,296: their digits are looked up."""
+
+
+def _base36(number: int) -> str:
+    return _SMALL[number] if 0 <= number < 1296 else _base36_slow(number)
 
 
 def pack(index: int, count: int, length: int, role: str, ts: float) -> str:
