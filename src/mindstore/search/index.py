@@ -381,6 +381,7 @@ class SearchStore:
                 },
                 # one output document per postings document: none grows with their sizes
                 {"$unwind": {"path": "$p", "preserveNullAndEmptyArrays": True}},
+                {"$project": {"k": 0}},  # the ids it asked for, not sent back with each
             ]
         pipeline = [
             {"$match": {"tenant": self.tenant}},
