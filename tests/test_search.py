@@ -316,3 +316,46 @@ async def test_the_integrations_conversations_are_searchable(acme: Any) -> None:
     assert {hit.snippet.text for hit in page.hits} == {"quokka facts", "quokka photos"}
     ann = acme.store.scoped("acme", owner="ann")
     assert [hit.snippet.text for hit in (await ann.search("quokka")).hits] == ["quokka photos"]
+
+
+async def _searched(acme: mindstore.TenantStore, query: str) -> tuple[list[str], list[str]]:
+    """The hits' ids of a search and the commands it sent (collection: name)."""
+    with acme.store.backend.recorder.capture() as log:
+        ids = await _ids(acme, query)
+    sent = [f"{c.collection}: {c.name}" for c in log for _ in range(c.round_trips)]
+    return ids, sent
+
+
+async def test_a_search_that_finds_nothing_new_costs_two_round_trips(
+    stores: StoreFactory,
+) -> None:
+    writer, reader = stores.sibling(), stores.sibling()
+    acme, other = writer.scoped("acme"), reader.scoped("acme")
+    first = await acme.tasks.create(owner="alice")
+    await acme.tasks.add_human_message(first.id, "hotel in Lisbon", message_id="a-1")
+    second = await acme.tasks.create(owner="bob")
+    await acme.tasks.add_human_message(second.id, "hotel in Porto", message_id="b-1")
+    assert sorted(await _ids(acme, "hotel")) == ["a-1", "b-1"]  # indexes both
+    await _ids(other, "hotel")  # the reader's first search reads the tenant's state
+    for view in (acme, other):
+        # the postings ride on the change check; then the snippets' texts
+        found, sent = await _searched(view, "hotel")
+        assert sorted(found) == ["a-1", "b-1"]
+        assert sent == ["tasks: aggregate", "search_entries: find"]
+    # a change is still seen by the next search, from the other store too
+    await acme.tasks.add_human_message(second.id, "Porto hotel booked", message_id="b-2")
+    found, sent = await _searched(other, "hotel")
+    assert sorted(found) == ["a-1", "b-1", "b-2"] and "search_postings: find" in sent
+    # the carrier is now `second` (the last task indexed): a change to another task
+    await acme.tasks.add_human_message(first.id, "Lisbon hotel booked", message_id="a-2")
+    assert sorted((await _searched(other, "hotel"))[0]) == ["a-1", "a-2", "b-1", "b-2"]
+    assert (await _searched(other, "hotel"))[1] == ["tasks: aggregate", "search_entries: find"]
+    # the task whose row carries the lookup is deleted: the postings are read apart
+    await acme.tasks.delete(second.id)
+    for view in (other, acme):
+        found, sent = await _searched(view, "hotel")
+        assert sorted(found) == ["a-1", "a-2"] and len(sent) <= 4
+    # a rebuild from one store (a new epoch) is seen by the other's cached state
+    await writer.scoped("acme").search_index.rebuild()
+    assert sorted(await _ids(other, "lisbon")) == ["a-1", "a-2"]
+    assert (await _searched(acme, "lisbon"))[1] == ["tasks: aggregate", "search_entries: find"]

@@ -109,14 +109,16 @@ async def _judge() -> Judged:
                 matching = set.intersection(*(holding[w] for w in query))
                 scores = reference.get_scores(query)
                 expected = {ids[n] for n in matching}
-                page = await view.search(" ".join(query), limit=10)
-                found = [f"{h.task_id}/{h.message_id}" for h in page.hits]
+                # the first page of 100 holds the top 10 (ranking does not depend on the
+                # limit) and is the first page of the recall check: one search less
+                page = await view.search(" ".join(query), limit=100)
+                every = {f"{h.task_id}/{h.message_id}" for h in page.hits}
+                found = [f"{h.task_id}/{h.message_id}" for h in page.hits[:10]]
                 ranked = sorted(matching, key=lambda n: -scores[n])
                 tenth = scores[ranked[min(9, len(ranked) - 1)]]
                 by_id = {ids[n]: scores[n] for n in matching}
                 agree = sum(1 for f in found if f in by_id and by_id[f] >= tenth - 1e-6)
                 judged.overlaps.append(agree / min(10, len(matching)))
-                every: set[str] = set(found)
                 cursor = page.next_cursor
                 while cursor is not None:
                     more = await view.search(" ".join(query), limit=100, cursor=cursor)

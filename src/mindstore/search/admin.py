@@ -58,7 +58,7 @@ class SearchIndexAdmin:
         """
         stemmer_for(stemming)  # refuse before dropping anything
         await self.index.reset(stemming=stemming)
-        await self.index.refresh()
+        await self.index.refresh()  # the codec and postings are not needed here
         state = await self.index.state(fresh=True)
         return state.documents
 

@@ -5,11 +5,12 @@ which of the tenant's tasks changed since the index last saw them (one aggregate
 `tasks`: those updated since the tenant's watermark, less a margin for writers' clock
 skew, whose version differs from the one `search_tasks` recorded, joined by `$lookup`),
 indexes what changed (a pure append: only the new messages; any other change: the whole
-task again), then reads the postings of its terms (one `_id` lookup on
-`search_postings`, which returns the tenant's statistics too). So a message is found by
-every search that starts after its append returned, from any store on the database, and
-a search that finds nothing new costs two round trips, plus one for the snippets of the
-page it returns. Every write names its documents by `_id`. docs/search.md.
+task again), then reads the postings of its terms (an `_id` lookup on `search_postings`,
+which returns the tenant's statistics too). When nothing changed, that lookup rides on
+the change check itself (a `$lookup` from the row of one known task). So a message is
+found by every search that starts after its append returned, from any store on the
+database, and a search that finds nothing new costs one round trip, plus one for the
+snippets of the page it returns. Every write names its documents by `_id`. docs/search.md.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ class IndexState:
     key_version: int | None = None
     documents: int = 0
     length: int = 0
+    carrier: str | None = None
+    """The key of one of the tenant's tasks (the last a catch-up indexed): the change
+    check always returns its row, which carries the postings lookup (`SearchStore.refresh`)."""
 
     @classmethod
     def of(cls, document: dict[str, Any] | None) -> IndexState:
@@ -104,6 +108,7 @@ class IndexState:
             key_version=document.get("kv"),
             documents=int(document.get("docs") or 0),
             length=int(document.get("length") or 0),
+            carrier=document.get("wt"),
         )
 
 
@@ -227,14 +232,22 @@ ROLES_BY_CODE = {code: role for role, code in ROLE_CODES.items()}
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-def _base36(number: int) -> str:
+def _base36_slow(number: int) -> str:
     if number <= 0:
-        return "0" if number == 0 else "-" + _base36(-number)
+        return "0" if number == 0 else "-" + _base36_slow(-number)
     out = []
     while number:
         number, digit = divmod(number, 36)
         out.append(_DIGITS[digit])
     return "".join(reversed(out))
+
+
+_SMALL = [_base36_slow(n) for n in range(36 * 36)]
+"""Indexes, counts and lengths are mostly below 1,296: their digits are looked up."""
+
+
+def _base36(number: int) -> str:
+    return _SMALL[number] if 0 <= number < 1296 else _base36_slow(number)
 
 
 def pack(index: int, count: int, length: int, role: str, ts: float) -> str:
@@ -317,22 +330,59 @@ class SearchStore:
         self._states.pop(self.tenant, None)
 
     # ------------------------------------------------------------------ catching up
-    async def refresh(self) -> Codec:
-        """Index every task changed since the watermark; return the tenant's codec."""
+    async def refresh(
+        self, wanted: Callable[[Codec], Sequence[str]] | None = None
+    ) -> tuple[Codec, list[dict[str, Any]] | None]:
+        """Index every task changed since the watermark; return the tenant's codec and, when
+        the change check could answer it, the postings documents of `wanted(codec)`'s terms
+        (with the statistics document), else None (then ask `lookup`).
+
+        The postings ride on the change check: its pipeline always returns the row of one
+        known task (the carrier), whose `$lookup` reads the postings by `_id`, so a search
+        that finds nothing new reads its postings in the same round trip. When something
+        changed, the postings are read after the indexing (None here)."""
         state = await self.state()
         codec = await codec_for(self.tenant, self.cipher, state)
         if codec.key_version != state.key_version:
             await self.reset(stemming=state.stemming, key_version=codec.key_version)
             state = await self.state(fresh=True)
+        carrier = state.carrier if wanted is not None else None
         # the time bound is a second `$match` after the projection: a server moves it up
         # and merges the two (one `tenant_updated` scan); the embedded backend runs the
         # first `$match` and its projection as a find, copying only the projected fields
         recent: list[dict[str, Any]] = []
         if state.watermark is not None:
-            recent = [{"$match": {"updated_at": {"$gte": state.watermark - MARGIN}}}]
+            since: dict[str, Any] = {"updated_at": {"$gte": state.watermark - MARGIN}}
+            if carrier is not None:
+                since = {"$or": [since, {"_id": carrier}]}
+            recent = [{"$match": since}]
         same = {
             "$size": {"$filter": {"input": "$s", "as": "x", "cond": {"$eq": ["$$x.v", "$version"]}}}
         }
+        shown: dict[str, Any] = {
+            "version": 1, "seq": 1, "owner": 1, "updated_at": 1, "s": 1, "same": same
+        }  # fmt: skip
+        keep: dict[str, Any] = {"same": 0}
+        ride: list[dict[str, Any]] = []
+        if carrier is not None and wanted is not None:
+            ids = self.lookup_ids(wanted(codec))
+            is_carrier = {"$eq": ["$_id", {"$literal": carrier}]}
+            # only the carrier's row looks postings up; "" names no postings document
+            shown["k"] = {"$cond": [is_carrier, {"$literal": ids}, {"$literal": [""]}]}
+            keep = {"$or": [keep, {"_id": carrier}]}
+            ride = [
+                {
+                    "$lookup": {
+                        "from": SEARCH_POSTINGS,
+                        "localField": "k",
+                        "foreignField": "_id",
+                        "as": "p",
+                    }
+                },
+                # one output document per postings document: none grows with their sizes
+                {"$unwind": {"path": "$p", "preserveNullAndEmptyArrays": True}},
+                {"$project": {"k": 0}},  # the ids it asked for, not sent back with each
+            ]
         pipeline = [
             {"$match": {"tenant": self.tenant}},
             {"$project": {"version": 1, "seq": 1, "owner": 1, "updated_at": 1}},
@@ -345,32 +395,30 @@ class SearchStore:
                     "as": "s",
                 }
             },
-            {
-                "$project": {
-                    "version": 1,
-                    "seq": 1,
-                    "owner": 1,
-                    "updated_at": 1,
-                    "s": 1,
-                    "same": same,
-                }
-            },
-            {"$match": {"same": 0}},
+            {"$project": shown},
+            {"$match": keep},
+            *ride,
         ]
-        stale = await (await self.database[TASKS].aggregate(pipeline)).to_list(None)
+        rows = await (await self.database[TASKS].aggregate(pipeline)).to_list(None)
+        stale = list({r["_id"]: r for r in rows if r.get("same") == 0}.values())
         if not stale:
-            return codec
+            if carrier is None or not any(r["_id"] == carrier for r in rows):
+                return codec, None
+            return codec, [r["p"] for r in rows if r["_id"] == carrier and "p" in r]
         batch = _Batch()
         for row in stale:
             await self._index_task(row, codec, batch)
         await self._apply(batch)
-        marks = [row["updated_at"] for row in stale if row.get("updated_at") is not None]
-        if marks:
-            high = max(marks)
-            await self.postings.update_one(self._stats(), {"$max": {"wm": high}})
-            if state.watermark is None or high > state.watermark:
-                self._states[self.tenant] = replace(state, watermark=high)
-        return codec
+        marked = [row for row in stale if row.get("updated_at") is not None]
+        if marked:
+            last = max(marked, key=lambda row: row["updated_at"])
+            high = last["updated_at"]
+            await self.postings.update_one(
+                self._stats(), {"$max": {"wm": high}, "$set": {"wt": last["_id"]}}
+            )
+            watermark = high if state.watermark is None else max(high, state.watermark)
+            self._states[self.tenant] = replace(state, watermark=watermark, carrier=last["_id"])
+        return codec, None
 
     async def _index_task(self, row: dict[str, Any], codec: Codec, batch: _Batch) -> None:
         """Read what changed of one task, claim it, and add its writes to `batch`."""
@@ -486,16 +534,21 @@ class SearchStore:
                 raise
 
     # ------------------------------------------------------------------ asking
-    async def lookup(self, stored_terms: Sequence[str]) -> list[dict[str, Any]]:
-        """Every postings document of `stored_terms` and the statistics document: one
-        `_id` lookup."""
+    def lookup_ids(self, stored_terms: Sequence[str]) -> list[str]:
+        """The `_id`s of every postings document of `stored_terms` and of the statistics
+        document."""
         wanted = [
             postings_id(self.tenant, term, part)
             for term in dict.fromkeys(stored_terms)
             for part in range(PARTITIONS)
         ]
+        return [*wanted, stats_id(self.tenant)]
+
+    async def lookup(self, stored_terms: Sequence[str]) -> list[dict[str, Any]]:
+        """Every postings document of `stored_terms` and the statistics document: one
+        `_id` lookup."""
         found = self.postings.find(
-            {"tenant": self.tenant, "_id": {"$in": [*wanted, stats_id(self.tenant)]}}
+            {"tenant": self.tenant, "_id": {"$in": self.lookup_ids(stored_terms)}}
         )
         return [document async for document in found]
 

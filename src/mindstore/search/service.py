@@ -239,9 +239,13 @@ async def search(
     offset = _offset(cursor, _fingerprint(query, filters))
     try:
         for _attempt in range(3):
-            codec = await index.refresh()
+            codec, found = await index.refresh(
+                lambda c: [c.term(t) for t in parse_query(query, c.stem).lookup]
+            )
             parsed = parse_query(query, codec.stem)
-            rows = await index.lookup([codec.term(t) for t in parsed.lookup])
+            if found is None:  # something changed, or no row carried the postings
+                found = await index.lookup([codec.term(t) for t in parsed.lookup])
+            rows = found
             stats = next((r for r in rows if r["_id"] == stats_id(index.tenant)), {})
             seen = await index.state()
             if int(stats.get("epoch") or 0) == seen.epoch and stats.get("stem") == seen.stemming:
