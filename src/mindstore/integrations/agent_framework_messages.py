@@ -19,7 +19,6 @@ difference from the canonical rendering (`mindstore.formats.stash`), so
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agent_framework import Content, Message
@@ -28,6 +27,7 @@ from mindstore.errors import ValidationError
 from mindstore.formats.conversation import result_text
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.ids import is_name
+from mindstore.integrations._tool_args import tool_args
 from mindstore.model.base import new_id
 from mindstore.model.messages import (
     AnyMessage,
@@ -120,24 +120,13 @@ def _part(content: dict[str, Any], role: str, open_calls: set[str]) -> Any:
         name = content.get("name")
         if call_id not in open_calls and isinstance(name, str) and name:
             open_calls.add(call_id)
-            return ToolCallPart(tool_call_id=call_id, tool_name=name, args=_args(content))
+            return ToolCallPart(
+                tool_call_id=call_id, tool_name=name, args=tool_args(content.get("arguments"))
+            )
     if kind == "function_result" and role == "tool" and call_id in open_calls:
         open_calls.discard(call_id)
         return ToolResultPart(tool_call_id=call_id, tool_name="", result=content.get("result"))
     return _verbatim(content)
-
-
-def _args(content: dict[str, Any]) -> dict[str, Any]:
-    value = content.get("arguments")
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
 
 
 def _render(message: AnyMessage) -> dict[str, Any]:

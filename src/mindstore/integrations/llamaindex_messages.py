@@ -26,7 +26,6 @@ back: each chat message with its stored index and status, in order.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,6 +36,7 @@ from mindstore.errors import ValidationError
 from mindstore.formats.conversation import result_text
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.ids import is_name
+from mindstore.integrations._tool_args import tool_args
 from mindstore.model.base import new_id
 from mindstore.model.messages import (
     AnyMessage,
@@ -86,7 +86,7 @@ def from_chat(message: Any, where: str = "message", calls: set[str] | None = Non
                 ToolCallPart(
                     tool_call_id=block["tool_call_id"],
                     tool_name=block["tool_name"],
-                    args=_args(block.get("tool_kwargs")),
+                    args=tool_args(block.get("tool_kwargs")),
                 )
             )
         else:
@@ -121,18 +121,6 @@ def _is_call(block: dict[str, Any]) -> bool:
         and isinstance(block.get("tool_name"), str)
         and bool(block["tool_name"])
     )
-
-
-def _args(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
 
 
 def _usage(original: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,6 @@ consecutive user-side messages form one `ModelRequest`, each assistant message a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -48,6 +47,7 @@ from mindstore.formats.conversation import settle
 from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.ids import is_name
 from mindstore.integrations._derived_ids import derived_id, digest
+from mindstore.integrations._tool_args import tool_args
 from mindstore.integrations.conversation_ids import task_id_for
 from mindstore.model.base import new_id
 from mindstore.model.messages import (
@@ -253,7 +253,7 @@ def _response(original: dict[str, Any]) -> AssistantMessage:
                 ToolCallPart(
                     tool_call_id=part["tool_call_id"],
                     tool_name=str(part.get("tool_name") or ""),
-                    args=_args(part.get("args")),
+                    args=tool_args(part.get("args")),
                 )
             )
         else:
@@ -272,18 +272,6 @@ def _response(original: dict[str, Any]) -> AssistantMessage:
             reasoning_tokens=int(usage.get("output_reasoning_tokens") or 0),
         ),
     )
-
-
-def _args(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
 
 
 def _render_response(message: AssistantMessage) -> dict[str, Any]:
