@@ -318,6 +318,45 @@ async def test_the_integrations_conversations_are_searchable(acme: Any) -> None:
     assert [hit.snippet.text for hit in (await ann.search("quokka")).hits] == ["quokka photos"]
 
 
+async def test_every_adapters_conversations_are_searchable(acme: Any) -> None:
+    """LangGraph's threads, pydantic-ai, ADK, LlamaIndex and Agent Framework conversations
+    are tasks, so one search finds a word said through each of them."""
+    from agent_framework import Message
+    from google.adk.events import Event
+    from google.genai import types
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+    from llama_index.core.llms import ChatMessage
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    from mindstore.integrations.adk import MindstoreSessionService
+    from mindstore.integrations.agent_framework import MindstoreHistoryProvider
+    from mindstore.integrations.langgraph import MindstoreSaver
+    from mindstore.integrations.llamaindex import MindstoreChatStore
+    from mindstore.integrations.pydantic_ai import save_messages
+
+    said = {name: f"wombat {name}" for name in ("langgraph", "pydantic", "adk", "llama", "af")}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": [HumanMessage(said["langgraph"], id="h1")]}
+    checkpoint["channel_versions"] = {"messages": 1}
+    thread = {"configurable": {"thread_id": "th", "checkpoint_ns": ""}}
+    await MindstoreSaver(acme).aput(thread, checkpoint, {"source": "input", "step": 0},
+                                    {"messages": 1})  # fmt: skip
+    await save_messages(acme, "org/team/chat-1",
+                        [ModelRequest(parts=[UserPromptPart(said["pydantic"])])])  # fmt: skip
+    service = MindstoreSessionService(acme)
+    session = await service.create_session(app_name="app", user_id="ann", session_id="s1")
+    content = types.Content(role="user", parts=[types.Part(text=said["adk"])])
+    await service.append_event(session, Event(id="e1", invocation_id="i1", author="user",
+                                              content=content))  # fmt: skip
+    await MindstoreChatStore(acme).add_message("llama", ChatMessage(role="user",
+                                                                    content=said["llama"]))  # fmt: skip
+    await MindstoreHistoryProvider(acme).save_messages(
+        "af", [Message(role="user", contents=[said["af"]])])  # fmt: skip
+    page = await acme.search("wombat")
+    assert sorted(hit.snippet.text for hit in page.hits) == sorted(said.values())
+
+
 async def _searched(acme: mindstore.TenantStore, query: str) -> tuple[list[str], list[str]]:
     """The hits' ids of a search and the commands it sent (collection: name)."""
     with acme.store.backend.recorder.capture() as log:
