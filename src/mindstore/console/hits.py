@@ -9,11 +9,10 @@ holding `<mark>` or `<script>` shows those characters, as text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from mindstore.search import SearchHit, Snippet
+from mindstore.search import Snippet
 
-__all__ = ["HitRow", "Piece", "hit_rows", "pieces"]
+__all__ = ["Piece", "pieces"]
 
 
 @dataclass(frozen=True)
@@ -22,20 +21,6 @@ class Piece:
 
     text: str
     marked: bool
-
-
-@dataclass(frozen=True)
-class HitRow:
-    """One hit as a row of the results page."""
-
-    task_id: str
-    message_id: str
-    index: int
-    role: str
-    owner: str | None
-    time: datetime
-    score: float
-    pieces: tuple[Piece, ...]
 
 
 def pieces(snippet: Snippet) -> tuple[Piece, ...]:
@@ -58,13 +43,3 @@ def pieces(snippet: Snippet) -> tuple[Piece, ...]:
     if at < len(text):
         out.append(Piece(text[at:], False))
     return tuple(out)
-
-
-def hit_rows(hits: list[SearchHit]) -> list[HitRow]:
-    """The page's rows for `hits`, in their order (best first)."""
-    return [
-        HitRow(
-            h.task_id, h.message_id, h.index, h.role, h.owner, h.time, h.score, pieces(h.snippet)
-        )
-        for h in hits
-    ]

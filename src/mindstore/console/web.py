@@ -35,7 +35,7 @@ from mindstore.analytics.periods import TimeBound, epoch_seconds
 from mindstore.console import conversation, reports
 from mindstore.console.access import Credentials, Operator, Sessions
 from mindstore.console.charts import Chart, draw
-from mindstore.console.hits import hit_rows
+from mindstore.console.hits import pieces
 from mindstore.console.readonly import ReadOnlyStore, ReadOnlyTenant
 from mindstore.console.security import COOKIE, SecurityHeaders
 from mindstore.errors import KeyringRequired, KeyShredded, NotFound, ValidationError
@@ -79,6 +79,7 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
     )
     pages.filters["q"] = lambda value: quote(str(value), safe="")
+    pages.filters["pieces"] = pieces  # a snippet cut at its highlights, each piece escaped
     pages.globals["STATES"] = [state.value for state in TaskState]
     return pages
 
@@ -408,7 +409,7 @@ async def search(request: Request) -> Response:
         if found is not None and found.next_cursor:
             following = urlencode({"q": text, "cursor": found.next_cursor})
         return page(request, "search.html", status, tenant=view.tenant, q=text, error=error,
-                    hits=hit_rows(found.hits) if found else [],
+                    hits=found.hits if found else [],
                     total=found.total if found else None, following=following)  # fmt: skip
 
     if not text.strip():
