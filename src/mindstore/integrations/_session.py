@@ -177,3 +177,24 @@ async def _created(
     except Conflict:
         return False
     return True
+
+
+LIST_PAGE = 1000
+"""Tasks read per page when an adapter lists its conversations."""
+
+
+async def conversations_of(view: TenantView, integration: str) -> list[str]:
+    """The conversation ids of the view's tasks that `integration` wrote, in task order
+    (another integration's tasks, and plain tasks, are left out)."""
+    found: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await view.tasks.list(limit=LIST_PAGE, cursor=cursor)
+        found.extend(
+            conversation_id_of(r)
+            for r in page.items
+            if (r.metadata or {}).get("integration") == integration
+        )
+        if page.next_cursor is None:
+            return found
+        cursor = page.next_cursor

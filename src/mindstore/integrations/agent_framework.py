@@ -36,14 +36,14 @@ from agent_framework._sessions import filter_new_messages
 
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.integrations._derived_ids import derived_id, digest
-from mindstore.integrations._session import scoped_owner
+from mindstore.integrations._session import conversations_of, scoped_owner
 from mindstore.integrations.agent_framework_messages import (
     FORMAT,
     from_message,
     is_chat,
     to_message,
 )
-from mindstore.integrations.conversation_ids import conversation_id_of, task_id_for
+from mindstore.integrations.conversation_ids import task_id_for
 from mindstore.model.messages import AnyMessage, Usage
 from mindstore.protocols import TenantView
 
@@ -51,7 +51,6 @@ MARKER = {"integration": "agent-framework"}
 """Task metadata of a provider's task: `list_sessions` lists only these."""
 DEFAULT_SESSION = "default"
 """The session a `None` session id names (as Agent Framework's Cosmos provider does)."""
-LIST_PAGE = 1000
 
 _RUN: ContextVar[tuple[Usage | None, str | None] | None] = ContextVar(
     "mindstore_agent_framework_run", default=None
@@ -280,18 +279,7 @@ class MindstoreHistoryProvider(HistoryProvider):
         Returns:
             The session ids.
         """
-        found: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await self.view.tasks.list(limit=LIST_PAGE, cursor=cursor)
-            found.extend(
-                conversation_id_of(r)
-                for r in page.items
-                if (r.metadata or {}).get("integration") == MARKER["integration"]
-            )
-            if page.next_cursor is None:
-                return sorted(found)
-            cursor = page.next_cursor
+        return sorted(await conversations_of(self.view, MARKER["integration"]))
 
     async def clear(self, session_id: str | None) -> None:
         """Delete the session's history (its task).

@@ -30,9 +30,9 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, Messag
 
 from mindstore.errors import Conflict, NotFound, ValidationError
 from mindstore.integrations._derived_ids import derived_id
-from mindstore.integrations._session import scoped_owner
+from mindstore.integrations._session import conversations_of, scoped_owner
 from mindstore.integrations._sync import current_loop, run_sync
-from mindstore.integrations.conversation_ids import conversation_id_of, task_id_for
+from mindstore.integrations.conversation_ids import task_id_for
 from mindstore.integrations.llamaindex_messages import (
     FORMAT,
     STRATEGY,
@@ -49,7 +49,6 @@ from mindstore.protocols import ChatView
 MARKER = {"integration": "llamaindex"}
 """Task metadata of a chat store's task: `get_keys` lists only these."""
 CONVERSATION_KEY = "conversation_id"
-LIST_PAGE = 1000
 
 
 def _status(value: Any, what: str = "status") -> Status | None:
@@ -169,18 +168,7 @@ class Chats:
 
     async def keys(self) -> list[str]:
         """The keys of the view's chats (another integration's tasks are left out)."""
-        found: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await self.view.tasks.list(limit=LIST_PAGE, cursor=cursor)
-            found.extend(
-                conversation_id_of(r)
-                for r in page.items
-                if (r.metadata or {}).get("integration") == MARKER["integration"]
-            )
-            if page.next_cursor is None:
-                return found
-            cursor = page.next_cursor
+        return await conversations_of(self.view, MARKER["integration"])
 
 
 class MindstoreChatStore(AsyncDBChatStore):
