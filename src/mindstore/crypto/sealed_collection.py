@@ -15,8 +15,8 @@ keys again once. Only the operations the saver uses are offered.
 
 Without a keyring the saver gets `ClearCollection`: the raw collection's documents as
 they are, except that it refuses an encrypted tenant (`KeyringRequired`): a write when the
-tenant has data keys (one read of `data_keys` per saver, at its first write), a read that
-meets a ciphertext.
+tenant has data keys or was shredded (one indexed read of `data_keys` per write that sets
+values: the tenant may be encrypted while a saver runs), a read that meets a ciphertext.
 """
 
 from __future__ import annotations
@@ -111,7 +111,6 @@ class ClearCollection(_TenantCollection):
         self.collection = collection
         self.database = database
         self.tenant = tenant
-        self._checked = False
 
     async def opened(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if any(holds_sealed(document) for document in documents):
@@ -121,10 +120,10 @@ class ClearCollection(_TenantCollection):
     async def update_one(
         self, filter: dict[str, Any], update: dict[str, Any], upsert: bool = False
     ) -> Any:
-        if not self._checked and any(operator in update for operator in SEALING_OPERATORS):
+        # every write: the tenant may have been encrypted (or shredded) since the last one
+        if any(operator in update for operator in SEALING_OPERATORS):
             if await is_encrypted(self.database, self.tenant):
                 raise KeyringRequired(self.tenant, "write to")
-            self._checked = True
         return await self.collection.update_one(filter, update, upsert=upsert)
 
 
