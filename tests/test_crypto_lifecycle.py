@@ -10,6 +10,7 @@ active key for a tenant with no data keys is tampering, not a new tenant."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import mindstore
 from mindstore.backends.snapshot import load_snapshot, save_snapshot
 from mindstore.backup import backup, restore
 from mindstore.cli import app
-from mindstore.crypto import Keyring, KeyProvider, LocalKeyVault, LocalMasterKey, VaultError
+from mindstore.crypto import KeyProvider, Keyring, LocalKeyVault, LocalMasterKey, VaultError
 from mindstore.errors import (
     BackupError,
     ConfigurationError,
@@ -83,7 +84,7 @@ async def test_deleting_a_tenants_data_keys_does_not_turn_sealed_only_off(
         fresh.tasks.add_human_message(task.id, "more"),
         fresh.tasks.create(owner="bob", title="new"),
     ):
-        with pytest.raises(CryptoError, match="data keys .*missing"):
+        with pytest.raises(CryptoError, match=r"data keys .*missing"):
             await write
     assert await snapshot(store) == before
     # a tenant whose provider never held a key is a new tenant, as before
@@ -321,3 +322,104 @@ def test_the_cli_shred_fails_loudly_unless_the_kek_is_destroyed(tmp_path: Path) 
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["kek"] == "destroyed"
     assert asyncio.run(keys_left()) == 1  # the tombstone
+
+
+# ------------------------------------------------------------------ reads make no key
+
+
+async def test_a_search_through_a_keyring_store_never_encrypts_a_tenant(
+    store_factory: Any, tmp_path: Path
+) -> None:
+    """A read (a search included) of a tenant stored in the clear makes no data key and no
+    KEK; the tenant's first key, made by a write, turns its index blind (rebuilt)."""
+    plain = await store_factory()
+    task = await plain.scoped("acme").tasks.create(owner="ann", title="trip")
+    await plain.scoped("acme").tasks.add_human_message(task.id, "a hotel in Lisbon")
+    provider = provider_named("local-vault", tmp_path)
+    keyed = Store(plain.backend, keyring=Keyring(provider)).scoped("acme")
+    assert [h.message_id for h in (await keyed.search("lisbon")).hits]
+    await keyed.tasks.messages(task.id)
+    assert await plain.database["data_keys"].count_documents({}) == 0
+    assert await provider.status("acme") == "absent"
+    await plain.scoped("acme").tasks.add_human_message(task.id, "the application still writes")
+    postings = plain.database["search_postings"]
+    assert await postings.count_documents({"_id": {"$regex": "lisbon"}}) > 0  # in the clear
+    await keyed.tasks.add_human_message(task.id, "Lisbon again, sealed")  # the first key
+    assert len((await keyed.search("lisbon")).hits) == 2
+    assert await postings.count_documents({"_id": {"$regex": "lisbon"}}) == 0  # blind now
+
+
+# ------------------------------------------------------------------ guards of a complete shred
+
+
+async def test_a_copy_holding_neither_keys_nor_tombstone_reads_shredded_by_the_kek(
+    store_factory: Any, tmp_path: Path
+) -> None:
+    """A copy of a shredded tenant's content without its `data_keys` documents (a dump of
+    the content collections alone): the provider's destroyed KEK says it was shredded."""
+    provider = provider_named("local-vault", tmp_path)
+    store = await store_factory(keyring=Keyring(provider))
+    acme = store.scoped("acme")
+    task = await acme.tasks.create(owner="ann", title=SECRET)
+    await acme.tasks.add_human_message(task.id, SECRET, message_id="m1")
+    await store.keyring.shred("acme")
+    await store.database["data_keys"].delete_many({"tenant": "acme"})  # the tombstone too
+    fresh = Store(store.backend, keyring=Keyring(provider)).scoped("acme")
+    for call in (
+        fresh.tasks.messages(task.id),
+        fresh.tasks.get(task.id),
+        fresh.tasks.add_human_message(task.id, "more"),
+        fresh.search("casa"),
+    ):
+        with pytest.raises(KeyShredded):
+            await call
+    assert await store.database["data_keys"].count_documents({"tenant": "acme"}) == 0
+
+
+async def test_a_backup_after_a_shred_carries_the_tombstone(
+    store_factory: Any, tmp_path: Path
+) -> None:
+    """Restored into an empty database, a shredded tenant's backup says it was shredded
+    even to a store that cannot ask the provider: no store without a keyring writes into
+    it, and no keyring over a new vault (the old one lost) makes it a new key."""
+    store = await store_factory(keyring=Keyring(provider_named("local-vault", tmp_path)))
+    await store.scoped("acme").tasks.create(owner="ann", title=SECRET)
+    await store.keyring.shred("acme")
+    await backup(store, tmp_path / "b", tenant="acme")
+    empty = await store_factory()
+    await restore(empty, tmp_path / "b")
+    with pytest.raises(KeyringRequired):
+        await empty.scoped("acme").tasks.create(owner="bob", title="in the clear")
+    other = LocalKeyVault(tmp_path / "new-vault", LocalMasterKey(MASTER))
+    keyed = Store(empty.backend, keyring=Keyring(other))
+    with pytest.raises(KeyShredded):
+        await keyed.scoped("acme").tasks.create(owner="bob", title="new")
+    assert (await keyed.keyring.status("acme")).shredded_at is not None
+    assert await other.status("acme") == "absent"
+
+
+async def test_a_restore_cut_short_after_its_data_keys_leaves_no_tenant_open_in_the_clear(
+    store_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restore writes the data keys before any content: cut short anywhere, the tenant
+    already reads as encrypted (a store without a keyring writes nothing into it)."""
+    module = importlib.import_module("mindstore.backup.restore")  # the package's name is
+    # the function
+    store = await store_factory(keyring=Keyring(provider_named("local-vault", tmp_path)))
+    task = await store.scoped("acme").tasks.create(owner="ann", title=SECRET)
+    await store.scoped("acme").tasks.add_human_message(task.id, SECRET)
+    await backup(store, tmp_path / "b", tenant="acme")
+    written = module._Restorer.write_batch
+
+    async def cut(self: Any, name: str, targets: list[dict[str, Any]]) -> None:
+        if name == "tasks":
+            raise ConnectionError("the restore's process died here")
+        await written(self, name, targets)
+
+    monkeypatch.setattr(module._Restorer, "write_batch", cut)
+    empty = await store_factory()
+    with pytest.raises(ConnectionError):
+        await restore(empty, tmp_path / "b")
+    with pytest.raises(KeyringRequired):
+        await empty.scoped("acme").tasks.create(owner="bob", title="in the clear")
+    assert await empty.database["tasks"].count_documents({}) == 0

@@ -121,9 +121,9 @@ class ClearCollection(_TenantCollection):
         self, filter: dict[str, Any], update: dict[str, Any], upsert: bool = False
     ) -> Any:
         # every write: the tenant may have been encrypted (or shredded) since the last one
-        if any(operator in update for operator in SEALING_OPERATORS):
-            if await is_encrypted(self.database, self.tenant):
-                raise KeyringRequired(self.tenant, "write to")
+        sets = any(operator in update for operator in SEALING_OPERATORS)
+        if sets and await is_encrypted(self.database, self.tenant):
+            raise KeyringRequired(self.tenant, "write to")
         return await self.collection.update_one(filter, update, upsert=upsert)
 
 
