@@ -423,3 +423,36 @@ async def test_a_restore_cut_short_after_its_data_keys_leaves_no_tenant_open_in_
     with pytest.raises(KeyringRequired):
         await empty.scoped("acme").tasks.create(owner="bob", title="in the clear")
     assert await empty.database["tasks"].count_documents({}) == 0
+
+
+async def test_reads_and_writes_racing_a_tenants_first_key_are_never_taken_for_tampering(
+    store_factory: Any, tmp_path: Path
+) -> None:
+    """Concurrent coroutines of one store on a tenant stored in the clear: the first write
+    makes its key (the provider makes the KEK before the key is stored), the others read
+    and write meanwhile; none sees an active KEK without keys as deleted keys."""
+    plain = await store_factory()
+    tasks = []
+    for n in range(3):
+        task = await plain.scoped("acme").tasks.create(owner="ann", title=f"old {n}")
+        await plain.scoped("acme").tasks.add_human_message(task.id, f"clear {n}")
+        tasks.append(task.id)
+    provider = provider_named("local-vault", tmp_path)
+    sealed = Store(plain.backend, keyring=Keyring(provider, cache_seconds=0))  # every call loads
+    view = sealed.scoped("acme")
+
+    async def write(task_id: str, n: int) -> None:
+        await view.tasks.add_human_message(task_id, f"sealed {n}")
+
+    async def read(task_id: str) -> None:
+        assert (await view.tasks.messages(task_id))[0].text().startswith("clear")
+
+    await asyncio.gather(
+        *(write(tasks[n % 3], n) for n in range(6)),
+        *(read(tasks[n % 3]) for n in range(6)),
+        view.search("clear"),
+    )
+    status = await sealed.keyring.status("acme")  # type: ignore[union-attr]
+    assert status.versions == (1,) and not status.sealed_only and status.kek == "active"
+    for task_id in tasks:
+        assert len(await view.tasks.messages(task_id)) == 3

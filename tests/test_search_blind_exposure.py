@@ -18,7 +18,6 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import mindstore
 from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey

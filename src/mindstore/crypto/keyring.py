@@ -188,6 +188,9 @@ class Keyring:
         """Tenants whose first data key this keyring began to make (the provider may hold
         their KEK already) and has not seen stored: their active KEK without data keys is
         this keyring's own first key in the making, not keys deleted (`OrphanedKeys`)."""
+        self._first_keys: dict[str, int] = {}
+        """How many first data keys this keyring began to make, per tenant: a load that
+        saw the count change meanwhile met this keyring's own KEK (`_own_first_key`)."""
 
     @property
     def master(self) -> MasterKey | None:
@@ -277,6 +280,38 @@ class Keyring:
         return await self.legacy.unwrap(wrapped, context)
 
     async def _load(self, tenant: str) -> TenantKeys:
+        """The tenant's keys as stored. A tenant without data keys in the database is
+        asked about in the provider (one `status` call): its KEK destroyed, it is shredded
+        (a copy of the data that holds neither keys nor a tombstone); its KEK active, its
+        keys were deleted, so it is read as sealed-only and `orphaned`, never as a new
+        tenant whose values are in the clear; unless the KEK is this keyring's own first
+        key in the making, or another writer's first key landed since the keys were read
+        (read again once). Without a provider (a shared master key) nothing is asked."""
+        attempts = self._first_keys.get(tenant, 0)
+        loaded = await self._read(tenant)
+        if not (loaded.keys or loaded.shredded or self.provider is None):
+            state = await self.provider.status(tenant)
+            if state == "destroyed":
+                loaded.shredded = True
+            elif state == "active" and not self._own_first_key(tenant, attempts):
+                loaded = await self._read(tenant)
+                if not (loaded.keys or loaded.shredded or self._own_first_key(tenant, attempts)):
+                    loaded.orphaned = loaded.sealed_only = True
+        if loaded.keys:
+            self._making.discard(tenant)
+        if loaded.shredded:
+            loaded.keys.clear()
+            self._forget_unwrapped(tenant)
+        self._tenants[tenant] = loaded
+        return loaded
+
+    def _own_first_key(self, tenant: str, attempts: int) -> bool:
+        """Did this keyring begin the tenant's first key (still unstored, or since a load
+        counted `attempts`)? Then the provider's KEK is that key's, not deleted keys'."""
+        return tenant in self._making or self._first_keys.get(tenant, 0) != attempts
+
+    async def _read(self, tenant: str) -> TenantKeys:
+        """The tenant's data-key documents, unwrapped (a destroyed KEK: shredded)."""
         now = time.monotonic()
         loaded = TenantKeys(tenant, loaded_at=now)
         documents = await self._keys.find(_tenant_filter(tenant)).to_list(None)
@@ -295,30 +330,7 @@ class Keyring:
                 loaded.sealed_only = loaded.sealed_only or document.get("sealed_only") is True
         except KeyShredded:  # the provider's key is destroyed: a copy made before the shred
             loaded.shredded = True
-        if not (loaded.keys or loaded.shredded):
-            await self._keyless(loaded)
-        else:
-            self._making.discard(tenant)
-        if loaded.shredded:
-            loaded.keys.clear()
-            self._forget_unwrapped(tenant)
-        self._tenants[tenant] = loaded
         return loaded
-
-    async def _keyless(self, loaded: TenantKeys) -> None:
-        """A tenant without data keys in the database: new, or not (one provider call).
-        Its KEK destroyed: shredded (a copy of the data that holds neither keys nor a
-        tombstone). Its KEK active (and not this keyring's first key in the making): its
-        keys were deleted, so it is read as sealed-only and `orphaned`, never as a new
-        tenant whose values are in the clear. Without a provider (a shared master key)
-        there is nothing to ask."""
-        if self.provider is None:
-            return
-        state = await self.provider.status(loaded.tenant)
-        if state == "destroyed":
-            loaded.shredded = True
-        elif state == "active" and loaded.tenant not in self._making:
-            loaded.orphaned = loaded.sealed_only = True
 
     def _forget_unwrapped(self, tenant: str) -> None:
         for held in [held for held in self._unwrapped if held[0] == tenant]:
@@ -356,6 +368,7 @@ class Keyring:
         document = self._new_document(tenant, version, sealed_only=sealed_only, rotation=rotation)
         if version == 1:
             self._making.add(tenant)
+            self._first_keys[tenant] = self._first_keys.get(tenant, 0) + 1
         document["wrapped"] = Binary(await self._wrap(tenant, os.urandom(KEY_BYTES), document))
         try:
             await self._keys.insert_one(document)
