@@ -147,7 +147,7 @@ async def test_a_first_key_interrupted_after_its_kek_is_made_by_the_same_keyring
     monkeypatch.setattr(Keyring, "_keys", property(lambda k: Lost(stored.fget(k))))  # type: ignore[attr-defined]
     with pytest.raises(ConnectionError):
         await keyring.rotate("acme")
-    monkeypatch.undo()
+    monkeypatch.setattr(Keyring, "_keys", stored)
     assert await keyring.provider.status("acme") == "active"  # type: ignore[union-attr]
     view = sealed.scoped("acme")
     assert [m.text() for m in await view.tasks.messages(task.id)] == ["clear"]
@@ -226,11 +226,27 @@ async def test_after_a_shred_content_from_before_encryption_is_neither_read_nor_
 
 
 async def test_a_keyring_less_saver_stops_writing_once_the_tenant_is_encrypted(
-    store_factory: Any, tmp_path: Path
+    store_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A saver without a keyring checks its tenant again after the keyring's cache period
+    (here: every write), as any process sees another's first key or shred."""
     pytest.importorskip("langgraph")
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    from mindstore.crypto import sealed_collection
     from mindstore.integrations.langgraph import MindstoreSaver
-    from test_crypto_integrations import notes_only
+
+    class Notes(TypedDict):
+        notes: str
+
+    def notes_only(checkpointer: Any) -> Any:
+        builder = StateGraph(Notes)
+        builder.add_node("more", lambda state: {"notes": state["notes"] + " and more"})
+        builder.add_edge(START, "more")
+        return builder.compile(checkpointer=checkpointer)
+
+    monkeypatch.setattr(sealed_collection, "CLEAR_CHECK_SECONDS", 0.0, raising=False)
 
     plain = await store_factory()
     graph = notes_only(MindstoreSaver(plain.scoped("acme")))
