@@ -17,6 +17,11 @@ The wrap is bound (as associated data) to the tenant, the version and the docume
 flags (which key wraps it; whether the tenant is sealed-only), so a wrapped key copied to
 another tenant or version, or a flag removed, does not unwrap.
 
+A tenant with no data keys in the database is asked about in the provider: its KEK active
+means the keys were deleted (`OrphanedKeys`: read as sealed-only, no new key made over its
+content), destroyed means shredded. Only a write makes a tenant's first key; a read never
+does. A shred refuses a keyring whose provider does not hold the tenant's KEK.
+
 A process keeps the unwrapped keys of the tenants it touched for `cache_seconds`; a
 rotation or shred made by another process is seen when that expires (docs/encryption.md,
 "Several processes"). A process's own rotate and shred take effect at once. The provider
