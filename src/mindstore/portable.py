@@ -142,6 +142,8 @@ TENANT_WIDE_WRITES: Mapping[tuple[str, str, frozenset[str]], str] = {
         "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
     ("delete", SEARCH_TASKS, frozenset({"tenant"})):
         "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
+    ("update", TASKS, frozenset({"tenant"})):
+        "keys.shred marks every task of the shredded tenant encrypted (updateMany)",
 }  # fmt: skip
 """Multi-document writes without ``_id`` that are allowed, keyed by (command, collection,
 filter fields): admin paths that must reach every chunk of one tenant. Anything else

@@ -32,7 +32,9 @@ current form. A document already stored under the legacy bare `_id` in the same 
 is the same task: it is compared, skipped or overwritten in place, never duplicated.
 ``as_tenant`` moves a one-tenant backup into another tenant: keys, tenants, payload ids
 and the payload markers in messages are rewritten, so a tenant can be copied next to
-itself in the same database. A restore never writes over a document that belongs to
+itself in the same database. An encrypted tenant's backup (one that holds data keys or a
+shred's tombstone) is refused under another name: its keys would replace the target
+tenant's live ones. A restore never writes over a document that belongs to
 another tenant, in any mode: it refuses with `RestoreConflict` naming the ids.
 """
 
@@ -351,6 +353,22 @@ class _Restorer:
         self._count(name, plan)
 
 
+def _refuse_moving_keys(manifest: Manifest, as_tenant: str | None) -> None:
+    """`as_tenant` naming another tenant than the backup's, for a backup that holds data
+    keys (or a shred's tombstone): refused before anything is read or written. Its
+    content and wrapped keys are bound to their tenant and open nowhere else, and written
+    under another name they would replace that tenant's live data key (which then reads
+    nothing of its own) or mark it shredded."""
+    keys = manifest.collections.get(DATA_KEYS)
+    if as_tenant is None or keys is None or not keys.count or manifest.tenants == [as_tenant]:
+        return
+    raise BackupError(
+        f"this backup holds the data keys of encrypted tenant {manifest.tenants[0]!r}: it "
+        f"restores only under its own tenant, not as {as_tenant!r} "
+        "(its content and keys are bound to their tenant); nothing was written"
+    )
+
+
 @operation("restore")
 async def restore(
     store: HasDatabase,
@@ -366,7 +384,8 @@ async def restore(
     Raises the verify errors (`BackupCorrupt`, ...) before writing anything,
     `RestoreConflict` (id of another tenant; differing document with ``mode="fail"``),
     `ValidationError` for a bad mode or tenant, `BackupError` if `as_tenant` is given for
-    a backup that holds several tenants.
+    a backup that holds several tenants, or names another tenant than an encrypted
+    backup's own (its data keys would replace that tenant's).
     """
     if mode not in MODES:
         raise ValidationError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -380,6 +399,7 @@ async def restore(
                 f"as_tenant needs a backup of one tenant; this one holds {len(manifest.tenants)} "
                 f"({', '.join(manifest.tenants[:5])}{', ...' if len(manifest.tenants) > 5 else ''})"
             )
+        _refuse_moving_keys(manifest, as_tenant)
         keyed = repositories_use_task_keys()
         names = manifest.names
         planner = _Restorer(store, mode, as_tenant, keyed, names, None if dry_run else spool)

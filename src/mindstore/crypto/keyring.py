@@ -17,6 +17,11 @@ The wrap is bound (as associated data) to the tenant, the version and the docume
 flags (which key wraps it; whether the tenant is sealed-only), so a wrapped key copied to
 another tenant or version, or a flag removed, does not unwrap.
 
+A tenant with no data keys in the database is asked about in the provider: its KEK active
+means the keys were deleted (`OrphanedKeys`: read as sealed-only, no new key made over its
+content), destroyed means shredded. Only a write makes a tenant's first key; a read never
+does. A shred refuses a keyring whose provider does not hold the tenant's KEK.
+
 A process keeps the unwrapped keys of the tenants it touched for `cache_seconds`; a
 rotation or shred made by another process is seen when that expires (docs/encryption.md,
 "Several processes"). A process's own rotate and shred take effect at once. The provider
@@ -38,8 +43,9 @@ from pymongo.errors import DuplicateKeyError
 
 from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, TASKS
 from mindstore.crypto.aead import KEY_BYTES, context_bytes
+from mindstore.crypto.fields import ENCRYPTED
 from mindstore.crypto.integration_sweep import reencrypt_integrations
-from mindstore.crypto.keys import MissingKey, TenantKeys
+from mindstore.crypto.keys import MissingKey, OrphanedKeys, TenantKeys
 from mindstore.crypto.master import MasterKey
 from mindstore.crypto.provider import KekState, KeyProvider
 from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
@@ -50,7 +56,8 @@ from mindstore.model.base import new_id
 from mindstore.operations import Resilience, current, operation
 
 __all__ = [
-    "KeyStatus", "Keyring", "MigrationReport", "MissingKey", "TenantKeys", "is_encrypted",
+    "KeyStatus", "Keyring", "MigrationReport", "MissingKey", "OrphanedKeys", "TenantKeys",
+    "is_encrypted",
 ]  # fmt: skip
 
 UNNAMED_ROTATION = (
@@ -182,6 +189,13 @@ class Keyring:
         """Unwrapped keys by (tenant, version, wrapped bytes, flags), with when they were
         unwrapped: a reload within `cache_seconds` (after a rotation, say) asks the
         provider only for versions it has not unwrapped yet."""
+        self._making: set[str] = set()
+        """Tenants whose first data key this keyring began to make (the provider may hold
+        their KEK already) and has not seen stored: their active KEK without data keys is
+        this keyring's own first key in the making, not keys deleted (`OrphanedKeys`)."""
+        self._first_keys: dict[str, int] = {}
+        """How many first data keys this keyring began to make, per tenant: a load that
+        saw the count change meanwhile met this keyring's own KEK (`_own_first_key`)."""
 
     @property
     def master(self) -> MasterKey | None:
@@ -220,26 +234,30 @@ class Keyring:
     async def keys(self, tenant: str, *, create: bool = False) -> TenantKeys:
         """The tenant's keys, read again when older than `cache_seconds`; `create`: make
         its first data key if it has none (a tenant encrypted from this write on; sealed-
-        only at once when it holds no content yet)."""
+        only at once when it holds no content yet). Only a write may `create`: a read
+        never changes a tenant's encryption state.
+
+        Raises:
+            OrphanedKeys: `create` on a tenant whose provider holds an active KEK but
+                whose data keys are gone, while it holds content (a key made now would
+                not be sealed-only, and would read forged values in the clear).
+        """
         check_key(tenant, "tenant")
         held = self._tenants.get(tenant)
         fresh = held is not None and time.monotonic() - held.loaded_at < self.cache_seconds
         if not fresh or held is None:
             held = await self._load(tenant)
         if create and not held.keys and not held.shredded:
-            await self._add_version(tenant, 1, sealed_only=not await self._has_content(tenant))
+            has_content = await self._has_content(tenant)
+            if held.orphaned and has_content:
+                raise OrphanedKeys(tenant)
+            await self._add_version(tenant, 1, sealed_only=not has_content)
             held = await self._load(tenant)
         return held
 
     async def refresh(self, tenant: str) -> TenantKeys:
-        """Read the tenant's keys again now (a ciphertext names a version not held). A
-        tenant with no data key left whose provider key was destroyed reads as shredded
-        (a copy restored after the shred)."""
-        loaded = await self._load(tenant)
-        provider = self.provider
-        if not (loaded.keys or loaded.shredded or provider is None):
-            loaded.shredded = await provider.status(tenant) == "destroyed"
-        return loaded
+        """Read the tenant's keys again now (a ciphertext names a version not held)."""
+        return await self._load(tenant)
 
     async def _has_content(self, tenant: str) -> bool:
         for name in (TASKS, LANGGRAPH_CHECKPOINTS):
@@ -267,6 +285,38 @@ class Keyring:
         return await self.legacy.unwrap(wrapped, context)
 
     async def _load(self, tenant: str) -> TenantKeys:
+        """The tenant's keys as stored. A tenant without data keys in the database is
+        asked about in the provider (one `status` call): its KEK destroyed, it is shredded
+        (a copy of the data that holds neither keys nor a tombstone); its KEK active, its
+        keys were deleted, so it is read as sealed-only and `orphaned`, never as a new
+        tenant whose values are in the clear; unless the KEK is this keyring's own first
+        key in the making, or another writer's first key landed since the keys were read
+        (read again once). Without a provider (a shared master key) nothing is asked."""
+        attempts = self._first_keys.get(tenant, 0)
+        loaded = await self._read(tenant)
+        if not (loaded.keys or loaded.shredded or self.provider is None):
+            state = await self.provider.status(tenant)
+            if state == "destroyed":
+                loaded.shredded = True
+            elif state == "active" and not self._own_first_key(tenant, attempts):
+                loaded = await self._read(tenant)
+                if not (loaded.keys or loaded.shredded or self._own_first_key(tenant, attempts)):
+                    loaded.orphaned = loaded.sealed_only = True
+        if loaded.keys:
+            self._making.discard(tenant)
+        if loaded.shredded:
+            loaded.keys.clear()
+            self._forget_unwrapped(tenant)
+        self._tenants[tenant] = loaded
+        return loaded
+
+    def _own_first_key(self, tenant: str, attempts: int) -> bool:
+        """Did this keyring begin the tenant's first key (still unstored, or since a load
+        counted `attempts`)? Then the provider's KEK is that key's, not deleted keys'."""
+        return tenant in self._making or self._first_keys.get(tenant, 0) != attempts
+
+    async def _read(self, tenant: str) -> TenantKeys:
+        """The tenant's data-key documents, unwrapped (a destroyed KEK: shredded)."""
         now = time.monotonic()
         loaded = TenantKeys(tenant, loaded_at=now)
         documents = await self._keys.find(_tenant_filter(tenant)).to_list(None)
@@ -285,10 +335,6 @@ class Keyring:
                 loaded.sealed_only = loaded.sealed_only or document.get("sealed_only") is True
         except KeyShredded:  # the provider's key is destroyed: a copy made before the shred
             loaded.shredded = True
-        if loaded.shredded:
-            loaded.keys.clear()
-            self._forget_unwrapped(tenant)
-        self._tenants[tenant] = loaded
         return loaded
 
     def _forget_unwrapped(self, tenant: str) -> None:
@@ -320,13 +366,21 @@ class Keyring:
     async def _add_version(
         self, tenant: str, version: int, *, sealed_only: bool, rotation: str | None = None
     ) -> bool:
-        """Store data key `version` of `tenant`; False if another writer stored it first."""
+        """Store data key `version` of `tenant`; False if another writer stored it first.
+        A first key is noted in `_making` until it is stored: the provider makes the KEK
+        when it wraps, before the insert, and a retry after a lost insert must not take
+        that KEK for deleted keys."""
         document = self._new_document(tenant, version, sealed_only=sealed_only, rotation=rotation)
+        if version == 1:
+            self._making.add(tenant)
+            self._first_keys[tenant] = self._first_keys.get(tenant, 0) + 1
         document["wrapped"] = Binary(await self._wrap(tenant, os.urandom(KEY_BYTES), document))
         try:
             await self._keys.insert_one(document)
         except DuplicateKeyError:
+            self._making.discard(tenant)
             return False
+        self._making.discard(tenant)
         return True
 
     async def _rewrap(
@@ -396,6 +450,8 @@ class Keyring:
             held = await self._load(tenant)
             if held.shredded:
                 raise KeyShredded(tenant)
+            if held.orphaned and await self._has_content(tenant):
+                raise OrphanedKeys(tenant)
             version = max(held.keys, default=0) + 1
             sealed_only = held.sealed_only or (version == 1 and not await self._has_content(tenant))
             if await self._add_version(tenant, version, sealed_only=sealed_only,
@@ -412,6 +468,13 @@ class Keyring:
         refuse at once and a crash (or a provider that did not answer) before the end is
         finished by running it again. Needs no master key.
 
+        Its tasks are all marked encrypted, so a task stored before the tenant was (not
+        swept yet, its content in the clear) is refused by a store without a keyring too.
+
+        A shred reaches the tenant's KEK or fails loudly: a tenant whose data keys a
+        provider's KEK wraps is shredded only by a keyring over that provider, which must
+        hold the KEK; checked before anything is written, and the KEK's state after.
+
         Args:
             tenant: The tenant.
 
@@ -420,9 +483,20 @@ class Keyring:
 
         Raises:
             ValidationError: A tenant outside the id alphabet.
+            ConfigurationError: The tenant's data keys are wrapped by a KEK that this
+                keyring's provider does not hold (no provider, another vault or KMS):
+                nothing was destroyed.
+            CryptoError: The provider still reports the KEK active after destroying it.
             KeyProviderUnavailable: The provider did not answer (run it again).
         """
         check_key(tenant, "tenant")
+        wrapped_by = {
+            str(document.get("master_key_id"))
+            async for document in self._keys.find(_tenant_filter(tenant), {"wrapped": 0})
+            if document.get("kind") == "key" and document.get("kek") == TENANT_KEK
+        }
+        if wrapped_by:
+            await self._require_kek(tenant, wrapped_by)
         await self._keys.update_one(
             {"_id": _tombstone_id(tenant), "tenant": tenant},
             {"$setOnInsert": {"kind": "shredded", "shredded_at": datetime.now(UTC)}},
@@ -430,10 +504,36 @@ class Keyring:
         )
         self._tenants[tenant] = TenantKeys(tenant, shredded=True, loaded_at=time.monotonic())
         self._forget_unwrapped(tenant)
+        await self._database[TASKS].update_many(  # the version bump drops writers' caches
+            {"tenant": tenant}, {"$set": {ENCRYPTED: True}, "$inc": {"version": 1}}
+        )
         if self.provider is not None:
             await self.provider.destroy(tenant)
+            if wrapped_by and (state := await self.provider.status(tenant)) != "destroyed":
+                raise CryptoError(
+                    f"the key provider {self.provider.provider_id!r} reports the key of tenant "
+                    f"{tenant!r} {state} after destroying it: the shred is not complete"
+                )
         result = await self._keys.delete_many({**_tenant_filter(tenant), "kind": "key"})
         return int(result.deleted_count)
+
+    async def _require_kek(self, tenant: str, wrapped_by: set[str]) -> None:
+        """ConfigurationError unless this keyring's provider holds the tenant's KEK (active,
+        or destroyed by a shred cut short), before a shred writes anything."""
+        named = ", ".join(sorted(repr(name) for name in wrapped_by))
+        if self.provider is None:
+            raise ConfigurationError(
+                f"the data keys of tenant {tenant!r} are wrapped by its key in a key provider "
+                f"({named}): shred it with that provider (--key-vault DIR, or the KMS), else "
+                "its key lives on and every copy of its data stays readable; nothing was "
+                "destroyed"
+            )
+        if await self.provider.status(tenant) == "absent":
+            raise ConfigurationError(
+                f"the key provider {self.provider.provider_id!r} holds no key for tenant "
+                f"{tenant!r}, whose data keys name {named}: not the provider that wraps them "
+                "(another vault, a mistyped path?); nothing was destroyed"
+            )
 
     @operation("keys.reencrypt")
     async def reencrypt(

@@ -23,7 +23,9 @@ KMS and Vault Transit, in tests/kms_fakes.py):
 * `destroy(tenant)` destroys the tenant's KEK (idempotent; a tenant with no KEK is
   marked destroyed, so a late `wrap` cannot make a new one). A KMS may keep the key for
   its own deletion window; `status` says which.
-* `status(tenant)` is "active", "destroyed" or "absent", without key material.
+* `status(tenant)` is "active", "destroyed" or "absent", without key material. The
+  keyring asks it for a tenant with no data keys (active: they were deleted; destroyed:
+  shredded) and around a shred (absent: not the provider that holds the tenant's KEK).
 """
 
 from __future__ import annotations

@@ -15,23 +15,28 @@ keys again once. Only the operations the saver uses are offered.
 
 Without a keyring the saver gets `ClearCollection`: the raw collection's documents as
 they are, except that it refuses an encrypted tenant (`KeyringRequired`): a write when the
-tenant has data keys (one read of `data_keys` per saver, at its first write), a read that
-meets a ciphertext.
+tenant has data keys or was shredded (one indexed read of `data_keys`, again at a write
+once `CLEAR_CHECK_SECONDS` have passed: a saver that started before its tenant was
+encrypted stops writing in the clear within the keyring's cache period, as any process
+sees another's rotation or shred), a read that meets a ciphertext.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from mindstore.crypto.aead import holds_sealed
 from mindstore.crypto.integration_fields import open_fields, seal_fields
-from mindstore.crypto.keyring import Keyring, is_encrypted
+from mindstore.crypto.keyring import DEFAULT_CACHE_SECONDS, Keyring, is_encrypted
 from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.errors import CryptoError, KeyringRequired
 
 __all__ = ["ClearCollection", "SealedCollection", "SealedCursor", "sealed_collection"]
 
 SEALING_OPERATORS = ("$set", "$setOnInsert")
+CLEAR_CHECK_SECONDS = DEFAULT_CACHE_SECONDS
+"""How long a saver without a keyring trusts that its tenant is not encrypted."""
 
 
 class _TenantCollection:
@@ -111,7 +116,8 @@ class ClearCollection(_TenantCollection):
         self.collection = collection
         self.database = database
         self.tenant = tenant
-        self._checked = False
+        self._clear_since: float | None = None
+        """When the tenant was last seen without data keys (None: not yet)."""
 
     async def opened(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if any(holds_sealed(document) for document in documents):
@@ -121,10 +127,12 @@ class ClearCollection(_TenantCollection):
     async def update_one(
         self, filter: dict[str, Any], update: dict[str, Any], upsert: bool = False
     ) -> Any:
-        if not self._checked and any(operator in update for operator in SEALING_OPERATORS):
+        checked = self._clear_since
+        stale = checked is None or time.monotonic() - checked >= CLEAR_CHECK_SECONDS
+        if stale and any(operator in update for operator in SEALING_OPERATORS):
             if await is_encrypted(self.database, self.tenant):
                 raise KeyringRequired(self.tenant, "write to")
-            self._checked = True
+            self._clear_since = time.monotonic()
         return await self.collection.update_one(filter, update, upsert=upsert)
 
 

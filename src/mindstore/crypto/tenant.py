@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from mindstore.crypto import task_fields
 from mindstore.crypto.aead import is_sealed
 from mindstore.crypto.fields import open_document, seal_at, seal_document, seal_part
@@ -39,12 +41,32 @@ class TenantCipher:
     tenant: str
 
     async def ready(self, *, write: bool = False) -> TenantKeys:
-        """Load (or refresh) the tenant's keys; `write`: make its first key if needed, and
-        refuse a shredded tenant even when the write holds nothing to seal."""
+        """Load (or refresh) the tenant's keys; `write`: make its first key if needed (a
+        read never does: it must not change the tenant's encryption state).
+
+        Raises:
+            KeyShredded: The tenant was shredded, for a read as for a write, even when
+                what it reads or writes holds nothing sealed (a task stored before the
+                tenant was encrypted and not swept yet: its content is the tenant's too).
+        """
         keys = await self.keyring.keys(self.tenant, create=write)
-        if write and keys.shredded:
+        if keys.shredded:
             raise KeyShredded(self.tenant)
         return keys
+
+    async def current(self) -> tuple[int, AESGCM] | None:
+        """The data key new ciphertexts of the tenant use, or None for a tenant that has
+        none (its content is stored in the clear). Never makes a key: for readers that
+        derive from the key (the search index), which must not encrypt a tenant.
+
+        Raises:
+            KeyShredded: The tenant was shredded.
+            OrphanedKeys: Its provider holds a KEK but its data keys are gone.
+        """
+        keys = await self.ready()
+        if not keys.keys and not keys.orphaned:
+            return None
+        return keys.current()
 
     def keys(self) -> TenantKeys:
         held = self.keyring.cached(self.tenant)

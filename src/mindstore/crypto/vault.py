@@ -244,7 +244,9 @@ class LocalKeyVault:
     async def destroy(self, tenant: str) -> None:
         check_key(tenant, "tenant")
         tombstone = {"tenant": tenant, "state": "destroyed", "destroyed_at": _now()}
-        await asyncio.to_thread(self._check_directory, create=True)
+        # never made here: a vault that does not exist holds no tenant's KEK, and a
+        # tombstone written into a new one (a mistyped path) would shred nothing
+        await asyncio.to_thread(self._check_directory, create=False)
         async with self._lock:
             await asyncio.to_thread(self._destroy, tenant, tombstone)
 

@@ -137,8 +137,11 @@ async def codec_for(tenant: str, cipher: TenantCipher | None, state: IndexState)
     stem = stemmer_for(state.stemming)
     if cipher is None:
         return _plain_codec(stem)
-    keys = await cipher.ready(write=True)
-    version, data_key = keys.current()
+    current = await cipher.current()  # a search never makes a tenant's first key
+    if current is None:  # not encrypted: its messages are in the clear, and so is its index
+        return _plain_codec(stem)
+    version, data_key = current
+    keys = cipher.keys()
     blind = Blinder(derive_search_key(data_key, tenant))
 
     def seal(text: str, task_id: str, message_id: str) -> Any:
