@@ -115,8 +115,8 @@ async def test_a_change_to_an_indexed_message_after_a_multi_message_append_is_fo
     await acme.tasks.add_text_part(task.id, turn.id, "first thoughts")
     assert await _ids(acme, "thoughts") == ["turn"]
     await acme.tasks.add_text_part(task.id, turn.id, "then a marmalade idea")  # a part added
-    await acme.tasks.add_messages(task.id, [HumanMessage(content=[TextPart(text="one")]),
-                                            HumanMessage(content=[TextPart(text="two")])])  # fmt: skip
+    two = [HumanMessage(content=[TextPart(text=text)]) for text in ("one", "two")]
+    await acme.tasks.add_messages(task.id, two)
     assert await _ids(acme, "marmalade") == ["turn"]
     assert len(await _ids(acme, "one")) == 1
     assert (await acme.search_index.verify()).ok
@@ -166,8 +166,10 @@ async def test_a_phrase_of_common_words_reads_no_text_per_candidate(stores: Any)
     words = COMMON.split()
     for t in range(6):
         task = await acme.tasks.create()
-        await acme.tasks.add_messages(task.id, [HumanMessage(content=[TextPart(
-            text=f"{' '.join(words[(t + n) % 10:] + words[:3])} {n}")]) for n in range(40)])  # fmt: skip
+        texts = [f"{' '.join(words[(t + n) % 10 :] + words[:3])} {n}" for n in range(40)]
+        await acme.tasks.add_messages(
+            task.id, [HumanMessage(content=[TextPart(text=text)]) for text in texts]
+        )
     await acme.search("zzz")  # indexed
     trips, received, total = await _cost(acme, '"a the"')
     assert total == sum(1 for t in range(6) for n in range(40)

@@ -10,9 +10,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from interleaving import hooked
 
 import mindstore
+from interleaving import hooked
 from mindstore import Store
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -86,6 +85,10 @@ ROUNDS = 8
 """Catch-up rounds of one search (each: ask what changed, index it). A task changed again
 while it was indexed is indexed again in the next round; past this many, the search
 answers from the index as it stands."""
+
+FLUSH = 500
+"""Tasks claimed before their writes go out: a claim is held for the reads of at most
+this many tasks (well inside `LEASE`), and a large catch-up is written in parts."""
 
 _WAIT_FIRST, _WAIT_MOST = 0.002, 0.2
 """Seconds between two asks while another search holds a claim (doubling)."""
@@ -459,14 +462,15 @@ class SearchStore:
                 if vanished or carrier is None or carrier not in present:
                     return codec, None
                 return codec, [r["p"] for r in rows if r["_id"] == carrier and "p" in r]
-            batch = _Batch()
-            busy = 0
-            for row in stale:
+            batch, claimed, busy = _Batch(), 0, 0
+            for at, row in enumerate(stale):
                 busy += not await self._index_task(row, codec, batch)
-            if batch.claims:
-                await self._apply(batch, state)
-                mine.update((claim.key, claim.task_id) for claim in batch.claims)
-            if batch.claims or not busy:
+                if batch.claims and (len(batch.claims) >= FLUSH or at == len(stale) - 1):
+                    await self._apply(batch, self._states.get(self.tenant, state))
+                    mine.update((claim.key, claim.task_id) for claim in batch.claims)
+                    claimed += len(batch.claims)
+                    batch = _Batch()
+            if claimed or not busy:
                 worked += 1
                 pause = _WAIT_FIRST
             else:  # another search is indexing them: wait for it to release its claims
@@ -547,7 +551,7 @@ class SearchStore:
         task_id = task_id_of(key)
         old: dict[str, Any] | None = (row.get("s") or [None])[0]
         claimed_by = str(old.get("w") or "") if old else ""
-        if claimed_by and not _expired(old):
+        if old is not None and claimed_by and not _expired(old):
             return False
         seq, version = int(row.get("seq") or 0), int(row.get("version") or 0)
         old_s = int(old.get("s", 0)) if old else 0

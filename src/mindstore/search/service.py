@@ -180,8 +180,7 @@ def _phrase_at(found: dict[str, Posting], phrase: tuple[str, ...]) -> bool:
     first, rest = phrase[0], phrase[1:]
     places = [set(found[term].positions) for term in rest]
     return any(
-        all(at + n + 1 in held for n, held in enumerate(places))
-        for at in found[first].positions
+        all(at + n + 1 in held for n, held in enumerate(places)) for at in found[first].positions
     )
 
 
