@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mindstore
 from mindstore import Store
@@ -189,3 +191,22 @@ async def test_the_first_search_after_an_append_costs_eight_round_trips(stores: 
     await acme.tasks.add_human_message(task.id, "one more word")
     trips, _received, total = await _cost(acme, "word")
     assert total == 1 and trips == 8
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=30),
+       st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4))  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_a_phrase_on_positions_agrees_with_the_phrase_on_the_words(
+    words: list[str], phrase: list[str]
+) -> None:
+    """The positions a posting packs find a phrase exactly where the message's words hold it."""
+    from mindstore.search.index import pack, unpack
+    from mindstore.search.service import _phrase_at
+    from mindstore.search.snippet import phrase_at
+
+    found = {}
+    for term in set(words):
+        places = [at for at, word in enumerate(words) if word == term]
+        (found[term],) = unpack({"t": "t", "p": pack(0, len(words), "user", 0, places)})
+    expected = phrase_at(words, tuple(phrase))
+    assert (all(t in found for t in phrase) and _phrase_at(found, tuple(phrase))) == expected
