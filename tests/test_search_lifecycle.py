@@ -210,3 +210,27 @@ def test_a_phrase_on_positions_agrees_with_the_phrase_on_the_words(
         (found[term],) = unpack({"t": "t", "p": pack(0, len(words), "user", 0, places)})
     expected = phrase_at(words, tuple(phrase))
     assert (all(t in found for t in phrase) and _phrase_at(found, tuple(phrase))) == expected
+
+
+async def test_under_a_keyring_positions_are_sealed_and_phrases_still_work(
+    store_factory: Any,
+) -> None:
+    """Positions in clear would show the order of the tokens in a message: under a keyring
+    each group's positions are sealed apart; a phrase opens them."""
+    import os
+
+    from mindstore.crypto import Keyring, LocalMasterKey
+
+    store = await store_factory(keyring=Keyring(LocalMasterKey(os.urandom(32))))
+    acme = store.scoped("acme")
+    task = await acme.tasks.create()
+    await acme.tasks.add_human_message(task.id, "the lisbon hotel booking", message_id="m")
+    await acme.tasks.add_human_message(task.id, "hotel near lisbon", message_id="n")
+    assert await _ids(acme, '"lisbon hotel"') == ["m"]
+    assert sorted(await _ids(acme, "lisbon hotel")) == ["m", "n"]
+    groups = [g async for d in store.database[SEARCH_POSTINGS].find({"tenant": "acme"})
+              for g in d.get("e") or []]  # fmt: skip
+    assert groups and all(
+        item.rsplit(",", 1)[1].startswith("*") and isinstance(g["x"], bytes)
+        for g in groups for item in g["p"].split(";")
+    )  # fmt: skip

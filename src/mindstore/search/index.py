@@ -151,6 +151,11 @@ class Codec:
     open: Callable[[Any, str, str], str]
     stem: Stemmer | None
     key_version: int | None
+    seal_places: Callable[[str, str, str], Any] | None = None
+    """(positions, task id, stored term) -> their sealed form; None: kept in clear. Under a
+    keyring a posting's positions would show the order of the tokens in a message, so
+    each group's positions are sealed apart (opened only for a phrase)."""
+    open_places: Callable[[Any, str, str], str] | None = None
 
 
 def _plain_codec(stem: Stemmer | None) -> Codec:
@@ -176,7 +181,13 @@ async def codec_for(tenant: str, cipher: TenantCipher | None, state: IndexState)
     def opened(value: Any, task_id: str, message_id: str) -> str:
         return str(open_value(value, keys.key, (tenant, task_id, message_id, "search.x")))
 
-    return Codec(blind, seal, opened, stem, version)
+    def seal_places(places: str, task_id: str, term: str) -> Any:
+        return seal_value(places, data_key, version, (tenant, task_id, term, "search.p"))
+
+    def open_places(value: Any, task_id: str, term: str) -> str:
+        return str(open_value(value, keys.key, (tenant, task_id, term, "search.p")))
+
+    return Codec(blind, seal, opened, stem, version, seal_places, open_places)
 
 
 @dataclass(frozen=True)
@@ -360,21 +371,45 @@ class Posting:
     positions: tuple[int, ...] = ()
 
 
-def unpack(group: dict[str, Any]) -> list[Posting]:
-    """The postings of one task's group in a postings document (``{t, o, p}``)."""
+def _group(task_id: str, owner: str | None, term: str, packed: list[str], codec: Codec
+           ) -> dict[str, Any]:  # fmt: skip
+    """One task's group in the postings document of `term`: ``{t, o, p}``, and under a
+    keyring the positions sealed apart (``x``), each posting keeping ``*<count>``."""
+    if codec.seal_places is None:
+        return {"t": task_id, "o": owner, "p": ";".join(packed)}
+    heads, places = [], []
+    for item in packed:
+        head, gaps = item.rsplit(",", 1)
+        heads.append(f"{head},*{_base36(gaps.count('.') + 1 if gaps else 0)}")
+        places.append(gaps)
+    sealed = codec.seal_places(";".join(places), task_id, term)
+    return {"t": task_id, "o": owner, "p": ";".join(heads), "x": sealed}
+
+
+def unpack(group: dict[str, Any], reveal: Callable[[Any, str], str] | None = None) -> list[Posting]:
+    """The postings of one task's group in a postings document (``{t, o, p}``); sealed
+    positions (``x``, under a keyring) are opened by `reveal(sealed, task)` when given,
+    else left out (the counts stay)."""
     task, owner = str(group.get("t")), group.get("o")
+    hidden: list[str] = []
+    if "x" in group and reveal is not None:
+        hidden = reveal(group["x"], task).split(";")
     out = []
-    for item in str(group.get("p") or "").split(";"):
+    for n, item in enumerate(str(group.get("p") or "").split(";")):
         if not item:
             continue
         index, length, code, time, gaps = item.split(",", 4)
+        count = None
+        if gaps.startswith("*"):
+            count = int(gaps[1:], 36)
+            gaps = hidden[n] if n < len(hidden) else ""
         at, places = 0, []
         for gap in gaps.split(".") if gaps else ():
             at += int(gap, 36)
             places.append(at)
-        out.append(Posting(task, owner, int(index, 36), len(places), int(length, 36),
-                           ROLES_BY_CODE.get(code, code), int(time, 36) / 1_000_000,
-                           tuple(places)))  # fmt: skip
+        out.append(Posting(task, owner, int(index, 36), len(places) if count is None else count,
+                           int(length, 36), ROLES_BY_CODE.get(code, code),
+                           int(time, 36) / 1_000_000, tuple(places)))  # fmt: skip
     return out
 
 
@@ -614,8 +649,9 @@ class SearchStore:
             for term, posting in entry.postings.items():
                 grouped.setdefault(term, []).append(posting)
         for term, packed in grouped.items():
-            group = {"t": task_id, "o": owner, "p": ";".join(packed)}
-            batch.pushes.setdefault((term, part), []).append(group)
+            batch.pushes.setdefault((term, part), []).append(
+                _group(task_id, owner, term, packed, codec)
+            )
         terms = (
             {"$addToSet": {"k": {"$each": new_terms}}} if appended else {"$set": {"k": new_terms}}
         )

@@ -151,18 +151,20 @@ class _Candidate:
 
 
 def _gather(
-    tenant: str, documents: list[dict[str, Any]]
+    tenant: str, documents: list[dict[str, Any]], codec: Codec | None = None
 ) -> tuple[dict[tuple[str, int], tuple[Posting, dict[str, Posting]]], dict[str, int]]:
     """Postings documents -> per message (a posting of it, its posting per term) and each
     term's document frequency. A posting seen twice (an indexing cut short and run again)
-    counts once."""
+    counts once. With `codec` (a phrase), positions sealed under a keyring are opened."""
     messages: dict[tuple[str, int], tuple[Posting, dict[str, Posting]]] = {}
     df: dict[str, int] = {}
     prefix = len(tenant) + 1
     for document in documents:
         term = document["_id"][prefix : document["_id"].rindex("/")]
+        opened = codec.open_places if codec is not None else None
+        reveal = None if opened is None else (lambda x, task, o=opened, t=term: o(x, task, t))
         for group in document.get("e") or []:
-            for posting in unpack(group):
+            for posting in unpack(group, reveal):
                 where = (posting.task, posting.index)
                 held = messages.get(where)
                 if held is None:
@@ -198,7 +200,7 @@ def _rank(
     excluded = {stored[t] for t in parsed.excluded}
     scored = [stored[t] for t in parsed.scored]
     phrases = [tuple(stored[t] for t in phrase) for phrase in parsed.phrases]
-    messages, df = _gather(tenant, documents)
+    messages, df = _gather(tenant, documents, codec if phrases else None)
     corpus = Corpus(int(stats.get("docs") or 0), int(stats.get("length") or 0))
     out: list[_Candidate] = []
     for (task_id, index), (posting, found) in messages.items():
