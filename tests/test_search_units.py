@@ -144,15 +144,17 @@ def test_the_fast_token_path_reads_like_the_character_walk(text: str) -> None:
     assert tokens(text) == list(_unicode_tokens(text))
 
 
-@given(st.integers(0, 10**7), st.integers(0, 10**5), st.integers(0, 10**6),
-       st.sampled_from(["user", "assistant", "tool", "taskexit", "custom_role"]),
-       st.integers(-(10**12), 10**13))  # fmt: skip
+@given(st.integers(0, 10**7), st.lists(st.integers(0, 10**5), max_size=8, unique=True),
+       st.integers(0, 10**6), st.sampled_from(["user", "assistant", "tool", "taskexit",
+                                               "custom_role"]),
+       st.integers(-(10**15), 10**16))  # fmt: skip
 @settings(max_examples=200, deadline=None)
-def test_a_posting_packs_and_unpacks(index: int, count: int, length: int, role: str,
-                                     millis: int) -> None:  # fmt: skip
+def test_a_posting_packs_and_unpacks(index: int, positions: list[int], length: int, role: str,
+                                     micros: int) -> None:  # fmt: skip
     from mindstore.search.index import Posting, pack, unpack
 
-    packed = pack(index, count, length, role, millis / 1000)
+    at = tuple(sorted(positions))
+    packed = pack(index, length, role, micros, at)
     assert unpack({"t": "task", "o": "ann", "p": f"{packed};{packed}"}) == [
-        Posting("task", "ann", index, count, length, role, millis / 1000)
+        Posting("task", "ann", index, len(at), length, role, micros / 1_000_000, at)
     ] * 2

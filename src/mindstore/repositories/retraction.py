@@ -24,6 +24,7 @@ from mindstore.model.storage_form import bson_size
 from mindstore.repositories.pages import PAGING_FIELDS, Paging
 from mindstore.repositories.port import TaskPort
 from mindstore.repositories.scope import READ_FIELDS
+from mindstore.search.index import forget_message
 
 
 class Retraction:
@@ -132,6 +133,8 @@ class Retraction:
             await self.scope.payloads.delete_many(
                 {"_id": {"$in": sorted(markers)}, "tenant": self.scope.tenant}
             )
+        # the search index forgets it now, not at the next search (mindstore.search)
+        await forget_message(self.scope.database, self.scope.tenant, task_id, message.id)
         return message
 
     async def _landed(self, task_id: str, sent: _Retracted) -> bool | None:

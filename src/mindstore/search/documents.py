@@ -3,17 +3,20 @@
 ``search_postings``: a tenant's inverted index. For each term, `index.PARTITIONS`
 documents (`_id` = ``<tenant>/<term>/<partition>``, the partition a hash of the task id) list the
 messages holding it: ``e`` = ``[{t: task, o: owner, p: "<posting>;<posting>..."}]``, one
-group per task and catch-up, each posting ``index,count,length,role,time`` (packed: a
-few values per task, however many of its messages hold the term). A search names every
+group per task and catch-up, each posting ``index,length,role,time,positions`` (packed:
+a few values per task, however many of its messages hold the term; the time in
+microseconds, the term's positions among the message's words, whose count is its
+frequency and on which a phrase is checked). A search names every
 document it needs by `_id` (terms times partitions), so one `_id` lookup returns every
 posting of the query's terms, on any server and on the embedded backend alike; a term's
 document frequency is its postings' count. One more document per tenant, ``_id`` =
 ``<tenant>/``, holds its statistics (messages, terms, watermark, epoch, stemming, key
-version), and that lookup returns it too. ``search_entries``: one document per indexed
+version, stored form), and that lookup returns it too. ``search_entries``: one document per indexed
 message (`_id` = ``<task key>/<index>``) with its id and its text ``x`` for snippets
-(sealed under a keyring). ``search_tasks``: per task (`_id` = the task's key) the version
-and message count it was indexed at, its entries' count and length and its terms
-(docs/search.md).
+(sealed under a keyring). ``search_tasks``: per task (`_id` = the task's key) its mark:
+the version and message count it was indexed at, its entries' count and length, and the
+claim of a search indexing it (``w`` a token, empty once released, ``wa`` its time);
+beside it (``<key>~terms``) its terms (docs/search.md).
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ class SearchTaskDoc(Document):
     l: int = 0  # noqa: E741
     k: list[str] = Field(default_factory=list)
     u: datetime | None = None
+    w: str = ""
+    wa: datetime | None = None
 
     class Settings:
         name = SEARCH_TASKS

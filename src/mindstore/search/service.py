@@ -23,15 +23,12 @@ from mindstore.validation import check_int
 from .bm25 import Corpus, score
 from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
 from .query import ROLES, ParsedQuery, parse_query
-from .snippet import Snippet, make_snippet, phrase_at
-from .tokenize import terms
+from .snippet import Snippet, make_snippet
 
 __all__ = ["MAX_LIMIT", "SearchHit", "SearchPage", "search"]
 
 MAX_LIMIT = 100
 MAX_TASK_IDS = 1000
-PHRASE_BATCH = 200
-"""Candidates whose text is read at once to check a phrase."""
 
 
 @dataclass(frozen=True)
@@ -154,27 +151,39 @@ class _Candidate:
 
 
 def _gather(
-    tenant: str, documents: list[dict[str, Any]]
-) -> tuple[dict[tuple[str, int], tuple[Posting, dict[str, int]]], dict[str, int]]:
-    """Postings documents -> per message (a posting of it, its counts per term) and each
+    tenant: str, documents: list[dict[str, Any]], codec: Codec | None = None
+) -> tuple[dict[tuple[str, int], tuple[Posting, dict[str, Posting]]], dict[str, int]]:
+    """Postings documents -> per message (a posting of it, its posting per term) and each
     term's document frequency. A posting seen twice (an indexing cut short and run again)
-    counts once."""
-    messages: dict[tuple[str, int], tuple[Posting, dict[str, int]]] = {}
+    counts once. With `codec` (a phrase), positions sealed under a keyring are opened."""
+    messages: dict[tuple[str, int], tuple[Posting, dict[str, Posting]]] = {}
     df: dict[str, int] = {}
     prefix = len(tenant) + 1
     for document in documents:
         term = document["_id"][prefix : document["_id"].rindex("/")]
+        opened = codec.open_places if codec is not None else None
+        reveal = None if opened is None else (lambda x, task, o=opened, t=term: o(x, task, t))
         for group in document.get("e") or []:
-            for posting in unpack(group):
+            for posting in unpack(group, reveal):
                 where = (posting.task, posting.index)
                 held = messages.get(where)
                 if held is None:
                     held = messages[where] = (posting, {})
                 if term in held[1]:
                     continue
-                held[1][term] = posting.count
+                held[1][term] = posting
                 df[term] = df.get(term, 0) + 1
     return messages, df
+
+
+def _phrase_at(found: dict[str, Posting], phrase: tuple[str, ...]) -> bool:
+    """Whether the stored terms of `phrase` occur next to each other, in order, in one
+    message (by the positions its postings hold: no text is read)."""
+    first, rest = phrase[0], phrase[1:]
+    places = [set(found[term].positions) for term in rest]
+    return any(
+        all(at + n + 1 in held for n, held in enumerate(places)) for at in found[first].positions
+    )
 
 
 def _rank(
@@ -190,11 +199,12 @@ def _rank(
     required = [stored[t] for t in parsed.required]
     excluded = {stored[t] for t in parsed.excluded}
     scored = [stored[t] for t in parsed.scored]
-    messages, df = _gather(tenant, documents)
+    phrases = [tuple(stored[t] for t in phrase) for phrase in parsed.phrases]
+    messages, df = _gather(tenant, documents, codec if phrases else None)
     corpus = Corpus(int(stats.get("docs") or 0), int(stats.get("length") or 0))
     out: list[_Candidate] = []
-    for (task_id, index), (posting, counts) in messages.items():
-        if any(t not in counts for t in required) or any(t in counts for t in excluded):
+    for (task_id, index), (posting, found) in messages.items():
+        if any(t not in found for t in required) or any(t in found for t in excluded):
             continue
         if filters.owner is not None and posting.owner != filters.owner:
             continue
@@ -210,6 +220,9 @@ def _rank(
             continue
         if filters.task_ids is not None and task_id not in filters.task_ids:
             continue
+        if not all(_phrase_at(found, phrase) for phrase in phrases):
+            continue
+        counts = {term: p.count for term, p in found.items()}
         value = score(corpus, counts, posting.length, scored, df)
         out.append(_Candidate(f"{task_key(tenant, task_id)}/{index}", posting, value))
     out.sort(key=lambda c: (-c.score, -c.posting.ts, c.id))
@@ -271,38 +284,18 @@ async def _page(
     query: str,
     filters: Filters,
 ) -> SearchPage:
-    """The page `[offset, offset + limit)` with snippets; phrases checked on the text."""
+    """The page `[offset, offset + limit)` with snippets (phrases were checked on the
+    postings' positions: only the page's texts are read)."""
     words = set(parsed.scored)
     hits: list[SearchHit] = []
-    if not parsed.phrases:
-        chosen = ranked[offset : offset + limit]
-        texts = await index.texts([c.id for c in chosen])
-        for candidate in chosen:
-            stored = texts.get(candidate.id)
-            if stored is not None:  # else redacted or deleted while this search ran
-                hits.append(_hit(candidate, stored, codec, words))
-        total = len(ranked)
-        more = offset + limit < total
-    else:
-        matched = 0
-        total = 0
-        at = 0
-        while at < len(ranked):
-            batch = ranked[at : at + PHRASE_BATCH]
-            at += PHRASE_BATCH
-            texts = await index.texts([c.id for c in batch])
-            for candidate in batch:
-                if candidate.id not in texts:
-                    continue
-                text = _text(texts.get(candidate.id), codec)
-                found = terms(text, codec.stem)
-                if not all(phrase_at(found, p) for p in parsed.phrases):
-                    continue
-                total += 1
-                if offset <= matched < offset + limit:
-                    hits.append(_hit(candidate, texts.get(candidate.id), codec, words))
-                matched += 1
-        more = matched > offset + limit
+    chosen = ranked[offset : offset + limit]
+    texts = await index.texts([c.id for c in chosen])
+    for candidate in chosen:
+        stored = texts.get(candidate.id)
+        if stored is not None:  # else redacted or deleted while this search ran
+            hits.append(_hit(candidate, stored, codec, words))
+    total = len(ranked)
+    more = offset + limit < total
     next_cursor = _cursor(offset + limit, _fingerprint(query, filters)) if more else None
     return SearchPage(hits, next_cursor, total)
 

@@ -1,0 +1,144 @@
+"""Searches racing each other and the lifecycle (docs/search.md, "Racing searches"): several
+stores on one database catch up the same changes at once, a task is deleted or redacted
+while another store's search indexes it. Real coroutines on the shared backend; where the
+order matters, `interleaving.hooked` puts the other side's whole verb between two steps
+of the indexing search."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import mindstore
+from interleaving import hooked
+from mindstore import Store
+from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
+
+
+async def _ids(acme: mindstore.TenantStore, query: str) -> list[str]:
+    page = await acme.search(query, limit=100)
+    return [hit.message_id for hit in page.hits]
+
+
+async def _held(store: Store, task_id: str) -> list[str]:
+    """What the index still holds of `task_id`: entries, postings groups, marks."""
+    found = [f"entry {d['_id']}" async for d in store.database[SEARCH_ENTRIES].find(
+        {"tenant": "acme", "task": task_id})]  # fmt: skip
+    async for document in store.database[SEARCH_POSTINGS].find({"tenant": "acme"}):
+        found += [f"posting {document['_id']}" for g in document.get("e") or []
+                  if g.get("t") == task_id]  # fmt: skip
+    async for document in store.database[SEARCH_TASKS].find({"tenant": "acme"}):
+        if task_id in document["_id"]:
+            found.append(f"mark {document['_id']}")
+    return found
+
+
+async def test_concurrent_searches_each_find_every_fresh_message_once(stores: Any) -> None:
+    views = [stores.sibling().scoped("acme") for _ in range(3)]
+    writer = views[0]
+    made = []
+    for n in range(30):
+        task = await writer.tasks.create(owner="alice")
+        await writer.tasks.add_human_message(task.id, f"opening {n}")
+        made.append(task.id)
+    for view in views:
+        assert len(await _ids(view, "opening")) == 30
+    for task_id in made:
+        for k in range(5):
+            await writer.tasks.add_human_message(task_id, f"fresh line {k}")
+    pages = await asyncio.gather(*(view.search("fresh", limit=100) for view in views))
+    for page in pages:
+        found = [(hit.task_id, hit.index) for hit in page.hits]
+        assert page.total == 150 and len(found) == 100 == len(set(found))
+    assert (await writer.search_index.verify()).ok
+
+
+async def test_a_search_started_during_another_ones_catch_up_waits_for_its_claims(
+    stores: Any,
+) -> None:
+    first, second = stores.sibling().scoped("acme"), stores.sibling().scoped("acme")
+    made = []
+    for n in range(4):
+        task = await first.tasks.create()
+        await first.tasks.add_human_message(task.id, f"opening {n}")
+        made.append(task.id)
+    assert len(await _ids(first, "opening")) == 4
+    assert len(await _ids(second, "opening")) == 4
+    for task_id in made:
+        await first.tasks.add_messages(task_id, [_user("fresh a"), _user("fresh b")])
+    racing: list[asyncio.Task[list[str]]] = []
+
+    async def start_the_other() -> None:  # `first` holds its claims, not yet written
+        racing.append(asyncio.create_task(_ids(second, "fresh")))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not racing[0].done()  # waiting for the claims, not answering without them
+
+    with hooked(first._search_store, "entries", ("insert_many",), start_the_other):
+        assert len(await _ids(first, "fresh")) == 8
+    assert len(await racing[0]) == 8
+
+
+def _user(text: str) -> Any:
+    from mindstore.model.messages import UserMessage
+    from mindstore.model.parts import TextPart
+
+    return UserMessage(content=[TextPart(text=text)])
+
+
+@pytest.mark.parametrize("moment", ["claim", "entries", "release"])
+@pytest.mark.parametrize("indexed", [False, True], ids=["new", "indexed"])
+async def test_a_task_deleted_while_a_search_indexes_it_is_gone(
+    stores: Any, moment: str, indexed: bool
+) -> None:
+    searcher, deleter = stores.sibling().scoped("acme"), stores.sibling().scoped("acme")
+    kept = await deleter.tasks.create()
+    await deleter.tasks.add_human_message(kept.id, "harbour kept", message_id="kept")
+    task = await deleter.tasks.create()
+    await deleter.tasks.add_human_message(task.id, "harbour first", message_id="first")
+    if indexed:
+        assert sorted(await _ids(searcher, "harbour")) == ["first", "kept"]
+    await deleter.tasks.add_human_message(task.id, "harbour lighthouse", message_id="gone")
+
+    async def delete() -> None:
+        await deleter.tasks.delete(task.id)
+
+    index = searcher._search_store
+    where = {"claim": (index, "task_marks", ("insert_one", "update_one")),
+             "entries": (index, "entries", ("insert_many",)),
+             "release": (index, "task_marks", ("bulk_write",))}[moment]  # fmt: skip
+    with hooked(*where, delete) as hook:
+        await _ids(searcher, "harbour")
+    assert hook.fired == 1
+    for view in (searcher, deleter):
+        assert await _ids(view, "harbour") == ["kept"]
+        assert await _ids(view, "lighthouse") == []
+    assert await _held(searcher.store, task.id) == []
+    assert (await deleter.search_index.verify()).ok
+
+
+@pytest.mark.parametrize("moment", ["entries", "release"])
+async def test_a_message_redacted_while_a_search_indexes_it_leaves_no_word(
+    stores: Any, moment: str
+) -> None:
+    searcher, writer = stores.sibling().scoped("acme"), stores.sibling().scoped("acme")
+    task = await writer.tasks.create()
+    await writer.tasks.add_human_message(task.id, "harbour first", message_id="first")
+    assert await _ids(searcher, "harbour") == ["first"]
+    await writer.tasks.add_human_message(task.id, "harbour zanzibarq", message_id="secret")
+
+    async def redact() -> None:
+        await writer.tasks.redact(task.id, "secret")
+
+    index = searcher._search_store
+    where = {"entries": (index, "entries", ("insert_many",)),
+             "release": (index, "task_marks", ("bulk_write",))}[moment]  # fmt: skip
+    with hooked(*where, redact):
+        await _ids(searcher, "harbour")
+    held = [await searcher.store.database[name].find({}).to_list(None)
+            for name in (SEARCH_POSTINGS, SEARCH_ENTRIES, SEARCH_TASKS)]  # fmt: skip
+    assert "zanzibarq" not in repr(held)
+    assert await _ids(writer, "harbour") == ["first"]
+    assert (await writer.search_index.verify()).ok
