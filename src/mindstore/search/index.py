@@ -27,14 +27,14 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS, TASKS
 from mindstore.crypto.aead import open_value, seal_value
-from mindstore.errors import NotFound
+from mindstore.errors import ConfigurationError, NotFound
 from mindstore.ids import task_id_of, task_key
 from mindstore.model.plans.redaction import redaction_of
 
 from .blind import Blinder, derive_search_key
 from .query import tool_term
 from .text import searchable
-from .tokenize import Stemmer, stemmer_for, terms
+from .tokenize import TOKENIZER_VERSION, Stemmer, stemmer_for, terms
 
 if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
@@ -96,6 +96,8 @@ class IndexState:
     carrier: str | None = None
     """The key of one of the tenant's tasks (the last a catch-up indexed): the change
     check always returns its row, which carries the postings lookup (`SearchStore.refresh`)."""
+    tokenizer: int = TOKENIZER_VERSION
+    """The `TOKENIZER_VERSION` the index was built with (1: built before it was recorded)."""
 
     @classmethod
     def of(cls, document: dict[str, Any] | None) -> IndexState:
@@ -109,6 +111,7 @@ class IndexState:
             documents=int(document.get("docs") or 0),
             length=int(document.get("length") or 0),
             carrier=document.get("wt"),
+            tokenizer=int(document.get("tv") or 1),
         )
 
 
@@ -318,10 +321,11 @@ class SearchStore:
         if document is None:
             await self.postings.update_one(
                 self._stats(),
-                {"$setOnInsert": {"docs": 0, "length": 0, "epoch": 1, "stem": None, "kv": None}},
+                {"$setOnInsert": {"docs": 0, "length": 0, "epoch": 1, "stem": None, "kv": None,
+                                  "tv": TOKENIZER_VERSION}},
                 upsert=True,
-            )
-            document = {"epoch": 1}
+            )  # fmt: skip
+            document = {"epoch": 1, "tv": TOKENIZER_VERSION}
         state = IndexState.of(document)
         self._states[self.tenant] = state
         return state
@@ -342,8 +346,13 @@ class SearchStore:
         that finds nothing new reads its postings in the same round trip. When something
         changed, the postings are read after the indexing (None here)."""
         state = await self.state()
+        if state.tokenizer > TOKENIZER_VERSION:  # a newer mindstore's: never mix terms
+            raise ConfigurationError(
+                f"search: the index of {self.tenant} was built by a newer mindstore "
+                f"(tokenizer {state.tokenizer}, this one {TOKENIZER_VERSION}): upgrade"
+            )
         codec = await codec_for(self.tenant, self.cipher, state)
-        if codec.key_version != state.key_version:
+        if codec.key_version != state.key_version or state.tokenizer != TOKENIZER_VERSION:
             await self.reset(stemming=state.stemming, key_version=codec.key_version)
             state = await self.state(fresh=True)
         carrier = state.carrier if wanted is not None else None
@@ -575,6 +584,7 @@ class SearchStore:
                     "epoch": state.epoch + 1,
                     "stem": stemming,
                     "kv": key_version,
+                    "tv": TOKENIZER_VERSION,
                 },
                 "$unset": {"wm": ""},
             },
