@@ -238,9 +238,9 @@ async def test_a_cursor_is_refused_by_another_tenant_owner_scope_or_query(store:
         (acme, "plan", cursor, {"roles": ["user"]}),  # other filters
     ]
     for view, query, given_cursor, options in refused:
-        with view.store.backend.recorder.capture() as log:
-            with pytest.raises(ValidationError, match="cursor"):
-                await view.search(query, limit=1, cursor=given_cursor, **options)
+        refusal = pytest.raises(ValidationError, match="cursor")
+        with view.store.backend.recorder.capture() as log, refusal:
+            await view.search(query, limit=1, cursor=given_cursor, **options)
         assert [c.name for c in log] == []  # refused before any I/O
 
 
