@@ -241,7 +241,7 @@ def _position(cursor: object, fingerprint: str) -> Position | None:
         raise bad from None
     if seen != fingerprint:
         raise ValidationError(
-            "cursor: from another tenant, owner scope, query or filters than this search"
+            "cursor: from another query, filters, owner scope or tenant than this search"
         )
     return position
 
