@@ -275,6 +275,7 @@ async def test_a_forged_cursor_is_a_typed_error(acme: Any) -> None:
         _forged(cursor, n=True), _forged(cursor, d=[1] * 40), _forged(cursor, d=[1, 2]),
         _forged(cursor, i=""), _forged(cursor, i="x" * 600), _forged(cursor, x=[1]),
         _forged(cursor, x=[99, None]), _forged(cursor, l=10**40), _forged(cursor, v=2),
+        base64.urlsafe_b64encode(b"[" * 3000).decode(),
     ]  # fmt: skip
     for bad in forged:
         with pytest.raises(ValidationError, match="cursor"):

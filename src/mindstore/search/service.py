@@ -160,7 +160,8 @@ class Position:
     under (tokenizer version, stemming) and the last hit's sort key."""
 
     ranking: Ranking
-    terms: tuple[int, str | None]
+    terms_by: tuple[int, str | None]
+    """The tokenizer version and the stemming the index's terms were made by."""
     score: float
     ts: float
     entry: str
@@ -176,7 +177,7 @@ def _cursor(fingerprint: str, position: Position) -> str:
         {
             "v": CURSOR_VERSION,
             "f": fingerprint,
-            "x": list(position.terms),
+            "x": list(position.terms_by),
             "n": ranking.corpus.documents,
             "l": ranking.corpus.length,
             "d": list(ranking.frequencies),
@@ -237,7 +238,7 @@ def _position(cursor: object, fingerprint: str) -> Position | None:
             _finite(data["t"]),
             entry,
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise bad from None
     if seen != fingerprint:
         raise ValidationError(
@@ -375,7 +376,7 @@ async def search(
     del state
     made_under = (TOKENIZER_VERSION, stats.get("stem"))
     if position is not None and (
-        position.terms != made_under or len(position.ranking.frequencies) != len(_distinct(parsed))
+        position.terms_by != made_under or len(position.ranking.frequencies) != len(_distinct(parsed))
     ):
         raise ValidationError(
             "cursor: the index's terms changed since this walk began (rebuilt with other "
