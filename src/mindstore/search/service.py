@@ -375,15 +375,16 @@ async def search(
         raise
     del state
     made_under = (TOKENIZER_VERSION, stats.get("stem"))
+    distinct = _distinct(parsed)
+    pinned = position.ranking if position is not None else None
     if position is not None and (
-        position.terms_by != made_under or len(position.ranking.frequencies) != len(_distinct(parsed))
+        position.terms_by != made_under or len(position.ranking.frequencies) != len(distinct)
     ):
         raise ValidationError(
             "cursor: the index's terms changed since this walk began (rebuilt with other "
             "stemming, or another tokenizer): search again from the first page"
         )
     rows = [r for r in rows if r["_id"] != stats_id(index.tenant)]
-    pinned = position.ranking if position is not None else None
     ranked, ranking = _rank(index.tenant, rows, parsed, codec, filters, stats, pinned)
     hits, last, more, total = await _page(index, ranked, parsed, codec, position, limit)
     next_cursor = None
