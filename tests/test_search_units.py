@@ -54,9 +54,9 @@ def test_every_token_spans_the_text_it_came_from(text: str) -> None:
         assert 0 <= token.start < token.end <= len(text)
         assert token.term and len(token.term) <= MAX_TERM
         # the span folds back to text holding the term (a CJK bigram, or a word)
-        assert token.term[0] in "".join(terms(text[token.start : token.end])) or len(
-            token.term
-        ) <= 2
+        assert (
+            token.term[0] in "".join(terms(text[token.start : token.end])) or len(token.term) <= 2
+        )
 
 
 def test_case_accents_and_width_fold_cjk_makes_bigrams() -> None:
@@ -90,21 +90,51 @@ def test_the_query_language_parses_to_terms() -> None:
     ("query", "message"),
     [("", "nothing to find"), ("-only", "nothing to find"), ("role:user", "nothing to find"),
      ("a\x00", "control"), ("x" * (MAX_QUERY_CHARS + 1), "at most"), ("role:king x", "role"),
-     (" ".join(f"w{n}" for n in range(40)), "at most"), ('-"two words" x', "negated")],
+     (" ".join(f"w{n}" for n in range(40)), "at most"), ('-"two words" x', "negated"),
+     ("tool:\udc80", "surrogate"), ("tool:get_\ud800weather", "surrogate"),
+     ("lisbon \udfff", "surrogate"), ('"hotel \ud83d"', "surrogate"),
+     ("role:\udc80 x", "surrogate"),
+     ("x\x85", "control"), ("x\x9b[31m", "control"), ("x\x1b", "control")],
 )  # fmt: skip
 def test_bad_queries_are_typed_errors(query: str, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         parse_query(query)
 
 
-@given(st.text(max_size=200))
-@settings(max_examples=300, deadline=None)
+HOSTILE = st.sampled_from(
+    ["\x00", "\x1b", "\x7f", "\x85", "\u200b", "\u200d", "\u202e", "\u2066", "\u2069",
+     "\ufeff", "\ufffe", "\U0010ffff", "$where", "{\"$ne\": 1}", ".*", "A-1234", "が", "々",
+     "ﷺ", "\u0301", "\ud800", "\udc80", "\udfff", '"']
+)  # fmt: skip
+PIECE = st.tuples(
+    st.sampled_from(["", "", "-", "tool:", "-tool:", "role:", '"']),
+    st.lists(HOSTILE | st.characters(blacklist_categories=()), min_size=1, max_size=8).map("".join),
+)
+QUERIES = st.lists(PIECE.map("".join), min_size=1, max_size=12).map(" ".join) | st.builds(
+    lambda piece, times: piece * times, HOSTILE, st.integers(100, 5000)
+)
+
+
+@given(QUERIES)
+@settings(max_examples=150, deadline=None)
 def test_any_text_is_a_query_or_a_typed_error(query: str) -> None:
+    """Arbitrary text (surrogates, controls, bidi and format characters, operators, huge
+    inputs) parses or is refused as a `ValidationError` naming the query; nothing else.
+    What parses is terms a postings `_id` holds as it is."""
+    import bson
+
+    from mindstore.search.index import postings_id
+
     try:
         parsed = parse_query(query)
-    except ValidationError:
+    except ValidationError as error:
+        assert "query" in str(error)
         return
-    assert parsed.required and all(t and "$" not in t for t in parsed.lookup)
+    assert parsed.required and len(query) <= MAX_QUERY_CHARS
+    for term in parsed.lookup:
+        # a word is letters, digits and marks; a tool name is literal text after `tool:`
+        assert term.startswith("tool:") or (len(term) <= MAX_TERM and "$" not in term)
+        bson.encode({"_id": postings_id("acme", term, 0)})  # UTF-8 and BSON can carry it
 
 
 def test_bm25_is_lucenes_formula() -> None:

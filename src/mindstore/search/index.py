@@ -32,14 +32,14 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from mindstore.clock import utcnow
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS, TASKS
 from mindstore.crypto.aead import open_value, seal_value
-from mindstore.errors import NotFound
+from mindstore.errors import ConfigurationError, NotFound
 from mindstore.ids import task_id_of, task_key
 from mindstore.model.plans.redaction import redaction_of
 
 from .blind import Blinder, derive_search_key
 from .query import tool_term
 from .text import searchable
-from .tokenize import Stemmer, stemmer_for, terms
+from .tokenize import TOKENIZER_VERSION, Stemmer, stemmer_for, terms
 
 if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
@@ -124,6 +124,8 @@ class IndexState:
     """The key of one of the tenant's tasks (the last a catch-up indexed): the change
     check always returns its row, which carries the postings lookup (`SearchStore.refresh`)."""
     format: int = 0
+    tokenizer: int = TOKENIZER_VERSION
+    """The `TOKENIZER_VERSION` the index was built with (1: built before it was recorded)."""
 
     @classmethod
     def of(cls, document: dict[str, Any] | None) -> IndexState:
@@ -138,6 +140,7 @@ class IndexState:
             length=int(document.get("length") or 0),
             carrier=document.get("wt"),
             format=int(document.get("f") or 0),
+            tokenizer=int(document.get("tv") or 1),
         )
 
 
@@ -455,10 +458,10 @@ class SearchStore:
             await self.postings.update_one(
                 self._stats(),
                 {"$setOnInsert": {"docs": 0, "length": 0, "epoch": 1, "stem": None, "kv": None,
-                                  "f": FORMAT}},
+                                  "f": FORMAT, "tv": TOKENIZER_VERSION}},
                 upsert=True,
             )  # fmt: skip
-            document = {"epoch": 1, "f": FORMAT}
+            document = {"epoch": 1, "f": FORMAT, "tv": TOKENIZER_VERSION}
         state = IndexState.of(document)
         self._states[self.tenant] = state
         return state
@@ -480,8 +483,17 @@ class SearchStore:
         out). The postings ride on the last ask: its pipeline always returns the row of
         one known task (the carrier), whose `$lookup` reads the postings by `_id`."""
         state = await self.state()
+        if state.tokenizer > TOKENIZER_VERSION:  # a newer mindstore's: never mix terms
+            raise ConfigurationError(
+                f"search: the index of {self.tenant} was built by a newer mindstore "
+                f"(tokenizer {state.tokenizer}, this one {TOKENIZER_VERSION}): upgrade"
+            )
         codec = await codec_for(self.tenant, self.cipher, state)
-        if codec.key_version != state.key_version or state.format != FORMAT:
+        if (
+            codec.key_version != state.key_version
+            or state.format != FORMAT
+            or state.tokenizer != TOKENIZER_VERSION
+        ):
             await self.reset(stemming=state.stemming, key_version=codec.key_version)
             state = await self.state(fresh=True)
         mine: dict[str, str] = {}  # tasks this search indexed: key -> id (are they still there?)
@@ -798,6 +810,7 @@ class SearchStore:
                     "stem": stemming,
                     "kv": key_version,
                     "f": FORMAT,
+                    "tv": TOKENIZER_VERSION,
                 },
                 "$unset": {"wm": ""},
             },

@@ -7,12 +7,16 @@ else is literal text: ``$where``, ``.*`` or ``{"$ne": 1}`` are words (or nothing
 an operator, because a query reaches the database only as normalised terms (or their
 keyed tokens), never as a filter it wrote. An unbalanced quote runs to the end of the
 query. Refused, as `ValidationError` naming ``query``: a query that is not a string,
-longer than `MAX_QUERY_CHARS`, holding a NUL or other control character, with more than
-`MAX_TERMS` terms, or with nothing to find (no word and no ``tool:``).
+longer than `MAX_QUERY_CHARS`, holding a NUL or other control character (C0 or C1; tab
+and newlines are spaces) or a lone surrogate anywhere (not text: UTF-8 cannot carry it,
+so no term could be stored or looked up), with more than `MAX_TERMS` terms, or with
+nothing to find (no word and no ``tool:``). Any other text parses: format characters
+(bidi controls, zero-width joiners) and unassigned code points separate words.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from mindstore.errors import ValidationError
@@ -62,8 +66,11 @@ def _check_text(query: object) -> str:
     for char in query:
         if char in "\t\n\r":
             continue
-        if ord(char) < 32 or ord(char) == 127:
+        category = unicodedata.category(char)
+        if category == "Cc":
             raise ValidationError(f"query holds a control character (U+{ord(char):04X})")
+        if category == "Cs":
+            raise ValidationError(f"query holds a lone surrogate (U+{ord(char):04X}), not text")
     return query
 
 

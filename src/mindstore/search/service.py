@@ -3,7 +3,16 @@
 The pure parts (query, tokens, BM25, snippets) are in their own modules; this one runs a
 search: bring the index up to date, look the terms up, rank, cut the page, make its
 snippets. An owner-scoped view finds only its owner's messages; every query names the
-tenant. docs/search.md.
+tenant.
+
+Pages are a keyset walk: the first page pins the statistics it ranks by (the tenant's
+message count and length, each query term's document frequency) and every `next_cursor`
+carries them with the last hit's sort key (score, time, entry id). The next page ranks
+under the pinned statistics and returns what sorts after that key, so a message whose
+text did not change keeps its key for the whole walk: it is returned once, on the page
+whose range holds its key, whatever was appended, redacted or deleted meanwhile. A
+cursor is bound to its tenant, the view's owner, the query and its filters, and to the
+index's terms (stemming, tokenizer); elsewhere it is refused. docs/search.md.
 """
 
 from __future__ import annotations
@@ -11,24 +20,30 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.errors import KeyShredded, ValidationError
-from mindstore.ids import check_key, task_key
+from mindstore.ids import check_key, check_name, task_key
 from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
 from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
-from .query import ROLES, ParsedQuery, parse_query
+from .query import MAX_TERMS, ROLES, ParsedQuery, parse_query
 from .snippet import Snippet, make_snippet
+from .tokenize import TOKENIZER_VERSION
 
 __all__ = ["MAX_LIMIT", "SearchHit", "SearchPage", "search"]
 
 MAX_LIMIT = 100
 MAX_TASK_IDS = 1000
+CURSOR_VERSION = 1
+MAX_CURSOR_CHARS = 4096
+"""A cursor carries the query's document frequencies (at most `MAX_TERMS`) and an entry
+id: a few hundred characters; anything much longer is not one this search returned."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +97,8 @@ def check_filters(
     task_ids: object,
 ) -> Filters:
     """The search's filters, checked (each error names its argument)."""
-    if owner is not None and not isinstance(owner, str):
-        raise ValidationError("owner must be a string")
+    if owner is not None:
+        owner = check_name(owner, "owner")
     if view_owner is not None and owner is not None and owner != view_owner:
         raise ValidationError("owner: this view is scoped to another owner")
     chosen: set[str] = set()
@@ -109,9 +124,13 @@ def check_filters(
     )
 
 
-def _fingerprint(query: str, filters: Filters) -> str:
+def _fingerprint(tenant: str, view_owner: str | None, query: str, filters: Filters) -> str:
+    """What a cursor is bound to: the tenant, the view's owner, the query, its filters."""
     raw = json.dumps(
         [
+            CURSOR_VERSION,
+            tenant,
+            view_owner,
             query,
             filters.owner,
             sorted(filters.roles),
@@ -120,27 +139,110 @@ def _fingerprint(query: str, filters: Filters) -> str:
             sorted(filters.task_ids or []),
         ]
     )
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(raw.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-def _cursor(offset: int, fingerprint: str) -> str:
-    raw = json.dumps({"o": offset, "q": fingerprint}).encode()
+@dataclass(frozen=True)
+class Ranking:
+    """The statistics a page walk ranks by: the tenant's, as its first page saw them."""
+
+    corpus: Corpus
+    frequencies: tuple[int, ...]
+    """The document frequency of each distinct scored term, in query order."""
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a page walk stands: its pinned `Ranking`, the index's terms it was made
+    under (tokenizer version, stemming) and the last hit's sort key."""
+
+    ranking: Ranking
+    terms_by: tuple[int, str | None]
+    """The tokenizer version and the stemming the index's terms were made by."""
+    score: float
+    ts: float
+    entry: str
+
+    @property
+    def key(self) -> tuple[float, float, str]:
+        return (-self.score, -self.ts, self.entry)
+
+
+def _cursor(fingerprint: str, position: Position) -> str:
+    ranking = position.ranking
+    raw = json.dumps(
+        {
+            "v": CURSOR_VERSION,
+            "f": fingerprint,
+            "x": list(position.terms_by),
+            "n": ranking.corpus.documents,
+            "l": ranking.corpus.length,
+            "d": list(ranking.frequencies),
+            "s": position.score,
+            "t": position.ts,
+            "i": position.entry,
+        },
+        separators=(",", ":"),
+    ).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _offset(cursor: object, fingerprint: str) -> int:
+def _refuse_constant(name: str) -> float:
+    raise ValueError(name)  # NaN and Infinity are not numbers a cursor holds
+
+
+def _count(value: object) -> int:
+    if type(value) is not int or not 0 <= value < 2**53:
+        raise ValueError("not a count")
+    return value
+
+
+def _finite(value: object) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
+        raise ValueError("not a finite number")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _position(cursor: object, fingerprint: str) -> Position | None:
+    """The position a cursor names, checked (pure: before any I/O)."""
     if cursor is None:
-        return 0
-    if not isinstance(cursor, str) or len(cursor) > 200:
-        raise ValidationError("cursor: not a cursor this search returned")
+        return None
+    bad = ValidationError("cursor: not a cursor this search returned")
+    if not isinstance(cursor, str) or not cursor.isascii() or len(cursor) > MAX_CURSOR_CHARS:
+        raise bad
     try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        offset, seen = data["o"], data["q"]
-    except (ValueError, KeyError, TypeError):
-        raise ValidationError("cursor: not a cursor this search returned") from None
-    if seen != fingerprint or not isinstance(offset, int) or offset < 0:
-        raise ValidationError("cursor: from another query or filters")
-    return offset
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw, parse_constant=_refuse_constant)
+        if not isinstance(data, dict) or data.get("v") != CURSOR_VERSION:
+            raise ValueError("not a cursor")
+        seen = data["f"]
+        version, stemming = data["x"]
+        frequencies = data["d"]
+        entry = data["i"]
+        if not isinstance(frequencies, list) or len(frequencies) > MAX_TERMS:
+            raise ValueError("frequencies")
+        if not isinstance(entry, str) or not 0 < len(entry) <= 512:
+            raise ValueError("entry")
+        if stemming is not None and not isinstance(stemming, str):
+            raise ValueError("stemming")
+        position = Position(
+            Ranking(
+                Corpus(_count(data["n"]), _count(data["l"])),
+                tuple(_count(f) for f in frequencies),
+            ),
+            (_count(version), stemming),
+            _finite(data["s"]),
+            _finite(data["t"]),
+            entry,
+        )
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise bad from None
+    if seen != fingerprint:
+        raise ValidationError(
+            "cursor: from another query, filters, owner scope or tenant than this search"
+        )
+    return position
 
 
 @dataclass
@@ -148,6 +250,10 @@ class _Candidate:
     id: str
     posting: Posting
     score: float
+
+    def key(self) -> tuple[float, float, str]:
+        """The sort key: best score first, then newest, then entry id (`Position.key`)."""
+        return (-self.score, -self.posting.ts, self.id)
 
 
 def _gather(
@@ -186,6 +292,11 @@ def _phrase_at(found: dict[str, Posting], phrase: tuple[str, ...]) -> bool:
     )
 
 
+def _distinct(parsed: ParsedQuery) -> tuple[str, ...]:
+    """The scored terms, each once, in query order: the order of a ranking's frequencies."""
+    return tuple(dict.fromkeys(parsed.scored))
+
+
 def _rank(
     tenant: str,
     documents: list[dict[str, Any]],
@@ -193,15 +304,22 @@ def _rank(
     codec: Codec,
     filters: Filters,
     stats: dict[str, Any],
-) -> list[_Candidate]:
-    """The matching messages, best first (BM25, then newest, then id)."""
+    pinned: Ranking | None,
+) -> tuple[list[_Candidate], Ranking]:
+    """The matching messages, best first (BM25, then newest, then id), ranked under
+    `pinned` statistics (a walk's first page: the tenant's current ones, returned)."""
     stored = {term: codec.term(term) for term in parsed.lookup}
     required = [stored[t] for t in parsed.required]
     excluded = {stored[t] for t in parsed.excluded}
     scored = [stored[t] for t in parsed.scored]
     phrases = [tuple(stored[t] for t in phrase) for phrase in parsed.phrases]
+    distinct = [stored[t] for t in _distinct(parsed)]
     messages, df = _gather(tenant, documents, codec if phrases else None)
-    corpus = Corpus(int(stats.get("docs") or 0), int(stats.get("length") or 0))
+    ranking = pinned or Ranking(
+        Corpus(int(stats.get("docs") or 0), int(stats.get("length") or 0)),
+        tuple(df.get(t, 0) for t in distinct),
+    )
+    frequencies = dict(zip(distinct, ranking.frequencies, strict=True))
     out: list[_Candidate] = []
     for (task_id, index), (posting, found) in messages.items():
         if any(t not in found for t in required) or any(t in found for t in excluded):
@@ -223,10 +341,10 @@ def _rank(
         if not all(_phrase_at(found, phrase) for phrase in phrases):
             continue
         counts = {term: p.count for term, p in found.items()}
-        value = score(corpus, counts, posting.length, scored, df)
+        value = score(ranking.corpus, counts, posting.length, scored, frequencies)
         out.append(_Candidate(f"{task_key(tenant, task_id)}/{index}", posting, value))
-    out.sort(key=lambda c: (-c.score, -c.posting.ts, c.id))
-    return out
+    out.sort(key=_Candidate.key)
+    return out, ranking
 
 
 async def search(
@@ -246,10 +364,11 @@ async def search(
     check_int(limit, "limit", minimum=1, maximum=MAX_LIMIT)
     assert isinstance(limit, int)
     filters = check_filters(view_owner, owner, roles, since, until, task_ids)
-    state = await index.state()
     parse_query(query)  # refuse a bad query before any I/O
     assert isinstance(query, str)
-    offset = _offset(cursor, _fingerprint(query, filters))
+    fingerprint = _fingerprint(index.tenant, view_owner, query, filters)
+    position = _position(cursor, fingerprint)
+    state = await index.state()
     try:
         for _attempt in range(3):
             codec, found = await index.refresh(
@@ -269,9 +388,24 @@ async def search(
         await forget_tenant(index.database, index.tenant)
         raise
     del state
+    made_under = (TOKENIZER_VERSION, stats.get("stem"))
+    distinct = _distinct(parsed)
+    pinned = position.ranking if position is not None else None
+    if position is not None and (
+        position.terms_by != made_under or len(position.ranking.frequencies) != len(distinct)
+    ):
+        raise ValidationError(
+            "cursor: the index's terms changed since this walk began (rebuilt with other "
+            "stemming, or another tokenizer): search again from the first page"
+        )
     rows = [r for r in rows if r["_id"] != stats_id(index.tenant)]
-    ranked = _rank(index.tenant, rows, parsed, codec, filters, stats)
-    return await _page(index, ranked, parsed, codec, offset, limit, query, filters)
+    ranked, ranking = _rank(index.tenant, rows, parsed, codec, filters, stats, pinned)
+    hits, last, more, total = await _page(index, ranked, parsed, codec, position, limit)
+    next_cursor = None
+    if more and last is not None:
+        at = Position(ranking, made_under, last.score, last.posting.ts, last.id)
+        next_cursor = _cursor(fingerprint, at)
+    return SearchPage(hits, next_cursor, total)
 
 
 async def _page(
@@ -279,25 +413,23 @@ async def _page(
     ranked: list[_Candidate],
     parsed: ParsedQuery,
     codec: Codec,
-    offset: int,
+    position: Position | None,
     limit: int,
-    query: str,
-    filters: Filters,
-) -> SearchPage:
-    """The page `[offset, offset + limit)` with snippets (phrases were checked on the
-    postings' positions: only the page's texts are read)."""
+) -> tuple[list[SearchHit], _Candidate | None, bool, int]:
+    """The page: up to `limit` hits that sort after `position`, with snippets (phrases
+    were checked on the postings' positions: only the page's texts are read). Returns the
+    hits, the last candidate the page took (the next page starts after it), whether more
+    follow, and how many match in all."""
     words = set(parsed.scored)
+    after = ranked if position is None else [c for c in ranked if c.key() > position.key]
     hits: list[SearchHit] = []
-    chosen = ranked[offset : offset + limit]
+    chosen = after[:limit]
     texts = await index.texts([c.id for c in chosen])
     for candidate in chosen:
         stored = texts.get(candidate.id)
         if stored is not None:  # else redacted or deleted while this search ran
             hits.append(_hit(candidate, stored, codec, words))
-    total = len(ranked)
-    more = offset + limit < total
-    next_cursor = _cursor(offset + limit, _fingerprint(query, filters)) if more else None
-    return SearchPage(hits, next_cursor, total)
+    return hits, (chosen[-1] if chosen else None), len(after) > limit, len(ranked)
 
 
 def _text(stored: dict[str, Any] | None, codec: Codec) -> str:
