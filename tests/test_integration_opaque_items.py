@@ -88,6 +88,30 @@ def plain(value: Any) -> Any:
 # -- OpenAI Agents -------------------------------------------------------------------------
 
 
+def shuffled(value: Any, draw: Callable[[Any], Any]) -> Any:
+    """`value` with every object's keys in an order `draw` picks (values unchanged)."""
+    if isinstance(value, dict):
+        keys = draw(st.permutations(list(value)))
+        return {key: shuffled(value[key], draw) for key in keys}
+    if isinstance(value, list):
+        return [shuffled(item, draw) for item in value]
+    return value
+
+
+@settings(max_examples=50, deadline=None)
+@given(original=VALUES, data=st.data())
+def test_key_order_puts_a_rendering_back_in_the_callers_order(original, data):
+    """What a session keeps beside a typed item: the caller's key order, at every level
+    (nothing when the rendering has it already)."""
+    from mindstore.integrations._key_order import in_order, key_order
+
+    rendered = shuffled(original, data.draw)
+    order = key_order(original, rendered)
+    assert json.dumps(in_order(rendered, order)) == json.dumps(original)
+    assert (order is None) == (json.dumps(rendered) == json.dumps(original))
+    assert in_order(rendered, None) is rendered
+
+
 @pytest.mark.parametrize("page_messages", PAGES)
 @EXAMPLES
 @given(batches=st.lists(st.lists(ITEMS, min_size=1, max_size=4), min_size=1, max_size=3))
