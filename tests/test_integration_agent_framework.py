@@ -28,7 +28,7 @@ from agent_framework import (  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from mindstore.errors import ValidationError  # noqa: E402
+from mindstore.errors import ValidationError, WrongType  # noqa: E402
 from mindstore.integrations import conversation_id_of, task_id_for  # noqa: E402
 from mindstore.integrations.agent_framework import MindstoreHistoryProvider  # noqa: E402
 from mindstore.integrations.agent_framework_messages import from_message, to_message  # noqa: E402
@@ -102,6 +102,51 @@ async def test_latest_n_come_back_in_order(store):
     assert [m.text for m in await provider.get_messages("s")] == ["m4", "m5", "m6"]
     with pytest.raises(ValidationError, match="max_messages"):
         MindstoreHistoryProvider(store.scoped("acme"), max_messages=0)
+
+
+def excluded_turns() -> list[Message]:
+    """Two turns, the first answer marked excluded as Agent Framework's compaction marks it
+    (`additional_properties["_excluded"]`), one message marked not excluded."""
+    return [Message(role="user", contents=["u1"]),
+            Message(role="assistant", contents=["a1"], additional_properties={"_excluded": True}),
+            Message(role="user", contents=["u2"], additional_properties={"_excluded": False}),
+            Message(role="assistant", contents=["a2"])]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:.*FileHistoryProvider is experimental")
+@pytest.mark.parametrize("skip_excluded", [False, True])
+async def test_skip_excluded_loads_what_the_frameworks_providers_load(store, tmp_path, skip_excluded):
+    """Issue 45: the framework's history providers (1.26) take `skip_excluded`;
+    `MindstoreHistoryProvider` raised TypeError on it and loaded excluded messages."""
+    from agent_framework import FileHistoryProvider
+
+    ours = MindstoreHistoryProvider(store.scoped("acme"), skip_excluded=skip_excluded)
+    memory = InMemoryHistoryProvider(skip_excluded=skip_excluded)
+    files = FileHistoryProvider(tmp_path, skip_excluded=skip_excluded)
+    state: dict[str, Any] = {}
+    await ours.save_messages("s", excluded_turns())
+    await memory.save_messages("s", excluded_turns(), state=state)
+    await files.save_messages("s", excluded_turns())
+    loaded = [[m.to_dict() for m in await ours.get_messages("s")],
+              [m.to_dict() for m in await memory.get_messages("s", state=state)],
+              [m.to_dict() for m in await files.get_messages("s")]]  # fmt: skip
+    assert loaded[0] == loaded[1] == loaded[2]
+    texts = [Message.from_dict(m).text for m in loaded[0]]
+    assert texts == (["u1", "u2", "a2"] if skip_excluded else ["u1", "a1", "u2", "a2"])
+    assert len(await store.scoped("acme").tasks.messages("s")) == 4  # kept in storage
+
+
+async def test_skip_excluded_counts_the_latest_n_among_the_messages_given(store):
+    acme = store.scoped("acme")
+    turns = excluded_turns() + [Message(role="user", contents=["u3"], additional_properties={"_excluded": 1}),
+                                Message(role="assistant", contents=["a3"], additional_properties={"_excluded": True})]  # fmt: skip
+    await MindstoreHistoryProvider(acme).save_messages("s", turns)
+    latest = MindstoreHistoryProvider(acme, max_messages=2, skip_excluded=True)
+    assert [m.text for m in await latest.get_messages("s")] == ["u2", "a2"]  # read further back
+    whole = MindstoreHistoryProvider(acme, max_messages=9, skip_excluded=True)
+    assert [m.text for m in await whole.get_messages("s")] == ["u1", "u2", "a2"]
+    with pytest.raises(WrongType, match="skip_excluded"):
+        MindstoreHistoryProvider(acme, skip_excluded="yes")
 
 
 async def test_saves_are_exactly_once_by_message_id(store):

@@ -30,6 +30,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 from langgraph.graph.message import add_messages  # noqa: E402
 from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
 
+from mindstore.backends.recorder import observe_all  # noqa: E402
 from mindstore.documents import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES  # noqa: E402
 from mindstore.errors import Conflict, NotFound, ValidationError  # noqa: E402
 from mindstore.integrations import langgraph_keys as keys  # noqa: E402
@@ -441,3 +442,67 @@ def test_a_sync_graph_in_a_script_without_a_loop():
     saver.delete_thread("script")
     assert graph.get_state(config).values == {}
     asyncio.run(store.close())
+
+
+@pytest.mark.parametrize("parent", [False, True])
+@pytest.mark.parametrize("messages", [False, True])
+async def test_re_putting_a_stored_checkpoint_without_new_versions_keeps_its_values(
+    acme, parent, messages
+):
+    """Issue 45: `aput(config, checkpoint, metadata, {})` for a checkpoint id already stored
+    left its `channel_values` empty; `InMemorySaver` keeps them (its blobs are by version)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    said = [HumanMessage(content="hi", id="m1"), AIMessage(content="hello", id="m2")]
+    base = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    results = []
+    for saver in (MindstoreSaver(acme), InMemorySaver()):
+        first = {**empty_checkpoint(), "id": "1ef0000000000000000000000000001",
+                 "channel_values": {"count": 1}, "channel_versions": {"count": "1"}}  # fmt: skip
+        input_step = {"source": "input", "step": -1}
+        parent_config = await saver.aput(base, first, input_step, {"count": "1"})
+        values = {"count": 2, "note": "x" * 5000}  # one inline, one a blob
+        versions = {"count": "2", "note": "2"}
+        if messages:
+            values["messages"], versions["messages"] = said, "2"
+        second = {**empty_checkpoint(), "id": "1ef0000000000000000000000000002",
+                  "channel_values": values, "channel_versions": versions}  # fmt: skip
+        config = parent_config if parent else base
+        stored = await saver.aput(config, second, {"source": "loop", "step": 0}, versions)
+        again = await saver.aput(config, second, {"source": "loop", "step": 0}, {})
+        assert again == stored
+        got = await saver.aget_tuple(stored)
+        results.append((plain(got.checkpoint["channel_values"]), got.metadata["step"]))
+        assert (await saver.aget_tuple(parent_config)).checkpoint["channel_values"] == {"count": 1}
+    ours, theirs = results
+    assert ours == theirs
+    assert ours[0]["count"] == 2 and ours[0]["note"] == "x" * 5000
+
+
+def commands(log) -> list[str]:
+    """The commands sent to the checkpoints collection, in order."""
+    return [c.name.lower() for c in log if c.collection == LANGGRAPH_CHECKPOINTS]
+
+
+async def test_a_put_after_the_savers_last_reads_nothing_and_a_re_put_reads_once(acme):
+    """Keeping a re-put's values costs one read of the stored checkpoint (its parent in the
+    same read); a put following the saver's own last put reads nothing, as before."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = MindstoreSaver(acme)
+    base = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    config = base
+    made = []
+    for number in (1, 2):
+        checkpoint = {**empty_checkpoint(), "id": f"1ef000000000000000000000000000{number}",
+                      "channel_values": {"n": number},
+                      "channel_versions": {"n": str(number)}}  # fmt: skip
+        with observe_all() as log:
+            config = await saver.aput(config, checkpoint, {"step": number}, {"n": str(number)})
+        made.append((checkpoint, commands(log)))
+    assert made[1][1] == ["update"]  # after the saver's last put: no read
+    with observe_all() as log:
+        await MindstoreSaver(acme).aput(config, made[1][0], {"step": 2}, {})
+    assert commands(log) == ["find", "update"]
+    assert (await saver.aget_tuple(config)).checkpoint["channel_values"] == {"n": 2}

@@ -30,7 +30,7 @@ from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from mindstore.errors import NotFound, ValidationError, WrongType
-from mindstore.formats import from_responses
+from mindstore.formats import from_responses, to_responses
 from mindstore.ids import task_key
 from mindstore.integrations.openai_agents import (
     MindstoreSession,
@@ -43,7 +43,7 @@ from mindstore.integrations.openai_agents_usage import Reported, attribute, item
 from mindstore.model.messages import AssistantMessage, ToolMessage, UserMessage
 from mindstore.model.messages import Usage as StoredUsage
 from mindstore.model.paging import PagePolicy
-from mindstore.model.parts import ReasoningPart, ToolCallPart
+from mindstore.model.parts import ReasoningPart, TextPart, ToolCallPart
 from mindstore.repositories.tasks import RetryPolicy
 from mindstore.store import Store
 
@@ -288,14 +288,70 @@ def test_an_owner_other_than_the_views_is_refused(store):
 async def test_a_malformed_item_is_refused_and_nothing_is_stored(acme):
     session = MindstoreSession("bad", acme)
     await session.add_items([{"role": "user", "content": "kept"}])
-    with pytest.raises(ValidationError, match=r"items\[1\]"):
-        await session.add_items([{"role": "user", "content": "lost"},
-                                 {"type": "function_call", "call_id": "$x", "name": "n", "arguments": "{}"}])  # fmt: skip
+    with pytest.raises(ValidationError, match=r"items\[1\]: expected an object"):
+        await session.add_items([{"role": "user", "content": "lost"}, "not an item"])
+    with pytest.raises(WrongType, match=r"items\[1\]"):
+        await session.add_items([{"role": "user", "content": "lost"}, {"when": object()}])
     with pytest.raises(ValidationError, match="items"):
         await session.add_items({"role": "user"})
     with pytest.raises(ValidationError, match="limit"):
         await session.get_items(limit=-1)
     assert await session.get_items() == [{"role": "user", "content": "kept"}]
+
+
+async def test_every_item_comes_back_byte_for_byte_and_pop_takes_exactly_the_last(acme):
+    """Issue 45: items with neither a `type` nor content (an `EncryptedSession` envelope, an
+    empty turn) were left out of `get_items` (the export rule for empty turns), and
+    `pop_item` returned 'hi' having deleted all three."""
+    session = MindstoreSession("s1", acme)
+    items = [{"role": "user", "content": "hi"},
+             {"__enc__": 1, "v": 1, "kid": "k", "payload": "x"},
+             {"role": "user", "content": ""}]  # fmt: skip
+    await session.add_items(items)
+    assert await session.get_items() == items
+    assert await session.get_items(limit=2) == items[1:]
+    assert await session.pop_item() == items[2]
+    assert await session.get_items() == items[:2]
+    assert await session.pop_item() == items[1]
+    assert await session.pop_item() == items[0]
+    assert await session.pop_item() is None
+
+
+ODD_ITEMS = [
+    {"content": "hi", "role": "user"},  # keys in another order than the format renders them
+    {"type": "message", "role": "user", "content": [{"text": "", "type": "input_text"}]},
+    {"role": "assistant", "content": ""},
+    {"type": "text", "text": "x", "extra": 1},  # a mindstore part type
+    {"type": "toolCall"},  # a mindstore part type it cannot parse as
+    {"type": "function_call", "call_id": "$x", "name": "n", "arguments": "{}"},  # no typed home
+    {"role": "tool", "content": "a Chat Completions message"},
+    {"$set": {"a.b": 1}, "a.b": "$x", "": [{}], "n": [1, 1.0, True, None]},
+    {},
+]
+
+
+async def test_items_of_any_shape_come_back_byte_for_byte(acme):
+    """What the Responses format cannot type, or renders another way, is kept whole; the
+    rest stays typed (searchable, tracked) with its key order kept beside it."""
+    session = MindstoreSession("odd", acme)
+    await session.add_items(ODD_ITEMS)
+    assert [json.dumps(i) for i in await session.get_items()] == [json.dumps(i) for i in ODD_ITEMS]
+    assert [json.dumps(await session.pop_item()) for _ in ODD_ITEMS] == [
+        json.dumps(i) for i in reversed(ODD_ITEMS)]  # fmt: skip
+    assert await session.get_items() == []
+
+
+async def test_an_item_kept_whole_is_data_a_model_is_never_sent(acme):
+    session = MindstoreSession("whole", acme)
+    await session.add_items([{"role": "user", "content": "hi"}, {"type": "toolCall", "x": "y"}])
+    first, kept = await acme.tasks.messages("whole")
+    assert isinstance(first.content[0], TextPart)  # typed as before
+    assert kept.content[0].to_dict() == {"type": "openai_agents_item",
+                                         "item": {"type": "toolCall", "x": "y"}}  # fmt: skip
+    assert to_responses([first, kept]) == [{"role": "user", "content": "hi"}]
+    await acme.tasks.redact("whole", kept.id, reason="gdpr")
+    placeholder = {"type": "message", "role": "user", "content": "[redacted]"}
+    assert (await session.get_items())[-1] == placeholder
 
 
 async def test_a_session_cleared_elsewhere_starts_afresh(acme):

@@ -280,17 +280,39 @@ def to_responses(messages: Sequence[AnyMessage]) -> list[JSON]:
     Returns:
         The `input` items of a request.
     """
+    # an empty turn (nothing this format carries, or only empty text) is never sent, not
+    # even one imported that way
+    return _items(outgoing(messages, FORMAT, blank=refused_by_openai), sent=True)
+
+
+def stored_responses(messages: Sequence[AnyMessage]) -> list[JSON]:
+    """The Responses items these messages hold, as they were imported: what a store of
+    items (the OpenAI Agents session) reads back.
+
+    `to_responses` is what a model is sent, and leaves out what the API refuses (an empty
+    turn, an item with nothing it carries): that is an export rule, and never applies to
+    the items a caller stored. Redacted content reads as the exports' placeholders.
+
+    Args:
+        messages: mindstore messages.
+
+    Returns:
+        Every item they hold, in order.
+    """
+    return _items(outgoing(messages, FORMAT), sent=False)
+
+
+def _items(messages: Sequence[MessageBase], *, sent: bool) -> list[JSON]:
+    """The items of messages `outgoing` gave (`sent`: without empty turns)."""
     out: list[JSON] = []
-    for message in outgoing(messages, FORMAT, blank=refused_by_openai):  # redacted: placeholders
+    for message in messages:  # redacted: placeholders
         entry = read_entry(message.metadata, FORMAT)
         if not message.content and not entry:
             continue
         rendered = _render(message, bool(entry.get("blocks")))
         if rendered and not isinstance(message, AssistantMessage):
             rendered[0] = patch(rendered[0], entry.get("delta"))
-        # an empty turn (nothing this format carries, or only empty text) is never sent,
-        # not even one imported that way
-        out.extend(item for item in rendered if not _empty(item))
+        out.extend(item for item in rendered if not (sent and _empty(item)))
     return out
 
 

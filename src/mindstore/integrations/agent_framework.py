@@ -23,6 +23,9 @@ model that answered (`model` of the last `ChatResponse`) are stored on the run's
 assistant message, so `analytics.usage(group_by="model")` counts them.
 
 `max_messages` makes `get_messages` give the latest N messages, in order (`tasks.tail`).
+`skip_excluded` leaves out of `get_messages` the messages a `CompactionProvider` marked
+excluded (`additional_properties["_excluded"]` truthy), as the framework's own history
+providers do; they stay stored, and `max_messages` then counts the messages given.
 """
 
 from __future__ import annotations
@@ -46,9 +49,13 @@ from mindstore.integrations.agent_framework_messages import (
 from mindstore.integrations.conversation_ids import task_id_for
 from mindstore.model.messages import AnyMessage, Usage
 from mindstore.protocols import TenantView
+from mindstore.validation import check_bool
 
 MARKER = {"integration": "agent-framework"}
 """Task metadata of a provider's task: `list_sessions` lists only these."""
+EXCLUDED = "_excluded"
+"""The `additional_properties` key by which Agent Framework's compaction marks a message
+excluded from what a model is sent (its `_compaction.EXCLUDED_KEY`)."""
 DEFAULT_SESSION = "default"
 """The session a `None` session id names (as Agent Framework's Cosmos provider does)."""
 
@@ -91,6 +98,8 @@ class MindstoreHistoryProvider(HistoryProvider):
         store_context_messages: Store messages other context providers added.
         store_context_from: Only those of these providers.
         store_outputs: Store a run's response messages.
+        skip_excluded: Leave out of `get_messages` the messages marked excluded (see the
+            module doc).
 
     Example:
         ```python
@@ -112,6 +121,7 @@ class MindstoreHistoryProvider(HistoryProvider):
         store_context_messages: bool = False,
         store_context_from: set[str] | None = None,
         store_outputs: bool = True,
+        skip_excluded: bool = False,
     ) -> None:
         super().__init__(
             source_id or self.DEFAULT_SOURCE_ID,
@@ -124,6 +134,7 @@ class MindstoreHistoryProvider(HistoryProvider):
         self.view = view
         self.owner = scoped_owner(view, owner)
         self.max_messages = _count(max_messages, "max_messages")
+        self.skip_excluded = check_bool(skip_excluded, "skip_excluded")
 
     @staticmethod
     def task_id(session_id: str | None) -> str:
@@ -152,7 +163,8 @@ class MindstoreHistoryProvider(HistoryProvider):
     async def get_messages(
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Message]:
-        """The session's messages in order (the latest `max_messages` when set).
+        """The session's messages in order (the latest `max_messages` when set; without the
+        ones marked excluded with `skip_excluded`).
 
         Args:
             session_id: The session id (None: the `default` session).
@@ -165,8 +177,17 @@ class MindstoreHistoryProvider(HistoryProvider):
         Raises:
             ValidationError: A bad session id.
         """
-        stored = await self._stored(session_id, self.max_messages)
-        return [to_message(m) for m in stored if is_chat(m)]
+        wanted = count = self.max_messages
+        while True:
+            stored = await self._stored(session_id, count)
+            messages = [to_message(m) for m in stored if is_chat(m)]
+            if self.skip_excluded:
+                messages = [m for m in messages if not m.additional_properties.get(EXCLUDED)]
+            if wanted is None or count is None:
+                return messages
+            if len(messages) >= wanted or len(stored) < count:
+                return messages[-wanted:]
+            count *= 2  # some of the tail was left out: read further back
 
     async def save_messages(
         self,

@@ -178,7 +178,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         prefix = keys.scope_prefix(self.tenant, ident, ns)
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
-        parent = await self._parent(prefix, parent_id)
+        parent, stored = await self._around(prefix, parent_id, checkpoint_id)
         channel = self.messages_channel
         document: dict[str, Any] = {
             "p": keys.pack_id(parent_id),
@@ -210,13 +210,15 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
                     upsert=True,
                 )
                 blobs[name] = checkpoint_id
-            else:
-                if name in parent.get("b", {}):
-                    blobs[name] = parent["b"][name]
-                if name in parent.get("iv", {}):
-                    inline[name] = parent["iv"][name]
-                if name == channel and parent.get("ms"):
-                    ms = parent["ms"]
+            else:  # as stored for this checkpoint already (a re-put), else as the parent has it
+                kept = stored.get("versions") or {}
+                source = stored if name in kept and kept[name] == versions[name] else parent
+                if name in source.get("b", {}):
+                    blobs[name] = source["b"][name]
+                if name in source.get("iv", {}):
+                    inline[name] = source["iv"][name]
+                if name == channel and source.get("ms"):
+                    ms = source["ms"]
         for field, value in (("b", blobs), ("iv", inline), ("ms", ms)):
             if value:
                 document[field] = value
@@ -274,17 +276,42 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
             pass
         return {"mdb": list(self.serde.dumps_typed(metadata))}
 
-    async def _parent(self, prefix: str, parent_id: str | None) -> dict[str, Any]:
-        """The parent's `ms`, `b` and `iv` (from this saver's last put, else a read)."""
-        if parent_id is None:
-            return {}
+    async def _around(
+        self, prefix: str, parent_id: str | None, checkpoint_id: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The parent's `ms`, `b` and `iv`, and the same of the checkpoint itself when it is
+        stored already (with its channel `versions`; {} when it is not), in at most one read.
+
+        A put normally follows this saver's last put (its parent) with a newer id: nothing
+        to read. Otherwise the checkpoint may be stored already (re-put, by this process or
+        another): what it references then is kept for the channels it does not write anew.
+        """
         head = self._heads.get(prefix)
-        if head is not None and head[0] == parent_id:
-            return head[1]
-        row = await self._checkpoints.find_one(
-            {**self._scope(), "_id": prefix + parent_id}, {"ms": 1, "b": 1, "iv": 1}
-        )
-        return {k: row[k] for k in ("ms", "b", "iv") if row and k in row}
+        cached = head is not None and parent_id is not None and head[0] == parent_id
+        if cached and head is not None and checkpoint_id > head[0]:
+            return head[1], {}
+        wanted = [prefix + checkpoint_id]
+        if parent_id is not None and not cached and parent_id != checkpoint_id:
+            wanted.append(prefix + parent_id)
+        rows = await self._checkpoints.find(
+            {**self._scope(), "_id": {"$in": wanted}}, {"ms": 1, "b": 1, "iv": 1, "c": 1}
+        ).to_list(length=None)
+        fields: tuple[str, ...] = ("ms", "b", "iv", "c")
+        found: dict[str, dict[str, Any]] = {
+            row["_id"]: {k: row[k] for k in fields if k in row} for row in rows
+        }
+        stored = found.get(prefix + checkpoint_id, {})
+        if "c" in stored:
+            packed = self.serde.loads_typed(tuple(stored.pop("c")))
+            stored["versions"] = keys.unpack_checkpoint(packed)["channel_versions"]
+        if parent_id is None:
+            parent: dict[str, Any] = {}
+        elif cached and head is not None:
+            parent = head[1]
+        else:
+            parent = dict(found.get(prefix + parent_id, {}))
+            parent.pop("c", None)
+        return parent, stored
 
     # ------------------------------------------------------------------ the messages channel
     async def _put_messages(

@@ -8,8 +8,12 @@ a user item a `UserMessage`, a `function_call` an `AssistantMessage` holding a
 `ToolCallPart` (tracked in the header until its `function_call_output` arrives as a
 `ToolMessage`), reasoning a `ReasoningPart`. Whatever the item says beyond the typed model
 is kept in the message's metadata, so `get_items()` gives back exactly the items that were
-added, as their JSON (what `SQLiteSession` stores; a value JSON cannot hold is refused with
-`WrongType`, a `TypeError` like the SDK's).
+added, byte for byte as their JSON (what `SQLiteSession` stores; a value JSON cannot hold is
+refused with `WrongType`, a `TypeError` like the SDK's), whatever their shape: an empty
+turn, an item without a `type`, an encrypted envelope. Each item's typed message is checked
+before it is written to read back as exactly the item (`stored_item`); one that would not
+is kept whole instead. What the provider exports leave out (`to_responses` drops empty
+turns) is an export rule and never applies to a session's own items.
 
 Behaviour matches the SDK's `SQLiteSession` for the same calls: `get_items(limit=N)` is
 exactly the latest N items (the Runner itself leaves out a tool result whose call fell
@@ -30,6 +34,7 @@ Usage and model of each model response come through `UsageHooks`
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -41,13 +46,24 @@ from agents.memory.session_settings import SessionSettings
 from pydantic import ValidationError as PydanticError
 
 from mindstore.errors import Conflict, InvalidTransition, NotFound, ValidationError, WrongType
-from mindstore.formats import from_responses, to_responses
+from mindstore.formats import from_responses
 from mindstore.formats.conversation import settle
+from mindstore.formats.responses import stored_responses
+from mindstore.formats.stash import read_entry
 from mindstore.integrations._derived_ids import derived_id, digest
+from mindstore.integrations._key_order import in_order, key_order
 from mindstore.integrations._session import TaskSession
 from mindstore.integrations.openai_agents_usage import Reported, UsageHooks, attribute, reported
-from mindstore.model.messages import AnyMessage, MessageBase, ToolMessage
-from mindstore.model.parts import ToolResultPart
+from mindstore.model.base import JSON
+from mindstore.model.messages import (
+    AnyMessage,
+    MessageBase,
+    ToolMessage,
+    UserMessage,
+    parse_message,
+)
+from mindstore.model.parts import ToolResultPart, UnknownPart
+from mindstore.model.plans.redaction import redaction_of
 from mindstore.operations import current, operations, through
 from mindstore.protocols import TenantView
 from mindstore.validation import check_int
@@ -56,6 +72,11 @@ __all__ = ["MindstoreSession", "SessionInfo", "UsageHooks", "drop_orphans", "ses
 
 MARKER = {"integration": "openai-agents"}
 """Task metadata of a session's task: `list_sessions` lists only these."""
+ENTRY = "openai-agents"
+"""Where a message keeps what the session needs beside the format's entry: the item's key
+order (`key_order`), when its typed form renders the keys in another order."""
+WHOLE = "openai_agents_item"
+"""The part type of an item kept whole (never a type mindstore parses)."""
 POP_ATTEMPTS = 200
 UNNAMED_POP = (
     "pop_item names no item: retried from this process it is exactly-once (the store keeps "
@@ -116,7 +137,7 @@ class MindstoreSession(TaskSession):
             check_int(wanted, "limit")
         try:
             if wanted is None:
-                return to_responses(await self._tasks.messages(self.session_id))
+                return session_items(await self._tasks.messages(self.session_id))
             if wanted == 0:
                 return []
             return await self._latest(wanted)
@@ -124,19 +145,23 @@ class MindstoreSession(TaskSession):
             return []
 
     async def add_items(self, items: list[Any]) -> None:
-        """Store items: one message per item, all in one atomic write (refused whole if one is
-        malformed). Exactly once: the same items again, right after themselves, store nothing.
+        """Store items: one message per item, all in one atomic write (refused whole if one
+        cannot be stored). Exactly once: the same items again, right after themselves, store
+        nothing.
 
         Each item is stored as its JSON says it, as `SQLiteSession` stores `json.dumps(item)`:
-        `get_items()` gives back `json.loads(json.dumps(item))` (keys strings, tuples lists).
-        The session's task is created on the first write, with the session's owner and title.
+        `get_items()` gives back `json.loads(json.dumps(item))` (keys strings, tuples lists),
+        byte for byte, whatever its shape: an item the Responses format cannot type (no
+        `type`, an unknown one, a malformed call) is kept whole (`kept_whole`). The
+        session's task is created on the first write, with the session's owner and title.
 
         Args:
             items: The SDK's input items (dicts of JSON values).
 
         Raises:
             WrongType: A value JSON cannot hold (a `TypeError`, as `SQLiteSession` raises).
-            ValidationError: An item that cannot be stored (nothing is written).
+            ValidationError: An item that is not an object, or that the store cannot hold
+                (nothing is written).
         """
         if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
             raise ValidationError("items must be a list of Responses input items")
@@ -146,10 +171,15 @@ class MindstoreSession(TaskSession):
         messages: list[AnyMessage] = []
         sources: list[Any] = []  # the item each message came from (one message per item)
         for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise ValidationError(
+                    f"items[{index}]: expected an object (a Responses input item), "
+                    f"got {type(item).__name__}"
+                )
             try:
                 converted = from_responses([item])
-            except ValidationError as exc:
-                raise type(exc)(f"items[{index}]: {exc}") from None
+            except ValidationError:  # not an item the format types: stored as it came
+                converted = [kept_whole(item)]
             messages.extend(converted)
             sources.extend([item] * len(converted))
         settle(messages)
@@ -170,7 +200,8 @@ class MindstoreSession(TaskSession):
                     if isinstance(message, MessageBase):
                         message.id = message_id
                 await self._name_results(messages)
-                await self._tasks.add_messages(self.session_id, messages)
+                stored = [stored_item(m, item) for m, item in zip(messages, sources, strict=True)]
+                await self._tasks.add_messages(self.session_id, stored)
 
             await self._write(write)
         except BaseException:
@@ -188,14 +219,15 @@ class MindstoreSession(TaskSession):
         self._reported.append(reported(response, model))
 
     async def pop_item(self) -> dict[str, Any] | None:
-        """Remove and return the latest item (one guarded `retract_last`).
+        """Remove and return the latest item (one guarded `retract_last`): exactly the last
+        item added, whatever it holds.
 
         Returns:
             The item, or None when the session is empty.
 
         Raises:
             InvalidTransition: The last message was not written by the session (it holds
-                several items), or a retract cannot undo it (a task config).
+                several items, or none), or a retract cannot undo it (a task config).
         """
         running = current()
         if running is not None:
@@ -207,8 +239,8 @@ class MindstoreSession(TaskSession):
                 return None
             if not tail:
                 return None
-            items = to_responses(tail)
-            if len(items) > 1:
+            items = session_items(tail)
+            if len(items) != 1:
                 raise InvalidTransition(
                     f"pop_item: the last message of session {self.session_id!r} holds "
                     f"{len(items)} items "
@@ -217,14 +249,12 @@ class MindstoreSession(TaskSession):
             try:
                 removed = await self._tasks.retract_last(self.session_id, expected_id=tail[0].id)
             except InvalidTransition:
-                if not items:
-                    raise  # a message a retract cannot undo (a task config or exit)
                 continue  # appended to meanwhile: look again
             except NotFound:
                 return None
             if removed is None:
                 continue  # popped by someone else meanwhile
-            popped = to_responses([removed])  # a retry's: what its lost attempt removed
+            popped = session_items([removed])  # a retry's: what its lost attempt removed
             if popped:
                 return popped[0]
         raise Conflict(f"pop_item: session {self.session_id!r} kept changing under us")
@@ -307,7 +337,7 @@ class MindstoreSession(TaskSession):
         count = wanted
         while True:
             messages = await self._tasks.tail(self.session_id, count)
-            items = to_responses(messages)
+            items = session_items(messages)
             if len(items) >= wanted or len(messages) < count:
                 break
             count *= 2
@@ -356,6 +386,81 @@ def session_settings_of(value: SessionSettings | Mapping[str, Any] | None) -> Se
     if settings.limit is not None:
         check_int(settings.limit, "session_settings.limit")
     return settings
+
+
+def stored_item(message: AnyMessage, item: JSON) -> AnyMessage:
+    """The message that stores `item`: its typed form (`message`, from `from_responses`)
+    when that reads back from the store as exactly the item, byte for byte as JSON (its key
+    order kept beside it when the format renders the keys in another order), else the item
+    whole, in a part of the session's own type (`WHOLE`), so no shape of item is lost: one
+    whose `type` is a mindstore part type, one the format renders another way.
+
+    Args:
+        message: The item's typed message.
+        item: The item, as its JSON says it (`as_json`).
+
+    Returns:
+        The message to write.
+    """
+    if isinstance(message, MessageBase):
+        try:
+            back = stored_responses([parse_message(message.to_dict())])  # as a read sees it
+        except (ValidationError, PydanticError, ValueError):  # a part that does not parse
+            back = []
+        if len(back) == 1:
+            order = key_order(item, back[0])
+            if json.dumps(in_order(back[0], order)) == json.dumps(item):
+                if order is not None:
+                    message.metadata = {**(message.metadata or {}), ENTRY: {"order": order}}
+                return message
+    return kept_whole(item, message.id)
+
+
+def kept_whole(item: JSON, message_id: str | None = None) -> UserMessage:
+    """A message keeping `item` whole, as data: never typed, never sent to a model by the
+    exports (they send no part of an unknown type), given back by `session_items` as is."""
+    kept = UserMessage(content=[UnknownPart.model_validate({"type": WHOLE, "item": item})])
+    if message_id is not None:
+        kept.id = message_id
+    return kept
+
+
+def session_items(messages: Sequence[AnyMessage]) -> list[JSON]:
+    """The items a session's messages hold, in order: each message the session wrote holds
+    exactly the item it was given (`stored_item`); a message written another way gives
+    the items `stored_responses` reads in it (none for a task config or a note).
+
+    Args:
+        messages: The session task's messages.
+
+    Returns:
+        The items.
+    """
+    out: list[JSON] = []
+    for message in messages:
+        whole = _whole(message)
+        if whole is not None:
+            out.append(whole)
+            continue
+        items = stored_responses([message])
+        order = read_entry(getattr(message, "metadata", None), ENTRY).get("order")
+        if order is not None and len(items) == 1:
+            items = [in_order(items[0], order)]
+        out.extend(items)
+    return out
+
+
+def _whole(message: AnyMessage) -> JSON | None:
+    """The item a message keeps whole (`stored_item`), unless it was redacted since."""
+    if not isinstance(message, MessageBase) or redaction_of(message) is not None:
+        return None
+    if len(message.content) != 1 or not isinstance(message.content[0], UnknownPart):
+        return None
+    raw = message.content[0].raw
+    item = raw.get("item")
+    if raw.get("type") != WHOLE or not isinstance(item, dict):
+        return None
+    return copy.deepcopy(item)
 
 
 def as_json(item: Any, where: str) -> Any:
