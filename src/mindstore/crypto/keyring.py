@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, TASKS
-from mindstore.crypto.aead import KEY_BYTES, context_bytes
+from mindstore.crypto.aead import FORMAT, KEY_BYTES, context_bytes
 from mindstore.crypto.integration_sweep import reencrypt_integrations
 from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.crypto.master import MasterKey
@@ -119,6 +119,12 @@ async def is_encrypted(database: Any, tenant: str) -> bool:
     return await database[DATA_KEYS].find_one(_tenant_filter(tenant), {"_id": 1}) is not None
 
 
+BINDINGS = FORMAT
+"""A data key's `bindings` flag: the tenant's sweep re-sealed everything in this
+ciphertext format, so an older one (`aead.LEGACY_FORMAT`) is refused from then on
+(`TenantKeys.legacy_bindings`); bound into the wrap like `sealed_only`."""
+
+
 def _tombstone_id(tenant: str) -> str:
     return f"{tenant}/shredded"
 
@@ -130,6 +136,8 @@ def _flags(document: dict[str, Any]) -> str:
         flags.append("tenant-kek")
     if document.get("sealed_only") is True:
         flags.append("sealed-only")
+    if document.get("bindings") == BINDINGS:
+        flags.append(f"bindings-{BINDINGS}")
     return " ".join(flags)
 
 
@@ -283,6 +291,8 @@ class Keyring:
                     self._unwrapped[held] = hit
                 loaded.keys[version] = hit[0]
                 loaded.sealed_only = loaded.sealed_only or document.get("sealed_only") is True
+                if document.get("bindings") == BINDINGS:  # its sweep re-sealed format 1
+                    loaded.legacy_bindings = False
         except KeyShredded:  # the provider's key is destroyed: a copy made before the shred
             loaded.shredded = True
         if loaded.shredded:
@@ -468,11 +478,13 @@ class Keyring:
 
     @operation("keys.seal_only")
     async def seal_only(self, tenant: str) -> int:
-        """Mark the tenant sealed-only (its sweep has sealed everything): every data key
-        is re-wrapped with the flag bound in, so removing it in the database makes the key
-        unwrap no more. Returns how many keys were re-wrapped."""
+        """Mark the tenant sealed-only (its sweep has sealed everything, in the current
+        ciphertext format: `BINDINGS`, so an older format is refused from then on): every
+        data key is re-wrapped with the flags bound in, so removing one in the database
+        makes the key unwrap no more. Returns how many keys were re-wrapped."""
+        done = {"sealed_only": True, "bindings": BINDINGS}
         return await self._rewrap(
-            tenant, lambda d: None if d.get("sealed_only") is True else {"sealed_only": True}
+            tenant, lambda d: None if all(d.get(k) == v for k, v in done.items()) else dict(done)
         )
 
     @operation("keys.migrate")

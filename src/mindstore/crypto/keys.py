@@ -31,6 +31,9 @@ class TenantKeys:
     """Every value the split seals must be a ciphertext: one in the clear is tampering
     (`fields.open_document` refuses it). True from a tenant's first key when it had no
     content yet, and after its re-encryption sweep finished (docs/encryption.md)."""
+    legacy_bindings: bool = True
+    """Ciphertexts of format 1 (before format 2 bound more, `aead.open_value`) still open;
+    False once a sweep re-sealed everything as format 2 (`Keyring.seal_only`)."""
 
     def current(self) -> tuple[int, AESGCM]:
         if self.shredded:

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.collection_names import DATA_KEYS, PAYLOADS, TASK_PAGES, TASKS
-from mindstore.crypto.aead import is_sealed, key_version
+from mindstore.crypto.aead import FORMAT, is_current, is_sealed, key_version, sealed_format
 from mindstore.crypto.fields import (
     ENCRYPTED,
     OWN_FIELDS,
@@ -76,8 +76,8 @@ class SweepProgress:
 
 
 def _sealed_versions(value: Any, found: list[int]) -> None:
-    if is_sealed(value):
-        found.append(key_version(value))
+    if is_sealed(value):  # an older format counts as stale (-1): re-sealed in the current one
+        found.append(key_version(value) if sealed_format(value) == FORMAT else -1)
     elif isinstance(value, dict):
         for item in value.values():
             _sealed_versions(item, found)
@@ -277,7 +277,7 @@ class _Sweep:
         query = {"tenant": self.tenant, "task_id": task_id}
         async for payload in self.database[PAYLOADS].find(query, {"data": 1}):
             data = payload.get("data")
-            if is_sealed(data) and key_version(data) == self.keys.current()[0]:
+            if is_current(data, self.keys.current()[0]):
                 continue
             plain = open_payload(data, self.keys, self.tenant, task_id, payload["_id"])
             sealed = seal_payload(plain, self.keys, self.tenant, task_id, payload["_id"])

@@ -17,12 +17,13 @@ Key loading is async (`ready`); the transforms are sync and use the keys `ready`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from mindstore.crypto import task_fields
 from mindstore.crypto.aead import is_sealed
-from mindstore.crypto.fields import open_document, seal_at, seal_document, seal_part
+from mindstore.crypto.fields import open_document, seal_at, seal_document
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.errors import KeyShredded
@@ -75,8 +76,20 @@ class TenantCipher:
             await self.keyring.refresh(self.tenant)
             return self.open(documents, task_id)
 
-    def open_payload(self, payload_id: str, data: Any, task_id: str) -> Any:
-        return task_fields.open_payload(data, self.keys(), self.tenant, task_id, payload_id)
+    def open_payload(
+        self,
+        payload_id: str,
+        data: Any,
+        task_id: str,
+        *,
+        places: Iterable[tuple[str, str]] | None = None,
+        sha256: Any = None,
+    ) -> Any:
+        """`task_fields.open_payload`: `places` (from `task_fields.payload_places`) must
+        be where the payload was offloaded."""
+        return task_fields.open_payload(
+            data, self.keys(), self.tenant, task_id, payload_id, places=places, sha256=sha256
+        )
 
     def open_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
         return task_fields.open_task_fields(document, self.keys(), self.tenant, task_id)
@@ -104,8 +117,8 @@ class SealingOffloader(Offloader):
         document = self._plain.transform_document(message_doc)
         keys = self._cipher.keys()
         self._seal_payloads(keys)
-        if "type" in document and "role" not in document:  # a task's own content part
-            return seal_part(document, keys, self.tenant, self.task_id, task_fields.TASK_CONTENT)
+        if "type" in document and "role" not in document:
+            return document  # a task's own content part: `seal_task` seals it at its index
         return seal_document(document, keys, self.tenant, self.task_id)
 
     def transform_value(self, value: Any, message_id: str, path: str) -> Any:
