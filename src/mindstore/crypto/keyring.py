@@ -235,7 +235,8 @@ class Keyring:
         if not fresh or held is None:
             held = await self._load(tenant)
         if create and not held.keys and not held.shredded:
-            await self._add_version(tenant, 1, sealed_only=not await self._has_content(tenant))
+            await self._add_version(tenant, 1, sealed_only=not await self._has_content(tenant),
+                                    bindings=True)  # fmt: skip
             held = await self._load(tenant)
         return held
 
@@ -314,7 +315,13 @@ class Keyring:
         return await self.legacy.wrap(data_key, context)
 
     def _new_document(
-        self, tenant: str, version: int, *, sealed_only: bool, rotation: str | None = None
+        self,
+        tenant: str,
+        version: int,
+        *,
+        sealed_only: bool,
+        bindings: bool = False,
+        rotation: str | None = None,
     ) -> dict[str, Any]:
         document: dict[str, Any] = {
             "_id": _key_id(tenant, version), "tenant": tenant, "kind": "key",
@@ -323,15 +330,26 @@ class Keyring:
         }  # fmt: skip
         if self.provider is not None:
             document["kek"] = TENANT_KEK
+        if bindings:  # a tenant's first key, or one whose sweep re-sealed format 1
+            document["bindings"] = BINDINGS
         if rotation is not None:
             document["rotation"] = rotation
         return document
 
     async def _add_version(
-        self, tenant: str, version: int, *, sealed_only: bool, rotation: str | None = None
+        self,
+        tenant: str,
+        version: int,
+        *,
+        sealed_only: bool,
+        bindings: bool = False,
+        rotation: str | None = None,
     ) -> bool:
-        """Store data key `version` of `tenant`; False if another writer stored it first."""
-        document = self._new_document(tenant, version, sealed_only=sealed_only, rotation=rotation)
+        """Store data key `version` of `tenant`; False if another writer stored it first.
+        `bindings`: no format-1 ciphertext can exist under the tenant's keys (`BINDINGS`)."""
+        document = self._new_document(
+            tenant, version, sealed_only=sealed_only, bindings=bindings, rotation=rotation
+        )
         document["wrapped"] = Binary(await self._wrap(tenant, os.urandom(KEY_BYTES), document))
         try:
             await self._keys.insert_one(document)
@@ -408,8 +426,9 @@ class Keyring:
                 raise KeyShredded(tenant)
             version = max(held.keys, default=0) + 1
             sealed_only = held.sealed_only or (version == 1 and not await self._has_content(tenant))
+            bindings = version == 1 or not held.legacy_bindings  # no format-1 ciphertext
             if await self._add_version(tenant, version, sealed_only=sealed_only,
-                                       rotation=rotation):  # fmt: skip
+                                       bindings=bindings, rotation=rotation):  # fmt: skip
                 await self._load(tenant)
                 return version
 
