@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 from bson import json_util
 
-from mindstore.crypto import Keyring, LocalMasterKey
-from mindstore.crypto import aead
+from mindstore.crypto import Keyring, LocalMasterKey, aead
 from mindstore.crypto.aead import is_sealed
 from mindstore.errors import CryptoError
 from mindstore.formats.agent_state import AgentState
@@ -74,7 +73,7 @@ async def test_a_task_s_own_content_parts_swapped_in_the_database_are_refused(
     content = stored["content"]
     assert all(is_sealed(part["text"]) for part in content)
     await tasks.update_one({"_id": stored["_id"]}, {"$set": {"content": content[::-1]}})
-    with pytest.raises(CryptoError, match="task.content.0.text .*was not sealed there"):
+    with pytest.raises(CryptoError, match=r"task\.content\.0\.text .*was not sealed there"):
         await (await fresh(store)).scoped("acme").tasks.load(task.id)
     await tasks.update_one({"_id": stored["_id"]}, {"$set": {"content": content}})
     loaded = await (await fresh(store)).scoped("acme").tasks.load(task.id)
@@ -194,9 +193,11 @@ async def test_a_checkpoint_s_message_record_pointed_elsewhere_is_refused(
     """`ms.t` set to another thread's task would show that thread's messages; `ms.n`
     another count, another prefix of them."""
     store = await two_threads(store_factory)
-    rows = await store.database[LANGGRAPH_CHECKPOINTS].find(
-        {"tenant": "acme", "_id": {"$regex": "^acme/t1/"}}
-    ).to_list(None)
+    rows = (
+        await store.database[LANGGRAPH_CHECKPOINTS]
+        .find({"tenant": "acme", "_id": {"$regex": "^acme/t1/"}})
+        .to_list(None)
+    )
     row = max((r for r in rows if r.get("ms")), key=lambda r: r["_id"])
     assert is_sealed(row["ms"]["h"]) and "t" not in row["ms"]
     change = {"t": "t2"} if field == "t" else {"n": int(row["ms"]["n"]) - 1}

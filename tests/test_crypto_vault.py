@@ -422,8 +422,8 @@ async def test_a_rewrap_racing_a_migration_never_breaks_a_key(store: Store, tmp_
     vault = LocalKeyVault(tmp_path / "v", master)
     ring = Keyring(vault, legacy=master).bind(store.database)
     # (a legacy key made before sealed-only and bindings existed: re-wrapped with them off)
-    raw = await Keyring(master).bind(store.database)._unwrap(
-        "acme", await store.database["data_keys"].find_one({"kind": "key"}))
+    made = await store.database["data_keys"].find_one({"kind": "key"})
+    raw = await Keyring(master).bind(store.database)._unwrap("acme", made)
     await store.database["data_keys"].update_many(
         {}, {"$set": {"sealed_only": False}, "$unset": {"bindings": ""}}
     )
