@@ -80,6 +80,45 @@ async def test_a_task_s_own_content_parts_swapped_in_the_database_are_refused(
     assert part_texts(loaded.content) == ["first part", "second part"]
 
 
+# ----------------------------------------------------------------------------- same class
+
+
+@pytest.mark.parametrize("swap", ["message-parts", "messages", "metadata-values"])
+async def test_other_positions_and_references_are_bound_too(
+    store_factory: Factory, swap: str
+) -> None:
+    """The bindings of the same class that held before (each a swap a database writer can
+    make): two parts of a message (bound to ``content.<i>``), two messages' content (to
+    the message id), two metadata values (to their key). Streamed chunks (bound to their
+    index) and the agent state (to its task) are held in test_crypto_stream.py."""
+    store = await store_factory(keyring=keyring())
+    tasks = store.scoped("acme").tasks
+    task = await tasks.create(metadata={"a": "alpha", "b": "beta"})
+    parts = [TextPart(text="one"), TextPart(text="two")]
+    await tasks.add_message(task.id, UserMessage(id="m1", content=parts))
+    await tasks.add_human_message(task.id, "three", message_id="m2")
+    raw = store.database["tasks"]
+    stored = await raw.find_one({"tenant": "acme"})
+    if swap == "metadata-values":
+        metadata = stored["metadata"]
+        change = {"metadata": {"a": metadata["b"], "b": metadata["a"]}}
+        read = tasks.get
+    else:
+        _, document, _ = await message_home(store, "m1")
+        assert document["_id"] == stored["_id"], "the open page holds the messages"
+        messages = [dict(m) for m in stored["messages"]]
+        if swap == "message-parts":
+            messages[0]["content"] = messages[0]["content"][::-1]
+        else:
+            messages[0]["content"], messages[1]["content"] = (
+                messages[1]["content"], messages[0]["content"])  # fmt: skip
+        change = {"messages": messages}
+        read = tasks.messages
+    await raw.update_one({"_id": stored["_id"]}, {"$set": change})
+    with pytest.raises(CryptoError, match="was not sealed there"):
+        await read(task.id)
+
+
 # ----------------------------------------------------------------------------- payloads
 
 
@@ -184,6 +223,19 @@ async def test_a_value_stored_as_a_list_of_ints_is_refused_not_read_as_bytes(
         )
         await refused(store, LANGGRAPH_BLOBS, blob["_id"], {"b": forged, "t": "msgpack"},
                       "in the clear")  # fmt: skip
+
+
+async def test_a_pending_write_moved_to_another_index_is_refused(store_factory: Factory) -> None:
+    """A write's value is bound to its index (and channel, type and document: the task
+    that wrote it is in the `_id`), so it is not read as another write of the node."""
+    store = await two_threads(store_factory)
+    writes = await store.database[LANGGRAPH_WRITES].find({"tenant": "acme"}).to_list(None)
+    doc = next(w for w in writes if w["_id"].startswith("acme/t1/")
+               and any(item[2] == "msgpack" and item[0] >= 0 for item in w["w"]))  # fmt: skip
+    items = [list(item) for item in doc["w"]]
+    victim = next(item for item in items if item[2] == "msgpack" and item[0] >= 0)
+    victim[0] += 7
+    await refused(store, LANGGRAPH_WRITES, doc["_id"], {"w": items}, "was not sealed there")
 
 
 @pytest.mark.parametrize("field", ["t", "n"])
