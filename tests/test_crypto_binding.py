@@ -165,6 +165,31 @@ async def test_a_payload_marker_copied_elsewhere_is_refused(
     assert texts == [BIG, "small"]
 
 
+async def test_a_payload_moved_to_another_tenant_by_a_restore_reads_before_and_after_the_sweep(
+    store_factory: Factory, tmp_path: Path
+) -> None:
+    """A restore as another tenant gives a payload an id that does not derive from its
+    place (`backup.rekey.moved_payload_id`): the place check reads the payload's own
+    `message_id` and `path` (bound into format 2), so the moved tenant still reads, under
+    a keyring and after its sweep sealed it."""
+    from mindstore.backup import backup, restore
+
+    plain = await store_factory(offload_threshold=OFFLOAD)
+    tasks = plain.scoped("acme").tasks
+    task = await tasks.create()
+    await tasks.add_human_message(task.id, BIG, message_id="m1")
+    await backup(plain, tmp_path / "acme", tenant="acme")
+    sealed = await store_factory(keyring=keyring(), offload_threshold=OFFLOAD)
+    await restore(sealed, tmp_path / "acme", as_tenant="gamma")
+    gamma = sealed.scoped("gamma").tasks
+    assert (await gamma.messages(task.id))[0].content[0].text == BIG
+    await sealed.keyring.reencrypt("gamma")
+    payload = await sealed.database["payloads"].find_one({"tenant": "gamma"})
+    assert is_sealed(payload["data"])
+    read = await (await fresh(sealed)).scoped("gamma").tasks.messages(task.id)
+    assert read[0].content[0].text == BIG
+
+
 # ----------------------------------------------------------------------------- LangGraph
 
 

@@ -275,12 +275,16 @@ class _Sweep:
 
     async def payloads(self, task_id: str) -> None:
         query = {"tenant": self.tenant, "task_id": task_id}
-        async for payload in self.database[PAYLOADS].find(query, {"data": 1}):
+        found = self.database[PAYLOADS].find(query, {"data": 1, "message_id": 1, "path": 1})
+        async for payload in found:
             data = payload.get("data")
             if is_current(data, self.keys.current()[0]):
                 continue
-            plain = open_payload(data, self.keys, self.tenant, task_id, payload["_id"])
-            sealed = seal_payload(plain, self.keys, self.tenant, task_id, payload["_id"])
+            at, key = (str(payload.get("message_id")), str(payload.get("path"))), payload["_id"]
+            plain = open_payload(data, self.keys, self.tenant, task_id, key,
+                                 message_id=at[0], path=at[1])  # fmt: skip
+            sealed = seal_payload(plain, self.keys, self.tenant, task_id, key,
+                                  message_id=at[0], path=at[1])  # fmt: skip
             await self.database[PAYLOADS].update_one(
                 {"_id": payload["_id"], "tenant": self.tenant}, {"$set": {"data": sealed}}
             )

@@ -8,17 +8,20 @@ bound to its index (``task.content.1.text``): two parts swapped in the database 
 open (format 1 bound them all to ``task.content``, without the index; such ciphertexts
 still open until the sweep re-seals them, `aead.open_value`).
 
-An offloaded payload is bound to its id, and its id to where it was offloaded (tenant,
-task, message, path and content hash, `payloads.payload_id`): `payload_places` finds
-where the opened documents refer to each payload, and `open_payload` refuses a payload
-referred to from anywhere else (a marker copied into another message or field)."""
+An offloaded payload is bound to its id and to the message and path it was offloaded from
+(format 1: to its id alone, which derives from that place, `payloads.payload_id`; a
+payload moved to another tenant by a restore gets an id that does not):
+`payload_places` finds where the opened documents refer to each payload, and
+`open_payload` refuses a payload referred to from anywhere else (a marker copied into
+another message or field)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
-from mindstore.crypto.aead import is_sealed, open_value, seal_value
+from mindstore.crypto.aead import LEGACY_FORMAT, is_sealed, open_value, seal_value, sealed_format
 from mindstore.crypto.fields import (
     OWN_FIELDS,
     KeySource,
@@ -132,10 +135,27 @@ def _refuse_clear_fields(document: dict[str, Any], tenant: str, task_id: str) ->
             raise clear_refused(f"{TASK_CONTENT} of task {task_id!r}", tenant)
 
 
-def seal_payload(data: Any, keys: KeySource, tenant: str, task_id: str, payload_id: str) -> Any:
-    """An offloaded payload's data, bound to its payload id (which names its tenant,
-    task, message, path and content hash)."""
-    return _seal(data, keys, (tenant, task_id, payload_id, PAYLOAD_FIELD))
+def _payload_context(
+    tenant: str, task_id: str, key: str, message_id: str, path: str
+) -> tuple[str, str, str, str]:
+    """A payload's binding: its id and the place it was offloaded from (format 2; format 1
+    bound the id alone, `PAYLOAD_FIELD`)."""
+    return (tenant, task_id, key, f"{PAYLOAD_FIELD}@{json.dumps([message_id, path])}")
+
+
+def seal_payload(
+    data: Any,
+    keys: KeySource,
+    tenant: str,
+    task_id: str,
+    payload_id: str,
+    *,
+    message_id: str,
+    path: str,
+) -> Any:
+    """An offloaded payload's data, bound to its payload id and to the message and path it
+    was offloaded from (the payload document's clear `message_id` and `path`)."""
+    return _seal(data, keys, _payload_context(tenant, task_id, payload_id, message_id, path))
 
 
 def open_payload(
@@ -145,26 +165,41 @@ def open_payload(
     task_id: str,
     payload_id: str,
     *,
+    message_id: Any,
+    path: Any,
     places: Iterable[tuple[str, str]] | None = None,
     sha256: Any = None,
 ) -> Any:
-    """An offloaded payload's data. `places`: the (message id, path) pairs that refer to
-    it (`payload_places`); each must be where it was offloaded (its id derives from the
-    place and `sha256`, the payload's content hash), else `CryptoError`. None: not checked
-    (the sweep re-seals a payload without reading the messages)."""
-    for message_id, path in places or ():
-        if not _offloaded_at(payload_id, tenant, task_id, message_id, path, sha256):
-            raise CryptoError(
-                f"payload {payload_id!r} of task {task_id!r} (tenant {tenant!r}) is referred "
-                f"to from {path or 'value'} of message {message_id!r}, where it was not "
-                "offloaded: a marker copied there"
-            )
+    """An offloaded payload's data (`message_id`, `path`, `sha256`: its document's clear
+    fields). `places`: the (message id, path) pairs that refer to it (`payload_places`);
+    each must be the place it was offloaded from, else `CryptoError`: for format 2 the
+    place it is sealed for, for format 1 the place its id derives from (with `sha256`, its
+    content hash). None: not checked (the sweep re-seals a payload without the messages).
+    A payload in the clear is not checked: anyone can write one, and a sealed-only tenant
+    refuses it."""
     if not is_sealed(data):
         if keys.sealed_only and data is not None:
             raise clear_refused(f"payload {payload_id!r} of task {task_id!r}", tenant)
         return data
+    legacy = sealed_format(data) == LEGACY_FORMAT
+    for place in places or ():
+        if (
+            place == (message_id, path)
+            if not legacy
+            else _offloaded_at(payload_id, tenant, task_id, *place, sha256)
+        ):
+            continue
+        raise CryptoError(
+            f"payload {payload_id!r} of task {task_id!r} (tenant {tenant!r}) is referred "
+            f"to from {place[1] or 'value'} of message {place[0]!r}, where it was not "
+            "offloaded: a marker copied there"
+        )
     return open_value(
-        data, keys.key, (tenant, task_id, payload_id, PAYLOAD_FIELD), legacy=keys.legacy_bindings
+        data,
+        keys.key,
+        _payload_context(tenant, task_id, payload_id, str(message_id), str(path)),
+        legacy_context=(tenant, task_id, payload_id, PAYLOAD_FIELD),
+        legacy=keys.legacy_bindings,
     )
 
 

@@ -82,14 +82,17 @@ class TenantCipher:
         data: Any,
         task_id: str,
         *,
-        places: Iterable[tuple[str, str]] | None = None,
-        sha256: Any = None,
+        stored: dict[str, Any],
+        places: Iterable[tuple[str, str]],
     ) -> Any:
-        """`task_fields.open_payload`: `places` (from `task_fields.payload_places`) must
-        be where the payload was offloaded."""
+        """`task_fields.open_payload`: `stored` is the payload document (its clear
+        `message_id`, `path`, `sha256`), `places` (`task_fields.payload_places`) must be
+        where it was offloaded."""
         return task_fields.open_payload(
-            data, self.keys(), self.tenant, task_id, payload_id, places=places, sha256=sha256
-        )
+            data, self.keys(), self.tenant, task_id, payload_id, places=places,
+            message_id=stored.get("message_id"), path=stored.get("path"),
+            sha256=stored.get("sha256"),
+        )  # fmt: skip
 
     def open_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
         return task_fields.open_task_fields(document, self.keys(), self.tenant, task_id)
@@ -110,8 +113,9 @@ class SealingOffloader(Offloader):
         for payload in self.pending.values():
             if not is_sealed(payload.data):
                 payload.data = task_fields.seal_payload(
-                    payload.data, keys, self.tenant, self.task_id, payload.id
-                )
+                    payload.data, keys, self.tenant, self.task_id, payload.id,
+                    message_id=payload.message_id, path=payload.path,
+                )  # fmt: skip
 
     def transform_document(self, message_doc: dict[str, Any]) -> dict[str, Any]:
         document = self._plain.transform_document(message_doc)

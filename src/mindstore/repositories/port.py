@@ -139,7 +139,7 @@ class TaskPort:
                     "tenant": self.scope.tenant,
                     "task_id": task_id,
                 },
-                {"data": 1, "sha256": 1},
+                {"data": 1, "sha256": 1, "message_id": 1, "path": 1},
             )
             found: dict[str, Any] = {}
             places = payload_places(documents) if cipher is not None else {}
@@ -148,7 +148,7 @@ class TaskPort:
                 if cipher is not None:  # bound to where it was offloaded (a copied marker: refused)
                     data = cipher.open_payload(
                         payload["_id"], data, task_id,
-                        places=places.get(payload["_id"], ()), sha256=payload.get("sha256"),
+                        stored=payload, places=places.get(payload["_id"], ()),
                     )  # fmt: skip
                 found[payload["_id"]] = data
             read.resolve(found)
