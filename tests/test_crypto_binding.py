@@ -411,6 +411,29 @@ async def test_format_1_data_still_reads_and_the_sweep_moves_it_to_format_2(
         await (await fresh(store)).scoped("acme").tasks.load("old-task")
 
 
+async def test_a_sweep_cut_short_by_the_previous_release_starts_over(
+    store_factory: Factory,
+) -> None:
+    """A sweep the previous release cut short saved where it stopped; the tasks before that
+    point hold format 1, so resuming there and then refusing format 1 would lose them: a
+    cursor of another format is not resumed."""
+    store = await store_factory(
+        keyring=Keyring(LocalMasterKey(FIXTURE_MASTER)), offload_threshold=OFFLOAD
+    )
+    for name, rows in fixture_documents().items():
+        if rows:
+            await store.database[name].insert_many(rows)
+    last = max(d["_id"] for d in fixture_documents()["tasks"])
+    await store.database["data_keys"].insert_one(
+        {"_id": "acme/sweep", "tenant": "acme", "kind": "sweep", "after": last, "version": 1}
+    )  # what the previous release saved after its last task
+    before = await everything(store)
+    progress = await store.keyring.reencrypt("acme")
+    assert progress.resumed_after is None
+    assert await stored_formats(store) == {aead.FORMAT}
+    assert await everything(store) == before
+
+
 async def test_format_1_data_keeps_its_old_binding_until_the_sweep(store_factory: Factory) -> None:
     """What the sweep closes, measured: before it, two format-1 content parts swapped read
     reordered (format 1 bound no index); that is why the sweep must run after upgrading."""

@@ -310,7 +310,8 @@ async def reencrypt(
     saved = (
         None if restart else await cursors.find_one({"_id": _cursor_id(tenant), "tenant": tenant})
     )
-    after = saved.get("after") if saved and saved.get("version") == version else None
+    resumable = saved and saved.get("version") == version and saved.get("format") == FORMAT
+    after = saved.get("after") if resumable else None  # (a cut of an older format: anew)
     query: dict[str, Any] = {"tenant": tenant}
     if after is not None:
         query["_id"] = {"$gt": after}
@@ -324,7 +325,7 @@ async def reencrypt(
         await sweep.payloads(task_id_of(key))
         await cursors.update_one(
             {"_id": _cursor_id(tenant), "tenant": tenant},
-            {"$set": {"kind": "sweep", "after": key, "version": version}},
+            {"$set": {"kind": "sweep", "after": key, "version": version, "format": FORMAT}},
             upsert=True,
         )
         state.tasks_done += 1
