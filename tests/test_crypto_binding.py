@@ -119,6 +119,41 @@ async def test_other_positions_and_references_are_bound_too(
         await read(task.id)
 
 
+@pytest.mark.parametrize("change", ["reordered", "removed", "role", "rolled-back"])
+async def test_what_a_database_writer_can_still_do(store_factory: Factory, change: str) -> None:
+    """The limits docs/encryption.md states, measured: whole messages reordered or removed,
+    a clear field changed, a whole task document put back from an older copy all read as
+    changed (authenticated encryption stops forged or moved content, not these)."""
+    store = await store_factory(keyring=keyring())
+    tasks = store.scoped("acme").tasks
+    task = await tasks.create()
+    await tasks.add_human_message(task.id, "one", message_id="m1")
+    older = await store.database["tasks"].find_one({"tenant": "acme"})
+    await tasks.add_human_message(task.id, "two", message_id="m2")
+    stored = await store.database["tasks"].find_one({"tenant": "acme"})
+    _, home, _ = await message_home(store, "m2")
+    assert home["_id"] == stored["_id"], "the open page holds the messages"
+    messages = stored["messages"]
+    expected = {
+        "reordered": ([messages[1], messages[0]], [("m2", "user"), ("m1", "user")]),
+        "removed": ([messages[0]], [("m1", "user")]),
+        "role": (
+            [messages[0], {**messages[1], "role": "assistant"}],
+            [("m1", "user"), ("m2", "assistant")],
+        ),
+    }
+    if change == "rolled-back":
+        await store.database["tasks"].replace_one({"_id": stored["_id"]}, older)
+        wanted = [("m1", "user")]
+    else:
+        forged, wanted = expected[change]
+        await store.database["tasks"].update_one(
+            {"_id": stored["_id"]}, {"$set": {"messages": forged}}
+        )
+    read = await (await fresh(store)).scoped("acme").tasks.messages(task.id)
+    assert [(m.id, m.role) for m in read] == wanted
+
+
 # ----------------------------------------------------------------------------- payloads
 
 
@@ -466,7 +501,9 @@ async def test_a_removed_bindings_flag_makes_the_key_unwrap_no_more(store_factor
         await (await fresh(store)).scoped("acme").tasks.get(task.id)
 
 
-async def test_an_agent_state_of_format_1_opens_and_reseals(store_factory: Factory) -> None:
+async def test_an_agent_state_of_format_1_opens_where_its_binding_did_not_change(
+    store_factory: Factory,
+) -> None:
     """Format 1 and 2 of the same field open alike where the binding did not change."""
     store = await store_factory(keyring=Keyring(LocalMasterKey(FIXTURE_MASTER)))
     for name, rows in fixture_documents().items():
