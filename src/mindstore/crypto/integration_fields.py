@@ -117,7 +117,12 @@ def _writes(value: Any, leaf: Leaf) -> Any:
         return leaf(value, "w", None)
     out: list[Any] = []
     for position, item in enumerate(value):
-        if type(item) is list and len(item) == 4 and type(item[0]) is int and type(item[2]) is str:
+        if (
+            type(item) is list
+            and len(item) == 4
+            and isinstance(item[0], int)
+            and isinstance(item[2], str)
+        ):  # (an index may come back as BSON's Int64, an int)
             index, channel, kind, data = item
             item = [index, channel, kind, leaf(data, f"w.{index}.{channel}:{kind}", None)]
         else:
