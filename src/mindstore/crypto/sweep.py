@@ -310,8 +310,9 @@ async def reencrypt(
     saved = (
         None if restart else await cursors.find_one({"_id": _cursor_id(tenant), "tenant": tenant})
     )
-    resumable = saved and saved.get("version") == version and saved.get("format") == FORMAT
-    after = saved.get("after") if resumable else None  # (a cut of an older format: anew)
+    after = None  # a sweep of another key version or ciphertext format starts anew
+    if saved is not None and saved.get("version") == version and saved.get("format") == FORMAT:
+        after = saved.get("after")
     query: dict[str, Any] = {"tenant": tenant}
     if after is not None:
         query["_id"] = {"$gt": after}
