@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mindstore.crypto import LocalMasterKey
+from mindstore.crypto import LocalMasterKey, aead
 from mindstore.crypto.aead import OVERHEAD, is_sealed, key_version, open_value, seal_value
 from mindstore.crypto.fields import open_document, seal_at, seal_document
 from mindstore.crypto.keyring import MissingKey, TenantKeys
@@ -38,8 +38,7 @@ json_leaf = st.one_of(
 )  # fmt: skip
 json_value = st.recursive(
     json_leaf,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(key_text, inner, max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(key_text, inner, max_size=4),
     max_leaves=12,
 )
 
@@ -92,6 +91,46 @@ def test_a_swapped_key_version_is_refused() -> None:
         open_value(bson.Binary(bytes(sealed), 0x8E), {1: KEY, 2: other}.__getitem__, CONTEXT)
 
 
+LEGACY_CONTEXT = ("acme", "task-1", "", "task.content.text")
+NEW_CONTEXT = ("acme", "task-1", "", "task.content.0.text")
+
+
+def sealed_in_format_1(value: Any, monkeypatch: pytest.MonkeyPatch) -> bson.Binary:
+    """What the previous release stored: the same layout with format 1 in the header."""
+    with monkeypatch.context() as patched:
+        patched.setattr(aead, "FORMAT", aead.LEGACY_FORMAT)
+        return seal_value(value, KEY, 1, LEGACY_CONTEXT)
+
+
+def test_format_1_opens_with_its_old_binding_until_the_tenant_refuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old = sealed_in_format_1("secret", monkeypatch)
+    assert aead.sealed_format(old) == aead.LEGACY_FORMAT
+    assert not aead.is_current(old, 1)  # the sweep re-seals it
+    found = open_value(old, lambda v: KEY, NEW_CONTEXT, legacy_context=LEGACY_CONTEXT)
+    assert found == "secret"
+    with pytest.raises(CryptoError, match="format 1"):
+        open_value(old, lambda v: KEY, NEW_CONTEXT, legacy_context=LEGACY_CONTEXT, legacy=False)
+    new = seal_value("secret", KEY, 1, NEW_CONTEXT)
+    assert aead.sealed_format(new) == aead.FORMAT and aead.is_current(new, 1)
+    # a format-2 ciphertext never opens with the old binding
+    with pytest.raises(CryptoError, match="was not sealed there"):
+        open_value(new, lambda v: KEY, LEGACY_CONTEXT, legacy_context=LEGACY_CONTEXT)
+
+
+def test_the_format_in_the_header_cannot_be_changed() -> None:
+    """Format 2 relabelled as format 1 would open with the older, looser binding: the
+    header is authenticated, so it does not open at all."""
+    sealed = bytearray(seal_value("secret", KEY, 1, CONTEXT))
+    sealed[0] = aead.LEGACY_FORMAT << 4 | (sealed[0] & 0x0F)
+    with pytest.raises(CryptoError, match="was not sealed there"):
+        open_value(bson.Binary(bytes(sealed), 0x8E), lambda v: KEY, CONTEXT)
+    sealed[0] = 3 << 4 | (sealed[0] & 0x0F)
+    with pytest.raises(CryptoError, match="known format"):
+        open_value(bson.Binary(bytes(sealed), 0x8E), lambda v: KEY, CONTEXT)
+
+
 def message_doc() -> dict[str, Any]:
     return {
         "id": "m1", "role": "assistant", "started_ts": 1.5, "finished_ts": None,
@@ -117,8 +156,17 @@ def message_doc() -> dict[str, Any]:
     }  # fmt: skip
 
 
-CLEAR = {"id", "role", "started_ts", "finished_ts", "status", "tokens_in", "model_id", "scope",
-         "depth"}
+CLEAR = {
+    "id",
+    "role",
+    "started_ts",
+    "finished_ts",
+    "status",
+    "tokens_in",
+    "model_id",
+    "scope",
+    "depth",
+}
 
 
 def secrets_in(value: Any) -> list[str]:
@@ -162,10 +210,23 @@ def _binaries(value: Any) -> list[Any]:
     return [value] if isinstance(value, bytes) else []
 
 
-@pytest.mark.parametrize("path", ["", "content", "content.2", "content.0.text", "finished_ts",
-                                  "content.2.is_loading", "content.6.initial_task_config",
-                                  "content.6.initial_task_config.user_prompt", "status", "name",
-                                  "content.0.\u00a7more", "content.0.\u00a7more.1"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "",
+        "content",
+        "content.2",
+        "content.0.text",
+        "finished_ts",
+        "content.2.is_loading",
+        "content.6.initial_task_config",
+        "content.6.initial_task_config.user_prompt",
+        "status",
+        "name",
+        "content.0.\u00a7more",
+        "content.0.\u00a7more.1",
+    ],
+)
 def test_a_patch_seals_what_a_whole_seal_puts_there(path: str) -> None:
     """Patching a path then opening the message gives what sealing it whole gives."""
     held = keys(1)

@@ -11,7 +11,11 @@ without it (docs/encryption.md):
   refused, not read as each other;
 * the re-encryption sweep is pinned to the key version: a value sealed with an older key
   is re-sealed even when everything is sealed, and a sweep cut short resumes only under
-  the key it was sweeping with.
+  the key it was sweeping with;
+* a sealed-only tenant refuses a task's own fields put in the clear: its agent state, a
+  metadata value, a content part's field (each checked on its own, `task_fields`);
+* a search snippet is bound to its message: snippets swapped between two index entries,
+  or an entry pointed at another message, do not open.
 
 Both keyring forms run where the guard concerns them: one shared master key
 (``Keyring(LocalMasterKey(...))``) and the per-tenant vault
@@ -594,3 +598,66 @@ async def test_a_write_landing_under_the_sweep_is_kept_and_resealed(
     assert [part.text for part in message.content if isinstance(part, TextPart)] == answer
     placed = await versions_by_place(store)
     assert {place: sorted(set(vs)) for place, vs in placed.items()} == {p: [2] for p in placed}
+
+
+# ----------------------------------------------------------------------------- 9. own fields
+
+
+async def sealed_only_task(store: Store) -> str:
+    """A task of a sealed-only tenant holding every own field sealed."""
+    tasks = store.scoped("acme").tasks
+    task = await tasks.create(title="t", metadata={"city": SECRET}, content=[TextPart(text=SECRET)])
+    await tasks.save_agent_state(task.id, AgentState(summary=SECRET, node="n"))
+    assert (await store.keyring.keys("acme")).sealed_only
+    return task.id
+
+
+@pytest.mark.parametrize(
+    ("field", "forged", "named"),
+    [
+        ("agent_state", {"summary": "FORGED", "node": "n"}, r"task\.agent_state"),
+        ("metadata.city", "FORGED", r"task\.metadata\.city"),
+        ("content.0.text", "FORGED", r"content\.0\.text"),
+    ],
+)
+async def test_a_sealed_only_tenant_refuses_an_own_field_in_the_clear(
+    store_factory: Factory, tmp_path: Path, field: str, forged: Any, named: str
+) -> None:
+    """Each own field is checked by the sealed-only walk on its own: dropping any one of
+    them from `task_fields` lets its forged value be read as the tenant's content."""
+    sealed, _keys = await keyring_store(store_factory, "shared", tmp_path)
+    task_id = await sealed_only_task(sealed)
+    tasks = sealed.database["tasks"]
+    await tasks.update_one({"tenant": "acme"}, {"$set": {field: forged}})
+    reader = Store(sealed.backend, keyring=sealed.keyring).scoped("acme").tasks
+    with pytest.raises(CryptoError, match=named + ".*sealed-only"):
+        if field == "agent_state":
+            await reader.agent_state(task_id)
+        else:
+            await reader.load(task_id)
+
+
+# ----------------------------------------------------------------------------- 10. snippets
+
+
+@pytest.mark.parametrize("move", ["swapped", "renamed"])
+async def test_a_snippet_moved_to_another_message_does_not_open(
+    store_factory: Factory, tmp_path: Path, move: str
+) -> None:
+    sealed, _keys = await keyring_store(store_factory, "shared", tmp_path)
+    acme = sealed.scoped("acme")
+    task = await acme.tasks.create()
+    await acme.tasks.add_human_message(task.id, "zebracorn in Lisbon", message_id="m1")
+    await acme.tasks.add_human_message(task.id, "zebracorn in Porto", message_id="m2")
+    page = await acme.search("zebracorn", limit=10)
+    assert sorted(hit.message_id for hit in page.hits) == ["m1", "m2"]
+    entries = sealed.database["search_entries"]
+    one, two = [await entries.find_one({"tenant": "acme", "m": m}) for m in ("m1", "m2")]
+    assert is_sealed(one["x"]) and is_sealed(two["x"])
+    if move == "swapped":
+        await entries.update_one({"_id": one["_id"]}, {"$set": {"x": two["x"]}})
+        await entries.update_one({"_id": two["_id"]}, {"$set": {"x": one["x"]}})
+    else:
+        await entries.update_one({"_id": one["_id"]}, {"$set": {"m": "m2"}})
+    with pytest.raises(CryptoError, match=r"search\.x"):
+        await acme.search("zebracorn", limit=10)

@@ -421,11 +421,12 @@ async def test_a_rewrap_racing_a_migration_never_breaks_a_key(store: Store, tmp_
     task = await legacy.scoped("acme").tasks.create(owner="ann", title="kept")
     vault = LocalKeyVault(tmp_path / "v", master)
     ring = Keyring(vault, legacy=master).bind(store.database)
-    await store.database["data_keys"].update_many({}, {"$set": {"sealed_only": False}})
-    # (a legacy key made before sealed-only existed: re-wrap it with the flag off first)
-    raw = await Keyring(master).bind(store.database)._unwrap(
-        "acme", {**(await store.database["data_keys"].find_one({"kind": "key"})),
-                 "sealed_only": True})  # fmt: skip
+    # (a legacy key made before sealed-only and bindings existed: re-wrapped with them off)
+    made = await store.database["data_keys"].find_one({"kind": "key"})
+    raw = await Keyring(master).bind(store.database)._unwrap("acme", made)
+    await store.database["data_keys"].update_many(
+        {}, {"$set": {"sealed_only": False}, "$unset": {"bindings": ""}}
+    )
     rewrapped = await master.wrap(raw, context_bytes(("mindstore data key", "acme", "1", "")))
     await store.database["data_keys"].update_one({"kind": "key"}, {"$set": {"wrapped": rewrapped}})
     Pausing.pause = True

@@ -12,7 +12,14 @@ cost what a string's length and trailing NUL cost). Base64 text would add a thir
 The associated data is the header plus the value's *context*: tenant, task, message id
 and field path, each length-prefixed. A ciphertext copied to another tenant, task,
 message or field, or any changed byte, fails the tag check: `CryptoError`, never
-garbage. The header is bound too, so a key version cannot be swapped.
+garbage. The header is bound too, so a key version (or the format) cannot be swapped.
+
+Formats: 2 is what `seal_value` writes. Format 1 is the same layout, written before some
+contexts bound more (a task's own content part its index, a LangGraph checkpoint's
+fingerprint chain the message record it belongs to, ...): the caller that changed a
+context passes the old one as `legacy_context`, so a format-1 ciphertext still opens with
+the binding it was sealed under, until the re-encryption sweep has re-sealed it as format
+2 and the tenant refuses format 1 (`legacy=False`; docs/encryption.md, "Formats").
 
 Kinds: a `str` is sealed as its UTF-8, `bytes` as they are, anything else (numbers,
 lists, mappings, None) as the BSON of ``{"": value}``, so it reads back with its types.
@@ -38,21 +45,28 @@ from mindstore.errors import CryptoError, ValidationError
 __all__ = [
     "FORMAT",
     "KEY_BYTES",
+    "LEGACY_FORMAT",
     "OVERHEAD",
     "SUBTYPE",
     "Context",
     "blank",
     "context_bytes",
     "holds_sealed",
+    "is_current",
     "is_sealed",
     "key_version",
     "open_value",
     "seal_value",
+    "sealed_format",
 ]
 
 SUBTYPE = 0x8E
 """BSON binary subtype of a mindstore ciphertext (0x80-0xFF are user-defined)."""
-FORMAT = 1
+FORMAT = 2
+"""The format `seal_value` writes."""
+LEGACY_FORMAT = 1
+"""The format before format 2's bindings: read with the caller's `legacy_context`."""
+_FORMATS = (LEGACY_FORMAT, FORMAT)
 KEY_BYTES = 32
 NONCE_BYTES = 12
 TAG_BYTES = 16
@@ -93,7 +107,7 @@ def _varint(number: int) -> bytes:
 
 def _read_header(blob: bytes) -> tuple[int, int, int]:
     """(kind, key version, header length) of a sealed blob; CryptoError if malformed."""
-    if len(blob) < 2 + NONCE_BYTES + TAG_BYTES or blob[0] >> 4 != FORMAT:
+    if len(blob) < 2 + NONCE_BYTES + TAG_BYTES or blob[0] >> 4 not in _FORMATS:
         raise CryptoError("not a mindstore ciphertext of a known format")
     version, shift, position = 0, 0, 1
     while True:
@@ -149,6 +163,18 @@ def _plain_bytes(value: Any) -> tuple[int, bytes]:
         raise ValidationError(f"value cannot be stored in MongoDB: {str(exc)[:200]}") from None
 
 
+def sealed_format(value: Binary) -> int:
+    """The format a ciphertext was sealed in (`FORMAT`, or `LEGACY_FORMAT`)."""
+    _read_header(bytes(value))
+    return bytes(value)[0] >> 4
+
+
+def is_current(value: Any, version: int) -> bool:
+    """True for a ciphertext of the current format sealed with data key `version`: what
+    the re-encryption sweep leaves as it is (plaintext, an older key or format: re-sealed)."""
+    return is_sealed(value) and key_version(value) == version and sealed_format(value) == FORMAT
+
+
 def seal_value(value: Any, key: AESGCM, version: int, context: Context) -> Binary:
     """`value` sealed under `key` (data key `version`), bound to `context`."""
     kind, plain = _plain_bytes(value)
@@ -158,13 +184,34 @@ def seal_value(value: Any, key: AESGCM, version: int, context: Context) -> Binar
     return Binary(header + nonce + sealed, SUBTYPE)
 
 
-def open_value(value: Binary, key_for: Callable[[int], AESGCM], context: Context) -> Any:
+def open_value(
+    value: Binary,
+    key_for: Callable[[int], AESGCM],
+    context: Context,
+    *,
+    legacy_context: Context | None = None,
+    legacy: bool = True,
+) -> Any:
     """The value a ciphertext holds. `key_for(version)` gives the data key (or raises:
-    `KeyShredded`, ...). A ciphertext not sealed for `context`, or changed: CryptoError."""
+    `KeyShredded`, ...). A ciphertext not sealed for `context`, or changed: CryptoError.
+
+    A format-1 ciphertext is opened with `legacy_context` (the binding before format 2,
+    when the caller's context changed; None: the same `context`), and refused when
+    `legacy` is False (a tenant whose sweep re-sealed everything as format 2: an older
+    ciphertext there was put back from an old copy)."""
     blob = bytes(value)
     kind, version, start = _read_header(blob)
     if kind not in _BLANKS:
         raise CryptoError("malformed ciphertext header")
+    if blob[0] >> 4 == LEGACY_FORMAT:
+        if not legacy:
+            tenant, task, message, field = context
+            raise CryptoError(
+                f"ciphertext at {field or 'value'} of message {message!r} in task {task!r} "
+                f"(tenant {tenant!r}) is of format {LEGACY_FORMAT}, which the tenant no longer "
+                "reads (its sweep re-sealed everything): put back from an old copy"
+            )
+        context = legacy_context or context
     header, nonce = blob[:start], blob[start : start + NONCE_BYTES]
     key = key_for(version)
     try:

@@ -93,6 +93,12 @@ class KeySource(Protocol):
         """A value the split seals that is in the clear is tampering (`refuse_clear`)."""
         ...
 
+    @property
+    def legacy_bindings(self) -> bool:
+        """Format-1 ciphertexts still open, with the binding they were sealed under
+        (`aead.open_value`'s `legacy`): False once the tenant's sweep re-sealed them."""
+        ...
+
 
 Sealer = Callable[[Any, str], Any]
 """(value, path in the message) -> its sealed form."""
@@ -275,7 +281,8 @@ def open_document(document: Any, keys: KeySource, tenant: str, task_id: str) -> 
     message_id = str(document.get("id", ""))
 
     def open_one(value: Any, path: str) -> Any:
-        return open_value(value, keys.key, (tenant, task_id, message_id, path))
+        context = (tenant, task_id, message_id, path)
+        return open_value(value, keys.key, context, legacy=keys.legacy_bindings)
 
     return _opened(document, "", open_one)
 
@@ -297,12 +304,29 @@ def blanked_task(record: Any) -> Any:
 
 
 def open_value_at(
-    value: Any, path: str, keys: KeySource, tenant: str, task_id: str, message_id: str = ""
+    value: Any,
+    path: str,
+    keys: KeySource,
+    tenant: str,
+    task_id: str,
+    message_id: str = "",
+    *,
+    legacy_path: str | None = None,
 ) -> Any:
     """A value stored at `path` (of message `message_id`, or of the task) with its
-    ciphertexts opened."""
+    ciphertexts opened. `legacy_path`: what `path` was in format 1, where format 2 binds
+    more (a task's own content part: ``task.content`` before its index was bound)."""
 
     def open_one(sealed: Any, at: str) -> Any:
-        return open_value(sealed, keys.key, (tenant, task_id, message_id, at))
+        legacy = None
+        if legacy_path is not None:
+            legacy = (tenant, task_id, message_id, legacy_path + at[len(path) :])
+        return open_value(
+            sealed,
+            keys.key,
+            (tenant, task_id, message_id, at),
+            legacy_context=legacy,
+            legacy=keys.legacy_bindings,
+        )
 
     return _opened(value, path, open_one)

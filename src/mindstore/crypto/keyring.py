@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, TASKS
-from mindstore.crypto.aead import KEY_BYTES, context_bytes
+from mindstore.crypto.aead import FORMAT, KEY_BYTES, context_bytes
 from mindstore.crypto.fields import ENCRYPTED
 from mindstore.crypto.integration_sweep import reencrypt_integrations
 from mindstore.crypto.keys import MissingKey, OrphanedKeys, TenantKeys
@@ -126,6 +126,12 @@ async def is_encrypted(database: Any, tenant: str) -> bool:
     return await database[DATA_KEYS].find_one(_tenant_filter(tenant), {"_id": 1}) is not None
 
 
+BINDINGS = FORMAT
+"""A data key's `bindings` flag: the tenant's sweep re-sealed everything in this
+ciphertext format, so an older one (`aead.LEGACY_FORMAT`) is refused from then on
+(`TenantKeys.legacy_bindings`); bound into the wrap like `sealed_only`."""
+
+
 def _tombstone_id(tenant: str) -> str:
     return f"{tenant}/shredded"
 
@@ -137,6 +143,8 @@ def _flags(document: dict[str, Any]) -> str:
         flags.append("tenant-kek")
     if document.get("sealed_only") is True:
         flags.append("sealed-only")
+    if document.get("bindings") == BINDINGS:
+        flags.append(f"bindings-{BINDINGS}")
     return " ".join(flags)
 
 
@@ -251,7 +259,7 @@ class Keyring:
             has_content = await self._has_content(tenant)
             if held.orphaned and has_content:
                 raise OrphanedKeys(tenant)
-            await self._add_version(tenant, 1, sealed_only=not has_content)
+            await self._add_version(tenant, 1, sealed_only=not has_content, bindings=True)
             held = await self._load(tenant)
         return held
 
@@ -333,6 +341,8 @@ class Keyring:
                     self._unwrapped[held] = hit
                 loaded.keys[version] = hit[0]
                 loaded.sealed_only = loaded.sealed_only or document.get("sealed_only") is True
+                if document.get("bindings") == BINDINGS:  # its sweep re-sealed format 1
+                    loaded.legacy_bindings = False
         except KeyShredded:  # the provider's key is destroyed: a copy made before the shred
             loaded.shredded = True
         return loaded
@@ -350,7 +360,13 @@ class Keyring:
         return await self.legacy.wrap(data_key, context)
 
     def _new_document(
-        self, tenant: str, version: int, *, sealed_only: bool, rotation: str | None = None
+        self,
+        tenant: str,
+        version: int,
+        *,
+        sealed_only: bool,
+        bindings: bool = False,
+        rotation: str | None = None,
     ) -> dict[str, Any]:
         document: dict[str, Any] = {
             "_id": _key_id(tenant, version), "tenant": tenant, "kind": "key",
@@ -359,18 +375,29 @@ class Keyring:
         }  # fmt: skip
         if self.provider is not None:
             document["kek"] = TENANT_KEK
+        if bindings:  # a tenant's first key, or one whose sweep re-sealed format 1
+            document["bindings"] = BINDINGS
         if rotation is not None:
             document["rotation"] = rotation
         return document
 
     async def _add_version(
-        self, tenant: str, version: int, *, sealed_only: bool, rotation: str | None = None
+        self,
+        tenant: str,
+        version: int,
+        *,
+        sealed_only: bool,
+        bindings: bool = False,
+        rotation: str | None = None,
     ) -> bool:
         """Store data key `version` of `tenant`; False if another writer stored it first.
         A first key is noted in `_making` until it is stored: the provider makes the KEK
         when it wraps, before the insert, and a retry after a lost insert must not take
-        that KEK for deleted keys."""
-        document = self._new_document(tenant, version, sealed_only=sealed_only, rotation=rotation)
+        that KEK for deleted keys. `bindings`: no format-1 ciphertext can exist under the
+        tenant's keys (`BINDINGS`)."""
+        document = self._new_document(
+            tenant, version, sealed_only=sealed_only, bindings=bindings, rotation=rotation
+        )
         if version == 1:
             self._making.add(tenant)
             self._first_keys[tenant] = self._first_keys.get(tenant, 0) + 1
@@ -454,8 +481,9 @@ class Keyring:
                 raise OrphanedKeys(tenant)
             version = max(held.keys, default=0) + 1
             sealed_only = held.sealed_only or (version == 1 and not await self._has_content(tenant))
+            bindings = version == 1 or not held.legacy_bindings  # no format-1 ciphertext
             if await self._add_version(tenant, version, sealed_only=sealed_only,
-                                       rotation=rotation):  # fmt: skip
+                                       bindings=bindings, rotation=rotation):  # fmt: skip
                 await self._load(tenant)
                 return version
 
@@ -568,11 +596,13 @@ class Keyring:
 
     @operation("keys.seal_only")
     async def seal_only(self, tenant: str) -> int:
-        """Mark the tenant sealed-only (its sweep has sealed everything): every data key
-        is re-wrapped with the flag bound in, so removing it in the database makes the key
-        unwrap no more. Returns how many keys were re-wrapped."""
+        """Mark the tenant sealed-only (its sweep has sealed everything, in the current
+        ciphertext format: `BINDINGS`, so an older format is refused from then on): every
+        data key is re-wrapped with the flags bound in, so removing one in the database
+        makes the key unwrap no more. Returns how many keys were re-wrapped."""
+        done = {"sealed_only": True, "bindings": BINDINGS}
         return await self._rewrap(
-            tenant, lambda d: None if d.get("sealed_only") is True else {"sealed_only": True}
+            tenant, lambda d: None if all(d.get(k) == v for k, v in done.items()) else dict(done)
         )
 
     @operation("keys.migrate")

@@ -51,6 +51,9 @@ class TenantKeys:
     orphaned: bool = False
     """The provider holds an active KEK for the tenant but the database none of its data
     keys (`OrphanedKeys`): read as sealed-only, every key asked for refused."""
+    legacy_bindings: bool = True
+    """Ciphertexts of format 1 (before format 2 bound more, `aead.open_value`) still open;
+    False once a sweep re-sealed everything as format 2 (`Keyring.seal_only`)."""
 
     def current(self) -> tuple[int, AESGCM]:
         if self.shredded:

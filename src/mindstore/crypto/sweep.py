@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mindstore.collection_names import DATA_KEYS, PAYLOADS, TASK_PAGES, TASKS
-from mindstore.crypto.aead import is_sealed, key_version
+from mindstore.crypto.aead import FORMAT, is_current, is_sealed, key_version, sealed_format
 from mindstore.crypto.fields import (
     ENCRYPTED,
     OWN_FIELDS,
@@ -76,8 +76,8 @@ class SweepProgress:
 
 
 def _sealed_versions(value: Any, found: list[int]) -> None:
-    if is_sealed(value):
-        found.append(key_version(value))
+    if is_sealed(value):  # an older format counts as stale (-1): re-sealed in the current one
+        found.append(key_version(value) if sealed_format(value) == FORMAT else -1)
     elif isinstance(value, dict):
         for item in value.values():
             _sealed_versions(item, found)
@@ -275,12 +275,16 @@ class _Sweep:
 
     async def payloads(self, task_id: str) -> None:
         query = {"tenant": self.tenant, "task_id": task_id}
-        async for payload in self.database[PAYLOADS].find(query, {"data": 1}):
+        found = self.database[PAYLOADS].find(query, {"data": 1, "message_id": 1, "path": 1})
+        async for payload in found:
             data = payload.get("data")
-            if is_sealed(data) and key_version(data) == self.keys.current()[0]:
+            if is_current(data, self.keys.current()[0]):
                 continue
-            plain = open_payload(data, self.keys, self.tenant, task_id, payload["_id"])
-            sealed = seal_payload(plain, self.keys, self.tenant, task_id, payload["_id"])
+            at, key = (str(payload.get("message_id")), str(payload.get("path"))), payload["_id"]
+            plain = open_payload(data, self.keys, self.tenant, task_id, key,
+                                 message_id=at[0], path=at[1])  # fmt: skip
+            sealed = seal_payload(plain, self.keys, self.tenant, task_id, key,
+                                  message_id=at[0], path=at[1])  # fmt: skip
             await self.database[PAYLOADS].update_one(
                 {"_id": payload["_id"], "tenant": self.tenant}, {"$set": {"data": sealed}}
             )
@@ -306,7 +310,9 @@ async def reencrypt(
     saved = (
         None if restart else await cursors.find_one({"_id": _cursor_id(tenant), "tenant": tenant})
     )
-    after = saved.get("after") if saved and saved.get("version") == version else None
+    after = None  # a sweep of another key version or ciphertext format starts anew
+    if saved is not None and saved.get("version") == version and saved.get("format") == FORMAT:
+        after = saved.get("after")
     query: dict[str, Any] = {"tenant": tenant}
     if after is not None:
         query["_id"] = {"$gt": after}
@@ -320,7 +326,7 @@ async def reencrypt(
         await sweep.payloads(task_id_of(key))
         await cursors.update_one(
             {"_id": _cursor_id(tenant), "tenant": tenant},
-            {"$set": {"kind": "sweep", "after": key, "version": version}},
+            {"$set": {"kind": "sweep", "after": key, "version": version, "format": FORMAT}},
             upsert=True,
         )
         state.tasks_done += 1

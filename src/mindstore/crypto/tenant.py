@@ -17,6 +17,7 @@ Key loading is async (`ready`); the transforms are sync and use the keys `ready`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from mindstore.crypto import task_fields
 from mindstore.crypto.aead import is_sealed
-from mindstore.crypto.fields import open_document, seal_at, seal_document, seal_part
+from mindstore.crypto.fields import open_document, seal_at, seal_document
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.keys import MissingKey, TenantKeys
 from mindstore.errors import KeyShredded
@@ -97,8 +98,23 @@ class TenantCipher:
             await self.keyring.refresh(self.tenant)
             return self.open(documents, task_id)
 
-    def open_payload(self, payload_id: str, data: Any, task_id: str) -> Any:
-        return task_fields.open_payload(data, self.keys(), self.tenant, task_id, payload_id)
+    def open_payload(
+        self,
+        payload_id: str,
+        data: Any,
+        task_id: str,
+        *,
+        stored: dict[str, Any],
+        places: Iterable[tuple[str, str]],
+    ) -> Any:
+        """`task_fields.open_payload`: `stored` is the payload document (its clear
+        `message_id`, `path`, `sha256`), `places` (`task_fields.payload_places`) must be
+        where it was offloaded."""
+        return task_fields.open_payload(
+            data, self.keys(), self.tenant, task_id, payload_id, places=places,
+            message_id=stored.get("message_id"), path=stored.get("path"),
+            sha256=stored.get("sha256"),
+        )  # fmt: skip
 
     def open_task(self, document: dict[str, Any], task_id: str) -> dict[str, Any]:
         return task_fields.open_task_fields(document, self.keys(), self.tenant, task_id)
@@ -119,15 +135,16 @@ class SealingOffloader(Offloader):
         for payload in self.pending.values():
             if not is_sealed(payload.data):
                 payload.data = task_fields.seal_payload(
-                    payload.data, keys, self.tenant, self.task_id, payload.id
-                )
+                    payload.data, keys, self.tenant, self.task_id, payload.id,
+                    message_id=payload.message_id, path=payload.path,
+                )  # fmt: skip
 
     def transform_document(self, message_doc: dict[str, Any]) -> dict[str, Any]:
         document = self._plain.transform_document(message_doc)
         keys = self._cipher.keys()
         self._seal_payloads(keys)
-        if "type" in document and "role" not in document:  # a task's own content part
-            return seal_part(document, keys, self.tenant, self.task_id, task_fields.TASK_CONTENT)
+        if "type" in document and "role" not in document:
+            return document  # a task's own content part: `seal_task` seals it at its index
         return seal_document(document, keys, self.tenant, self.task_id)
 
     def transform_value(self, value: Any, message_id: str, path: str) -> Any:

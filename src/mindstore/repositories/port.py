@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mindstore.clock import utcnow
+from mindstore.crypto.task_fields import payload_places
 from mindstore.errors import NotFound
 from mindstore.ids import check_name, page_key
 from mindstore.model.messages import AnyMessage
@@ -138,13 +139,17 @@ class TaskPort:
                     "tenant": self.scope.tenant,
                     "task_id": task_id,
                 },
-                {"data": 1},
+                {"data": 1, "sha256": 1, "message_id": 1, "path": 1},
             )
             found: dict[str, Any] = {}
+            places = payload_places(documents) if cipher is not None else {}
             async for payload in cursor:
                 data = payload["data"]
-                if cipher is not None:
-                    data = cipher.open_payload(payload["_id"], data, task_id)
+                if cipher is not None:  # bound to where it was offloaded (a copied marker: refused)
+                    data = cipher.open_payload(
+                        payload["_id"], data, task_id,
+                        stored=payload, places=places.get(payload["_id"], ()),
+                    )  # fmt: skip
                 found[payload["_id"]] = data
             read.resolve(found)
         return parse_stored(read, task_id=task_id)
