@@ -83,7 +83,8 @@ def dumped(messages) -> list:
     return ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
 
 
-VOLATILE = {"timestamp", "run_id", "conversation_id"}
+# what differs between two runs (pydantic-ai 2.78 added each request's time and duration)
+VOLATILE = {"timestamp", "request_timestamp", "duration", "run_id", "conversation_id"}
 
 
 def stable(value):
