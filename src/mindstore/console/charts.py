@@ -8,12 +8,12 @@ escapes; colours are CSS classes, so the page needs no inline style.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
+
+from mindstore.inert_text import csv_text
 
 WIDTH: Final = 720
 HEIGHT: Final = 260
@@ -48,20 +48,9 @@ class Chart:
     unit: str = ""
 
     def csv(self) -> str:
-        """The table as CSV (the numbers behind the chart)."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.columns)
-        for row in self.table:
-            writer.writerow(["" if cell is None else _csv_cell(cell) for cell in row])
-        return out.getvalue()
-
-
-def _csv_cell(cell: str | int | float) -> str | int | float:
-    """A cell that a spreadsheet would read as a formula is quoted with a leading `'`."""
-    if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + cell
-    return cell
+        """The table as CSV (the numbers behind the chart), by the CLI's writer: no cell
+        can start a formula or split its row (`mindstore.inert_text.csv_text`)."""
+        return csv_text(self.columns, self.table)
 
 
 @dataclass(frozen=True)
