@@ -95,9 +95,10 @@ def test_the_console_view_has_no_write_method() -> None:
     public = {name for name in dir(ReadOnlyTenant) if not name.startswith("_")}
     assert public == READ_METHODS | {"tenant"}
     store_public = {name for name in dir(ReadOnlyStore) if not name.startswith("_")}
-    assert store_public == {"tenant", "tenants"}
+    assert store_public == {"tenant", "tenants", "totals"}
     reads = {"list", "get", "read_range", "tree_json", "root", "usage", "latency",
-             "tools", "top_owners", "activity", "active_owners"}  # fmt: skip
+             "tools", "top_owners", "activity", "active_owners",
+             "task_versions", "day_groups"}  # fmt: skip
     writes = set()
     for source in (TaskService, DialogRepository, Analytics):
         for name, _ in inspect.getmembers(source, inspect.iscoroutinefunction):
@@ -229,7 +230,10 @@ def test_csv_quotes_what_a_spreadsheet_would_run() -> None:
     chart = charts.Chart("k", "t", "bar", [], [], ("tool", "calls"),
                          [("=HYPERLINK(1)", 3), ("-2+3", None), ("plain, text", 1.5)])  # fmt: skip
     assert chart.csv().splitlines() == [
-        "tool,calls", "'=HYPERLINK(1),3", "'-2+3,", '"plain, text",1.5'
+        "tool,calls",
+        "'=HYPERLINK(1),3",
+        "'-2+3,",
+        '"plain, text",1.5',
     ]
 
 
@@ -267,9 +271,7 @@ def test_the_command_refuses_a_remote_host_without_allow_remote(tmp_path: Path) 
     assert result.exit_code == 40 and "at least 16" in result.output
 
 
-async def test_mindstore_console_serves_the_store_it_is_given(
-    tmp_path: Path, store: Store
-) -> None:
+async def test_mindstore_console_serves_the_store_it_is_given(tmp_path: Path, store: Store) -> None:
     data, ops = tmp_path / "demo.json.gz", tmp_path / "ops.json"
     ops.write_text(json.dumps([{"name": "t0", "token": TOKEN, "tenants": ["tenant-0"]}]))
     await load(store, generate(SPEC))

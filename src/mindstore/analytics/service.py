@@ -392,3 +392,28 @@ class Analytics:
         return folding.fold_active_owners(
             await self._report(pipelines.message_activity_pipeline(f)), period
         )
+
+    # ------------------------------------------------------------------ incremental reads
+    async def task_versions(self) -> dict[str, int]:
+        """Each task's stored id and version (a write bumps it): one projected `find` of
+        the tenant's (or the scoped owner's) tasks, no message read. What
+        `mindstore.analytics.incremental` compares to know what changed."""
+        query: dict[str, Any] = {"tenant": self.tenant}
+        if self.scoped_owner is not None:
+            query["owner"] = self.scoped_owner
+        found = await self._tasks.find(query, {"version": 1}).to_list(length=None)
+        return {d["_id"]: int(d.get("version") or 0) for d in found if isinstance(d["_id"], str)}
+
+    async def day_groups(self, task_keys: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        """The raw groups, by UTC day, of the usage (by model), latency (by model), tools
+        and message-activity reports over these tasks only (stored ids, as
+        `task_versions` names them): what `incremental.DayFigures` keeps and folds.
+        Groups of different batches merge exactly in the folds."""
+        f = ReportFilter(tenant=self.tenant, owner=self.scoped_owner,
+                         task_keys=tuple(task_keys))  # fmt: skip
+        return {
+            "usage": await self._report(pipelines.usage_pipeline(f, ("period", "model"))),
+            "latency": await self._report(pipelines.latency_pipeline(f, ("period", "model"))),
+            "tools": await self._report(pipelines.tools_pipeline(f, ("period",))),
+            "activity": await self._report(pipelines.message_activity_pipeline(f)),
+        }

@@ -65,19 +65,26 @@ async def _serve(
     try:
         import uvicorn
 
-        from mindstore.console import app, new_token, operator, operators_from_json
+        from mindstore.console import (
+            Credentials,
+            app,
+            new_token,
+            operator,
+            operators_from_json,
+        )
     except ImportError as error:
         raise ConsoleError(
             f"the console needs its extra: pip install 'mindstore[console]' ({error.name})"
         ) from None
     if operators is not None:
         try:
-            people = operators_from_json(operators)
+            # every check of the file (two operators with one token too) before serving
+            people = Credentials(operators_from_json(operators))
         except ConfigurationError as error:
             raise ConsoleError(f"--operators: {error}") from None
     else:
         token = new_token()
-        people = [operator("admin", token, "*")]
+        people = Credentials([operator("admin", token, "*")])
         typer.echo(f"console: operator 'admin' (every tenant), token: {token}", err=True)
     async with open_store(ctx, save=False) as store:
         typer.echo(f"console: http://{host}:{port}/", err=True)

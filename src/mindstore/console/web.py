@@ -10,9 +10,11 @@ documents. Handlers hold a `ReadOnlyTenant`, which has no write method.
 
 from __future__ import annotations
 
+import asyncio
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
@@ -31,18 +33,26 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from mindstore.analytics.periods import TimeBound, epoch_seconds
+from mindstore.analytics.incremental import DayFigures, day_aligned
+from mindstore.analytics.periods import epoch_seconds
 from mindstore.console import conversation, reports
 from mindstore.console.access import Credentials, Operator, Sessions
 from mindstore.console.charts import Chart, draw
 from mindstore.console.hits import pieces
 from mindstore.console.readonly import ReadOnlyStore, ReadOnlyTenant
 from mindstore.console.security import COOKIE, SecurityHeaders
-from mindstore.errors import KeyringRequired, KeyShredded, NotFound, ValidationError
+from mindstore.errors import (
+    KeyringRequired,
+    KeyShredded,
+    MindstoreError,
+    NotFound,
+    Unavailable,
+    ValidationError,
+)
 from mindstore.model.header import TaskState
 from mindstore.search import SearchPage
 from mindstore.store import Store
-from mindstore.validation import check_int
+from mindstore.validation import check_int, check_number
 
 PAGE_MESSAGES: Final = 100
 """Messages a task page shows: the last ones first, older ones a link away."""
@@ -51,9 +61,16 @@ FEED_MS: Final = 2000
 """How often (milliseconds) an open task page polls for new messages."""
 FEED_MAX: Final = 200
 """The most messages one live-feed poll returns (a client far behind reloads instead)."""
+CHARTS_WAIT: Final = 0.8
+"""Seconds the charts page waits for a tenant's first figures before it answers that they
+are being computed (and reloads itself until they are)."""
 PAGE_HITS: Final = 20
 """Search hits per results page."""
 MAX_FORM_BYTES: Final = 4096
+"""The largest login form read; a longer one is refused by its `Content-Length`, or once
+that many bytes have come, before the rest is read."""
+MAX_FORM_FIELDS: Final = 4
+INDEX: Final = re.compile(r"[0-9]{1,12}")
 PERIODS: Final = ("day", "week", "month")
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -70,6 +87,41 @@ class Console:
     secure_cookies: bool
     page_messages: int
     feed_ms: int
+    charts_wait: float
+    figures: dict[str, DayFigures] = field(default_factory=dict)
+    """Each tenant's charts, kept by day and refreshed incrementally."""
+    warming: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """The refresh under way in the background, per tenant."""
+    heavy: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    """Background refreshes run one at a time (a cold one reads every message)."""
+
+
+class FiguresPending(Exception):
+    """A tenant's charts are being computed for the first time (`done` of `total` tasks)."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(f"figures: {done} of {total} tasks")
+        self.done, self.total = done, total
+
+
+DOT_SEGMENTS: Final = frozenset({".", ".."})
+"""Valid ids that a browser would resolve away in a path (`/t/./` is `/t/`)."""
+DOT_MARK: Final = "~"
+"""Written before a dot-only id in a path (`/t/~../`): outside the id alphabet, so no id
+reads as another."""
+
+
+def path_segment(value: object) -> str:
+    """An id as one path segment of a link: percent-encoded, and `.` or `..` written
+    `~.` or `~..` (a browser would drop a dot segment, even encoded as `%2E`)."""
+    text = str(value)
+    return DOT_MARK + text if text in DOT_SEGMENTS else quote(text, safe="")
+
+
+def path_id(request: Request, name: str) -> str:
+    """The id a path segment names (`path_segment` read back)."""
+    text: str = request.path_params[name]
+    return text[1:] if text[:1] == DOT_MARK and text[1:] in DOT_SEGMENTS else text
 
 
 def _environment() -> Environment:
@@ -78,7 +130,7 @@ def _environment() -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
         undefined=StrictUndefined,
     )
-    pages.filters["q"] = lambda value: quote(str(value), safe="")
+    pages.filters["q"] = path_segment
     pages.filters["pieces"] = pieces  # a snippet cut at its highlights, each piece escaped
     pages.globals["STATES"] = [state.value for state in TaskState]
     return pages
@@ -114,7 +166,9 @@ def page(request: Request, template: str, status: int = 200, **context: Any) -> 
 
 
 def _not_found(request: Request, what: str = "page") -> HTMLResponse:
-    return page(request, "error.html", 404, title="Not found", message=f"No such {what}.")
+    return page(
+        request, "error.html", 404, title="Not found", message=f"No such {what}.", tenant=None
+    )
 
 
 def signed_in(handler: Handler) -> Handler:
@@ -137,7 +191,7 @@ def signed_in(handler: Handler) -> Handler:
 def tenant_view(request: Request) -> ReadOnlyTenant:
     """The `{tenant}` of the path as a read-only view, if this operator may see it; else
     NotFound, as for a tenant that does not exist."""
-    tenant = request.path_params["tenant"]
+    tenant = path_id(request, "tenant")
     who: Operator = request.state.operator
     if not who.may_see(tenant):
         raise NotFound("tenant")
@@ -152,8 +206,28 @@ def _query(request: Request, name: str) -> str | None:
     return value or None
 
 
-def _time_bounds(request: Request) -> tuple[TimeBound, TimeBound]:
-    return _query(request, "since"), _query(request, "until")
+def _time_bound(request: Request, name: str) -> float | None:
+    """The `?since=` or `?until=` bound as epoch seconds (a `ValidationError` naming the
+    field for what is not a time a datetime can hold)."""
+    return epoch_seconds(_query(request, name), name)
+
+
+def _time_bounds(request: Request) -> tuple[float | None, float | None]:
+    since, until = _time_bound(request, "since"), _time_bound(request, "until")
+    if since is not None and until is not None and until <= since:
+        raise ValidationError("until: must be later than since")
+    return since, until
+
+
+def _index(request: Request, name: str, default: str | None = None) -> int | None:
+    """A message index or count from `?{name}=`: ASCII digits only (`isdigit` also takes
+    `²` and `①`, which `int` refuses)."""
+    text = _query(request, name) or default
+    if text is None:
+        return None
+    if not INDEX.fullmatch(text):
+        raise ValidationError(f"{name}: expected a message index (digits 0-9)")
+    return int(text)
 
 
 # ------------------------------------------------------------------------------ login
@@ -173,14 +247,33 @@ def _cross_site(request: Request) -> bool:
     return urlsplit(origin).netloc not in hosts - {None}
 
 
+async def _small_body(request: Request, limit: int) -> bytes | None:
+    """The request's body if it is at most `limit` bytes, else None, read no further
+    than that: refused by its `Content-Length` before any byte is read, or as soon as the
+    stream passes the limit (a chunked body has no length)."""
+    declared = request.headers.get("content-length", "")
+    if declared and (not INDEX.fullmatch(declared) or int(declared) > limit):
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 async def login(request: Request) -> Response:
     """Check the token; on success open a session and set its cookie."""
     if _cross_site(request):
         return PlainTextResponse("cross-site form refused", status_code=403)
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
+    body = await _small_body(request, MAX_FORM_BYTES)
+    if body is None:
         return page(request, "login.html", 413, error="The form is too large.")
-    fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
+    try:
+        fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
+    except ValueError:
+        return page(request, "login.html", 400,
+                    error=f"form: more than {MAX_FORM_FIELDS} fields.")  # fmt: skip
     token = (fields.get("token") or [""])[0]
     console = _console(request)
     who = console.credentials.check(token)
@@ -211,7 +304,9 @@ async def logout(request: Request) -> Response:
 # ------------------------------------------------------------------------------ pages
 @signed_in
 async def tenants(request: Request) -> Response:
-    """The tenants this operator may see, with owners, tasks, messages, tokens and cost."""
+    """The tenants this operator may see: each one's tasks, owners, messages, tokens and
+    cost, from the task headers alone (tasks active in the period, with `since`/`until`).
+    Opening it starts computing each tenant's charts in the background."""
     console = _console(request)
     who: Operator = request.state.operator
     since, until = _time_bounds(request)
@@ -222,19 +317,10 @@ async def tenants(request: Request) -> Response:
             view = console.store.tenant(name)
         except ValidationError:
             continue
-        owners = await view.top_owners(since=since, until=until)
-        activity = await view.activity(period="month", since=since, until=until)
-        summaries.append(
-            {
-                "tenant": name,
-                "owners": len([o for o in owners if o.owner is not None]),
-                "tasks": sum(o.tasks for o in owners),
-                "messages": sum(a.messages for a in activity),
-                "tokens": sum(o.tokens_in + o.tokens_out for o in owners),
-                "cost": sum(o.cost for o in owners),
-            }
-        )
-    return page(request, "tenants.html", tenants=summaries, since=since or "", until=until or "")
+        summaries.append(await console.store.totals(name, since, until))
+        _warm(console, view)
+    return page(request, "tenants.html", tenants=summaries, since=_query(request, "since") or "",
+                until=_query(request, "until") or "")  # fmt: skip
 
 
 @signed_in
@@ -244,7 +330,7 @@ async def tasks(request: Request) -> Response:
     view = tenant_view(request)
     owner, state, cursor = (_query(request, n) for n in ("owner", "state", "cursor"))
     since = _query(request, "since")
-    seconds = epoch_seconds(since, "since")
+    seconds = _time_bound(request, "since")
     after = None if seconds is None else datetime.fromtimestamp(seconds, UTC)
     listed = await view.list_tasks(
         owner=owner, state=state, cursor=cursor, limit=PAGE_TASKS, updated_after=after
@@ -265,23 +351,14 @@ async def tasks(request: Request) -> Response:
     )
 
 
-def _before(request: Request) -> int | None:
-    text = _query(request, "before")
-    if text is None:
-        return None
-    if not text.isdigit() or len(text) > 12:
-        raise ValidationError("before: expected a message index")
-    return int(text)
-
-
 @signed_in
 async def task(request: Request) -> Response:
     """A task's conversation: its last messages (or those before `?before=N`), by role."""
     view = tenant_view(request)
-    task_id = request.path_params["task_id"]
+    task_id = path_id(request, "task_id")
     size = _console(request).page_messages
     record = await view.get_task(task_id)
-    before = _before(request)
+    before = _index(request, "before")
     # the record's count fixes the indices: messages [start, stop) of an append-only array
     # (a range read touches only the pages it overlaps; newer messages come by the feed)
     count = record.seq
@@ -307,12 +384,13 @@ async def task(request: Request) -> Response:
 async def feed(request: Request) -> Response:
     """The messages after index `?after=N`, as JSON, for the live feed's script."""
     view = tenant_view(request)
-    task_id = request.path_params["task_id"]
-    text = _query(request, "after") or "0"
-    if not text.isdigit() or len(text) > 12:
-        raise ValidationError("after: expected a message count")
-    after = int(text)
-    count = (await view.get_task(task_id)).seq
+    task_id = path_id(request, "task_id")
+    after = _index(request, "after", "0") or 0
+    try:
+        count = (await view.get_task(task_id)).seq
+    except (KeyShredded, KeyringRequired) as error:
+        # the script expects JSON, and says so on the page (a page open before a shred)
+        return JSONResponse({"error": _sealed_message(error)}, status_code=_sealed_status(error))
     if count < after or count - after > FEED_MAX:
         return JSONResponse({"count": count, "reload": True, "rows": []})
     messages = await view.read_range(task_id, after, count) if count > after else []
@@ -324,37 +402,69 @@ async def feed(request: Request) -> Response:
 async def tree(request: Request) -> Response:
     """The dialog tree a task belongs to, from its root, each node linking to its task."""
     view = tenant_view(request)
-    task_id = request.path_params["task_id"]
+    task_id = path_id(request, "task_id")
     top = await view.tree(task_id)
     return page(request, "tree.html", tenant=view.tenant, top=top, current=task_id)
 
 
+def _figures(console: Console, view: ReadOnlyTenant) -> DayFigures:
+    figures = console.figures.get(view.tenant)
+    if figures is None:
+        figures = console.figures[view.tenant] = view.day_figures()
+    return figures
+
+
+def _warm(console: Console, view: ReadOnlyTenant) -> DayFigures:
+    """The tenant's figures, with a background refresh started unless one is under way
+    (refreshes of all tenants take turns: `Console.heavy`)."""
+    figures = _figures(console, view)
+    running = console.warming.get(view.tenant)
+    if running is None or running.done():
+
+        async def refresh() -> None:
+            async with console.heavy:
+                await figures.refresh()
+
+        console.warming[view.tenant] = asyncio.get_running_loop().create_task(refresh())
+    return figures
+
+
 async def _charts(
-    view: ReadOnlyTenant, request: Request, keys: Iterable[str] = tuple(reports.CHARTS)
+    view: ReadOnlyTenant,
+    request: Request,
+    keys: Iterable[str] = tuple(reports.CHARTS),
+    wait: float | None = None,
 ) -> list[Chart]:
-    """The charts named by `keys` (each report read once), over the request's period and
-    time bounds."""
+    """The charts named by `keys`, over the request's period and UTC days, from the
+    tenant's kept figures (`DayFigures`: brought up to date first, incrementally). The
+    first time, they are computed in the background: `FiguresPending` when that takes
+    longer than `wait` seconds (None: as long as it takes)."""
     period = _query(request, "period") or "day"
     if period not in PERIODS:
         raise ValidationError(f"period: expected one of {', '.join(PERIODS)}")
     since, until = _time_bounds(request)
+    for name, bound in (("since", since), ("until", until)):
+        if not day_aligned(bound):
+            raise ValidationError(f"{name}: charts take a UTC day (2026-10-01)")
+    console = _console(request)
+    figures = _warm(console, view)
+    if not figures.refreshed:
+        await asyncio.wait({console.warming[view.tenant]}, timeout=wait)
+    if not figures.refreshed:
+        raise FiguresPending(figures.done, figures.total)
+    await figures.refresh()  # what changed since the last read: little, usually
     wanted = list(keys)
     found: list[Chart] = []
     if "tokens" in wanted or "cost" in wanted:
-        usage = await view.usage(
-            group_by=("period", "model"), period=period, since=since, until=until
-        )
+        usage = figures.usage(period, since, until)
         found += [reports.tokens(usage)] if "tokens" in wanted else []
         found += [reports.cost(usage)] if "cost" in wanted else []
     if "latency" in wanted:
-        rows = await view.latency(group_by=("model",), period=None, since=since, until=until)
-        found.append(reports.latency(rows))
+        found.append(reports.latency(figures.latency(since, until)))
     if "tools" in wanted:
-        tools = await view.tools(group_by=(), period=None, since=since, until=until)
-        found.append(reports.tools(tools))
+        found.append(reports.tools(figures.tools(since, until)))
     if "owners" in wanted:
-        owners = await view.active_owners(period=period, since=since, until=until)
-        found.append(reports.owners(owners))
+        found.append(reports.owners(figures.active_owners(period, since, until)))
     return found
 
 
@@ -362,13 +472,19 @@ async def _charts(
 async def charts(request: Request) -> Response:
     """Tokens and cost per model over time, latency percentiles, tools, active owners."""
     view = tenant_view(request)
-    drawn = [(chart, draw(chart)) for chart in await _charts(view, request)]
+    progress: tuple[int, int] | None = None
+    try:
+        found = await _charts(view, request, wait=_console(request).charts_wait)
+    except FiguresPending as pending:
+        found, progress = [], (pending.done, pending.total)
+    drawn = [(chart, draw(chart)) for chart in found]
     query = urlencode({k: v for k in ("period", "since", "until") if (v := _query(request, k))})
     return page(
         request,
         "charts.html",
         tenant=view.tenant,
         charts=drawn,
+        progress=progress,
         query=query,
         period=_query(request, "period") or "day",
         since=_query(request, "since") or "",
@@ -383,7 +499,11 @@ async def chart_csv(request: Request) -> Response:
     key = request.path_params["chart"]
     if key not in reports.CHARTS:
         raise NotFound("chart")
-    (chart,) = await _charts(view, request, [key])
+    try:
+        (chart,) = await _charts(view, request, [key])
+    except FiguresPending as pending:
+        return PlainTextResponse(f"the charts are being computed ({pending}): try again",
+                                 status_code=503, headers={"Retry-After": "2"})  # fmt: skip
     return Response(
         chart.csv(),
         media_type="text/csv; charset=utf-8",
@@ -422,12 +542,42 @@ async def search(request: Request) -> Response:
 
 
 # ------------------------------------------------------------------------------ errors
+SHREDDED: Final = (
+    "This tenant was shredded: its data keys were destroyed, so the content of its "
+    "conversations can no longer be read, here or from any backup."
+)
+NO_KEYRING: Final = (
+    "This tenant's content is encrypted and the console was started without its keyring "
+    "(--master-key, --key-vault)."
+)
+
+
+def _sealed_message(error: Exception) -> str:
+    return SHREDDED if isinstance(error, KeyShredded) else NO_KEYRING
+
+
+def _sealed_status(error: Exception) -> int:
+    """410 Gone for a shredded tenant's content, 503 for content the console cannot open."""
+    return 410 if isinstance(error, KeyShredded) else 503
+
+
+def _error_page(request: Request, status: int, title: str, message: str) -> HTMLResponse:
+    """An error page, with the tenant's navigation when the path names a tenant this
+    operator may see (the page of a tenant it may not see is the same as for none)."""
+    tenant = None
+    who = getattr(request.state, "operator", None)
+    if "tenant" in request.path_params and who is not None:
+        named = path_id(request, "tenant")
+        tenant = named if who.may_see(named) else None
+    return page(request, "error.html", status, title=title, message=message, tenant=tenant)
+
+
 async def _on_not_found(request: Request, error: Exception) -> Response:
     return _not_found(request)
 
 
 async def _on_invalid(request: Request, error: Exception) -> Response:
-    return page(request, "error.html", 400, title="Bad request", message=str(error))
+    return _error_page(request, 400, "Bad request", str(error))
 
 
 async def _on_shredded(request: Request, error: Exception) -> Response:
@@ -436,14 +586,14 @@ async def _on_shredded(request: Request, error: Exception) -> Response:
 
 
 async def _on_keyring(request: Request, error: Exception) -> Response:
-    return page(
-        request,
-        "error.html",
-        200,
-        title="Encrypted tenant",
-        message="This tenant's content is encrypted and the console was started "
-        "without its keyring (--master-key, --key-vault).",
-    )
+    return _error_page(request, 200, "Encrypted tenant", NO_KEYRING)
+
+
+async def _on_store_error(request: Request, error: Exception) -> Response:
+    """Any other typed error of the store (a key vault that is not private, a provider
+    that is away): its own page, named, rather than a bare 500."""
+    status = 503 if isinstance(error, Unavailable) else 500
+    return _error_page(request, status, type(error).__name__, str(error))
 
 
 async def _on_http(request: Request, error: Exception) -> Response:
@@ -460,14 +610,17 @@ def app(
     secure_cookies: bool = False,
     page_messages: int = PAGE_MESSAGES,
     feed_ms: int = FEED_MS,
+    charts_wait: float = CHARTS_WAIT,
 ) -> SecurityHeaders:
     """The console as an ASGI app over `store`, for the given operators.
 
     Mount it in a platform's own app, or serve it with `mindstore console`. Set
     `secure_cookies` when it is served over HTTPS (the session cookie then has `Secure`).
     `page_messages`: messages per task page; `feed_ms`: how often an open task page asks
-    for new messages.
+    for new messages; `charts_wait`: how long (seconds) the charts page waits for a
+    tenant's first figures before it says they are being computed (a CSV waits for them).
     """
+    check_number(charts_wait, "charts_wait", minimum=0.0, maximum=600.0)
     check_int(page_messages, "page_messages", minimum=1, maximum=1000)
     check_int(feed_ms, "feed_ms", minimum=100)
     credentials = operators if isinstance(operators, Credentials) else Credentials(operators)
@@ -493,6 +646,7 @@ def app(
             KeyShredded: _on_shredded,
             KeyringRequired: _on_keyring,
             HTTPException: _on_http,
+            MindstoreError: _on_store_error,
         },
     )
     web.state.console = Console(
@@ -503,6 +657,7 @@ def app(
         secure_cookies=secure_cookies,
         page_messages=page_messages,
         feed_ms=feed_ms,
+        charts_wait=charts_wait,
     )
     return SecurityHeaders(web)
 
