@@ -6,6 +6,7 @@ twice stops before serving, and ids `.` and `..` open from their links."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from mindstore.cli import app as cli
 from mindstore.console import app
 from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
 from mindstore.store import Store
+from mindstore.workload import WorkloadSpec, generate, load
 
 BASE = "http://console.test"
 BAD_BOUNDS = ["since=0001-01-01T00:00:00%2B14:00", "until=9999-12-31T23:59:59-14:00"]
@@ -171,3 +173,32 @@ def test_two_operators_with_one_token_stop_before_serving(tmp_path: Path) -> Non
     result = CliRunner().invoke(cli, ["console", "--operators", str(ops), "--port", "1"])
     assert result.exit_code == 40, result.output
     assert "same token" in result.output and "http://" not in result.output
+
+
+async def test_a_cold_chart_does_not_hold_the_other_pages(store: Store) -> None:
+    """The first charts of a tenant read every message; other requests are served between
+    its batches (real concurrent requests on one loop): the tasks page asked after the
+    CSV answers before it. Until the figures are there, the charts page says so at once."""
+    await load(store, generate(WorkloadSpec(tenants=1, tasks=60, mean_messages=8)))
+    served = app(store, OPERATORS, charts_wait=0)
+    transport = httpx.ASGITransport(app=served)  # type: ignore[arg-type]
+    answered: list[str] = []
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+
+        async def fetch(name: str, url: str, after: int) -> httpx.Response:
+            for _ in range(after):
+                await asyncio.sleep(0)  # the CSV starts first
+            response = await client.get(url, headers=bearer())
+            answered.append(name)
+            return response
+
+        csv, tasks, pending = await asyncio.gather(
+            fetch("csv", "/t/tenant-0/charts/tokens.csv", 0),
+            fetch("tasks", "/t/tenant-0/", 3),
+            fetch("charts", "/t/tenant-0/charts", 3),
+        )
+        assert answered[-1] == "csv", answered
+        assert csv.status_code == tasks.status_code == pending.status_code == 200
+        assert "being computed" in pending.text and 'id="chart-tokens"' not in pending.text
+        ready = await client.get("/t/tenant-0/charts", headers=bearer())
+        assert 'id="chart-tokens"' in ready.text and "being computed" not in ready.text
