@@ -64,6 +64,10 @@ async def test_a_read_after_a_write_recomputes_one_batch(loaded: Store) -> None:
     aggregates = [c for c in log if c.name == "aggregate"]
     per_batch = 4  # usage, latency, tools, activity
     assert len(aggregates) <= 2 * per_batch  # the changed task's batch and the new task's
+    for command in aggregates:  # each over its batch of tasks only
+        assert len(command.pipeline[0]["$match"]["_id"]["$in"]) <= 7
+    # besides: the versions' find, and the paged-history checks of each pipeline
+    assert len(log) <= 1 + 3 * len(aggregates)
     await _same_as_the_reports(figures, loaded)
 
 

@@ -11,8 +11,10 @@ that changed, appeared or went, then folds the kept groups. The fold is the repo
 and the groups merge exactly (sums add, histograms add, owner sets union), so the rows
 are those of `acme.analytics` for the same filters, for bounds on UTC day starts.
 
-Each batch is a few small pipelines, and the event loop runs other work between two
-batches, so a cold start never holds a server's loop for long. `progress` says how far a
+Each batch is four small pipelines (one per report, over a couple of tasks), and the event
+loop runs other work between two of them, so a cold start never holds a server's loop for
+long (on the embedded backend, which runs a pipeline on the loop, a pause is one report
+over one batch's messages). `progress` says how far a
 refresh is.
 """
 
@@ -25,10 +27,11 @@ from typing import Any, Final
 from mindstore.analytics import folding
 from mindstore.analytics.periods import Period, to_period
 from mindstore.analytics.rows import ActiveOwnersRow, LatencyRow, ToolRow, UsageRow
-from mindstore.analytics.service import Analytics
+from mindstore.analytics.service import DAY_REPORTS, Analytics
 
-BATCH_TASKS: Final = 20
-"""Tasks per batch: small enough that one batch's pipelines are a short pause."""
+BATCH_TASKS: Final = 2
+"""Tasks per batch: one report over so few messages is a short pause of the event loop
+(the embedded backend runs a pipeline on it, at about half a millisecond a message)."""
 DAY_SECONDS: Final = 86_400
 Groups = list[dict[str, Any]]
 
@@ -78,10 +81,12 @@ class DayFigures:
             self.done = len(covered)
             for start in range(0, len(stale), self.batch_tasks):
                 keys = stale[start : start + self.batch_tasks]
-                groups = await self.analytics.day_groups(keys)
+                groups: dict[str, Groups] = {}
+                for report in DAY_REPORTS:
+                    groups[report] = await self.analytics.day_groups(report, keys)
+                    await asyncio.sleep(0)  # the loop serves others between two reports
                 self._batches.append(_Batch({k: versions[k] for k in keys}, groups))
                 self.done += len(keys)
-                await asyncio.sleep(0)  # let the loop serve others between batches
             self.refreshed = True
 
     def _groups(self, report: str, key: str, since: float | None,

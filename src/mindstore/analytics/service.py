@@ -7,7 +7,7 @@ this module only validates arguments, talks to the database and wires the two to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from mindstore.analytics import folding
@@ -404,16 +404,23 @@ class Analytics:
         found = await self._tasks.find(query, {"version": 1}).to_list(length=None)
         return {d["_id"]: int(d.get("version") or 0) for d in found if isinstance(d["_id"], str)}
 
-    async def day_groups(self, task_keys: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-        """The raw groups, by UTC day, of the usage (by model), latency (by model), tools
-        and message-activity reports over these tasks only (stored ids, as
-        `task_versions` names them): what `incremental.DayFigures` keeps and folds.
+    async def day_groups(self, report: str, task_keys: Iterable[str]) -> list[dict[str, Any]]:
+        """The raw groups, by UTC day, of one of the usage (by model), latency (by model),
+        tools and message-activity reports (`DAY_REPORTS`) over these tasks only (stored
+        ids, as `task_versions` names them): what `incremental.DayFigures` keeps and folds.
         Groups of different batches merge exactly in the folds."""
+        build = DAY_REPORTS.get(report) if isinstance(report, str) else None
+        if build is None:
+            raise ValidationError(f"report: expected one of {', '.join(DAY_REPORTS)}")
         f = ReportFilter(tenant=self.tenant, owner=self.scoped_owner,
                          task_keys=tuple(task_keys))  # fmt: skip
-        return {
-            "usage": await self._report(pipelines.usage_pipeline(f, ("period", "model"))),
-            "latency": await self._report(pipelines.latency_pipeline(f, ("period", "model"))),
-            "tools": await self._report(pipelines.tools_pipeline(f, ("period",))),
-            "activity": await self._report(pipelines.message_activity_pipeline(f)),
-        }
+        return await self._report(build(f))
+
+
+DAY_REPORTS: dict[str, Callable[[ReportFilter], Pipeline]] = {
+    "usage": lambda f: pipelines.usage_pipeline(f, ("period", "model")),
+    "latency": lambda f: pipelines.latency_pipeline(f, ("period", "model")),
+    "tools": lambda f: pipelines.tools_pipeline(f, ("period",)),
+    "activity": pipelines.message_activity_pipeline,
+}
+"""The reports `Analytics.day_groups` runs, each grouped by UTC day."""

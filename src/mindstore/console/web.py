@@ -20,8 +20,10 @@ from typing import Any, Final
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -32,11 +34,19 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from mindstore.analytics.incremental import DayFigures, day_aligned
 from mindstore.analytics.periods import epoch_seconds
 from mindstore.console import conversation, reports
-from mindstore.console.access import Credentials, Operator, Sessions
+from mindstore.console.access import (
+    IDLE_SECONDS,
+    MAX_AGE_SECONDS,
+    Credentials,
+    LoginThrottle,
+    Operator,
+    Sessions,
+)
 from mindstore.console.charts import Chart, draw
 from mindstore.console.hits import pieces
 from mindstore.console.readonly import ReadOnlyStore, ReadOnlyTenant
@@ -49,6 +59,7 @@ from mindstore.errors import (
     Unavailable,
     ValidationError,
 )
+from mindstore.inert_text import visible
 from mindstore.model.header import TaskState
 from mindstore.search import SearchPage
 from mindstore.store import Store
@@ -83,6 +94,7 @@ class Console:
     store: ReadOnlyStore
     credentials: Credentials
     sessions: Sessions
+    throttle: LoginThrottle
     pages: Environment
     secure_cookies: bool
     page_messages: int
@@ -124,11 +136,21 @@ def path_id(request: Request, name: str) -> str:
     return text[1:] if text[:1] == DOT_MARK and text[1:] in DOT_SEGMENTS else text
 
 
+def _shown(value: object) -> object:
+    """Every value a template writes: stored text with its control and bidi characters as
+    visible escapes (`\\u202e`), as the CLI shows them, so no line reads otherwise than it
+    holds; markup the templates made themselves as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
 def _environment() -> Environment:
     pages = Environment(
         loader=PackageLoader("mindstore.console", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         undefined=StrictUndefined,
+        finalize=_shown,
     )
     pages.filters["q"] = path_segment
     pages.filters["pieces"] = pieces  # a snippet cut at its highlights, each piece escaped
@@ -236,15 +258,39 @@ async def login_form(request: Request) -> Response:
     return page(request, "login.html", error=None)
 
 
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def _origin_of(scheme: str, netloc: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of a URL's parts, the port the scheme's own when absent."""
+    try:
+        parts = urlsplit(f"{scheme}://{netloc}")
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return None
+    if not parts.hostname or port is None:
+        return None
+    return scheme, parts.hostname, port
+
+
 def _cross_site(request: Request) -> bool:
     """A form posted from another origin (the browser says so in `Origin`): refused, so no
-    other site can log a browser in as its own operator, or out. Behind a proxy, the
-    origin must match the `Host` or `X-Forwarded-Host` the console receives."""
+    other site can log a browser in as its own operator, or out. The origin's scheme, host
+    and port must all be the console's own: the scheme it is served with and the `Host`
+    (or, behind a proxy, `X-Forwarded-Host` and `X-Forwarded-Proto`) it receives."""
     origin = request.headers.get("origin")
     if origin is None or origin == "null":
         return origin == "null"
-    hosts = {request.headers.get("host"), request.headers.get("x-forwarded-host")}
-    return urlsplit(origin).netloc not in hosts - {None}
+    parts = urlsplit(origin)
+    claimed = _origin_of(parts.scheme, parts.netloc)
+    scheme = request.headers.get("x-forwarded-proto") or request.url.scheme
+    own = {
+        _origin_of(proto, host)
+        for proto in {scheme, request.url.scheme}
+        for host in (request.headers.get("host"), request.headers.get("x-forwarded-host"))
+        if host
+    }
+    return claimed is None or claimed not in own
 
 
 async def _small_body(request: Request, limit: int) -> bytes | None:
@@ -266,6 +312,14 @@ async def login(request: Request) -> Response:
     """Check the token; on success open a session and set its cookie."""
     if _cross_site(request):
         return PlainTextResponse("cross-site form refused", status_code=403)
+    console = _console(request)
+    client = request.client.host if request.client else ""
+    wait = console.throttle.wait(client)
+    if wait > 0:
+        refused = page(request, "login.html", 429,
+                       error="Too many failed logins: try again in a minute.")  # fmt: skip
+        refused.headers["Retry-After"] = str(max(1, round(wait)))
+        return refused
     body = await _small_body(request, MAX_FORM_BYTES)
     if body is None:
         return page(request, "login.html", 413, error="The form is too large.")
@@ -275,9 +329,9 @@ async def login(request: Request) -> Response:
         return page(request, "login.html", 400,
                     error=f"form: more than {MAX_FORM_FIELDS} fields.")  # fmt: skip
     token = (fields.get("token") or [""])[0]
-    console = _console(request)
     who = console.credentials.check(token)
     if who is None:
+        console.throttle.failed(client)
         return page(request, "login.html", 401, error="That token is not valid.")
     response = RedirectResponse(f"{_root(request)}/", status_code=303)
     response.set_cookie(
@@ -287,6 +341,7 @@ async def login(request: Request) -> Response:
         samesite="strict",
         secure=console.secure_cookies,
         path=f"{_root(request)}/",
+        max_age=int(console.sessions.max_age),
     )
     return response
 
@@ -611,6 +666,9 @@ def app(
     page_messages: int = PAGE_MESSAGES,
     feed_ms: int = FEED_MS,
     charts_wait: float = CHARTS_WAIT,
+    session_idle: float = IDLE_SECONDS,
+    session_max: float = MAX_AGE_SECONDS,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> SecurityHeaders:
     """The console as an ASGI app over `store`, for the given operators.
 
@@ -618,8 +676,14 @@ def app(
     `secure_cookies` when it is served over HTTPS (the session cookie then has `Secure`).
     `page_messages`: messages per task page; `feed_ms`: how often an open task page asks
     for new messages; `charts_wait`: how long (seconds) the charts page waits for a
-    tenant's first figures before it says they are being computed (a CSV waits for them).
+    tenant's first figures before it says they are being computed (a CSV waits for them);
+    `session_idle` and `session_max`: seconds after which a session expires, unused and
+    at all; `allowed_hosts`: the host names the console answers to (the `Host` header,
+    checked against DNS rebinding; None: any, for an app that checks it itself). With
+    `secure_cookies`, responses also carry `Strict-Transport-Security`.
     """
+    check_number(session_idle, "session_idle", minimum=1.0)
+    check_number(session_max, "session_max", minimum=1.0)
     check_number(charts_wait, "charts_wait", minimum=0.0, maximum=600.0)
     check_int(page_messages, "page_messages", minimum=1, maximum=1000)
     check_int(feed_ms, "feed_ms", minimum=100)
@@ -652,14 +716,21 @@ def app(
     web.state.console = Console(
         store=ReadOnlyStore(store),
         credentials=credentials,
-        sessions=Sessions(),
+        sessions=Sessions(idle=session_idle, max_age=session_max),
+        throttle=LoginThrottle(),
         pages=_environment(),
         secure_cookies=secure_cookies,
         page_messages=page_messages,
         feed_ms=feed_ms,
         charts_wait=charts_wait,
     )
-    return SecurityHeaders(web)
+    served: ASGIApp = web
+    if allowed_hosts is not None:
+        names = list(allowed_hosts)
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ValidationError("allowed_hosts: expected host names")
+        served = TrustedHostMiddleware(web, allowed_hosts=names, www_redirect=False)
+    return SecurityHeaders(served, hsts=secure_cookies)
 
 
 def new_token() -> str:
