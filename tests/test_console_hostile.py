@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from console_support import ADMIN_TOKEN, OPERATORS
 from mindstore.cli import app as cli
 from mindstore.console import app
+from mindstore.console.access import LoginThrottle, Sessions
 from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
 from mindstore.store import Store
 from mindstore.workload import WorkloadSpec, generate, load
@@ -202,3 +203,75 @@ async def test_a_cold_chart_does_not_hold_the_other_pages(store: Store) -> None:
         assert "being computed" in pending.text and 'id="chart-tokens"' not in pending.text
         ready = await client.get("/t/tenant-0/charts", headers=bearer())
         assert 'id="chart-tokens"' in ready.text and "being computed" not in ready.text
+
+
+# ------------------------------------------------------------------------------ hardening
+def test_sessions_expire_when_idle_and_at_their_age() -> None:
+    now = [0.0]
+    sessions = Sessions(idle=60, max_age=300, clock=lambda: now[0])
+    who = OPERATORS[0]
+    idle, busy = sessions.open(who), sessions.open(who)
+    for moment in (50, 100, 150, 200, 250, 299):
+        now[0] = moment
+        assert sessions.get(busy) is who  # used every 50 s: alive until its age
+    assert sessions.get(idle) is None  # unused for 60 s
+    now[0] = 301
+    assert sessions.get(busy) is None and sessions.get(busy) is None
+
+
+def test_failed_logins_are_throttled_per_client() -> None:
+    now = [0.0]
+    throttle = LoginThrottle(attempts=3, window=60, clock=lambda: now[0])
+    for _ in range(3):
+        assert throttle.wait("10.0.0.1") == 0
+        throttle.failed("10.0.0.1")
+    assert throttle.wait("10.0.0.1") == 60 and throttle.wait("10.0.0.2") == 0
+    now[0] = 60
+    assert throttle.wait("10.0.0.1") == 0
+
+
+async def test_the_login_form_answers_429_after_ten_failures(store: Store) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    async with client_for(store) as client:
+        statuses = [(await client.post("/login", content="token=wrong-token-0123456789",
+                                       headers=form)).status_code for _ in range(11)]  # fmt: skip
+        right = await client.post("/login", content=f"token={ADMIN_TOKEN}", headers=form)
+    assert statuses == [401] * 10 + [429]
+    assert right.status_code == 429 and right.headers["retry-after"]
+
+
+@pytest.mark.parametrize(
+    ("origin", "refused"),
+    [("http://console.test", False), ("https://console.test", True),
+     ("http://console.test:8080", True), ("http://console.test:80", False),
+     ("http://evil.test", True), ("null", True), ("http://console.test.evil.test", True)],
+)  # fmt: skip
+async def test_the_cross_site_check_compares_scheme_host_and_port(
+    store: Store, origin: str, refused: bool
+) -> None:
+    async with client_for(store) as client:
+        response = await client.post("/logout", headers={"Origin": origin})
+    assert (response.status_code == 403) is refused
+
+
+async def test_only_allowed_hosts_are_answered_and_hsts_with_secure_cookies(store: Store) -> None:
+    served = app(store, OPERATORS, allowed_hosts=["console.test"], secure_cookies=True)
+    transport = httpx.ASGITransport(app=served)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        rebound = await client.get("/login", headers={"Host": "attacker.test"})
+        own = await client.get("/")
+    assert rebound.status_code == 400 and "attacker.test" not in rebound.text
+    assert own.status_code == 303 and own.headers["location"] == "/login"  # no host in it
+    assert own.headers["strict-transport-security"] == "max-age=31536000"
+
+
+async def test_stored_bidi_and_control_characters_show_as_escapes(store: Store) -> None:
+    tasks = store.scoped("acme").tasks
+    record = await tasks.create(owner="ann", title="invoice \u202egnp.exe")
+    await tasks.add_human_message(record.id, "pay \u202e01$ \x1b[31mnow")
+    async with client_for(store) as client:
+        page = await client.get(f"/t/acme/tasks/{record.id}", headers=bearer())
+        feed = await client.get(f"/t/acme/tasks/{record.id}/feed?after=0", headers=bearer())
+    assert "\u202e" not in page.text and "\x1b" not in page.text
+    assert "invoice \\u202egnp.exe" in page.text and "pay \\u202e01$ \\x1b[31mnow" in page.text
+    assert "\\u202e01$" in feed.json()["rows"][0]["blocks"][0]["text"]
