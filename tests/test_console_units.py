@@ -315,3 +315,13 @@ def test_every_console_module_has_a_docstring() -> None:
     for path in folder.glob("*.py"):
         assert path.read_text().lstrip().startswith('"""'), path
     assert os.path.isfile(folder / "static" / "feed.js")
+
+
+def test_a_line_of_one_period_is_drawn_as_a_dot() -> None:
+    series = [charts.Series("a", [5.0]), charts.Series("b", [10.0])]
+    drawing = charts.draw(charts.Chart("k", "t", "line", ["2026-10-01"], series, (), []))
+    middle = charts.TOP + (charts.HEIGHT - charts.TOP - charts.BOTTOM) / 2
+    assert [d.y for d in drawing.dots] == [middle, charts.TOP]
+    assert all(charts.LEFT <= d.x <= charts.WIDTH - charts.RIGHT for d in drawing.dots)
+    two = charts.Chart("k", "t", "line", ["a", "b"], [charts.Series("a", [1.0, 2.0])], (), [])
+    assert charts.draw(two).dots == []

@@ -71,6 +71,16 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Dot:
+    """A line chart's value at its only period: a line needs two points to show."""
+
+    x: float
+    y: float
+    css: str
+    title: str
+
+
+@dataclass(frozen=True)
 class Tick:
     at: float
     text: str
@@ -84,6 +94,7 @@ class Drawing:
     height: int
     lines: list[Line] = field(default_factory=list)
     bars: list[Bar] = field(default_factory=list)
+    dots: list[Dot] = field(default_factory=list)
     y_ticks: list[Tick] = field(default_factory=list)
     x_ticks: list[Tick] = field(default_factory=list)
     legend: list[tuple[str, str]] = field(default_factory=list)
@@ -145,6 +156,11 @@ def draw(chart: Chart) -> Drawing:
                 for j, v in enumerate(s.values[:count])
             )
             drawing.lines.append(Line(points, f"s{i % SERIES_CLASSES}", s.name))
+            if count == 1:
+                value = s.values[0] if s.values else 0.0
+                drawing.dots.append(Dot(round(LEFT + step * 0.5, 2), y_of(value),
+                                        f"s{i % SERIES_CLASSES}",
+                                        f"{s.name} · {chart.labels[0]}: {fmt(value)}"))  # fmt: skip
         return drawing
     width = step * 0.8 / len(series)
     for i, s in enumerate(series):

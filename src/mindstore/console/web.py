@@ -153,6 +153,7 @@ def _environment() -> Environment:
         finalize=_shown,
     )
     pages.filters["q"] = path_segment
+    pages.filters["as_text"] = conversation.as_text  # JSON-like values as readable text
     pages.filters["pieces"] = pieces  # a snippet cut at its highlights, each piece escaped
     pages.globals["STATES"] = [state.value for state in TaskState]
     return pages
@@ -430,6 +431,7 @@ async def task(request: Request) -> Response:
         count=count,
         start=start,
         older=start if start > 0 else None,
+        first_page=min(size, count),
         live=before is None,
         feed_ms=_console(request).feed_ms,
     )

@@ -5,6 +5,10 @@
 (function () {
   const section = document.getElementById("conversation");
   if (!section || !section.dataset.feed) return;
+  // a live page opens at its newest message (a link to one message keeps its #anchor)
+  if (!window.location.hash && section.lastElementChild) {
+    section.lastElementChild.scrollIntoView({ block: "end" });
+  }
   const counter = document.getElementById("count");
   const url = section.dataset.feed;
   let count = Number(section.dataset.count) || 0;
