@@ -397,7 +397,11 @@ class Analytics:
     async def task_versions(self) -> dict[str, int]:
         """Each task's stored id and version (a write bumps it): one projected `find` of
         the tenant's (or the scoped owner's) tasks, no message read. What
-        `mindstore.analytics.incremental` compares to know what changed."""
+        `mindstore.analytics.incremental` compares to know what changed.
+
+        Returns:
+            Stored task id -> version.
+        """
         query: dict[str, Any] = {"tenant": self.tenant}
         if self.scoped_owner is not None:
             query["owner"] = self.scoped_owner
@@ -406,9 +410,20 @@ class Analytics:
 
     async def day_groups(self, report: str, task_keys: Iterable[str]) -> list[dict[str, Any]]:
         """The raw groups, by UTC day, of one of the usage (by model), latency (by model),
-        tools and message-activity reports (`DAY_REPORTS`) over these tasks only (stored
-        ids, as `task_versions` names them): what `incremental.DayFigures` keeps and folds.
-        Groups of different batches merge exactly in the folds."""
+        tools and message-activity reports over these tasks only: what
+        `incremental.DayFigures` keeps and folds. Groups of different batches merge
+        exactly in the folds (sums add, histograms add, owner sets union).
+
+        Args:
+            report: `"usage"`, `"latency"`, `"tools"` or `"activity"` (`DAY_REPORTS`).
+            task_keys: Stored task ids, as `task_versions` names them.
+
+        Returns:
+            The report's pipeline groups, unfolded.
+
+        Raises:
+            ValidationError: An unknown report.
+        """
         build = DAY_REPORTS.get(report) if isinstance(report, str) else None
         if build is None:
             raise ValidationError(f"report: expected one of {', '.join(DAY_REPORTS)}")

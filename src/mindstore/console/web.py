@@ -72,7 +72,7 @@ FEED_MS: Final = 2000
 """How often (milliseconds) an open task page polls for new messages."""
 FEED_MAX: Final = 200
 """The most messages one live-feed poll returns (a client far behind reloads instead)."""
-CHARTS_WAIT: Final = 0.8
+CHARTS_WAIT: Final = 0.3
 """Seconds the charts page waits for a tenant's first figures before it answers that they
 are being computed (and reloads itself until they are)."""
 PAGE_HITS: Final = 20
