@@ -144,11 +144,24 @@ class ReadOnlyTenant:
         (`mindstore.analytics.incremental`: reads only)."""
         return DayFigures(self.__view.analytics)
 
-    async def search(self, query: str, *, limit: int, cursor: str | None) -> SearchPage:
-        """One page of hits, best first (`acme.search`); a bad query or a cursor of
-        another query: `ValidationError`. The search index is derived data the search
-        brings up to date itself: no conversation is written."""
-        return await self.__view.search(query, limit=limit, cursor=cursor)
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        owner: str | None = None,
+        roles: tuple[str, ...] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        task_ids: tuple[str, ...] | None = None,
+    ) -> SearchPage:
+        """One page of hits, best first (`acme.search`, with its filters); a bad query
+        or filter, or a cursor of another query: `ValidationError`. The search index is
+        derived data the search brings up to date itself: no conversation is written."""
+        return await self.__view.search(query, limit=limit, cursor=cursor, owner=owner,
+                                        roles=roles, since=since, until=until,
+                                        task_ids=task_ids)  # fmt: skip
 
 
 @dataclass(frozen=True)

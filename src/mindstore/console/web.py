@@ -61,6 +61,7 @@ from mindstore.errors import (
 )
 from mindstore.inert_text import visible
 from mindstore.model.header import TaskState
+from mindstore.model.messages import MessageRole
 from mindstore.search import SearchPage
 from mindstore.store import Store
 from mindstore.validation import check_int, check_number
@@ -76,6 +77,9 @@ CHARTS_WAIT: Final = 0.3
 """Seconds the charts page waits for a tenant's first figures before it answers that they
 are being computed (and reloads itself until they are)."""
 PAGE_HITS: Final = 20
+SEARCH_FILTERS: Final = ("owner", "role", "since", "until", "task")
+"""The search page's filters beside the query (the API's `search` takes them)."""
+SEARCH_ROLES: Final = tuple(sorted(role.value for role in MessageRole))
 """Search hits per results page."""
 MAX_FORM_BYTES: Final = 4096
 """The largest login form read; a longer one is refused by its `Content-Length`, or once
@@ -578,24 +582,53 @@ async def search(request: Request) -> Response:
     """
     view = tenant_view(request)
     text = request.query_params.get("q", "")
+    filters = {name: _query(request, name) or "" for name in SEARCH_FILTERS}
 
     def results(
-        status: int = 200, error: str | None = None, found: SearchPage | None = None
+        status: int = 200,
+        error: str | None = None,
+        found: SearchPage | None = None,
+        titles: dict[str, str | None] | None = None,
     ) -> Response:
         following = None
         if found is not None and found.next_cursor:
-            following = urlencode({"q": text, "cursor": found.next_cursor})
+            kept = {k: v for k, v in filters.items() if v}
+            following = urlencode({"q": text, **kept, "cursor": found.next_cursor})
+        hits = found.hits if found else []
+        groups: dict[str, list[Any]] = {}
+        for hit in hits:  # by task, in the order of each task's best hit
+            groups.setdefault(hit.task_id, []).append(hit)
         return page(request, "search.html", status, tenant=view.tenant, q=text, error=error,
-                    hits=found.hits if found else [],
+                    hits=hits, groups=list(groups.items()), titles=titles or {},
+                    filters=filters, roles=SEARCH_ROLES,
                     total=found.total if found else None, following=following)  # fmt: skip
 
     if not text.strip():
         return results()
     try:
-        found = await view.search(text, limit=PAGE_HITS, cursor=_query(request, "cursor"))
+        since, until = _time_bounds(request)
+        role = filters["role"]
+        if role and role not in SEARCH_ROLES:
+            raise ValidationError(f"role: expected one of {', '.join(SEARCH_ROLES)}")
+        found = await view.search(
+            text,
+            limit=PAGE_HITS,
+            cursor=_query(request, "cursor"),
+            owner=filters["owner"] or None,
+            roles=(role,) if role else None,
+            since=None if since is None else datetime.fromtimestamp(since, UTC),
+            until=None if until is None else datetime.fromtimestamp(until, UTC),
+            task_ids=(filters["task"],) if filters["task"] else None,
+        )
     except ValidationError as error:
         return results(400, str(error))
-    return results(found=found)
+    titles: dict[str, str | None] = {}
+    for task_id in dict.fromkeys(hit.task_id for hit in found.hits):
+        try:
+            titles[task_id] = (await view.get_task(task_id)).title
+        except NotFound:  # deleted since it was indexed
+            titles[task_id] = None
+    return results(found=found, titles=titles)
 
 
 # ------------------------------------------------------------------------------ errors
