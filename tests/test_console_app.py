@@ -376,3 +376,19 @@ async def test_the_tenants_page_sums_each_tenants_owners_over_the_period(
     assert cells == expected
     everything = await client.get("/", headers=bearer(ADMIN_TOKEN))
     assert everything.text != page.text  # the period changes the figures
+
+
+async def test_the_tree_shows_each_nodes_title_state_times_and_tokens(
+    client: httpx.AsyncClient, store: Store, ids: dict[str, str]
+) -> None:
+    tenant, fork = ids["fork_tenant"], ids["fork"]
+    page = (await client.get(f"/t/{tenant}/tree/{fork}", headers=bearer(ADMIN_TOKEN))).text
+    view = store.scoped(tenant)
+    root = await view.dialogs.root(fork)
+    for task_id in (root, fork):
+        record = await view.tasks.get(task_id)
+        tokens = record.usage.tokens_in + record.usage.tokens_out
+        assert record.title and f">{record.title}</a>" in page, task_id
+        assert f"{task_id} · {record.state}" in page
+        assert f"updated {record.updated_at.strftime('%Y-%m-%d %H:%M')}" in page
+        assert f"{tokens:,} tokens" in page

@@ -11,6 +11,7 @@ documents. Handlers hold a `ReadOnlyTenant`, which has no write method.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
@@ -62,6 +63,7 @@ from mindstore.errors import (
 from mindstore.inert_text import visible
 from mindstore.model.header import TaskState
 from mindstore.model.messages import MessageRole
+from mindstore.repositories.records import TaskRecord
 from mindstore.search import SearchPage
 from mindstore.store import Store
 from mindstore.validation import check_int, check_number
@@ -76,6 +78,9 @@ FEED_MAX: Final = 200
 CHARTS_WAIT: Final = 0.3
 """Seconds the charts page waits for a tenant's first figures before it answers that they
 are being computed (and reloads itself until they are)."""
+TREE_DETAILS: Final = 200
+"""Nodes of a dialog tree shown with their task's title, state, times and tokens (one
+header read each); further nodes show their id and counts."""
 PAGE_HITS: Final = 20
 SEARCH_FILTERS: Final = ("owner", "role", "since", "until", "task")
 """The search page's filters beside the query (the API's `search` takes them)."""
@@ -465,7 +470,15 @@ async def tree(request: Request) -> Response:
     view = tenant_view(request)
     task_id = path_id(request, "task_id")
     top = await view.tree(task_id)
-    return page(request, "tree.html", tenant=view.tenant, top=top, current=task_id)
+    records: dict[str, TaskRecord] = {}
+    waiting = [top] if top else []
+    while waiting and len(records) < TREE_DETAILS:  # breadth first: the root's side first
+        node = waiting.pop(0)
+        with contextlib.suppress(NotFound):  # a node whose task went since the tree was read
+            records[node["dialog_id"]] = await view.get_task(node["dialog_id"])
+        waiting += node.get("children") or []
+    return page(request, "tree.html", tenant=view.tenant, top=top, current=task_id,
+                records=records)  # fmt: skip
 
 
 def _figures(console: Console, view: ReadOnlyTenant) -> DayFigures:
