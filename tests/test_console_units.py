@@ -325,3 +325,18 @@ def test_a_line_of_one_period_is_drawn_as_a_dot() -> None:
     assert all(charts.LEFT <= d.x <= charts.WIDTH - charts.RIGHT for d in drawing.dots)
     two = charts.Chart("k", "t", "line", ["a", "b"], [charts.Series("a", [1.0, 2.0])], (), [])
     assert charts.draw(two).dots == []
+
+
+def test_a_chart_over_time_spaces_its_points_by_time() -> None:
+    from mindstore.console.reports import period_start
+
+    assert period_start("2026-W41") == period_start("2026-10-05")
+    assert period_start("2026-10") == period_start("2026-10-01")
+    assert period_start("(none)") is None and period_start("2026-W99") is None
+    labels = ["2026-W41", "2026-W42", "2026-W50"]  # seven weeks missing before the last
+    times = [period_start(label) or 0.0 for label in labels]
+    chart = charts.Chart("k", "t", "line", labels, [charts.Series("a", [1.0, 2.0, 3.0])], (), [],
+                         times=times)  # fmt: skip
+    xs = [float(p.split(",")[0]) for p in charts.draw(chart).lines[0].points.split()]
+    assert xs == sorted(xs) and round((xs[2] - xs[1]) / (xs[1] - xs[0])) == 8
+    assert xs[0] >= charts.LEFT and xs[-1] <= charts.WIDTH - charts.RIGHT

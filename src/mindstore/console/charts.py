@@ -46,6 +46,9 @@ class Chart:
     columns: tuple[str, ...]
     table: list[tuple[Cell, ...]]
     unit: str = ""
+    times: list[float] | None = None
+    """For a chart over time: each label's start (epoch seconds), so a line chart places
+    its points by time (a missing week takes its room) rather than evenly."""
 
     def csv(self) -> str:
         """The table as CSV (the numbers behind the chart), by the CLI's writer: no cell
@@ -142,24 +145,26 @@ def draw(chart: Chart) -> Drawing:
 
     y_ticks = [Tick(y_of(top * i / 4), fmt(top * i / 4)) for i in range(5)]
     step = plot_w / count
-    every = max(1, math.ceil(count / MAX_X_LABELS))
-    x_ticks = [
-        Tick(round(LEFT + step * (i + 0.5), 2), label)
-        for i, label in enumerate(chart.labels)
-        if i % every == 0
-    ]
+    xs = [round(LEFT + step * (i + 0.5), 2) for i in range(count)]
+    times = chart.times
+    if chart.kind == "line" and times is not None and len(times) == count and count > 1:
+        span = max(times) - min(times)
+        if span > 0 and all(math.isfinite(t) for t in times):  # a time axis
+            pad = min(step / 2, 24.0)
+            xs = [round(LEFT + pad + (t - min(times)) / span * (plot_w - 2 * pad), 2)
+                  for t in times]  # fmt: skip
+    x_ticks: list[Tick] = []
+    for x, label in zip(xs, chart.labels, strict=True):
+        if not x_ticks or x - x_ticks[-1].at >= plot_w / MAX_X_LABELS:
+            x_ticks.append(Tick(x, label))
     drawing = Drawing(WIDTH, HEIGHT, y_ticks=y_ticks, x_ticks=x_ticks, legend=legend)
     if chart.kind == "line":
         for i, s in enumerate(series):
-            points = " ".join(
-                f"{round(LEFT + step * (j + 0.5), 2)},{y_of(v)}"
-                for j, v in enumerate(s.values[:count])
-            )
+            points = " ".join(f"{xs[j]},{y_of(v)}" for j, v in enumerate(s.values[:count]))
             drawing.lines.append(Line(points, f"s{i % SERIES_CLASSES}", s.name))
             if count == 1:
                 value = s.values[0] if s.values else 0.0
-                drawing.dots.append(Dot(round(LEFT + step * 0.5, 2), y_of(value),
-                                        f"s{i % SERIES_CLASSES}",
+                drawing.dots.append(Dot(xs[0], y_of(value), f"s{i % SERIES_CLASSES}",
                                         f"{s.name} · {chart.labels[0]}: {fmt(value)}"))  # fmt: skip
         return drawing
     width = step * 0.8 / len(series)
