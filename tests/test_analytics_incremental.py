@@ -37,6 +37,21 @@ async def _same_as_the_reports(figures: DayFigures, store: Store) -> None:
         latency = await analytics.latency(group_by=("model",), since=low, until=high)
         assert figures.latency(since, until) == latency, (low, high)
         assert figures.tools(since, until) == await analytics.tools(since=low, until=high)
+    # narrowed to one model or one owner, as the reports' own filters narrow them
+    model, owner = "openai/gpt-4o", "tenant-0-user-1"
+    assert figures.usage("week", model=model) and figures.usage("week", owner=owner)
+    for low, high in BOUNDS[:2]:
+        since, until = epoch_seconds(low, "since"), epoch_seconds(high, "until")
+        for by in ({"model": model}, {"owner": owner}, {"model": model, "owner": owner}):
+            direct = await analytics.usage(group_by=("period", "model"), period="week",
+                                           since=low, until=high, **by)  # fmt: skip
+            assert figures.usage("week", since, until, **by) == direct, by
+            latency = await analytics.latency(group_by=("model",), since=low, until=high, **by)
+            assert figures.latency(since, until, **by) == latency, by
+        tools = await analytics.tools(since=low, until=high, model=model)
+        assert figures.tools(since, until, model=model) == tools
+        owners = await analytics.active_owners(period="day", since=low, until=high, owner=owner)
+        assert figures.active_owners("day", since, until, owner=owner) == owners
 
 
 async def test_kept_figures_are_the_reports_rows(loaded: Store) -> None:

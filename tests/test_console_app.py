@@ -392,3 +392,21 @@ async def test_the_tree_shows_each_nodes_title_state_times_and_tokens(
         assert f"{task_id} · {record.state}" in page
         assert f"updated {record.updated_at.strftime('%Y-%m-%d %H:%M')}" in page
         assert f"{tokens:,} tokens" in page
+
+
+async def test_the_charts_filter_by_model_and_owner(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    analytics = store.scoped("tenant-0").analytics
+    model, owner = "openai/gpt-4o", "tenant-0-user-2"
+    for query, by in ((f"model={model}", {"model": model}), (f"owner={owner}", {"owner": owner})):
+        text = (await client.get(f"/t/tenant-0/charts/tokens.csv?period=week&{query}",
+                                 headers=bearer(ADMIN_TOKEN))).text  # fmt: skip
+        table = list(csv.reader(io.StringIO(text)))[1:]
+        rows = await analytics.usage(group_by=("period", "model"), period="week", **by)
+        assert table, query
+        assert table == [[r.period, r.model, str(r.tokens_in), str(r.tokens_out), str(r.messages)]
+                         for r in rows], query  # fmt: skip
+    page = await client.get(f"/t/tenant-0/charts?model={model}", headers=bearer(ADMIN_TOKEN))
+    assert f'value="{model}"' in page.text
+    assert "tokens.csv?model=openai%2Fgpt-4o" in page.text

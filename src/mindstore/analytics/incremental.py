@@ -89,12 +89,24 @@ class DayFigures:
                 self.done += len(keys)
             self.refreshed = True
 
-    def _groups(self, report: str, key: str, since: float | None,
-                until: float | None) -> Groups:  # fmt: skip
+    def _groups(
+        self,
+        report: str,
+        key: str,
+        since: float | None,
+        until: float | None,
+        **match: str | None,
+    ) -> Groups:
+        """The kept groups of `report` whose day (`_id[key]`) is in `[since, until)` and
+        whose `_id` has each given `match` value (model, owner)."""
+        wanted = {name: value for name, value in match.items() if value is not None}
         found = []
         for batch in self._batches:
             for group in batch.groups[report]:
-                day = (group.get("_id") or {}).get(key)
+                raw = group.get("_id") or {}
+                if any(raw.get(name) != value for name, value in wanted.items()):
+                    continue
+                day = raw.get(key)
                 if not isinstance(day, (int, float)):
                     if since is None and until is None:
                         found.append(group)
@@ -103,25 +115,48 @@ class DayFigures:
                     found.append(group)
         return found
 
-    def usage(self, period: Period | str, since: float | None = None,
-              until: float | None = None) -> list[UsageRow]:  # fmt: skip
+    def usage(
+        self,
+        period: Period | str,
+        since: float | None = None,
+        until: float | None = None,
+        *,
+        model: str | None = None,
+        owner: str | None = None,
+    ) -> list[UsageRow]:
         """`analytics.usage(group_by=("period", "model"), period=period, ...)`."""
-        kind = to_period(period)
-        groups = self._groups("usage", "period", since, until)
-        return folding.fold_usage(groups, ("period", "model"), kind)
+        groups = self._groups("usage", "period", since, until, model=model, owner=owner)
+        return folding.fold_usage(groups, ("period", "model"), to_period(period))
 
-    def latency(self, since: float | None = None, until: float | None = None) -> list[LatencyRow]:
+    def latency(
+        self,
+        since: float | None = None,
+        until: float | None = None,
+        *,
+        model: str | None = None,
+        owner: str | None = None,
+    ) -> list[LatencyRow]:
         """`analytics.latency(group_by=("model",), ...)`."""
-        return folding.fold_latency(
-            self._groups("latency", "period", since, until), ("model",), None
-        )
+        groups = self._groups("latency", "period", since, until, model=model, owner=owner)
+        return folding.fold_latency(groups, ("model",), None)
 
-    def tools(self, since: float | None = None, until: float | None = None) -> list[ToolRow]:
-        """`analytics.tools(group_by=(), ...)`."""
-        return folding.fold_tools(self._groups("tools", "period", since, until), (), None)
+    def tools(
+        self, since: float | None = None, until: float | None = None, *, model: str | None = None
+    ) -> list[ToolRow]:
+        """`analytics.tools(group_by=(), ...)` (a tool call has no owner of its own: the
+        kept groups cannot select one)."""
+        groups = self._groups("tools", "period", since, until, model=model)
+        return folding.fold_tools(groups, (), None)
 
-    def active_owners(self, period: Period | str, since: float | None = None,
-                      until: float | None = None) -> list[ActiveOwnersRow]:  # fmt: skip
-        """`analytics.active_owners(period=period, ...)`."""
-        groups = self._groups("activity", "day", since, until)
+    def active_owners(
+        self,
+        period: Period | str,
+        since: float | None = None,
+        until: float | None = None,
+        *,
+        owner: str | None = None,
+    ) -> list[ActiveOwnersRow]:
+        """`analytics.active_owners(period=period, ...)` (the report selects a model by
+        each task's root config, which the kept groups do not hold)."""
+        groups = self._groups("activity", "day", since, until, owner=owner)
         return folding.fold_active_owners(groups, to_period(period))

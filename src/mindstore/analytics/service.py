@@ -409,8 +409,8 @@ class Analytics:
         return {d["_id"]: int(d.get("version") or 0) for d in found if isinstance(d["_id"], str)}
 
     async def day_groups(self, report: str, task_keys: Iterable[str]) -> list[dict[str, Any]]:
-        """The raw groups, by UTC day, of one of the usage (by model), latency (by model),
-        tools and message-activity reports over these tasks only: what
+        """The raw groups, by UTC day, of one of the usage and latency (by model and
+        owner), tools (by model) and message-activity reports over these tasks only: what
         `incremental.DayFigures` keeps and folds. Groups of different batches merge
         exactly in the folds (sums add, histograms add, owner sets union).
 
@@ -433,9 +433,9 @@ class Analytics:
 
 
 DAY_REPORTS: dict[str, Callable[[ReportFilter], Pipeline]] = {
-    "usage": lambda f: pipelines.usage_pipeline(f, ("period", "model")),
-    "latency": lambda f: pipelines.latency_pipeline(f, ("period", "model")),
-    "tools": lambda f: pipelines.tools_pipeline(f, ("period",)),
+    "usage": lambda f: pipelines.usage_pipeline(f, ("period", "model", "owner")),
+    "latency": lambda f: pipelines.latency_pipeline(f, ("period", "model", "owner")),
+    "tools": lambda f: pipelines.tools_pipeline(f, ("period", "model")),
     "activity": pipelines.message_activity_pipeline,
 }
 """The reports `Analytics.day_groups` runs, each grouped by UTC day."""

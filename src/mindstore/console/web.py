@@ -92,6 +92,8 @@ that many bytes have come, before the rest is read."""
 MAX_FORM_FIELDS: Final = 4
 INDEX: Final = re.compile(r"[0-9]{1,12}")
 PERIODS: Final = ("day", "week", "month")
+CHART_FILTERS: Final = ("period", "since", "until", "model", "owner")
+"""The charts' query; tools are not filtered by owner, active owners not by model."""
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -527,18 +529,19 @@ async def _charts(
     if not figures.refreshed:
         raise FiguresPending(figures.done, figures.total)
     await figures.refresh()  # what changed since the last read: little, usually
+    model, owner = _query(request, "model"), _query(request, "owner")
     wanted = list(keys)
     found: list[Chart] = []
     if "tokens" in wanted or "cost" in wanted:
-        usage = figures.usage(period, since, until)
+        usage = figures.usage(period, since, until, model=model, owner=owner)
         found += [reports.tokens(usage)] if "tokens" in wanted else []
         found += [reports.cost(usage)] if "cost" in wanted else []
     if "latency" in wanted:
-        found.append(reports.latency(figures.latency(since, until)))
-    if "tools" in wanted:
-        found.append(reports.tools(figures.tools(since, until)))
-    if "owners" in wanted:
-        found.append(reports.owners(figures.active_owners(period, since, until)))
+        found.append(reports.latency(figures.latency(since, until, model=model, owner=owner)))
+    if "tools" in wanted:  # a tool call has no owner of its own
+        found.append(reports.tools(figures.tools(since, until, model=model)))
+    if "owners" in wanted:  # owners are not counted per model
+        found.append(reports.owners(figures.active_owners(period, since, until, owner=owner)))
     return found
 
 
@@ -552,7 +555,7 @@ async def charts(request: Request) -> Response:
     except FiguresPending as pending:
         found, progress = [], (pending.done, pending.total)
     drawn = [(chart, draw(chart)) for chart in found]
-    query = urlencode({k: v for k in ("period", "since", "until") if (v := _query(request, k))})
+    query = urlencode({k: v for k in CHART_FILTERS if (v := _query(request, k))})
     return page(
         request,
         "charts.html",
@@ -563,6 +566,8 @@ async def charts(request: Request) -> Response:
         period=_query(request, "period") or "day",
         since=_query(request, "since") or "",
         until=_query(request, "until") or "",
+        model=_query(request, "model") or "",
+        owner=_query(request, "owner") or "",
     )
 
 
