@@ -275,3 +275,8 @@ async def test_stored_bidi_and_control_characters_show_as_escapes(store: Store) 
     assert "\u202e" not in page.text and "\x1b" not in page.text
     assert "invoice \\u202egnp.exe" in page.text and "pay \\u202e01$ \\x1b[31mnow" in page.text
     assert "\\u202e01$" in feed.json()["rows"][0]["blocks"][0]["text"]
+
+
+def test_a_wildcard_address_needs_its_host_names(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["console", "--host", "0.0.0.0", "--allow-remote"])
+    assert result.exit_code == 2 and "--allowed-host" in result.output
