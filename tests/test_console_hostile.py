@@ -17,10 +17,12 @@ import pytest
 from typer.testing import CliRunner
 
 from console_support import ADMIN_TOKEN, OPERATORS
+from mindstore.analytics.service import Analytics
 from mindstore.cli import app as cli
 from mindstore.console import app
 from mindstore.console.access import LoginThrottle, Sessions
 from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
+from mindstore.errors import Unavailable
 from mindstore.store import Store
 from mindstore.workload import WorkloadSpec, generate, load
 
@@ -280,3 +282,19 @@ async def test_stored_bidi_and_control_characters_show_as_escapes(store: Store) 
 def test_a_wildcard_address_needs_its_host_names(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["console", "--host", "0.0.0.0", "--allow-remote"])
     assert result.exit_code == 2 and "--allowed-host" in result.output
+
+
+async def test_a_failed_first_computation_of_the_charts_is_the_errors_page(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _task(store)
+
+    async def away(self: Analytics, report: str, keys: object) -> list[dict[str, object]]:
+        raise Unavailable("analytics.day_groups", "aggregate on tasks", may_have_applied=False)
+
+    monkeypatch.setattr(Analytics, "day_groups", away)
+    async with client_for(store) as client:
+        page = await client.get("/t/acme/charts", headers=bearer())
+        csv = await client.get("/t/acme/charts/tokens.csv", headers=bearer())
+    assert page.status_code == csv.status_code == 503
+    assert "Unavailable" in page.text and '<nav class="crumbs">' in page.text

@@ -525,7 +525,11 @@ async def _charts(
     console = _console(request)
     figures = _warm(console, view)
     if not figures.refreshed:
-        await asyncio.wait({console.warming[view.tenant]}, timeout=wait)
+        warming = console.warming[view.tenant]
+        await asyncio.wait({warming}, timeout=wait)
+        failed = warming.exception() if warming.done() and not warming.cancelled() else None
+        if failed is not None:  # the store's own error: its page (the next read retries)
+            raise failed
     if not figures.refreshed:
         raise FiguresPending(figures.done, figures.total)
     await figures.refresh()  # what changed since the last read: little, usually
