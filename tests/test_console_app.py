@@ -410,3 +410,23 @@ async def test_the_charts_filter_by_model_and_owner(
     page = await client.get(f"/t/tenant-0/charts?model={model}", headers=bearer(ADMIN_TOKEN))
     assert f'value="{model}"' in page.text
     assert "tokens.csv?model=openai%2Fgpt-4o" in page.text
+
+
+async def test_the_task_header_names_its_id_owner_model_and_times(store: Store) -> None:
+    tasks = store.scoped("acme").tasks
+    record = await tasks.create(owner="ann", title="the header", metadata={"ticket": "T-42"})
+    await tasks.add_message(record.id, UserMessage(content=[TextPart(text="hello")]))
+    from mindstore.model.messages import AssistantMessage
+
+    await tasks.add_message(record.id, AssistantMessage(
+        status="completed", model_id="openai/gpt-4o", content=[TextPart(text="hi")]))  # fmt: skip
+    record = await tasks.get(record.id)
+    async with await client_for(store) as client:
+        page = (await client.get(f"/t/acme/tasks/{record.id}", headers=bearer(ADMIN_TOKEN))).text
+    header = re.search(r'<p class="meta" id="task-header">(.*?)</p>', page, re.S)
+    assert header is not None
+    for shown in (f"id {record.id}", "owner ann", "model openai/gpt-4o",
+                  f"created {record.created_at:%Y-%m-%d %H:%M:%S}",
+                  f"updated {record.updated_at:%Y-%m-%d %H:%M:%S}"):  # fmt: skip
+        assert shown in header.group(1), shown
+    assert "T-42" in page  # its metadata

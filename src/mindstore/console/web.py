@@ -433,6 +433,9 @@ async def task(request: Request) -> Response:
     start = max(0, stop - size)
     messages = await view.read_range(task_id, start, stop) if stop > start else []
     shown = conversation.rows(messages, start)
+    # the model of the newest answer shown (the header keeps no model of its own)
+    models = (getattr(m, "model_id", None) for m in reversed(messages))
+    model = next((m for m in models if isinstance(m, str) and m), None)
     return page(
         request,
         "task.html",
@@ -443,6 +446,7 @@ async def task(request: Request) -> Response:
         start=start,
         older=start if start > 0 else None,
         first_page=min(size, count),
+        model=model,
         live=before is None,
         feed_ms=_console(request).feed_ms,
     )
