@@ -21,6 +21,9 @@ from mindstore.collection_names import DIALOG_NODES
 from mindstore.console import app, operator
 from mindstore.workload import WorkloadSpec, generate, load
 
+sys.path.insert(0, str(Path(__file__).parent))
+import console_conversations as conversations  # beside this script
+
 TOKEN = "screenshots-token-0123456789"
 CHROMIUM = os.environ.get("MINDSTORE_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -31,10 +34,12 @@ async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     store = await mindstore.connect("embedded")
     await load(store, generate(WorkloadSpec(tenants=3, owners_per_tenant=4, tasks=60)))
-    fork = await store.database[DIALOG_NODES].find_one({"parent_id": {"$ne": None}})
-    tenant = fork["tenant"]
-    listed = await store.scoped(tenant).tasks.list(limit=200)
-    nested = next(r for r in listed.items if r.level == 0 and r.seq > 30)
+    # the workload gives the charts months of numbers; the conversations shown are written
+    # like real ones, on top of it (the newest, so first in the tasks list)
+    fork_node = await store.database[DIALOG_NODES].find_one({"parent_id": {"$ne": None}})
+    tenant = fork_node["tenant"]
+    written = await conversations.write(store.scoped(tenant))
+    shown = written[conversations.CONVERSATIONS[0]["title"]]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -57,15 +62,15 @@ async def main(out: Path) -> None:
             shots = {
                 "tenants": "/",
                 "tasks": f"/t/{tenant}/",
-                "task": f"/t/{tenant}/tasks/{nested.id}",
-                "tree": f"/t/{tenant}/tree/{fork['_id'].split('/')[-1]}",
+                "task": f"/t/{tenant}/tasks/{shown}",
+                "tree": f"/t/{tenant}/tree/{written['fork']}",
                 "charts": f"/t/{tenant}/charts?period=week",
-                "search": f"/t/{tenant}/search?q=hotel+ticket",
+                "search": f"/t/{tenant}/search?q=churn",
             }
             for name, path in shots.items():
                 await page.goto(f"{base}{path}")
-                if name == "task":  # the last messages, where the page opens them
-                    await page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+                if name == "charts":  # the first figures are computed in the background
+                    await page.wait_for_selector("#chart-tokens", timeout=120_000)
                 await page.screenshot(path=out / f"{name}.png")
                 print(f"{out / name}.png", file=sys.stderr)
             await browser.close()

@@ -17,6 +17,7 @@ import uvicorn
 
 import mindstore
 from mindstore.console import app, operator
+from mindstore.crypto import Keyring
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import (
     ImagePart,
@@ -82,9 +83,7 @@ SVG_SCRIPT = base64.b64encode(
     b'<svg xmlns="http://www.w3.org/2000/svg" onload="window.__xss=99"><script>'
     b"window.__xss=98</script></svg>"
 ).decode()
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 
 async def xss_task(tasks: Any) -> str:
@@ -130,8 +129,13 @@ async def demo(store: Store) -> dict[str, str]:
     xss = await xss_task(store.scoped("tenant-0").tasks)
     other = await store.scoped("tenant-1").tasks.create(owner="bob", title="tenant one secret")
     await store.scoped("tenant-1").tasks.add_human_message(other.id, "only tenant-1 sees this")
-    return {"xss": xss, "other": other.id, "fork": fork, "fork_tenant": fork_tenant,
-            "nested": nested}
+    return {
+        "xss": xss,
+        "other": other.id,
+        "fork": fork,
+        "fork_tenant": fork_tenant,
+        "nested": nested,
+    }
 
 
 def free_port() -> int:
@@ -144,10 +148,17 @@ def free_port() -> int:
 class ServedConsole:
     """The console on 127.0.0.1:<port>, served by uvicorn on a thread of its own, over a
     store of its own (the suite's backend) that `setup` fills on that thread's loop (so
-    the store and the server share one event loop, as under `mindstore console`)."""
+    the store and the server share one event loop, as under `mindstore console`); with
+    `keyring`, the store encrypts its tenants."""
 
-    def __init__(self, setup: Callable[[Store], Awaitable[dict[str, str]]], **options: Any):
+    def __init__(
+        self,
+        setup: Callable[[Store], Awaitable[dict[str, str]]],
+        keyring: Keyring | None = None,
+        **options: Any,
+    ):
         self._setup = setup
+        self._keyring = keyring
         self._options = options
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -166,7 +177,9 @@ class ServedConsole:
 
     async def _serve(self) -> None:
         try:
-            self.store = await mindstore.connect(TEST_URI or "embedded", database=self.database)
+            self.store = await mindstore.connect(
+                TEST_URI or "embedded", database=self.database, keyring=self._keyring
+            )
             self.ids = await self._setup(self.store)
             served = app(self.store, OPERATORS, **self._options)
             config = uvicorn.Config(served, host="127.0.0.1", port=self.port,

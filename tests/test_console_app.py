@@ -9,6 +9,7 @@ import io
 import os
 import re
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 import httpx
 import pytest
@@ -359,14 +360,73 @@ async def test_the_tenants_page_sums_each_tenants_owners_over_the_period(
     row = re.search(r'<td><a href="/t/tenant-1/">tenant-1</a></td>(.*?)</tr>', page.text, re.S)
     assert row is not None
     cells = [c.replace(",", "") for c in re.findall(r"<td>([^<]*)</td>", row.group(1))]
-    analytics = store.scoped("tenant-1").analytics
-    owners = await analytics.top_owners(limit=10_000, since=since, until=until)
-    activity = await analytics.activity(period="month", since=since, until=until)
+    # the tasks active in the period (created before its end, updated after its start),
+    # their owners, and what their headers count
+    low = datetime.fromisoformat(f"{since}T00:00:00+00:00")
+    high = datetime.fromisoformat(f"{until}T00:00:00+00:00")
+    listed = await store.scoped("tenant-1").tasks.list(limit=1000)
+    active = [t for t in listed.items if t.updated_at >= low and t.created_at < high]
+    assert 0 < len(active) < len(listed.items)
     expected = [
-        str(len([o for o in owners if o.owner is not None])), str(sum(o.tasks for o in owners)),
-        str(sum(a.messages for a in activity)),
-        str(sum(o.tokens_in + o.tokens_out for o in owners)), f"{sum(o.cost for o in owners):.4f}",
+        str(len({t.owner for t in active if t.owner is not None})), str(len(active)),
+        str(sum(t.seq for t in active)),
+        str(sum(t.usage.tokens_in + t.usage.tokens_out for t in active)),
+        f"{sum(t.usage.cost for t in active):.4f}",
     ]  # fmt: skip
     assert cells == expected
     everything = await client.get("/", headers=bearer(ADMIN_TOKEN))
     assert everything.text != page.text  # the period changes the figures
+
+
+async def test_the_tree_shows_each_nodes_title_state_times_and_tokens(
+    client: httpx.AsyncClient, store: Store, ids: dict[str, str]
+) -> None:
+    tenant, fork = ids["fork_tenant"], ids["fork"]
+    page = (await client.get(f"/t/{tenant}/tree/{fork}", headers=bearer(ADMIN_TOKEN))).text
+    view = store.scoped(tenant)
+    root = await view.dialogs.root(fork)
+    for task_id in (root, fork):
+        record = await view.tasks.get(task_id)
+        tokens = record.usage.tokens_in + record.usage.tokens_out
+        assert record.title and f">{record.title}</a>" in page, task_id
+        assert f"{task_id} · {record.state}" in page
+        assert f"updated {record.updated_at.strftime('%Y-%m-%d %H:%M')}" in page
+        assert f"{tokens:,} tokens" in page
+
+
+async def test_the_charts_filter_by_model_and_owner(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    analytics = store.scoped("tenant-0").analytics
+    model, owner = "openai/gpt-4o", "tenant-0-user-2"
+    for query, by in ((f"model={model}", {"model": model}), (f"owner={owner}", {"owner": owner})):
+        text = (await client.get(f"/t/tenant-0/charts/tokens.csv?period=week&{query}",
+                                 headers=bearer(ADMIN_TOKEN))).text  # fmt: skip
+        table = list(csv.reader(io.StringIO(text)))[1:]
+        rows = await analytics.usage(group_by=("period", "model"), period="week", **by)
+        assert table, query
+        assert table == [[r.period, r.model, str(r.tokens_in), str(r.tokens_out), str(r.messages)]
+                         for r in rows], query  # fmt: skip
+    page = await client.get(f"/t/tenant-0/charts?model={model}", headers=bearer(ADMIN_TOKEN))
+    assert f'value="{model}"' in page.text
+    assert "tokens.csv?model=openai%2Fgpt-4o" in page.text
+
+
+async def test_the_task_header_names_its_id_owner_model_and_times(store: Store) -> None:
+    tasks = store.scoped("acme").tasks
+    record = await tasks.create(owner="ann", title="the header", metadata={"ticket": "T-42"})
+    await tasks.add_message(record.id, UserMessage(content=[TextPart(text="hello")]))
+    from mindstore.model.messages import AssistantMessage
+
+    await tasks.add_message(record.id, AssistantMessage(
+        status="completed", model_id="openai/gpt-4o", content=[TextPart(text="hi")]))  # fmt: skip
+    record = await tasks.get(record.id)
+    async with await client_for(store) as client:
+        page = (await client.get(f"/t/acme/tasks/{record.id}", headers=bearer(ADMIN_TOKEN))).text
+    header = re.search(r'<p class="meta" id="task-header">(.*?)</p>', page, re.S)
+    assert header is not None
+    for shown in (f"id {record.id}", "owner ann", "model openai/gpt-4o",
+                  f"created {record.created_at:%Y-%m-%d %H:%M:%S}",
+                  f"updated {record.updated_at:%Y-%m-%d %H:%M:%S}"):  # fmt: skip
+        assert shown in header.group(1), shown
+    assert "T-42" in page  # its metadata

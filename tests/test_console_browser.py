@@ -30,6 +30,7 @@ from console_support import (
     demo,
 )
 from mindstore.console.security import CSP
+from mindstore.crypto import Keyring, LocalMasterKey
 from mindstore.store import Store
 
 CHROMIUM = os.environ.get("MINDSTORE_CHROMIUM", "/usr/bin/chromium")
@@ -304,3 +305,43 @@ def test_a_tenants_credential_reaches_no_page_of_another_tenant(
         assert t0.page.url == f"{served.url}/login"
     finally:
         t0.close()
+
+
+def test_a_live_page_opens_at_its_newest_message(admin: Session, served: ServedConsole) -> None:
+    assert admin.open(f"/t/tenant-0/tasks/{served.ids['xss']}") == 200
+    last = admin.page.locator("#conversation article").last
+    admin.page.wait_for_function("() => window.scrollY > 0", timeout=5000)
+    assert last.is_visible() and admin.page.evaluate(
+        "() => document.querySelector('#conversation').lastElementChild"
+        ".getBoundingClientRect().bottom <= window.innerHeight + 1"
+    )
+    assert admin.page.locator("a.oldest").count() == 0  # 100 a page: all of it is shown
+
+
+def test_a_page_open_before_a_shred_says_so(browser: Browser) -> None:
+    """The tenant is shredded while its task page is open: the live feed answers JSON
+    saying so, the page shows it and stops asking (on main it got HTML it could not read)."""
+
+    async def setup(store: Store) -> dict[str, str]:
+        tasks = store.scoped("gone").tasks
+        record = await tasks.create(owner="ann", title="to be shredded")
+        await tasks.add_human_message(record.id, "soon unreadable")
+        return {"task": record.id}
+
+    keyring = Keyring(LocalMasterKey(os.urandom(32)))
+    with ServedConsole(setup, keyring=keyring, feed_ms=200) as served:
+        session = Session(browser, served, ADMIN_TOKEN)
+        try:
+            assert session.open(f"/t/gone/tasks/{served.ids['task']}") == 200
+            assert "soon unreadable" in session.page.inner_text("#conversation")
+
+            async def shred(store: Store) -> int:
+                assert store.keyring is not None
+                return await store.keyring.shred("gone")
+
+            assert served.call(shred) >= 1
+            notice = session.page.wait_for_selector("#feed-notice", timeout=10_000)
+            assert notice is not None and "shredded" in notice.inner_text()
+            assert not [e for e in session.errors if "410" not in e], session.errors
+        finally:
+            session.close()

@@ -108,7 +108,10 @@ async def test_hits_page_by_the_cursor_as_the_search_api_returns_them(
     cursor = None
     while True:
         found = await view.search("error", limit=PAGE_HITS, cursor=cursor)
-        expected += [("tenant-0", h.task_id, h.index) for h in found.hits]
+        # a page groups its hits by task, in the order of each task's best hit
+        order = list(dict.fromkeys(h.task_id for h in found.hits))
+        ranked = sorted(found.hits, key=lambda h: order.index(h.task_id))
+        expected += [("tenant-0", h.task_id, h.index) for h in ranked]
         if found.next_cursor is None:
             break
         cursor = found.next_cursor
@@ -282,3 +285,26 @@ def test_pieces_of_ordered_spans() -> None:
         Piece("word", True),
     )  # fmt: skip
     assert pieces(Snippet("", ())) == ()
+
+
+async def test_hits_show_their_tasks_title_and_the_filters_narrow_them(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    view = store.scoped("tenant-0")
+    found = await view.search("error", limit=PAGE_HITS)
+    task_id = found.hits[0].task_id
+    title = (await view.tasks.get(task_id)).title
+    page = (await client.get("/t/tenant-0/search?q=error", headers=bearer(ADMIN_TOKEN))).text
+    assert title and f">{title}</a>" in page
+    for query, expected in [
+        (f"task={task_id}", await view.search("error", limit=PAGE_HITS, task_ids=[task_id])),
+        ("role=tool", await view.search("error", limit=PAGE_HITS, roles=["tool"])),
+        ("owner=tenant-0-user-1",
+         await view.search("error", limit=PAGE_HITS, owner="tenant-0-user-1")),
+    ]:  # fmt: skip
+        narrowed = await client.get(f"/t/tenant-0/search?q=error&{query}",
+                                    headers=bearer(ADMIN_TOKEN))  # fmt: skip
+        assert f"{expected.total} message" in narrowed.text, query
+        assert expected.total < found.total, query
+    refused = await client.get("/t/tenant-0/search?q=error&role=robot", headers=bearer(ADMIN_TOKEN))
+    assert refused.status_code == 400 and "role: expected" in refused.text

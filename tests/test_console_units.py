@@ -30,6 +30,7 @@ from mindstore.console.access import Credentials, Sessions, operator, operators_
 from mindstore.console.readonly import READ_METHODS, ReadOnlyStore, ReadOnlyTenant
 from mindstore.console.web import _environment
 from mindstore.errors import ConfigurationError
+from mindstore.inert_text import visible
 from mindstore.model.messages import AssistantMessage, ToolMessage, UserMessage
 from mindstore.model.parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
 from mindstore.repositories.dialogs import DialogRepository
@@ -95,9 +96,10 @@ def test_the_console_view_has_no_write_method() -> None:
     public = {name for name in dir(ReadOnlyTenant) if not name.startswith("_")}
     assert public == READ_METHODS | {"tenant"}
     store_public = {name for name in dir(ReadOnlyStore) if not name.startswith("_")}
-    assert store_public == {"tenant", "tenants"}
+    assert store_public == {"tenant", "tenants", "totals"}
     reads = {"list", "get", "read_range", "tree_json", "root", "usage", "latency",
-             "tools", "top_owners", "activity", "active_owners"}  # fmt: skip
+             "tools", "top_owners", "activity", "active_owners",
+             "task_versions", "day_groups"}  # fmt: skip
     writes = set()
     for source in (TaskService, DialogRepository, Analytics):
         for name, _ in inspect.getmembers(source, inspect.iscoroutinefunction):
@@ -187,8 +189,8 @@ def test_a_rendered_block_is_the_stored_text_and_no_markup_of_it(text: str, titl
     parsed.feed(html)
     parsed.close()
     assert set(parsed.tags) <= {"div"} and set(parsed.attributes) <= {"class"}
-    shown = "".join(parsed.text)
-    assert text.strip() in shown and title.strip() in shown
+    shown = "".join(parsed.text)  # control and bidi characters as visible escapes
+    assert visible(text).strip() in shown and visible(title).strip() in shown
 
 
 # ------------------------------------------------------------------------------ charts
@@ -229,7 +231,10 @@ def test_csv_quotes_what_a_spreadsheet_would_run() -> None:
     chart = charts.Chart("k", "t", "bar", [], [], ("tool", "calls"),
                          [("=HYPERLINK(1)", 3), ("-2+3", None), ("plain, text", 1.5)])  # fmt: skip
     assert chart.csv().splitlines() == [
-        "tool,calls", "'=HYPERLINK(1),3", "'-2+3,", '"plain, text",1.5'
+        "tool,calls",
+        "'=HYPERLINK(1),3",
+        "'-2+3,",
+        '"plain, text",1.5',
     ]
 
 
@@ -267,9 +272,7 @@ def test_the_command_refuses_a_remote_host_without_allow_remote(tmp_path: Path) 
     assert result.exit_code == 40 and "at least 16" in result.output
 
 
-async def test_mindstore_console_serves_the_store_it_is_given(
-    tmp_path: Path, store: Store
-) -> None:
+async def test_mindstore_console_serves_the_store_it_is_given(tmp_path: Path, store: Store) -> None:
     data, ops = tmp_path / "demo.json.gz", tmp_path / "ops.json"
     ops.write_text(json.dumps([{"name": "t0", "token": TOKEN, "tenants": ["tenant-0"]}]))
     await load(store, generate(SPEC))
@@ -312,3 +315,28 @@ def test_every_console_module_has_a_docstring() -> None:
     for path in folder.glob("*.py"):
         assert path.read_text().lstrip().startswith('"""'), path
     assert os.path.isfile(folder / "static" / "feed.js")
+
+
+def test_a_line_of_one_period_is_drawn_as_a_dot() -> None:
+    series = [charts.Series("a", [5.0]), charts.Series("b", [10.0])]
+    drawing = charts.draw(charts.Chart("k", "t", "line", ["2026-10-01"], series, (), []))
+    middle = charts.TOP + (charts.HEIGHT - charts.TOP - charts.BOTTOM) / 2
+    assert [d.y for d in drawing.dots] == [middle, charts.TOP]
+    assert all(charts.LEFT <= d.x <= charts.WIDTH - charts.RIGHT for d in drawing.dots)
+    two = charts.Chart("k", "t", "line", ["a", "b"], [charts.Series("a", [1.0, 2.0])], (), [])
+    assert charts.draw(two).dots == []
+
+
+def test_a_chart_over_time_spaces_its_points_by_time() -> None:
+    from mindstore.console.reports import period_start
+
+    assert period_start("2026-W41") == period_start("2026-10-05")
+    assert period_start("2026-10") == period_start("2026-10-01")
+    assert period_start("(none)") is None and period_start("2026-W99") is None
+    labels = ["2026-W41", "2026-W42", "2026-W50"]  # seven weeks missing before the last
+    times = [period_start(label) or 0.0 for label in labels]
+    chart = charts.Chart("k", "t", "line", labels, [charts.Series("a", [1.0, 2.0, 3.0])], (), [],
+                         times=times)  # fmt: skip
+    xs = [float(p.split(",")[0]) for p in charts.draw(chart).lines[0].points.split()]
+    assert xs == sorted(xs) and round((xs[2] - xs[1]) / (xs[1] - xs[0])) == 8
+    assert xs[0] >= charts.LEFT and xs[-1] <= charts.WIDTH - charts.RIGHT

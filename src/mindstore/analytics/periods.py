@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime
 from enum import Enum
 
 from mindstore.errors import ValidationError
-from mindstore.validation import check_timestamp
+from mindstore.validation import MAX_TIMESTAMP, check_timestamp
 
 TimeBound = datetime | date | int | float | str | None
 
@@ -52,6 +52,23 @@ def _finite_seconds(value: int | float, name: str) -> float:
         raise ValidationError(f"{name} is out of range: {value!r}") from None
 
 
+FIRST_MOMENT = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+"""Epoch seconds of the first moment a datetime holds (year 1, UTC)."""
+
+
+def _moment_seconds(moment: datetime, name: str) -> float:
+    """Epoch seconds of an aware datetime, refused (naming `name`) when its UTC time falls
+    outside the years 1 to 9999 (`0001-01-01T00:00:00+14:00`, `9999-12-31T23:59:59-14:00`),
+    which no later step could turn back into a datetime."""
+    try:
+        seconds = moment.timestamp()
+    except (OverflowError, ValueError):
+        seconds = None
+    if seconds is None or not FIRST_MOMENT <= seconds <= MAX_TIMESTAMP:
+        raise ValidationError(f"{name} is out of range: {moment.isoformat()}")
+    return seconds
+
+
 def epoch_seconds(value: TimeBound, name: str = "time") -> float | None:
     """Epoch seconds of a time bound; naive datetimes and dates are taken as UTC."""
     if value is None:
@@ -78,7 +95,7 @@ def epoch_seconds(value: TimeBound, name: str = "time") -> float | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
-        return value.timestamp()
+        return _moment_seconds(value, name)
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp()
+        return _moment_seconds(datetime(value.year, value.month, value.day, tzinfo=UTC), name)
     raise ValidationError(f"{name} must be a datetime, date, epoch seconds or ISO 8601 text")

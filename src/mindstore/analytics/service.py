@@ -7,7 +7,7 @@ this module only validates arguments, talks to the database and wires the two to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from mindstore.analytics import folding
@@ -392,3 +392,50 @@ class Analytics:
         return folding.fold_active_owners(
             await self._report(pipelines.message_activity_pipeline(f)), period
         )
+
+    # ------------------------------------------------------------------ incremental reads
+    async def task_versions(self) -> dict[str, int]:
+        """Each task's stored id and version (a write bumps it): one projected `find` of
+        the tenant's (or the scoped owner's) tasks, no message read. What
+        `mindstore.analytics.incremental` compares to know what changed.
+
+        Returns:
+            Stored task id -> version.
+        """
+        query: dict[str, Any] = {"tenant": self.tenant}
+        if self.scoped_owner is not None:
+            query["owner"] = self.scoped_owner
+        found = await self._tasks.find(query, {"version": 1}).to_list(length=None)
+        return {d["_id"]: int(d.get("version") or 0) for d in found if isinstance(d["_id"], str)}
+
+    async def day_groups(self, report: str, task_keys: Iterable[str]) -> list[dict[str, Any]]:
+        """The raw groups, by UTC day, of one of the usage and latency (by model and
+        owner), tools (by model) and message-activity reports over these tasks only: what
+        `incremental.DayFigures` keeps and folds. Groups of different batches merge
+        exactly in the folds (sums add, histograms add, owner sets union).
+
+        Args:
+            report: `"usage"`, `"latency"`, `"tools"` or `"activity"` (`DAY_REPORTS`).
+            task_keys: Stored task ids, as `task_versions` names them.
+
+        Returns:
+            The report's pipeline groups, unfolded.
+
+        Raises:
+            ValidationError: An unknown report.
+        """
+        build = DAY_REPORTS.get(report) if isinstance(report, str) else None
+        if build is None:
+            raise ValidationError(f"report: expected one of {', '.join(DAY_REPORTS)}")
+        f = ReportFilter(tenant=self.tenant, owner=self.scoped_owner,
+                         task_keys=tuple(task_keys))  # fmt: skip
+        return await self._report(build(f))
+
+
+DAY_REPORTS: dict[str, Callable[[ReportFilter], Pipeline]] = {
+    "usage": lambda f: pipelines.usage_pipeline(f, ("period", "model", "owner")),
+    "latency": lambda f: pipelines.latency_pipeline(f, ("period", "model", "owner")),
+    "tools": lambda f: pipelines.tools_pipeline(f, ("period", "model")),
+    "activity": pipelines.message_activity_pipeline,
+}
+"""The reports `Analytics.day_groups` runs, each grouped by UTC day."""

@@ -1,14 +1,13 @@
 """Render rows as a rich table, JSON or CSV (`--format`); progress bars for long commands.
 
 Every value is user data to be shown, never interpreted: table cells and titles go
-through `sanitize.plain` (no rich markup, no terminal escapes), CSV cells through
-`sanitize.csv_cell` (no spreadsheet formulas), and JSON is always valid UTF-8.
+through `sanitize.plain` (no rich markup, no terminal escapes), CSV through
+`sanitize.csv_text`, the writer the console shares (no spreadsheet formulas), and JSON
+is always valid UTF-8.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from mindstore.commands.sanitize import csv_cell, json_text, plain, terminal_text
+from mindstore.commands.sanitize import csv_text, json_text, plain, terminal_text
 
 
 class OutputFormat(str, Enum):
@@ -88,19 +87,12 @@ def render(
         return
     names = list(columns) if columns else (list(rows[0]) if rows else [])
     if fmt == OutputFormat.csv:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(
-            buffer, fieldnames=names, extrasaction="ignore", lineterminator="\n"
-        )
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(
-                {
-                    k: csv_cell(json.dumps(v, default=str) if isinstance(v, (dict, list)) else v)
-                    for k, v in row.items()
-                }
-            )
-        typer.echo(buffer.getvalue(), nl=False)
+        cells = (
+            [json.dumps(v, default=str) if isinstance(v, (dict, list)) else v for v in
+             (row.get(name) for name in names)]
+            for row in rows
+        )  # fmt: skip
+        typer.echo(csv_text(names, cells), nl=False)
         return
     table = Table(title=plain(title) if title else None)
     for name in names:

@@ -13,7 +13,9 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Iterable, Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -109,23 +111,99 @@ class Credentials:
         return found
 
 
-class Sessions:
-    """Logged-in sessions: a random id (the cookie) -> its operator, in memory."""
+IDLE_SECONDS: Final = 30 * 60
+"""A session unused this long is closed (the operator logs in again)."""
+MAX_AGE_SECONDS: Final = 12 * 60 * 60
+"""A session is closed this long after its login, however busy."""
 
-    def __init__(self, limit: int = MAX_SESSIONS) -> None:
-        self._by_id: dict[str, Operator] = {}
+
+@dataclass
+class _Session:
+    operator: Operator
+    opened: float
+    seen: float
+
+
+class Sessions:
+    """Logged-in sessions: a random id (the cookie) -> its operator, in memory. A session
+    expires when idle for `idle` seconds or `max_age` seconds after its login; `clock`
+    is monotonic seconds (a test passes its own)."""
+
+    def __init__(
+        self,
+        limit: int = MAX_SESSIONS,
+        *,
+        idle: float = IDLE_SECONDS,
+        max_age: float = MAX_AGE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._by_id: dict[str, _Session] = {}
         self._limit = limit
+        self.idle = idle
+        self.max_age = max_age
+        self._clock = clock
 
     def open(self, who: Operator) -> str:
         session = secrets.token_urlsafe(32)
         if len(self._by_id) >= self._limit:
             self._by_id.pop(next(iter(self._by_id)))
-        self._by_id[session] = who
+        now = self._clock()
+        self._by_id[session] = _Session(who, now, now)
         return session
 
     def get(self, session: str | None) -> Operator | None:
-        return self._by_id.get(session) if session else None
+        """The session's operator, if it is open and has not expired (it is closed then)."""
+        found = self._by_id.get(session) if session else None
+        if found is None:
+            return None
+        now = self._clock()
+        if now - found.seen > self.idle or now - found.opened > self.max_age:
+            self._by_id.pop(session or "", None)
+            return None
+        found.seen = now
+        return found.operator
 
     def close(self, session: str | None) -> None:
         if session:
             self._by_id.pop(session, None)
+
+
+LOGIN_ATTEMPTS: Final = 10
+"""Failed logins a client may make per `LOGIN_WINDOW` seconds; more wait."""
+LOGIN_WINDOW: Final = 60.0
+MAX_CLIENTS: Final = 10_000
+"""Clients whose failures are remembered at once (memory stays bounded)."""
+
+
+class LoginThrottle:
+    """Failed logins per client (its address): past `attempts` within `window` seconds,
+    its next attempts are refused until the oldest failure leaves the window, so a token
+    cannot be guessed at speed."""
+
+    def __init__(
+        self,
+        attempts: int = LOGIN_ATTEMPTS,
+        window: float = LOGIN_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.attempts = attempts
+        self.window = window
+        self._clock = clock
+        self._failures: dict[str, deque[float]] = {}
+
+    def wait(self, client: str) -> float:
+        """Seconds `client` must wait before its next attempt (0: it may try now)."""
+        failures = self._failures.get(client)
+        if not failures:
+            return 0.0
+        now = self._clock()
+        while failures and now - failures[0] >= self.window:
+            failures.popleft()
+        if len(failures) < self.attempts:
+            return 0.0
+        return self.window - (now - failures[0])
+
+    def failed(self, client: str) -> None:
+        if client not in self._failures and len(self._failures) >= MAX_CLIENTS:
+            self._failures.pop(next(iter(self._failures)))
+        self._failures.setdefault(client, deque()).append(self._clock())

@@ -8,12 +8,12 @@ escapes; colours are CSS classes, so the page needs no inline style.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
+
+from mindstore.inert_text import csv_text
 
 WIDTH: Final = 720
 HEIGHT: Final = 260
@@ -46,22 +46,14 @@ class Chart:
     columns: tuple[str, ...]
     table: list[tuple[Cell, ...]]
     unit: str = ""
+    times: list[float] | None = None
+    """For a chart over time: each label's start (epoch seconds), so a line chart places
+    its points by time (a missing week takes its room) rather than evenly."""
 
     def csv(self) -> str:
-        """The table as CSV (the numbers behind the chart)."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.columns)
-        for row in self.table:
-            writer.writerow(["" if cell is None else _csv_cell(cell) for cell in row])
-        return out.getvalue()
-
-
-def _csv_cell(cell: str | int | float) -> str | int | float:
-    """A cell that a spreadsheet would read as a formula is quoted with a leading `'`."""
-    if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + cell
-    return cell
+        """The table as CSV (the numbers behind the chart), by the CLI's writer: no cell
+        can start a formula or split its row (`mindstore.inert_text.csv_text`)."""
+        return csv_text(self.columns, self.table)
 
 
 @dataclass(frozen=True)
@@ -82,6 +74,16 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Dot:
+    """A line chart's value at its only period: a line needs two points to show."""
+
+    x: float
+    y: float
+    css: str
+    title: str
+
+
+@dataclass(frozen=True)
 class Tick:
     at: float
     text: str
@@ -95,6 +97,7 @@ class Drawing:
     height: int
     lines: list[Line] = field(default_factory=list)
     bars: list[Bar] = field(default_factory=list)
+    dots: list[Dot] = field(default_factory=list)
     y_ticks: list[Tick] = field(default_factory=list)
     x_ticks: list[Tick] = field(default_factory=list)
     legend: list[tuple[str, str]] = field(default_factory=list)
@@ -142,20 +145,27 @@ def draw(chart: Chart) -> Drawing:
 
     y_ticks = [Tick(y_of(top * i / 4), fmt(top * i / 4)) for i in range(5)]
     step = plot_w / count
-    every = max(1, math.ceil(count / MAX_X_LABELS))
-    x_ticks = [
-        Tick(round(LEFT + step * (i + 0.5), 2), label)
-        for i, label in enumerate(chart.labels)
-        if i % every == 0
-    ]
+    xs = [round(LEFT + step * (i + 0.5), 2) for i in range(count)]
+    times = chart.times
+    if chart.kind == "line" and times is not None and len(times) == count and count > 1:
+        span = max(times) - min(times)
+        if span > 0 and all(math.isfinite(t) for t in times):  # a time axis
+            pad = min(step / 2, 24.0)
+            xs = [round(LEFT + pad + (t - min(times)) / span * (plot_w - 2 * pad), 2)
+                  for t in times]  # fmt: skip
+    x_ticks: list[Tick] = []
+    for x, label in zip(xs, chart.labels, strict=True):
+        if not x_ticks or x - x_ticks[-1].at >= plot_w / MAX_X_LABELS:
+            x_ticks.append(Tick(x, label))
     drawing = Drawing(WIDTH, HEIGHT, y_ticks=y_ticks, x_ticks=x_ticks, legend=legend)
     if chart.kind == "line":
         for i, s in enumerate(series):
-            points = " ".join(
-                f"{round(LEFT + step * (j + 0.5), 2)},{y_of(v)}"
-                for j, v in enumerate(s.values[:count])
-            )
+            points = " ".join(f"{xs[j]},{y_of(v)}" for j, v in enumerate(s.values[:count]))
             drawing.lines.append(Line(points, f"s{i % SERIES_CLASSES}", s.name))
+            if count == 1:
+                value = s.values[0] if s.values else 0.0
+                drawing.dots.append(Dot(xs[0], y_of(value), f"s{i % SERIES_CLASSES}",
+                                        f"{s.name} · {chart.labels[0]}: {fmt(value)}"))  # fmt: skip
         return drawing
     width = step * 0.8 / len(series)
     for i, s in enumerate(series):

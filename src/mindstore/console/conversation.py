@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from mindstore.inert_text import visible
 from mindstore.model.messages import AnyMessage, MessageBase, UnknownMessage
 from mindstore.model.parts import (
     AudioPart,
@@ -74,8 +75,8 @@ class Block:
         """The block for the live feed (the script builds it with `textContent`)."""
         return {
             "kind": self.kind,
-            "title": self.title,
-            "text": self.text,
+            "title": visible(self.title),
+            "text": visible(self.text),
             "image": self.image,
             "failed": self.failed,
             "result": self.result.to_json() if self.result else None,
@@ -103,7 +104,7 @@ class Row:
             "role": self.role,
             "depth": self.depth,
             "time": self.time,
-            "redacted": self.redacted,
+            "redacted": None if self.redacted is None else visible(self.redacted),
             "usage": self.usage,
             "blocks": [block.to_json() for block in self.blocks],
         }

@@ -12,9 +12,13 @@ reads: it writes no conversation.)
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
+from pydantic import ValidationError as ModelError
+
+from mindstore.analytics.incremental import DayFigures
 from mindstore.analytics.periods import TimeBound
 from mindstore.analytics.rows import (
     ActiveOwnersRow,
@@ -25,8 +29,9 @@ from mindstore.analytics.rows import (
     UsageRow,
 )
 from mindstore.collection_names import TASKS
+from mindstore.model.header import header_from_stored
 from mindstore.model.messages import AnyMessage
-from mindstore.repositories.records import Page, TaskRecord
+from mindstore.repositories.records import Page, TaskRecord, as_utc
 from mindstore.search import SearchPage
 from mindstore.store import Store, TenantStore
 
@@ -43,6 +48,7 @@ READ_METHODS: Final = frozenset(
         "activity",
         "active_owners",
         "search",
+        "day_figures",
     }
 )
 """Every method `ReadOnlyTenant` has besides `tenant` (checked by the tests)."""
@@ -133,11 +139,42 @@ class ReadOnlyTenant:
         """Owners with a message of their own per period (`acme.analytics.active_owners`)."""
         return await self.__view.analytics.active_owners(period=period, since=since, until=until)
 
-    async def search(self, query: str, *, limit: int, cursor: str | None) -> SearchPage:
-        """One page of hits, best first (`acme.search`); a bad query or a cursor of
-        another query: `ValidationError`. The search index is derived data the search
-        brings up to date itself: no conversation is written."""
-        return await self.__view.search(query, limit=limit, cursor=cursor)
+    def day_figures(self) -> DayFigures:
+        """The tenant's charts kept by day and brought up to date incrementally
+        (`mindstore.analytics.incremental`: reads only)."""
+        return DayFigures(self.__view.analytics)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        owner: str | None = None,
+        roles: tuple[str, ...] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        task_ids: tuple[str, ...] | None = None,
+    ) -> SearchPage:
+        """One page of hits, best first (`acme.search`, with its filters); a bad query
+        or filter, or a cursor of another query: `ValidationError`. The search index is
+        derived data the search brings up to date itself: no conversation is written."""
+        return await self.__view.search(query, limit=limit, cursor=cursor, owner=owner,
+                                        roles=roles, since=since, until=until,
+                                        task_ids=task_ids)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TenantTotals:
+    """A tenant's figures from its task headers alone (no message is read): every task
+    and owner, whatever its usage."""
+
+    tenant: str
+    tasks: int = 0
+    owners: int = 0
+    messages: int = 0
+    tokens: int = 0
+    cost: float = 0.0
 
 
 class ReadOnlyStore:
@@ -157,3 +194,36 @@ class ReadOnlyStore:
         """Every tenant with at least one task, sorted (one `distinct` on the tenant index)."""
         found = await self.__store.database[TASKS].distinct("tenant")
         return sorted(t for t in found if isinstance(t, str))
+
+    async def totals(
+        self, tenant: str, since: float | None = None, until: float | None = None
+    ) -> TenantTotals:
+        """The tenant's tasks (those active in `[since, until)`: created before `until`,
+        updated at or after `since`), their distinct owners, and the messages, tokens and
+        cost their headers count: one projected `find`, no message read."""
+        query: dict[str, Any] = {"tenant": tenant}
+        if since is not None:  # on the (tenant, updated_at) index
+            query["updated_at"] = {"$gte": datetime.fromtimestamp(since, UTC)}
+        fields = {"owner": 1, "seq": 1, "usage": 1, "created_at": 1}
+        newest_first = [("updated_at", -1), ("_id", -1)]  # the index's own order
+        found = (
+            await self.__store.database[TASKS].find(query, fields).sort(newest_first).to_list(None)
+        )
+        if until is not None:  # no index has it: checked here, on what the index found
+            end = datetime.fromtimestamp(until, UTC)
+            found = [d for d in found if as_utc(d["created_at"]) < end]
+        owners: set[Any] = set()
+        messages = tokens = 0
+        cost = 0.0
+        for document in found:
+            if document.get("owner") is not None:
+                owners.add(document["owner"])
+            try:
+                header = header_from_stored({k: document[k] for k in ("seq", "usage")
+                                             if k in document})  # fmt: skip
+            except ModelError:
+                continue  # a malformed header counts as a task, with nothing in it
+            messages += header.seq
+            tokens += header.usage.tokens_in + header.usage.tokens_out
+            cost += header.usage.cost
+        return TenantTotals(tenant, len(found), len(owners), messages, tokens, round(cost, 6))

@@ -8,6 +8,7 @@ so a person can check a bar against its value.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, date, datetime
 from typing import Final
 
 from mindstore.analytics.rows import ActiveOwnersRow, LatencyRow, ToolRow, UsageRow
@@ -44,7 +45,26 @@ def _over_time(rows: Sequence[UsageRow], measure: str, key: str) -> Chart:
         columns = ("period", "model", "cost", "messages")
         table = [(_name(r.period), _name(r.model), round(r.cost, 6), r.messages) for r in rows]
     table.sort(key=lambda row: (str(row[0]), str(row[1])))
-    return Chart(key, CHARTS[key], "line", periods, series, columns, table)
+    starts = [period_start(p) for p in periods]
+    times = None if None in starts else [t for t in starts if t is not None]
+    return Chart(key, CHARTS[key], "line", periods, series, columns, table, times=times)
+
+
+def period_start(label: str) -> float | None:
+    """The UTC start (epoch seconds) of a period label: `2026-10-05`, `2026-W41` (its
+    Monday) or `2026-10`; None for anything else."""
+    try:
+        if len(label) == 10:
+            day = date.fromisoformat(label)
+        elif "-W" in label:
+            year, week = label.split("-W")
+            day = date.fromisocalendar(int(year), int(week), 1)
+        else:
+            year, month = label.split("-")
+            day = date(int(year), int(month), 1)
+    except ValueError:
+        return None
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
 def tokens(rows: Sequence[UsageRow]) -> Chart:

@@ -27,15 +27,19 @@ HEADERS: Final = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+HSTS: Final = "max-age=31536000"
+"""`Strict-Transport-Security` with `secure_cookies` (served over HTTPS): a year."""
 COOKIE: Final = "mindstore_console"
 """The session cookie: `HttpOnly`, `SameSite=Strict`, path `/` (and `Secure` when asked)."""
 
 
 class SecurityHeaders:
-    """Adds `HEADERS` to every HTTP response of the wrapped app (replacing any it set)."""
+    """Adds `HEADERS` (and `HSTS` when `hsts`) to every HTTP response of the wrapped app,
+    replacing any it set."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, hsts: bool = False) -> None:
         self.app = app
+        self.headers = {**HEADERS, **({"Strict-Transport-Security": HSTS} if hsts else {})}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -45,7 +49,7 @@ class SecurityHeaders:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                for name, value in HEADERS.items():
+                for name, value in self.headers.items():
                     headers[name] = value
             await send(message)
 

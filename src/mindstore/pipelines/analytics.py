@@ -67,8 +67,14 @@ class ReportFilter:
     model: str | None = None
     since: float | None = None
     until: float | None = None
+    task_keys: tuple[str, ...] | None = None
+    """Only these tasks (stored `_id`s): an incremental reader's batch."""
 
     def __post_init__(self) -> None:
+        if self.task_keys is not None and not (
+            isinstance(self.task_keys, tuple) and all(isinstance(k, str) for k in self.task_keys)
+        ):
+            raise ValidationError("task_keys must be a tuple of stored task ids")
         for name in ("tenant", "owner", "state", "model"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -90,7 +96,10 @@ def _task_match(f: ReportFilter, *, by_root_model: bool = False, by_created: boo
     started in the range: a superset of what the message filter after `$unwind` keeps
     (on an array the two bounds may be met by different messages), so it is exact, and it
     lets a `(tenant, messages.started_ts)` index (docs/analytics.md) skip idle tasks."""
-    query: dict[str, Any] = {"tenant": f.tenant}
+    query: dict[str, Any] = {}
+    if f.task_keys is not None:  # first: the embedded backend looks ids up by key
+        query["_id"] = {"$in": list(f.task_keys)}
+    query["tenant"] = f.tenant
     if f.owner is not None:
         query["owner"] = f.owner
     if f.state is not None:

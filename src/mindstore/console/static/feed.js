@@ -5,6 +5,10 @@
 (function () {
   const section = document.getElementById("conversation");
   if (!section || !section.dataset.feed) return;
+  // a live page opens at its newest message (a link to one message keeps its #anchor)
+  if (!window.location.hash && section.lastElementChild) {
+    section.lastElementChild.scrollIntoView({ block: "end" });
+  }
   const counter = document.getElementById("count");
   const url = section.dataset.feed;
   let count = Number(section.dataset.count) || 0;
@@ -54,6 +58,18 @@
     try {
       const response = await fetch(url + "?after=" + count, {
         credentials: "same-origin", headers: { "Accept": "application/json" } });
+      const type = response.headers.get("Content-Type") || "";
+      if (!response.ok && type.startsWith("application/json")) {
+        // the tenant was shredded (or its keyring is missing) while the page was open:
+        // say so above the conversation and stop asking
+        const data = await response.json();
+        if (data.error) {
+          const notice = el("p", "notice sealed", String(data.error));
+          notice.id = "feed-notice";
+          section.parentNode.insertBefore(notice, section);
+          return;
+        }
+      }
       if (response.ok) {
         const data = await response.json();
         if (data.reload) { window.location.reload(); return; }
