@@ -1,8 +1,10 @@
 """After a shred: a task stored in the clear before its tenant was encrypted (never swept).
 
-A store with a keyring refuses the shredded tenant (`KeyShredded`); a store without one
-must refuse every read of such a task too (`KeyringRequired`), from the `encrypted` mark
-the shred left on the task document, which each read already fetches.
+A store's shred erases such tasks (and the tenant's search index), so the live database
+holds no plaintext of the tenant. Where one is left marked instead (a keyring bound to a
+database alone, with nothing to erase with), a store without a keyring refuses every read
+of it (`KeyringRequired`), from the `encrypted` mark on the task document each read
+already fetches.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import bson
+import pytest
+
 from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
-from mindstore.errors import KeyringRequired
+from mindstore.errors import KeyringRequired, KeyShredded, NotFound
 from mindstore.store import Store, TenantStore
 
 SECRET = "Casa do Rio, room 12"
@@ -28,9 +33,9 @@ async def dump(store: Store) -> dict[str, list[Any]]:
     }
 
 
-async def shredded_unswept(store_factory: Any, tmp_path: Path) -> tuple[Store, str, str]:
-    """A keyring-less store over a tenant shredded after a dialog and a task were stored in
-    the clear (and searched: the index holds their text), never swept."""
+async def unswept(store_factory: Any) -> tuple[Store, str, str]:
+    """A store without a keyring holding a dialog and a task of tenant acme in the clear
+    (searched: the index holds their text)."""
     plain: Store = await store_factory()
     acme = plain.scoped("acme")
     dialog = await acme.dialogs.create("ann", "You are terse.", title="old")
@@ -39,10 +44,11 @@ async def shredded_unswept(store_factory: Any, tmp_path: Path) -> tuple[Store, s
     await acme.tasks.add_human_message(task.id, SECRET, message_id="m1")
     await acme.tasks.add_human_message(task.id, f"Noted: {SECRET}", message_id="m2")
     assert (await acme.search("Casa")).hits  # indexed in the clear
-    sealed = Store(plain.backend, keyring=Keyring(LocalKeyVault(tmp_path, LocalMasterKey(MASTER))))
-    await sealed.keyring.rotate("acme")  # acme is encrypted; nothing is swept
-    await sealed.keyring.shred("acme")
-    return Store(plain.backend), dialog.id, task.id  # a fresh process: nothing cached
+    return plain, dialog.id, task.id
+
+
+def keyring(tmp_path: Path) -> Keyring:
+    return Keyring(LocalKeyVault(tmp_path, LocalMasterKey(MASTER)))
 
 
 def read_verbs(
@@ -87,7 +93,11 @@ def read_verbs(
 async def test_after_a_shred_a_store_without_a_keyring_reads_nothing_of_an_unswept_task(
     store_factory: Any, tmp_path: Path
 ) -> None:
-    blind, dialog, task = await shredded_unswept(store_factory, tmp_path)
+    plain, dialog, task = await unswept(store_factory)
+    alone = keyring(tmp_path).bind(plain.database)  # no store: no eraser, the shred marks
+    await alone.rotate("acme")  # acme is encrypted; nothing is swept
+    await alone.shred("acme")
+    blind = Store(plain.backend)  # a fresh process without a keyring: nothing cached
     before = await dump(blind)
     view = blind.scoped("acme")
     answered: dict[str, str] = {}  # what each read did instead of refusing
@@ -100,3 +110,42 @@ async def test_after_a_shred_a_store_without_a_keyring_reads_nothing_of_an_unswe
             answered[name] = repr(exc)[:80]
     assert answered == {}, f"read without a keyring after the shred: {sorted(answered)}"
     assert await dump(blind) == before
+
+
+async def test_a_shred_leaves_no_plaintext_of_the_tenant_in_the_live_database(
+    store_factory: Any, tmp_path: Path
+) -> None:
+    plain, dialog, task = await unswept(store_factory)
+    other = await plain.scoped("globex").tasks.create(owner="gus", title=SECRET)
+    sealed = Store(plain.backend, keyring=keyring(tmp_path))
+    acme = sealed.scoped("acme")
+    kept = await acme.tasks.create(owner="ann", title="sealed")  # acme's first key: sealed
+    await acme.tasks.add_human_message(kept.id, SECRET, message_id="m1")
+    assert SECRET.encode() in bson_dump(await dump(plain))  # the unswept tasks, the index
+
+    await sealed.keyring.shred("acme")
+
+    after = await dump(plain)
+    acme_only = {
+        name: [d for d in docs if d.get("tenant") == "acme"] for name, docs in after.items()
+    }
+    assert b"Casa" not in bson_dump(acme_only)
+    assert [d["_id"].split("/")[1] for d in acme_only["tasks"]] == [kept.id]  # the sealed one
+    assert acme_only["tasks"][0]["encrypted"] is True
+    for gone in (task, dialog):  # erased whole: a store without a keyring finds nothing
+        with pytest.raises(NotFound):
+            await plain.scoped("acme").tasks.get(gone)
+    assert (await plain.scoped("globex").tasks.get(other.id)).title == SECRET  # untouched
+    with pytest.raises(KeyShredded):
+        await acme.tasks.messages(kept.id)
+    await sealed.keyring.shred("acme")  # run again (a shred cut short): nothing more to do
+    assert unversioned(await dump(plain)) == unversioned(after)  # the mark bumps versions
+
+
+def unversioned(collections: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    return {n: [{**d, "version": None} for d in docs] for n, docs in collections.items()}
+
+
+def bson_dump(collections: dict[str, list[Any]]) -> bytes:
+    """The documents as BSON bytes: what a reader of the database files or a dump sees."""
+    return b"".join(bson.encode(d) for docs in collections.values() for d in docs)
