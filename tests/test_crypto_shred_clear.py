@@ -149,3 +149,36 @@ def unversioned(collections: dict[str, list[Any]]) -> dict[str, list[Any]]:
 def bson_dump(collections: dict[str, list[Any]]) -> bytes:
     """The documents as BSON bytes: what a reader of the database files or a dump sees."""
     return b"".join(bson.encode(d) for docs in collections.values() for d in docs)
+
+
+async def test_the_refusal_costs_no_round_trip_the_read_did_not_make(
+    store_factory: Any, tmp_path: Path
+) -> None:
+    """The mark comes with the task document each read fetches: an ordinary task's reads
+    take the round trips they took before, and a marked task's are refused after the
+    read's first one."""
+    plain, _dialog, task = await unswept(store_factory)
+    fresh = await plain.scoped("acme").tasks.create(owner="ann")
+    await plain.scoped("acme").tasks.add_human_message(fresh.id, "hello", message_id="m1")
+    alone = keyring(tmp_path).bind(plain.database)
+    await alone.rotate("acme")
+    await alone.shred("acme")
+    await plain.database["tasks"].update_one(  # one task of acme not marked: it reads
+        {"_id": f"acme/{fresh.id}"}, {"$unset": {"encrypted": ""}}
+    )
+    blind = Store(plain.backend)
+    tasks = blind.scoped("acme").tasks
+    reads = {
+        "tail": (lambda t: tasks.tail(t, 1), 1),
+        "messages": (lambda t: tasks.messages(t), 1),
+        "ends": (lambda t: tasks.ends(t, 1, 1), 1),
+        "header": (lambda t: tasks.header(t), 1),
+        "get_message": (lambda t: tasks.get_message(t, "m1"), 2),
+    }
+    for name, (read, trips) in reads.items():
+        with plain.backend.recorder.capture() as log:
+            await read(fresh.id)
+        assert log.round_trips == trips, name
+        with plain.backend.recorder.capture() as log, pytest.raises(KeyringRequired):
+            await read(task)
+        assert log.round_trips == 1, name
