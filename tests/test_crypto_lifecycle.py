@@ -200,9 +200,13 @@ async def test_after_a_shred_content_from_before_encryption_is_neither_read_nor_
     plain = await store_factory()
     task = await plain.scoped("acme").tasks.create(owner="ann", title="old")
     await plain.scoped("acme").tasks.add_human_message(task.id, SECRET, message_id="m1")
-    sealed = Store(plain.backend, keyring=Keyring(provider_named("local-vault", tmp_path)))
-    await sealed.keyring.rotate("acme")  # acme is encrypted; the task is not swept yet
-    await sealed.keyring.shred("acme")
+    provider = provider_named("local-vault", tmp_path)
+    sealed = Store(plain.backend, keyring=Keyring(provider))
+    # a keyring bound to the database alone has no eraser: its shred marks the unswept task
+    # (a store's erases it: test_crypto_shred_clear.py)
+    alone = Keyring(provider).bind(plain.database)
+    await alone.rotate("acme")  # acme is encrypted; the task is not swept yet
+    await alone.shred("acme")
     before = await snapshot(plain)
     view = sealed.scoped("acme")
     for call in (

@@ -21,6 +21,7 @@ from mindstore.backends import speedups
 from mindstore.backends.connection import Backend, open_backend
 from mindstore.backends.recorder import CommandRecorder, EventListener
 from mindstore.backends.transient import guarded
+from mindstore.backup.shred_clear import shred_eraser
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.tenant import TenantCipher
 from mindstore.model.paging import DEFAULT_PAGE_BYTES, DEFAULT_PAGE_MESSAGES, PagePolicy
@@ -189,8 +190,13 @@ class Store:
         self.retry = retry or RetryPolicy()
         self.in_doubt = InDoubt()
         """Calls that failed after sending a write, for their retries (`mindstore.operations`)."""
-        self.keyring = keyring.bind(self.database, self.resilience) if keyring is not None else None
-        """Per-tenant encryption (`mindstore.crypto`): rotate, shred, status; None: none."""
+        self.keyring = (
+            keyring.bind(self.database, self.resilience, shred_eraser(self))
+            if keyring is not None
+            else None
+        )
+        """Per-tenant encryption (`mindstore.crypto`): rotate, shred (which erases what the
+        tenant holds in the clear, `backup.shred_clear`), status; None: none."""
         self.offload_threshold = offload_threshold
         self.headers = HeaderCache(header_cache_size)
         self.notifier = Notifier()

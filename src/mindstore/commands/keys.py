@@ -106,8 +106,10 @@ def _keyring(
     key_vault = key_vault or options.key_vault
     if required and master_key is None:
         raise _NoMasterKey._missing()
+    from mindstore.backup.shred_clear import shred_eraser
+
     keyring = build_keyring(master_key, key_vault) or Keyring(_NoMasterKey())
-    return keyring.bind(store.database, store.resilience)
+    return keyring.bind(store.database, store.resilience, shred_eraser(store))
 
 
 @keys_app.command("status")

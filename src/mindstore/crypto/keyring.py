@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -110,6 +110,11 @@ class MigrationReport:
     already: int = 0
 
 
+ClearEraser = Callable[[str], Awaitable[int]]
+"""(tenant) -> how many tasks it erased: what a shred erases the tenant's content in the
+clear with (`Keyring.clear_eraser`)."""
+
+
 def _key_id(tenant: str, version: int) -> str:
     return f"{tenant}/v{version}"
 
@@ -163,6 +168,8 @@ class Keyring:
         cache_seconds: How long a process keeps a tenant's unwrapped keys.
         legacy: The shared master key of a database not migrated yet: data keys it
             wrapped still open, and `migrate` re-wraps them for `provider`.
+        clear_eraser: What a shred runs to erase the tenant's content stored in the clear
+            (`backup.shred_clear`; a store binds it, `bind`): (tenant) -> tasks erased.
     """
 
     def __init__(
@@ -173,6 +180,7 @@ class Keyring:
         legacy: MasterKey | None = None,
         database: Any = None,
         resilience: Resilience | None = None,
+        clear_eraser: ClearEraser | None = None,
     ) -> None:
         if isinstance(provider, KeyProvider):
             self.provider: KeyProvider | None = provider
@@ -189,6 +197,10 @@ class Keyring:
             raise ValidationError("cache_seconds must be >= 0")
         self.cache_seconds = cache_seconds
         self._database = database
+        self.clear_eraser = clear_eraser
+        """What `shred` erases the tenant's content in the clear with (a layer above this
+        one: the store's `backup.shred_clear`); None: a keyring bound to a database alone,
+        whose shred only marks such content (a store without a keyring refuses it)."""
         self.resilience = resilience
         """The bound store's retry policy and ledger: its verbs are operations
         (`mindstore.operations`) that retry a transient failure themselves."""
@@ -218,13 +230,18 @@ class Keyring:
         assert self.legacy is not None
         return self.legacy.key_id
 
-    def bind(self, database: Any, resilience: Resilience | None = None) -> Keyring:
+    def bind(
+        self, database: Any, resilience: Resilience | None = None,
+        clear_eraser: ClearEraser | None = None,
+    ) -> Keyring:  # fmt: skip
         """This keyring over `database` (a fresh key cache; the provider is shared), its
-        verbs retried under `resilience` (a store's)."""
+        verbs retried under `resilience` (a store's), its shreds erasing the tenant's
+        content in the clear with `clear_eraser` (a store's)."""
         wrapper: KeyProvider | MasterKey = self.provider or self.legacy  # type: ignore[assignment]
         return Keyring(wrapper, cache_seconds=self.cache_seconds,
                        legacy=self.legacy if self.provider is not None else None,
-                       database=database, resilience=resilience)  # fmt: skip
+                       database=database, resilience=resilience,
+                       clear_eraser=clear_eraser)  # fmt: skip
 
     @property
     def _keys(self) -> Any:
@@ -496,8 +513,10 @@ class Keyring:
         refuse at once and a crash (or a provider that did not answer) before the end is
         finished by running it again. Needs no master key.
 
-        Its tasks are all marked encrypted, so a task stored before the tenant was (not
-        swept yet, its content in the clear) is refused by a store without a keyring too.
+        Its content stored in the clear (tasks stored before the tenant was encrypted, not
+        swept yet: no key reaches them) is erased, those tasks whole, with its search index
+        (`clear_eraser`, which a store binds: `backup.shred_clear`); then its other tasks
+        are all marked encrypted, so a store without a keyring refuses them too.
 
         A shred reaches the tenant's KEK or fails loudly: a tenant whose data keys a
         provider's KEK wraps is shredded only by a keyring over that provider, which must
@@ -532,6 +551,8 @@ class Keyring:
         )
         self._tenants[tenant] = TenantKeys(tenant, shredded=True, loaded_at=time.monotonic())
         self._forget_unwrapped(tenant)
+        if self.clear_eraser is not None:  # before the mark: a run cut short finds the rest
+            await self.clear_eraser(tenant)
         await self._database[TASKS].update_many(  # the version bump drops writers' caches
             {"tenant": tenant}, {"$set": {ENCRYPTED: True}, "$inc": {"version": 1}}
         )

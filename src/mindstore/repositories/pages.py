@@ -35,6 +35,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.clock import utcnow
+from mindstore.crypto.fields import ENCRYPTED
 from mindstore.errors import Conflict, NotFound
 from mindstore.ids import page_key
 from mindstore.model import id_filter
@@ -54,8 +55,10 @@ logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-PAGING_FIELDS: tuple[str, ...] = ("seq", "version", "sealed", "pages", "pending")
-"""Task document fields a read over pages needs (`Paging.of`)."""
+PAGING_FIELDS: tuple[str, ...] = ("seq", "version", "sealed", "pages", "pending", ENCRYPTED)
+"""Task document fields a read over pages needs (`Paging.of`), and the task's `encrypted`
+mark, which a read without a keyring checks on the same document
+(`TaskScope.require_keyring_to_read`)."""
 STALE_READS = 8
 """How often a read starts over after finding a page newer than the task it read."""
 

@@ -256,11 +256,13 @@ class TaskPort:
         check_int(start, "start")
         check_optional_int(stop, "stop")
         if stop is not None and stop <= start:
-            await self.header_document(task_id)  # NotFound still applies
+            # NotFound, and KeyringRequired, still apply
+            self.scope.require_keyring_to_read(await self.header_document(task_id))
             return []
         key, guess = self.scope.key(task_id), self.sealed_guess(task_id)
         for _attempt in range(STALE_READS):
             document = await self.scope.find_task(task_id, self._open_slice(start, stop, guess))
+            self.scope.require_keyring_to_read(document)
             paging = Paging.of(document)
             if paging.sealed != guess:
                 guess = paging.sealed
@@ -275,7 +277,9 @@ class TaskPort:
     async def find_message(self, task_id: str, message_id: str) -> tuple[int, Any] | None:
         """(index in the history, stored message) of a message, open page first."""
         for _attempt in range(STALE_READS):
-            paging = Paging.of(await self.scope.find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
+            document = await self.scope.find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1))
+            self.scope.require_keyring_to_read(document)
+            paging = Paging.of(document)
             rows = await (
                 await self.scope.tasks.aggregate(
                     pipelines.locate_message_pipeline(self.scope.filter(task_id), message_id)
@@ -306,6 +310,7 @@ class TaskPort:
             rows = await self.scope.aggregate_task(
                 task_id, lambda query: with_fields(build(query), PAGING_FIELDS)
             )
+            self.scope.require_keyring_to_read(rows[0])
             paging = Paging.of(rows[0])
             if not paging.pages or (newest and rows[0]["messages"]):
                 return list(rows[0]["messages"])
@@ -342,6 +347,7 @@ class TaskPort:
             rows = await self.scope.aggregate_task(
                 task_id, lambda query: [{"$match": query}, *with_fields(open_stages, PAGING_FIELDS)]
             )
+            self.scope.require_keyring_to_read(rows[0])
             paging = Paging.of(rows[0])
             fields = ("page", "start", "version")
             tail = with_fields(stages, fields)

@@ -188,6 +188,15 @@ class TaskScope:
             ):
                 raise KeyringRequired(self.tenant, action)
 
+    def require_keyring_to_read(self, task: dict[str, Any]) -> None:
+        """Without a keyring: `KeyringRequired` if the task document a read fetched (its
+        mark projected: `pages.PAGING_FIELDS`, `READ_FIELDS`) is marked encrypted. Its
+        messages may still be in the clear (stored before the tenant was encrypted, not
+        swept yet, its keys shredded since): a store without a keyring reads none of them,
+        as a store with one could not. No round trip: the mark comes with the read."""
+        if self.cipher is None and task.get(ENCRYPTED) is True:
+            raise KeyringRequired(self.tenant, "read")
+
     async def require_unencrypted_tenant(self) -> None:
         """Without a keyring: `KeyringRequired` if the tenant has data keys (it is
         encrypted): a new task would hold its content in the clear (one read, on create)."""
@@ -239,8 +248,11 @@ class TaskScope:
     async def scope_header(self, task_id: str) -> TaskHeader:
         """The header without its tail (None), for reads that need the level, the open
         calls or the configuration only: the last message, however large, stays on the
-        server."""
-        return header_from_document(await self.header_document(task_id))
+        server. Refused without a keyring for a task marked encrypted (the reads built on
+        it hand out its messages)."""
+        document = await self.header_document(task_id)
+        self.require_keyring_to_read(document)
+        return header_from_document(document)
 
     def remember(
         self,

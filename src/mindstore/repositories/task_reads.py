@@ -72,7 +72,9 @@ class TaskReads:
     async def header(self, task_id: str) -> TaskHeader:
         """The task's full header (`TaskHeader`): what the planner folds a verb from (sequence,
         scope stack, open tool calls, usage, paging fields)."""
-        return header_from_document(await self.port.header_document(task_id, tail=True))
+        document = await self.port.header_document(task_id, tail=True)
+        self.scope.require_keyring_to_read(document)  # its tail is a message
+        return header_from_document(document)
 
     async def load(self, task_id: str) -> Task:
         """The whole task in memory as a `mindstore.Task` (the Mind Map's API), e.g. to run Mind
@@ -181,6 +183,7 @@ class TaskReads:
                 return [{"$match": query}, {"$project": project}]
 
             rows = await self.scope.aggregate_task(task_id, build)
+            self.scope.require_keyring_to_read(rows[0])
             row, paging = rows[0], Paging.of(rows[0])
             if paging.sealed != guess:
                 guess = paging.sealed
@@ -207,6 +210,7 @@ class TaskReads:
                       "messages": {"$slice": -min(count, MAX_SLICE)}}  # fmt: skip
         for _attempt in range(STALE_READS):
             document = await self.scope.find_task(task_id, projection)
+            self.scope.require_keyring_to_read(document)
             paging, stored = Paging.of(document), document.get("messages") or []
             if len(stored) < count and paging.sealed:
                 older = max(paging.sealed - (count - len(stored)), 0)
@@ -276,7 +280,7 @@ class TaskReads:
     async def task_boundaries(self, task_id: str, entry_id: str) -> tuple[int, int | None]:
         """The entry and exit indexes of any sub-task of the task."""
         check_name(entry_id, "entry id")
-        paging = Paging.of(await self.scope.find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
+        paging = Paging.of(await self._read_paging(task_id))
         rows = await (
             await self.scope.tasks.aggregate(
                 pipelines.boundaries_pipeline(self.scope.filter(task_id), entry_id)
@@ -291,10 +295,16 @@ class TaskReads:
             raise NotFound(f"no task entry {entry_id!r} in task {task_id!r}")
         return int(entry[0]), (int(exits[0]) if exits else None)
 
+    async def _read_paging(self, task_id: str) -> dict[str, Any]:
+        """The task's paging fields, for a read (refused without a keyring when marked)."""
+        document = await self.scope.find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1))
+        self.scope.require_keyring_to_read(document)
+        return document
+
     async def sub_task_spans(self, task_id: str) -> builtins.list[SubTaskSpan]:
         """Every sub-task of the task as a `SubTaskSpan` (entry and exit indexes, depth, parent,
         message count, times), from an aggregation pipeline over the messages."""
-        paging = Paging.of(await self.scope.find_task(task_id, dict.fromkeys(PAGING_FIELDS, 1)))
+        paging = Paging.of(await self._read_paging(task_id))
         query = self.scope.filter(task_id)
         rows = await (
             await self.scope.tasks.aggregate(

@@ -651,7 +651,8 @@ class TaskRepository:
             KeyShredded: The tenant's keys were shredded (a state sealed under a keyring).
             CryptoError: The stored state was not sealed for this tenant and task.
         """
-        document = await self.port.scope.find_task(task_id, {"agent_state": 1})
+        document = await self.port.scope.find_task(task_id, {"agent_state": 1, ENCRYPTED: 1})
+        self.port.scope.require_keyring_to_read(document)
         if self.cipher is not None:  # opened (mindstore.crypto.task_fields)
             await self.cipher.ready()
             document = self.cipher.open_task(document, task_id)
