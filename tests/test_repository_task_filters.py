@@ -75,12 +75,12 @@ async def test_a_bad_filter_names_its_argument(
     acme = store.scoped("acme")
     await titled(acme)
     before = await store.database["tasks"].find({}).to_list(None)
-    with pytest.raises((ValidationError, TypeError)) as raised:
+    with pytest.raises(ValidationError) as raised:
         await acme.tasks.list(**arguments)  # type: ignore[arg-type]
     assert named in str(raised.value)
     count_arguments = {k: v for k, v in arguments.items() if k != "oldest_first"}
     if count_arguments:
-        with pytest.raises((ValidationError, TypeError)):
+        with pytest.raises(ValidationError):
             await acme.tasks.count(**count_arguments)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="at_most"):
         await acme.tasks.count(at_most=0)
