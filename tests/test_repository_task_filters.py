@@ -4,10 +4,14 @@ one a `ValidationError` naming its argument, nothing stored changed."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from conftest import close_store, open_store
 from mindstore.errors import ValidationError
 from mindstore.model.parts import TaskConfigPart
 from mindstore.repositories.records import Page, TaskRecord
@@ -144,3 +148,43 @@ async def test_forked_names_the_forks_and_their_parents(store: Store) -> None:
     assert await store.scoped("acme", owner="x").dialogs.forked([parent.id]) == set()
     with pytest.raises(ValidationError, match="dialog"):
         await acme.dialogs.forked(["$ne"])
+
+
+TEXT = st.text(alphabet="aAbB.*+?()[]{}^$\\|-#~ ", min_size=1, max_size=6)
+
+
+async def literal_matches(titles: list[str], owners: list[str], title: str, prefix: str) -> None:
+    store = await open_store()
+    try:
+        acme = store.scoped("acme")
+        for owner, stored_title in zip(owners, titles, strict=True):
+            await acme.tasks.create(owner=owner, title=stored_title)
+        by_title = (await acme.tasks.list(title=title, limit=1000)).items
+        expected = sorted(t for t in titles if title.lower() in t.lower())
+        assert sorted(t.title or "" for t in by_title) == expected
+        by_owner = (await acme.tasks.list(owner_prefix=prefix, limit=1000)).items
+        assert sorted(t.owner or "" for t in by_owner) == sorted(
+            o for o in owners if o.startswith(prefix)
+        )
+        assert await acme.tasks.count(owner_prefix=prefix) == len(by_owner)
+    finally:
+        await close_store(store)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    titles=st.lists(TEXT, min_size=1, max_size=4),
+    title=TEXT,
+    prefix=TEXT.filter(lambda t: not t.startswith(("$", " ")) and t.strip() == t),
+    data=st.data(),
+)
+def test_filters_match_exactly_what_the_text_says_whatever_its_characters(
+    titles: list[str], title: str, prefix: str, data: st.DataObject
+) -> None:
+    """Title: a substring ignoring (ASCII) case; owner: a prefix; never a pattern."""
+    owners = [
+        data.draw(st.sampled_from([prefix + suffix, suffix + prefix, "o" + suffix]))
+        for suffix in data.draw(st.lists(st.sampled_from(["", "x", ".", "*"]),
+                                         min_size=len(titles), max_size=len(titles)))
+    ]  # fmt: skip
+    asyncio.run(literal_matches(titles, owners, title.strip() or "a", prefix))
