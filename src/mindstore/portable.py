@@ -59,11 +59,17 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     "$all": "a compression message's referenced ids must all be stored: the same filter as "
     "the append guard (`messages.id`), so checking them costs no read, updates.py",
     "$exists": "dialogs.repair() finds half-made forks by their marker",
-    "$gt": "keyset pages over _id (backup export, erase) and `updated_after` in list(); in "
+    "$gt": "keyset pages over _id (backup export, erase), `updated_after` and the oldest-first "
+    "keyset continuation in list(); in "
     "analytics `{$gt: [x, null]}` inside `$cond` tests 'present and not null' (a fork "
     "copy's `origin`, a usage object)",
     "$gte": "backup scope `since` (updated_at >= since); analytics time ranges",
-    "$lt": "list() keyset continuation (updated_at, _id); analytics time ranges",
+    "$regex": "list() and count(): an owner prefix (`^` and the escaped prefix, which the "
+    "owner index serves) and a title substring (`(?i)` and the escaped text): every "
+    "character of the caller's text is escaped (re.escape), so none is a pattern; PCRE on "
+    "the server and Python's re on the embedded backend read these patterns alike",
+    "$lt": "list() keyset continuation (updated_at, _id) and `updated_before`; analytics "
+    "time ranges",
     "$and": "boundary and context-view conditions; erase pages",
     "$or": "boundary conditions; list() keyset continuation; picking messages by id",
     # aggregation accumulators/expressions, standard since MongoDB 3.2

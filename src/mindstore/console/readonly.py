@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from pydantic import ValidationError as ModelError
 
@@ -38,6 +38,8 @@ from mindstore.store import Store, TenantStore
 READ_METHODS: Final = frozenset(
     {
         "list_tasks",
+        "count_tasks",
+        "forked",
         "get_task",
         "read_range",
         "tree",
@@ -56,6 +58,32 @@ MAX_OWNERS: Final = 10_000
 """The most owners a tenant's summary ranks (the analytics report's own limit)."""
 
 
+class TaskFilterArguments(TypedDict):
+    state: str | None
+    owner_prefix: str | None
+    title: str | None
+    updated_after: datetime | None
+    updated_before: datetime | None
+
+
+@dataclass(frozen=True)
+class TaskFilters:
+    """The task list's filters, as `tasks.list` and `tasks.count` take them (each checked
+    there: a `ValidationError` names the bad one)."""
+
+    state: str | None = None
+    owner_prefix: str | None = None
+    title: str | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+    def arguments(self) -> TaskFilterArguments:
+        return TaskFilterArguments(
+            state=self.state, owner_prefix=self.owner_prefix, title=self.title,
+            updated_after=self.updated_after, updated_before=self.updated_before,
+        )  # fmt: skip
+
+
 class ReadOnlyTenant:
     """One tenant's data, read-only: the console's only way to it.
 
@@ -72,18 +100,20 @@ class ReadOnlyTenant:
         self.tenant: Final[str] = view.tenant
 
     async def list_tasks(
-        self,
-        *,
-        owner: str | None,
-        state: str | None,
-        cursor: str | None,
-        limit: int,
-        updated_after: datetime | None = None,
+        self, filters: TaskFilters, *, cursor: str | None, limit: int, oldest_first: bool = False
     ) -> Page[TaskRecord]:
-        """One keyset page of tasks, newest first (`acme.tasks.list`)."""
+        """One keyset page of tasks, newest first (`acme.tasks.list`, with its filters)."""
         return await self.__view.tasks.list(
-            owner=owner, state=state, cursor=cursor, limit=limit, updated_after=updated_after
+            cursor=cursor, limit=limit, oldest_first=oldest_first, **filters.arguments()
         )
+
+    async def count_tasks(self, filters: TaskFilters, *, at_most: int) -> int:
+        """How many tasks the listing's filters match, up to `at_most` (`acme.tasks.count`)."""
+        return await self.__view.tasks.count(at_most=at_most, **filters.arguments())
+
+    async def forked(self, task_ids: list[str]) -> set[str]:
+        """The tasks among these whose dialog has a fork (`acme.dialogs.forked`)."""
+        return await self.__view.dialogs.forked(task_ids)
 
     async def get_task(self, task_id: str) -> TaskRecord:
         """The task's record: header, counts and usage, without messages."""

@@ -50,7 +50,7 @@ from mindstore.console.access import (
 )
 from mindstore.console.charts import Chart, draw
 from mindstore.console.hits import pieces
-from mindstore.console.readonly import ReadOnlyStore, ReadOnlyTenant
+from mindstore.console.readonly import ReadOnlyStore, ReadOnlyTenant, TaskFilters
 from mindstore.console.security import COOKIE, SecurityHeaders
 from mindstore.errors import (
     KeyringRequired,
@@ -71,6 +71,9 @@ from mindstore.validation import check_int, check_number
 PAGE_MESSAGES: Final = 100
 """Messages a task page shows: the last ones first, older ones a link away."""
 PAGE_TASKS: Final = 50
+TASKS_COUNTED: Final = 10_000
+"""Where the task list's total stops counting ("10,000 or more"): one bounded count."""
+TASK_ORDERS: Final = ("newest", "oldest")
 FEED_MS: Final = 2000
 """How often (milliseconds) an open task page polls for new messages."""
 FEED_MAX: Final = 200
@@ -390,31 +393,83 @@ async def tenants(request: Request) -> Response:
                 until=_query(request, "until") or "")  # fmt: skip
 
 
+def _text(request: Request, name: str) -> str | None:
+    """A free-text `?{name}=` as sent: bytes that are not UTF-8 (a lone surrogate's) are a
+    `ValidationError` naming the field, where the parsed query would have replaced them."""
+    raw = request.scope.get("query_string", b"").decode("latin-1")
+    sent = parse_qs(raw, encoding="utf-8", errors="surrogateescape").get(name)
+    value = sent[-1].strip() if sent else ""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{name}: not valid UTF-8 text") from None
+    return value or None
+
+
+def _ordering(request: Request) -> bool:
+    """`?order=`: newest first (the default) or `oldest` first."""
+    order = _query(request, "order") or "newest"
+    if order not in TASK_ORDERS:
+        raise ValidationError(f"order: expected one of {', '.join(TASK_ORDERS)}")
+    return order == "oldest"
+
+
 @signed_in
 async def tasks(request: Request) -> Response:
-    """A tenant's tasks, newest first, by owner, state and last update (`since`), one
-    keyset page at a time."""
+    """A tenant's tasks, newest (or oldest) first, filtered by owner prefix, state, title
+    and last update (`since`, `until`), one keyset page at a time either way, with their
+    total (counted up to `TASKS_COUNTED`)."""
     view = tenant_view(request)
-    owner, state, cursor = (_query(request, n) for n in ("owner", "state", "cursor"))
-    since = _query(request, "since")
-    seconds = _time_bound(request, "since")
-    after = None if seconds is None else datetime.fromtimestamp(seconds, UTC)
-    listed = await view.list_tasks(
-        owner=owner, state=state, cursor=cursor, limit=PAGE_TASKS, updated_after=after
+    owner, title = _text(request, "owner"), _text(request, "title")
+    state = _query(request, "state")
+    cursor, back = _query(request, "cursor"), _query(request, "back")
+    if cursor and back:
+        raise ValidationError("back: give cursor or back, not both")
+    oldest = _ordering(request)
+    since, until = _time_bounds(request)
+    filters = TaskFilters(
+        state=state,
+        owner_prefix=owner,
+        title=title,
+        updated_after=None if since is None else datetime.fromtimestamp(since, UTC),
+        updated_before=None if until is None else datetime.fromtimestamp(until, UTC),
     )
-    following = None
-    if listed.next_cursor:
-        kept = {k: v for k, v in (("owner", owner), ("state", state), ("since", since)) if v}
-        following = urlencode({**kept, "cursor": listed.next_cursor})
+    if back:  # the tasks before this page, read the other way round, nearest first
+        listed = await view.list_tasks(
+            filters, cursor=back, limit=PAGE_TASKS, oldest_first=not oldest
+        )
+        items = listed.items[::-1]
+        earlier = listed.next_cursor
+        later = listed.previous_cursor
+        if earlier is None:  # back at the start: the first page, whole
+            back = None
+    if not back:
+        listed = await view.list_tasks(
+            filters, cursor=cursor, limit=PAGE_TASKS, oldest_first=oldest
+        )
+        items = listed.items
+        earlier = listed.previous_cursor if cursor else None
+        later = listed.next_cursor
+    total = await view.count_tasks(filters, at_most=TASKS_COUNTED)
+    forked = await view.forked([t.id for t in items])
+    kept = {name: value for name in ("owner", "state", "title", "since", "until", "order")
+            if (value := _query(request, name))}  # fmt: skip
     return page(
         request,
         "tasks.html",
         tenant=view.tenant,
-        tasks=listed.items,
+        tasks=items,
+        forked=forked,
+        total=total,
+        total_capped=total >= TASKS_COUNTED,
         owner=owner or "",
         state=state or "",
-        since=since or "",
-        following=following,
+        title=title or "",
+        since=_query(request, "since") or "",
+        until=_query(request, "until") or "",
+        oldest=oldest,
+        following=urlencode({**kept, "cursor": later}) if later else None,
+        preceding=urlencode({**kept, "back": earlier}) if earlier else None,
     )
 
 

@@ -97,6 +97,7 @@ class BoundedScan:
 
 BY_ID: SortKey = (("_id", 1),)
 NEWEST: SortKey = (("updated_at", -1), ("_id", -1))
+OLDEST: SortKey = (("updated_at", 1), ("_id", 1))
 ANALYTICS_FILTERS = frozenset(
     {"created_at", "last_model_name", "root_model_name", "messages.started_ts", "pages",
      f"pending.{POSITION}"}
@@ -164,6 +165,19 @@ BOUNDED_SCANS: tuple[BoundedScan, ...] = (
         "be one more key rewritten by every append",
         bound="one owner's tasks",
         filters=frozenset({"updated_at", "_id"}), sorts=frozenset({NEWEST}),
+    ),
+    BoundedScan(
+        "tasks by owner prefix or title", TASKS, frozenset({"tenant"}),
+        reason="`tasks.list` and `tasks.count` with `owner_prefix` read the tasks of the "
+        "owners with that prefix (an anchored prefix is a range of `tenant_owner_updated`) "
+        "and sort them in memory; with `title`, a case-insensitive substring no index can "
+        "serve, they read the tenant's tasks (its owner's or state's when named) newest "
+        "first and compare each title",
+        bound="one tenant's tasks (those of the owners with the prefix, one owner's or one "
+        "state's when named)",
+        optional=frozenset({"owner", "state"}),
+        filters=frozenset({"owner", "title", "updated_at", "_id"}),
+        sorts=frozenset({(), NEWEST, OLDEST}),
     ),
     BoundedScan(
         "LangGraph messages tasks", TASKS, frozenset({"tenant", "metadata.integration"}),

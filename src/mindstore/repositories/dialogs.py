@@ -529,6 +529,33 @@ class DialogRepository:
         nodes = [DialogNode.from_document(d) async for d in cursor]
         return tree.bfs_order(parent.dialog_id, [parent, *nodes])[1:]
 
+    async def forked(self, dialog_ids: Sequence[str]) -> set[str]:
+        """Which of these dialogs are in a tree with a fork: a fork's child or its parent.
+
+        Two indexed reads whatever the count, each bounded by the ids given (`_id` and
+        `parent_id` by `$in`), so a listing can tell which of its tasks have a tree worth
+        showing without reading any tree.
+
+        Args:
+            dialog_ids: Up to 1,000 dialog (task) ids.
+
+        Returns:
+            The ids among them that were forked or are forks.
+
+        Raises:
+            ValidationError: An id that is not a task id, or more than 1,000 of them.
+        """
+        if len(dialog_ids) > 1000:
+            raise ValidationError("dialog_ids: at most 1000")
+        ids = [check_id(i, "dialog id") for i in dialog_ids]
+        if not ids:
+            return set()
+        keys = [task_key(self.tenant, i) for i in ids]
+        children = self._nodes.find(self._scope(_id={"$in": keys}), {"parent_id": 1})
+        found = {task_id_of(d["_id"]) async for d in children if d.get("parent_id")}
+        parents = await self._nodes.distinct("parent_id", self._scope(parent_id={"$in": ids}))
+        return found | {p for p in parents if isinstance(p, str)}
+
     async def ancestors(self, dialog_id: str) -> list[str]:
         """The ids from the root down to the dialog's parent.
 

@@ -43,6 +43,8 @@ class TaskRecord(BaseModel):
     usage: UsageTotals = Field(default_factory=UsageTotals)
     open_tool_call_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] | None = None
+    model: str | None = None
+    """The model of the task's current configuration, from its header (None: no config)."""
 
     @field_validator("created_at", "updated_at")
     @classmethod
@@ -67,12 +69,16 @@ class TaskRecord(BaseModel):
             usage=header.usage,
             open_tool_call_ids=[ref.id for ref in header.open_tool_calls],
             metadata=unescape_keys(document.get("metadata")),
+            model=header.current_model_name(),
         )
 
 
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None = None
+    previous_cursor: str | None = None
+    """Where a listing that gave one began (`tasks.list`: its first item): passed back with
+    the opposite order, it reads the items before this page, nearest first."""
 
 
 def encode_cursor(updated_at: datetime, task_id: str) -> str:

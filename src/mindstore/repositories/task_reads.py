@@ -11,6 +11,7 @@ and documents them.
 from __future__ import annotations
 
 import builtins
+import re
 from datetime import datetime
 from typing import Any
 
@@ -44,14 +45,20 @@ from mindstore.repositories.records import (
 )
 from mindstore.repositories.scope import READ_FIELDS
 from mindstore.validation import (
+    check_bool,
     check_enum,
     check_int,
     check_optional_datetime,
     check_optional_int,
     check_owner,
+    check_text,
 )
 
 MAX_PAGE = 1000
+MAX_TITLE_FILTER = 200
+"""The longest title filter of `list` and `count` (characters)."""
+MAX_COUNT = 10_000
+"""The most tasks `count` counts: a count past it says 'at least' (one bounded query)."""
 
 
 class TaskReads:
@@ -99,6 +106,55 @@ class TaskReads:
             return task
         raise kept_changing(task_id)
 
+    def _listing(
+        self,
+        owner: str | None,
+        state: TaskState | str | None,
+        updated_after: datetime | None,
+        updated_before: datetime | None,
+        owner_prefix: str | None,
+        title: str | None,
+    ) -> dict[str, Any] | None:
+        """The filter of `list` and `count` (without a cursor), each argument checked; None
+        when nothing can match (an owner-scoped view asked for another owner's prefix)."""
+        owner = check_owner(owner)
+        check_optional_datetime(updated_after, "updated_after")
+        check_optional_datetime(updated_before, "updated_before")
+        if owner_prefix is not None:
+            check_name(owner_prefix, "owner_prefix")
+            if owner is not None:
+                raise ValidationError("owner_prefix: give owner or owner_prefix, not both")
+        if title is not None:
+            check_text(title, "title", max_chars=MAX_TITLE_FILTER, empty=False)
+            if self.scope.cipher is not None:
+                raise ValidationError(
+                    "title: this store seals titles under its keyring, so the database "
+                    "cannot filter them"
+                )
+        query: dict[str, Any] = {"tenant": self.scope.tenant}
+        if self.scope.owner is not None:
+            if owner is not None and owner != self.scope.owner:
+                raise ValidationError(f"owner: this view is scoped to owner {self.scope.owner!r}")
+            if owner_prefix is not None and not self.scope.owner.startswith(owner_prefix):
+                return None
+            owner, owner_prefix = self.scope.owner, None
+        if owner is not None:
+            query["owner"] = owner
+        if owner_prefix is not None:  # anchored and escaped: the owner index serves it
+            query["owner"] = {"$regex": "^" + re.escape(owner_prefix)}
+        if state is not None:
+            query["state"] = check_enum(state, TaskState, "state").value
+        bounds: dict[str, datetime] = {}
+        if updated_after is not None:
+            bounds["$gt"] = updated_after
+        if updated_before is not None:
+            bounds["$lt"] = updated_before
+        if bounds:
+            query["updated_at"] = bounds
+        if title is not None:  # a literal substring, whatever its characters
+            query["title"] = {"$regex": "(?i)" + re.escape(title)}
+        return query
+
     async def list(
         self,
         *,
@@ -107,32 +163,29 @@ class TaskReads:
         limit: int = 50,
         cursor: str | None = None,
         updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        owner_prefix: str | None = None,
+        title: str | None = None,
+        oldest_first: bool = False,
     ) -> Page[TaskRecord]:
-        """One page of the tenant's tasks, newest first."""
+        """One page of the tenant's tasks, newest first (oldest first with `oldest_first`)."""
         check_int(limit, "limit", minimum=1, maximum=MAX_PAGE)
-        owner = check_owner(owner)
-        check_optional_datetime(updated_after, "updated_after")
-        query: dict[str, Any] = {"tenant": self.scope.tenant}
-        if self.scope.owner is not None:
-            if owner is not None and owner != self.scope.owner:
-                raise ValidationError(f"owner: this view is scoped to owner {self.scope.owner!r}")
-            owner = self.scope.owner
-        if owner is not None:
-            query["owner"] = owner
-        if state is not None:
-            query["state"] = check_enum(state, TaskState, "state").value
-        if updated_after is not None:
-            query["updated_at"] = {"$gt": updated_after}
+        check_bool(oldest_first, "oldest_first")
+        query = self._listing(owner, state, updated_after, updated_before, owner_prefix, title)
+        if query is None:
+            return Page[TaskRecord](items=[])
+        after = "$gt" if oldest_first else "$lt"
         if cursor is not None:
             cursor_time, cursor_id = decode_cursor(cursor)
             query["$or"] = [
-                {"updated_at": {"$lt": cursor_time}},
-                {"updated_at": cursor_time, "_id": {"$lt": cursor_id}},
+                {"updated_at": {after: cursor_time}},
+                {"updated_at": cursor_time, "_id": {after: cursor_id}},
             ]
+        direction = 1 if oldest_first else -1
         projection = dict.fromkeys(READ_FIELDS, 1)
         rows = (
             await self.scope.tasks.find(query, projection)
-            .sort([("updated_at", -1), ("_id", -1)])
+            .sort([("updated_at", direction), ("_id", direction)])
             .limit(limit + 1)
             .to_list(length=limit + 1)
         )
@@ -144,11 +197,33 @@ class TaskReads:
                 [{k: row.get(k) for k in ("title", "metadata", ENCRYPTED)} for row in rows]
             )
         items = [TaskRecord.from_document(row, header_from_document(row)) for row in rows[:limit]]
-        next_cursor = None
+        next_cursor = previous_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
             next_cursor = encode_cursor(last["updated_at"], last["_id"])
-        return Page[TaskRecord](items=items, next_cursor=next_cursor)
+        if rows:
+            previous_cursor = encode_cursor(rows[0]["updated_at"], rows[0]["_id"])
+        return Page[TaskRecord](
+            items=items, next_cursor=next_cursor, previous_cursor=previous_cursor
+        )
+
+    async def count(
+        self,
+        *,
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        owner_prefix: str | None = None,
+        title: str | None = None,
+        at_most: int = MAX_COUNT,
+    ) -> int:
+        """How many tasks `list` would page through with these filters, up to `at_most`."""
+        check_int(at_most, "at_most", minimum=1, maximum=MAX_COUNT)
+        query = self._listing(owner, state, updated_after, updated_before, owner_prefix, title)
+        if query is None:
+            return 0
+        return int(await self.scope.tasks.count_documents(query, limit=at_most))
 
     # ------------------------------------------------------------------ ranges
 

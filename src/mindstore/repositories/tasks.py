@@ -746,27 +746,42 @@ class TaskRepository:
         limit: int = 50,
         cursor: str | None = None,
         updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        owner_prefix: str | None = None,
+        title: str | None = None,
+        oldest_first: bool = False,
     ) -> Page[TaskRecord]:
-        """One page of the tenant's tasks, newest first.
+        """One page of the tenant's tasks, newest first (oldest first with `oldest_first`).
 
         Keyset-paginated on `(updated_at, _id)`: stable under writes and index-backed (by owner,
         by state, or the whole tenant; with both an owner and a state, the owner's tasks are
         read and the other states skipped). Pass the page's `next_cursor` back as `cursor` for
-        the next page.
+        the next page; its `previous_cursor` with the opposite `oldest_first` reads the tasks
+        before it, nearest first. Every filter is a literal value, never a pattern or an
+        operator: `owner_prefix` is an escaped, anchored prefix (the owner index serves it),
+        `title` an escaped case-insensitive substring, which the tenant's index cannot serve
+        (its tasks are read and compared) and which a store with a keyring refuses, since its
+        titles are sealed.
 
         Args:
             owner: Only this owner's tasks (an owner-scoped view: only its own).
             state: Only tasks in this state.
             limit: Page size, 1 to 1,000.
-            cursor: The `next_cursor` of the previous page.
+            cursor: The `next_cursor` (or `previous_cursor`) of a page.
             updated_after: Only tasks updated after this time.
+            updated_before: Only tasks updated before this time.
+            owner_prefix: Only owners whose name starts with this (not with `owner`).
+            title: Only titles containing this, ignoring case (1 to 200 characters).
+            oldest_first: Oldest first instead of newest first.
 
         Returns:
-            A `Page` of `TaskRecord`s with `items` and `next_cursor` (None on the last page).
+            A `Page` of `TaskRecord`s with `items`, `next_cursor` (None on the last page) and
+            `previous_cursor`.
 
         Raises:
-            ValidationError: A bad limit, state, owner, cursor or time; an owner other than an
-                owner-scoped view's.
+            ValidationError: A bad limit, state, owner, owner prefix, title, cursor or time
+                (the message names the argument); an owner other than an owner-scoped view's;
+                a title filter on a store with a keyring.
 
         Example:
             ```python
@@ -776,8 +791,49 @@ class TaskRepository:
             ```
         """
         return await self.reads.list(
-            owner=owner, state=state, limit=limit, cursor=cursor, updated_after=updated_after
-        )
+            owner=owner, state=state, limit=limit, cursor=cursor, updated_after=updated_after,
+            updated_before=updated_before, owner_prefix=owner_prefix, title=title,
+            oldest_first=oldest_first,
+        )  # fmt: skip
+
+    async def count(
+        self,
+        *,
+        owner: str | None = None,
+        state: TaskState | str | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        owner_prefix: str | None = None,
+        title: str | None = None,
+        at_most: int = 10_000,
+    ) -> int:
+        """How many tasks `list` pages through with the same filters, counted by one query
+        that stops at `at_most` (a count equal to it means at least that many).
+
+        Args:
+            owner: Only this owner's tasks (an owner-scoped view: only its own).
+            state: Only tasks in this state.
+            updated_after: Only tasks updated after this time.
+            updated_before: Only tasks updated before this time.
+            owner_prefix: Only owners whose name starts with this (not with `owner`).
+            title: Only titles containing this, ignoring case (1 to 200 characters).
+            at_most: Where counting stops, 1 to 10,000.
+
+        Returns:
+            The number of matching tasks, at most `at_most`.
+
+        Raises:
+            ValidationError: A bad filter (as `list`) or `at_most` (the message names it).
+
+        Example:
+            ```python
+            waiting = await acme.tasks.count(state="paused", owner_prefix="team-a.")
+            ```
+        """
+        return await self.reads.count(
+            owner=owner, state=state, updated_after=updated_after, updated_before=updated_before,
+            owner_prefix=owner_prefix, title=title, at_most=at_most,
+        )  # fmt: skip
 
     async def read_range(
         self, task_id: str, start: int = 0, stop: int | None = None
