@@ -150,12 +150,6 @@ async def test_a_walk_beside_a_concurrent_appender(acme: Any) -> None:
     assert Counter(i for page in pages for i in page if i in seeded) == Counter(seeded)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="index race, not paging: a redaction concurrent with a search's catch-up pulls "
-    "its whole task's postings (search.index.forget_message), so that search misses the "
-    "task; the walk moves past it (issue 45, indexing races)",
-)
 async def test_a_walk_beside_a_concurrent_redactor(acme: Any) -> None:
     pages, seeded, redacted = await _beside_a_writer(acme, redacting=True)
     seen = [i for page in pages for i in page]

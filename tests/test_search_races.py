@@ -142,3 +142,38 @@ async def test_a_message_redacted_while_a_search_indexes_it_leaves_no_word(
     assert "zanzibarq" not in repr(held)
     assert await _ids(writer, "harbour") == ["first"]
     assert (await writer.search_index.verify()).ok
+
+
+async def test_a_search_arriving_while_a_redaction_pulls_its_task_waits_and_finds_the_rest(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The redaction claims the task's mark as a search would: a search that comes between
+    its reset and its pull waits for it, instead of indexing the task and having its
+    postings pulled from under a mark that then says "indexed" (the task unsearchable
+    until its next write)."""
+    from mindstore.search import index as search_index
+
+    searcher, writer = stores.sibling().scoped("acme"), stores.sibling().scoped("acme")
+    task = await writer.tasks.create()
+    for message_id in ("first", "second", "secret"):
+        await writer.tasks.add_human_message(
+            task.id, f"harbour {message_id}", message_id=message_id
+        )
+    assert sorted(await _ids(searcher, "harbour")) == ["first", "second", "secret"]
+    racing: list[asyncio.Task[list[str]]] = []
+    real_pull = search_index.pull_postings
+
+    async def pull_with_a_search_arriving(*args: Any) -> None:
+        racing.append(asyncio.create_task(_ids(searcher, "harbour")))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert not racing[0].done()  # waiting for the redaction's claim
+        await real_pull(*args)
+
+    monkeypatch.setattr(search_index, "pull_postings", pull_with_a_search_arriving)
+    await writer.tasks.redact(task.id, "secret")
+    monkeypatch.setattr(search_index, "pull_postings", real_pull)
+    assert sorted(await racing[0]) == ["first", "second"]
+    for view in (searcher, writer, stores.sibling().scoped("acme")):
+        assert sorted(await _ids(view, "harbour")) == ["first", "second"]
+    assert (await writer.search_index.verify()).ok

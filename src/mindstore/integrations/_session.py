@@ -42,13 +42,21 @@ class SessionTasks:
     """The tasks repository as one session uses it: its session id (or its task id) names
     its task. Only the verbs the session adapters call."""
 
-    def __init__(self, tasks: ConversationTasks, session_id: str, task_id: str) -> None:
+    def __init__(
+        self,
+        tasks: ConversationTasks,
+        session_id: str,
+        task_id: str,
+        create: Callable[[Sequence[AnyMessage]], Awaitable[None]] | None = None,
+    ) -> None:
         self._repository = tasks
         self._names = {session_id: task_id, task_id: task_id}
-        self.create: Callable[[Sequence[AnyMessage]], Awaitable[None]] | None = None
-        """Set while the session's task does not exist yet: reads see an empty
+        self.create = create
+        """Given while the session's task does not exist yet: reads see an empty
         conversation, and the first append creates the task holding its messages, in one
-        insert (so a fault never leaves an empty task behind)."""
+        insert (so a fault never leaves an empty task behind). It belongs to one write
+        attempt: one session object may be written from several coroutines, threads and
+        event loops at once, so the view holding it is never shared."""
 
     def _task(self, session_id: str) -> str:
         try:
@@ -127,17 +135,17 @@ class TaskSession:
         """
         return conversation_id_of(record)
 
-    async def _ensure(self) -> None:
-        """Find the session's task, or arrange for the first append to create it with its
-        messages (`SessionTasks.create`); another owner's task of that id is NotFound."""
-        if self._exists:
-            return
-        try:
-            await self._repository.get(self.task_id)
-        except NotFound:
-            self._tasks.create = self._create
-        else:
+    async def _attempt(self) -> SessionTasks:
+        """The view one write attempt uses: if the session's task is not there yet, its first
+        append creates it with its messages (`SessionTasks.create`); another owner's task of
+        that id is NotFound."""
+        if not self._exists:
+            try:
+                await self._repository.get(self.task_id)
+            except NotFound:
+                return SessionTasks(self._repository, self.session_id, self.task_id, self._create)
             self._exists = True
+        return self._tasks
 
     async def _create(self, messages: Sequence[AnyMessage]) -> None:
         """The session's task, holding `messages` (one insert); a task of that id already
@@ -151,20 +159,18 @@ class TaskSession:
         )
         self._exists = True
 
-    async def _write(self, write: Callable[[], Awaitable[None]]) -> None:
-        """Run `write` against an existing task; if another session object cleared it
-        meanwhile (NotFound), start afresh once."""
+    async def _write(self, write: Callable[[SessionTasks], Awaitable[None]]) -> None:
+        """Run `write` through a view of the session's task (one that creates it, if it is
+        not there yet); if another session object cleared it meanwhile (NotFound), start
+        afresh once."""
         for attempt in range(2):
-            await self._ensure()
             try:
-                await write()
+                await write(await self._attempt())
                 return
             except NotFound:
                 if attempt:
                     raise
                 self._exists = False
-            finally:
-                self._tasks.create = None
 
 
 async def _created(

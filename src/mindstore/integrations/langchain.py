@@ -30,7 +30,7 @@ from langchain_core.messages import BaseMessage, message_to_dict
 from langchain_core.messages import ToolMessage as LCToolMessage
 
 from mindstore.errors import NotFound, ValidationError
-from mindstore.integrations._session import TaskSession
+from mindstore.integrations._session import SessionTasks, TaskSession
 from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
 from mindstore.model.base import new_id
@@ -88,13 +88,13 @@ class MindstoreChatMessageHistory(TaskSession, BaseChatMessageHistory):
         ids = self._call_ids(messages)
         from_langchain(messages, check=True, ids=ids)  # refuse before any write
 
-        async def write() -> None:
+        async def write(tasks: SessionTasks) -> None:
             names: dict[str, str] = {}
             if any(isinstance(message, LCToolMessage) and not message.name for message in messages):
-                header = await self._tasks.header(self.session_id)
+                header = await tasks.header(self.session_id)
                 names = {ref.id: ref.name for ref in header.open_tool_calls}
             converted = from_langchain(messages, check=True, names=names, ids=ids)
-            await self._tasks.add_messages(self.session_id, converted)
+            await tasks.add_messages(self.session_id, converted)
 
         await self._write(write)
 

@@ -52,7 +52,7 @@ from mindstore.formats.responses import stored_responses
 from mindstore.formats.stash import read_entry
 from mindstore.integrations._derived_ids import derived_id, digest
 from mindstore.integrations._key_order import in_order, key_order
-from mindstore.integrations._session import TaskSession
+from mindstore.integrations._session import SessionTasks, TaskSession
 from mindstore.integrations.openai_agents_usage import Reported, UsageHooks, attribute, reported
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
@@ -188,8 +188,8 @@ class MindstoreSession(TaskSession):
         try:
             attribute(sources, messages, taken)
 
-            async def write() -> None:
-                before = await self._tasks.tail(self.session_id, len(messages) + 1)
+            async def write(tasks: SessionTasks) -> None:
+                before = await tasks.tail(self.session_id, len(messages) + 1)
                 if stored_already(before, batch, len(messages)):
                     return  # a retry of a call that was stored: nothing new
                 for message, message_id in zip(
@@ -199,9 +199,9 @@ class MindstoreSession(TaskSession):
                 ):
                     if isinstance(message, MessageBase):
                         message.id = message_id
-                await self._name_results(messages)
+                await self._name_results(tasks, messages)
                 stored = [stored_item(m, item) for m, item in zip(messages, sources, strict=True)]
-                await self._tasks.add_messages(self.session_id, stored)
+                await tasks.add_messages(self.session_id, stored)
 
             await self._write(write)
         except BaseException:
@@ -315,7 +315,7 @@ class MindstoreSession(TaskSession):
         return found
 
     # ------------------------------------------------------------------ helpers
-    async def _name_results(self, messages: list[AnyMessage]) -> None:
+    async def _name_results(self, tasks: SessionTasks, messages: list[AnyMessage]) -> None:
         """A result answering a call stored by an earlier `add_items` gets the call's name."""
         unnamed = [
             part
@@ -326,7 +326,7 @@ class MindstoreSession(TaskSession):
         ]
         if not unnamed:
             return
-        header = await self._tasks.header(self.session_id)
+        header = await tasks.header(self.session_id)
         for part in unnamed:
             ref = header.open_call(part.tool_call_id)
             if ref is not None:

@@ -876,20 +876,27 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
 
 
 async def forget_message(database: Any, tenant: str, task_id: str, message_id: str) -> None:
-    """Remove one (redacted) message from the index at once, before any search runs: its
-    task's mark is reset first (a search indexing the task meanwhile then takes back what
-    it wrote), the message's entry (its text) goes, and every posting of its task is
-    pulled (no word of it stays, not in an `_id`); the next search indexes the task again,
+    """Remove one (redacted) message from the index at once, before any search runs.
+
+    The task's mark is reset and claimed first, as a search claims a task it indexes: a
+    search that claimed the task before takes back what it wrote (its release finds the
+    mark reset), and one that comes while this runs waits for the claim instead of
+    reading the task half pulled (`SearchStore.refresh`). Then the message's entry (its
+    text) goes and every posting of its task is pulled (no word of it stays, not in an
+    `_id`); the release leaves the mark reset, so the next search indexes the task again,
     without the message."""
     key = task_key(tenant, task_id)
     marks = database[SEARCH_TASKS]
-    mark = await marks.find_one_and_update({"_id": key, "tenant": tenant}, {"$set": {"v": -1}})
+    token = secrets.token_hex(8)
+    claim = {"v": -1, "w": token, "wa": utcnow()}
+    mark = await marks.find_one_and_update({"_id": key, "tenant": tenant}, {"$set": claim})
     if mark is None:  # never indexed; a search indexing it now asks again before it answers
         return
     gone = await _entry_ids(database, {"tenant": tenant, "task": task_id, "m": message_id})
     await _delete_entries(database, tenant, gone)
     await pull_postings(database, tenant, task_id, await task_terms(database, tenant, key))
     await marks.update_one({"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": []}})
+    await marks.update_one({"_id": key, "tenant": tenant, "w": token}, {"$set": {"w": ""}})
 
 
 async def forget_tenant(database: Any, tenant: str) -> None:
