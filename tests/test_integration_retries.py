@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import bson
 import pytest
@@ -47,18 +48,34 @@ class LostAcknowledgement(ConnectionError):
     """The write was applied, the reply never arrived."""
 
 
-def lose_the_first_acknowledgement(history: MindstoreChatMessageHistory) -> None:
-    tasks, calls = history._tasks, []
-    write = tasks.add_messages
+class LosingTheFirstAcknowledgement:
+    """The history's task repository, whose first write (the create of a new task, or an
+    append) lands and then raises, as a write whose reply was lost does."""
 
-    async def add_messages(session_id, messages):
-        stored = await write(session_id, messages)
-        calls.append(1)
-        if len(calls) == 1:
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.writes = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def _landed(self, write: Any) -> Any:
+        stored = await write
+        self.writes += 1
+        if self.writes == 1:
             raise LostAcknowledgement
         return stored
 
-    tasks.add_messages = add_messages
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._landed(self.inner.create(*args, **kwargs))
+
+    async def add_messages(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._landed(self.inner.add_messages(*args, **kwargs))
+
+
+def lose_the_first_acknowledgement(history: MindstoreChatMessageHistory) -> None:
+    losing = LosingTheFirstAcknowledgement(history._repository)
+    history._repository = losing  # what a write attempt on a new task goes through
+    history._tasks._repository = losing  # and on an existing one
 
 
 # ---------------------------------------------------------------- LangChain

@@ -177,3 +177,21 @@ async def test_a_search_arriving_while_a_redaction_pulls_its_task_waits_and_find
     for view in (searcher, writer, stores.sibling().scoped("acme")):
         assert sorted(await _ids(view, "harbour")) == ["first", "second"]
     assert (await writer.search_index.verify()).ok
+
+
+async def test_a_search_past_its_catch_up_rounds_still_indexes_a_task_a_redaction_pulled(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `ROUNDS` a search answers from the index as it stands (a task behind is found
+    as it was), but a redacted task's postings are gone, not behind: it is indexed again
+    (with no catch-up rounds at all, the search found none of its other messages)."""
+    from mindstore.search import index as search_index
+
+    acme = stores.sibling().scoped("acme")
+    task = await acme.tasks.create()
+    for message_id in ("first", "second", "secret"):
+        await acme.tasks.add_human_message(task.id, f"harbour {message_id}", message_id=message_id)
+    assert len(await _ids(acme, "harbour")) == 3
+    await acme.tasks.redact(task.id, "secret")
+    monkeypatch.setattr(search_index, "ROUNDS", 0)
+    assert sorted(await _ids(acme, "harbour")) == ["first", "second"]

@@ -84,7 +84,11 @@ LEASE = timedelta(seconds=120)
 ROUNDS = 8
 """Catch-up rounds of one search (each: ask what changed, index it). A task changed again
 while it was indexed is indexed again in the next round; past this many, the search
-answers from the index as it stands."""
+answers from the index as it stands, except for tasks a redaction pulled (`PULLED_ROUNDS`):
+those are indexed again, since their postings are gone, not merely behind."""
+PULLED_ROUNDS = 3 * ROUNDS
+"""Rounds after which a search answers even with a pulled task (a writer redacting in one
+task without pause would otherwise hold the search forever)."""
 
 FLUSH = 500
 """Tasks claimed before their writes go out: a claim is held for the reads of at most
@@ -419,6 +423,13 @@ def unpack(group: dict[str, Any], reveal: Callable[[Any, str], str] | None = Non
     return out
 
 
+def _pulled(row: dict[str, Any]) -> bool:
+    """Whether a change-check row's task had its postings pulled by a redaction (its mark
+    reset to -1) and not indexed since: an answer without it would miss all its messages."""
+    mark = (row.get("s") or [None])[0]
+    return mark is not None and int(mark.get("v", 0)) == -1
+
+
 def _current(row: dict[str, Any]) -> bool:
     """Whether a change-check row's task is indexed at its version, claim released."""
     return int(row.get("same") or 0) > 0
@@ -507,7 +518,9 @@ class SearchStore:
             for key in vanished:  # deleted while this search indexed it
                 await forget_task(self.database, self.tenant, mine.pop(key))
             stale = [row for row in {r["_id"]: r for r in rows}.values() if not _current(row)]
-            if not stale or worked >= ROUNDS:
+            if worked >= ROUNDS:  # answer from the index as it stands, but for pulled tasks
+                stale = [row for row in stale if _pulled(row)] if worked < PULLED_ROUNDS else []
+            if not stale:
                 carrier = state.carrier if wanted is not None else None
                 if vanished or carrier is None or carrier not in present:
                     return codec, None
