@@ -151,7 +151,7 @@ async def test_a_search_arriving_while_a_redaction_pulls_its_task_waits_and_find
     its reset and its pull waits for it, instead of indexing the task and having its
     postings pulled from under a mark that then says "indexed" (the task unsearchable
     until its next write)."""
-    from mindstore.search import index as search_index
+    from mindstore.search import lifecycle as search_index
 
     searcher, writer = stores.sibling().scoped("acme"), stores.sibling().scoped("acme")
     task = await writer.tasks.create()
