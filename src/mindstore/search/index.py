@@ -1,11 +1,12 @@
 """One tenant's search index (`SearchStore`): its state, its catch-up, its lookups.
 
 A search brings the index up to date itself (`catchup`: writes stay as they are), then
-asks it once. The index's parts live by job beside this module, and their names are
-importable from here too, as before the split: `postings` (ids, partitions, the packing
-of postings: pure), `codec` (a message's entry under the tenant's codec), `catchup` (the
-change checks, claims, batched writes and take-backs of a catch-up), `lifecycle` (what a
-delete, a redaction, an erase or a restore removes). docs/search.md.
+asks it once. The index's parts live by job beside this module: `postings` (ids,
+partitions, the packing of postings: pure), `codec` (a message's entry under the tenant's
+codec), `catchup` (the change checks, claims, batched writes and take-backs of a
+catch-up), `lifecycle` (what a delete, a redaction, an erase or a restore removes). The
+names this module held before they moved are imported here as themselves (`X as X`), so
+their import path still works. docs/search.md.
 """
 
 from __future__ import annotations
@@ -15,66 +16,52 @@ from typing import TYPE_CHECKING, Any
 
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
 
-from .catchup import FLUSH, LEASE, MARGIN, ROUNDS, CatchUp
-from .codec import Codec, Entry, codec_for, entry_for
-from .lifecycle import (
-    forget_message,
-    forget_task,
-    forget_tenant,
-    pull_postings,
-    reset_tenant,
-    task_terms,
-)
+from .catchup import FLUSH as FLUSH
+from .catchup import LEASE, MARGIN, CatchUp
+from .catchup import ROUNDS as ROUNDS
+from .codec import Codec, entry_for
+from .codec import Entry as Entry
+from .codec import codec_for as codec_for
+from .lifecycle import forget_message, forget_task, forget_tenant, reset_tenant
+from .lifecycle import pull_postings as pull_postings
+from .lifecycle import task_terms as task_terms
 from .postings import (
     FORMAT,
     PARTITIONS,
-    ROLE_CODES,
-    ROLES_BY_CODE,
     IndexState,
-    Posting,
-    micros,
-    pack,
     partition,
     postings_id,
     stats_filter,
     stats_id,
-    terms_id,
-    unpack,
 )
+from .postings import ROLE_CODES as ROLE_CODES
+from .postings import ROLES_BY_CODE as ROLES_BY_CODE
+from .postings import Posting as Posting
+from .postings import micros as micros
+from .postings import pack as pack
+from .postings import terms_id as terms_id
+from .postings import unpack as unpack
 from .tokenize import TOKENIZER_VERSION
 
 if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
 
 __all__ = [
-    "FLUSH",
     "FORMAT",
     "LEASE",
     "MARGIN",
     "PARTITIONS",
-    "ROLES_BY_CODE",
-    "ROLE_CODES",
-    "ROUNDS",
     "Codec",
-    "Entry",
     "IndexState",
-    "Posting",
     "SearchStore",
-    "codec_for",
     "entry_for",
     "forget_message",
     "forget_task",
     "forget_tenant",
-    "micros",
-    "pack",
     "partition",
     "postings_id",
-    "pull_postings",
     "reset_tenant",
     "stats_id",
-    "task_terms",
-    "terms_id",
-    "unpack",
 ]
 
 
