@@ -151,7 +151,7 @@ async def test_a_search_arriving_while_a_redaction_pulls_its_task_waits_and_find
     its reset and its pull waits for it, instead of indexing the task and having its
     postings pulled from under a mark that then says "indexed" (the task unsearchable
     until its next write)."""
-    from mindstore.search import index as search_index
+    from mindstore.search import lifecycle as search_index
 
     searcher, writer = stores.sibling().scoped("acme"), stores.sibling().scoped("acme")
     task = await writer.tasks.create()
@@ -185,7 +185,7 @@ async def test_a_search_past_its_catch_up_rounds_still_indexes_a_task_a_redactio
     """Past `ROUNDS` a search answers from the index as it stands (a task behind is found
     as it was), but a redacted task's postings are gone, not behind: it is indexed again
     (with no catch-up rounds at all, the search found none of its other messages)."""
-    from mindstore.search import index as search_index
+    from mindstore.search import catchup
 
     acme = stores.sibling().scoped("acme")
     task = await acme.tasks.create()
@@ -193,5 +193,5 @@ async def test_a_search_past_its_catch_up_rounds_still_indexes_a_task_a_redactio
         await acme.tasks.add_human_message(task.id, f"harbour {message_id}", message_id=message_id)
     assert len(await _ids(acme, "harbour")) == 3
     await acme.tasks.redact(task.id, "secret")
-    monkeypatch.setattr(search_index, "ROUNDS", 0)
+    monkeypatch.setattr(catchup, "ROUNDS", 0)
     assert sorted(await _ids(acme, "harbour")) == ["first", "second"]

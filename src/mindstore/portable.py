@@ -104,9 +104,9 @@ STANDARD_EXTRAS: Mapping[str, str] = {
     # update operator, standard since MongoDB 2.4
     "$setOnInsert": "payload offload: insert the payload if missing, never overwrite",
     "$addToSet": "the search index adds an appended task's new terms to the set of its "
-    "terms, with `$each`, so it needs no read (search/index.py); standard since MongoDB 2.4",
+    "terms, with `$each`, so it needs no read (search/catchup.py); standard since MongoDB 2.4",
     # "$max" above is also the update operator (MongoDB 2.6): the search index's watermark
-    # only moves forward when two stores bring it up to date at once (search/index.py)
+    # only moves forward when two stores bring it up to date at once (search/catchup.py)
 }
 """Outside docs/design.md's list, but standard in every MongoDB since 3.x (so in 6), used by the
 code, and run on the embedded backend by the suite (whose audit, tests/conftest.py,

@@ -2,8 +2,11 @@
 
 Pure parts: `tokenize` (text -> terms), `query` (the query language), `bm25` (the
 score), `snippet` (excerpts), `text` (what of a message is searchable), `blind` (keyed
-tokens under a keyring). I/O: `index` (the index, brought up to date by each search),
-`service` (a search), `admin` (rebuild, verify), `documents` (stored shapes, indexes).
+tokens under a keyring), `postings` (ids, partitions, packed postings), `codec` (a
+message's entry under the tenant's codec; only `codec_for` asks the keyring). I/O:
+`index` (a tenant's index: state and lookups), `catchup` (the index brought up to date by
+each search), `lifecycle` (what a delete, a redaction, an erase removes), `service` (a
+search), `admin` (rebuild, verify), `documents` (stored shapes, indexes).
 """
 
 from __future__ import annotations

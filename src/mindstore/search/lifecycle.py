@@ -1,0 +1,125 @@
+"""The index's side of the lifecycle: a deleted task, a redacted message, an erased or
+shredded tenant, a restore (`forget_task`, `forget_message`, `forget_tenant`,
+`reset_tenant`), and the removals they share with a catch-up's take-back (`pull_postings`,
+`delete_entries`). Every write names its documents by `_id`, or by task within the tenant.
+docs/search.md ("Lifecycle").
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pymongo import DeleteMany, UpdateOne
+
+from mindstore.clock import utcnow
+from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
+from mindstore.ids import task_key
+
+from .postings import partition, postings_id, stats_filter, terms_id
+
+
+async def task_terms(database: Any, tenant: str, key: str) -> list[str]:
+    """The terms a task's postings were written under."""
+    found = await database[SEARCH_TASKS].find_one({"_id": terms_id(key), "tenant": tenant})
+    return list((found or {}).get("k") or [])
+
+
+def drop_emptied(tenant: str, ids: Iterable[str]) -> DeleteMany:
+    """Delete the postings documents among `ids` that a pull left empty: an erased word
+    leaves nothing behind, not even its name in an `_id`. (A push racing it upserts the
+    document again; one it reaches first is not empty, so not deleted.)"""
+    return DeleteMany({"tenant": tenant, "_id": {"$in": sorted(set(ids))}, "e": {"$size": 0}})
+
+
+async def pull_postings(database: Any, tenant: str, task_id: str, terms: Iterable[str]) -> None:
+    """Pull a task's postings from the documents of `terms`, and delete those left empty."""
+    part = partition(task_id)
+    ids = [postings_id(tenant, term, part) for term in dict.fromkeys(terms)]
+    for chunk in range(0, len(ids), 1000):
+        some = ids[chunk : chunk + 1000]
+        requests: list[Any] = [
+            UpdateOne({"_id": i, "tenant": tenant}, {"$pull": {"e": {"t": task_id}}}) for i in some
+        ]
+        await database[SEARCH_POSTINGS].bulk_write([*requests, drop_emptied(tenant, some)])
+
+
+async def _entry_ids(database: Any, query: dict[str, Any]) -> list[str]:
+    found = database[SEARCH_ENTRIES].find(query, {"_id": 1})
+    return [str(document["_id"]) async for document in found]
+
+
+async def delete_entries(database: Any, tenant: str, ids: Sequence[str]) -> None:
+    """Delete entries by `_id` (in chunks: every write names its documents)."""
+    for chunk in range(0, len(ids), 1000):
+        await database[SEARCH_ENTRIES].delete_many(
+            {"tenant": tenant, "_id": {"$in": list(ids[chunk : chunk + 1000])}}
+        )
+
+
+async def forget_task(database: Any, tenant: str, task_id: str) -> None:
+    """Remove a deleted task from the tenant's index (postings, entries, mark, counts).
+
+    Called after the task's document is gone. A search indexing the task meanwhile either
+    finds its claim gone when it releases it, or the task gone when it asks again: either
+    way it removes what it wrote (`SearchStore.refresh`)."""
+    key = task_key(tenant, task_id)
+    marks = database[SEARCH_TASKS]
+    held = await marks.find({"tenant": tenant, "_id": {"$in": [key, terms_id(key)]}}).to_list(None)
+    if not held:
+        return
+    mark = await marks.find_one_and_delete({"_id": key, "tenant": tenant})
+    found = next((d for d in held if d["_id"] == terms_id(key)), None)
+    if found is not None:
+        await pull_postings(database, tenant, task_id, found.get("k") or [])
+    if mark is not None:
+        gone = [f"{key}/{i}" for i in range(int(mark.get("s", 0)))]
+    else:  # another caller took the mark: the entries are found by task
+        gone = await _entry_ids(database, {"tenant": tenant, "task": task_id})
+    await delete_entries(database, tenant, gone)
+    await marks.delete_one({"_id": terms_id(key), "tenant": tenant})
+    if mark is not None:
+        await database[SEARCH_POSTINGS].update_one(
+            stats_filter(tenant),
+            {"$inc": {"docs": -int(mark.get("d", 0)), "length": -int(mark.get("l", 0))}},
+        )
+
+
+async def forget_message(database: Any, tenant: str, task_id: str, message_id: str) -> None:
+    """Remove one (redacted) message from the index at once, before any search runs.
+
+    The task's mark is reset and claimed first, as a search claims a task it indexes: a
+    search that claimed the task before takes back what it wrote (its release finds the
+    mark reset), and one that comes while this runs waits for the claim instead of
+    reading the task half pulled (`SearchStore.refresh`). Then the message's entry (its
+    text) goes and every posting of its task is pulled (no word of it stays, not in an
+    `_id`); the release leaves the mark reset, so the next search indexes the task again,
+    without the message."""
+    key = task_key(tenant, task_id)
+    marks = database[SEARCH_TASKS]
+    token = secrets.token_hex(8)
+    claim = {"v": -1, "w": token, "wa": utcnow()}
+    mark = await marks.find_one_and_update({"_id": key, "tenant": tenant}, {"$set": claim})
+    if mark is None:  # never indexed; a search indexing it now asks again before it answers
+        return
+    gone = await _entry_ids(database, {"tenant": tenant, "task": task_id, "m": message_id})
+    await delete_entries(database, tenant, gone)
+    await pull_postings(database, tenant, task_id, await task_terms(database, tenant, key))
+    await marks.update_one({"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": []}})
+    await marks.update_one({"_id": key, "tenant": tenant, "w": token}, {"$set": {"w": ""}})
+
+
+async def forget_tenant(database: Any, tenant: str) -> None:
+    """Remove everything the index holds for `tenant` (erase, shred, rebuild)."""
+    for name in (SEARCH_POSTINGS, SEARCH_ENTRIES, SEARCH_TASKS):
+        await database[name].delete_many({"tenant": tenant})
+
+
+async def reset_tenant(database: Any, tenant: str) -> None:
+    """Make the next search of `tenant` look at every task again (after a restore wrote
+    tasks older than its watermark): the watermark is cleared and the epoch moves on, so
+    stores that hold the old state notice at their next lookup."""
+    await database[SEARCH_POSTINGS].update_one(
+        stats_filter(tenant), {"$unset": {"wm": ""}, "$inc": {"epoch": 1}}
+    )
