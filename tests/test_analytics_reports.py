@@ -13,10 +13,10 @@ import functools
 import random
 from typing import Any
 
-import analytics_reference as ref
 import pytest
-from layout import flat_tasks
 
+import analytics_reference as ref
+from layout import flat_tasks
 from mindstore.errors import ValidationError
 from mindstore.model.parts import TaskConfigPart
 from mindstore.workload import MODELS, Workload, WorkloadSpec, generate, load
@@ -29,7 +29,7 @@ SPECS = {
 STATES = ("running", "completed", "failed", "paused")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def workload(name: str) -> Workload:
     return generate(SPECS[name])
 
@@ -81,7 +81,9 @@ def distribution_dict(summary: Any) -> dict[str, Any]:
     return summary.model_dump()
 
 
-async def check_all_reports(acme: Any, tasks: list[ref.StoredTask], f: ref.Filters, rng: random.Random) -> None:
+async def check_all_reports(
+    acme: Any, tasks: list[ref.StoredTask], f: ref.Filters, rng: random.Random
+) -> None:
     period = rng.choice([None, "day", "week", "month"])
     dims = tuple(d for d in ("model", "owner") if rng.random() < 0.6)
     full_dims = (("period",) if period else ()) + dims
@@ -104,7 +106,9 @@ async def check_all_reports(acme: Any, tasks: list[ref.StoredTask], f: ref.Filte
             for r in rows} == expected  # fmt: skip
 
     tool_dims = (("period",) if period else ()) + (("model",) if "model" in dims else ())
-    rows = await acme.analytics.tools(group_by=[d for d in tool_dims if d != "period"], period=period, **kwargs)
+    rows = await acme.analytics.tools(
+        group_by=[d for d in tool_dims if d != "period"], period=period, **kwargs
+    )
     actual = {(r.tool, *(getattr(r, d) for d in tool_dims)): {"calls": r.calls, "results": r.results,
               "errors": r.errors} for r in rows}  # fmt: skip
     assert actual == ref.tools(tasks, f, tool_dims, period)
@@ -130,7 +134,8 @@ async def check_all_reports(acme: Any, tasks: list[ref.StoredTask], f: ref.Filte
     rows = await acme.analytics.activity(period=period, **kwargs)
     expected_activity = ref.activity(tasks, f, period)
     assert {r.period: (r.tasks_created, r.by_role, r.active_owners) for r in rows} == {
-        key: (v["tasks_created"], dict(v["by_role"]), len(v["owners"])) for key, v in expected_activity.items()
+        key: (v["tasks_created"], dict(v["by_role"]), len(v["owners"]))
+        for key, v in expected_activity.items()
     }
     owners_rows = await acme.analytics.active_owners(period=period, **kwargs)
     assert {r.period: set(r.owners) for r in owners_rows} == {
@@ -198,7 +203,9 @@ async def test_fork_copies_are_counted_once(store):
     for turn in range(3):
         await acme.tasks.add_human_message(task.id, f"question {turn}")
         reply = await acme.tasks.add_assistant_message(task.id)
-        await acme.tasks.finish_assistant_message(task.id, reply.id, tokens_in=100, tokens_out=10, cost=0.5)
+        await acme.tasks.finish_assistant_message(
+            task.id, reply.id, tokens_in=100, tokens_out=10, cost=0.5
+        )
     before = await acme.analytics.usage(group_by=())
     assert before[0].messages == 3 and before[0].cost == pytest.approx(1.5)
 
@@ -206,12 +213,20 @@ async def test_fork_copies_are_counted_once(store):
     assert (await acme.tasks.get(child.id)).usage.cost == pytest.approx(1.5)  # the copy's roll-up
     assert await acme.analytics.usage(group_by=()) == before
     sessions = await acme.analytics.sessions()
-    assert sessions.sessions == 2 and sessions.length_histogram[0].sessions == 1  # the untouched fork
+    assert (
+        sessions.sessions == 2 and sessions.length_histogram[0].sessions == 1
+    )  # the untouched fork
 
     reply = await acme.tasks.add_assistant_message(child.id)
-    await acme.tasks.finish_assistant_message(child.id, reply.id, tokens_in=7, tokens_out=1, cost=0.25)
+    await acme.tasks.finish_assistant_message(
+        child.id, reply.id, tokens_in=7, tokens_out=1, cost=0.25
+    )
     after = await acme.analytics.usage(group_by=())
-    assert after[0].messages == 4 and after[0].tokens_in == 307 and after[0].cost == pytest.approx(1.75)
+    assert (
+        after[0].messages == 4
+        and after[0].tokens_in == 307
+        and after[0].cost == pytest.approx(1.75)
+    )
     tasks = await stored(store, "acme")
     assert_sums_equal(usage_rows(after, ()), ref.usage(tasks, ref.Filters(), (), None))
 
@@ -242,7 +257,8 @@ async def test_owner_scoped_view_and_bad_arguments(store):
     owner = (await tenant.analytics.top_owners(limit=1))[0].owner
     scoped = store.scoped("tenant-0", owner=owner)
     assert await scoped.analytics.usage(group_by=("owner",)) == await tenant.analytics.usage(
-        group_by=("owner",), owner=owner)
+        group_by=("owner",), owner=owner
+    )
     with pytest.raises(ValidationError, match="scoped to owner"):
         await scoped.analytics.usage(owner="someone-else")
     bad_calls = [

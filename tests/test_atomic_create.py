@@ -582,7 +582,9 @@ async def test_a_create_of_other_messages_does_not_take_a_stopped_create_s_pages
     await assert_invisible(clean, "T", await reports(clean), tmp_path)
     [born] = {page["born"] for page in await page_docs(store, clean.tenant, "T")}
     old = born - ORPHAN_GRACE - timedelta(seconds=1)
-    await store.database["task_pages"].update_many({"tenant": clean.tenant}, {"$set": {"born": old}})
+    await store.database["task_pages"].update_many(
+        {"tenant": clean.tenant}, {"$set": {"born": old}}
+    )
     await clean.tasks.create(task_id="T", messages=other.messages, replay=True)  # an orphan now
     await assert_complete(clean, "T", other)
 
@@ -614,7 +616,9 @@ async def test_two_creates_of_one_id_racing_never_mix_their_pages(
 
         async def run_second() -> None:
             try:
-                await second.tasks.create(task_id="T", messages=second_history.messages, replay=True)
+                await second.tasks.create(
+                    task_id="T", messages=second_history.messages, replay=True
+                )
                 outcome["second"] = None
             except Conflict as exc:
                 outcome["second"] = exc
@@ -629,7 +633,6 @@ async def test_two_creates_of_one_id_racing_never_mix_their_pages(
         assert len(winners) == 1, (k, outcome)
         won = first_history if winners == ["first"] else second_history
         await assert_complete(store.scoped(tenant), "T", won)
-
 
 
 async def test_a_create_past_its_deadline_writes_no_more_pages(

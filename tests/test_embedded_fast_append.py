@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import mindstore
+from layout import stored_messages
 from mindstore.backends import CommandRecorder
 from mindstore.backends.embedded import guard_index
 from mindstore.errors import TaskTooLarge
@@ -21,7 +22,6 @@ from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import TaskConfigPart, ToolMetadata
 from mindstore.repositories.tasks import RetryPolicy, TaskRepository
 from mindstore.store import Store
-from layout import stored_messages
 
 CONFIG = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="search")])
 PATIENT = RetryPolicy(attempts=400, base_delay=0.0002, max_delay=0.01)

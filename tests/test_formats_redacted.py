@@ -87,8 +87,10 @@ def _anthropic_rules(payload: dict[str, Any]) -> None:
         results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
         if not set(results) <= set(calls) or (turn["role"] == "user" and calls and
                                               set(calls) - set(results)):  # fmt: skip
-            raise Refused(f"messages.{index}: tool_result blocks must answer the tool_use "
-                          f"blocks of the turn right before ({calls} / {results})")
+            raise Refused(
+                f"messages.{index}: tool_result blocks must answer the tool_use "
+                f"blocks of the turn right before ({calls} / {results})"
+            )
         previous = {"role": turn["role"], "blocks": blocks}
 
 
@@ -156,7 +158,7 @@ def redacted(conversation: list[Any], index: int, part_index: int | None = None)
     """The conversation with one message redacted exactly as `tasks.redact` stores it."""
     header = plan_add_messages(TaskHeader(), "task-1", conversation).header
     plan = plan_redact(header, "task-1", index, conversation[index], "test", part_index)
-    return [*conversation[:index], plan.result, *conversation[index + 1:]]
+    return [*conversation[:index], plan.result, *conversation[index + 1 :]]
 
 
 @st.composite
@@ -176,8 +178,11 @@ def redacted_conversations(draw: Any) -> list[Any]:
         if cls is AssistantMessage and draw(st.booleans()):
             empty.content.append(ReasoningPart(reasoning="unsigned"))  # nothing Anthropic takes
         # anywhere but between a call and its results
-        spots = [i for i in range(1, len(conversation) + 1)
-                 if not isinstance(conversation[i] if i < len(conversation) else None, ToolMessage)]
+        spots = [
+            i
+            for i in range(1, len(conversation) + 1)
+            if not isinstance(conversation[i] if i < len(conversation) else None, ToolMessage)
+        ]
         conversation.insert(draw(st.sampled_from(spots)), empty)
     return conversation
 
@@ -265,7 +270,11 @@ def test_a_redacted_call_and_result_keep_their_pairing_and_lose_their_content() 
                                           {"type": "tool_use", "id": "c1", "name": "lookup", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": REDACTED}]},
     ]  # fmt: skip
-    assert formats.to_openai_chat(chat)[3] == {"role": "tool", "tool_call_id": "c1", "content": REDACTED}
+    assert formats.to_openai_chat(chat)[3] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": REDACTED,
+    }
     gemini = formats.to_gemini(chat)["contents"]
     assert gemini[2] == {"role": "user", "parts": [{"functionResponse": {
         "name": "lookup", "response": {"result": REDACTED}, "id": "c1"}}]}  # fmt: skip
@@ -304,10 +313,22 @@ def test_a_turn_left_out_lets_its_neighbours_merge_for_anthropic_and_gemini() ->
     ]  # fmt: skip
     chat[2] = UserMessage(id="u2", content=[TextPart(text="")])  # Gemini refuses only ""
     contents = formats.to_gemini(chat)["contents"]
-    assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user"]  # reasoning is sent
+    assert [c["role"] for c in contents] == [
+        "user",
+        "model",
+        "user",
+        "model",
+        "user",
+    ]  # reasoning is sent
     assert contents[1]["parts"] == [{"text": "Hello."}, {"text": "Anything else?"}]
     # the OpenAI exports leave the empty turn out too (they need no alternation)
-    assert [m["content"] for m in formats.to_openai_chat(chat)] == ["Hi", "Hello.", "Anything else?", "Yes", "Well?"]
+    assert [m["content"] for m in formats.to_openai_chat(chat)] == [
+        "Hi",
+        "Hello.",
+        "Anything else?",
+        "Yes",
+        "Well?",
+    ]
 
 
 def test_an_empty_turn_is_left_out_of_the_openai_exports_checked_by_the_sdk_types() -> None:
@@ -334,7 +355,10 @@ def test_an_empty_turn_is_left_out_of_the_openai_exports_checked_by_the_sdk_type
     ]  # fmt: skip
     responses_payload = formats.to_responses(chat)
     responses_check()(responses_payload)
-    assert [item.get("content") for item in responses_payload if item.get("type") == "message"] == ["Hi", " "]
+    assert [item.get("content") for item in responses_payload if item.get("type") == "message"] == [
+        "Hi",
+        " ",
+    ]
     for name in ("openai_chat", "responses"):
         API_RULES[name](EXPORTS[name](chat))
 
@@ -343,7 +367,12 @@ def test_an_error_result_without_text_is_not_empty_for_anthropic() -> None:
     chat = _chat()[:3] + [ToolMessage(id="t1", content=[ToolResultPart(
         tool_call_id="c1", tool_name="lookup", result="", is_error=True)])]  # fmt: skip
     block = formats.to_anthropic(chat)["messages"][-1]["content"][0]
-    assert block == {"type": "tool_result", "tool_use_id": "c1", "content": NO_OUTPUT, "is_error": True}
+    assert block == {
+        "type": "tool_result",
+        "tool_use_id": "c1",
+        "content": NO_OUTPUT,
+        "is_error": True,
+    }
 
 
 def test_a_redacted_import_is_sent_canonically_and_an_intact_one_as_imported() -> None:

@@ -95,7 +95,9 @@ def call(call_id: str, city: str) -> ResponseFunctionToolCall:
 
 
 def reasoning(item_id: str, summary: str) -> ResponseReasoningItem:
-    return ResponseReasoningItem(id=item_id, type="reasoning", summary=[Summary(type="summary_text", text=summary)])
+    return ResponseReasoningItem(
+        id=item_id, type="reasoning", summary=[Summary(type="summary_text", text=summary)]
+    )
 
 
 def script() -> list[list[Any]]:
@@ -145,11 +147,20 @@ async def test_items_are_stored_as_typed_tracked_messages(acme):
     messages = await acme.tasks.messages("chat-typed")
     assert isinstance(messages[0], UserMessage)
     assert isinstance(messages[1].content[0], ReasoningPart)
-    calls = [p for m in messages if isinstance(m, AssistantMessage) for p in m.content if isinstance(p, ToolCallPart)]
+    calls = [
+        p
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for p in m.content
+        if isinstance(p, ToolCallPart)
+    ]
     assert [c.tool_call_id for c in calls] == ["call_1", "call_2", "call_3"]
     results = [p for m in messages if isinstance(m, ToolMessage) for p in m.content]
     assert [(r.tool_call_id, r.tool_name) for r in results] == [
-        ("call_1", "weather"), ("call_2", "weather"), ("call_3", "weather")]
+        ("call_1", "weather"),
+        ("call_2", "weather"),
+        ("call_3", "weather"),
+    ]
     record = await acme.tasks.get("chat-typed")
     assert record.owner == "ann" and record.open_tool_call_ids == []
 
@@ -181,8 +192,12 @@ async def test_a_limit_gives_exactly_the_latest_items_and_the_runner_pairs_them(
     theirs = SQLiteSession("cut")
     await theirs.add_items(sample_items())
     # the latest 2 items are the tool output and the answer: exactly what SQLiteSession gives
-    assert await session.get_items(limit=2) == await theirs.get_items(limit=2) == sample_items()[-2:]
-    assert drop_orphans(await session.get_items(limit=2)) == sample_items()[-1:]  # the explicit option
+    assert (
+        await session.get_items(limit=2) == await theirs.get_items(limit=2) == sample_items()[-2:]
+    )
+    assert (
+        drop_orphans(await session.get_items(limit=2)) == sample_items()[-1:]
+    )  # the explicit option
     # the Runner leaves the orphaned output out itself (the SDK's own session-limit test)
     model = ScriptedModel([[text("Tomorrow too.", "msg_2")]])
     agent = Agent(name="planner", model=model)
@@ -202,7 +217,10 @@ async def test_session_settings_limit_applies_like_sqlite(acme):
 
 async def test_session_settings_given_as_a_dict_are_converted_and_a_run_uses_them(acme):
     session = MindstoreSession("dict", acme, session_settings={"limit": 2})
-    assert isinstance(session.session_settings, SessionSettings) and session.session_settings.limit == 2
+    assert (
+        isinstance(session.session_settings, SessionSettings)
+        and session.session_settings.limit == 2
+    )
     assert session.session_settings.resolve({"limit": 4}).limit == 4
     await session.add_items([{"role": "user", "content": f"m{i}"} for i in range(5)])
     model = ScriptedModel([[text("ok", "msg_1")]])
@@ -261,7 +279,9 @@ async def test_sessions_are_scoped_to_tenant_and_owner_and_listed_newest_first(s
         await MindstoreSession(name, ann).add_items([{"role": "user", "content": name}])
         await asyncio.sleep(0.002)
     await MindstoreSession("s1", ann).add_items([{"role": "user", "content": "back"}])
-    await MindstoreSession("b1", store.scoped("acme", owner="bob")).add_items([{"role": "user", "content": "x"}])
+    await MindstoreSession("b1", store.scoped("acme", owner="bob")).add_items(
+        [{"role": "user", "content": "x"}]
+    )
     await store.scoped("acme").tasks.create(owner="ann", task_id="not-a-session")
     listed = await MindstoreSession.list_sessions(ann)
     assert [s.session_id for s in listed] == ["s1", "s3", "s2"]
@@ -270,7 +290,9 @@ async def test_sessions_are_scoped_to_tenant_and_owner_and_listed_newest_first(s
     assert await MindstoreSession("s1", store.scoped("acme", owner="bob")).get_items() == []
     assert await MindstoreSession("s1", store.scoped("globex")).get_items() == []
     with pytest.raises(NotFound):
-        await MindstoreSession("s1", store.scoped("acme", owner="bob")).add_items([{"role": "user", "content": "x"}])
+        await MindstoreSession("s1", store.scoped("acme", owner="bob")).add_items(
+            [{"role": "user", "content": "x"}]
+        )
     assert len(await MindstoreSession("s1", ann).get_items()) == 2
 
 
@@ -448,7 +470,9 @@ async def test_the_same_items_right_after_themselves_are_taken_for_a_retry(acme)
 def test_batch_ids_depend_on_the_batch_and_what_it_follows():
     ids = batch_ids("m1", "digest", 3)
     assert len(set(ids)) == 3 and ids == batch_ids("m1", "digest", 3)
-    assert not set(ids) & set(batch_ids("m2", "digest", 3)) and not set(ids) & set(batch_ids("m1", "other", 3))
+    assert not set(ids) & set(batch_ids("m2", "digest", 3)) and not set(ids) & set(
+        batch_ids("m1", "other", 3)
+    )
 
 
 # -- usage and model ----------------------------------------------------------------------
@@ -461,14 +485,24 @@ def planner_script() -> list[list[Any]]:
 async def test_usage_and_model_of_every_response_reach_analytics(acme):
     session = MindstoreSession("usage", acme, owner="ann")
     hooks = UsageHooks(session)
-    small = ScriptedModel([*planner_script(), [text("Still cold.", "msg_b")]], model="fake-small", reports=(100, 10, 0, 0))
+    small = ScriptedModel(
+        [*planner_script(), [text("Still cold.", "msg_b")]],
+        model="fake-small",
+        reports=(100, 10, 0, 0),
+    )
     large = ScriptedModel([[reasoning("rs_c", "Compare."), text("Rome.", "msg_c")]], model="fake-large",
                           reports=(250, 40, 50, 7))  # fmt: skip
     planner = Agent(name="planner", model=small, tools=[weather])
     writer = Agent(name="writer", model=large)
     reported: dict[str, list[int]] = {}
-    for agent, question in ((planner, "Weather in Oslo?"), (writer, "Rome or Oslo?"), (planner, "And now?")):
-        result = await Runner.run(agent, question, session=session, hooks=hooks, run_config=NO_TRACING)
+    for agent, question in (
+        (planner, "Weather in Oslo?"),
+        (writer, "Rome or Oslo?"),
+        (planner, "And now?"),
+    ):
+        result = await Runner.run(
+            agent, question, session=session, hooks=hooks, run_config=NO_TRACING
+        )
         for response in result.raw_responses:  # what the framework reported, response by response
             sums = reported.setdefault(agent.model.model, [0, 0, 0, 0])
             for i, value in enumerate((response.usage.input_tokens, response.usage.output_tokens,
@@ -478,7 +512,9 @@ async def test_usage_and_model_of_every_response_reach_analytics(acme):
     assert reported == {"fake-small": [300, 30, 0, 0], "fake-large": [250, 40, 50, 7]}
     rows = await acme.analytics.usage(group_by="model")
     assert {r.model: [r.tokens_in, r.tokens_out, r.cache_reads, 0] for r in rows} == {
-        "fake-small": [300, 30, 0, 0], "fake-large": [250, 40, 50, 0]}
+        "fake-small": [300, 30, 0, 0],
+        "fake-large": [250, 40, 50, 0],
+    }
     record = await acme.tasks.get("usage")
     assert (record.usage.tokens_in, record.usage.tokens_out) == (550, 70)
     by_owner = await acme.analytics.usage(group_by=("model", "owner"))
@@ -487,7 +523,13 @@ async def test_usage_and_model_of_every_response_reach_analytics(acme):
     assert sum((m.usage.reasoning_tokens if m.usage else 0) for m in stored) == 7
     # every assistant message names its model; usage sits on each response's first item
     assistants = [m for m in stored if isinstance(m, AssistantMessage)]
-    assert [m.model_id for m in assistants] == ["fake-small", "fake-small", "fake-large", "fake-large", "fake-small"]
+    assert [m.model_id for m in assistants] == [
+        "fake-small",
+        "fake-small",
+        "fake-large",
+        "fake-large",
+        "fake-small",
+    ]
     assert [m.usage is not None for m in assistants] == [True, True, True, False, True]
     assert len(await session.get_items()) == 9  # 4 + 3 + 2 items, as the runs gave them
 
@@ -495,10 +537,14 @@ async def test_usage_and_model_of_every_response_reach_analytics(acme):
 async def test_a_streamed_run_records_usage_too(acme):
     testing = pytest.importorskip("agents.testing")
     session = MindstoreSession("streamed", acme)
-    model = testing.ScriptedModel([[call("call_s", "Oslo")], [text("Cold.", "msg_s")]], default_usage=usage(120, 12))
+    model = testing.ScriptedModel(
+        [[call("call_s", "Oslo")], [text("Cold.", "msg_s")]], default_usage=usage(120, 12)
+    )
     model.model = "fake-stream"
     agent = Agent(name="planner", model=model, tools=[weather])
-    result = Runner.run_streamed(agent, "Weather?", session=session, hooks=UsageHooks(session), run_config=NO_TRACING)
+    result = Runner.run_streamed(
+        agent, "Weather?", session=session, hooks=UsageHooks(session), run_config=NO_TRACING
+    )
     async for _event in result.stream_events():
         pass
     assert result.context_wrapper.usage.input_tokens == 240
@@ -551,19 +597,33 @@ def test_attribution_keeps_every_reported_token(batch, sizes, data):
              else {"type": "function_call_output", "call_id": f"c{n}", "output": "ok"}
              for n, (kind, _) in enumerate(batch)]  # fmt: skip
     messages = [m for item in items for m in from_responses([item])]
-    outputs = [item for item in items if item.get("role") != "user" and item.get("type") != "function_call_output"]
+    outputs = [
+        item
+        for item in items
+        if item.get("role") != "user" and item.get("type") != "function_call_output"
+    ]
     pending = []
     for n, size in enumerate(sizes):  # a response: some of the batch's outputs, or items not in it
         chosen = data.draw(st.lists(st.sampled_from(outputs), max_size=size)) if outputs else []
         keys = tuple(item_key(i) for i in chosen) or (item_key(output_item("call", 100 + n)),)
-        pending.append(Reported(model=f"m{n}", usage=StoredUsage(input_tokens=10 * (n + 1), output_tokens=n), keys=keys))
+        pending.append(
+            Reported(
+                model=f"m{n}",
+                usage=StoredUsage(input_tokens=10 * (n + 1), output_tokens=n),
+                keys=keys,
+            )
+        )
     taken = attribute(items, messages, pending)
     carried = [m for m in messages if m.usage is not None]
     assert all(isinstance(m, AssistantMessage) for m in carried)
     if any(isinstance(m, AssistantMessage) for m in messages):
         assert taken == len(pending)
-        assert sum(m.usage.input_tokens for m in carried) == sum(r.usage.input_tokens for r in pending)
-        assert sum(m.usage.output_tokens for m in carried) == sum(r.usage.output_tokens for r in pending)
+        assert sum(m.usage.input_tokens for m in carried) == sum(
+            r.usage.input_tokens for r in pending
+        )
+        assert sum(m.usage.output_tokens for m in carried) == sum(
+            r.usage.output_tokens for r in pending
+        )
     else:
         assert taken == 0 and carried == []
 

@@ -101,6 +101,7 @@ async def stored(store, tenant: str, task_id: str) -> dict[str, Any]:
     """The task document as an unpaged task holds it: every message, sealed pages included."""
     return await flat_task(store.database, f"{tenant}/{task_id}")
 
+
 def dumps(messages) -> list[dict[str, Any]]:
     return [message_to_dict(m) for m in messages]
 

@@ -258,8 +258,12 @@ async def test_under_a_keyring_the_index_holds_no_word_and_a_shred_ends_search(
     page = await acme.search("zebracorn lisbon", limit=10)
     assert len(page.hits) == 4 and "**zebracorn**" in page.hits[0].snippet.marked().casefold()
     assert await _ids(acme, "tool:lookup_zebracorn") == ["t"]
-    raw = repr([await store.database[name].find({}).to_list(None)
-                for name in ("search_entries", "search_postings", "search_tasks")])
+    raw = repr(
+        [
+            await store.database[name].find({}).to_list(None)
+            for name in ("search_entries", "search_postings", "search_tasks")
+        ]
+    )
     assert "zebracorn" not in raw.casefold() and "lisbon" not in raw.casefold()
     # another tenant's tokens for the same word differ
     globex = store.scoped("globex")

@@ -42,7 +42,22 @@ CONFIG = TaskConfigPart(
     tool_metadata=[ToolMetadata(name="search"), ToolMetadata(name="delegate", is_task_entry=True)],
 )
 SUB = TaskConfigPart(model_name="openai/gpt-4o-mini", tool_metadata=[ToolMetadata(name="search")])
-WORDS = "lisbon hotel price flight search result agent context window token budget summary".split()
+WORDS = [
+    "lisbon",
+    "hotel",
+    "price",
+    "flight",
+    "search",
+    "result",
+    "agent",
+    "context",
+    "window",
+    "token",
+    "budget",
+    "summary",
+]
+
+
 def call(call_id: str, name: str = "search") -> ToolCallPart:
     return ToolCallPart(tool_call_id=call_id, tool_name=name, args={"query": "hotels", "limit": 5})
 
@@ -285,6 +300,7 @@ async def test_the_guard_names_the_callers_ids_only(acme, store, count):
         logs.append(split_housekeeping(log)[0])  # the verb's own update, not a seal's
     filters = [log.by_name("update")[0].filter for log in logs]
     assert filters[0]["messages.id"] == {"$ne": "e1"}
-    assert filters[1]["messages.id"] == ({"$ne": "g0"} if count == 1 else {"$nin": [m.id for m in given]})
+    assert filters[1]["messages.id"] == (
+        {"$ne": "g0"} if count == 1 else {"$nin": [m.id for m in given]}
+    )
     assert "messages.id" not in filters[2] and "messages.id" not in filters[3]
-
