@@ -298,9 +298,9 @@ async def test_a_tar_with_a_name_twice_is_refused(source, good, tmp_path):
     assert (await verify(_tar(members, tmp_path / "fine.tar"))).container == "tar"
     # verify would read the first tasks file, `tar x` would keep the second
     forged = forge(good, "second", _first("tasks", title="the copy tar x extracts"))
-    twice = members + [("tasks.jsonl.gz", (forged / "tasks.jsonl.gz").read_bytes())]
+    twice = [*members, ("tasks.jsonl.gz", (forged / "tasks.jsonl.gz").read_bytes())]
     await refused(_tar(twice, tmp_path / "twice.tar"), source, BackupCorrupt, "twice")
-    dot = members + [("./manifest.json", members[0][1])]
+    dot = [*members, ("./manifest.json", members[0][1])]
     await refused(_tar(dot, tmp_path / "dot.tar"), source, BackupCorrupt, "twice")
     link = [members[0], ("tasks.jsonl.gz", None), *members[2:]]
     await refused(_tar(link, tmp_path / "link.tar"), source, BackupCorrupt, "link")

@@ -344,7 +344,7 @@ async def test_owner_task_and_since_scopes(store, tmp_path):
         task_key("acme", ids[("acme", "alice")]),
         task_key("beta-secret", ids[("beta-secret", "zed")]),
     ]
-    chosen = await backup(store, tmp_path / "two", task_ids=wanted + ["acme/no-such-task"])
+    chosen = await backup(store, tmp_path / "two", task_ids=[*wanted, "acme/no-such-task"])
     assert sorted(
         task_key(r["tenant"], task_id_of(r["_id"]))
         for r in read_file_records(tmp_path / "two" / "tasks.jsonl.gz")

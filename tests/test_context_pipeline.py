@@ -50,7 +50,7 @@ async def test_context_of_a_5000_message_task_reads_less_than_the_task(store, pa
     tid = (await acme.tasks.import_task(task)).id
 
     with store.backend.recorder.capture() as context_log:
-        header, latest, messages = await acme.tasks.context_source(tid)
+        _header, latest, messages = await acme.tasks.context_source(tid)
     with store.backend.recorder.capture() as full_log:
         everything = await acme.tasks.messages(tid)
 

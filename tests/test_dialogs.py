@@ -123,8 +123,8 @@ async def test_writes_to_a_child_never_show_in_its_parent_and_back(acme):
     before_parent, before_child = await texts(acme, root), await texts(acme, child.id)
     await d.put_text(child.id, "child only")
     await d.put_text(root, "parent only")
-    assert await texts(acme, root) == before_parent + ["parent only"]
-    assert await texts(acme, child.id) == before_child + ["child only"]
+    assert await texts(acme, root) == [*before_parent, "parent only"]
+    assert await texts(acme, child.id) == [*before_child, "child only"]
     first_child = (await acme.tasks.messages(child.id))[0]
     await acme.tasks.add_text_part(child.id, first_child.id, " (patched)")
     assert (await acme.tasks.messages(root))[0].text() == "You are a coder."

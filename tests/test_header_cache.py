@@ -105,7 +105,7 @@ async def test_a_cached_root_level_does_not_refuse_a_valid_exit(acme, store):
         tid, reply.id, ToolCallPart(tool_call_id="c1", tool_name="delegate")
     )
     await other.tasks.add_task_entry(tid, [TextPart(text="sub")], CONFIG)
-    exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
+    _exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
     assert answer is not None and answer.content[0].tool_call_id == "c1"
     await assert_header_matches_messages(acme, tid)
 

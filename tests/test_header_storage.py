@@ -290,7 +290,7 @@ async def test_a_task_stored_by_the_previous_version_is_read_and_written(store):
     check_task(await flat_task(store.database, key))  # the whole history, sealed pages included
     stored = await acme.tasks.messages(tid)
     assert (await acme.tasks.header(tid)).tail.id == stored[-1].id
-    exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
+    _exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
     assert answer is not None and answer.content[0].tool_call_id == "c1"
     check_task(await flat_task(store.database, key))
 

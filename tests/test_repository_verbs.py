@@ -76,7 +76,7 @@ async def test_create_get_and_conversation_with_nested_sub_task(acme, store):
     assert (await acme.tasks.current_task_config(tid)).model_name == SUB.model_name
     inner = await acme.tasks.add_assistant_message(tid, message_id="a2")
     assert inner.model_id == SUB.model_name
-    exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="Flight LH123")])
+    _exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="Flight LH123")])
     assert answer is not None
     result = answer.content[0]
     assert result.tool_call_id == "call-1"

@@ -62,7 +62,7 @@ async def dump(store):
 
 
 async def test_old_tasks_go_with_their_nodes_and_payloads_and_forks_are_respected(store):
-    fork, chain_fork = await world(store)
+    _fork, chain_fork = await world(store)
     before = await dump(store)
     dry = await erase_before(store, "acme", before=CUTOFF, dry_run=True)
     assert await dump(store) == before

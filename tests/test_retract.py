@@ -74,7 +74,7 @@ def test_a_call_answered_by_another_result_stays_closed():
     history = [call(0, "c1"), result(1, "c1"), result(2, "c1")]
     rows = [{"index": i, "message": m} for i, m in enumerate(history)]
     assert reopened_calls(["c1"], rows, 2) == []
-    assert [r.id for r in reopened_calls(["c1"], rows[:2] + [rows[2]], 1)] == []
+    assert [r.id for r in reopened_calls(["c1"], [*rows[:2], rows[2]], 1)] == []
 
 
 def test_exits_configs_and_an_empty_task_are_refused():

@@ -151,7 +151,7 @@ async def test_every_role_and_part_round_trips_through_the_store(acme):
                 "role": role,
                 "id": f"msg-{role}",
                 "started_ts": 1_700_000_000 + index,
-                "content": list(SAMPLE_PARTS.values()) + [{"type": "future_part", "x": {"$y": 1}}],
+                "content": [*list(SAMPLE_PARTS.values()), {"type": "future_part", "x": {"$y": 1}}],
                 "name": "agent-7",
                 "logprobs": [{"token": "a", "logprob": -0.1}],
                 "metadata": {"$k": bson.Int64(5)},
@@ -166,9 +166,9 @@ async def test_every_role_and_part_round_trips_through_the_store(acme):
     # Every part in every role breaks the per-role rules of new writes on purpose: this is
     # stored history as another writer left it, imported as such (one insert), and it must
     # come back byte for byte.
-    tid = (await acme.tasks.create(messages=originals + [unknown], replay=True)).id
+    tid = (await acme.tasks.create(messages=[*originals, unknown], replay=True)).id
     stored = await acme.tasks.messages(tid)
-    for before, after in zip(originals + [unknown], stored):
+    for before, after in zip([*originals, unknown], stored):
         expected = message_to_dict(before)
         assert message_to_dict(after) == expected
         assert type(after) is type(before)
