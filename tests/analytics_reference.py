@@ -113,8 +113,9 @@ def period_label(ts: float, period: str | None) -> str | None:
     if period == "day":
         return day.isoformat()
     if period == "week":
-        return "%d-W%02d" % day.isocalendar()[:2]
-    return "%d-%02d" % (day.year, day.month)
+        year, week = day.isocalendar()[:2]
+        return f"{year}-W{week:02d}"
+    return f"{day.year}-{day.month:02d}"
 
 
 def duration(start: float, end: float) -> float:
@@ -279,7 +280,8 @@ def subtasks(tasks: list[StoredTask], f: Filters) -> dict[int, dict[str, Any]]:
     by_depth: dict[int, dict[str, Any]] = {}
     for task in _selected(tasks, f):
         own = task.own()
-        models = {m.id: [p.initial_task_config.model_name for p in m.content if isinstance(p, TaskEntryPart)]
+        models = {m.id: [p.initial_task_config.model_name for p in m.content
+                         if isinstance(p, TaskEntryPart)]
                   for m in own if m.role == "taskentry"}  # fmt: skip
         for span in sub_task_spans(own):
             if f.ranged and not f.in_range(span.started_ts):
@@ -296,7 +298,8 @@ def subtasks(tasks: list[StoredTask], f: Filters) -> dict[int, dict[str, Any]]:
             else:
                 entry["durations"].append(duration(span.started_ts, span.finished_ts))
     return {depth: {"spans": e["spans"], "open": e["open"], "messages": e["messages"],
-                    "duration": summary(e["durations"])} for depth, e in by_depth.items()}  # fmt: skip
+                    "duration": summary(e["durations"])}
+            for depth, e in by_depth.items()}  # fmt: skip
 
 
 def activity(

@@ -137,7 +137,8 @@ def portable_audit(request: pytest.FixtureRequest) -> Iterator[None]:
             f"  {name} (written from {origin})" for name, origin in sorted(unknown, key=str)[:10]
         )
         pytest.fail(
-            f"mindstore wrote collections the registry (mindstore.registry) does not know:\n{shown}",
+            "mindstore wrote collections the registry (mindstore.registry) does not know:\n"
+            + shown,
             pytrace=False,
         )
     found = [(c, v) for c in sent if c.collection in MINDSTORE_COLLECTIONS for v in audit([c])]

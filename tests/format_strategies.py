@@ -38,7 +38,10 @@ from mindstore.model.parts import (
 )
 
 ID_CHARS = string.ascii_letters + string.digits + "_-"
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8"
+    "z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 MARKERS = ("terminate", "audit", "hidden note", "visible note")
 """Words the export tests look for in what is sent (a flag, result metadata, an

@@ -175,7 +175,8 @@ async def test_two_coroutines_opening_the_same_alias_leave_one_dialog(acme):
 async def test_agent_context_applies_its_context_manager_without_touching_the_dialog(acme):
     config = ContextConfig.from_dict({
         "global": {"context_manager": {"type": "default"}},
-        "agent_configs": [{"name": "cheap", "model_name": "gpt-4o-mini", "context_manager": {"max_tokens": 5_600}}],
+        "agent_configs": [{"name": "cheap", "model_name": "gpt-4o-mini",
+                           "context_manager": {"max_tokens": 5_600}}],
     })  # fmt: skip
     manager = config.context_manager_for("cheap")
     assert isinstance(manager, DefaultContextManager) and manager.budget == 600

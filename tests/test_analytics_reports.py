@@ -96,21 +96,22 @@ async def check_all_reports(
     owners = await acme.analytics.top_owners(limit=2, by=by, **kwargs)
     expected_owners = ref.top_owners(tasks, f, 2, by)
     assert [row.owner for row in owners] == [owner for owner, _ in expected_owners]
-    for row, (_, sums) in zip(owners, expected_owners):
+    for row, (_, sums) in zip(owners, expected_owners, strict=True):
         assert row.tasks == sums["tasks"] and row.cost == pytest.approx(sums["cost"], abs=1e-6)
 
     rows = await acme.analytics.latency(group_by=dims, period=period, **kwargs)
     latency_dims = full_dims
     expected = ref.latency(tasks, f, latency_dims, period)
-    assert {tuple(getattr(r, d) for d in latency_dims): {k: getattr(r, k) for k in expected_fields(r)}
-            for r in rows} == expected  # fmt: skip
+    assert {tuple(getattr(r, d) for d in latency_dims):
+            {k: getattr(r, k) for k in expected_fields(r)} for r in rows} == expected  # fmt: skip
 
     tool_dims = (("period",) if period else ()) + (("model",) if "model" in dims else ())
     rows = await acme.analytics.tools(
         group_by=[d for d in tool_dims if d != "period"], period=period, **kwargs
     )
-    actual = {(r.tool, *(getattr(r, d) for d in tool_dims)): {"calls": r.calls, "results": r.results,
-              "errors": r.errors} for r in rows}  # fmt: skip
+    actual = {(r.tool, *(getattr(r, d) for d in tool_dims)):
+              {"calls": r.calls, "results": r.results, "errors": r.errors}
+              for r in rows}  # fmt: skip
     assert actual == ref.tools(tasks, f, tool_dims, period)
     for r in rows:
         assert r.error_rate == (pytest.approx(r.errors / r.results) if r.results else None)
@@ -128,7 +129,8 @@ async def check_all_reports(
     rows = await acme.analytics.subtasks(**kwargs)
     expected_spans = ref.subtasks(tasks, f)
     assert {r.depth: {"spans": r.spans, "open": r.open, "messages": r.messages,
-                      "duration": distribution_dict(r.duration)} for r in rows} == expected_spans  # fmt: skip
+                      "duration": distribution_dict(r.duration)}
+            for r in rows} == expected_spans  # fmt: skip
     assert all(r.finished == r.spans - r.open for r in rows)
 
     rows = await acme.analytics.activity(period=period, **kwargs)
@@ -236,10 +238,12 @@ async def test_odd_stored_messages_do_not_break_reports(store):
     reports skip what they cannot place and agree with the reference."""
     acme = store.scoped("acme")
     task = await acme.tasks.create(owner="bob", config=TaskConfigPart(model_name="m1"))
-    await acme.tasks.add_message(task.id, {"role": "critic", "id": "odd-1", "started_ts": "yesterday",
+    await acme.tasks.add_message(task.id, {"role": "critic", "id": "odd-1",
+                                           "started_ts": "yesterday",
                                            "verdict": {"$ref": "#/x"}})  # fmt: skip
     await acme.tasks.add_message(task.id, {"role": "tool", "id": "odd-2", "content": [
-        {"type": "toolResult", "tool_call_id": "ghost", "tool_name": "web_search", "is_error": True},
+        {"type": "toolResult", "tool_call_id": "ghost", "tool_name": "web_search",
+         "is_error": True},
         {"type": "hologram", "data": 1}]})  # fmt: skip
     reply = await acme.tasks.add_assistant_message(task.id)
     await acme.tasks.add_text_part(task.id, reply.id, "hi")

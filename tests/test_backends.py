@@ -310,7 +310,9 @@ class ProbeDoc(Document):
 
     class Settings:
         name = "backend_probe"
-        indexes = [IndexModel([("tenant", 1), ("name", 1)], name="tenant_name", unique=True)]
+        indexes = [  # noqa: RUF012 - a namespace Beanie reads, never mutated (as in src/)
+            IndexModel([("tenant", 1), ("name", 1)], name="tenant_name", unique=True)
+        ]
 
 
 async def test_beanie_round_trip_on_the_embedded_backend(recorder: CommandRecorder) -> None:

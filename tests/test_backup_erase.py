@@ -142,7 +142,7 @@ async def test_erase_one_task_and_a_whole_tenant(store):
     assert (await erase(store, "acme", task_id=other)).total == 0
     assert await store.database["tasks"].find_one({"_id": task_key("beta", other)}) is not None
 
-    beta_before = {k: dict(d.items()) for k, d in (await _snapshot(store)).items()}
+    beta_before = {k: dict(d) for k, d in (await _snapshot(store)).items()}
     whole = await erase(store, "acme")
     assert whole.counts == {"tasks": 5, "dialog_nodes": 3, "payloads": 5}
     assert whole.dangling_total == 0

@@ -205,7 +205,8 @@ async def test_tar_faults(store, good, tmp_path):
         assert tar.getnames()[0] == "manifest.json"
     # a tar cut inside its last member
     data = archive.read_bytes()
-    last = max(m.offset_data for m in tarfile.open(archive).getmembers())
+    with tarfile.open(archive) as tar:
+        last = max(m.offset_data for m in tar.getmembers())
     cut = tmp_path / "cut.tar"
     cut.write_bytes(data[: last + 10])
     await _assert_refused(cut, BackupIncomplete, INCOMPLETE, "cut short")

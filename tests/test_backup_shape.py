@@ -123,7 +123,8 @@ not_a_string = st.one_of(
 bad_keys = st.one_of(
     not_a_string,
     st.text(max_size=140).filter(
-        lambda s: not (0 < len(s) <= 128 and all(c.isascii() and (c.isalnum() or c in "_-.:") for c in s))
+        lambda s: not (0 < len(s) <= 128
+                       and all(c.isascii() and (c.isalnum() or c in "_-.:") for c in s))
         and "/" not in s),
     st.sampled_from(["", "$gt", "a b", "x" * 129, "é", "a\x00b", "$$m.scope"]),
 )  # fmt: skip
@@ -267,8 +268,10 @@ def _forged(field: str, value) -> dict:
     ("seq", "3", "seq"),
     ("seq", -1, "seq"),
     ("size_bytes", 1, "size_bytes"),
-    ("usage", {"tokens_in": 10**9, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0, "cost": 0.25}, "usage"),
-    ("usage", {"tokens_in": 5, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0, "cost": float("nan")}, "usage"),
+    ("usage", {"tokens_in": 10**9, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0,
+               "cost": 0.25}, "usage"),
+    ("usage", {"tokens_in": 5, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0,
+               "cost": float("nan")}, "usage"),
     ("open_tool_calls", [], "open_tool_calls"),
     ("scope_stack", [{"entry_id": "m0", "index": 0}], "scope_stack"),
     ("usage", {"in": 5, "cost": 0.25, "out": 10**9}, "usage"),  # the short keys stored now

@@ -287,8 +287,8 @@ MALFORMED = {
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 @pytest.mark.parametrize("args", [
-    ["tasks", "list"], ["tasks", "show", "bad"], ["tasks", "messages", "bad"], ["tasks", "tree", "bad"],
-    ["stats", "usage"], ["stats", "sessions"],
+    ["tasks", "list"], ["tasks", "show", "bad"], ["tasks", "messages", "bad"],
+    ["tasks", "tree", "bad"], ["stats", "usage"], ["stats", "sessions"],
 ])  # fmt: skip
 def test_malformed_documents_are_one_line_never_a_traceback(tmp_path, name, args):
     import datetime as dt

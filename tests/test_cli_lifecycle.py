@@ -57,8 +57,8 @@ def test_follow_prints_every_message_and_redact_removes_the_content(tmp_path: Pa
     assert shown.exit_code == 0, shown.output
     assert [line.split()[3] for line in shown.output.splitlines()] == ["u1", "u2"]
     assert SECRET in shown.output
-    done = runner.invoke(app, ["--data", str(data), "tasks", "redact", "t1", "u1", "--tenant", "acme",
-                               "--reason", "asked"])  # fmt: skip
+    done = runner.invoke(app, ["--data", str(data), "tasks", "redact", "t1", "u1",
+                               "--tenant", "acme", "--reason", "asked"])  # fmt: skip
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["reason"] == "asked"
     assert SECRET.encode() not in stored_bytes(data)
@@ -76,12 +76,12 @@ def test_erase_before_and_apply_policy(tmp_path: Path) -> None:
     data = tmp_path / "d.gz"
     old = make_data(data)
     before = stored_bytes(data)
-    dry = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "2024-01-01",
-                              "--dry-run"])  # fmt: skip
+    dry = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme",
+                              "--before", "2024-01-01", "--dry-run"])  # fmt: skip
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.stdout)["counts"]["tasks"] == 1 and stored_bytes(data) == before
-    both = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "2024-01-01",
-                               "--apply-policy", "--yes"])  # fmt: skip
+    both = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme",
+                               "--before", "2024-01-01", "--apply-policy", "--yes"])  # fmt: skip
     assert both.exit_code == 2 and stored_bytes(data) == before
     applied = runner.invoke(
         app, ["--data", str(data), "erase", "--tenant", "acme", "--apply-policy", "--yes"]

@@ -115,7 +115,8 @@ def test_tables_print_any_text_literally(cells, title):
 
 @settings(max_examples=300)
 @given(st.recursive(st.one_of(hostile_text, st.integers(), st.none(), st.booleans()),
-                    lambda children: st.lists(children, max_size=3) | st.dictionaries(hostile_text, children, max_size=3),
+                    lambda children: (st.lists(children, max_size=3)
+                                      | st.dictionaries(hostile_text, children, max_size=3)),
                     max_leaves=10))  # fmt: skip
 def test_json_output_is_the_same_value_and_inert(value):
     text = json_text(json.dumps(value, ensure_ascii=False))

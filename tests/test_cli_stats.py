@@ -169,7 +169,9 @@ FILTERS = [
 
 
 def _filter_kwargs(args: list[str]) -> dict[str, Any]:
-    return {name.removeprefix("--"): value for name, value in zip(args[::2], args[1::2])}
+    return {
+        name.removeprefix("--"): value for name, value in zip(args[::2], args[1::2], strict=True)
+    }
 
 
 @pytest.mark.parametrize("args", FILTERS)
@@ -224,7 +226,8 @@ def test_tenants_are_reported_apart(data, api):
 
 # ---------------------------------------------------------------------- tools
 @pytest.mark.parametrize(("args", "dims", "period"), [
-    ([], (), None), (["--by", "model"], ("model",), None), (["--period", "week"], (), "week")])  # fmt: skip
+    ([], (), None), (["--by", "model"], ("model",), None), (["--period", "week"], (), "week"),
+])  # fmt: skip
 def test_tools_json_keeps_the_raw_error_rate(data, args, dims, period, api):
     expected = api(lambda a: a.tools(group_by=dims, period=period))
     columns = ["tool", *(["period"] if period else []), *dims, *TOOL_MEASURES]
@@ -316,7 +319,7 @@ def test_activity_csv_and_table_have_a_column_per_role(data, api):
     roles = sorted({role for row in expected for role in row.by_role})
     header, rows = as_csv(data, "activity", "--period", "week")
     assert header == [*ACTIVITY_COLUMNS, *roles] and len(rows) == len(expected)
-    for row, want in zip(rows, expected):
+    for row, want in zip(rows, expected, strict=True):
         assert row["period"] == want.period and int(row["messages"]) == want.messages
         assert {role: int(row[role]) for role in roles} == {
             r: want.by_role.get(r, 0) for r in roles

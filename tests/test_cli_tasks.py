@@ -281,7 +281,8 @@ def test_tree_table_and_csv(data, facts):
     assert len(lines) == 2 and facts["research"][:8] in lines[0] and facts["fork"][:8] in lines[1]
     rows = as_csv(data, "tree", facts["research"], "--tenant", "acme")
     assert rows == [
-        {"id": facts["research"], "parent_id": "", "depth": "0", "messages": str(len(facts["ids"]))},
+        {"id": facts["research"], "parent_id": "", "depth": "0",
+         "messages": str(len(facts["ids"]))},
         {"id": facts["fork"], "parent_id": facts["research"], "depth": "1",
          "messages": str(facts["fork_seq"])},
     ]  # fmt: skip

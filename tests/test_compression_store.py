@@ -34,7 +34,8 @@ from mindstore.store import Store
 
 SMALL = CompressionConfig(token_limit=400, keep_recent_messages=3, keep_first_messages=1)
 CONFIG = TaskConfigPart(model_name="m", compression_config=SMALL,
-                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")])  # fmt: skip
+                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True),
+                                       ToolMetadata(name="search")])  # fmt: skip
 
 
 async def tool_round(tasks, tid: str, tag: str, size: int = 300) -> None:

@@ -39,7 +39,8 @@ from mindstore.model.parts import (
 
 SMALL = CompressionConfig(token_limit=400, keep_recent_messages=3, keep_first_messages=1)
 CONFIG = TaskConfigPart(model_name="m", compression_config=SMALL,
-                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")])  # fmt: skip
+                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True),
+                                       ToolMetadata(name="search")])  # fmt: skip
 
 
 class ForgetConfig(BaseCompressionConfig):
@@ -284,7 +285,7 @@ async def test_bad_strategies_and_arguments_are_typed_errors_and_write_nothing(a
     with pytest.raises(ValidationError, match="strategy"):
         Compressor(config=BaseCompressionConfig())  # names no strategy
     with pytest.raises(
-        ValidationError, match="unknown compression strategy 'nope'.*tool_compression"
+        ValidationError, match=r"unknown compression strategy 'nope'.*tool_compression"
     ):
         Compressor("nope")
     with pytest.raises(ValidationError, match="task"):

@@ -226,7 +226,8 @@ def test_unknown_strategy_is_a_typed_error():
 
 def test_checkpoint_round_trips_through_the_compression_part_layout():
     checkpoint = CompressionCheckpoint(checkpoint_id="x", compressed_message_ids=["a", "b"],
-                                       kept_message_ids=["c"], metadata={"stubbed_message_ids": ["b"]},
+                                       kept_message_ids=["c"],
+                                       metadata={"stubbed_message_ids": ["b"]},
                                        summary="s")  # fmt: skip
     back = CompressionCheckpoint.from_parts(checkpoint.message_metadata(), checkpoint.cache())
     assert back == checkpoint and back.dropped_ids == ["a"] and back.stubbed_ids == ["b"]

@@ -107,7 +107,7 @@ def test_the_shipped_table_knows_current_models_by_their_usual_spellings(spellin
 
 
 def test_unknown_models_need_max_tokens_or_an_override():
-    with pytest.raises(ValidationError, match="model_name 'acme-llm-7b'.*max_tokens"):
+    with pytest.raises(ValidationError, match=r"model_name 'acme-llm-7b'.*max_tokens"):
         DefaultContextManager("acme-llm-7b")
     assert DefaultContextManager("acme-llm-7b", max_tokens=32_000).budget == 27_000
     assert DefaultContextManager("gpt-4o", context_windows={"gpt-4o": 9_000}).max_tokens == 9_000
@@ -215,7 +215,7 @@ def test_register_context_manager_is_keyed_by_name_and_refuses_a_class_without_o
         registry.register(Nameless)
     with pytest.raises(ValidationError, match="ContextManager"):
         registry.register(dict)  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="unknown context manager type 'summary'.*keep_last"):
+    with pytest.raises(ValidationError, match=r"unknown context manager type 'summary'.*keep_last"):
         registry.build({"type": "summary"})
     assert isinstance(ValidationError("x"), (ValueError, MindstoreError))
     assert set(DEFAULT_MANAGERS.names()) >= {"default", "message_count"}
@@ -240,7 +240,8 @@ def test_overrides_deep_merge_and_auto_detect_the_window(keep_last_registered):
         "agent_configs": [
             {"name": "planner"},  # inherits: the default manager on the global model
             {"name": "coder", "model_name": "gpt-4o"},
-            {"name": "summarizer", "context_manager": {"type": "keep_last", "keep": 3, "options": {"a": 1, "b": 2}}},
+            {"name": "summarizer",
+             "context_manager": {"type": "keep_last", "keep": 3, "options": {"a": 1, "b": 2}}},
             {"name": "quiet", "context_manager": None},
             {"name": "counted", "context_manager": {"type": "message_count", "max_messages": 2}},
         ],
@@ -268,8 +269,10 @@ def test_overrides_deep_merge_and_auto_detect_the_window(keep_last_registered):
     # another type than the global one: the global options (another class's) do not carry over
     switched = ContextConfig.from_dict({
         "global": {"context_manager": {"type": "default", "max_tokens": 1_000}},
-        "agent_configs": [{"name": "r", "context_manager": {"type": "keep_last", "keep": 3}},
-                          {"name": "same", "context_manager": {"type": "default", "safety_buffer": 0}}],
+        "agent_configs": [
+            {"name": "r", "context_manager": {"type": "keep_last", "keep": 3}},
+            {"name": "same", "context_manager": {"type": "default", "safety_buffer": 0}},
+        ],
     })  # fmt: skip
     assert switched.settings_for("r") == {"type": "keep_last", "keep": 3}
     assert switched.context_manager_for("r").keep == 3
@@ -293,7 +296,7 @@ def test_bad_configurations_are_typed_errors(tmp_path):
         ContextConfig.from_yaml("- just\n- a list\n")
     with pytest.raises(ValidationError, match="YAML"):
         ContextConfig.from_yaml("global: [unclosed")
-    with pytest.raises(ValidationError, match="'default'.*unexpected keyword argument 'windowz'"):
+    with pytest.raises(ValidationError, match=r"'default'.*unexpected keyword argument 'windowz'"):
         ContextConfig.from_dict(
             {"global": {"context_manager": {"type": "default", "windowz": 3}}}
         ).context_manager_for("a")

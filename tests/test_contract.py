@@ -147,7 +147,8 @@ async def test_every_verb_agrees_in_both_homes(homes: Homes) -> None:
         "add_tool_call_part", "a-1", ToolCallPart(tool_call_id="call-w", tool_name="weather")
     )
     # the weather call is answered positionally, the Mind Map's way
-    await h.same("answer_tool_call", "call-w", {"t": 21}, [ObserverResult(observer_name="o", is_success=True)], False, True,
+    await h.same("answer_tool_call", "call-w", {"t": 21},
+                 [ObserverResult(observer_name="o", is_success=True)], False, True,
                  message_id="r-w")  # fmt: skip
     await h.same("answer_tool_call", "call-w", {"t": 21}, message_id="r-w")  # replay
     error = await h.same("answer_tool_call", "no-such-call", {})
@@ -166,8 +167,8 @@ async def test_every_verb_agrees_in_both_homes(homes: Homes) -> None:
     assert (await h.same("current_task_config")).model_name == "sub-model"
     await h.same("add_tool_result_message", "loose", "grep", "found", message_id="t-1",
                  terminate=True, metadata={"k": 1})  # fmt: skip
-    exit_message, answer = await h.same("add_task_exit", [TextPart(text="Casa do Rio")], exit_id="x-1",
-                                        payloadKey="hotel")  # fmt: skip
+    exit_message, answer = await h.same("add_task_exit", [TextPart(text="Casa do Rio")],
+                                        exit_id="x-1", payloadKey="hotel")  # fmt: skip
     assert answer is not None and answer.content[0].tool_call_id == "call-r"
     assert answer.content[0].result["hotel"] == "Casa do Rio"
     replayed = await h.same(

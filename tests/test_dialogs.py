@@ -318,7 +318,8 @@ async def test_tree_queries_are_tenant_isolated(acme, store):
     child = (await d.fork(root)).id
     intruder = store.scoped("intruder").dialogs
     for call in (intruder.node(root), intruder.children(root), intruder.subtree_ids(root),
-                 intruder.tree_overview(root), intruder.fork(root), intruder.delete(child, cascade=True),
+                 intruder.tree_overview(root), intruder.fork(root),
+                 intruder.delete(child, cascade=True),
                  intruder.ancestors(child), intruder.export_dialog(root)):  # fmt: skip
         with pytest.raises(NotFound):
             await call

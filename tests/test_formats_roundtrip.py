@@ -53,7 +53,8 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 def calls(messages: list[Any]) -> list[tuple[str, str, Any]]:
-    return [(p.tool_call_id, p.tool_name, p.args) for m in messages if isinstance(m, AssistantMessage)
+    return [(p.tool_call_id, p.tool_name, p.args)
+            for m in messages if isinstance(m, AssistantMessage)
             for p in m.content if isinstance(p, ToolCallPart)]  # fmt: skip
 
 

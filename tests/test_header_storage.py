@@ -223,9 +223,11 @@ def test_malformed_stored_fields_are_refused_by_name(fields, match):
 
 def test_apply_sets_applies_paths_as_mongodb_does_or_gives_up():
     message = {"id": "a", "content": [{"type": "text", "text": "Hel"}], "status": "completed"}
-    patched = apply_sets(message, {"content.0.text": "Hello", "content.1": {"type": "text", "text": "!"},
+    patched = apply_sets(message, {"content.0.text": "Hello",
+                                   "content.1": {"type": "text", "text": "!"},
                                    "status": "loading", "usage.cost": 1})  # fmt: skip
-    assert patched == {"id": "a", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "!"}],
+    assert patched == {"id": "a", "content": [{"type": "text", "text": "Hello"},
+                                              {"type": "text", "text": "!"}],
                        "status": "loading", "usage": {"cost": 1}}  # fmt: skip
     assert message["content"][0]["text"] == "Hel"  # a copy: the cached form is never shared
     assert apply_sets(message, {"content.5": {}}) is None  # past the end: MongoDB would pad

@@ -50,7 +50,8 @@ class Script:
 
     def __next__(self) -> AIMessage:
         n = next(self.counter)
-        usage = {"input_tokens": self.tokens_in + n, "output_tokens": n, "total_tokens": self.tokens_in + 2 * n,
+        usage = {"input_tokens": self.tokens_in + n, "output_tokens": n,
+                 "total_tokens": self.tokens_in + 2 * n,
                  "input_token_details": {"cache_read": n}}  # fmt: skip
         calls = (
             [{"name": "lookup", "args": {"n": n}, "id": f"{self.model}-call-{n}"}]
@@ -71,9 +72,9 @@ def reported(replies: list[AIMessage]) -> dict[str, tuple[int, int, int, int]]:
         calls, tokens_in, tokens_out, cache = out.get(
             reply.response_metadata["model_name"], (0, 0, 0, 0)
         )
-        out[reply.response_metadata["model_name"]] = (calls + 1, tokens_in + usage["input_tokens"],
-                                                       tokens_out + usage["output_tokens"],
-                                                       cache + usage["input_token_details"]["cache_read"])  # fmt: skip
+        out[reply.response_metadata["model_name"]] = (
+            calls + 1, tokens_in + usage["input_tokens"], tokens_out + usage["output_tokens"],
+            cache + usage["input_token_details"]["cache_read"])  # fmt: skip
     return out
 
 
@@ -143,7 +144,8 @@ async def test_langchain_replies_without_a_model_name_are_grouped_under_none(acm
         ]
     )
     await history.aadd_messages([AIMessage("hm", response_metadata={"model": "llama3"},
-                                           usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7})])  # fmt: skip
+                                           usage_metadata={"input_tokens": 5, "output_tokens": 2,
+                                                           "total_tokens": 7})])  # fmt: skip
     assert await analytics(acme) == {
         None: (1, 3, 1, 0),
         "llama3": (1, 5, 2, 0),

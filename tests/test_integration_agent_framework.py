@@ -47,10 +47,16 @@ class Scripted(FunctionInvocationLayer, BaseChatClient):
             call = Content.from_function_call(
                 call_id=f"call-{n}", name="lookup", arguments={"topic": "refunds"}
             )
-            return ChatResponse(messages=[Message(role="assistant", contents=[call], message_id=f"r{n}")],
-                                model="scripted-1", usage_details={"input_token_count": 10 + n, "output_token_count": 3})  # fmt: skip
-        return ChatResponse(messages=[Message(role="assistant", contents=["Refunds take 5 days."], message_id=f"r{n}")],
-                            model="scripted-1", usage_details={"input_token_count": 20 + n, "output_token_count": 5})  # fmt: skip
+            return ChatResponse(messages=[Message(role="assistant", contents=[call],
+                                                  message_id=f"r{n}")],
+                                model="scripted-1",
+                                usage_details={"input_token_count": 10 + n,
+                                               "output_token_count": 3})  # fmt: skip
+        return ChatResponse(messages=[Message(role="assistant", contents=["Refunds take 5 days."],
+                                              message_id=f"r{n}")],
+                            model="scripted-1",
+                            usage_details={"input_token_count": 20 + n,
+                                           "output_token_count": 5})  # fmt: skip
 
     def _inner_get_response(
         self, *, messages: Any, stream: bool, options: Any, **kwargs: Any
@@ -152,8 +158,10 @@ async def test_skip_excluded_loads_what_the_frameworks_providers_load(
 
 async def test_skip_excluded_counts_the_latest_n_among_the_messages_given(store):
     acme = store.scoped("acme")
-    turns = excluded_turns() + [Message(role="user", contents=["u3"], additional_properties={"_excluded": 1}),
-                                Message(role="assistant", contents=["a3"], additional_properties={"_excluded": True})]  # fmt: skip
+    turns = [*excluded_turns(),
+             Message(role="user", contents=["u3"], additional_properties={"_excluded": 1}),
+             Message(role="assistant", contents=["a3"],
+                     additional_properties={"_excluded": True})]  # fmt: skip
     await MindstoreHistoryProvider(acme).save_messages("s", turns)
     latest = MindstoreHistoryProvider(acme, max_messages=2, skip_excluded=True)
     assert [m.text for m in await latest.get_messages("s")] == ["u2", "a2"]  # read further back
@@ -209,14 +217,20 @@ CONTENTS = st.one_of(
     st.builds(Content.from_text, st.text(max_size=8)),
     st.builds(lambda t: Content.from_text_reasoning(text=t), st.text(max_size=8)),
     st.builds(lambda c, a: Content.from_function_call(call_id=c, name="lookup", arguments=a),
-              st.sampled_from(["c1", "c2", "bad id"]), st.one_of(st.dictionaries(st.sampled_from("ab"), st.integers(-9, 9)), st.just('{"a": 1}'))),
-    st.builds(lambda c, r: Content.from_function_result(call_id=c, result=r), st.sampled_from(["c1", "c2"]), st.text(max_size=5)),
+              st.sampled_from(["c1", "c2", "bad id"]),
+              st.one_of(st.dictionaries(st.sampled_from("ab"), st.integers(-9, 9)),
+                        st.just('{"a": 1}'))),
+    st.builds(lambda c, r: Content.from_function_result(call_id=c, result=r),
+              st.sampled_from(["c1", "c2"]), st.text(max_size=5)),
     st.builds(lambda: Content.from_uri(uri="https://example.com/a.png", media_type="image/png")),
     st.builds(lambda n: Content.from_usage({"input_token_count": n}), st.integers(0, 9)),
 )  # fmt: skip
-MESSAGES = st.builds(lambda role, contents, mid, author: Message(role=role, contents=contents, message_id=mid, author_name=author),
-                     st.sampled_from(["user", "assistant", "system", "tool"]), st.lists(CONTENTS, max_size=3),
-                     st.one_of(st.none(), st.text(max_size=6)), st.one_of(st.none(), st.just("Agent")))  # fmt: skip
+MESSAGES = st.builds(
+    lambda role, contents, mid, author: Message(role=role, contents=contents, message_id=mid,
+                                                author_name=author),
+    st.sampled_from(["user", "assistant", "system", "tool"]), st.lists(CONTENTS, max_size=3),
+    st.one_of(st.none(), st.text(max_size=6)), st.one_of(st.none(), st.just("Agent")),
+)  # fmt: skip
 
 
 @settings(max_examples=80, deadline=None)

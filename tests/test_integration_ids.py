@@ -18,8 +18,8 @@ from mindstore.integrations import MAX_CONVERSATION_ID_LENGTH, conversation_id_o
 from mindstore.integrations.conversation_ids import MAPPED_PREFIX, check_conversation_id, is_kept
 
 KEY = re.compile(r"[A-Za-z0-9_\-.:]{1,128}")
-SPOKEN = ["alice@example.com:chat-1", "org/team/chat-1", "has space", "日本語/チャット", "$where", "x" * 512,
-          "_:looks-mapped", "a" * 129, "{\"$ne\": 1}", "🙂"]  # fmt: skip
+SPOKEN = ["alice@example.com:chat-1", "org/team/chat-1", "has space", "日本語/チャット", "$where",
+          "x" * 512, "_:looks-mapped", "a" * 129, "{\"$ne\": 1}", "🙂"]  # fmt: skip
 IDS = st.text(
     st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")),
     min_size=1,
@@ -65,8 +65,9 @@ def test_the_mapping_is_readable_and_stable():
     )
 
 
-@pytest.mark.parametrize("bad", ["", "x" * (MAX_CONVERSATION_ID_LENGTH + 1), "a\x00b", "tab\there", "new\nline",
-                                 "\ud800", "\x7f", 7, None, b"bytes", {"$ne": 1}, ["a"]])  # fmt: skip
+@pytest.mark.parametrize("bad", ["", "x" * (MAX_CONVERSATION_ID_LENGTH + 1), "a\x00b",
+                                 "tab\there", "new\nline", "\ud800", "\x7f", 7, None, b"bytes",
+                                 {"$ne": 1}, ["a"]])  # fmt: skip
 def test_a_hostile_conversation_id_is_refused_naming_the_argument(bad):
     with pytest.raises(ValidationError, match="thread_id"):
         task_id_for(bad, "thread_id")
@@ -254,8 +255,10 @@ async def test_a_hostile_id_is_refused_by_every_adapter_before_any_write(store):
             await saver.aget_tuple({"configurable": {"thread_id": bad}})
         with pytest.raises(ValidationError, match="thread_id"):
             await saver.aput({"configurable": {"thread_id": bad, "checkpoint_ns": ""}},
-                             {"v": 1, "id": "c1", "ts": "", "channel_values": {"messages": [HumanMessage("x")]},
-                              "channel_versions": {"messages": 1}, "versions_seen": {}}, {}, {"messages": 1})  # fmt: skip
+                             {"v": 1, "id": "c1", "ts": "",
+                              "channel_values": {"messages": [HumanMessage("x")]},
+                              "channel_versions": {"messages": 1}, "versions_seen": {}},
+                             {}, {"messages": 1})  # fmt: skip
         with pytest.raises(ValidationError, match="thread_id"):
             await saver.adelete_thread(bad)
     for name in await store.database.list_collection_names():

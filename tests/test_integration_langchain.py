@@ -46,7 +46,8 @@ def chain_with(history_for, responses):
 
 
 RESPONSES = [
-    AIMessage(content="Oslo is cold.", id="ai-1", usage_metadata={"input_tokens": 12, "output_tokens": 4, "total_tokens": 16}),
+    AIMessage(content="Oslo is cold.", id="ai-1",
+              usage_metadata={"input_tokens": 12, "output_tokens": 4, "total_tokens": 16}),
     AIMessage(content="Rome is milder.", id="ai-2", response_metadata={"model_name": "fake"}),
 ]  # fmt: skip
 
@@ -165,12 +166,17 @@ async def test_bad_input_is_refused_before_any_write(acme):
 def test_conversion_keeps_every_field():
     messages = [
         SystemMessage("sys"),
-        HumanMessage(content=[{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "http://x/y.png"}}], id="h1"),
-        AIMessage(content=[{"type": "thinking", "thinking": "hmm", "signature": "sig"}, {"type": "text", "text": "ok"}],
+        HumanMessage(content=[{"type": "text", "text": "look"},
+                              {"type": "image_url", "image_url": {"url": "http://x/y.png"}}],
+                     id="h1"),
+        AIMessage(content=[{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                           {"type": "text", "text": "ok"}],
                   tool_calls=[{"name": "s", "args": {"q": 1}, "id": "c1"}], id="a1",
                   usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7,
-                                  "input_token_details": {"cache_read": 3}}, response_metadata={"model": "m"}),
-        ToolMessage("boom", tool_call_id="c1", status="error", artifact={"trace": [1, 2]}, name="s"),
+                                  "input_token_details": {"cache_read": 3}},
+                  response_metadata={"model": "m"}),
+        ToolMessage("boom", tool_call_id="c1", status="error", artifact={"trace": [1, 2]},
+                    name="s"),
         ChatMessage(role="critic", content="meh"),
     ]  # fmt: skip
     converted = from_langchain(messages, check=True)

@@ -62,7 +62,8 @@ class ScriptedModel:
                 "id": f"call_{self.calls}",
             }
             return {"messages": [AIMessage(content="", id=f"ai-{self.calls}", tool_calls=[call],
-                                           usage_metadata={"input_tokens": 50, "output_tokens": 9, "total_tokens": 59})]}  # fmt: skip
+                                           usage_metadata={"input_tokens": 50, "output_tokens": 9,
+                                                           "total_tokens": 59})]}  # fmt: skip
         return {
             "messages": [
                 AIMessage(content=f"Answer {self.calls}: see chapter 4.", id=f"ai-{self.calls}")
@@ -105,7 +106,8 @@ def plain(value):
 
 
 def snapshot(state) -> tuple:
-    return (plain(state.values), state.next, state.metadata.get("source"), state.metadata.get("step"),
+    return (plain(state.values), state.next, state.metadata.get("source"),
+            state.metadata.get("step"),
             [(t.name, t.error, plain(t.result)) for t in state.tasks])  # fmt: skip
 
 
@@ -136,8 +138,9 @@ class DeltaState(TypedDict):
     """A messages channel kept as a `DeltaChannel` (beta): checkpoints hold a snapshot every
     third update, the rest is rebuilt from writes (`get_delta_channel_history`)."""
 
-    messages: Annotated[list, DeltaChannel(lambda state, writes: functools.reduce(add_messages, writes, state),
-                                           snapshot_frequency=3)]  # fmt: skip
+    messages: Annotated[list, DeltaChannel(
+        lambda state, writes: functools.reduce(add_messages, writes, state),
+        snapshot_frequency=3)]  # fmt: skip
 
 
 def delta_graph(checkpointer):
@@ -259,7 +262,8 @@ async def test_update_state_on_an_earlier_checkpoint_matches_in_memory_saver(acm
         await converse(graph, "t7", QUESTIONS[:2])
         states = [s async for s in graph.aget_state_history(config)]
         earlier = next(s for s in states if len(s.values.get("messages", [])) == 4 and not s.next)
-        forked = await graph.aupdate_state(earlier.config, {"messages": [HumanMessage("A note.", id="n1")]},
+        forked = await graph.aupdate_state(earlier.config,
+                                           {"messages": [HumanMessage("A note.", id="n1")]},
                                            as_node="tools")  # fmt: skip
         await graph.ainvoke(None, forked)
     assert snapshot(await ours.aget_state(config)) == snapshot(await theirs.aget_state(config))
@@ -472,8 +476,9 @@ def test_a_written_message_without_id_matches_the_appended_one():
 SEGMENT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
 
 
-@given(tenant=st.sampled_from(["acme", "a-b.c"]), thread=SEGMENT, ns=st.one_of(st.just(""), SEGMENT),
-       other=SEGMENT, checkpoint=st.uuids().map(str))  # fmt: skip
+@given(tenant=st.sampled_from(["acme", "a-b.c"]), thread=SEGMENT,
+       ns=st.one_of(st.just(""), SEGMENT), other=SEGMENT,
+       checkpoint=st.uuids().map(str))  # fmt: skip
 def test_a_scope_is_exactly_its_key_range(tenant, thread, ns, other, checkpoint):
     prefix = keys.scope_prefix(tenant, thread, ns)
     bounds = keys.prefix_range(prefix)
@@ -506,10 +511,12 @@ CHANNELS = st.text(min_size=1, max_size=12)
 
 @given(versions=st.dictionaries(CHANNELS, VERSIONS, max_size=5),
        seen=st.dictionaries(CHANNELS, st.dictionaries(CHANNELS, VERSIONS, max_size=4), max_size=4),
-       updated=st.one_of(st.none(), st.lists(CHANNELS, max_size=4)), task=st.one_of(st.uuids().map(str), SEGMENT))  # fmt: skip
+       updated=st.one_of(st.none(), st.lists(CHANNELS, max_size=4)),
+       task=st.one_of(st.uuids().map(str), SEGMENT))  # fmt: skip
 def test_packed_checkpoints_and_task_ids_come_back_exactly(versions, seen, updated, task):
-    checkpoint = {"v": 4, "id": "x", "ts": "2026-01-02T03:04:05.000006+00:00", "channel_values": {},
-                  "channel_versions": versions, "versions_seen": seen, "updated_channels": updated, "extra": [1]}  # fmt: skip
+    checkpoint = {"v": 4, "id": "x", "ts": "2026-01-02T03:04:05.000006+00:00",
+                  "channel_values": {}, "channel_versions": versions, "versions_seen": seen,
+                  "updated_channels": updated, "extra": [1]}  # fmt: skip
     back = keys.unpack_checkpoint(keys.pack_checkpoint(checkpoint))
     assert back == {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
     assert list(back["channel_versions"]) == list(versions)  # order kept

@@ -57,9 +57,11 @@ def script(messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
     """Stands in for the model: looks the question up, then answers (reporting usage)."""
     if messages[-1].role == MessageRole.USER:
         return ChatMessage(role="assistant", blocks=[ToolCallBlock(
-            tool_call_id=f"call-{len(messages)}", tool_name="lookup", tool_kwargs={"topic": "refunds"})])  # fmt: skip
+            tool_call_id=f"call-{len(messages)}", tool_name="lookup",
+            tool_kwargs={"topic": "refunds"})])  # fmt: skip
     return ChatMessage(role="assistant", content="Refunds take 5 days.",
-                       additional_kwargs={"prompt_tokens": 40 + len(messages), "completion_tokens": 7,
+                       additional_kwargs={"prompt_tokens": 40 + len(messages),
+                                          "completion_tokens": 7,
                                           "model": "scripted-1"})  # fmt: skip
 
 
@@ -111,11 +113,14 @@ async def test_memory_with_a_small_token_limit_archives_alike(store, limit):
     results = []
     for chat_store in (MindstoreChatStore(store.scoped("acme")), sql_store()):
         memory = Memory.from_defaults(session_id="chat", chat_store=chat_store, token_limit=limit,
-                                      chat_history_token_ratio=0.5, token_flush_size=20)  # fmt: skip
+                                      chat_history_token_ratio=0.5,
+                                      token_flush_size=20)  # fmt: skip
         for turn in range(6):
-            await memory.aput_messages([ChatMessage(role="user", content=f"question {turn} " + "w " * 10),
-                                        ChatMessage(role="assistant", content=f"answer {turn} " + "w " * 10)])  # fmt: skip
-        results.append([dumped(await memory.aget_all(status=s)) for s in (MessageStatus.ACTIVE, MessageStatus.ARCHIVED)]
+            await memory.aput_messages([
+                ChatMessage(role="user", content=f"question {turn} " + "w " * 10),
+                ChatMessage(role="assistant", content=f"answer {turn} " + "w " * 10)])  # fmt: skip
+        results.append([dumped(await memory.aget_all(status=s))
+                        for s in (MessageStatus.ACTIVE, MessageStatus.ARCHIVED)]
                        + [dumped(await memory.aget())])  # fmt: skip
     assert results[0] == results[1]
     assert results[0][1]  # something was archived
@@ -176,13 +181,16 @@ BLOCKS = st.lists(st.one_of(
     st.builds(TextBlock, text=TEXT),
     st.builds(ToolCallBlock, tool_call_id=st.sampled_from(["c1", "c2", None, "bad id"]),
               tool_name=st.sampled_from(["lookup", "calc"]),
-              tool_kwargs=st.one_of(st.dictionaries(st.sampled_from("ab"), st.integers(-2**63, 2**63 - 1)),
+              tool_kwargs=st.one_of(st.dictionaries(st.sampled_from("ab"),
+                                                    st.integers(-2**63, 2**63 - 1)),
                                     st.just('{"a": 1}'))),
     st.builds(ImageBlock, url=st.just("https://example.com/a.png")),
 ), max_size=3)  # fmt: skip
-KWARGS = st.one_of(st.just({}), st.fixed_dictionaries({"tool_call_id": st.sampled_from(["c1", "x y"])},
-                                                      optional={"name": st.sampled_from(["lookup", ""])}),
-                   st.fixed_dictionaries({"prompt_tokens": st.integers(-3, 99), "completion_tokens": st.integers(0, 99),
+KWARGS = st.one_of(st.just({}),
+                   st.fixed_dictionaries({"tool_call_id": st.sampled_from(["c1", "x y"])},
+                                         optional={"name": st.sampled_from(["lookup", ""])}),
+                   st.fixed_dictionaries({"prompt_tokens": st.integers(-3, 99),
+                                          "completion_tokens": st.integers(0, 99),
                                           "model": st.sampled_from(["m-1", ""])}))  # fmt: skip
 CHATS = st.builds(
     ChatMessage, role=st.sampled_from(list(MessageRole)), blocks=BLOCKS, additional_kwargs=KWARGS
@@ -211,8 +219,9 @@ async def test_through_the_store_too(store, messages):
 
 async def test_a_deleted_message_leaves_no_content_in_the_database(store):
     chat_store = MindstoreChatStore(store.scoped("acme"))
-    await chat_store.add_messages("chat", [ChatMessage(role="user", content="my SSN is 123-45-6789"),
-                                           ChatMessage(role="assistant", content="noted")])  # fmt: skip
+    await chat_store.add_messages("chat", [
+        ChatMessage(role="user", content="my SSN is 123-45-6789"),
+        ChatMessage(role="assistant", content="noted")])  # fmt: skip
     [gone] = await chat_store.delete_oldest_messages("chat", 1)
     assert gone.content == "my SSN is 123-45-6789"
     assert [m.content for m in await chat_store.get_messages("chat", status=None)] == ["noted"]
@@ -291,8 +300,10 @@ async def test_a_chat_and_a_history_survive_backup_and_restore_and_are_erased(
     async def views(target) -> Any:
         chats = MindstoreChatStore(target.scoped("acme"))
         history = MindstoreHistoryProvider(target.scoped("acme"))
-        return ([dumped(await chats.get_messages("chat", status=s)) for s in (MessageStatus.ACTIVE, MessageStatus.ARCHIVED)],
-                [m.to_dict() for m in await history.get_messages("s1")], await chats.get_keys(), await history.list_sessions())  # fmt: skip
+        return ([dumped(await chats.get_messages("chat", status=s))
+                 for s in (MessageStatus.ACTIVE, MessageStatus.ARCHIVED)],
+                [m.to_dict() for m in await history.get_messages("s1")],
+                await chats.get_keys(), await history.list_sessions())  # fmt: skip
 
     ann = store.scoped("acme", owner="ann")
     chats = MindstoreChatStore(ann)

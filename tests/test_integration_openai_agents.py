@@ -52,8 +52,10 @@ NO_TRACING = RunConfig(tracing_disabled=True)
 
 def usage(tokens_in: int, tokens_out: int, cached: int = 0, reasoning: int = 0) -> Usage:
     """What a model reports for one response (the SDK's `Usage`, details included)."""
-    return Usage(requests=1, input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out,
-                 input_tokens_details=InputTokensDetails.model_validate({"cached_tokens": cached, "cache_write_tokens": 0}),
+    return Usage(requests=1, input_tokens=tokens_in, output_tokens=tokens_out,
+                 total_tokens=tokens_in + tokens_out,
+                 input_tokens_details=InputTokensDetails.model_validate(
+                     {"cached_tokens": cached, "cache_write_tokens": 0}),
                  output_tokens_details=OutputTokensDetails(reasoning_tokens=reasoning))  # fmt: skip
 
 
@@ -86,11 +88,13 @@ def weather(city: str) -> str:
 
 def text(value: str, item_id: str) -> ResponseOutputMessage:
     return ResponseOutputMessage(id=item_id, type="message", role="assistant", status="completed",
-                                 content=[ResponseOutputText(type="output_text", text=value, annotations=[])])  # fmt: skip
+                                 content=[ResponseOutputText(type="output_text", text=value,
+                                                             annotations=[])])  # fmt: skip
 
 
 def call(call_id: str, city: str) -> ResponseFunctionToolCall:
-    return ResponseFunctionToolCall(type="function_call", id=f"fc_{call_id}", call_id=call_id, name="weather",
+    return ResponseFunctionToolCall(type="function_call", id=f"fc_{call_id}", call_id=call_id,
+                                    name="weather",
                                     arguments=json.dumps({"city": city}))  # fmt: skip
 
 
@@ -122,8 +126,10 @@ async def run_conversation(session: Any) -> ScriptedModel:
 def sample_items() -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "Weather in Oslo?"},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Use the tool."}]},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": "{\"city\": \"Oslo\"}"},
+        {"type": "reasoning", "id": "rs_1",
+         "summary": [{"type": "summary_text", "text": "Use the tool."}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
+         "arguments": "{\"city\": \"Oslo\"}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "-3C"},
         {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
          "content": [{"type": "output_text", "text": "Pack a coat.", "annotations": []}]},
@@ -202,7 +208,8 @@ async def test_a_limit_gives_exactly_the_latest_items_and_the_runner_pairs_them(
     model = ScriptedModel([[text("Tomorrow too.", "msg_2")]])
     agent = Agent(name="planner", model=model)
     await Runner.run(agent, "And tomorrow?", session=session,
-                     run_config=RunConfig(tracing_disabled=True, session_settings=SessionSettings(limit=2)))  # fmt: skip
+                     run_config=RunConfig(tracing_disabled=True,
+                                          session_settings=SessionSettings(limit=2)))  # fmt: skip
     assert model.inputs[0] == [sample_items()[-1], {"role": "user", "content": "And tomorrow?"}]
 
 
@@ -399,8 +406,10 @@ async def stored_bytes(store: Store, task_id: str, tenant: str = "acme") -> byte
 def turn(n: int) -> list[dict[str, Any]]:
     """One step's output as the Runner saves it: reasoning, a call and its result."""
     return [
-        {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": "Look."}]},
-        {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "weather", "arguments": "{}"},
+        {"type": "reasoning", "id": f"rs_{n}",
+         "summary": [{"type": "summary_text", "text": "Look."}]},
+        {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "weather",
+         "arguments": "{}"},
         {"type": "function_call_output", "call_id": f"call_{n}", "output": "-3C"},
     ]  # fmt: skip
 
@@ -437,7 +446,8 @@ async def test_a_failed_add_is_retried_exactly_once_with_its_usage(acme, monkeyp
         return await real(self, task_id, messages)
 
     monkeypatch.setattr(type(acme.tasks), "add_messages", write_then_lose_the_reply)
-    session.record_response(ModelResponse(output=[call("call_1", "Oslo")], usage=usage(100, 10), response_id=None),
+    session.record_response(ModelResponse(output=[call("call_1", "Oslo")], usage=usage(100, 10),
+                                          response_id=None),
                             model="fake-small")  # fmt: skip
     with pytest.raises(ConnectionError):
         await session.add_items(turn(1)[1:])
@@ -490,8 +500,8 @@ async def test_usage_and_model_of_every_response_reach_analytics(acme):
         model="fake-small",
         reports=(100, 10, 0, 0),
     )
-    large = ScriptedModel([[reasoning("rs_c", "Compare."), text("Rome.", "msg_c")]], model="fake-large",
-                          reports=(250, 40, 50, 7))  # fmt: skip
+    large = ScriptedModel([[reasoning("rs_c", "Compare."), text("Rome.", "msg_c")]],
+                          model="fake-large", reports=(250, 40, 50, 7))  # fmt: skip
     planner = Agent(name="planner", model=small, tools=[weather])
     writer = Agent(name="writer", model=large)
     reported: dict[str, list[int]] = {}
@@ -505,9 +515,10 @@ async def test_usage_and_model_of_every_response_reach_analytics(acme):
         )
         for response in result.raw_responses:  # what the framework reported, response by response
             sums = reported.setdefault(agent.model.model, [0, 0, 0, 0])
-            for i, value in enumerate((response.usage.input_tokens, response.usage.output_tokens,
-                                       response.usage.input_tokens_details.cached_tokens,
-                                       response.usage.output_tokens_details.reasoning_tokens)):  # fmt: skip
+            counts = response.usage
+            for i, value in enumerate((counts.input_tokens, counts.output_tokens,
+                                       counts.input_tokens_details.cached_tokens,
+                                       counts.output_tokens_details.reasoning_tokens)):  # fmt: skip
                 sums[i] += value
     assert reported == {"fake-small": [300, 30, 0, 0], "fake-large": [250, 40, 50, 7]}
     rows = await acme.analytics.usage(group_by="model")
@@ -579,11 +590,13 @@ def output_item(kind: str, n: int) -> dict[str, Any]:
         return {"type": "function_call", "call_id": f"c{n}", "name": "t", "arguments": "{}"}
     if kind == "text":  # a Chat Completions model: every item has the same placeholder id
         return {"type": "message", "role": "assistant", "id": "__fake_id__", "status": "completed",
-                "content": [{"type": "output_text", "text": f"t{n}", "annotations": []}]}  # fmt: skip
+                "content": [{"type": "output_text", "text": f"t{n}",
+                             "annotations": []}]}  # fmt: skip
     return {"type": "reasoning", "id": f"rs_{n}", "summary": []}
 
 
-BATCHES = st.lists(st.tuples(st.sampled_from(["call", "text", "reasoning", "user", "output"]), st.booleans()),
+BATCHES = st.lists(st.tuples(st.sampled_from(["call", "text", "reasoning", "user", "output"]),
+                             st.booleans()),
                    max_size=8)  # fmt: skip
 
 
@@ -629,8 +642,10 @@ def test_attribution_keeps_every_reported_token(batch, sizes, data):
 
 
 def test_responses_are_found_by_their_items_in_order():
-    items = [output_item("text", 0), {"type": "function_call_output", "call_id": "x", "output": "ok"},
-             output_item("reasoning", 1), output_item("call", 1), output_item("text", 2)]  # fmt: skip
+    items = [output_item("text", 0),
+             {"type": "function_call_output", "call_id": "x", "output": "ok"},
+             output_item("reasoning", 1), output_item("call", 1),
+             output_item("text", 2)]  # fmt: skip
     messages = [m for item in items for m in from_responses([item])]
     first = Reported("m-a", StoredUsage(input_tokens=5), (item_key(items[0]),))
     second = Reported("m-b", StoredUsage(input_tokens=7), tuple(item_key(i) for i in items[2:5]))

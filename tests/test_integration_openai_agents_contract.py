@@ -39,8 +39,9 @@ class Replies(Model):
     async def get_response(self, system_instructions, input, *args: Any, **kwargs: Any):
         self.inputs.append(json.loads(json.dumps(input)))
         text = ResponseOutputText(type="output_text", text=self.replies.pop(0), annotations=[])
-        message = ResponseOutputMessage(id=f"msg_{len(self.inputs)}", type="message", role="assistant",
-                                        status="completed", content=[text])  # fmt: skip
+        message = ResponseOutputMessage(id=f"msg_{len(self.inputs)}", type="message",
+                                        role="assistant", status="completed",
+                                        content=[text])  # fmt: skip
         return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any):  # pragma: no cover - not used
@@ -61,7 +62,8 @@ async def run(agent: Agent, question: Any, session: Any, **config: Any) -> Any:
 
 
 def contents(items: list[Any]) -> list[Any]:
-    return [item.get("content") if isinstance(item.get("content"), str) else item["content"][0]["text"]
+    return [item.get("content") if isinstance(item.get("content"), str)
+            else item["content"][0]["text"]
             for item in items]  # fmt: skip
 
 
@@ -75,8 +77,8 @@ async def test_basic_memory_and_separate_sessions(open_session):
     await run(agent, "I like dogs", second)
     assert model.inputs[-1] == [{"role": "user", "content": "I like dogs"}]
     await run(agent, "What did I say?", first)
-    assert contents(model.inputs[-1]) == ["Golden Gate Bridge?", "San Francisco", "What state?", "California",
-                                          "What did I say?"]  # fmt: skip
+    assert contents(model.inputs[-1]) == ["Golden Gate Bridge?", "San Francisco", "What state?",
+                                          "California", "What did I say?"]  # fmt: skip
 
 
 async def test_direct_add_get_clear_and_pop(open_session):
@@ -154,7 +156,8 @@ async def test_a_callback_repeating_history_does_not_grow_the_session(open_sessi
 async def test_unicode_and_special_characters(open_session):
     session = open_session("special_chars")
     items = [{"role": "user", "content": text} for text in
-             ("こんにちは", "😊👍", "O'Reilly", "DROP TABLE sessions;", '"SELECT * FROM users";', "{'$ne': 1}")]  # fmt: skip
+             ("こんにちは", "😊👍", "O'Reilly", "DROP TABLE sessions;", '"SELECT * FROM users";',
+              "{'$ne': 1}")]  # fmt: skip
     await session.add_items(items)
     assert await session.get_items() == items
 
@@ -203,7 +206,8 @@ async def test_the_runner_leaves_out_a_result_whose_call_the_limit_cut_off(open_
         {"role": "user", "content": "What is the weather?"},
         {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}]},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}]},
     ]  # fmt: skip
     await session.add_items(history)
     assert await session.get_items(limit=2) == history[-2:]

@@ -59,10 +59,12 @@ def scripted(seen: list[list[ModelMessage]]):
         if question is not None:
             return ModelResponse(
                 parts=[ThinkingPart("Look it up.", signature="sig-1"),
-                       ToolCallPart("lookup", {"topic": str(question.content)[:20]}, f"call-{len(seen)}")],
+                       ToolCallPart("lookup", {"topic": str(question.content)[:20]},
+                                    f"call-{len(seen)}")],
                 usage=RequestUsage(input_tokens=40, output_tokens=8), model_name="scripted",
             )  # fmt: skip
-        return ModelResponse(parts=[TextPart(f"Answer {len(seen)}.")], usage=RequestUsage(input_tokens=60, output_tokens=5),
+        return ModelResponse(parts=[TextPart(f"Answer {len(seen)}.")],
+                             usage=RequestUsage(input_tokens=60, output_tokens=5),
                              model_name="scripted")  # fmt: skip
 
     return FunctionModel(respond)
@@ -274,13 +276,15 @@ REQUEST_PARTS = st.one_of(
 )  # fmt: skip
 RESPONSE_PARTS = st.one_of(
     st.builds(TextPart, TEXT), st.builds(ThinkingPart, TEXT, signature=st.one_of(st.none(), TEXT)),
-    st.builds(ToolCallPart, tool_name=st.just("t"), args=st.dictionaries(st.sampled_from("abc"), st.integers()),
+    st.builds(ToolCallPart, tool_name=st.just("t"),
+              args=st.dictionaries(st.sampled_from("abc"), st.integers()),
               tool_call_id=CALL_IDS),
 )  # fmt: skip
 MESSAGES = st.lists(st.one_of(
     st.builds(ModelRequest, parts=st.lists(REQUEST_PARTS, max_size=3)),
     st.builds(ModelResponse, parts=st.lists(RESPONSE_PARTS, max_size=3),
-              usage=st.builds(RequestUsage, input_tokens=st.integers(0, 10**6), output_tokens=st.integers(0, 10**6))),
+              usage=st.builds(RequestUsage, input_tokens=st.integers(0, 10**6),
+                              output_tokens=st.integers(0, 10**6))),
 ), max_size=6)  # fmt: skip
 
 
@@ -375,8 +379,10 @@ def test_identical_messages_in_one_save_get_their_own_ids():
 
 def answering(model_name: str, tokens_in: int, tokens_out: int) -> FunctionModel:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        return ModelResponse(parts=[TextPart("ok")], usage=RequestUsage(input_tokens=tokens_in, output_tokens=tokens_out,
-                             cache_read_tokens=3), model_name=model_name)  # fmt: skip
+        return ModelResponse(parts=[TextPart("ok")],
+                             usage=RequestUsage(input_tokens=tokens_in, output_tokens=tokens_out,
+                                                cache_read_tokens=3),
+                             model_name=model_name)  # fmt: skip
 
     return FunctionModel(respond, model_name=model_name)
 

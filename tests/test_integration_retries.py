@@ -69,8 +69,10 @@ async def test_a_retried_langchain_save_stores_nothing_new(store):
     history = MindstoreChatMessageHistory("org/team/chat-1", ann)
     await history.aadd_messages([SystemMessage("Be brief.")])
     lose_the_first_acknowledgement(history)
-    exchange = [HumanMessage("Weather in Oslo?"), AIMessage("", id="lc_run--1", tool_calls=[{"name": "w", "args": {}, "id": "c1"}]),
-                ToolMessage("-3C", tool_call_id="c1"), AIMessage("Cold.", id="lc_run--2")]  # fmt: skip
+    exchange = [HumanMessage("Weather in Oslo?"),
+                AIMessage("", id="lc_run--1", tool_calls=[{"name": "w", "args": {}, "id": "c1"}]),
+                ToolMessage("-3C", tool_call_id="c1"),
+                AIMessage("Cold.", id="lc_run--2")]  # fmt: skip
     with pytest.raises(LostAcknowledgement):
         await history.aadd_messages(exchange)
     before = await dump(store)
@@ -98,7 +100,8 @@ async def test_a_retried_save_without_langchain_ids_stores_nothing_new_but_a_rep
 
 
 KINDS = st.sampled_from(["human", "ai", "ai-with-id", "system"])
-OPS = st.lists(st.tuples(st.sampled_from(["add", "retry", "repeat"]), st.lists(KINDS, min_size=1, max_size=3)),
+OPS = st.lists(st.tuples(st.sampled_from(["add", "retry", "repeat"]),
+                         st.lists(KINDS, min_size=1, max_size=3)),
                min_size=1, max_size=8)  # fmt: skip
 
 
@@ -125,7 +128,8 @@ async def test_histories_with_retries_hold_what_in_memory_holds_without_them(sto
             batch = [
                 HumanMessage(f"q{step}.{i}") if kind == "human"
                 else SystemMessage(f"s{step}.{i}") if kind == "system"
-                else AIMessage(f"a{step}.{i}", id=f"lc_run--{uuid.uuid4()}" if kind == "ai-with-id" else None)
+                else AIMessage(f"a{step}.{i}",
+                               id=f"lc_run--{uuid.uuid4()}" if kind == "ai-with-id" else None)
                 for i, kind in enumerate(kinds)
             ]  # fmt: skip
         await ours.aadd_messages(batch)
@@ -173,8 +177,11 @@ def search(query: str) -> str:
 def agent(state: MessagesState) -> dict:
     n = len(state["messages"])
     if isinstance(state["messages"][-1], HumanMessage):
-        return {"messages": [AIMessage("", id=f"ai-{n}", tool_calls=[{"name": "search", "args": {"query": "x"}, "id": f"c{n}"}],
-                                       usage_metadata={"input_tokens": 9, "output_tokens": 1, "total_tokens": 10})]}  # fmt: skip
+        return {"messages": [AIMessage("", id=f"ai-{n}",
+                                       tool_calls=[{"name": "search", "args": {"query": "x"},
+                                                    "id": f"c{n}"}],
+                                       usage_metadata={"input_tokens": 9, "output_tokens": 1,
+                                                       "total_tokens": 10})]}  # fmt: skip
     removals = (
         [RemoveMessage(id=m.id) for m in state["messages"][:2]] if n > 9 else []
     )  # a rewrite, now and then

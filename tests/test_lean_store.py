@@ -44,8 +44,10 @@ SUB = TaskConfigPart(model_name="openai/gpt-4o-mini", tool_metadata=[ToolMetadat
 def deterministic() -> Iterator[None]:
     """Ids and clock from counters: two builds of a conversation are the same."""
     ids, ticks = itertools.count(), itertools.count()
-    with mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"id{next(ids)}"), \
-            mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000 + 0.7 * next(ticks)):  # fmt: skip
+    with (
+        mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"id{next(ids)}"),
+        mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000 + 0.7 * next(ticks)),
+    ):
         yield
 
 

@@ -243,8 +243,8 @@ async def test_erasing_the_task_of_a_thread_takes_the_whole_thread(store: Any) -
 
     assert receipt.counts["tasks"] == 2
     assert await tuples(store, "acme", None) == (None, [])
-    assert await store.database["tasks"].count_documents({"tenant": "acme", "metadata.thread_id": "t1",
-                                                          "owner": None}) == 0  # fmt: skip
+    assert await store.database["tasks"].count_documents(
+        {"tenant": "acme", "metadata.thread_id": "t1", "owner": None}) == 0  # fmt: skip
     assert await tuples(store, "acme", "ann") == ann_before  # ann's own thread stays
 
 
@@ -285,8 +285,8 @@ async def test_a_restored_tenant_resumes_its_threads_sessions_and_agents_exactly
         await turn(target.scoped("acme", owner="ann"), MARK, 2)
     assert await tuples(fresh, "acme", "ann") != await tuples(fresh, "acme", None)
     ours, theirs = [await tuples(s, "acme", "ann") for s in (store, fresh)]
-    assert [t.checkpoint["channel_values"] for t in ours[1]][0]["messages"] == \
-        [t.checkpoint["channel_values"] for t in theirs[1]][0]["messages"]  # fmt: skip
+    assert ours[1][0].checkpoint["channel_values"]["messages"] == \
+        theirs[1][0].checkpoint["channel_values"]["messages"]  # fmt: skip
 
     again = await restore(store, tmp_path / "acme", mode="overwrite", dry_run=True)
     assert again.counts[POLICIES]["unchanged"] == 1 and again.counts[AGENTS]["unchanged"] == 1
@@ -369,15 +369,21 @@ def _forge(path: Path, name: str, change: Any) -> None:
 
 
 FORGERIES = {
-    "checkpoint moved to another owner": (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "o": "mallory"}, *rs[1:]]),
-    "checkpoint of another tenant's key": (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "_id": "beta" + rs[0]["_id"][4:]}, *rs[1:]]),
-    "checkpoint without its bytes": (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "c": "x"}, *rs[1:]]),
+    "checkpoint moved to another owner":
+        (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "o": "mallory"}, *rs[1:]]),
+    "checkpoint of another tenant's key":
+        (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "_id": "beta" + rs[0]["_id"][4:]}, *rs[1:]]),
+    "checkpoint without its bytes":
+        (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "c": "x"}, *rs[1:]]),
     "write twice": (LANGGRAPH_WRITES, lambda rs: [rs[0], *rs]),
-    "write item malformed": (LANGGRAPH_WRITES, lambda rs: [{**rs[0], "w": [["0", "c", "t", b""]]}, *rs[1:]]),
-    "blob without a channel": (LANGGRAPH_BLOBS, lambda rs: [{**rs[0], "_id": rs[0]["_id"].split("~")[0]}, *rs[1:]]),
+    "write item malformed":
+        (LANGGRAPH_WRITES, lambda rs: [{**rs[0], "w": [["0", "c", "t", b""]]}, *rs[1:]]),
+    "blob without a channel":
+        (LANGGRAPH_BLOBS, lambda rs: [{**rs[0], "_id": rs[0]["_id"].split("~")[0]}, *rs[1:]]),
     "agent of another tenant": (AGENTS, lambda rs: [{**rs[0], "_id": "beta/ann"}]),
     "agent active on no alias": (AGENTS, lambda rs: [{**rs[0], "active_alias": "nowhere"}]),
-    "policy keeping nothing": (POLICIES, lambda rs: [{**rs[0], "retention": {**rs[0]["retention"], "max_age_days": 0}}]),
+    "policy keeping nothing":
+        (POLICIES, lambda rs: [{**rs[0], "retention": {**rs[0]["retention"], "max_age_days": 0}}]),
     "policy of another tenant": (POLICIES, lambda rs: [{**rs[0], "_id": "beta"}]),
 }  # fmt: skip
 
@@ -517,6 +523,7 @@ async def test_redaction_reaches_the_messages_channel_and_erase_the_state_blobs(
     assert latest.checkpoint["channel_values"]["profile"]["id"] == MARK  # state: not redacted
     await erase(store, "acme", task_id="t1")
     thread = prefix_of("acme", None, "t1")
-    left = [d for name in SAVER for d in await store.database[name].find({"tenant": "acme"}).to_list()
+    left = [d for name in SAVER
+            for d in await store.database[name].find({"tenant": "acme"}).to_list()
             if d["_id"].startswith(thread)]  # fmt: skip
     assert left == []

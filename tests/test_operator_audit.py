@@ -47,8 +47,10 @@ from mindstore.portable import (
     sent_operators,
 )
 
-CONFIG = TaskConfigPart(model_name="m", compression_config=CompressionConfig(token_limit=50, keep_recent_messages=2),
-                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")])  # fmt: skip
+CONFIG = TaskConfigPart(
+    model_name="m", compression_config=CompressionConfig(token_limit=50, keep_recent_messages=2),
+    tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")],
+)  # fmt: skip
 SRC = Path(__file__).resolve().parents[1] / "src" / "mindstore"
 
 
@@ -59,7 +61,8 @@ def wire(name: str, command: dict[str, Any]) -> RecordedCommand:
 
 def update(coll: str, *statements: tuple[dict[str, Any], Any, bool]) -> RecordedCommand:
     return wire("update", {"update": coll, "ordered": True,
-                           "updates": [{"q": q, "u": u, "multi": m, "upsert": False} for q, u, m in statements]})  # fmt: skip
+                           "updates": [{"q": q, "u": u, "multi": m, "upsert": False}
+                                       for q, u, m in statements]})  # fmt: skip
 
 
 def delete(coll: str, q: dict[str, Any], limit: int) -> RecordedCommand:
@@ -76,8 +79,9 @@ SET = {"$set": {"title": "x"}}
 
 # ---------------------------------------------------------------- operator walker
 def test_walker_finds_nested_operators_but_not_variables_or_field_paths():
+    users = {"input": "$messages", "as": "m", "cond": {"$eq": ["$$m.role", "user"]}}
     pipeline = [{"$match": {"tenant": "t", "x": {"$in": [1]}}},
-                {"$project": {"m": {"$filter": {"input": "$messages", "as": "m", "cond": {"$eq": ["$$m.role", "user"]}}}}}]  # fmt: skip
+                {"$project": {"m": {"$filter": users}}}]  # fmt: skip
     assert operators(pipeline) == {"$match", "$in", "$project", "$filter", "$eq"}
     assert operators({"$$ROOT": 1, "a": ["$b", {"c": "$d"}]}) == set()
 
@@ -259,8 +263,9 @@ async def test_a_full_workload_stays_portable_and_shard_safe(store, tmp_path):
     assert set(used) <= ALLOWED
     # the shard-key rule really was exercised on every kind of write
     kinds = {(c.name, c.collection) for c in log}
-    for kind in [("update", "tasks"), ("insert", "tasks"), ("delete", "tasks"), ("insert", "dialog_nodes"),
-                 ("delete", "dialog_nodes"), ("delete", "payloads")]:  # fmt: skip
+    for kind in [("update", "tasks"), ("insert", "tasks"), ("delete", "tasks"),
+                 ("insert", "dialog_nodes"), ("delete", "dialog_nodes"),
+                 ("delete", "payloads")]:  # fmt: skip
         assert kind in kinds, kind
     assert any(
         is_replacement(w["u"]) for c in log if c.name == "update" for w in c.writes or []

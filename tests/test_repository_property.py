@@ -212,6 +212,6 @@ def test_store_and_memory_agree_after_random_verbs(ops):
 def test_sibling_sub_tasks_example():
     asyncio.run(
         scenario([("enter", False), ("human", "a"), ("exit",), ("enter", True), ("human", "b"),
-                  ("enter", False), ("exit",), ("assistant",), ("call", "delegate"), ("enter", False),
-                  ("exit",), ("exit",)])
+                  ("enter", False), ("exit",), ("assistant",), ("call", "delegate"),
+                  ("enter", False), ("exit",), ("exit",)])
     )  # fmt: skip

@@ -42,7 +42,8 @@ def call(i: int, *ids: str) -> AssistantMessage:
 
 def result(i: int, *ids: str) -> ToolMessage:
     return ToolMessage(id=f"t{i}", started_ts=1000 + i,
-                       content=[ToolResultPart(tool_call_id=c, tool_name="search", result=f"r-{c}") for c in ids])  # fmt: skip
+                       content=[ToolResultPart(tool_call_id=c, tool_name="search", result=f"r-{c}")
+                                for c in ids])  # fmt: skip
 
 
 async def stored_docs(store: Store, tenant: str, task_id: str) -> list[dict]:

@@ -353,8 +353,8 @@ async def test_every_adapters_conversations_are_searchable(acme: Any) -> None:
     content = types.Content(role="user", parts=[types.Part(text=said["adk"])])
     await service.append_event(session, Event(id="e1", invocation_id="i1", author="user",
                                               content=content))  # fmt: skip
-    await MindstoreChatStore(acme).add_message("llama", ChatMessage(role="user",
-                                                                    content=said["llama"]))  # fmt: skip
+    await MindstoreChatStore(acme).add_message(
+        "llama", ChatMessage(role="user", content=said["llama"]))  # fmt: skip
     await MindstoreHistoryProvider(acme).save_messages(
         "af", [Message(role="user", contents=[said["af"]])])  # fmt: skip
     page = await acme.search("wombat")

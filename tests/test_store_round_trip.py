@@ -151,7 +151,7 @@ async def test_every_role_and_part_round_trips_through_the_store(acme):
                 "role": role,
                 "id": f"msg-{role}",
                 "started_ts": 1_700_000_000 + index,
-                "content": [*list(SAMPLE_PARTS.values()), {"type": "future_part", "x": {"$y": 1}}],
+                "content": [*SAMPLE_PARTS.values(), {"type": "future_part", "x": {"$y": 1}}],
                 "name": "agent-7",
                 "logprobs": [{"token": "a", "logprob": -0.1}],
                 "metadata": {"$k": bson.Int64(5)},
@@ -168,7 +168,7 @@ async def test_every_role_and_part_round_trips_through_the_store(acme):
     # come back byte for byte.
     tid = (await acme.tasks.create(messages=[*originals, unknown], replay=True)).id
     stored = await acme.tasks.messages(tid)
-    for before, after in zip([*originals, unknown], stored):
+    for before, after in zip([*originals, unknown], stored, strict=True):
         expected = message_to_dict(before)
         assert message_to_dict(after) == expected
         assert type(after) is type(before)
