@@ -62,7 +62,8 @@ MODEL_ROLES = {"system", "user", "assistant", "tool", "informational"}
 
 def config(limit: int, **kw) -> TaskConfigPart:
     return TaskConfigPart(model_name="m", tool_metadata=TOOLS,
-                          compression_config=CompressionConfig(token_limit=limit, **kw))  # fmt: skip
+                          compression_config=CompressionConfig(token_limit=limit,
+                                                               **kw))  # fmt: skip
 
 
 def pairs_intact(messages) -> bool:
@@ -149,7 +150,8 @@ async def test_bookkeeping_never_reaches_the_model(acme):
     )
     await tasks.add_informational_message(tid, "note", "the user is on mobile", is_visible_ai=True)
     await tasks.add_message(tid, UserMessage(content=[
-        TextPart(text="hello"), InformationalPart(is_visible_ui=True, details="typed on mobile")]))  # fmt: skip
+        TextPart(text="hello"),
+        InformationalPart(is_visible_ui=True, details="typed on mobile")]))  # fmt: skip
     await tasks.add_message(tid, {"role": "custom_widget", "id": "w1", "payload": {"x": 1}})
     await tasks.add_human_message(tid, "and then?")
     compressor = Compressor("tool_compression", CompressionConfig(token_limit=10))
@@ -161,7 +163,8 @@ async def test_bookkeeping_never_reaches_the_model(acme):
     assert [m.role for m in window] == ["system", "informational", "user", "user"]
     assert window[2].content == [TextPart(text="hello")]  # the UI-only part stayed behind
     assert window.left_out.ui_parts == 1
-    # task config x2, hidden informational, unknown role (the compression marker is not a view message)
+    # task config x2, hidden informational, unknown role
+    # (the compression marker is not a view message)
     assert window.left_out.bookkeeping == 4
     sent = window.to_openai_chat()
     assert [m["role"] for m in sent] == ["system", "user", "user", "user"]
@@ -225,7 +228,9 @@ async def test_a_sub_task_sees_its_own_level_and_its_description(acme):
         tid, assistant.id, ToolCallPart(tool_call_id="d1", tool_name="delegate")
     )
     await tasks.add_task_entry(tid, [TextPart(text="Research the moon landing."),
-                                     InformationalPart(is_visible_ai=True, details="deadline friday")], OFF, entry_id="e1")  # fmt: skip
+                                     InformationalPart(is_visible_ai=True,
+                                                       details="deadline friday")],
+                               OFF, entry_id="e1")  # fmt: skip
     for i in range(30):
         await tasks.add_human_message(tid, f"inner {i} " + "x " * 40)
     inside = await tasks.context(tid, max_tokens=250)
@@ -264,8 +269,9 @@ async def test_tool_calls_and_results_are_never_split(acme):
 
 
 def test_pairing_keeps_the_other_parts_and_drops_empty_messages():
-    call = AssistantMessage(id="a", content=[TextPart(text="t"), ToolCallPart(tool_call_id="x", tool_name="s"),
-                                             ToolCallPart(tool_call_id="y", tool_name="s")])  # fmt: skip
+    call = AssistantMessage(id="a", content=[
+        TextPart(text="t"), ToolCallPart(tool_call_id="x", tool_name="s"),
+        ToolCallPart(tool_call_id="y", tool_name="s")])  # fmt: skip
     result = ToolMessage(id="r", content=[ToolResultPart(tool_call_id="y", tool_name="s")])
     orphan = ToolMessage(id="o", content=[ToolResultPart(tool_call_id="z", tool_name="s")])
     lone = AssistantMessage(id="b", content=[ToolCallPart(tool_call_id="w", tool_name="s")])
@@ -672,8 +678,9 @@ def test_a_window_read_in_pieces_equals_the_level_read_whole(steps, budget, firs
 
 
 @pytest.mark.parametrize("kwargs, named", [
-    ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": -5}, "max_tokens"), ({"max_tokens": True}, "max_tokens"),
-    ({"max_tokens": "100"}, "max_tokens"), ({"safety_buffer": -1}, "safety_buffer"),
+    ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": -5}, "max_tokens"),
+    ({"max_tokens": True}, "max_tokens"), ({"max_tokens": "100"}, "max_tokens"),
+    ({"safety_buffer": -1}, "safety_buffer"),
     ({"auto_compress": "yes"}, "auto_compress"), ({"strategy": []}, "strategy"),
     ({"strategy": ["tool_compression", "nope"]}, "nope"), ({"token_counter": 3}, "token_counter"),
 ])  # fmt: skip

@@ -109,8 +109,8 @@ async def test_the_recorder_counts_the_same_bytes_on_both_paths(
     for fast in (True, False):
         # the generated ids (the config message's) fixed: a sealed page's id filter holds
         # their bits, and a filter word's BSON size (int32 or int64) depends on them
-        counter = iter(range(10**6))
-        monkeypatch.setattr("mindstore.model.base.ID_SOURCE", lambda: f"gen{next(counter)}")
+        ids = (f"gen{n}" for n in range(10**6))
+        monkeypatch.setattr("mindstore.model.base.ID_SOURCE", ids.__next__)
         recorder = CommandRecorder()
         store = await mindstore.connect("embedded", recorder=recorder)
         store.backend.client.fast_updates = fast
