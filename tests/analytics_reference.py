@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
 
+from mindstore.model.levels import sub_task_spans
 from mindstore.model.messages import AnyMessage, parse_messages
 from mindstore.model.parts import ErrorPart, TaskEntryPart, ToolCallPart, ToolResultPart
 from mindstore.model.plans import message_usage
 from mindstore.model.storage_form import unescape_keys
-from mindstore.model.levels import sub_task_spans
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def _selected(tasks: list[StoredTask], f: Filters, *, root_model: bool = False,
         if created and f.ranged:
             created_at = task.doc["created_at"]
             if created_at.tzinfo is None:
-                created_at = created_at.replace(tzinfo=timezone.utc)
+                created_at = created_at.replace(tzinfo=UTC)
             ts = created_at.timestamp()
             if (f.since is not None and ts < f.since) or (f.until is not None and ts >= f.until):
                 continue
@@ -108,12 +109,13 @@ def _selected(tasks: list[StoredTask], f: Filters, *, root_model: bool = False,
 def period_label(ts: float, period: str | None) -> str | None:
     if period is None:
         return None
-    day = datetime.fromtimestamp(ts, tz=timezone.utc).date()
+    day = datetime.fromtimestamp(ts, tz=UTC).date()
     if period == "day":
         return day.isoformat()
     if period == "week":
-        return "%d-W%02d" % day.isocalendar()[:2]
-    return "%d-%02d" % (day.year, day.month)
+        year, week = day.isocalendar()[:2]
+        return f"{year}-W{week:02d}"
+    return f"{day.year}-{day.month:02d}"
 
 
 def duration(start: float, end: float) -> float:
@@ -129,7 +131,15 @@ def percentile(values: list[float], p: float) -> float:
 
 def summary(values: list[float]) -> dict[str, Any]:
     if not values:
-        return {"count": 0, "min": None, "max": None, "mean": None, "p50": None, "p90": None, "p99": None}
+        return {
+            "count": 0,
+            "min": None,
+            "max": None,
+            "mean": None,
+            "p50": None,
+            "p90": None,
+            "p99": None,
+        }
     return {
         "count": len(values), "min": min(values), "max": max(values),
         "mean": round(math.fsum(values) / len(values), 6),
@@ -163,18 +173,26 @@ def usage(tasks: list[StoredTask], f: Filters, dims: tuple[str, ...], period: st
     return {key: dict(v) for key, v in out.items()}
 
 
-def top_owners(tasks: list[StoredTask], f: Filters, limit: int, by: str) -> list[tuple[str | None, dict]]:
+def top_owners(
+    tasks: list[StoredTask], f: Filters, limit: int, by: str
+) -> list[tuple[str | None, dict]]:
     per_owner: dict[str | None, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     tasks_with_usage: dict[str | None, set[str]] = defaultdict(set)
     for (owner, task_id), sums in _usage_by_owner_task(tasks, f).items():
         tasks_with_usage[owner].add(task_id)
         for name, value in sums.items():
             per_owner[owner][name] += value
-    ranked = sorted(per_owner.items(), key=lambda item: (-item[1][by], item[0] is not None, item[0] or ""))
-    return [(owner, {**sums, "tasks": len(tasks_with_usage[owner])}) for owner, sums in ranked[:limit]]
+    ranked = sorted(
+        per_owner.items(), key=lambda item: (-item[1][by], item[0] is not None, item[0] or "")
+    )
+    return [
+        (owner, {**sums, "tasks": len(tasks_with_usage[owner])}) for owner, sums in ranked[:limit]
+    ]
 
 
-def _usage_by_owner_task(tasks: list[StoredTask], f: Filters) -> dict[tuple[str | None, str], dict[str, float]]:
+def _usage_by_owner_task(
+    tasks: list[StoredTask], f: Filters
+) -> dict[tuple[str | None, str], dict[str, float]]:
     out: dict[tuple[str | None, str], dict[str, float]] = {}
     for task in _selected(tasks, f):
         one = usage([task], f, ("owner",), None)
@@ -196,7 +214,11 @@ def latency(tasks: list[StoredTask], f: Filters, dims: tuple[str, ...], period: 
             if m.finished_ts < m.started_ts:
                 continue
             value = duration(m.started_ts, m.finished_ts)
-            labels = {"period": period_label(m.started_ts, period), "model": m.model_id, "owner": task.owner}
+            labels = {
+                "period": period_label(m.started_ts, period),
+                "model": m.model_id,
+                "owner": task.owner,
+            }
             values[_key(labels, dims)].append(value)
     return {key: summary(v) for key, v in values.items()}
 
@@ -214,7 +236,10 @@ def tools(tasks: list[StoredTask], f: Filters, dims: tuple[str, ...], period: st
                     unit = units[part.tool_call_id]
                     unit.setdefault("names", set()).add(part.tool_name)
                     unit["call_ts"] = min(unit.get("call_ts", math.inf), m.started_ts)
-                    unit["model"] = max(filter(None, [unit.get("model"), getattr(m, "model_id", None)]), default=None)
+                    unit["model"] = max(
+                        filter(None, [unit.get("model"), getattr(m, "model_id", None)]),
+                        default=None,
+                    )
                 elif isinstance(part, ToolResultPart):
                     unit = units[part.tool_call_id]
                     unit.setdefault("names", set()).add(part.tool_name)
@@ -240,7 +265,9 @@ def sessions(tasks: list[StoredTask], f: Filters) -> dict[str, Any]:
     for task in _selected(tasks, f, root_model=True, created=True):
         own = task.own()
         lengths.append(len(own))
-        starts = [stored_value(m, "started_ts") for m in own if is_number(stored_value(m, "started_ts"))]
+        starts = [
+            stored_value(m, "started_ts") for m in own if is_number(stored_value(m, "started_ts"))
+        ]
         ends = starts + [stored_value(m, "finished_ts") for m in own
                          if is_number(stored_value(m, "finished_ts"))]  # fmt: skip
         if starts:
@@ -253,14 +280,17 @@ def subtasks(tasks: list[StoredTask], f: Filters) -> dict[int, dict[str, Any]]:
     by_depth: dict[int, dict[str, Any]] = {}
     for task in _selected(tasks, f):
         own = task.own()
-        models = {m.id: [p.initial_task_config.model_name for p in m.content if isinstance(p, TaskEntryPart)]
+        models = {m.id: [p.initial_task_config.model_name for p in m.content
+                         if isinstance(p, TaskEntryPart)]
                   for m in own if m.role == "taskentry"}  # fmt: skip
         for span in sub_task_spans(own):
             if f.ranged and not f.in_range(span.started_ts):
                 continue
             if f.model is not None and f.model not in models[span.entry_id]:
                 continue
-            entry = by_depth.setdefault(span.depth, {"spans": 0, "open": 0, "messages": 0, "durations": []})
+            entry = by_depth.setdefault(
+                span.depth, {"spans": 0, "open": 0, "messages": 0, "durations": []}
+            )
             entry["spans"] += 1
             entry["messages"] += span.message_count
             if span.duration is None:
@@ -268,12 +298,16 @@ def subtasks(tasks: list[StoredTask], f: Filters) -> dict[int, dict[str, Any]]:
             else:
                 entry["durations"].append(duration(span.started_ts, span.finished_ts))
     return {depth: {"spans": e["spans"], "open": e["open"], "messages": e["messages"],
-                    "duration": summary(e["durations"])} for depth, e in by_depth.items()}  # fmt: skip
+                    "duration": summary(e["durations"])}
+            for depth, e in by_depth.items()}  # fmt: skip
 
 
-def activity(tasks: list[StoredTask], f: Filters, period: str | None) -> dict[str | None, dict[str, Any]]:
+def activity(
+    tasks: list[StoredTask], f: Filters, period: str | None
+) -> dict[str | None, dict[str, Any]]:
     rows: dict[str | None, dict[str, Any]] = defaultdict(
-        lambda: {"tasks_created": 0, "by_role": defaultdict(int), "owners": set()})
+        lambda: {"tasks_created": 0, "by_role": defaultdict(int), "owners": set()}
+    )
     for task in _selected(tasks, f, root_model=True):
         for m in task.own():
             if not f.in_range(stored_value(m, "started_ts")):
@@ -284,6 +318,6 @@ def activity(tasks: list[StoredTask], f: Filters, period: str | None) -> dict[st
     for task in _selected(tasks, f, root_model=True, created=True):
         created_at = task.doc["created_at"]
         if created_at.tzinfo is None:
-            created_at = created_at.replace(tzinfo=timezone.utc)
+            created_at = created_at.replace(tzinfo=UTC)
         rows[period_label(created_at.timestamp(), period)]["tasks_created"] += 1
     return dict(rows)

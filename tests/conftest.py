@@ -133,19 +133,29 @@ def portable_audit(request: pytest.FixtureRequest) -> Iterator[None]:
     unknown = {(c.collection, c.origin) for c in sent
                if c.name.lower() in WRITE_COMMANDS and c.collection not in REGISTERED}  # fmt: skip
     if unknown:
-        shown = "\n".join(f"  {name} (written from {origin})" for name, origin in sorted(unknown, key=str)[:10])
-        pytest.fail(f"mindstore wrote collections the registry (mindstore.registry) does not know:\n{shown}",
-                    pytrace=False)
+        shown = "\n".join(
+            f"  {name} (written from {origin})" for name, origin in sorted(unknown, key=str)[:10]
+        )
+        pytest.fail(
+            "mindstore wrote collections the registry (mindstore.registry) does not know:\n"
+            + shown,
+            pytrace=False,
+        )
     found = [(c, v) for c in sent if c.collection in MINDSTORE_COLLECTIONS for v in audit([c])]
     if found:
         shown = "\n".join(f"  {v.command} on {v.collection}: {v.problem} (sent from {c.origin})"
                           for c, v in found[:10])  # fmt: skip
-        pytest.fail(f"{len(found)} non-portable or shard-unsafe command(s):\n{shown}", pytrace=False)
+        pytest.fail(
+            f"{len(found)} non-portable or shard-unsafe command(s):\n{shown}", pytrace=False
+        )
     queries = INDEXES.findings(c for c in sent if c.collection in MINDSTORE_COLLECTIONS)
     unserved = [(c, f) for c, f in queries if not f.ok]
     if unserved:
-        shown = "\n".join(f"  {c.name} on {f.shape.collection}: {f.shape.describe()} -> "
-                          f"{f.problem()} (sent from {c.origin})" for c, f in unserved[:10])
+        shown = "\n".join(
+            f"  {c.name} on {f.shape.collection}: {f.shape.describe()} -> "
+            f"{f.problem()} (sent from {c.origin})"
+            for c, f in unserved[:10]
+        )
         pytest.fail(f"{len(unserved)} query(ies) no declared index serves and no bounded scan "
                     f"allows (mindstore.index_audit):\n{shown}", pytrace=False)  # fmt: skip
     if SHAPES_FILE:  # recording the shapes to rewrite the table: not checking it

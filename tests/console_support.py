@@ -83,7 +83,10 @@ SVG_SCRIPT = base64.b64encode(
     b'<svg xmlns="http://www.w3.org/2000/svg" onload="window.__xss=99"><script>'
     b"window.__xss=98</script></svg>"
 ).decode()
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 
 async def xss_task(tasks: Any) -> str:

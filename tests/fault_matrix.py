@@ -424,8 +424,10 @@ async def run_case(
 def _between(path: WritePath, before: Any, after: Any, whole: Any) -> str | None:
     """Which documented in-between state `after` is, if any (`WritePath`)."""
     names = set(before) | set(after) | set(whole)
-    if path.commit and all(before.get(c) == after.get(c) for c in path.commit) and all(
-        after.get(name) in (before.get(name), whole.get(name)) for name in names
+    if (
+        path.commit
+        and all(before.get(c) == after.get(c) for c in path.commit)
+        and all(after.get(name) in (before.get(name), whole.get(name)) for name in names)
     ):
         return f"written up to its commit point ({', '.join(path.commit)}), not yet visible"
     if not path.atomic:

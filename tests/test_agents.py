@@ -32,7 +32,9 @@ async def test_the_documents_agent_flow_end_to_end(acme, store):
     assert agent.active_alias == "planning" and agent.current_dialog == planning.id
     assert planning.owner == "coder"
     head = await acme.dialogs.head(planning.id)
-    assert head.role == "system" and head.text() == "You are a Python coder." and head.name == "coder"
+    assert (
+        head.role == "system" and head.text() == "You are a Python coder." and head.name == "coder"
+    )
     for turn in ("What's the plan?", "Step one", "Step two", "Step three"):
         await agent.receive(turn)
     execution = await agent.open("execution", prompt_args={"language": "Rust"})
@@ -43,15 +45,24 @@ async def test_the_documents_agent_flow_end_to_end(acme, store):
     assert agent.active_alias == "planning_alt" and agent.current_dialog == alt.id
     kept = await acme.tasks.messages(alt.id)
     source = await acme.tasks.messages(planning.id)
-    assert [m.id for m in kept] == [source[0].id, *[m.id for m in source[-2:]]]  # first_k=1, last_n=2
+    assert [m.id for m in kept] == [
+        source[0].id,
+        *[m.id for m in source[-2:]],
+    ]  # first_k=1, last_n=2
     node = await acme.dialogs.node(alt.id)
     assert (node.parent_id, node.last_n, node.first_k, node.owner) == (planning.id, 2, 1, "coder")
-    assert agent.dialogs == {"planning": planning.id, "execution": execution.id, "planning_alt": alt.id}
+    assert agent.dialogs == {
+        "planning": planning.id,
+        "execution": execution.id,
+        "planning_alt": alt.id,
+    }
     assert agent.state.entries[-1].forked_from == "planning"
     # persisted: a fresh handle, and one small document with one version per change
     again = await acme.agents.get("coder")
     assert again.dialogs == agent.dialogs and again.active_alias == "planning_alt"
-    stored = await store.database[AGENTS].find_one({"_id": agent_key("acme", "coder"), "tenant": "acme"})
+    stored = await store.database[AGENTS].find_one(
+        {"_id": agent_key("acme", "coder"), "tenant": "acme"}
+    )
     assert stored["owner"] == "coder" and stored["version"] == 4  # open, open, switch, fork
     assert await acme.agents.list() == ["coder"]
     # receive goes to the active dialog (now the fork)
@@ -164,7 +175,8 @@ async def test_two_coroutines_opening_the_same_alias_leave_one_dialog(acme):
 async def test_agent_context_applies_its_context_manager_without_touching_the_dialog(acme):
     config = ContextConfig.from_dict({
         "global": {"context_manager": {"type": "default"}},
-        "agent_configs": [{"name": "cheap", "model_name": "gpt-4o-mini", "context_manager": {"max_tokens": 5_600}}],
+        "agent_configs": [{"name": "cheap", "model_name": "gpt-4o-mini",
+                           "context_manager": {"max_tokens": 5_600}}],
     })  # fmt: skip
     manager = config.context_manager_for("cheap")
     assert isinstance(manager, DefaultContextManager) and manager.budget == 600
@@ -175,7 +187,11 @@ async def test_agent_context_applies_its_context_manager_without_touching_the_di
     stored = [message_to_dict(m) for m in await acme.tasks.messages(dialog.id)]
     sent = await agent.context()
     assert sent[0].text() == "Be brief." and sent[-1].text().startswith("message 11 ")
-    assert sum(estimate_tokens(m) for m in sent) <= 600 < sum(estimate_tokens(m) for m in await acme.tasks.messages(dialog.id))
+    assert (
+        sum(estimate_tokens(m) for m in sent)
+        <= 600
+        < sum(estimate_tokens(m) for m in await acme.tasks.messages(dialog.id))
+    )
     assert any(m.text().startswith(TRUNCATION_PREFIX) for m in sent)
     assert [message_to_dict(m) for m in await acme.tasks.messages(dialog.id)] == stored
     plain = await acme.agents.get("cheap")

@@ -13,10 +13,10 @@ import functools
 import random
 from typing import Any
 
-import analytics_reference as ref
 import pytest
-from layout import flat_tasks
 
+import analytics_reference as ref
+from layout import flat_tasks
 from mindstore.errors import ValidationError
 from mindstore.model.parts import TaskConfigPart
 from mindstore.workload import MODELS, Workload, WorkloadSpec, generate, load
@@ -29,7 +29,7 @@ SPECS = {
 STATES = ("running", "completed", "failed", "paused")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def workload(name: str) -> Workload:
     return generate(SPECS[name])
 
@@ -81,7 +81,9 @@ def distribution_dict(summary: Any) -> dict[str, Any]:
     return summary.model_dump()
 
 
-async def check_all_reports(acme: Any, tasks: list[ref.StoredTask], f: ref.Filters, rng: random.Random) -> None:
+async def check_all_reports(
+    acme: Any, tasks: list[ref.StoredTask], f: ref.Filters, rng: random.Random
+) -> None:
     period = rng.choice([None, "day", "week", "month"])
     dims = tuple(d for d in ("model", "owner") if rng.random() < 0.6)
     full_dims = (("period",) if period else ()) + dims
@@ -94,19 +96,22 @@ async def check_all_reports(acme: Any, tasks: list[ref.StoredTask], f: ref.Filte
     owners = await acme.analytics.top_owners(limit=2, by=by, **kwargs)
     expected_owners = ref.top_owners(tasks, f, 2, by)
     assert [row.owner for row in owners] == [owner for owner, _ in expected_owners]
-    for row, (_, sums) in zip(owners, expected_owners):
+    for row, (_, sums) in zip(owners, expected_owners, strict=True):
         assert row.tasks == sums["tasks"] and row.cost == pytest.approx(sums["cost"], abs=1e-6)
 
     rows = await acme.analytics.latency(group_by=dims, period=period, **kwargs)
     latency_dims = full_dims
     expected = ref.latency(tasks, f, latency_dims, period)
-    assert {tuple(getattr(r, d) for d in latency_dims): {k: getattr(r, k) for k in expected_fields(r)}
-            for r in rows} == expected  # fmt: skip
+    assert {tuple(getattr(r, d) for d in latency_dims):
+            {k: getattr(r, k) for k in expected_fields(r)} for r in rows} == expected  # fmt: skip
 
     tool_dims = (("period",) if period else ()) + (("model",) if "model" in dims else ())
-    rows = await acme.analytics.tools(group_by=[d for d in tool_dims if d != "period"], period=period, **kwargs)
-    actual = {(r.tool, *(getattr(r, d) for d in tool_dims)): {"calls": r.calls, "results": r.results,
-              "errors": r.errors} for r in rows}  # fmt: skip
+    rows = await acme.analytics.tools(
+        group_by=[d for d in tool_dims if d != "period"], period=period, **kwargs
+    )
+    actual = {(r.tool, *(getattr(r, d) for d in tool_dims)):
+              {"calls": r.calls, "results": r.results, "errors": r.errors}
+              for r in rows}  # fmt: skip
     assert actual == ref.tools(tasks, f, tool_dims, period)
     for r in rows:
         assert r.error_rate == (pytest.approx(r.errors / r.results) if r.results else None)
@@ -124,13 +129,15 @@ async def check_all_reports(acme: Any, tasks: list[ref.StoredTask], f: ref.Filte
     rows = await acme.analytics.subtasks(**kwargs)
     expected_spans = ref.subtasks(tasks, f)
     assert {r.depth: {"spans": r.spans, "open": r.open, "messages": r.messages,
-                      "duration": distribution_dict(r.duration)} for r in rows} == expected_spans  # fmt: skip
+                      "duration": distribution_dict(r.duration)}
+            for r in rows} == expected_spans  # fmt: skip
     assert all(r.finished == r.spans - r.open for r in rows)
 
     rows = await acme.analytics.activity(period=period, **kwargs)
     expected_activity = ref.activity(tasks, f, period)
     assert {r.period: (r.tasks_created, r.by_role, r.active_owners) for r in rows} == {
-        key: (v["tasks_created"], dict(v["by_role"]), len(v["owners"])) for key, v in expected_activity.items()
+        key: (v["tasks_created"], dict(v["by_role"]), len(v["owners"]))
+        for key, v in expected_activity.items()
     }
     owners_rows = await acme.analytics.active_owners(period=period, **kwargs)
     assert {r.period: set(r.owners) for r in owners_rows} == {
@@ -198,7 +205,9 @@ async def test_fork_copies_are_counted_once(store):
     for turn in range(3):
         await acme.tasks.add_human_message(task.id, f"question {turn}")
         reply = await acme.tasks.add_assistant_message(task.id)
-        await acme.tasks.finish_assistant_message(task.id, reply.id, tokens_in=100, tokens_out=10, cost=0.5)
+        await acme.tasks.finish_assistant_message(
+            task.id, reply.id, tokens_in=100, tokens_out=10, cost=0.5
+        )
     before = await acme.analytics.usage(group_by=())
     assert before[0].messages == 3 and before[0].cost == pytest.approx(1.5)
 
@@ -206,12 +215,20 @@ async def test_fork_copies_are_counted_once(store):
     assert (await acme.tasks.get(child.id)).usage.cost == pytest.approx(1.5)  # the copy's roll-up
     assert await acme.analytics.usage(group_by=()) == before
     sessions = await acme.analytics.sessions()
-    assert sessions.sessions == 2 and sessions.length_histogram[0].sessions == 1  # the untouched fork
+    assert (
+        sessions.sessions == 2 and sessions.length_histogram[0].sessions == 1
+    )  # the untouched fork
 
     reply = await acme.tasks.add_assistant_message(child.id)
-    await acme.tasks.finish_assistant_message(child.id, reply.id, tokens_in=7, tokens_out=1, cost=0.25)
+    await acme.tasks.finish_assistant_message(
+        child.id, reply.id, tokens_in=7, tokens_out=1, cost=0.25
+    )
     after = await acme.analytics.usage(group_by=())
-    assert after[0].messages == 4 and after[0].tokens_in == 307 and after[0].cost == pytest.approx(1.75)
+    assert (
+        after[0].messages == 4
+        and after[0].tokens_in == 307
+        and after[0].cost == pytest.approx(1.75)
+    )
     tasks = await stored(store, "acme")
     assert_sums_equal(usage_rows(after, ()), ref.usage(tasks, ref.Filters(), (), None))
 
@@ -221,10 +238,12 @@ async def test_odd_stored_messages_do_not_break_reports(store):
     reports skip what they cannot place and agree with the reference."""
     acme = store.scoped("acme")
     task = await acme.tasks.create(owner="bob", config=TaskConfigPart(model_name="m1"))
-    await acme.tasks.add_message(task.id, {"role": "critic", "id": "odd-1", "started_ts": "yesterday",
+    await acme.tasks.add_message(task.id, {"role": "critic", "id": "odd-1",
+                                           "started_ts": "yesterday",
                                            "verdict": {"$ref": "#/x"}})  # fmt: skip
     await acme.tasks.add_message(task.id, {"role": "tool", "id": "odd-2", "content": [
-        {"type": "toolResult", "tool_call_id": "ghost", "tool_name": "web_search", "is_error": True},
+        {"type": "toolResult", "tool_call_id": "ghost", "tool_name": "web_search",
+         "is_error": True},
         {"type": "hologram", "data": 1}]})  # fmt: skip
     reply = await acme.tasks.add_assistant_message(task.id)
     await acme.tasks.add_text_part(task.id, reply.id, "hi")
@@ -242,7 +261,8 @@ async def test_owner_scoped_view_and_bad_arguments(store):
     owner = (await tenant.analytics.top_owners(limit=1))[0].owner
     scoped = store.scoped("tenant-0", owner=owner)
     assert await scoped.analytics.usage(group_by=("owner",)) == await tenant.analytics.usage(
-        group_by=("owner",), owner=owner)
+        group_by=("owner",), owner=owner
+    )
     with pytest.raises(ValidationError, match="scoped to owner"):
         await scoped.analytics.usage(owner="someone-else")
     bad_calls = [

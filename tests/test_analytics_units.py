@@ -4,7 +4,7 @@ folding, without a store."""
 from __future__ import annotations
 
 import math
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 from hypothesis import given
@@ -18,7 +18,9 @@ from mindstore.pipelines import analytics as pipelines
 from mindstore.pipelines.analytics import ReportFilter
 from mindstore.portable import ALLOWED, operators
 
-FILTER = ReportFilter(tenant="acme", owner="alice", state="running", model="m", since=10.0, until=99.0)
+FILTER = ReportFilter(
+    tenant="acme", owner="alice", state="running", model="m", since=10.0, until=99.0
+)
 ALL_PIPELINES = {
     "usage": pipelines.usage_pipeline(FILTER, ("period", "model", "owner")),
     "owners": pipelines.top_owners_pipeline(FILTER),
@@ -55,7 +57,7 @@ def test_nearest_rank_percentiles_are_observed_values():
     (date(2021, 1, 3), "2020-W53", "2021-01"),
 ])  # fmt: skip
 def test_period_keys_use_iso_weeks(day, week, month):
-    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
     assert period_key(start, Period.day) == day.isoformat()
     assert period_key(start + 86399, Period.week) == week
     assert period_key(start, Period.month) == month
@@ -63,7 +65,7 @@ def test_period_keys_use_iso_weeks(day, week, month):
 
 
 def test_time_bounds_accept_dates_datetimes_epochs_and_iso_text():
-    noon = datetime(2026, 10, 5, 12, tzinfo=timezone.utc).timestamp()
+    noon = datetime(2026, 10, 5, 12, tzinfo=UTC).timestamp()
     assert epoch_seconds("2026-10-05T12:00:00Z") == noon
     assert epoch_seconds(datetime(2026, 10, 5, 12)) == noon  # naive = UTC
     assert epoch_seconds(date(2026, 10, 5)) == noon - 12 * 3600
@@ -100,11 +102,11 @@ def test_a_time_range_reaches_the_messages_and_the_created_tasks():
     assert usage_match["messages.started_ts"] == {"$gte": 10.0, "$lt": 99.0}
     assert usage_match["messages.origin"] is None and usage_match["messages.model_id"] == "m"
     created = pipelines.tasks_created_pipeline(FILTER)[0]["$match"]["created_at"]
-    assert created["$gte"] == datetime.fromtimestamp(10, tz=timezone.utc)
+    assert created["$gte"] == datetime.fromtimestamp(10, tz=UTC)
 
 
 def test_folding_merges_null_and_missing_keys_and_drops_empty_groups():
-    day = datetime(2026, 10, 5, tzinfo=timezone.utc).timestamp()
+    day = datetime(2026, 10, 5, tzinfo=UTC).timestamp()
     groups = [
         {"_id": {"period": day, "model": None}, "messages": 2, "tokens_in": 5, "cost": 0.5},
         {"_id": {"period": day + 86400}, "messages": 1, "tokens_in": None, "cost": 0.25},
@@ -112,7 +114,8 @@ def test_folding_merges_null_and_missing_keys_and_drops_empty_groups():
     ]
     rows = folding.fold_usage(groups, ("period", "model"), Period.week)
     assert [(r.period, r.model, r.messages, r.tokens_in, r.cost) for r in rows] == [
-        ("2026-W41", None, 3, 5, 0.75)]
+        ("2026-W41", None, 3, 5, 0.75)
+    ]
     assert folding.fold_usage(groups[2:], (), None) == []
 
 

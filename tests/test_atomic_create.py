@@ -13,6 +13,7 @@ with small pages (`store.page_policy`), each example in tenants of its own.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable
@@ -582,9 +583,23 @@ async def test_a_create_of_other_messages_does_not_take_a_stopped_create_s_pages
     await assert_invisible(clean, "T", await reports(clean), tmp_path)
     [born] = {page["born"] for page in await page_docs(store, clean.tenant, "T")}
     old = born - ORPHAN_GRACE - timedelta(seconds=1)
-    await store.database["task_pages"].update_many({"tenant": clean.tenant}, {"$set": {"born": old}})
+    await store.database["task_pages"].update_many(
+        {"tenant": clean.tenant}, {"$set": {"born": old}}
+    )
     await clean.tasks.create(task_id="T", messages=other.messages, replay=True)  # an orphan now
     await assert_complete(clean, "T", other)
+
+
+async def create_noting(
+    scoped: TenantStore, history: Task, name: str, outcome: dict[str, BaseException | None]
+) -> None:
+    """Create task "T" with `history`, noting under `name` in `outcome` the `Conflict` it
+    met, or None when it won."""
+    try:
+        await scoped.tasks.create(task_id="T", messages=history.messages, replay=True)
+        outcome[name] = None
+    except Conflict as exc:
+        outcome[name] = exc
 
 
 @pytest.mark.parametrize("same_millisecond", [False, True])
@@ -612,24 +627,13 @@ async def test_two_creates_of_one_id_racing_never_mix_their_pages(
         second = Store(store.backend, page_policy=policy).scoped(tenant)
         outcome: dict[str, BaseException | None] = {}
 
-        async def run_second() -> None:
-            try:
-                await second.tasks.create(task_id="T", messages=second_history.messages, replay=True)
-                outcome["second"] = None
-            except Conflict as exc:
-                outcome["second"] = exc
-
+        run_second = functools.partial(create_noting, second, second_history, "second", outcome)
         wrap(first, Writes(k, meanwhile=run_second))
-        try:
-            await first.tasks.create(task_id="T", messages=first_history.messages, replay=True)
-            outcome["first"] = None
-        except Conflict as exc:
-            outcome["first"] = exc
+        await create_noting(first, first_history, "first", outcome)
         winners = [name for name, error in outcome.items() if error is None]
         assert len(winners) == 1, (k, outcome)
         won = first_history if winners == ["first"] else second_history
         await assert_complete(store.scoped(tenant), "T", won)
-
 
 
 async def test_a_create_past_its_deadline_writes_no_more_pages(

@@ -29,8 +29,9 @@ def data(tmp_path) -> Path:
     async def seed() -> None:
         store = await new_store()
         for tenant, owner in (("acme", "alice"), ("acme", "bob"), ("beta", "zed")):
-            task = await store.scoped(tenant).tasks.create(owner=owner, title=f"{owner}'s task",
-                                                           metadata={"$schema": "s"})
+            task = await store.scoped(tenant).tasks.create(
+                owner=owner, title=f"{owner}'s task", metadata={"$schema": "s"}
+            )
             await store.scoped(tenant).tasks.add_human_message(task.id, f"hello from {owner}")
         await save_snapshot(store.database, path)
         await store.close()
@@ -71,8 +72,17 @@ def test_backup_verify_erase_restore(data, tmp_path):
     assert dump(data) == original
 
     receipt_file = tmp_path / "receipts" / "alice.json"
-    result = invoke(data, "erase", "--tenant", "acme", "--owner", "alice", "--yes",
-                    "--receipt", str(receipt_file))
+    result = invoke(
+        data,
+        "erase",
+        "--tenant",
+        "acme",
+        "--owner",
+        "alice",
+        "--yes",
+        "--receipt",
+        str(receipt_file),
+    )
     assert result.exit_code == 0, result.output
     receipt = json.loads(result.output)
     assert receipt == json.loads(receipt_file.read_text())
@@ -83,7 +93,12 @@ def test_backup_verify_erase_restore(data, tmp_path):
     result = invoke(data, "restore", str(tmp_path / "acme"), "--dry-run", "--json")
     assert result.exit_code == 0
     planned = json.loads(result.output)
-    assert planned["counts"]["tasks"] == {"inserted": 1, "overwritten": 0, "skipped": 1, "unchanged": 0}
+    assert planned["counts"]["tasks"] == {
+        "inserted": 1,
+        "overwritten": 0,
+        "skipped": 1,
+        "unchanged": 0,
+    }
 
     result = invoke(data, "restore", str(tmp_path / "acme"))
     assert result.exit_code == 0, result.output
@@ -92,7 +107,12 @@ def test_backup_verify_erase_restore(data, tmp_path):
 
     result = invoke(data, "restore", str(tmp_path / "acme"), "--mode", "fail", "--json")
     assert result.exit_code == 0
-    assert json.loads(result.output)["totals"] == {"inserted": 0, "overwritten": 0, "skipped": 0, "unchanged": 2}
+    assert json.loads(result.output)["totals"] == {
+        "inserted": 0,
+        "overwritten": 0,
+        "skipped": 0,
+        "unchanged": 2,
+    }
 
 
 def test_verify_exit_codes(data, tmp_path):
@@ -128,7 +148,10 @@ def test_usage_errors(data, tmp_path):
     assert invoke(data, "backup", str(tmp_path / "y")).exit_code == 0
     assert invoke(data, "backup", str(tmp_path / "y")).exit_code == 8  # exists
     assert invoke(data, "erase", "--yes").exit_code == 7  # no tenant
-    assert invoke(data, "erase", "--tenant", "acme", "--owner", "a", "--task", "t", "--yes").exit_code == 2
+    assert (
+        invoke(data, "erase", "--tenant", "acme", "--owner", "a", "--task", "t", "--yes").exit_code
+        == 2
+    )
     assert invoke(data, "restore", str(tmp_path / "y"), "--mode", "merge").exit_code == 2
     # a copy into another tenant next to the source tenant: task ids are per tenant, so
     # it goes in beside it (and a second run finds everything unchanged)
@@ -140,7 +163,9 @@ def test_usage_errors(data, tmp_path):
     after = dump(data)
     assert len(after["tasks"]) == len(before["tasks"]) + 2
     assert all(doc in after[name] for name, docs in before.items() for doc in docs)
-    result = invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma", "--mode", "fail", "--json")
+    result = invoke(
+        data, "restore", str(tmp_path / "acme"), "--as-tenant", "gamma", "--mode", "fail", "--json"
+    )
     assert result.exit_code == 0 and json.loads(result.output)["totals"]["unchanged"] == 2
     after = dump(data)
     assert invoke(data, "restore", str(tmp_path / "acme"), "--as-tenant", "$gamma").exit_code == 2
@@ -154,14 +179,24 @@ def test_task_and_since_scopes_from_the_cli(data, tmp_path):
         for line in handle:
             ids.append(json.loads(line)["_id"])
     assert len(ids) == 3
-    result = invoke(data, "backup", str(tmp_path / "two"), "--task", ids[0], "--task", ids[2], "--json")
+    result = invoke(
+        data, "backup", str(tmp_path / "two"), "--task", ids[0], "--task", ids[2], "--json"
+    )
     assert result.exit_code == 0 and json.loads(result.output)["collections"]["tasks"]["count"] == 2
     tenant, _, bare = ids[0].partition("/")
-    result = invoke(data, "backup", str(tmp_path / "bare"), "--task", bare)  # ambiguous: which tenant?
-    assert result.exit_code == 2 and "--tenant" in result.output and not (tmp_path / "bare").exists()
-    result = invoke(data, "backup", str(tmp_path / "bare"), "--tenant", tenant, "--task", bare, "--json")
+    result = invoke(
+        data, "backup", str(tmp_path / "bare"), "--task", bare
+    )  # ambiguous: which tenant?
+    assert (
+        result.exit_code == 2 and "--tenant" in result.output and not (tmp_path / "bare").exists()
+    )
+    result = invoke(
+        data, "backup", str(tmp_path / "bare"), "--tenant", tenant, "--task", bare, "--json"
+    )
     assert result.exit_code == 0 and json.loads(result.output)["collections"]["tasks"]["count"] == 1
-    result = invoke(data, "backup", str(tmp_path / "none"), "--since", "2999-01-01T00:00:00Z", "--json")
+    result = invoke(
+        data, "backup", str(tmp_path / "none"), "--since", "2999-01-01T00:00:00Z", "--json"
+    )
     assert result.exit_code == 0 and json.loads(result.output)["collections"]["tasks"]["count"] == 0
     assert invoke(data, "verify", str(tmp_path / "none")).exit_code == 0
 

@@ -26,24 +26,55 @@ async def _populate(store):
                 await store.scoped(tenant).tasks.add_system_message(task.id, "sys")
                 ids.setdefault((tenant, owner), []).append(task.id)
                 await store.database["payloads"].insert_one(
-                    {"_id": f"p-{task.id}", "tenant": tenant, "task_id": task.id, "data": b"\x01" * 8})
+                    {
+                        "_id": f"p-{task.id}",
+                        "tenant": tenant,
+                        "task_id": task.id,
+                        "data": b"\x01" * 8,
+                    }
+                )
     nodes = store.database["dialog_nodes"]
     alice_root = ids[("acme", "alice")][0]
-    await nodes.insert_one({"_id": task_key("acme", alice_root), "tenant": "acme", "owner": "alice", "parent_id": None,
-                            "root_id": alice_root, "ancestors": []})
+    await nodes.insert_one(
+        {
+            "_id": task_key("acme", alice_root),
+            "tenant": "acme",
+            "owner": "alice",
+            "parent_id": None,
+            "root_id": alice_root,
+            "ancestors": [],
+        }
+    )
     bob_fork = ids[("acme", "bob")][0]  # bob forked alice's dialog: another owner's child
-    await nodes.insert_one({"_id": task_key("acme", bob_fork), "tenant": "acme", "owner": "bob", "parent_id": alice_root,
-                            "root_id": alice_root, "ancestors": [alice_root]})
+    await nodes.insert_one(
+        {
+            "_id": task_key("acme", bob_fork),
+            "tenant": "acme",
+            "owner": "bob",
+            "parent_id": alice_root,
+            "root_id": alice_root,
+            "ancestors": [alice_root],
+        }
+    )
     # an orphan node of alice whose task was already deleted: erased with her data
-    await nodes.insert_one({"_id": "gone-task", "tenant": "acme", "owner": "alice", "parent_id": None,
-                            "root_id": "gone-task"})
+    await nodes.insert_one(
+        {
+            "_id": "gone-task",
+            "tenant": "acme",
+            "owner": "alice",
+            "parent_id": None,
+            "root_id": "gone-task",
+        }
+    )
     return ids
 
 
 async def _snapshot(store) -> dict[str, dict[str, bytes]]:
     out = {}
     for name in ("tasks", "dialog_nodes", "payloads"):
-        out[name] = {d["_id"]: bson.encode(d) for d in await store.database[name].find({}).to_list()}
+        out[name] = {
+            d["_id"]: bson.encode(d) for d in await store.database[name].find({}).to_list()
+        }
     return out
 
 
@@ -54,9 +85,11 @@ async def test_erasing_one_owner_leaves_everyone_else_byte_identical(store):
     receipt = await erase(store, "acme", owner="alice")
     after = await _snapshot(store)
 
-    erased = {"tasks": {task_key("acme", t) for t in alice},
-              "dialog_nodes": {task_key("acme", alice[0]), "gone-task"},
-              "payloads": {f"p-{t}" for t in alice}}
+    erased = {
+        "tasks": {task_key("acme", t) for t in alice},
+        "dialog_nodes": {task_key("acme", alice[0]), "gone-task"},
+        "payloads": {f"p-{t}" for t in alice},
+    }
     for name, docs in before.items():
         assert set(after[name]) == set(docs) - erased[name]
         for _id, raw in after[name].items():
@@ -68,9 +101,12 @@ async def test_erasing_one_owner_leaves_everyone_else_byte_identical(store):
     # bob's fork lost its parent: said so in the receipt
     assert receipt.dangling_total == 1
     assert receipt.dangling_dialog_nodes == [
-        {"id": ids[("acme", "bob")][0], "missing_parent": alice[0], "owner": "bob"}]
+        {"id": ids[("acme", "bob")][0], "missing_parent": alice[0], "owner": "bob"}
+    ]
     # the receipt's hash is reproducible from the erased ids
-    lines = sorted(f"{name}\t{json.dumps(i)}\n".encode() for name, values in erased.items() for i in values)
+    lines = sorted(
+        f"{name}\t{json.dumps(i)}\n".encode() for name, values in erased.items() for i in values
+    )
     assert receipt.ids_sha256 == hashlib.sha256(b"".join(lines)).hexdigest()
     assert receipt.ids_sha256 == ids_digest({k: list(v) for k, v in erased.items()})
     data = receipt.to_dict()
@@ -88,8 +124,11 @@ async def test_dry_run_erases_nothing_and_reports_the_same(store):
     assert await _snapshot(store) == before
     real = await erase(store, "acme", owner="alice")
     assert dry.dry_run and not real.dry_run
-    assert (dry.counts, dry.ids_sha256, dry.dangling_dialog_nodes) == \
-        (real.counts, real.ids_sha256, real.dangling_dialog_nodes)
+    assert (dry.counts, dry.ids_sha256, dry.dangling_dialog_nodes) == (
+        real.counts,
+        real.ids_sha256,
+        real.dangling_dialog_nodes,
+    )
 
 
 async def test_erase_one_task_and_a_whole_tenant(store):
@@ -103,14 +142,16 @@ async def test_erase_one_task_and_a_whole_tenant(store):
     assert (await erase(store, "acme", task_id=other)).total == 0
     assert await store.database["tasks"].find_one({"_id": task_key("beta", other)}) is not None
 
-    beta_before = {k: {i: v for i, v in d.items()} for k, d in (await _snapshot(store)).items()}
+    beta_before = {k: dict(d) for k, d in (await _snapshot(store)).items()}
     whole = await erase(store, "acme")
     assert whole.counts == {"tasks": 5, "dialog_nodes": 3, "payloads": 5}
     assert whole.dangling_total == 0
     after = await _snapshot(store)
     for name, docs in after.items():
         assert all(bson.decode(raw)["tenant"] == "beta" for raw in docs.values())
-        assert docs == {i: v for i, v in beta_before[name].items() if bson.decode(v)["tenant"] == "beta"}
+        assert docs == {
+            i: v for i, v in beta_before[name].items() if bson.decode(v)["tenant"] == "beta"
+        }
 
 
 async def test_erase_validates_its_arguments(store):

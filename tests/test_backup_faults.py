@@ -19,7 +19,14 @@ from mindstore.backup import (
     restore,
     verify,
 )
-from test_backup_support import COLLECTIONS, new_store, raw_dump, read_file_records, resign, rewrite_file
+from test_backup_support import (
+    COLLECTIONS,
+    new_store,
+    raw_dump,
+    read_file_records,
+    resign,
+    rewrite_file,
+)
 
 CORRUPT, INCOMPLETE, UNREADABLE, VERSION = 10, 11, 12, 13
 
@@ -93,12 +100,15 @@ async def test_extra_file_is_corrupt(good):
     await _assert_refused(path, BackupCorrupt, CORRUPT, "not listed")
 
 
-@pytest.mark.parametrize("edit", [
-    lambda m: m["collections"]["tasks"].update(count=m["collections"]["tasks"]["count"] - 1),
-    lambda m: m.update(tenants=["acme", "beta"]),
-    lambda m: m["scope"].update(tenant=None),
-    lambda m: m.update(created_at="2020-01-01T00:00:00.000Z"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: m["collections"]["tasks"].update(count=m["collections"]["tasks"]["count"] - 1),
+        lambda m: m.update(tenants=["acme", "beta"]),
+        lambda m: m["scope"].update(tenant=None),
+        lambda m: m.update(created_at="2020-01-01T00:00:00.000Z"),
+    ],
+)
 async def test_edited_manifest_is_corrupt(good, edit):
     path = _copy(good, "edited")
     manifest = json.loads((path / "manifest.json").read_text())
@@ -141,19 +151,26 @@ async def test_dangling_references_are_corrupt(good):
     path = _copy(good, "dangling")
     tasks = read_file_records(path / "tasks.jsonl.gz")
     rewrite_file(path, "tasks", tasks[:1], messages=len(tasks[0]["messages"]))
-    await _assert_refused(path, BackupCorrupt, CORRUPT, "refers to a task that is not in the backup")
+    await _assert_refused(
+        path, BackupCorrupt, CORRUPT, "refers to a task that is not in the backup"
+    )
 
 
 async def test_unparsable_record_and_duplicate_id_are_corrupt(good):
     path = _copy(good, "unparsable")
     file = path / "dialog_nodes.jsonl.gz"
-    data = gzip.compress(gzip.decompress(file.read_bytes()) + b'{"_id": {"$numberInt": "x"}}\n', mtime=0)
+    data = gzip.compress(
+        gzip.decompress(file.read_bytes()) + b'{"_id": {"$numberInt": "x"}}\n', mtime=0
+    )
     file.write_bytes(data)
     manifest = json.loads((path / "manifest.json").read_text())
     import hashlib
 
     manifest["collections"]["dialog_nodes"].update(
-        bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), count=manifest["collections"]["dialog_nodes"]["count"] + 1)
+        bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        count=manifest["collections"]["dialog_nodes"]["count"] + 1,
+    )
     resign(path, manifest)
     await _assert_refused(path, BackupCorrupt, CORRUPT, "line 3")
 
@@ -188,7 +205,8 @@ async def test_tar_faults(store, good, tmp_path):
         assert tar.getnames()[0] == "manifest.json"
     # a tar cut inside its last member
     data = archive.read_bytes()
-    last = max(m.offset_data for m in tarfile.open(archive).getmembers())
+    with tarfile.open(archive) as tar:
+        last = max(m.offset_data for m in tar.getmembers())
     cut = tmp_path / "cut.tar"
     cut.write_bytes(data[: last + 10])
     await _assert_refused(cut, BackupIncomplete, INCOMPLETE, "cut short")

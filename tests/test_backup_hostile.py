@@ -14,8 +14,9 @@ import io
 import json
 import shutil
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from bson import Regex
@@ -56,9 +57,13 @@ def forge(good: Path, name: str, edit: Edit) -> Path:
     """A copy of `good` with its records edited and everything re-signed consistently."""
     path = good.parent / f"forged-{name}-{len(list(good.parent.iterdir()))}"
     shutil.copytree(good, path)
-    records = {n: read_file_records(path / f"{n}.jsonl.gz") for n in ("tasks", "dialog_nodes", "payloads")}
+    records = {
+        n: read_file_records(path / f"{n}.jsonl.gz") for n in ("tasks", "dialog_nodes", "payloads")
+    }
     edit(records)
-    messages = sum(len(t.get("messages") or []) if isinstance(t, dict) else 0 for t in records["tasks"])
+    messages = sum(
+        len(t.get("messages") or []) if isinstance(t, dict) else 0 for t in records["tasks"]
+    )
     for collection, items in records.items():
         rewrite_file(path, collection, items, messages=messages)
     return path
@@ -85,18 +90,21 @@ async def refused(path: Path, source, error: type[BackupError], match: str) -> B
 def _first(collection: str, **changes: Any) -> Edit:
     def edit(records: dict[str, Records]) -> None:
         records[collection][0].update(changes)
+
     return edit
 
 
 def _message(field: str, value: Any) -> Edit:
     def edit(records: dict[str, Records]) -> None:
         records["tasks"][0]["messages"][0][field] = value
+
     return edit
 
 
 def _with_dollar_key(collection: str) -> Edit:
     def edit(records: dict[str, Records]) -> None:
         records[collection][0] = {**records[collection][0], "$where": "sleep(1000)"}
+
     return edit
 
 
@@ -114,7 +122,9 @@ def _payload_of_another_task(records: dict[str, Records]) -> None:
 def _same_task_twice(records: dict[str, Records]) -> None:
     task = records["tasks"][0]
     other = dict(task)
-    other["_id"] = task_id_of(task["_id"]) if "/" in task["_id"] else task_key(task["tenant"], task["_id"])
+    other["_id"] = (
+        task_id_of(task["_id"]) if "/" in task["_id"] else task_key(task["tenant"], task["_id"])
+    )
     records["tasks"].append(other)
 
 
@@ -144,7 +154,8 @@ FORGERIES: list[tuple[str, Edit, str]] = [
     ("task usage", _first("tasks", usage={"tokens_in": 10**12, "tokens_out": 0, "cache_reads": 0,
                                           "cache_writes": 0, "cost": 0.0}), "usage"),
     ("task usage short keys", _first("tasks", usage={"in": 10**12}), "usage"),
-    ("task open sub-task", _first("tasks", scope_stack=[{"entry_id": "x", "index": 0}]), "scope_stack"),
+    ("task open sub-task", _first("tasks", scope_stack=[{"entry_id": "x", "index": 0}]),
+     "scope_stack"),
     ("task state", _first("tasks", state="pwned"), "state"),
     ("message id expression", _message("id", "$$m.scope"), "message 0 id"),
     ("message id operator", _message("id", {"$ne": ""}), "message 0 id"),
@@ -166,18 +177,25 @@ FORGERIES: list[tuple[str, Edit, str]] = [
 
 
 @pytest.mark.parametrize("label,edit,match", FORGERIES, ids=[f[0] for f in FORGERIES])
-async def test_a_forged_record_is_refused_before_anything_is_written(source, good, label, edit, match):
+async def test_a_forged_record_is_refused_before_anything_is_written(
+    source, good, label, edit, match
+):
     await refused(forge(good, label.split()[0], edit), source, BackupCorrupt, match)
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(field=st.sampled_from([("tasks", "_id"), ("tasks", "tenant"), ("tasks", "owner"),
                               ("dialog_nodes", "_id"), ("dialog_nodes", "root_id"),
-                              ("payloads", "_id"), ("payloads", "task_id"), ("payloads", "message_id")]),
+                              ("payloads", "_id"), ("payloads", "task_id"),
+                              ("payloads", "message_id")]),
        value=st.one_of(
            st.dictionaries(st.sampled_from(["$gt", "$ne", "$in", "$regex", "$where", "$expr"]),
-                           st.one_of(st.text(max_size=4), st.lists(st.text(max_size=3), max_size=2)),
+                           st.one_of(st.text(max_size=4),
+                                     st.lists(st.text(max_size=3), max_size=2)),
                            min_size=1, max_size=2),
            st.lists(st.text(max_size=3), min_size=1, max_size=2),
            st.integers(), st.booleans(), st.binary(min_size=1, max_size=4),
@@ -246,8 +264,10 @@ async def test_a_rewritten_file_is_corrupt_not_truncated(source, good):
     await refused(path, source, BackupCorrupt, "sha256")
     # two gzip members holding the same lines
     half = len(lines) // 2
-    file.write_bytes(gzip.compress(b"".join(lines[:half]), mtime=0)
-                     + gzip.compress(b"".join(lines[half:]), mtime=0))
+    file.write_bytes(
+        gzip.compress(b"".join(lines[:half]), mtime=0)
+        + gzip.compress(b"".join(lines[half:]), mtime=0)
+    )
     await refused(path, source, BackupCorrupt, "sha256")
     # while a file really cut short is still reported as truncated
     original = (good / "tasks.jsonl.gz").read_bytes()
@@ -281,9 +301,9 @@ async def test_a_tar_with_a_name_twice_is_refused(source, good, tmp_path):
     assert (await verify(_tar(members, tmp_path / "fine.tar"))).container == "tar"
     # verify would read the first tasks file, `tar x` would keep the second
     forged = forge(good, "second", _first("tasks", title="the copy tar x extracts"))
-    twice = members + [("tasks.jsonl.gz", (forged / "tasks.jsonl.gz").read_bytes())]
+    twice = [*members, ("tasks.jsonl.gz", (forged / "tasks.jsonl.gz").read_bytes())]
     await refused(_tar(twice, tmp_path / "twice.tar"), source, BackupCorrupt, "twice")
-    dot = members + [("./manifest.json", members[0][1])]
+    dot = [*members, ("./manifest.json", members[0][1])]
     await refused(_tar(dot, tmp_path / "dot.tar"), source, BackupCorrupt, "twice")
     link = [members[0], ("tasks.jsonl.gz", None), *members[2:]]
     await refused(_tar(link, tmp_path / "link.tar"), source, BackupCorrupt, "link")
@@ -296,7 +316,9 @@ async def test_restore_filters_are_literal_ids_only(source, good, monkeypatch):
     verify_module = importlib.import_module("mindstore.backup.verify")
 
     path = forge(good, "bypass", _first("payloads", _id={"$gt": ""}))
-    monkeypatch.setattr(verify_module, "check_shape", lambda name, where, record: _lenient(name, record))
+    monkeypatch.setattr(
+        verify_module, "check_shape", lambda name, where, record: _lenient(name, record)
+    )
     before = await raw_dump(source)
     with pytest.raises(BackupError, match="non-string id"):
         await restore(source, path, mode="overwrite")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import importlib
-from dataclasses import dataclass
 import gzip
+import importlib
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import bson
@@ -43,7 +43,7 @@ from test_backup_support import (
     writes_task_keys,
 )
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 RESTORE = importlib.import_module("mindstore.backup.restore")
 
 
@@ -61,6 +61,7 @@ async def form(request, monkeypatch) -> Form:
     monkeypatch.setattr(RESTORE, "_KEYED", request.param)
     return Form(request.param, request.param == real)
 
+
 # ----------------------------------------------------------------------------- property
 
 
@@ -68,22 +69,31 @@ def _ms(moment: dt.datetime) -> dt.datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
-_names = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12).filter(is_name)
+_names = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12).filter(
+    is_name
+)
 _message = st.fixed_dictionaries(
     {"role": st.sampled_from(["plugin", "critic", "x-note"]), "id": _names},
     optional={"blob": values(8), "metadata": values(8), "n": st.integers(0, 2**40)},
 )
-raw_task = st.fixed_dictionaries({
-    "tenant": st.sampled_from(["acme", "beta"]),
-    "owner": st.one_of(st.none(), st.sampled_from(["alice", "bob", "ünï-😀"])),
-    "title": st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)),
-    "updated_at": st.datetimes(min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(2100, 1, 1),
-                               timezones=st.just(UTC)).map(_ms),
-    "metadata": st.dictionaries(keys, values(10), max_size=3),
-    "messages": st.lists(_message, max_size=4, unique_by=lambda m: m["id"]),
-    "keyed": st.booleans(),  # the per-tenant `_id` or the legacy bare one
-    "payloads": st.integers(0, 2),
-})
+raw_task = st.fixed_dictionaries(
+    {
+        "tenant": st.sampled_from(["acme", "beta"]),
+        "owner": st.one_of(st.none(), st.sampled_from(["alice", "bob", "ünï-😀"])),
+        "title": st.one_of(
+            st.none(), st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+        ),
+        "updated_at": st.datetimes(
+            min_value=dt.datetime(1970, 1, 1),
+            max_value=dt.datetime(2100, 1, 1),
+            timezones=st.just(UTC),
+        ).map(_ms),
+        "metadata": st.dictionaries(keys, values(10), max_size=3),
+        "messages": st.lists(_message, max_size=4, unique_by=lambda m: m["id"]),
+        "keyed": st.booleans(),  # the per-tenant `_id` or the legacy bare one
+        "payloads": st.integers(0, 2),
+    }
+)
 
 
 def _task_document(task_id: str, spec: dict) -> dict:
@@ -91,12 +101,19 @@ def _task_document(task_id: str, spec: dict) -> dict:
     its metadata and messages, payload markers for its payloads. Metadata keys are escaped
     as `tasks.create` stores them (a raw `{"$ref": ..., "$id": ...}` would decode as a
     DBRef: the store never writes one)."""
-    markers = [{"role": "plugin", "id": f"ref{n}", "blob": MARKER_PREFIX + payload_hex(f"{task_id}/{n}")}
-               for n in range(spec["payloads"])]
+    markers = [
+        {"role": "plugin", "id": f"ref{n}", "blob": MARKER_PREFIX + payload_hex(f"{task_id}/{n}")}
+        for n in range(spec["payloads"])
+    ]
     messages = [UnknownMessage.model_validate(m) for m in [*spec["messages"], *markers]]
-    document = task_document(Task(id=task_id, messages=messages), spec["tenant"], owner=spec["owner"],
-                             title=spec["title"], created_at=spec["updated_at"],
-                             metadata=escape_keys(spec["metadata"]))  # as the store keeps it
+    document = task_document(
+        Task(id=task_id, messages=messages),
+        spec["tenant"],
+        owner=spec["owner"],
+        title=spec["title"],
+        created_at=spec["updated_at"],
+        metadata=escape_keys(spec["metadata"]),
+    )  # as the store keeps it
     if spec["keyed"]:
         document["_id"] = task_key(spec["tenant"], task_id)
     return document
@@ -111,36 +128,64 @@ def datasets(draw):
         document = _task_document(task_id, task)
         docs["tasks"].append(document)
         if draw(st.booleans()):
-            parent = draw(st.one_of(st.none(), st.sampled_from([f"task-{i}" for i in range(len(tasks))])
-                                    .filter(lambda p, me=task_id: p != me)))
-            docs["dialog_nodes"].append({"_id": document["_id"], "tenant": task["tenant"], "owner": task["owner"],
-                                         "parent_id": parent, "root_id": parent or task_id,
-                                         "ancestors": [] if parent is None else [parent],
-                                         "depth": 0 if parent is None else 1,
-                                         "extra": draw(values(8))})
+            parent = draw(
+                st.one_of(
+                    st.none(),
+                    st.sampled_from([f"task-{i}" for i in range(len(tasks))]).filter(
+                        lambda p, me=task_id: p != me
+                    ),
+                )
+            )
+            docs["dialog_nodes"].append(
+                {
+                    "_id": document["_id"],
+                    "tenant": task["tenant"],
+                    "owner": task["owner"],
+                    "parent_id": parent,
+                    "root_id": parent or task_id,
+                    "ancestors": [] if parent is None else [parent],
+                    "depth": 0 if parent is None else 1,
+                    "extra": draw(values(8)),
+                }
+            )
         for number in range(task["payloads"]):
-            docs["payloads"].append({"_id": payload_hex(f"{task_id}/{number}"), "tenant": task["tenant"],
-                                     "task_id": task_id, "message_id": f"ref{number}", "path": "blob",
-                                     "data": draw(st.one_of(st.binary(max_size=64), values(8)))})
+            docs["payloads"].append(
+                {
+                    "_id": payload_hex(f"{task_id}/{number}"),
+                    "tenant": task["tenant"],
+                    "task_id": task_id,
+                    "message_id": f"ref{number}",
+                    "path": "blob",
+                    "data": draw(st.one_of(st.binary(max_size=64), values(8))),
+                }
+            )
     return docs
 
 
 def _target_form(data: dict, keys: bool) -> dict:
     """What restore writes: task and node `_id`s in the form the repositories use (the
     per-tenant key, or the legacy bare id), all else as is."""
+
     def key(doc: dict) -> str:
         bare = task_id_of(doc["_id"])
         return task_key(doc["tenant"], bare) if keys else bare
 
     out = {}
     for name, docs in data.items():
-        out[name] = [doc if name == "payloads" else {k: (key(doc) if k == "_id" else v) for k, v in doc.items()}
-                     for doc in docs]
+        out[name] = [
+            doc
+            if name == "payloads"
+            else {k: (key(doc) if k == "_id" else v) for k, v in doc.items()}
+            for doc in docs
+        ]
     return out
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=datasets(), as_tar=st.booleans(), keys=st.booleans())
 def test_any_stored_data_survives_backup_and_restore_unchanged(data, as_tar, keys):
     async def scenario() -> None:
@@ -176,24 +221,57 @@ def test_any_stored_data_survives_backup_and_restore_unchanged(data, as_tar, key
 async def test_realistic_conversations_survive_backup_and_restore(tmp_path, form):
     source = await new_store(offload_threshold=64)  # small: some values go to payloads
     acme = source.scoped("acme")
-    config = TaskConfigPart(model_name="openai/gpt-4o", tool_metadata=[ToolMetadata(
-        name="search", parameters={"$schema": "https://json-schema.org/draft/2020-12/schema",
-                                   "$ref": "#/$defs/q", "$defs": {"q": {"type": "string"}}})])
-    task = await acme.tasks.create(owner="alice", title="Trip ✈", config=config,
-                                   metadata={"$ref": "crm", "$id": 7, "n": Int64(2**40)})
+    config = TaskConfigPart(
+        model_name="openai/gpt-4o",
+        tool_metadata=[
+            ToolMetadata(
+                name="search",
+                parameters={
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "$ref": "#/$defs/q",
+                    "$defs": {"q": {"type": "string"}},
+                },
+            )
+        ],
+    )
+    task = await acme.tasks.create(
+        owner="alice",
+        title="Trip ✈",
+        config=config,
+        metadata={"$ref": "crm", "$id": 7, "n": Int64(2**40)},
+    )
     await acme.tasks.add_human_message(task.id, "Plan a trip to Lisbon " * 10, message_id="u1")
     await acme.tasks.add_assistant_message(task.id, message_id="a1")
     await acme.tasks.add_text_part(task.id, "a1", "Searching…")
-    await acme.tasks.add_tool_call_part(task.id, "a1", ToolCallPart(
-        tool_call_id="c1", tool_name="search", args={"$ref": "#/a", "q": "hotels"}))
-    await acme.tasks.add_message(task.id, {"role": "critic", "id": "x1", "verdict": {"$gt": 3},
-                                           "blob": Binary(b"\x00\x01", 0x80),
-                                           "price": Decimal128("12.30"),
-                                           "at": dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)})
+    await acme.tasks.add_tool_call_part(
+        task.id,
+        "a1",
+        ToolCallPart(tool_call_id="c1", tool_name="search", args={"$ref": "#/a", "q": "hotels"}),
+    )
+    await acme.tasks.add_message(
+        task.id,
+        {
+            "role": "critic",
+            "id": "x1",
+            "verdict": {"$gt": 3},
+            "blob": Binary(b"\x00\x01", 0x80),
+            "price": Decimal128("12.30"),
+            "at": dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
+        },
+    )
     other = await source.scoped("beta").tasks.create(owner="carol", content="hello")
     await source.database["dialog_nodes"].insert_one(
-        {"_id": task_key("acme", task.id), "tenant": "acme", "owner": "alice", "parent_id": None, "root_id": task.id,
-         "ancestors": [], "depth": 0, "created_at": dt.datetime(2026, 1, 1, tzinfo=UTC)})
+        {
+            "_id": task_key("acme", task.id),
+            "tenant": "acme",
+            "owner": "alice",
+            "parent_id": None,
+            "root_id": task.id,
+            "ancestors": [],
+            "depth": 0,
+            "created_at": dt.datetime(2026, 1, 1, tzinfo=UTC),
+        }
+    )
     assert await source.database["payloads"].count_documents({}) >= 1
 
     manifest = await backup(source, tmp_path / "all")
@@ -205,8 +283,9 @@ async def test_realistic_conversations_survive_backup_and_restore(tmp_path, form
         assert await raw_dump(target) == await raw_dump(source)
         # and the repository reads the restored task exactly as the original
         restored = target.scoped("acme")
-        assert [m.model_dump() for m in await restored.tasks.messages(task.id)] == \
-            [m.model_dump() for m in await acme.tasks.messages(task.id)]
+        assert [m.model_dump() for m in await restored.tasks.messages(task.id)] == [
+            m.model_dump() for m in await acme.tasks.messages(task.id)
+        ]
         assert (await target.scoped("beta").tasks.get(other.id)).owner == "carol"
     await source.close()
     await target.close()
@@ -243,8 +322,12 @@ async def test_a_tenant_backup_holds_nothing_of_another_tenant(store, tmp_path):
     assert manifest.counts == {"tasks": 2, "dialog_nodes": 2, "payloads": 2}
     assert manifest.tenants == ["acme"]
     for name in COLLECTIONS:
-        assert {r["tenant"] for r in read_file_records(tmp_path / "acme" / f"{name}.jsonl.gz")} == {"acme"}
-    assert b"beta-secret" not in _plain_bytes(tmp_path / "acme") and b"zed" not in _plain_bytes(tmp_path / "acme")
+        assert {r["tenant"] for r in read_file_records(tmp_path / "acme" / f"{name}.jsonl.gz")} == {
+            "acme"
+        }
+    assert b"beta-secret" not in _plain_bytes(tmp_path / "acme") and b"zed" not in _plain_bytes(
+        tmp_path / "acme"
+    )
     assert b"beta-secret" not in (tmp_path / "acme" / "manifest.json").read_bytes()
 
 
@@ -252,14 +335,20 @@ async def test_owner_task_and_since_scopes(store, tmp_path):
     ids = await _two_tenants(store)
     owner = await backup(store, tmp_path / "bob", tenant="acme", owner="bob")
     assert owner.counts == {"tasks": 1, "dialog_nodes": 1, "payloads": 1}
-    assert [task_id_of(r["_id"]) for r in read_file_records(tmp_path / "bob" / "tasks.jsonl.gz")] == \
-        [ids[("acme", "bob")]]
+    assert [
+        task_id_of(r["_id"]) for r in read_file_records(tmp_path / "bob" / "tasks.jsonl.gz")
+    ] == [ids[("acme", "bob")]]
 
     # tasks across tenants are named by their per-tenant key ...
-    wanted = [task_key("acme", ids[("acme", "alice")]), task_key("beta-secret", ids[("beta-secret", "zed")])]
-    chosen = await backup(store, tmp_path / "two", task_ids=wanted + ["acme/no-such-task"])
-    assert sorted(task_key(r["tenant"], task_id_of(r["_id"]))
-                  for r in read_file_records(tmp_path / "two" / "tasks.jsonl.gz")) == sorted(wanted)
+    wanted = [
+        task_key("acme", ids[("acme", "alice")]),
+        task_key("beta-secret", ids[("beta-secret", "zed")]),
+    ]
+    chosen = await backup(store, tmp_path / "two", task_ids=[*wanted, "acme/no-such-task"])
+    assert sorted(
+        task_key(r["tenant"], task_id_of(r["_id"]))
+        for r in read_file_records(tmp_path / "two" / "tasks.jsonl.gz")
+    ) == sorted(wanted)
     assert chosen.counts == {"tasks": 2, "dialog_nodes": 2, "payloads": 2}
     assert chosen.missing_task_ids == ["acme/no-such-task"]
     assert chosen.tenants == ["acme", "beta-secret"]
@@ -270,7 +359,9 @@ async def test_owner_task_and_since_scopes(store, tmp_path):
     with pytest.raises(ValidationError, match="not in tenant"):
         await backup(store, tmp_path / "three", tenant="acme", task_ids=[wanted[1]])
     assert not (tmp_path / "three").exists()
-    by_tenant = await backup(store, tmp_path / "four", tenant="acme", task_ids=[ids[("acme", "alice")]])
+    by_tenant = await backup(
+        store, tmp_path / "four", tenant="acme", task_ids=[ids[("acme", "alice")]]
+    )
     assert by_tenant.counts == {"tasks": 1, "dialog_nodes": 1, "payloads": 1}
     assert by_tenant.scope.task_ids == (wanted[0],)
     assert (await verify(tmp_path / "four")).counts["tasks"] == 1
@@ -278,12 +369,15 @@ async def test_owner_task_and_since_scopes(store, tmp_path):
     # incremental: only what changed since the previous backup started
     since = owner.created_at
     tasks = store.database["tasks"]
-    await tasks.update_one(by_id("acme", ids[("acme", "alice")]),
-                           {"$set": {"updated_at": since + dt.timedelta(seconds=5)}})
+    await tasks.update_one(
+        by_id("acme", ids[("acme", "alice")]),
+        {"$set": {"updated_at": since + dt.timedelta(seconds=5)}},
+    )
     for (tenant, name), task_id in ids.items():
         if name != "alice":
-            await tasks.update_one(by_id(tenant, task_id),
-                                   {"$set": {"updated_at": since - dt.timedelta(seconds=5)}})
+            await tasks.update_one(
+                by_id(tenant, task_id), {"$set": {"updated_at": since - dt.timedelta(seconds=5)}}
+            )
     incremental = await backup(store, tmp_path / "inc", since=since.isoformat())
     assert incremental.counts == {"tasks": 1, "dialog_nodes": 1, "payloads": 1}
     assert incremental.scope.since == since
@@ -310,14 +404,28 @@ async def test_memory_is_bounded_by_chunks_not_by_data(store, tmp_path, monkeypa
     monkeypatch.setattr(export, "PAGE_TASKS", 3)
     monkeypatch.setattr(export, "CHUNK_TASKS", 2)
     monkeypatch.setattr(export, "PAGE_PAYLOADS", 1)
-    docs = [{"_id": f"t{i:03d}", "tenant": "acme", "owner": "o", "messages": [{"role": "user", "id": str(i)}]}
-            for i in range(11)]
+    docs = [
+        {
+            "_id": f"t{i:03d}",
+            "tenant": "acme",
+            "owner": "o",
+            "messages": [{"role": "user", "id": str(i)}],
+        }
+        for i in range(11)
+    ]
     await store.database["tasks"].insert_many(docs)
     await store.database["payloads"].insert_many(
-        [{"_id": f"p{i:03d}-{j}", "tenant": "acme", "task_id": f"t{i:03d}"} for i in range(11) for j in range(2)])
+        [
+            {"_id": f"p{i:03d}-{j}", "tenant": "acme", "task_id": f"t{i:03d}"}
+            for i in range(11)
+            for j in range(2)
+        ]
+    )
     manifest = await backup(store, tmp_path / "b", tenant="acme")
     assert manifest.counts == {"tasks": 11, "dialog_nodes": 0, "payloads": 22}
-    assert [r["_id"] for r in read_file_records(tmp_path / "b" / "tasks.jsonl.gz")] == [d["_id"] for d in docs]
+    assert [r["_id"] for r in read_file_records(tmp_path / "b" / "tasks.jsonl.gz")] == [
+        d["_id"] for d in docs
+    ]
 
 
 # ----------------------------------------------------------------------------- restore
@@ -376,8 +484,10 @@ async def test_restore_as_another_tenant_next_to_the_source(store, tmp_path, for
     ids = await _two_tenants(store)
     await backup(store, tmp_path / "acme", tenant="acme")
     await backup(store, tmp_path / "all")
-    acme_before = {name: [d for d in docs if bson.decode(d)["tenant"] == "acme"]
-                   for name, docs in (await raw_dump(store)).items()}
+    acme_before = {
+        name: [d for d in docs if bson.decode(d)["tenant"] == "acme"]
+        for name, docs in (await raw_dump(store)).items()
+    }
     with pytest.raises(BackupError):
         await restore(store, tmp_path / "all", as_tenant="gamma")  # several tenants
     with pytest.raises(ValidationError, match="tenant"):
@@ -397,13 +507,20 @@ async def test_restore_as_another_tenant_next_to_the_source(store, tmp_path, for
     report = await restore(store, tmp_path / "acme", as_tenant="gamma")
     assert report.totals["inserted"] == 6
     after = await raw_dump(store)
-    assert {name: [d for d in docs if bson.decode(d)["tenant"] == "acme"]
-            for name, docs in after.items()} == acme_before  # the source is untouched
-    gamma = {name: [bson.decode(d) for d in docs if bson.decode(d)["tenant"] == "gamma"]
-             for name, docs in after.items()}
+    assert {
+        name: [d for d in docs if bson.decode(d)["tenant"] == "acme"]
+        for name, docs in after.items()
+    } == acme_before  # the source is untouched
+    gamma = {
+        name: [bson.decode(d) for d in docs if bson.decode(d)["tenant"] == "gamma"]
+        for name, docs in after.items()
+    }
     assert sorted(d["_id"] for d in gamma["tasks"]) == sorted(
-        task_key("gamma", ids[("acme", owner)]) for owner in ("alice", "bob"))
-    assert sorted(d["_id"] for d in gamma["dialog_nodes"]) == sorted(d["_id"] for d in gamma["tasks"])
+        task_key("gamma", ids[("acme", owner)]) for owner in ("alice", "bob")
+    )
+    assert sorted(d["_id"] for d in gamma["dialog_nodes"]) == sorted(
+        d["_id"] for d in gamma["tasks"]
+    )
     # payloads got new ids, and the messages' markers point at them, task by task
     acme_payload_ids = {bson.decode(d)["_id"] for d in acme_before["payloads"]}
     for task in gamma["tasks"]:
@@ -433,9 +550,12 @@ async def test_moving_a_tenant_into_another_database(store, tmp_path):
     bob = ids[("acme", "bob")]
     assert (await target.scoped("gamma").tasks.get(bob)).title == "acme/bob"
     copied = await target.scoped("gamma").tasks.messages(bob)  # the payload resolves
-    assert [m.model_dump() for m in copied] == \
-        [m.model_dump() for m in await store.scoped("acme").tasks.messages(bob)]
-    assert (await restore(target, tmp_path / "acme", as_tenant="gamma", mode="fail")).totals["unchanged"] == 6
+    assert [m.model_dump() for m in copied] == [
+        m.model_dump() for m in await store.scoped("acme").tasks.messages(bob)
+    ]
+    assert (await restore(target, tmp_path / "acme", as_tenant="gamma", mode="fail")).totals[
+        "unchanged"
+    ] == 6
     await target.close()
 
 
@@ -443,10 +563,14 @@ async def test_restore_never_touches_a_document_of_another_tenant(store, tmp_pat
     ids = await _two_tenants(store)
     await backup(store, tmp_path / "acme", tenant="acme")
     bob = ids[("acme", "bob")]
-    written, other_form = (task_key("acme", bob), bob) if form.keys else (bob, task_key("acme", bob))
+    written, other_form = (
+        (task_key("acme", bob), bob) if form.keys else (bob, task_key("acme", bob))
+    )
     target = await new_store()
     # a target where the key restore would write for bob is (wrongly) held by another tenant
-    await target.database["tasks"].insert_one({"_id": written, "tenant": "evil", "title": "not yours"})
+    await target.database["tasks"].insert_one(
+        {"_id": written, "tenant": "evil", "title": "not yours"}
+    )
     before = await raw_dump(target)
     for mode in ("skip", "overwrite", "fail"):
         with pytest.raises(RestoreConflict, match="another tenant") as refused:
@@ -460,7 +584,9 @@ async def test_restore_never_touches_a_document_of_another_tenant(store, tmp_pat
     evil = await raw_dump(target)
     report = await restore(target, tmp_path / "acme")
     assert report.totals["inserted"] == 6
-    assert [d for d in (await raw_dump(target))["tasks"] if bson.decode(d)["tenant"] == "evil"] == evil["tasks"]
+    assert [
+        d for d in (await raw_dump(target))["tasks"] if bson.decode(d)["tenant"] == "evil"
+    ] == evil["tasks"]
     await target.close()
 
 

@@ -28,7 +28,7 @@ from mindstore.payloads import MARKER_PREFIX, find_markers
 from test_backup_support import payload_hex, values
 from test_repository_property import OPS, apply, frozen_world
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 WHEN = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 # ----------------------------------------------------------------------------- builders
@@ -37,8 +37,10 @@ WHEN = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 def task_record(tenant: str = "acme", task_id: str = "t1", *, keyed: bool = True,
                 blobs: tuple[str, ...] = (), extra: list[dict] | None = None) -> dict:  # fmt: skip
     """A task document as mindstore writes it: messages folded by the planner."""
-    messages = [UnknownMessage.model_validate({"role": "plugin", "id": f"m{i}", "blob": blob})
-                for i, blob in enumerate(blobs)]
+    messages = [
+        UnknownMessage.model_validate({"role": "plugin", "id": f"m{i}", "blob": blob})
+        for i, blob in enumerate(blobs)
+    ]
     messages += [parse_message(m) for m in extra or []]
     task = Task(id=task_id, messages=messages)
     document = task_document(task, tenant, owner="alice", title="t", created_at=WHEN)
@@ -55,8 +57,17 @@ def node_record(tenant: str = "acme", dialog_id: str = "t1", parent: str | None 
 
 
 def payload_record(tenant: str = "acme", task_id: str = "t1", seed: str = "p") -> dict:
-    return {"_id": payload_hex(seed), "tenant": tenant, "task_id": task_id, "message_id": "m0",
-            "path": "blob", "sha256": "0" * 64, "size": 3, "data": b"abc", "created_at": WHEN}
+    return {
+        "_id": payload_hex(seed),
+        "tenant": tenant,
+        "task_id": task_id,
+        "message_id": "m0",
+        "path": "blob",
+        "sha256": "0" * 64,
+        "size": 3,
+        "data": b"abc",
+        "created_at": WHEN,
+    }
 
 
 def _refused(check, record, match: str) -> None:
@@ -112,7 +123,8 @@ not_a_string = st.one_of(
 bad_keys = st.one_of(
     not_a_string,
     st.text(max_size=140).filter(
-        lambda s: not (0 < len(s) <= 128 and all(c.isascii() and (c.isalnum() or c in "_-.:") for c in s))
+        lambda s: not (0 < len(s) <= 128
+                       and all(c.isascii() and (c.isalnum() or c in "_-.:") for c in s))
         and "/" not in s),
     st.sampled_from(["", "$gt", "a b", "x" * 129, "é", "a\x00b", "$$m.scope"]),
 )  # fmt: skip
@@ -124,14 +136,21 @@ bad_names = st.one_of(
 
 
 @settings(max_examples=150, deadline=None)
-@given(value=bad_keys, where=st.sampled_from(["task", "node", "node parent", "node ancestor",
-                                               "node root", "payload task", "tenant"]))
+@given(
+    value=bad_keys,
+    where=st.sampled_from(
+        ["task", "node", "node parent", "node ancestor", "node root", "payload task", "tenant"]
+    ),
+)
 def test_a_key_outside_the_alphabet_is_refused_wherever_it_is(value, where):
     task, node, payload = task_record(), node_record(parent="t0"), payload_record()
     target, check = {
         "task": (lambda: task.update(_id=value), lambda: check_task(task)),
         "node": (lambda: node.update(_id=value), lambda: check_node(node)),
-        "node parent": (lambda: node.update(parent_id=value, ancestors=[value]), lambda: check_node(node)),
+        "node parent": (
+            lambda: node.update(parent_id=value, ancestors=[value]),
+            lambda: check_node(node),
+        ),
         "node ancestor": (lambda: node.update(ancestors=[value]), lambda: check_node(node)),
         "node root": (lambda: node.update(root_id=value), lambda: check_node(node)),
         "payload task": (lambda: payload.update(task_id=value), lambda: check_payload(payload)),
@@ -159,8 +178,22 @@ def test_a_name_outside_the_alphabet_is_refused(value, where):
         record, check = node_record(), check_node
         record["owner"] = value
     else:
-        record = task_record(extra=[{"role": "assistant", "id": "a1", "content": [
-            {"type": "toolCall", "tool_call_id": "c1", "tool_name": "search", "args": {}}]}])
+        record = task_record(
+            extra=[
+                {
+                    "role": "assistant",
+                    "id": "a1",
+                    "content": [
+                        {
+                            "type": "toolCall",
+                            "tool_call_id": "c1",
+                            "tool_name": "search",
+                            "args": {},
+                        }
+                    ],
+                }
+            ]
+        )
         check_task(record)
         record["messages"][0]["content"][0]["tool_call_id"] = value
         check = check_task
@@ -169,8 +202,14 @@ def test_a_name_outside_the_alphabet_is_refused(value, where):
 
 
 @settings(max_examples=100, deadline=None)
-@given(value=st.one_of(not_a_string, st.text(max_size=70).filter(
-    lambda s: not (16 <= len(s) <= 64 and all(c in "0123456789abcdef" for c in s)))))
+@given(
+    value=st.one_of(
+        not_a_string,
+        st.text(max_size=70).filter(
+            lambda s: not (16 <= len(s) <= 64 and all(c in "0123456789abcdef" for c in s))
+        ),
+    )
+)
 def test_payload_ids_are_hex_digests(value):
     _refused(check_payload, {**payload_record(), "_id": value}, "payload _id|BSON")
     if isinstance(value, str):  # a marker naming it
@@ -180,14 +219,19 @@ def test_payload_ids_are_hex_digests(value):
 def test_another_tenants_key_is_refused():
     _refused(check_task, {**task_record(), "_id": "beta/t1"}, "names tenant 'beta'")
     _refused(check_node, {**node_record(), "_id": "beta/t1"}, "names tenant 'beta'")
-    _refused(check_node, {**node_record(parent="t0"), "parent_id": "beta/t0",
-                          "ancestors": ["beta/t0"]}, "names tenant 'beta'")
+    _refused(
+        check_node,
+        {**node_record(parent="t0"), "parent_id": "beta/t0", "ancestors": ["beta/t0"]},
+        "names tenant 'beta'",
+    )
     _refused(check_payload, {**payload_record(), "task_id": "beta/t1"}, "names tenant 'beta'")
 
 
 @pytest.mark.parametrize("key", ["$where", "$set", "$", "$id"])
-@pytest.mark.parametrize("check,build", [(check_task, task_record), (check_node, node_record),
-                                         (check_payload, payload_record)])
+@pytest.mark.parametrize(
+    "check,build",
+    [(check_task, task_record), (check_node, node_record), (check_payload, payload_record)],
+)
 def test_dollar_top_level_keys_are_refused(check, build, key):
     _refused(check, {**build(), key: 1}, "top-level key")
 
@@ -196,9 +240,20 @@ def test_dollar_top_level_keys_are_refused(check, build, key):
 
 
 def _forged(field: str, value) -> dict:
-    record = task_record(blobs=("a", "b"), extra=[{"role": "assistant", "id": "a1", "content": [
-        {"type": "toolCall", "tool_call_id": "c1", "tool_name": "search", "args": {}}],
-        "tokens_in": 5, "cost": 0.25}])
+    record = task_record(
+        blobs=("a", "b"),
+        extra=[
+            {
+                "role": "assistant",
+                "id": "a1",
+                "content": [
+                    {"type": "toolCall", "tool_call_id": "c1", "tool_name": "search", "args": {}}
+                ],
+                "tokens_in": 5,
+                "cost": 0.25,
+            }
+        ],
+    )
     if field.startswith("messages."):
         _, index, key = field.split(".")
         record["messages"][int(index)][key] = value
@@ -213,8 +268,10 @@ def _forged(field: str, value) -> dict:
     ("seq", "3", "seq"),
     ("seq", -1, "seq"),
     ("size_bytes", 1, "size_bytes"),
-    ("usage", {"tokens_in": 10**9, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0, "cost": 0.25}, "usage"),
-    ("usage", {"tokens_in": 5, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0, "cost": float("nan")}, "usage"),
+    ("usage", {"tokens_in": 10**9, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0,
+               "cost": 0.25}, "usage"),
+    ("usage", {"tokens_in": 5, "tokens_out": 0, "cache_reads": 0, "cache_writes": 0,
+               "cost": float("nan")}, "usage"),
     ("open_tool_calls", [], "open_tool_calls"),
     ("scope_stack", [{"entry_id": "m0", "index": 0}], "scope_stack"),
     ("usage", {"in": 5, "cost": 0.25, "out": 10**9}, "usage"),  # the short keys stored now
@@ -238,7 +295,10 @@ def test_a_header_that_disagrees_with_the_messages_is_refused(field, value, matc
 def test_a_tail_field_of_an_earlier_version_is_ignored():
     """The tail is derived from the last message now: a stored `tail` (written by an earlier
     version, or forged) decides nothing, so it is neither checked nor trusted."""
-    for tail in (None, {"index": 0, "id": "m0", "role": "plugin", "started_ts": 0, "finished": True}):
+    for tail in (
+        None,
+        {"index": 0, "id": "m0", "role": "plugin", "started_ts": 0, "finished": True},
+    ):
         check_task(_forged("tail", tail))
 
 
@@ -252,8 +312,11 @@ def test_messages_that_do_not_parse_are_refused():
 def test_a_node_must_describe_one_place_in_a_tree():
     _refused(check_node, {**node_record(), "depth": 5}, "one place in a tree")
     _refused(check_node, {**node_record(parent="t0"), "root_id": "t9"}, "one place in a tree")
-    _refused(check_node, {**node_record(parent="t0"), "ancestors": ["t1"], "parent_id": "t1",
-                          "root_id": "t1"}, "one place in a tree")  # its own ancestor
+    _refused(
+        check_node,
+        {**node_record(parent="t0"), "ancestors": ["t1"], "parent_id": "t1", "root_id": "t1"},
+        "one place in a tree",
+    )  # its own ancestor
 
 
 # ----------------------------------------------------------------------------- re-keying
@@ -265,7 +328,9 @@ def test_a_legacy_record_gets_the_per_tenant_key_and_nothing_else_changes():
     keyed = rekey_task(legacy)
     assert legacy == before  # the input is left alone
     assert keyed["_id"] == "acme/t1" and list(keyed) == list(legacy)
-    assert {k: v for k, v in keyed.items() if k != "_id"} == {k: v for k, v in legacy.items() if k != "_id"}
+    assert {k: v for k, v in keyed.items() if k != "_id"} == {
+        k: v for k, v in legacy.items() if k != "_id"
+    }
     check_task(keyed)
     node = {**node_record(parent="t0"), "_id": "t1"}
     assert rekey_node(node) == node_record(parent="t0")
@@ -281,7 +346,9 @@ def test_moving_a_tenant_keeps_every_reference_intact(blobs, keyed, target):
     # task "t1" of acme refers to payloads P0..P9 by marker; all move to `target` together
     texts = tuple(MARKER_PREFIX + payload_hex(b) if b.startswith("P") else b for b in blobs)
     task = task_record(keyed=keyed, blobs=texts)
-    payloads = [payload_record(seed=b) for b in dict.fromkeys(b for b in blobs if b.startswith("P"))]
+    payloads = [
+        payload_record(seed=b) for b in dict.fromkeys(b for b in blobs if b.startswith("P"))
+    ]
     node = {**node_record(parent="t0"), "_id": task["_id"]}
 
     moved_task = rekey_task(task, target)
@@ -298,7 +365,9 @@ def test_moving_a_tenant_keeps_every_reference_intact(blobs, keyed, target):
     else:
         assert {p["_id"] for p in moved_payloads}.isdisjoint({p["_id"] for p in payloads})
     # texts that are not markers are untouched; re-keying is deterministic
-    kept = [m["blob"] for m in moved_task["messages"] if not str(m["blob"]).startswith(MARKER_PREFIX)]
+    kept = [
+        m["blob"] for m in moved_task["messages"] if not str(m["blob"]).startswith(MARKER_PREFIX)
+    ]
     assert kept == [b for b in texts if not b.startswith(MARKER_PREFIX)]
     assert rekey_task(task, target) == moved_task
 
@@ -306,16 +375,26 @@ def test_moving_a_tenant_keeps_every_reference_intact(blobs, keyed, target):
 def test_moved_payload_ids_are_deterministic_hex_of_the_documented_form():
     import hashlib
 
-    assert moved_payload_id("beta", "ab" * 16) == hashlib.sha256(
-        ("beta\x00" + "ab" * 16).encode()).hexdigest()[:32]
+    assert (
+        moved_payload_id("beta", "ab" * 16)
+        == hashlib.sha256(("beta\x00" + "ab" * 16).encode()).hexdigest()[:32]
+    )
     assert moved_payload_id("beta", "ab" * 16) != moved_payload_id("gamma", "ab" * 16)
 
 
 def test_keyed_references_move_with_the_tenant_bare_ones_stay():
-    node = {**node_record(parent="t0"), "parent_id": "acme/t0", "ancestors": ["acme/t0"],
-            "root_id": "acme/t0"}
+    node = {
+        **node_record(parent="t0"),
+        "parent_id": "acme/t0",
+        "ancestors": ["acme/t0"],
+        "root_id": "acme/t0",
+    }
     moved = rekey_node(node, "beta")
-    assert (moved["parent_id"], moved["ancestors"], moved["root_id"]) == ("beta/t0", ["beta/t0"], "beta/t0")
+    assert (moved["parent_id"], moved["ancestors"], moved["root_id"]) == (
+        "beta/t0",
+        ["beta/t0"],
+        "beta/t0",
+    )
     bare = rekey_node(node_record(parent="t0"), "beta")
     assert (bare["parent_id"], bare["ancestors"], bare["root_id"]) == ("t0", ["t0"], "t0")
     assert rekey_payload({**payload_record(), "task_id": "acme/t1"}, "beta")["task_id"] == "beta/t1"

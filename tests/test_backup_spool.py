@@ -61,7 +61,9 @@ async def test_restore_parses_each_record_once(source, tmp_path, monkeypatch, dr
     await target.close()
 
 
-async def test_a_second_restore_compares_the_spooled_records_byte_for_byte(source, tmp_path, monkeypatch):
+async def test_a_second_restore_compares_the_spooled_records_byte_for_byte(
+    source, tmp_path, monkeypatch
+):
     await backup(source, tmp_path / "b")
     target = await new_store()
     await restore(target, tmp_path / "b")
@@ -94,7 +96,7 @@ RECORD = {
     "_id": "r1",
     "z": 1,
     "a": [Int64(5), 2**40, 1.5, None, True],
-    "when": dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.timezone.utc),
+    "when": dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.UTC),
     "bin": [b"raw", Binary(b"\x00" * 16, 4), Binary(b"x", 0x80)],
     "other": [Decimal128("1.10"), Regex("^a", "i"), Code("f()", {"x": 1})],
     "nested": {"b": {"$ref": "x", "$schema": "s"}, "a": {}},

@@ -42,7 +42,9 @@ async def raw_dump(store: mindstore.Store) -> dict[str, list[bytes]]:
     out = {}
     for name in COLLECTIONS:
         docs = await store.database[name].find({}).to_list()
-        out[name] = sorted((bson.encode(d) for d in docs), key=lambda raw: repr(bson.decode(raw)["_id"]))
+        out[name] = sorted(
+            (bson.encode(d) for d in docs), key=lambda raw: repr(bson.decode(raw)["_id"])
+        )
     return out
 
 
@@ -61,8 +63,10 @@ def keyed(dump: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
         docs = []
         for raw in raws:
             doc = bson.decode(raw)
-            doc = {k: (task_key(doc["tenant"], task_id_of(v)) if k == "_id" else v)
-                   for k, v in doc.items()}
+            doc = {
+                k: (task_key(doc["tenant"], task_id_of(v)) if k == "_id" else v)
+                for k, v in doc.items()
+            }
             docs.append(bson.encode(doc))
         out[name] = sorted(docs, key=lambda raw: repr(bson.decode(raw)["_id"]))
     return out
@@ -112,13 +116,17 @@ def read_file_records(path: Path) -> list[dict[str, Any]]:
         return [decode_line(line) for line in handle]
 
 
-def rewrite_file(backup: Path, name: str, records: list[dict[str, Any]], **manifest_changes: Any) -> None:
+def rewrite_file(
+    backup: Path, name: str, records: list[dict[str, Any]], **manifest_changes: Any
+) -> None:
     """Replace one collection file and update the manifest consistently (re-signed), as a
     buggy or malicious writer would: only the content checks can catch what is wrong."""
     file = backup / f"{name}.jsonl.gz"
     # ASCII JSON: a forger may write "\ud800", which UTF-8 cannot hold but JSON can
-    data = gzip.compress(b"".join(json.dumps(to_ejson(r), separators=(",", ":")).encode() + b"\n"
-                                  for r in records), mtime=0)
+    data = gzip.compress(
+        b"".join(json.dumps(to_ejson(r), separators=(",", ":")).encode() + b"\n" for r in records),
+        mtime=0,
+    )
     file.write_bytes(data)
     manifest = json.loads((backup / "manifest.json").read_text())
     entry = manifest["collections"][name]
@@ -135,19 +143,51 @@ def resign(backup: Path, manifest: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- strategies
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-_key_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8)
+_key_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8
+)
 keys = st.one_of(
-    st.sampled_from(["$ref", "$id", "$schema", "$date", "$numberLong", "$oid", "$binary",
-                     "$regex", "$undefined", "$code", "$scope", "$", "~esc", "~dbref", "",
-                     "a.b", "role", "type"]),
+    st.sampled_from(
+        [
+            "$ref",
+            "$id",
+            "$schema",
+            "$date",
+            "$numberLong",
+            "$oid",
+            "$binary",
+            "$regex",
+            "$undefined",
+            "$code",
+            "$scope",
+            "$",
+            "~esc",
+            "~dbref",
+            "",
+            "a.b",
+            "role",
+            "type",
+        ]
+    ),
     _key_text,
 )
 _utc_ms = st.datetimes(
-    min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31, 23, 59, 59),
-).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000, tzinfo=dt.timezone.utc))
+    min_value=dt.datetime(1, 1, 1),
+    max_value=dt.datetime(9999, 12, 31, 23, 59, 59),
+).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000, tzinfo=dt.UTC))
 _decimals = st.one_of(
-    st.sampled_from(["NaN", "-NaN", "Infinity", "-Infinity", "-0", "0E-6176", "1.10",
-                     "9.999999999999999999999999999999999E+6144"]),
+    st.sampled_from(
+        [
+            "NaN",
+            "-NaN",
+            "Infinity",
+            "-Infinity",
+            "-0",
+            "0E-6176",
+            "1.10",
+            "9.999999999999999999999999999999999E+6144",
+        ]
+    ),
     st.builds(lambda m, e: f"{m}E{e}", st.integers(-(10**33), 10**33), st.integers(-6000, 6000)),
 ).map(Decimal128)
 _binaries = st.one_of(
@@ -183,8 +223,11 @@ def values(max_leaves: int = 24) -> st.SearchStrategy[Any]:
             # a JSON schema reference: pymongo reads {"$ref": str, "$id": ...} as a DBRef
             st.builds(lambda ref, ident: {"$ref": ref, "$id": ident}, _text, children),
             st.builds(lambda ref, schema: {"$ref": ref, "$schema": schema}, _text, children),
-            st.builds(lambda code, scope: Code(code, scope), st.just("f()"),
-                      st.dictionaries(keys, children, max_size=2)),
+            st.builds(
+                lambda code, scope: Code(code, scope),
+                st.just("f()"),
+                st.dictionaries(keys, children, max_size=2),
+            ),
         )
 
     return st.recursive(scalars, extend, max_leaves=max_leaves)
@@ -193,7 +236,11 @@ def values(max_leaves: int = 24) -> st.SearchStrategy[Any]:
 _roles = st.one_of(st.sampled_from(["user", "assistant", "tool", "system", "taskentry"]), _text)
 messages = st.lists(
     st.fixed_dictionaries(
-        {"role": _roles, "id": _text, "content": st.lists(st.dictionaries(keys, values(8), max_size=3), max_size=2)},
+        {
+            "role": _roles,
+            "id": _text,
+            "content": st.lists(st.dictionaries(keys, values(8), max_size=3), max_size=2),
+        },
         optional={"metadata": values(8), "started_ts": st.floats(0, 2e9), "usage": values(6)},
     ),
     max_size=4,

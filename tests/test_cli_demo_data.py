@@ -24,7 +24,9 @@ def stored_counts(path: Path) -> dict[str, dict[str, int]]:
             await load_snapshot(store.database, path)
             counts: dict[str, dict[str, int]] = {}
             for name in ("tasks", "dialog_nodes"):
-                for doc in await store.database[name].find({}, {"tenant": 1, "seq": 1}).to_list(None):
+                for doc in (
+                    await store.database[name].find({}, {"tenant": 1, "seq": 1}).to_list(None)
+                ):
                     per = counts.setdefault(name, {})
                     per[doc["tenant"]] = per.get(doc["tenant"], 0) + 1
             return counts
@@ -46,7 +48,9 @@ def test_demo_data_fills_a_data_file_that_later_commands_read(tmp_path):
     assert set(counts["tasks"]) == {"tenant-0", "tenant-1"}
     assert sum(counts["dialog_nodes"].values()) == len(expected.nodes)
 
-    listed = runner.invoke(app, ["--data", str(data), "tasks", "list", "--tenant", "tenant-1", "-f", "json"])
+    listed = runner.invoke(
+        app, ["--data", str(data), "tasks", "list", "--tenant", "tenant-1", "-f", "json"]
+    )
     assert listed.exit_code == 0, listed.output
     assert '"owner": "tenant-1-user-' in listed.output
 
@@ -61,8 +65,12 @@ def test_same_seed_twice_is_refused_and_leaves_the_file_alone(tmp_path):
     assert data.read_bytes() == before
     other = runner.invoke(app, ["--data", str(data), "demo-data", *SMALL[:-1], "10"])
     assert other.exit_code == 0, other.output
-    seed_10 = generate(WorkloadSpec(tenants=2, owners_per_tenant=2, tasks=12, mean_messages=12, seed=10))
-    assert sum(stored_counts(data)["tasks"].values()) == len(generate(SMALL_SPEC).tasks) + len(seed_10.tasks)
+    seed_10 = generate(
+        WorkloadSpec(tenants=2, owners_per_tenant=2, tasks=12, mean_messages=12, seed=10)
+    )
+    assert sum(stored_counts(data)["tasks"].values()) == len(generate(SMALL_SPEC).tasks) + len(
+        seed_10.tasks
+    )
 
 
 def test_demo_data_without_somewhere_to_keep_it_is_refused(monkeypatch):
@@ -73,7 +81,9 @@ def test_demo_data_without_somewhere_to_keep_it_is_refused(monkeypatch):
 
 
 def test_bad_uri_and_bad_options_get_one_line_errors(tmp_path):
-    result = runner.invoke(app, ["--uri", "postgres://db.example/x", "tasks", "list", "--tenant", "t"])
+    result = runner.invoke(
+        app, ["--uri", "postgres://db.example/x", "tasks", "list", "--tenant", "t"]
+    )
     assert result.exit_code == 7
     assert "unsupported database URI" in result.output and "mongodb://" in result.output
     result = runner.invoke(app, ["--uri", "mongodb://", "tasks", "list", "--tenant", "t"])

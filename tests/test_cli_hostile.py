@@ -28,7 +28,7 @@ runner = CliRunner()
 
 TITLE = "[/bold]\x1b[31mred\x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \u202eevil\u202c"
 OWNER = "[red]mallory[/red]"
-FORMULA = "=HYPERLINK(\"https://evil.example\",\"x\")"
+FORMULA = '=HYPERLINK("https://evil.example","x")'
 TEXTS = ["[/bold] [link=https://evil.example]x[/link]", "\x1b[2J\x1b[H cleared", "-2+3", "@SUM(A1)",
          "+1", "\tindented", "\rcarriage", "line one\nline two", FORMULA]  # fmt: skip
 CONFIG = TaskConfigPart(model_name="m")
@@ -56,8 +56,9 @@ async def _hostile_store(path: Path) -> dict:
         await acme.tasks.finish_assistant_message("t2", "a1", tokens_in=5, tokens_out=1, cost=0.5)
         # stored values no verb would write today but older data may hold
         await store.database["tasks"].update_one(by_id("acme", task.id), {"$set": {"title": TITLE}})
-        await store.database["tasks"].update_one(by_id("acme", other.id),
-                                                 {"$set": {"title": FORMULA, "owner": OWNER}})
+        await store.database["tasks"].update_one(
+            by_id("acme", other.id), {"$set": {"title": FORMULA, "owner": OWNER}}
+        )
         await save_snapshot(store.database, path)
         return {"task": task.id, "other": other.id}
     finally:
@@ -94,7 +95,11 @@ def test_tables_show_stored_markup_and_escapes_as_plain_text(hostile, args):
     assert result.exit_code == 0, result.output
     _shown_inert(result.stdout)
     if args[:2] in (["tasks", "list"], ["tasks", "show"]) and args[-1] != "t2":
-        assert "[/bold]" in result.stdout and "\\x1b[31mred" in result.stdout and "\\u202e" in result.stdout
+        assert (
+            "[/bold]" in result.stdout
+            and "\\x1b[31mred" in result.stdout
+            and "\\u202e" in result.stdout
+        )
     if "owner" in args or args[-1] == "owners" or args[-1] == "t2":
         assert OWNER in result.stdout  # the markup is shown, not applied
 
@@ -110,7 +115,9 @@ def test_json_keeps_the_stored_values_exactly(hostile):
     titles = {row["id"]: row["title"] for row in json.loads(result.stdout)}
     assert titles == {"t1": TITLE, "t2": FORMULA}
     _shown_inert(result.stdout)  # JSON escapes control characters itself
-    messages = json.loads(invoke(hostile, "tasks", "messages", "t1", "--tenant", "acme", "-f", "json").stdout)
+    messages = json.loads(
+        invoke(hostile, "tasks", "messages", "t1", "--tenant", "acme", "-f", "json").stdout
+    )
     assert [m["content"][0]["text"] for m in messages] == TEXTS
 
 
@@ -123,18 +130,26 @@ def _csv(result) -> list[dict[str, str]]:
 
 
 def test_csv_cells_never_run_as_formulas(hostile):
-    rows = {row["id"]: row for row in _csv(invoke(hostile, "tasks", "list", "--tenant", "acme", "-f", "csv"))}
+    rows = {
+        row["id"]: row
+        for row in _csv(invoke(hostile, "tasks", "list", "--tenant", "acme", "-f", "csv"))
+    }
     assert rows["t2"]["title"] == "'" + FORMULA and rows["t2"]["owner"] == OWNER
     assert rows["t1"]["title"].startswith("[/bold]\\x1b[31m")
     assert rows["t2"]["cost"] == "0.5" and rows["t2"]["tokens_in"] == "5"  # numbers stay numbers
-    texts = [row["text"] for row in _csv(invoke(hostile, "tasks", "messages", "t1", "--tenant", "acme", "-f", "csv"))]
+    texts = [
+        row["text"]
+        for row in _csv(invoke(hostile, "tasks", "messages", "t1", "--tenant", "acme", "-f", "csv"))
+    ]
     # (previews collapse whitespace: tab, carriage return and newline are spaces there)
     assert texts[2:8] == ["'-2+3", "'@SUM(A1)", "'+1", "indented", "carriage", "line one line two"]
     assert texts[8] == "'" + FORMULA
     owners = _csv(invoke(hostile, "stats", "owners", "--tenant", "acme", "-f", "csv"))
     assert [row["owner"] for row in owners] == [OWNER]  # the only owner with usage
     for row in (*rows.values(), *owners):
-        assert not any(str(cell).startswith(("=", "+", "-", "@", "\t", "\r")) for cell in row.values())
+        assert not any(
+            str(cell).startswith(("=", "+", "-", "@", "\t", "\r")) for cell in row.values()
+        )
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -196,7 +211,9 @@ def test_unwritable_paths_fail_before_any_work(hostile, tmp_path):
     _one_error_line(invoke(hostile, "backup", "/proc/mindstore-x"), 8)
     _one_error_line(invoke(hostile, "backup", "/proc/mindstore-x.tar", "--tar"), 8)
     # erase checks that its receipt can be written before it erases anything
-    _one_error_line(invoke(hostile, "erase", "--tenant", "acme", "--yes", "--receipt", "/proc/r.json"), 8)
+    _one_error_line(
+        invoke(hostile, "erase", "--tenant", "acme", "--yes", "--receipt", "/proc/r.json"), 8
+    )
     assert hostile.read_bytes() == before
     result = invoke(hostile, "backup", str(tmp_path / "b"), "--tenant", "acme")
     assert result.exit_code == 0
@@ -223,8 +240,14 @@ def test_a_missing_data_file_is_an_error_for_reading_commands(hostile, tmp_path,
     backup_dir = tmp_path / "b"
     assert invoke(hostile, "backup", str(backup_dir)).exit_code == 0
     missing = tmp_path / "typo.gz"
-    args = [str(tmp_path / "new-backup") if a == "BACKUP" and args[0] == "backup" else
-            str(backup_dir) if a == "BACKUP" else a for a in args]
+    args = [
+        str(tmp_path / "new-backup")
+        if a == "BACKUP" and args[0] == "backup"
+        else str(backup_dir)
+        if a == "BACKUP"
+        else a
+        for a in args
+    ]
     result = invoke(missing, *args)
     _one_error_line(result, 7)
     assert "no data file" in result.stderr and not missing.exists()
@@ -264,16 +287,29 @@ MALFORMED = {
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 @pytest.mark.parametrize("args", [
-    ["tasks", "list"], ["tasks", "show", "bad"], ["tasks", "messages", "bad"], ["tasks", "tree", "bad"],
-    ["stats", "usage"], ["stats", "sessions"],
+    ["tasks", "list"], ["tasks", "show", "bad"], ["tasks", "messages", "bad"],
+    ["tasks", "tree", "bad"], ["stats", "usage"], ["stats", "sessions"],
 ])  # fmt: skip
 def test_malformed_documents_are_one_line_never_a_traceback(tmp_path, name, args):
     import datetime as dt
 
-    when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    good = {"_id": "bad", "tenant": "acme", "owner": "o", "title": "t", "state": "running",
-            "created_at": when, "updated_at": when, "version": 0, "seq": 0, "size_bytes": 0,
-            "scope_stack": [], "open_tool_calls": [], "usage": {}, "messages": []}
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    good = {
+        "_id": "bad",
+        "tenant": "acme",
+        "owner": "o",
+        "title": "t",
+        "state": "running",
+        "created_at": when,
+        "updated_at": when,
+        "version": 0,
+        "seq": 0,
+        "size_bytes": 0,
+        "scope_stack": [],
+        "open_tool_calls": [],
+        "usage": {},
+        "messages": [],
+    }
     path = tmp_path / "malformed.gz"
     asyncio.run(_malformed(path, [{**good, **MALFORMED[name]}]))
     result = invoke(path, *args, "--tenant", "acme")
@@ -283,8 +319,16 @@ def test_malformed_documents_are_one_line_never_a_traceback(tmp_path, name, args
         assert result.exit_code in (1, 2, 3, 7)
 
 
-@pytest.mark.parametrize("content", [b"", b"not gzip at all", gzip.compress(b"{not json\n"),
-                                     gzip.compress(b'{"format": "other"}\n'), b"\x1f\x8b\x08\x00trunc"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"not gzip at all",
+        gzip.compress(b"{not json\n"),
+        gzip.compress(b'{"format": "other"}\n'),
+        b"\x1f\x8b\x08\x00trunc",
+    ],
+)
 def test_a_data_file_that_is_not_a_snapshot_is_exit_7(tmp_path, content):
     path = tmp_path / "bad.gz"
     path.write_bytes(content)

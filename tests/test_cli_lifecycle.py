@@ -27,7 +27,8 @@ def make_data(path: Path) -> str:
         await acme.tasks.add_human_message(task.id, "and more", message_id="u2")
         old = await acme.tasks.create(owner="alice", task_id="old")
         await store.database["tasks"].update_one(
-            {"_id": "acme/old"}, {"$set": {"updated_at": dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)}})
+            {"_id": "acme/old"}, {"$set": {"updated_at": dt.datetime(2020, 1, 1, tzinfo=dt.UTC)}}
+        )
         await set_policy(store, "acme", max_age_days=30)
         await save_snapshot(store.database, path)
         await store.close()
@@ -50,12 +51,14 @@ def stored_bytes(path: Path) -> bytes:
 def test_follow_prints_every_message_and_redact_removes_the_content(tmp_path: Path) -> None:
     data = tmp_path / "d.gz"
     make_data(data)
-    shown = runner.invoke(app, ["--data", str(data), "tasks", "follow", "t1", "--tenant", "acme", "--idle", "0.3"])
+    shown = runner.invoke(
+        app, ["--data", str(data), "tasks", "follow", "t1", "--tenant", "acme", "--idle", "0.3"]
+    )
     assert shown.exit_code == 0, shown.output
     assert [line.split()[3] for line in shown.output.splitlines()] == ["u1", "u2"]
     assert SECRET in shown.output
-    done = runner.invoke(app, ["--data", str(data), "tasks", "redact", "t1", "u1", "--tenant", "acme",
-                               "--reason", "asked"])  # fmt: skip
+    done = runner.invoke(app, ["--data", str(data), "tasks", "redact", "t1", "u1",
+                               "--tenant", "acme", "--reason", "asked"])  # fmt: skip
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["reason"] == "asked"
     assert SECRET.encode() not in stored_bytes(data)
@@ -63,7 +66,9 @@ def test_follow_prints_every_message_and_redact_removes_the_content(tmp_path: Pa
                                 "--idle", "0.3", "--format", "json"])  # fmt: skip
     events = [json.loads(line) for line in again.output.splitlines()]
     assert [e["message"]["id"] for e in events] == ["u1", "u2"]
-    bad = runner.invoke(app, ["--data", str(data), "tasks", "redact", "t1", "nope", "--tenant", "acme"])
+    bad = runner.invoke(
+        app, ["--data", str(data), "tasks", "redact", "t1", "nope", "--tenant", "acme"]
+    )
     assert bad.exit_code == 3 and "Traceback" not in bad.output
 
 
@@ -71,17 +76,21 @@ def test_erase_before_and_apply_policy(tmp_path: Path) -> None:
     data = tmp_path / "d.gz"
     old = make_data(data)
     before = stored_bytes(data)
-    dry = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "2024-01-01",
-                              "--dry-run"])  # fmt: skip
+    dry = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme",
+                              "--before", "2024-01-01", "--dry-run"])  # fmt: skip
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.stdout)["counts"]["tasks"] == 1 and stored_bytes(data) == before
-    both = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "2024-01-01",
-                               "--apply-policy", "--yes"])  # fmt: skip
+    both = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme",
+                               "--before", "2024-01-01", "--apply-policy", "--yes"])  # fmt: skip
     assert both.exit_code == 2 and stored_bytes(data) == before
-    applied = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--apply-policy", "--yes"])
+    applied = runner.invoke(
+        app, ["--data", str(data), "erase", "--tenant", "acme", "--apply-policy", "--yes"]
+    )
     assert applied.exit_code == 0, applied.output
     receipt = json.loads(applied.output)
     assert receipt["counts"]["tasks"] == 1 and receipt["scope"]["before"]
     assert f"acme/{old}".encode() not in stored_bytes(data)
-    bad = runner.invoke(app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "yesterday", "--yes"])
+    bad = runner.invoke(
+        app, ["--data", str(data), "erase", "--tenant", "acme", "--before", "yesterday", "--yes"]
+    )
     assert bad.exit_code == 2 and "Traceback" not in bad.output

@@ -10,7 +10,7 @@ import io
 import json
 import math
 import unicodedata
-from datetime import timezone
+from datetime import UTC
 
 import pytest
 from hypothesis import given, settings
@@ -22,15 +22,20 @@ from mindstore.commands.output import OutputFormat, echo_json, render
 from mindstore.commands.sanitize import FORMULA_STARTS, csv_cell, json_text, terminal_text
 from mindstore.errors import ConfigurationError, ValidationError
 
-SPOOFING = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
+SPOOFING = set(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029"
+)
 # any code point, lone surrogates included, with the dangerous ones drawn often
 hostile_text = st.text(st.one_of(
     st.characters(),
     st.sampled_from(["\x1b", "\x07", "\x9b", "\x00", "\r", "\x7f", "\u202e", "\ud800", "\udfff",
                      "[", "]", "/", "=", "+", "-", "@", "\t", "\n"]),
 ), max_size=40)  # fmt: skip
-markup_text = st.builds(lambda a, b: f"[{a}]{b}[/{a}]", st.sampled_from(["bold", "red", "link=x", "", "/"]),
-                        st.text(max_size=5)) | st.sampled_from(["[/bold]", "[/]", "[bold", "\\[x]"])
+markup_text = st.builds(
+    lambda a, b: f"[{a}]{b}[/{a}]",
+    st.sampled_from(["bold", "red", "link=x", "", "/"]),
+    st.text(max_size=5),
+) | st.sampled_from(["[/bold]", "[/]", "[bold", "\\[x]"])
 
 
 def _unsafe(char: str) -> bool:
@@ -66,8 +71,13 @@ def test_csv_cells_never_start_a_formula(value):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(hostile_text, st.one_of(hostile_text, st.integers(), st.floats(allow_nan=False))),
-                min_size=1, max_size=4))
+@given(
+    st.lists(
+        st.tuples(hostile_text, st.one_of(hostile_text, st.integers(), st.floats(allow_nan=False))),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_csv_output_reads_back_as_the_neutralised_cells(rows):
     items = [{"a": a, "b": b} for a, b in rows]
     out = io.StringIO()
@@ -81,7 +91,10 @@ def test_csv_output_reads_back_as_the_neutralised_cells(rows):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(hostile_text, markup_text), min_size=1, max_size=3), st.one_of(hostile_text, markup_text))
+@given(
+    st.lists(st.one_of(hostile_text, markup_text), min_size=1, max_size=3),
+    st.one_of(hostile_text, markup_text),
+)
 def test_tables_print_any_text_literally(cells, title):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -90,13 +103,20 @@ def test_tables_print_any_text_literally(cells, title):
     assert not any(_unsafe(c) for c in printed)
     for cell in cells:  # short, single-line cells appear exactly, markup and all
         shown = terminal_text(cell)
-        if shown and len(shown) < 30 and shown.isprintable() and shown == shown.strip() and "  " not in shown:
+        if (
+            shown
+            and len(shown) < 30
+            and shown.isprintable()
+            and shown == shown.strip()
+            and "  " not in shown
+        ):
             assert shown in printed
 
 
 @settings(max_examples=300)
 @given(st.recursive(st.one_of(hostile_text, st.integers(), st.none(), st.booleans()),
-                    lambda children: st.lists(children, max_size=3) | st.dictionaries(hostile_text, children, max_size=3),
+                    lambda children: (st.lists(children, max_size=3)
+                                      | st.dictionaries(hostile_text, children, max_size=3)),
                     max_leaves=10))  # fmt: skip
 def test_json_output_is_the_same_value_and_inert(value):
     text = json_text(json.dumps(value, ensure_ascii=False))
@@ -110,11 +130,15 @@ def test_json_output_is_the_same_value_and_inert(value):
 
 
 @settings(max_examples=300)
-@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                 st.floats(allow_nan=True, allow_infinity=True).map(str),
-                 st.integers(-(2**80), 2**80).map(str),
-                 hostile_text,
-                 st.datetimes(timezones=st.just(timezone.utc)).map(lambda d: d.isoformat())))
+@given(
+    st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.floats(allow_nan=True, allow_infinity=True).map(str),
+        st.integers(-(2**80), 2**80).map(str),
+        hostile_text,
+        st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat()),
+    )
+)
 def test_a_time_bound_parses_or_is_a_validation_error(text):
     try:
         moment = time_bound(text, "--since")
@@ -126,17 +150,24 @@ def test_a_time_bound_parses_or_is_a_validation_error(text):
         seconds = float(text.strip())
     except ValueError:
         return
-    assert math.isfinite(seconds) and abs(moment.timestamp() - seconds) < 1e-3 * max(1, abs(seconds)) + 1
+    assert (
+        math.isfinite(seconds)
+        and abs(moment.timestamp() - seconds) < 1e-3 * max(1, abs(seconds)) + 1
+    )
 
 
-@pytest.mark.parametrize("text", ["nan", "-nan", "inf", "-inf", "Infinity", "1e300", "-1e300", "1e20"])
+@pytest.mark.parametrize(
+    "text", ["nan", "-nan", "inf", "-inf", "Infinity", "1e300", "-1e300", "1e20"]
+)
 def test_non_finite_and_huge_times_are_refused(text):
     with pytest.raises(ValidationError, match="--until"):
         time_bound(text, "--until")
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=30), st.sampled_from(["mongodb://localhost:1/?", "mongodb+srv://c.invalid/?"]))
+@given(
+    st.text(max_size=30), st.sampled_from(["mongodb://localhost:1/?", "mongodb+srv://c.invalid/?"])
+)
 def test_uri_options_parse_or_are_a_configuration_error(options, base):
     try:
         check_uri(base + options)
@@ -145,8 +176,15 @@ def test_uri_options_parse_or_are_a_configuration_error(options, base):
 
 
 def test_the_uri_check_leaves_good_and_embedded_uris_alone():
-    for uri in (None, "", "embedded", "mongomock://x", "mongodb://a:27017,b:27018/db?replicaSet=rs&w=majority",
-                "mongodb+srv://cluster.example.net/db?retryWrites=true", "mongodb://u:p%40ss@h/?authSource=admin"):
+    for uri in (
+        None,
+        "",
+        "embedded",
+        "mongomock://x",
+        "mongodb://a:27017,b:27018/db?replicaSet=rs&w=majority",
+        "mongodb+srv://cluster.example.net/db?retryWrites=true",
+        "mongodb://u:p%40ss@h/?authSource=admin",
+    ):
         check_uri(uri)
     with pytest.raises(ConfigurationError) as bad:
         check_uri("mongodb://user:secret@h/?serverSelectionTimeoutMS=abc")

@@ -12,8 +12,9 @@ import csv
 import io
 import json
 import re
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -99,7 +100,9 @@ def as_json(data: Path, command: str, *args: str) -> Any:
 
 
 def as_csv(data: Path, command: str, *args: str) -> tuple[list[str], list[dict[str, str]]]:
-    reader = csv.DictReader(io.StringIO(ok(data, command, "--tenant", TENANT, *args, "-f", "csv").stdout))
+    reader = csv.DictReader(
+        io.StringIO(ok(data, command, "--tenant", TENANT, *args, "-f", "csv").stdout)
+    )
     rows = list(reader)
     return list(reader.fieldnames or []), rows
 
@@ -140,7 +143,9 @@ def test_usage_and_latency_csv_and_table(data, api):
     header, rows = as_csv(data, "usage")
     assert header == ["model", *USAGE_MEASURES] and [r["model"] for r in rows] == models
     table = as_table(data, "usage")
-    assert all(model in table for model in models) and "cache_writes" in table and "owner" not in table
+    assert (
+        all(model in table for model in models) and "cache_writes" in table and "owner" not in table
+    )
     owners = [r.owner for r in api(lambda a: a.latency(group_by=("owner",)))]
     header, rows = as_csv(data, "latency", "--by", "owner")
     assert header == ["owner", *LATENCY_MEASURES] and [r["owner"] for r in rows] == owners
@@ -164,7 +169,9 @@ FILTERS = [
 
 
 def _filter_kwargs(args: list[str]) -> dict[str, Any]:
-    return {name.removeprefix("--"): value for name, value in zip(args[::2], args[1::2])}
+    return {
+        name.removeprefix("--"): value for name, value in zip(args[::2], args[1::2], strict=True)
+    }
 
 
 @pytest.mark.parametrize("args", FILTERS)
@@ -204,7 +211,9 @@ def test_an_empty_range_gives_the_empty_session_report(data, api):
     assert report["sessions"] == 0 and report["messages"]["count"] == 0
     expected = api(lambda a: a.sessions(since=EMPTY_RANGE[1], until=EMPTY_RANGE[3]))
     assert report == expected.model_dump(mode="json")
-    assert "no data for these filters" in ok(data, "sessions", "--tenant", TENANT, *EMPTY_RANGE).stderr
+    assert (
+        "no data for these filters" in ok(data, "sessions", "--tenant", TENANT, *EMPTY_RANGE).stderr
+    )
 
 
 def test_tenants_are_reported_apart(data, api):
@@ -217,7 +226,8 @@ def test_tenants_are_reported_apart(data, api):
 
 # ---------------------------------------------------------------------- tools
 @pytest.mark.parametrize(("args", "dims", "period"), [
-    ([], (), None), (["--by", "model"], ("model",), None), (["--period", "week"], (), "week")])  # fmt: skip
+    ([], (), None), (["--by", "model"], ("model",), None), (["--period", "week"], (), "week"),
+])  # fmt: skip
 def test_tools_json_keeps_the_raw_error_rate(data, args, dims, period, api):
     expected = api(lambda a: a.tools(group_by=dims, period=period))
     columns = ["tool", *(["period"] if period else []), *dims, *TOOL_MEASURES]
@@ -270,7 +280,9 @@ def test_subtasks_json_csv_and_table(data, api):
     expected = api(lambda a: a.subtasks())
     assert as_json(data, "subtasks") == [_flat_subtask(r) for r in expected] and expected
     header, rows = as_csv(data, "subtasks")
-    assert header == SUBTASK_COLUMNS and [int(r["depth"]) for r in rows] == [r.depth for r in expected]
+    assert header == SUBTASK_COLUMNS and [int(r["depth"]) for r in rows] == [
+        r.depth for r in expected
+    ]
     table = as_table(data, "subtasks")
     assert "duration_p90" in table and all(f"│ {r.depth} " in table for r in expected)
 
@@ -296,7 +308,10 @@ def test_owners_csv_and_table(data, api):
 def test_activity_json_keeps_by_role(data, period, api):
     expected = api(lambda a: a.activity(period=period))
     args = [] if period == "day" else ["--period", period]
-    assert as_json(data, "activity", *args) == [r.model_dump(mode="json") for r in expected] and expected
+    assert (
+        as_json(data, "activity", *args) == [r.model_dump(mode="json") for r in expected]
+        and expected
+    )
 
 
 def test_activity_csv_and_table_have_a_column_per_role(data, api):
@@ -304,9 +319,11 @@ def test_activity_csv_and_table_have_a_column_per_role(data, api):
     roles = sorted({role for row in expected for role in row.by_role})
     header, rows = as_csv(data, "activity", "--period", "week")
     assert header == [*ACTIVITY_COLUMNS, *roles] and len(rows) == len(expected)
-    for row, want in zip(rows, expected):
+    for row, want in zip(rows, expected, strict=True):
         assert row["period"] == want.period and int(row["messages"]) == want.messages
-        assert {role: int(row[role]) for role in roles} == {r: want.by_role.get(r, 0) for r in roles}
+        assert {role: int(row[role]) for role in roles} == {
+            r: want.by_role.get(r, 0) for r in roles
+        }
     table = as_table(data, "activity", "--period", "week")
     assert all(row.period in table for row in expected) and all(role in table for role in roles)
 

@@ -21,7 +21,9 @@ from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMe
 
 runner = CliRunner()
 
-CONFIG = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="research", is_task_entry=True)])
+CONFIG = TaskConfigPart(
+    model_name="m", tool_metadata=[ToolMetadata(name="research", is_task_entry=True)]
+)
 LONG_TEXT = "lorem ipsum " * 20
 
 
@@ -31,8 +33,9 @@ async def _assistant(tasks: Any, task_id: str, text: str | None, tokens_in: int,
     if text:
         await tasks.add_text_part(task_id, message.id, text)
     if tool_call:
-        await tasks.add_tool_call_part(task_id, message.id,
-                                       ToolCallPart(tool_call_id=tool_call, tool_name="research"))
+        await tasks.add_tool_call_part(
+            task_id, message.id, ToolCallPart(tool_call_id=tool_call, tool_name="research")
+        )
     await tasks.finish_assistant_message(task_id, message.id, tokens_in=tokens_in,
                                          tokens_out=tokens_out, cost=cost)  # fmt: skip
 
@@ -124,7 +127,11 @@ def test_list_json_is_the_tenants_tasks_newest_first(data, facts):
     assert list(research) == ["id", "owner", "title", "state", "messages", "level", "tokens_in",
                               "tokens_out", "cost", "updated_at"]  # fmt: skip
     assert (research["owner"], research["title"], research["state"], research["level"]) == (
-        "alice", "research", "running", 0)
+        "alice",
+        "research",
+        "running",
+        0,
+    )
     assert (research["tokens_in"], research["tokens_out"], research["cost"]) == (20, 8, 0.875)
 
 
@@ -219,31 +226,48 @@ def test_messages_windows(data, facts):
     assert [int(r["index"]) for r in tail] == list(range(len(ids) - 3, len(ids)))
     tail_json = as_json(data, "messages", facts["research"], "--tenant", "acme", "--tail", "2")
     assert [m["id"] for m in tail_json] == ids[-2:]
-    window = as_csv(data, "messages", facts["research"], "--tenant", "acme", "--start", "2", "--limit", "3")
+    window = as_csv(
+        data, "messages", facts["research"], "--tenant", "acme", "--start", "2", "--limit", "3"
+    )
     assert [r["id"] for r in window] == ids[2:5] and [r["index"] for r in window] == ["2", "3", "4"]
     rest = as_json(data, "messages", facts["research"], "--tenant", "acme", "--start", "10")
     assert [m["id"] for m in rest] == ids[10:]
-    assert as_json(data, "messages", facts["research"], "--tenant", "acme", "--tail", "100") == \
-        as_json(data, "messages", facts["research"], "--tenant", "acme")
+    assert as_json(
+        data, "messages", facts["research"], "--tenant", "acme", "--tail", "100"
+    ) == as_json(data, "messages", facts["research"], "--tenant", "acme")
 
 
 def test_messages_tail_conflicts_with_start(data, facts):
-    result = invoke(data, "messages", facts["research"], "--tenant", "acme", "--tail", "2", "--start", "1")
+    result = invoke(
+        data, "messages", facts["research"], "--tenant", "acme", "--tail", "2", "--start", "1"
+    )
     assert result.exit_code == 2
     assert result.stderr.startswith("error:") and "--tail" in result.stderr and result.stdout == ""
-    result = invoke(data, "messages", facts["research"], "--tenant", "acme", "--tail", "2", "--limit", "1")
+    result = invoke(
+        data, "messages", facts["research"], "--tenant", "acme", "--tail", "2", "--limit", "1"
+    )
     assert result.exit_code == 2 and "--tail" in result.stderr
-    assert invoke(data, "messages", facts["research"], "--tenant", "acme", "--tail", "0").exit_code == 2
+    assert (
+        invoke(data, "messages", facts["research"], "--tenant", "acme", "--tail", "0").exit_code
+        == 2
+    )
 
 
 # ---------------------------------------------------------------------- tree
 def test_tree_json_has_the_fork_as_a_child(data, facts):
     tree = as_json(data, "tree", facts["research"], "--tenant", "acme")
     assert (tree["dialog_id"], tree["depth"], tree["messages"]) == (
-        facts["research"], 0, len(facts["ids"]))
+        facts["research"],
+        0,
+        len(facts["ids"]),
+    )
     [child] = tree["children"]
     assert (child["dialog_id"], child["depth"], child["messages"], child["last_n"]) == (
-        facts["fork"], 1, facts["fork_seq"], 2)
+        facts["fork"],
+        1,
+        facts["fork_seq"],
+        2,
+    )
     assert child["children"] == []
     only_fork = as_json(data, "tree", facts["fork"], "--tenant", "acme")
     assert only_fork["dialog_id"] == facts["fork"] and only_fork["children"] == []
@@ -257,7 +281,8 @@ def test_tree_table_and_csv(data, facts):
     assert len(lines) == 2 and facts["research"][:8] in lines[0] and facts["fork"][:8] in lines[1]
     rows = as_csv(data, "tree", facts["research"], "--tenant", "acme")
     assert rows == [
-        {"id": facts["research"], "parent_id": "", "depth": "0", "messages": str(len(facts["ids"]))},
+        {"id": facts["research"], "parent_id": "", "depth": "0",
+         "messages": str(len(facts["ids"]))},
         {"id": facts["fork"], "parent_id": facts["research"], "depth": "1",
          "messages": str(facts["fork_seq"])},
     ]  # fmt: skip
@@ -282,7 +307,11 @@ def test_tenant_from_the_environment(data, facts):
 @pytest.mark.parametrize("command", ["show", "messages", "tree"])
 def test_unknown_and_foreign_tasks_are_not_found(data, facts, command):
     result = invoke(data, command, "no-such-task", "--tenant", "acme")
-    assert result.exit_code == 3 and result.stderr.startswith("error:") and "no-such-task" in result.stderr
+    assert (
+        result.exit_code == 3
+        and result.stderr.startswith("error:")
+        and "no-such-task" in result.stderr
+    )
     result = invoke(data, command, facts["other"], "--tenant", "acme")  # beta's task
     assert result.exit_code == 3 and result.stdout == ""
     result = invoke(data, command, facts["research"], "--tenant", "beta")

@@ -34,13 +34,16 @@ from mindstore.store import Store
 
 SMALL = CompressionConfig(token_limit=400, keep_recent_messages=3, keep_first_messages=1)
 CONFIG = TaskConfigPart(model_name="m", compression_config=SMALL,
-                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")])  # fmt: skip
+                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True),
+                                       ToolMetadata(name="search")])  # fmt: skip
 
 
 async def tool_round(tasks, tid: str, tag: str, size: int = 300) -> None:
     await tasks.add_human_message(tid, f"{tag} " + "question " * 10)
     assistant = await tasks.add_assistant_message(tid)
-    await tasks.add_tool_call_part(tid, assistant.id, ToolCallPart(tool_call_id=f"c-{tag}", tool_name="search"))
+    await tasks.add_tool_call_part(
+        tid, assistant.id, ToolCallPart(tool_call_id=f"c-{tag}", tool_name="search")
+    )
     await tasks.answer_tool_call(tid, f"c-{tag}", {"hits": "h" * size})
 
 
@@ -66,7 +69,9 @@ async def memory_view(tasks, tid: str):
     return model_view(apply_checkpoint(level, latest[-1] if latest else None))
 
 
-@pytest.mark.parametrize("strategy", ["tool_compression", "truncate_and_summarize", "compact_summarization"])
+@pytest.mark.parametrize(
+    "strategy", ["tool_compression", "truncate_and_summarize", "compact_summarization"]
+)
 async def test_each_strategy_inside_a_sub_task_then_at_the_parent(acme, strategy):
     tasks = acme.tasks
     tid = (await tasks.create(owner="o", config=CONFIG)).id
@@ -90,20 +95,26 @@ async def test_each_strategy_inside_a_sub_task_then_at_the_parent(acme, strategy
 
     await tasks.add_task_exit(tid, [TextPart(text="done")])
     parent_view = await stored_view(tasks, tid)
-    assert {m.id for m in model_view(root_messages)} <= {m.id for m in parent_view}  # the sub-task checkpoint does not apply here
+    assert {m.id for m in model_view(root_messages)} <= {
+        m.id for m in parent_view
+    }  # the sub-task checkpoint does not apply here
     outer = Compressor(strategy, SMALL)
     await outer.load(StoredLevel(tasks, tid))
     assert outer.checkpoints == []  # the sub-task's checkpoint belongs to its own level
     outer_view = await outer.compress()
     assert outer.latest is not None
     assert set(outer.latest.compressed_message_ids) <= root_ids | {m.id for m in parent_view}
-    assert not set(outer.latest.compressed_message_ids) & set(inner_checkpoint.compressed_message_ids)
+    assert not set(outer.latest.compressed_message_ids) & set(
+        inner_checkpoint.compressed_message_ids
+    )
     assert pairs_intact(outer_view)
     assert as_dicts(await stored_view(tasks, tid)) == as_dicts(model_view(outer_view))
     assert as_dicts(await memory_view(tasks, tid)) == as_dicts(model_view(outer_view))
     # nothing was deleted: every message is still stored
     assert len(await tasks.messages(tid)) == len((await tasks.load(tid)).messages)
-    assert {m.id for m in await tasks.messages(tid)} >= root_ids | set(inner_checkpoint.compressed_message_ids)
+    assert {m.id for m in await tasks.messages(tid)} >= root_ids | set(
+        inner_checkpoint.compressed_message_ids
+    )
 
 
 async def test_repeated_compression_stacks_checkpoints_and_summaries(acme):
@@ -117,7 +128,11 @@ async def test_repeated_compression_stacks_checkpoints_and_summaries(acme):
         await compressor.compress()
     assert len(compressor.checkpoints) == 3
     first, second, third = compressor.checkpoints
-    assert set(first.compressed_message_ids) < set(second.compressed_message_ids) < set(third.compressed_message_ids)
+    assert (
+        set(first.compressed_message_ids)
+        < set(second.compressed_message_ids)
+        < set(third.compressed_message_ids)
+    )
     assert "b0r1" in third.summary and "b1r0" in third.summary  # the summary folds earlier ones in
     assert "b0r0" not in third.summary  # the head (first prompt) is kept, never summarised
     reloaded = Compressor("compact_summarization", SMALL)
@@ -134,7 +149,10 @@ async def test_memory_and_store_compress_the_same_way(acme):
     for i in range(5):
         await tool_round(tasks, tid, f"r{i}")
     in_memory = await tasks.load(tid)
-    stored, memory = Compressor("truncate_and_summarize", SMALL), Compressor("truncate_and_summarize", SMALL)
+    stored, memory = (
+        Compressor("truncate_and_summarize", SMALL),
+        Compressor("truncate_and_summarize", SMALL),
+    )
     await stored.load(StoredLevel(tasks, tid))
     await memory.load(MemoryLevel(in_memory))
     await stored.compress()
@@ -163,7 +181,9 @@ async def test_context_auto_compresses_past_the_token_limit(acme):
 
 async def test_context_without_compression_enabled_and_with_a_token_budget(acme):
     tasks = acme.tasks
-    disabled = CONFIG.model_copy(update={"compression_config": SMALL.model_copy(update={"enabled": False})})
+    disabled = CONFIG.model_copy(
+        update={"compression_config": SMALL.model_copy(update={"enabled": False})}
+    )
     tid = (await tasks.create(config=disabled)).id
     for i in range(6):
         await tool_round(tasks, tid, f"r{i}")
@@ -171,7 +191,9 @@ async def test_context_without_compression_enabled_and_with_a_token_budget(acme)
     assert not window.compressed_now and window.tokens > SMALL.token_limit
     trimmed = await tasks.context(tid, max_tokens=300)
     assert trimmed.trimmed and trimmed.tokens <= 300 and pairs_intact(trimmed.messages)
-    assert trimmed.messages[0].role == "user" and "taskconfig" not in {m.role for m in trimmed}  # bookkeeping stays
+    assert trimmed.messages[0].role == "user" and "taskconfig" not in {
+        m.role for m in trimmed
+    }  # bookkeeping stays
     assert (await tasks.messages(tid))[-1].role != "compression"  # nothing written
 
 
@@ -212,7 +234,12 @@ STEPS = st.lists(
         st.tuples(st.just("human"), st.integers(0, 200)),
         st.tuples(st.just("enter")),
         st.tuples(st.just("exit")),
-        st.tuples(st.just("compress"), st.sampled_from(["tool_compression", "truncate_and_summarize", "compact_summarization"])),
+        st.tuples(
+            st.just("compress"),
+            st.sampled_from(
+                ["tool_compression", "truncate_and_summarize", "compact_summarization"]
+            ),
+        ),
     ),
     min_size=1,
     max_size=18,

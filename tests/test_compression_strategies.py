@@ -39,7 +39,8 @@ from mindstore.model.parts import (
 
 SMALL = CompressionConfig(token_limit=400, keep_recent_messages=3, keep_first_messages=1)
 CONFIG = TaskConfigPart(model_name="m", compression_config=SMALL,
-                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")])  # fmt: skip
+                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True),
+                                       ToolMetadata(name="search")])  # fmt: skip
 
 
 class ForgetConfig(BaseCompressionConfig):
@@ -94,7 +95,9 @@ class BadIds(ForgetOlder):
 async def tool_round(tasks, tid: str, tag: str, size: int = 300) -> None:
     await tasks.add_human_message(tid, f"{tag} " + "question " * 10)
     assistant = await tasks.add_assistant_message(tid)
-    await tasks.add_tool_call_part(tid, assistant.id, ToolCallPart(tool_call_id=f"c-{tag}", tool_name="search"))
+    await tasks.add_tool_call_part(
+        tid, assistant.id, ToolCallPart(tool_call_id=f"c-{tag}", tool_name="search")
+    )
     await tasks.answer_tool_call(tid, f"c-{tag}", {"hits": "h" * size})
 
 
@@ -126,7 +129,10 @@ async def test_a_custom_strategy_compresses_a_stored_task_and_the_store_serves_i
     assert compressor.checkpoints == []
     view = await compressor.compress()
     first = compressor.latest
-    assert first is not None and first.summary == f"forgot {len(first.compressed_message_ids)} messages"
+    assert (
+        first is not None
+        and first.summary == f"forgot {len(first.compressed_message_ids)} messages"
+    )
     assert pairs_intact(view) and view[0].role == "taskconfig" and view[1].text() == first.summary
     # stored like a built-in: a compression message naming the strategy, served by tasks.context
     stored = (await tasks.messages(tid))[-1]
@@ -144,7 +150,9 @@ async def test_a_custom_strategy_compresses_a_stored_task_and_the_store_serves_i
     reloaded = Compressor(ForgetOlder(keep=4), SMALL)
     await reloaded.load(StoredLevel(tasks, tid))
     assert reloaded.checkpoints == compressor.checkpoints
-    assert as_dicts(model_view(await reloaded.transform())) == as_dicts((await tasks.context(tid, auto_compress=False)).messages)
+    assert as_dicts(model_view(await reloaded.transform())) == as_dicts(
+        (await tasks.context(tid, auto_compress=False)).messages
+    )
     assert reloaded.strategy.calls == ["transform"]
     # nothing was deleted
     assert {m.id for m in await tasks.messages(tid)} >= set(second.compressed_message_ids)
@@ -161,7 +169,9 @@ async def test_a_custom_strategy_object_runs_through_tasks_context(acme):
     assert window.checkpoint.metadata["strategy"] == "forget_older"
     again = await tasks.context(tid, auto_compress=False)
     assert as_dicts(again.messages) == as_dicts(window.messages)
-    assert len(again.messages) == 1 + 3  # summary, the kept tail (the task config never goes to a model)
+    assert (
+        len(again.messages) == 1 + 3
+    )  # summary, the kept tail (the task config never goes to a model)
 
 
 async def test_a_registered_type_is_found_by_name_and_by_its_config(acme, registered):
@@ -182,7 +192,9 @@ async def test_a_registered_type_is_found_by_name_and_by_its_config(acme, regist
     assert window.compressed_now and window.checkpoint.metadata["strategy"] == "forget_older"
     stored = conversation(await tasks.messages(tid))
     assert window.messages[0].text().startswith("forgot") and pairs_intact(window.messages)
-    assert [m.id for m in window.messages[-4:]] == [m.id for m in stored[-4:]]  # keep=4, plus a call
+    assert [m.id for m in window.messages[-4:]] == [
+        m.id for m in stored[-4:]
+    ]  # keep=4, plus a call
     assert len(window.messages) == 1 + 5
     assert "forget_older" in DEFAULT_REGISTRY.names()
 
@@ -196,7 +208,10 @@ async def test_a_private_registry_and_the_builtins_are_strategy_objects():
     assert Compressor("forget_older", registry=registry).strategy.keep == 1  # the object itself
     builtin = Compressor("tool_compression").strategy
     assert isinstance(builtin, ToolCompression) and builtin.strategy_type == "tool_compression"
-    assert Compressor(config=CompressionConfig(strategy="compact_summarization")).strategy_type == "compact_summarization"
+    assert (
+        Compressor(config=CompressionConfig(strategy="compact_summarization")).strategy_type
+        == "compact_summarization"
+    )
 
 
 async def test_load_accepts_an_in_memory_task_and_matches_its_stored_twin(acme):
@@ -209,11 +224,18 @@ async def test_load_accepts_an_in_memory_task_and_matches_its_stored_twin(acme):
         await tool_round(tasks, tid, f"s{i}")
     task = await tasks.load(tid)
     assert isinstance(task, mindstore.Task)
-    in_memory, stored = Compressor(ForgetOlder(keep=3), SMALL), Compressor(ForgetOlder(keep=3), SMALL)
+    in_memory, stored = (
+        Compressor(ForgetOlder(keep=3), SMALL),
+        Compressor(ForgetOlder(keep=3), SMALL),
+    )
     await in_memory.load(task)
     await stored.load(StoredLevel(tasks, tid))
     # the document's helpers: the current level (the sub-task) only
-    assert in_memory.get_task_boundaries() == stored.get_task_boundaries() == task.find_current_task_boundaries()
+    assert (
+        in_memory.get_task_boundaries()
+        == stored.get_task_boundaries()
+        == task.find_current_task_boundaries()
+    )
     assert in_memory.get_task_boundaries()[0] == [m.id for m in task.messages].index("entry1")
     assert as_dicts(in_memory.get_task_messages()) == as_dicts(stored.get_task_messages())
     before = len(task.messages)
@@ -222,9 +244,14 @@ async def test_load_accepts_an_in_memory_task_and_matches_its_stored_twin(acme):
     assert in_memory.get_compression_messages_in_task() == [task.messages[-1]]
     # the same view; only the synthetic summary's id is drawn per round
     assert [m.id for m in memory_view[2:]] == [m.id for m in stored_view[2:]]
-    assert as_dicts(memory_view[2:]) == as_dicts(stored_view[2:]) and memory_view[1].text() == stored_view[1].text()
+    assert (
+        as_dicts(memory_view[2:]) == as_dicts(stored_view[2:])
+        and memory_view[1].text() == stored_view[1].text()
+    )
     assert in_memory.latest.compressed_message_ids == stored.latest.compressed_message_ids
-    assert not set(stored.latest.compressed_message_ids) & {m.id for m in task.messages[: task.find_current_task_boundaries()[0]]}
+    assert not set(stored.latest.compressed_message_ids) & {
+        m.id for m in task.messages[: task.find_current_task_boundaries()[0]]
+    }
     level = task.current_task_messages()
     assert as_dicts(apply_checkpoint(level, checkpoints_in(level)[-1])) == as_dicts(memory_view)
 
@@ -257,7 +284,9 @@ async def test_bad_strategies_and_arguments_are_typed_errors_and_write_nothing(a
         Compressor(42)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="strategy"):
         Compressor(config=BaseCompressionConfig())  # names no strategy
-    with pytest.raises(ValidationError, match="unknown compression strategy 'nope'.*tool_compression"):
+    with pytest.raises(
+        ValidationError, match=r"unknown compression strategy 'nope'.*tool_compression"
+    ):
         Compressor("nope")
     with pytest.raises(ValidationError, match="task"):
         await Compressor("tool_compression").load("not a task")  # type: ignore[arg-type]
@@ -296,7 +325,9 @@ def _conv() -> list[UserMessage]:
     return [UserMessage(id=i, content=[TextPart(text=i)]) for i in IDS]
 
 
-def _checkpoint(compressed: set[str], stubbed: set[str], summary: str | None) -> CompressionCheckpoint:
+def _checkpoint(
+    compressed: set[str], stubbed: set[str], summary: str | None
+) -> CompressionCheckpoint:
     return CompressionCheckpoint(
         compressed_message_ids=[i for i in IDS if i in compressed],
         metadata={STUBBED_KEY: [i for i in IDS if i in stubbed & compressed]},
@@ -304,7 +335,11 @@ def _checkpoint(compressed: set[str], stubbed: set[str], summary: str | None) ->
     )
 
 
-ROUND = st.tuples(st.sets(st.sampled_from(IDS)), st.sets(st.sampled_from(IDS)), st.one_of(st.none(), st.text(max_size=5)))
+ROUND = st.tuples(
+    st.sets(st.sampled_from(IDS)),
+    st.sets(st.sampled_from(IDS)),
+    st.one_of(st.none(), st.text(max_size=5)),
+)
 
 
 @settings(max_examples=200, deadline=None)

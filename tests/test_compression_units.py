@@ -51,7 +51,9 @@ def ai(mid: str, *calls: str, text: str = "ok") -> AssistantMessage:
 
 
 def tool(mid: str, call: str, body: str = "result") -> ToolMessage:
-    return ToolMessage(id=mid, content=[ToolResultPart(tool_call_id=call, tool_name="t", result=body)])
+    return ToolMessage(
+        id=mid, content=[ToolResultPart(tool_call_id=call, tool_name="t", result=body)]
+    )
 
 
 def ids(messages) -> list[str]:
@@ -123,7 +125,9 @@ def test_default_manager_subtracts_the_safety_buffer_and_rejects_bad_limits():
 
 
 def test_default_manager_never_keeps_a_result_without_its_call():
-    history = [user("u")] + [m for i in range(6) for m in (ai(f"a{i}", f"c{i}"), tool(f"t{i}", f"c{i}", "r" * 300))]
+    history = [user("u")] + [
+        m for i in range(6) for m in (ai(f"a{i}", f"c{i}"), tool(f"t{i}", f"c{i}", "r" * 300))
+    ]
     for budget in range(40, 700, 23):
         assert pairs_intact(DefaultContextManager(budget, safety_buffer=0)(history))
 
@@ -133,8 +137,22 @@ def test_message_count_manager_keeps_first_and_last_user_turns():
     history = [SystemMessage(id="s")] + [m for i in range(5) for m in (user(f"u{i}"), ai(f"a{i}"))]
     assert ids(MessageContextManager(max_messages=2)(history)) == ["s", "u3", "a3", "u4", "a4"]
     assert MessageContextManager(max_messages=10)(history) == history
-    with_tools = [SystemMessage(id="s"), user("u"), ai("a1", "c1"), tool("t1", "c1"), ai("a2"), user("v"), ai("a3", "c3")]
-    assert ids(MessageContextManager(max_messages=5, remove_tool_msgs=True)(with_tools)) == ["s", "u", "a2", "v", "a3"]
+    with_tools = [
+        SystemMessage(id="s"),
+        user("u"),
+        ai("a1", "c1"),
+        tool("t1", "c1"),
+        ai("a2"),
+        user("v"),
+        ai("a3", "c3"),
+    ]
+    assert ids(MessageContextManager(max_messages=5, remove_tool_msgs=True)(with_tools)) == [
+        "s",
+        "u",
+        "a2",
+        "v",
+        "a3",
+    ]
     with pytest.raises(ValidationError):
         MessageContextManager(max_messages=0)
 
@@ -146,7 +164,11 @@ CONFIG = CompressionConfig(token_limit=200, keep_recent_messages=2, keep_first_m
 def conversation_with_tools(rounds: int):
     history = [SystemMessage(id="s"), user("u0", "task")]
     for i in range(rounds):
-        history += [user(f"u{i + 1}", "q " * 30), ai(f"a{i}", f"c{i}"), tool(f"t{i}", f"c{i}", "r" * 200)]
+        history += [
+            user(f"u{i + 1}", "q " * 30),
+            ai(f"a{i}", f"c{i}"),
+            tool(f"t{i}", f"c{i}", "r" * 200),
+        ]
     return history
 
 
@@ -158,7 +180,10 @@ def test_tool_compression_stubs_old_results_and_keeps_them_in_place():
     view = apply_checkpoint(history, plan.checkpoint)
     assert ids(view) == ids(history)
     stub = next(m for m in view if m.id == "t0")
-    assert stub.content[0].result == "[tool result compressed]" and stub.content[0].tool_call_id == "c0"
+    assert (
+        stub.content[0].result == "[tool result compressed]"
+        and stub.content[0].tool_call_id == "c0"
+    )
     again = plan_compression("tool_compression", history, CONFIG, plan.checkpoint)
     assert again is None  # nothing left to stub
 
@@ -180,11 +205,16 @@ def test_compact_keeps_only_recent_turns_and_checkpoints_stack():
     first = plan_compression("compact_summarization", history, CONFIG)
     first.checkpoint.summary = asyncio.run(ExtractiveSummarizer()(first.to_summarize, None))
     view = apply_checkpoint(history, first.checkpoint)
-    assert ids(view)[:2] == ["s", "u0"] and view[2].metadata["mindstore_summary_of"] == first.checkpoint.checkpoint_id
+    assert (
+        ids(view)[:2] == ["s", "u0"]
+        and view[2].metadata["mindstore_summary_of"] == first.checkpoint.checkpoint_id
+    )
     assert ids(view)[3:] == ["u5", "a4", "t4"]  # the last turn starts at its user message
     history += [user("u6", "q " * 30), ai("a5", "c5"), tool("t5", "c5", "r" * 200), user("u7")]
     second = plan_compression("compact_summarization", history, CONFIG, first.checkpoint)
-    assert set(first.checkpoint.compressed_message_ids) < set(second.checkpoint.compressed_message_ids)
+    assert set(first.checkpoint.compressed_message_ids) < set(
+        second.checkpoint.compressed_message_ids
+    )
     assert second.previous_summary == first.checkpoint.summary
     assert second.checkpoint.metadata["round"] == 2
 
@@ -196,7 +226,8 @@ def test_unknown_strategy_is_a_typed_error():
 
 def test_checkpoint_round_trips_through_the_compression_part_layout():
     checkpoint = CompressionCheckpoint(checkpoint_id="x", compressed_message_ids=["a", "b"],
-                                       kept_message_ids=["c"], metadata={"stubbed_message_ids": ["b"]},
+                                       kept_message_ids=["c"],
+                                       metadata={"stubbed_message_ids": ["b"]},
                                        summary="s")  # fmt: skip
     back = CompressionCheckpoint.from_parts(checkpoint.message_metadata(), checkpoint.cache())
     assert back == checkpoint and back.dropped_ids == ["a"] and back.stubbed_ids == ["b"]

@@ -63,11 +63,13 @@ class KeepLast(ContextManager):
 
     name = "keep_last"
 
-    def __init__(self, model_name: str | None = None, keep: int = 2, options: dict | None = None) -> None:
+    def __init__(
+        self, model_name: str | None = None, keep: int = 2, options: dict | None = None
+    ) -> None:
         self.model_name, self.keep, self.options = model_name, keep, options or {}
 
     def __call__(self, dialog):
-        return [dialog[0], *dialog[1:][-self.keep:]] if len(dialog) > self.keep + 1 else dialog
+        return [dialog[0], *dialog[1:][-self.keep :]] if len(dialog) > self.keep + 1 else dialog
 
 
 @pytest.fixture
@@ -99,11 +101,13 @@ def keep_last_registered():
 def test_the_shipped_table_knows_current_models_by_their_usual_spellings(spelling, window):
     assert context_window(spelling) == window
     manager = DefaultContextManager(spelling)
-    assert manager.max_tokens == window and manager.budget == window - SAFETY_BUFFER == window - 5_000
+    assert (
+        manager.max_tokens == window and manager.budget == window - SAFETY_BUFFER == window - 5_000
+    )
 
 
 def test_unknown_models_need_max_tokens_or_an_override():
-    with pytest.raises(ValidationError, match="model_name 'acme-llm-7b'.*max_tokens"):
+    with pytest.raises(ValidationError, match=r"model_name 'acme-llm-7b'.*max_tokens"):
         DefaultContextManager("acme-llm-7b")
     assert DefaultContextManager("acme-llm-7b", max_tokens=32_000).budget == 27_000
     assert DefaultContextManager("gpt-4o", context_windows={"gpt-4o": 9_000}).max_tokens == 9_000
@@ -131,7 +135,11 @@ def test_the_model_window_decides_what_is_pruned():
     assert DefaultContextManager("gpt-4.1")(history) == history  # a 1M window: nothing to do
     pruned = DefaultContextManager("gpt-4o")(history)
     assert pruned[0] is system and pruned[-1] is history[-1]
-    assert sum(estimate_tokens(m) for m in pruned) <= 123_000 < sum(estimate_tokens(m) for m in pruned) + 1_010
+    assert (
+        sum(estimate_tokens(m) for m in pruned)
+        <= 123_000
+        < sum(estimate_tokens(m) for m in pruned) + 1_010
+    )
     assert pruned[1].text().startswith(TRUNCATION_PREFIX)
 
 
@@ -180,9 +188,11 @@ def test_default_manager_keeps_the_first_and_a_contiguous_tail_within_budget(siz
     rest = pruned[1:]
     if rest:
         tail_ids = [m.id for m in rest]
-        assert tail_ids == [m.id for m in history[len(history) - len(rest):]]  # contiguous tail
+        assert tail_ids == [m.id for m in history[len(history) - len(rest) :]]  # contiguous tail
         for message in rest[1:]:
-            assert message is history[[m.id for m in history].index(message.id)]  # only the border changes
+            assert (
+                message is history[[m.id for m in history].index(message.id)]
+            )  # only the border changes
     fits = sum(estimate_tokens(m) for m in history) <= budget
     if fits:
         assert pruned == history
@@ -205,7 +215,7 @@ def test_register_context_manager_is_keyed_by_name_and_refuses_a_class_without_o
         registry.register(Nameless)
     with pytest.raises(ValidationError, match="ContextManager"):
         registry.register(dict)  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="unknown context manager type 'summary'.*keep_last"):
+    with pytest.raises(ValidationError, match=r"unknown context manager type 'summary'.*keep_last"):
         registry.build({"type": "summary"})
     assert isinstance(ValidationError("x"), (ValueError, MindstoreError))
     assert set(DEFAULT_MANAGERS.names()) >= {"default", "message_count"}
@@ -230,7 +240,8 @@ def test_overrides_deep_merge_and_auto_detect_the_window(keep_last_registered):
         "agent_configs": [
             {"name": "planner"},  # inherits: the default manager on the global model
             {"name": "coder", "model_name": "gpt-4o"},
-            {"name": "summarizer", "context_manager": {"type": "keep_last", "keep": 3, "options": {"a": 1, "b": 2}}},
+            {"name": "summarizer",
+             "context_manager": {"type": "keep_last", "keep": 3, "options": {"a": 1, "b": 2}}},
             {"name": "quiet", "context_manager": None},
             {"name": "counted", "context_manager": {"type": "message_count", "max_messages": 2}},
         ],
@@ -238,31 +249,45 @@ def test_overrides_deep_merge_and_auto_detect_the_window(keep_last_registered):
     assert config.context_manager_for("planner").max_tokens == 200_000
     assert config.context_manager_for("coder").max_tokens == 128_000  # auto-detected
     summarizer = config.context_manager_for("summarizer")
-    assert isinstance(summarizer, KeepLast) and summarizer.keep == 3 and summarizer.model_name == "claude-sonnet-4-5"
+    assert (
+        isinstance(summarizer, KeepLast)
+        and summarizer.keep == 3
+        and summarizer.model_name == "claude-sonnet-4-5"
+    )
     assert config.context_manager_for("quiet") is None
     counted = config.context_manager_for("counted")
     assert isinstance(counted, MessageContextManager) and counted.max_messages == 2
-    nested = ContextConfig.from_dict({
-        "global": {"context_manager": {"type": "keep_last", "options": {"a": 1, "b": 2}}},
-        "agent_configs": [{"name": "x", "context_manager": {"options": {"b": 3}}}],
-    })
+    nested = ContextConfig.from_dict(
+        {
+            "global": {"context_manager": {"type": "keep_last", "options": {"a": 1, "b": 2}}},
+            "agent_configs": [{"name": "x", "context_manager": {"options": {"b": 3}}}],
+        }
+    )
     assert nested.settings_for("x") == {"type": "keep_last", "options": {"a": 1, "b": 3}}
     assert nested.context_manager_for("x").options == {"a": 1, "b": 3}
     assert ContextConfig.from_dict({}).context_manager_for("anyone") is None  # no block: no pruning
     # another type than the global one: the global options (another class's) do not carry over
     switched = ContextConfig.from_dict({
         "global": {"context_manager": {"type": "default", "max_tokens": 1_000}},
-        "agent_configs": [{"name": "r", "context_manager": {"type": "keep_last", "keep": 3}},
-                          {"name": "same", "context_manager": {"type": "default", "safety_buffer": 0}}],
+        "agent_configs": [
+            {"name": "r", "context_manager": {"type": "keep_last", "keep": 3}},
+            {"name": "same", "context_manager": {"type": "default", "safety_buffer": 0}},
+        ],
     })  # fmt: skip
     assert switched.settings_for("r") == {"type": "keep_last", "keep": 3}
     assert switched.context_manager_for("r").keep == 3
-    assert switched.settings_for("same") == {"type": "default", "max_tokens": 1_000, "safety_buffer": 0}
+    assert switched.settings_for("same") == {
+        "type": "default",
+        "max_tokens": 1_000,
+        "safety_buffer": 0,
+    }
 
 
 def test_bad_configurations_are_typed_errors(tmp_path):
     with pytest.raises(ValidationError, match="type is required"):
-        ContextConfig.from_dict({"global": {"context_manager": {"max_tokens": 10}}}).context_manager_for("a")
+        ContextConfig.from_dict(
+            {"global": {"context_manager": {"max_tokens": 10}}}
+        ).context_manager_for("a")
     with pytest.raises(ValidationError, match="more than once"):
         ContextConfig.from_dict({"agent_configs": [{"name": "a"}, {"name": "a"}]})
     with pytest.raises(ValidationError, match="agent_configs"):
@@ -271,10 +296,14 @@ def test_bad_configurations_are_typed_errors(tmp_path):
         ContextConfig.from_yaml("- just\n- a list\n")
     with pytest.raises(ValidationError, match="YAML"):
         ContextConfig.from_yaml("global: [unclosed")
-    with pytest.raises(ValidationError, match="'default'.*unexpected keyword argument 'windowz'"):
-        ContextConfig.from_dict({"global": {"context_manager": {"type": "default", "windowz": 3}}}).context_manager_for("a")
+    with pytest.raises(ValidationError, match=r"'default'.*unexpected keyword argument 'windowz'"):
+        ContextConfig.from_dict(
+            {"global": {"context_manager": {"type": "default", "windowz": 3}}}
+        ).context_manager_for("a")
     with pytest.raises(ValidationError, match="model_name 'mystery'"):
-        ContextConfig.from_dict({"global": {"model_name": "mystery", "context_manager": {"type": "default"}}}).context_manager_for("a")
+        ContextConfig.from_dict(
+            {"global": {"model_name": "mystery", "context_manager": {"type": "default"}}}
+        ).context_manager_for("a")
     with pytest.raises(ConfigurationError):
         ContextConfig.from_file(tmp_path / "missing.yaml")
     path = tmp_path / "agents.yaml"
@@ -290,7 +319,10 @@ JSONISH = st.recursive(
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.dictionaries(st.sampled_from("abcd"), JSONISH), st.dictionaries(st.sampled_from("abcd"), JSONISH))
+@given(
+    st.dictionaries(st.sampled_from("abcd"), JSONISH),
+    st.dictionaries(st.sampled_from("abcd"), JSONISH),
+)
 def test_deep_merge_lets_the_override_win_everywhere_it_speaks(base, override):
     merged = deep_merge(base, override)
     assert set(merged) == set(base) | set(override)

@@ -54,13 +54,16 @@ from mindstore.model.task import Task
 from mindstore.store import Store
 
 TOOLS = [ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")]
-OFF = TaskConfigPart(model_name="m", tool_metadata=TOOLS, compression_config=CompressionConfig(enabled=False))
+OFF = TaskConfigPart(
+    model_name="m", tool_metadata=TOOLS, compression_config=CompressionConfig(enabled=False)
+)
 MODEL_ROLES = {"system", "user", "assistant", "tool", "informational"}
 
 
 def config(limit: int, **kw) -> TaskConfigPart:
     return TaskConfigPart(model_name="m", tool_metadata=TOOLS,
-                          compression_config=CompressionConfig(token_limit=limit, **kw))  # fmt: skip
+                          compression_config=CompressionConfig(token_limit=limit,
+                                                               **kw))  # fmt: skip
 
 
 def pairs_intact(messages) -> bool:
@@ -75,7 +78,9 @@ def bookkeeping_free(messages) -> bool:
             return False
         if any(isinstance(p, InformationalPart) and not p.is_visible_ai for p in message.content):
             return False
-        if message.role == "informational" and not any(getattr(p, "is_visible_ai", False) for p in message.content):
+        if message.role == "informational" and not any(
+            getattr(p, "is_visible_ai", False) for p in message.content
+        ):
             return False
     return True
 
@@ -106,7 +111,9 @@ def long_task(messages: int, part: TaskConfigPart = OFF, seed: int = 3) -> Task:
         round_no += 1
         if round_no % 12 == 0:
             assistant = task.add_assistant_message()
-            task.add_tool_call_part(assistant.id, ToolCallPart(tool_call_id=f"d{round_no}", tool_name="delegate"))
+            task.add_tool_call_part(
+                assistant.id, ToolCallPart(tool_call_id=f"d{round_no}", tool_name="delegate")
+            )
             task.add_task_entry([TextPart(text=f"sub-task {round_no}")], part)
             tool_round(task, f"in{round_no}", rng.randint(10, 600))
             task.add_task_exit([TextPart(text="done")])
@@ -138,10 +145,13 @@ async def test_bookkeeping_never_reaches_the_model(acme):
     tasks = acme.tasks
     tid = (await tasks.create(config=OFF)).id
     await tasks.add_system_message(tid, "Be brief.")
-    await tasks.add_informational_message(tid, "status", "indexing", is_visible_ai=False, is_visible_ui=True)
+    await tasks.add_informational_message(
+        tid, "status", "indexing", is_visible_ai=False, is_visible_ui=True
+    )
     await tasks.add_informational_message(tid, "note", "the user is on mobile", is_visible_ai=True)
     await tasks.add_message(tid, UserMessage(content=[
-        TextPart(text="hello"), InformationalPart(is_visible_ui=True, details="typed on mobile")]))  # fmt: skip
+        TextPart(text="hello"),
+        InformationalPart(is_visible_ui=True, details="typed on mobile")]))  # fmt: skip
     await tasks.add_message(tid, {"role": "custom_widget", "id": "w1", "payload": {"x": 1}})
     await tasks.add_human_message(tid, "and then?")
     compressor = Compressor("tool_compression", CompressionConfig(token_limit=10))
@@ -153,11 +163,16 @@ async def test_bookkeeping_never_reaches_the_model(acme):
     assert [m.role for m in window] == ["system", "informational", "user", "user"]
     assert window[2].content == [TextPart(text="hello")]  # the UI-only part stayed behind
     assert window.left_out.ui_parts == 1
-    # task config x2, hidden informational, unknown role (the compression marker is not a view message)
+    # task config x2, hidden informational, unknown role
+    # (the compression marker is not a view message)
     assert window.left_out.bookkeeping == 4
     sent = window.to_openai_chat()
     assert [m["role"] for m in sent] == ["system", "user", "user", "user"]
-    assert "indexing" not in repr(sent) and "typed on mobile" not in repr(sent) and "custom_widget" not in repr(sent)
+    assert (
+        "indexing" not in repr(sent)
+        and "typed on mobile" not in repr(sent)
+        and "custom_widget" not in repr(sent)
+    )
 
 
 async def test_the_window_is_a_sequence_and_keeps_its_accounting(acme):
@@ -173,7 +188,9 @@ async def test_the_window_is_a_sequence_and_keeps_its_accounting(acme):
     visible = model_view(task.current_task_messages())
     assert window.left_out.trimmed + len(window) - len(window.left_out.unpaired) <= len(visible) + 1
     assert window.to_openai_chat()[0]["role"] == "system"
-    assert window.to_anthropic()["system"] and window.to_gemini()["contents"] and window.to_responses()
+    assert (
+        window.to_anthropic()["system"] and window.to_gemini()["contents"] and window.to_responses()
+    )
 
 
 async def test_system_prompts_and_opening_context_are_kept_when_trimming(acme):
@@ -186,13 +203,19 @@ async def test_system_prompts_and_opening_context_are_kept_when_trimming(acme):
     for budget in (300, 1_500, 6_000):
         window = await tasks.context(tid, max_tokens=budget)
         systems = [m for m in window if m.role == "system"]
-        assert [m.text() for m in systems] == ["You are a careful research agent. " * 8, "From now on, answer in French."]
+        assert [m.text() for m in systems] == [
+            "You are a careful research agent. " * 8,
+            "From now on, answer in French.",
+        ]
         assert window[0].role == "system" and bookkeeping_free(window) and pairs_intact(window)
         assert window.tokens <= budget
         # the others are the newest messages of the level, oldest possibly cut at its start
         rest = [m.id for m in window if m.role != "system"]
         level = [m.id for m in model_view(task.current_task_messages()) if m.role != "system"]
-        assert rest == level[len(level) - len(rest):] or rest[1:] == level[len(level) - len(rest) + 1:]
+        assert (
+            rest == level[len(level) - len(rest) :]
+            or rest[1:] == level[len(level) - len(rest) + 1 :]
+        )
 
 
 async def test_a_sub_task_sees_its_own_level_and_its_description(acme):
@@ -201,16 +224,26 @@ async def test_a_sub_task_sees_its_own_level_and_its_description(acme):
     await tasks.add_system_message(tid, "Root prompt.")
     await tasks.add_human_message(tid, "delegate the research")
     assistant = await tasks.add_assistant_message(tid)
-    await tasks.add_tool_call_part(tid, assistant.id, ToolCallPart(tool_call_id="d1", tool_name="delegate"))
+    await tasks.add_tool_call_part(
+        tid, assistant.id, ToolCallPart(tool_call_id="d1", tool_name="delegate")
+    )
     await tasks.add_task_entry(tid, [TextPart(text="Research the moon landing."),
-                                     InformationalPart(is_visible_ai=True, details="deadline friday")], OFF, entry_id="e1")  # fmt: skip
+                                     InformationalPart(is_visible_ai=True,
+                                                       details="deadline friday")],
+                               OFF, entry_id="e1")  # fmt: skip
     for i in range(30):
         await tasks.add_human_message(tid, f"inner {i} " + "x " * 40)
     inside = await tasks.context(tid, max_tokens=250)
     texts = [m.text() for m in inside]
     assert inside.scope == "e1"
-    assert texts[0] == "Research the moon landing."  # the description, pinned though the budget is small
-    assert inside[1].role == "informational" and "Root prompt." not in texts and "delegate the research" not in texts
+    assert (
+        texts[0] == "Research the moon landing."
+    )  # the description, pinned though the budget is small
+    assert (
+        inside[1].role == "informational"
+        and "Root prompt." not in texts
+        and "delegate the research" not in texts
+    )
     assert texts[-1].startswith("inner 29") and bookkeeping_free(inside)
     await tasks.add_task_exit(tid, [TextPart(text="It happened in 1969.")])
     outside = await tasks.context(tid)
@@ -229,13 +262,16 @@ async def test_tool_calls_and_results_are_never_split(acme):
         window = await tasks.context(tid, max_tokens=budget)
         assert pairs_intact(window), budget
         assert "open-1" not in {c for m in window for c in call_ids(m)}
-        assert window[-1].text() == "let me check one more thing"  # the open call left, its text stayed
+        assert (
+            window[-1].text() == "let me check one more thing"
+        )  # the open call left, its text stayed
         assert "open-1" in window.left_out.unpaired
 
 
 def test_pairing_keeps_the_other_parts_and_drops_empty_messages():
-    call = AssistantMessage(id="a", content=[TextPart(text="t"), ToolCallPart(tool_call_id="x", tool_name="s"),
-                                             ToolCallPart(tool_call_id="y", tool_name="s")])  # fmt: skip
+    call = AssistantMessage(id="a", content=[
+        TextPart(text="t"), ToolCallPart(tool_call_id="x", tool_name="s"),
+        ToolCallPart(tool_call_id="y", tool_name="s")])  # fmt: skip
     result = ToolMessage(id="r", content=[ToolResultPart(tool_call_id="y", tool_name="s")])
     orphan = ToolMessage(id="o", content=[ToolResultPart(tool_call_id="z", tool_name="s")])
     lone = AssistantMessage(id="b", content=[ToolCallPart(tool_call_id="w", tool_name="s")])
@@ -262,7 +298,10 @@ async def test_a_window_read_is_bounded_by_the_window(store, auto_compress):
     # on the server), so the round trips and the bytes bound of an unpaged task (<= 3)
     assert (await acme.tasks.header(tid)).pages > 0
     assert log.round_trips <= 3 and log.names()[0] == "find" and "update" not in log.names()
-    assert log.bytes_received <= 2 * stored_bytes(window) + header_reply, (log.bytes_received, stored_bytes(window))
+    assert log.bytes_received <= 2 * stored_bytes(window) + header_reply, (
+        log.bytes_received,
+        stored_bytes(window),
+    )
     # the window is mostly text; the whole level (lean stored messages) about 7 times it
     assert whole.bytes_received > 6 * log.bytes_received
     assert 31_000 <= window.tokens <= 32_000 and pairs_intact(window) and bookkeeping_free(window)
@@ -472,7 +511,9 @@ async def test_a_round_that_cannot_reach_the_limit_is_recorded_and_not_redone(st
     await acme.tasks.context(tid, max_tokens=2_000)
     assert await compression_count(acme, tid) == 1
     await acme.tasks.add_human_message(tid, "one more")
-    await acme.tasks.context(tid, max_tokens=2_000)  # grown enough: tried again (and recorded again)
+    await acme.tasks.context(
+        tid, max_tokens=2_000
+    )  # grown enough: tried again (and recorded again)
     assert await compression_count(acme, tid) == 2
     latest = checkpoints_in(await acme.tasks.current_task_messages(tid))[-1]
     assert outcome_of(latest).round == 2
@@ -499,10 +540,15 @@ async def test_a_round_that_reached_the_limit_is_counted_on_not_reread(store):
     task = long_task(300, config(6_000, strategy="compact_summarization", keep_recent_messages=6))
     tid = await imported(acme, task)
     first = await tasks.context(tid)
-    assert first.compressed_now and outcome_of(checkpoints_in(await tasks.current_task_messages(tid))[-1]).reached
+    assert (
+        first.compressed_now
+        and outcome_of(checkpoints_in(await tasks.current_task_messages(tid))[-1]).reached
+    )
     summary = [m for m in first if (m.metadata or {}).get("mindstore_summary_of")]
     assert first.tokens <= 6_000 and first.left_out.compressed > 0 and len(summary) == 1
-    assert [m.role for m in first][:3] == ["system", "user", "user"] and first[2] is summary[0]  # after the head
+    assert [m.role for m in first][:3] == ["system", "user", "user"] and first[2] is summary[
+        0
+    ]  # after the head
     await tasks.add_human_message(tid, "a follow-up question")
     with store.backend.recorder.capture(payloads=True) as log:
         again = await tasks.context(tid, max_tokens=5_000)
@@ -572,23 +618,31 @@ async def _same_window(steps, budget: int) -> None:
             if kind == "round":
                 await tasks.add_human_message(tid, "q " * (size // 10 + 1))
                 assistant = await tasks.add_assistant_message(tid)
-                await tasks.add_tool_call_part(tid, assistant.id, ToolCallPart(tool_call_id=f"c{n}", tool_name="search"))
+                await tasks.add_tool_call_part(
+                    tid, assistant.id, ToolCallPart(tool_call_id=f"c{n}", tool_name="search")
+                )
                 await tasks.answer_tool_call(tid, f"c{n}", {"hits": "h" * size})
             elif kind == "human":
                 await tasks.add_human_message(tid, "w " * size + "end")
             elif kind == "system":
                 await tasks.add_system_message(tid, f"rule {n} " + "s " * size)
             elif kind == "hidden":
-                await tasks.add_informational_message(tid, "ui", "x" * size, is_visible_ai=bool(size % 2))
+                await tasks.add_informational_message(
+                    tid, "ui", "x" * size, is_visible_ai=bool(size % 2)
+                )
             elif kind == "enter":
                 await tasks.add_task_entry(tid, [TextPart(text=f"sub {n}")], OFF)
             elif kind == "exit" and header.current_scope is not None:
                 await tasks.add_task_exit(tid, [TextPart(text="done")])
             elif kind == "open" and not header.open_tool_calls:
                 assistant = await tasks.add_assistant_message(tid)
-                await tasks.add_tool_call_part(tid, assistant.id, ToolCallPart(tool_call_id=f"o{n}", tool_name="search"))
+                await tasks.add_tool_call_part(
+                    tid, assistant.id, ToolCallPart(tool_call_id=f"o{n}", tool_name="search")
+                )
             elif kind == "compress":
-                compressor = Compressor(size, CompressionConfig(token_limit=200, keep_recent_messages=3))
+                compressor = Compressor(
+                    size, CompressionConfig(token_limit=200, keep_recent_messages=3)
+                )
                 await compressor.load(StoredLevel(tasks, tid))
                 await compressor.compress()
         window = await tasks.context(tid, max_tokens=budget, auto_compress=False)
@@ -599,8 +653,11 @@ async def _same_window(steps, budget: int) -> None:
         expected = pair_tool_calls(fit(assemble(whole), budget, estimate_tokens).messages)[0]
         assert [message_to_dict(m) for m in window] == [message_to_dict(m) for m in expected], steps
         assert bookkeeping_free(window) and pairs_intact(window)
-        view_systems = [m.id for m in model_view(level) if m.role == "system" and m.id not in set(
-            found[-1].dropped_ids if found else [])]
+        view_systems = [
+            m.id
+            for m in model_view(level)
+            if m.role == "system" and m.id not in set(found[-1].dropped_ids if found else [])
+        ]
         assert [m.id for m in window if m.role == "system"] == view_systems
     finally:
         await store.close()
@@ -621,8 +678,9 @@ def test_a_window_read_in_pieces_equals_the_level_read_whole(steps, budget, firs
 
 
 @pytest.mark.parametrize("kwargs, named", [
-    ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": -5}, "max_tokens"), ({"max_tokens": True}, "max_tokens"),
-    ({"max_tokens": "100"}, "max_tokens"), ({"safety_buffer": -1}, "safety_buffer"),
+    ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": -5}, "max_tokens"),
+    ({"max_tokens": True}, "max_tokens"), ({"max_tokens": "100"}, "max_tokens"),
+    ({"safety_buffer": -1}, "safety_buffer"),
     ({"auto_compress": "yes"}, "auto_compress"), ({"strategy": []}, "strategy"),
     ({"strategy": ["tool_compression", "nope"]}, "nope"), ({"token_counter": 3}, "token_counter"),
 ])  # fmt: skip
@@ -645,7 +703,9 @@ async def test_a_checkpoint_landing_between_two_reads_restarts_the_read(acme, mo
     original = context_module.read_level_range
 
     async def racing(*args, **kwargs):
-        compressor = Compressor("compact_summarization", CompressionConfig(token_limit=100, keep_recent_messages=4))
+        compressor = Compressor(
+            "compact_summarization", CompressionConfig(token_limit=100, keep_recent_messages=4)
+        )
         await compressor.load(StoredLevel(tasks, tid))
         await compressor.compress()
         return await original(*args, **kwargs)
@@ -661,7 +721,9 @@ async def test_a_checkpoint_landing_between_two_reads_restarts_the_read(acme, mo
 async def test_a_level_without_messages_gives_an_empty_window(acme):
     tid = (await acme.tasks.create(config=OFF)).id
     window = await acme.tasks.context(tid, max_tokens=100)
-    assert len(window) == 0 and window.tokens == 0 and not window and window.left_out.bookkeeping == 1
+    assert (
+        len(window) == 0 and window.tokens == 0 and not window and window.left_out.bookkeeping == 1
+    )
     assert SystemMessage not in [type(m) for m in window]
 
 
@@ -672,11 +734,20 @@ def test_compression_due_decides_from_what_was_read():
     from mindstore.compression.outcome import CompressionOutcome, Due, compression_due
 
     def due(**kw):
-        base = {"token_limit": 1_000, "outcome": None, "visible_count": 50, "complete_tokens": None,
-                "newest_tokens": [10] * 20, "read_tokens": 200, "bound": 900.0}
+        base = {
+            "token_limit": 1_000,
+            "outcome": None,
+            "visible_count": 50,
+            "complete_tokens": None,
+            "newest_tokens": [10] * 20,
+            "read_tokens": 200,
+            "bound": 900.0,
+        }
         return compression_due(**{**base, **kw})
 
-    assert due(complete_tokens=1_001).compress is True and due(complete_tokens=1_000).compress is False
+    assert (
+        due(complete_tokens=1_001).compress is True and due(complete_tokens=1_000).compress is False
+    )
     assert due().compress is False  # even the estimate from above stays under the limit
     assert due(bound=5_000.0).compress is None  # unknown: read the level whole
     assert due(read_tokens=1_200, bound=5_000.0).compress is True  # what was read alone passes
@@ -690,7 +761,9 @@ def test_compression_due_decides_from_what_was_read():
     assert due(outcome=missed, complete_tokens=2_000).compress is False  # grown by 4 < 10
     assert "tried again after 6 more" in due(outcome=missed).note
     assert due(outcome=missed, visible_count=56, complete_tokens=2_000).compress is True
-    assert due(outcome=missed, token_limit=1_500, complete_tokens=2_000).compress is True  # a new limit: try
+    assert (
+        due(outcome=missed, token_limit=1_500, complete_tokens=2_000).compress is True
+    )  # a new limit: try
 
 
 def test_read_sizing_follows_the_averages():
@@ -699,7 +772,9 @@ def test_read_sizing_follows_the_averages():
     assert messages_for(32_000, 800) > messages_for(32_000, 4_000) > 0
     assert messages_for(0, 800) >= 1 and messages_for(100, 10) >= 1
     # a quarter more than the estimate, so the usual read does not fall short
-    assert messages_for(10_000, STORED_OVERHEAD_BYTES + 4 * 96) == math.ceil(10_000 / 100 * 1.25) + 2
+    assert (
+        messages_for(10_000, STORED_OVERHEAD_BYTES + 4 * 96) == math.ceil(10_000 / 100 * 1.25) + 2
+    )
     assert messages_to_add(1_000, 5_000, 50) == math.ceil(1_000 / 100 * 1.25) + 2
     assert messages_to_add(10, 0, 0) >= 1
 

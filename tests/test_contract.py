@@ -37,15 +37,18 @@ from mindstore.model.parts import (
 )
 from mindstore.model.task import Task
 
-ROOT = TaskConfigPart(model_name="root-model", tool_metadata=[ToolMetadata(name="research", is_task_entry=True)])
+ROOT = TaskConfigPart(
+    model_name="root-model", tool_metadata=[ToolMetadata(name="research", is_task_entry=True)]
+)
 SUB = TaskConfigPart(model_name="sub-model")  # does not list the entry tool
 PART_VERBS = {"add_text_part", "add_reasoning_part", "add_tool_call_part"}
 
 
 @contextmanager
 def frozen(counter: itertools.count) -> Any:
-    with mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"gen{next(counter)}"), mock.patch(
-        "mindstore.model.base.CLOCK", lambda: 1_700_000_000.5
+    with (
+        mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"gen{next(counter)}"),
+        mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000.5),
     ):
         yield
 
@@ -109,7 +112,9 @@ class Homes:
 
     async def agree(self) -> None:
         stored = await self.repo.messages("T")
-        assert [message_to_dict(m) for m in stored] == [message_to_dict(m) for m in self.memory.messages]
+        assert [message_to_dict(m) for m in stored] == [
+            message_to_dict(m) for m in self.memory.messages
+        ]
         header = await self.repo.header("T")
         await assert_header(self.database, "contract/T", header, self.memory.header)
 
@@ -135,17 +140,24 @@ async def test_every_verb_agrees_in_both_homes(homes: Homes) -> None:
     await h.same("add_assistant_message", id="a-1")
     await h.same("add_text_part", "a-1", "Let me ")
     await h.same("add_reasoning_part", "a-1", "think", "sig")
-    await h.same("add_tool_call_part", "a-1", ToolCallPart(tool_call_id="call-r", tool_name="research"))
-    await h.same("add_tool_call_part", "a-1", ToolCallPart(tool_call_id="call-w", tool_name="weather"))
+    await h.same(
+        "add_tool_call_part", "a-1", ToolCallPart(tool_call_id="call-r", tool_name="research")
+    )
+    await h.same(
+        "add_tool_call_part", "a-1", ToolCallPart(tool_call_id="call-w", tool_name="weather")
+    )
     # the weather call is answered positionally, the Mind Map's way
-    await h.same("answer_tool_call", "call-w", {"t": 21}, [ObserverResult(observer_name="o", is_success=True)], False, True,
+    await h.same("answer_tool_call", "call-w", {"t": 21},
+                 [ObserverResult(observer_name="o", is_success=True)], False, True,
                  message_id="r-w")  # fmt: skip
     await h.same("answer_tool_call", "call-w", {"t": 21}, message_id="r-w")  # replay
     error = await h.same("answer_tool_call", "no-such-call", {})
     assert isinstance(error, UnknownToolCall) and isinstance(error, ValueError)
     error = await h.same("answer_tool_call", 42, {})
     assert isinstance(error, WrongType) and isinstance(error, TypeError)
-    await h.same("add_informational_message", "note", "between the call and the entry", message_id="i-1")
+    await h.same(
+        "add_informational_message", "note", "between the call and the entry", message_id="i-1"
+    )
     # a message sits between the research call and the entry, and the sub-task's config does
     # not list the tool: the entry still records the call it answers
     entry = await h.same("add_task_entry", [TextPart(text="find hotels")], SUB, "e-1")
@@ -155,11 +167,13 @@ async def test_every_verb_agrees_in_both_homes(homes: Homes) -> None:
     assert (await h.same("current_task_config")).model_name == "sub-model"
     await h.same("add_tool_result_message", "loose", "grep", "found", message_id="t-1",
                  terminate=True, metadata={"k": 1})  # fmt: skip
-    exit_message, answer = await h.same("add_task_exit", [TextPart(text="Casa do Rio")], exit_id="x-1",
-                                        payloadKey="hotel")  # fmt: skip
+    exit_message, answer = await h.same("add_task_exit", [TextPart(text="Casa do Rio")],
+                                        exit_id="x-1", payloadKey="hotel")  # fmt: skip
     assert answer is not None and answer.content[0].tool_call_id == "call-r"
     assert answer.content[0].result["hotel"] == "Casa do Rio"
-    replayed = await h.same("add_task_exit", [TextPart(text="Casa do Rio")], exit_id="x-1", payloadKey="hotel")
+    replayed = await h.same(
+        "add_task_exit", [TextPart(text="Casa do Rio")], exit_id="x-1", payloadKey="hotel"
+    )
     assert normalized(replayed) == normalized((exit_message, answer))  # the answer comes back too
     error = await h.same("add_task_exit", [TextPart(text="again")], exit_id="x-2")
     assert isinstance(error, InvalidTransition)
@@ -172,7 +186,10 @@ async def test_every_verb_agrees_in_both_homes(homes: Homes) -> None:
     await h.same("task_boundaries", "e-1")
     await h.same("sub_task_spans")
     # content per role, on new writes
-    error = await h.same("add_message", UserMessage(id="bad-1", content=[ToolCallPart(tool_call_id="z", tool_name="t")]))
+    error = await h.same(
+        "add_message",
+        UserMessage(id="bad-1", content=[ToolCallPart(tool_call_id="z", tool_name="t")]),
+    )
     assert isinstance(error, ValidationError)
     error = await h.same("add_message", AssistantMessage(id="bad-2", status="bogus"))
     assert isinstance(error, ValidationError)
@@ -199,9 +216,17 @@ async def test_an_exit_without_a_trigger_answers_nothing_visibly(homes: Homes) -
 async def test_the_caller_can_name_the_trigger(homes: Homes) -> None:
     h = homes
     await h.same("add_task_config", ROOT)
-    await h.same("add_message", AssistantMessage(id="a-1", model_id="root-model", content=[
-        ToolCallPart(tool_call_id="c-1", tool_name="research"),
-        ToolCallPart(tool_call_id="c-2", tool_name="research")]))
+    await h.same(
+        "add_message",
+        AssistantMessage(
+            id="a-1",
+            model_id="root-model",
+            content=[
+                ToolCallPart(tool_call_id="c-1", tool_name="research"),
+                ToolCallPart(tool_call_id="c-2", tool_name="research"),
+            ],
+        ),
+    )
     error = await h.same("add_task_entry", [TextPart(text="t")], SUB, "e-0", None, "nope")
     assert isinstance(error, UnknownToolCall)
     await h.same("add_task_entry", [TextPart(text="t")], SUB, "e-1", None, "c-1")
@@ -224,10 +249,14 @@ async def test_a_trigger_stored_by_id_stays_and_a_missing_one_follows_the_messag
     await h.same("add_task_config", ROOT)
     await h.same("add_assistant_message", id="a-1")
     if chosen:
-        await h.same("add_tool_call_part", "a-1", ToolCallPart(tool_call_id="c-1", tool_name="research"))
+        await h.same(
+            "add_tool_call_part", "a-1", ToolCallPart(tool_call_id="c-1", tool_name="research")
+        )
     entry = await h.same("add_task_entry", [TextPart(text="t")], SUB, "e-1")
     assert entry.content[0].trigger_call_id == ("c-1" if chosen else None)
-    await h.same("add_tool_call_part", "a-1", ToolCallPart(tool_call_id="c-2", tool_name="research"))
+    await h.same(
+        "add_tool_call_part", "a-1", ToolCallPart(tool_call_id="c-2", tool_name="research")
+    )
     await h.agree()
     folded = store.scoped("imported").tasks
     await folded.import_task(h.memory)

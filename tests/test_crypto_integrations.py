@@ -712,7 +712,8 @@ async def _llamaindex(store: Store) -> Any:
         ChatMessage(role="user", content=f"{SECRET} question", additional_kwargs={"note": SECRET}),
         ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="look",
                                                             tool_kwargs={"q": SECRET})]),
-        ChatMessage(role="tool", content=f"{SECRET} result", additional_kwargs={"tool_call_id": "c1"}),
+        ChatMessage(role="tool", content=f"{SECRET} result",
+                    additional_kwargs={"tool_call_id": "c1"}),
         ChatMessage(role="assistant", content=f"{SECRET} answer"),
     ])  # fmt: skip
     await chats.archive_oldest_messages("chat-1", 1)
@@ -728,17 +729,24 @@ async def _agent_framework(store: Store) -> Any:
 
     provider = MindstoreHistoryProvider(store.scoped("acme"))
     await provider.save_messages("chat-1", [
-        Message(role="user", contents=[f"{SECRET} question"], additional_properties={"note": SECRET}),
+        Message(role="user", contents=[f"{SECRET} question"],
+                additional_properties={"note": SECRET}),
         Message(role="assistant", contents=[Content.from_function_call(call_id="c1", name="look",
-                                                                       arguments={"q": SECRET})], message_id="r1"),
-        Message(role="tool", contents=[Content.from_function_result(call_id="c1", result=f"{SECRET} result")]),
-        Message(role="assistant", contents=[Content.from_text_reasoning(text=SECRET), f"{SECRET} answer"]),
+                                                                       arguments={"q": SECRET})],
+                message_id="r1"),
+        Message(role="tool", contents=[Content.from_function_result(call_id="c1",
+                                                                    result=f"{SECRET} result")]),
+        Message(role="assistant", contents=[Content.from_text_reasoning(text=SECRET),
+                                            f"{SECRET} answer"]),
     ])  # fmt: skip
     return [m.to_dict() for m in await provider.get_messages("chat-1")]
 
 
-@pytest.mark.parametrize("adapter", [_langchain, _openai_agents, _pydantic_ai, _llamaindex, _agent_framework],
-                         ids=["langchain", "openai_agents", "pydantic_ai", "llamaindex", "agent_framework"])  # fmt: skip
+@pytest.mark.parametrize(
+    "adapter",
+    [_langchain, _openai_agents, _pydantic_ai, _llamaindex, _agent_framework],
+    ids=["langchain", "openai_agents", "pydantic_ai", "llamaindex", "agent_framework"],
+)
 async def test_session_adapters_store_only_sealed_tasks(
     store_factory: Factory, adapter: Callable[[Store], Awaitable[Any]]
 ) -> None:

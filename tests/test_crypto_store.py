@@ -225,7 +225,10 @@ async def test_rotate_new_writes_use_the_new_key_old_content_stays_readable(
     assert {key_version(m["content"][0]["text"]) for m in raw["messages"][1:]} == {3}
     assert key_version(raw["title"]) == 3
     assert [m.text() for m in await acme.messages(tid)][1:] == [
-        "before rotation", "after rotation", "sealed with 3, from the other process"]
+        "before rotation",
+        "after rotation",
+        "sealed with 3, from the other process",
+    ]
     assert (await acme.get(tid)).title == "first"
 
 

@@ -13,7 +13,9 @@ from mindstore.ids import task_key
 from mindstore.model.dialog import FORK_MARKER, kept_indexes
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 
-SUB = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)])
+SUB = TaskConfigPart(
+    model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)]
+)
 
 
 async def dialog_with(d, count: int, owner: str = "coder") -> str:
@@ -49,8 +51,14 @@ async def test_full_copy_and_trimmed_forks(acme):
     assert await texts(acme, trimmed.id) == [original[0], *original[-3:]]
     assert await texts(acme, two.id) == original[:2] + original[-2:]
     node = await d.node(trimmed.id)
-    assert (node.parent_id, node.root_id, node.depth, node.split_point, node.last_n, node.first_k) == (
-        root, root, 1, 4, 3, 1)
+    assert (
+        node.parent_id,
+        node.root_id,
+        node.depth,
+        node.split_point,
+        node.last_n,
+        node.first_k,
+    ) == (root, root, 1, 4, 3, 1)
     copies = await acme.tasks.messages(trimmed.id)
     parent = await acme.tasks.messages(root)
     assert [m.origin.index for m in copies] == [0, 3, 4, 5]
@@ -88,13 +96,16 @@ async def test_fork_inside_an_open_sub_task_recomputes_the_header(acme):
     root = await dialog_with(d, 2)
     await tasks.add_task_config(root, SUB)
     assistant = await tasks.add_assistant_message(root)
-    await tasks.add_tool_call_part(root, assistant.id, ToolCallPart(tool_call_id="c1", tool_name="delegate"))
+    await tasks.add_tool_call_part(
+        root, assistant.id, ToolCallPart(tool_call_id="c1", tool_name="delegate")
+    )
     await tasks.add_task_entry(root, [TextPart(text="sub")], SUB, entry_id="entry1")
     await tasks.add_human_message(root, "inside the sub-task")
     full = await d.fork(root)
     assert (await tasks.get(full.id)).current_scope == "entry1"
     assert [m.id for m in await tasks.current_task_messages(full.id)] == [
-        m.id for m in await tasks.current_task_messages(root)]
+        m.id for m in await tasks.current_task_messages(root)
+    ]
     await tasks.add_task_exit(full.id, [TextPart(text="done in the fork")])
     assert (await tasks.get(full.id)).current_scope is None
     assert (await tasks.get(root)).current_scope == "entry1"  # the parent's sub-task is still open
@@ -112,8 +123,8 @@ async def test_writes_to_a_child_never_show_in_its_parent_and_back(acme):
     before_parent, before_child = await texts(acme, root), await texts(acme, child.id)
     await d.put_text(child.id, "child only")
     await d.put_text(root, "parent only")
-    assert await texts(acme, root) == before_parent + ["parent only"]
-    assert await texts(acme, child.id) == before_child + ["child only"]
+    assert await texts(acme, root) == [*before_parent, "parent only"]
+    assert await texts(acme, child.id) == [*before_child, "child only"]
     first_child = (await acme.tasks.messages(child.id))[0]
     await acme.tasks.add_text_part(child.id, first_child.id, " (patched)")
     assert (await acme.tasks.messages(root))[0].text() == "You are a coder."
@@ -136,7 +147,9 @@ async def test_dialog_verbs(acme):
     assert (await d.tail(root)).metadata["dialog_id"] == root
     assert (await d.cost(root)).cost == 0
     overview = await d.overview(root)
-    assert overview.splitlines()[0].endswith("system(coder): sys") and "user(alice): plain" in overview
+    assert (
+        overview.splitlines()[0].endswith("system(coder): sys") and "user(alice): plain" in overview
+    )
     with pytest.raises(NotFound):
         await d.put_prompt(root, "missing", registry=registry)
     with pytest.raises(ValidationError):
@@ -150,7 +163,9 @@ async def test_dialog_verbs(acme):
 
 
 # ---------------------------------------------------------------- tree queries
-OVERVIEW_LINE = re.compile(r"^( *)(└─ )?\[(.{8})\] owner=(\S+) msgs=(\d+) split@(\S+)( \(last_n=\d+, first_k=\d+\))?$")
+OVERVIEW_LINE = re.compile(
+    r"^( *)(└─ )?\[(.{8})\] owner=(\S+) msgs=(\d+) split@(\S+)( \(last_n=\d+, first_k=\d+\))?$"
+)
 
 
 async def test_tree_overview_in_the_seed_format(acme):
@@ -200,7 +215,9 @@ async def test_tree_of_1000_nodes_depth_20(acme):
     assert await d.subtree_ids(root) == expected
     middle = created[25]
     sub = await d.subtree_ids(middle)
-    assert sub[0] == middle and set(sub) == {i for i in created if i == middle or middle in (await d.ancestors(i))}
+    assert sub[0] == middle and set(sub) == {
+        i for i in created if i == middle or middle in (await d.ancestors(i))
+    }
     assert [c.dialog_id for c in await d.children(root)] == children[root]
     assert len((await d.tree_overview(root)).splitlines()) == 1000
     deepest = max(created, key=lambda i: nodes.get(i).depth if i in nodes else -1)
@@ -240,7 +257,9 @@ async def test_repair_finishes_or_removes_half_made_forks(acme, store):
     await nodes.delete_one({"_id": task_key("acme", finished), "tenant": "acme"})
     await nodes.delete_one({"_id": task_key("acme", stranded), "tenant": "acme"})
     await nodes.delete_one({"_id": task_key("acme", orphan_parent), "tenant": "acme"})
-    await store.database["tasks"].delete_one({"_id": task_key("acme", orphan_parent), "tenant": "acme"})
+    await store.database["tasks"].delete_one(
+        {"_id": task_key("acme", orphan_parent), "tenant": "acme"}
+    )
     assert await d.subtree_ids(root) == [root]  # readers ignore half-made forks
     with pytest.raises(NotFound, match="unfinished fork"):
         await d.node(finished)
@@ -269,14 +288,25 @@ async def test_export_import_round_trip_with_tree_metadata(acme, store):
     again = await other.export_tree(root)
     strip = lambda items: [{**i, "tree_node": {**i["tree_node"]}} for i in items]  # noqa: E731
     assert strip(again) == strip(exported)
-    seed_style = {"dialog_id": "legacy1", "owner": "old", "messages": [
-        {"role": "system", "content": "be nice", "id": "s1"}, {"role": "user", "content": "hi", "id": "u1"}]}
+    seed_style = {
+        "dialog_id": "legacy1",
+        "owner": "old",
+        "messages": [
+            {"role": "system", "content": "be nice", "id": "s1"},
+            {"role": "user", "content": "hi", "id": "u1"},
+        ],
+    }
     imported = await other.import_dialog(seed_style)
-    assert [m.text() for m in await target.scoped("other").tasks.messages(imported.id)] == ["be nice", "hi"]
+    assert [m.text() for m in await target.scoped("other").tasks.messages(imported.id)] == [
+        "be nice",
+        "hi",
+    ]
     with pytest.raises(ValidationError):
         await other.import_dialog({"messages": "nope"})
     with pytest.raises(NotFound):
-        await other.import_dialog({"dialog_id": "x1", "messages": [], "tree_node": {"parent_id": "ghost"}})
+        await other.import_dialog(
+            {"dialog_id": "x1", "messages": [], "tree_node": {"parent_id": "ghost"}}
+        )
     with pytest.raises(Conflict):
         await acme.dialogs.import_dialog(exported[0])  # already there: refused, nothing changed
     await target.close()
@@ -288,7 +318,8 @@ async def test_tree_queries_are_tenant_isolated(acme, store):
     child = (await d.fork(root)).id
     intruder = store.scoped("intruder").dialogs
     for call in (intruder.node(root), intruder.children(root), intruder.subtree_ids(root),
-                 intruder.tree_overview(root), intruder.fork(root), intruder.delete(child, cascade=True),
+                 intruder.tree_overview(root), intruder.fork(root),
+                 intruder.delete(child, cascade=True),
                  intruder.ancestors(child), intruder.export_dialog(root)):  # fmt: skip
         with pytest.raises(NotFound):
             await call
@@ -306,7 +337,14 @@ async def test_a_trimmed_fork_reads_only_the_ends_it_keeps(acme, store):
     with store.backend.recorder.capture() as trimmed_log:
         trimmed = await d.fork(root, last_n=5, first_k=1)
     assert trimmed_log.bytes_received * 10 < full_log.bytes_received
-    assert [m.origin.index for m in await acme.tasks.messages(trimmed.id)] == [0, 195, 196, 197, 198, 199]
+    assert [m.origin.index for m in await acme.tasks.messages(trimmed.id)] == [
+        0,
+        195,
+        196,
+        197,
+        198,
+        199,
+    ]
 
 
 async def test_an_import_cut_between_its_two_writes_is_finished_by_repair(acme, store, monkeypatch):
@@ -332,5 +370,7 @@ async def test_an_import_cut_between_its_two_writes_is_finished_by_repair(acme, 
     # a bad tree node is refused before anything is written
     before = await store.database["tasks"].count_documents({})
     with pytest.raises(ValidationError):
-        await d.import_dialog({**exported, "dialog_id": "bad", "tree_node": {"parent_id": {"$ne": 1}}})
+        await d.import_dialog(
+            {**exported, "dialog_id": "bad", "tree_node": {"parent_id": {"$ne": 1}}}
+        )
     assert await store.database["tasks"].count_documents({}) == before

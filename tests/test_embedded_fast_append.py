@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import mindstore
+from layout import stored_messages
 from mindstore.backends import CommandRecorder
 from mindstore.backends.embedded import guard_index
 from mindstore.errors import TaskTooLarge
@@ -21,7 +22,6 @@ from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import TaskConfigPart, ToolMetadata
 from mindstore.repositories.tasks import RetryPolicy, TaskRepository
 from mindstore.store import Store
-from layout import stored_messages
 
 CONFIG = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="search")])
 PATIENT = RetryPolicy(attempts=400, base_delay=0.0002, max_delay=0.01)
@@ -109,8 +109,8 @@ async def test_the_recorder_counts_the_same_bytes_on_both_paths(
     for fast in (True, False):
         # the generated ids (the config message's) fixed: a sealed page's id filter holds
         # their bits, and a filter word's BSON size (int32 or int64) depends on them
-        counter = iter(range(10**6))
-        monkeypatch.setattr("mindstore.model.base.ID_SOURCE", lambda: f"gen{next(counter)}")
+        ids = (f"gen{n}" for n in range(10**6))
+        monkeypatch.setattr("mindstore.model.base.ID_SOURCE", ids.__next__)
         recorder = CommandRecorder()
         store = await mindstore.connect("embedded", recorder=recorder)
         store.backend.client.fast_updates = fast

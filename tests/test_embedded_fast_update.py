@@ -249,7 +249,9 @@ def test_fast_path_and_mongomock_agree_on_generated_updates(guard_mode, t1, t2, 
         assert stored(fast) == stored(slow)
         for statement in statements:
             outcome = await run_statement(fast, statement)
-            assert comparable(outcome) == comparable(await run_statement(slow, statement)), statement
+            assert comparable(outcome) == comparable(await run_statement(slow, statement)), (
+                statement
+            )
             assert stored(fast) == stored(slow), statement
 
     asyncio.run(scenario())

@@ -212,9 +212,10 @@ async def test_an_answer_id_already_sealed_is_refused_with_a_typed_error(
     for i in range(6):
         await tasks.add_human_message(tid, f"text {i}", message_id=f"m{i}")
     before = await layout(store)
+    batch = [UserMessage(id="fresh", content=[TextPart(text="a")]),
+             UserMessage(id="taken", content=[TextPart(text="b")])]  # fmt: skip
     with pytest.raises(ValidationError, match="taken"):
-        await tasks.add_messages(tid, [UserMessage(id="fresh", content=[TextPart(text="a")]),
-                                       UserMessage(id="taken", content=[TextPart(text="b")])])  # fmt: skip
+        await tasks.add_messages(tid, batch)
     assert await layout(store) == before
 
 

@@ -476,21 +476,40 @@ def adk_delete(view: TenantStore, context: dict[str, Any]) -> Any:
 
 
 INTEGRATIONS = [
-    WritePath("langgraph put", langgraph_put, langgraph_thread,
-              commit=("langgraph_checkpoints",)),
+    WritePath("langgraph put", langgraph_put, langgraph_thread, commit=("langgraph_checkpoints",)),
     WritePath("langgraph put_writes", langgraph_put_writes, langgraph_thread),
-    WritePath("langgraph delete_thread", lambda v, c: saver(v).adelete_thread("th"),
-              langgraph_thread, atomic=False),
-    WritePath("langgraph copy_thread", lambda v, c: saver(v).acopy_thread("th", "th2"),
-              langgraph_thread, atomic=False),
+    WritePath(
+        "langgraph delete_thread",
+        lambda v, c: saver(v).adelete_thread("th"),
+        langgraph_thread,
+        atomic=False,
+    ),
+    WritePath(
+        "langgraph copy_thread",
+        lambda v, c: saver(v).acopy_thread("th", "th2"),
+        langgraph_thread,
+        atomic=False,
+    ),
     WritePath("openai_agents add_items", agents_add_items, arguments(items=agents_items)),
-    WritePath("openai_agents pop_item", lambda v, c: agents_session(v).pop_item(),
-              agents_chat, named=False),
-    WritePath("openai_agents clear_session", lambda v, c: agents_session(v).clear_session(),
-              agents_chat, crash_answers=(NotFound,)),
+    WritePath(
+        "openai_agents pop_item",
+        lambda v, c: agents_session(v).pop_item(),
+        agents_chat,
+        named=False,
+    ),
+    WritePath(
+        "openai_agents clear_session",
+        lambda v, c: agents_session(v).clear_session(),
+        agents_chat,
+        crash_answers=(NotFound,),
+    ),
     WritePath("langchain add_messages", langchain_add, arguments(messages=langchain_messages)),
-    WritePath("langchain clear", lambda v, c: chat_history(v).aclear(), langchain_chat,
-              crash_answers=(NotFound,)),
+    WritePath(
+        "langchain clear",
+        lambda v, c: chat_history(v).aclear(),
+        langchain_chat,
+        crash_answers=(NotFound,),
+    ),
     WritePath("pydantic_ai save_messages", pydantic_save, arguments(messages=pydantic_messages)),
     WritePath("adk append_event", adk_append, adk_session),
     WritePath("adk delete_session", adk_delete, adk_session, atomic=False),
@@ -556,8 +575,8 @@ async def test_a_long_create_crashed_mid_pages_is_finished_by_another_process(
     )
     await asyncio.wait_for(plan.crashed.wait(), 10)
     assert await store.backend.database["task_pages"].count_documents({"tenant": "acme"}) == 2
-    record = await cold(store).scoped("acme").tasks.create(
-        task_id="L", config=CONFIG, messages=messages
+    record = (
+        await cold(store).scoped("acme").tasks.create(task_id="L", config=CONFIG, messages=messages)
     )
     assert record.seq == 10
     stored = await store.scoped("acme").tasks.messages("L")

@@ -22,9 +22,16 @@ def test_a_run_goes_through_its_states() -> None:
     state.set_interrupt("plan", "needs approval", "interrupted_before", {"tool": "rm"})
     meta = state.execution_meta
     assert state.is_interrupted() and not state.is_running()
-    assert (meta.interrupted_node, meta.interrupt_reason, meta.interrupt_data) == ("plan", "needs approval", {"tool": "rm"})
+    assert (meta.interrupted_node, meta.interrupt_reason, meta.interrupt_data) == (
+        "plan",
+        "needs approval",
+        {"tool": "rm"},
+    )
     state.clear_interrupt()
-    assert state.is_running() and meta.interrupted_node is meta.interrupt_reason is meta.interrupt_data is None
+    assert (
+        state.is_running()
+        and meta.interrupted_node is meta.interrupt_reason is meta.interrupt_data is None
+    )
     meta.request_stop()
     assert state.is_stopped_requested()
     state.error("tool crashed")
@@ -43,10 +50,26 @@ def test_an_interrupt_needs_an_interrupted_status() -> None:
 
 
 def test_the_agent_graph_serialised_form_is_read() -> None:
-    meta = ExecutionState.from_dict({"current_node": "act", "step": 3, "status": "interrupted_after",
-                                     "_internal_data": {"k": 1}, "thread_id": "t-1"})
-    assert (meta.current_node, meta.step, meta.is_interrupted(), meta.internal_data) == ("act", 3, True, {"k": 1})
-    for bad in ({"current_node": "x", "step": -1}, {"current_node": "x", "status": "paused"}, ["not", "a", "dict"]):
+    meta = ExecutionState.from_dict(
+        {
+            "current_node": "act",
+            "step": 3,
+            "status": "interrupted_after",
+            "_internal_data": {"k": 1},
+            "thread_id": "t-1",
+        }
+    )
+    assert (meta.current_node, meta.step, meta.is_interrupted(), meta.internal_data) == (
+        "act",
+        3,
+        True,
+        {"k": 1},
+    )
+    for bad in (
+        {"current_node": "x", "step": -1},
+        {"current_node": "x", "status": "paused"},
+        ["not", "a", "dict"],
+    ):
         with pytest.raises(ValidationError):
             ExecutionState.from_dict(bad)  # type: ignore[arg-type]
 
@@ -55,14 +78,25 @@ def test_context_converts_to_typed_messages_and_subclasses_keep_their_fields() -
     class TripState(AgentState):
         city: str = "Oslo"
 
-    state = TripState(context=[{"message_id": "u1", "role": "user", "content": [{"type": "text", "text": "hi"}]},
-                               {"message_id": "a1", "role": "assistant", "content": [{"type": "text", "text": "yo"}]}])
+    state = TripState(
+        context=[
+            {"message_id": "u1", "role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"message_id": "a1", "role": "assistant", "content": [{"type": "text", "text": "yo"}]},
+        ]
+    )
     user, assistant = state.messages()
-    assert isinstance(user, UserMessage) and isinstance(assistant, AssistantMessage) and assistant.id == "a1"
+    assert (
+        isinstance(user, UserMessage)
+        and isinstance(assistant, AssistantMessage)
+        and assistant.id == "a1"
+    )
     assert TripState.model_validate(state.to_dict()).city == "Oslo"
 
 
-operations = st.lists(st.sampled_from(["advance", "node", "interrupt", "clear", "stop", "error", "complete"]), max_size=12)
+operations = st.lists(
+    st.sampled_from(["advance", "node", "interrupt", "clear", "stop", "error", "complete"]),
+    max_size=12,
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -70,13 +104,20 @@ operations = st.lists(st.sampled_from(["advance", "node", "interrupt", "clear", 
 def test_any_state_survives_its_stored_form(ops: list[str], node: str) -> None:
     state = AgentState()
     for op in ops:
-        {"advance": state.advance_step, "node": lambda: state.set_current_node(node),
-         "interrupt": lambda: state.set_interrupt(node, "r", "interrupted_after", {"n": 1}),
-         "clear": state.clear_interrupt, "stop": state.execution_meta.request_stop,
-         "error": lambda: state.error("e"), "complete": state.complete}[op]()
+        {
+            "advance": state.advance_step,
+            "node": lambda: state.set_current_node(node),
+            "interrupt": lambda: state.set_interrupt(node, "r", "interrupted_after", {"n": 1}),
+            "clear": state.clear_interrupt,
+            "stop": state.execution_meta.request_stop,
+            "error": lambda: state.error("e"),
+            "complete": state.complete,
+        }[op]()
     stored: dict[str, Any] = state.to_dict()
     assert isinstance(stored["execution_meta"]["status"], str)  # BSON-ready: plain values
-    assert stored["execution_meta"]["stop_current_execution"] in {s.value for s in StopRequestStatus}
+    assert stored["execution_meta"]["stop_current_execution"] in {
+        s.value for s in StopRequestStatus
+    }
     again = AgentState.model_validate(stored)
     assert again == state and again.is_interrupted() == state.is_interrupted()
     assert again.execution_meta.step == ops.count("advance")

@@ -12,6 +12,7 @@ both it and the SDK types.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -60,8 +61,11 @@ def _anthropic_rules(payload: dict[str, Any]) -> None:
         return block.get("type") == "text" and not block["text"].strip()
 
     system = payload.get("system")
-    if system is not None and (system == [] or (isinstance(system, str) and not system.strip())
-                               or (isinstance(system, list) and any(map(blank, system)))):  # fmt: skip
+    if system is not None and (
+        system == []
+        or (isinstance(system, str) and not system.strip())
+        or (isinstance(system, list) and any(map(blank, system)))
+    ):
         raise Refused(f"system: empty or blank text: {system!r}")
     previous: dict[str, Any] | None = None
     for index, turn in enumerate(payload["messages"]):
@@ -87,8 +91,10 @@ def _anthropic_rules(payload: dict[str, Any]) -> None:
         results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
         if not set(results) <= set(calls) or (turn["role"] == "user" and calls and
                                               set(calls) - set(results)):  # fmt: skip
-            raise Refused(f"messages.{index}: tool_result blocks must answer the tool_use "
-                          f"blocks of the turn right before ({calls} / {results})")
+            raise Refused(
+                f"messages.{index}: tool_result blocks must answer the tool_use "
+                f"blocks of the turn right before ({calls} / {results})"
+            )
         previous = {"role": turn["role"], "blocks": blocks}
 
 
@@ -146,7 +152,7 @@ def alternates(name: str, payload: Any) -> bool:
     """Anthropic and Gemini exports of stored messages alternate sides, turn by turn."""
     turns = payload["messages"] if name == "anthropic" else payload["contents"]
     roles = [turn["role"] for turn in turns]
-    return all(a != b for a, b in zip(roles, roles[1:]))
+    return all(a != b for a, b in itertools.pairwise(roles))
 
 
 # ----------------------------------------------------------------------------- redacting
@@ -156,7 +162,7 @@ def redacted(conversation: list[Any], index: int, part_index: int | None = None)
     """The conversation with one message redacted exactly as `tasks.redact` stores it."""
     header = plan_add_messages(TaskHeader(), "task-1", conversation).header
     plan = plan_redact(header, "task-1", index, conversation[index], "test", part_index)
-    return [*conversation[:index], plan.result, *conversation[index + 1:]]
+    return [*conversation[:index], plan.result, *conversation[index + 1 :]]
 
 
 @st.composite
@@ -176,8 +182,11 @@ def redacted_conversations(draw: Any) -> list[Any]:
         if cls is AssistantMessage and draw(st.booleans()):
             empty.content.append(ReasoningPart(reasoning="unsigned"))  # nothing Anthropic takes
         # anywhere but between a call and its results
-        spots = [i for i in range(1, len(conversation) + 1)
-                 if not isinstance(conversation[i] if i < len(conversation) else None, ToolMessage)]
+        spots = [
+            i
+            for i in range(1, len(conversation) + 1)
+            if not isinstance(conversation[i] if i < len(conversation) else None, ToolMessage)
+        ]
         conversation.insert(draw(st.sampled_from(spots)), empty)
     return conversation
 
@@ -208,10 +217,13 @@ def test_the_api_rules_do_refuse_what_the_apis_refuse() -> None:
         ("anthropic", {"messages": [{"role": "user", "content": [{"type": "text", "text": " "}]}]}),
         ("anthropic", {"messages": [{"role": "user", "content": []}]}),
         ("anthropic", {"messages": [
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "", "is_error": True}]}]}),
+            {"role": "assistant",
+             "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "",
+                                          "is_error": True}]}]}),
         ("anthropic", {"messages": [
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]},
+            {"role": "assistant",
+             "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]},
             {"role": "user", "content": "hi"}]}),
         ("gemini", {"contents": [{"role": "user", "parts": [{"text": ""}]}]}),
         ("gemini", {"contents": [{"role": "user", "parts": []}]}),
@@ -262,10 +274,16 @@ def test_a_redacted_call_and_result_keep_their_pairing_and_lose_their_content() 
     anthropic = formats.to_anthropic(chat)
     assert anthropic["messages"][1:3] == [
         {"role": "assistant", "content": [{"type": "text", "text": REDACTED},
-                                          {"type": "tool_use", "id": "c1", "name": "lookup", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": REDACTED}]},
+                                          {"type": "tool_use", "id": "c1", "name": "lookup",
+                                           "input": {}}]},
+        {"role": "user",
+         "content": [{"type": "tool_result", "tool_use_id": "c1", "content": REDACTED}]},
     ]  # fmt: skip
-    assert formats.to_openai_chat(chat)[3] == {"role": "tool", "tool_call_id": "c1", "content": REDACTED}
+    assert formats.to_openai_chat(chat)[3] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": REDACTED,
+    }
     gemini = formats.to_gemini(chat)["contents"]
     assert gemini[2] == {"role": "user", "parts": [{"functionResponse": {
         "name": "lookup", "response": {"result": REDACTED}, "id": "c1"}}]}  # fmt: skip
@@ -280,7 +298,8 @@ def test_one_redacted_part_keeps_the_rest_of_the_message() -> None:
     chat[1].content.append(TextPart(text="and my name is Ann"))
     chat = redacted(chat, 1, part_index=0)
     assert formats.to_anthropic(chat)["messages"][0] == {"role": "user", "content": [
-        {"type": "text", "text": REDACTED}, {"type": "text", "text": "and my name is Ann"}]}  # fmt: skip
+        {"type": "text", "text": REDACTED},
+        {"type": "text", "text": "and my name is Ann"}]}  # fmt: skip
 
 
 def test_a_turn_left_out_lets_its_neighbours_merge_for_anthropic_and_gemini() -> None:
@@ -300,14 +319,27 @@ def test_a_turn_left_out_lets_its_neighbours_merge_for_anthropic_and_gemini() ->
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": [{"type": "text", "text": "Hello."},
                                           {"type": "text", "text": "Anything else?"}]},
-        {"role": "user", "content": [{"type": "text", "text": "Yes"}, {"type": "text", "text": "Well?"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Yes"},
+                                     {"type": "text", "text": "Well?"}]},
     ]  # fmt: skip
     chat[2] = UserMessage(id="u2", content=[TextPart(text="")])  # Gemini refuses only ""
     contents = formats.to_gemini(chat)["contents"]
-    assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user"]  # reasoning is sent
+    assert [c["role"] for c in contents] == [
+        "user",
+        "model",
+        "user",
+        "model",
+        "user",
+    ]  # reasoning is sent
     assert contents[1]["parts"] == [{"text": "Hello."}, {"text": "Anything else?"}]
     # the OpenAI exports leave the empty turn out too (they need no alternation)
-    assert [m["content"] for m in formats.to_openai_chat(chat)] == ["Hi", "Hello.", "Anything else?", "Yes", "Well?"]
+    assert [m["content"] for m in formats.to_openai_chat(chat)] == [
+        "Hi",
+        "Hello.",
+        "Anything else?",
+        "Yes",
+        "Well?",
+    ]
 
 
 def test_an_empty_turn_is_left_out_of_the_openai_exports_checked_by_the_sdk_types() -> None:
@@ -319,7 +351,8 @@ def test_an_empty_turn_is_left_out_of_the_openai_exports_checked_by_the_sdk_type
         UserMessage(id="u1", content=[TextPart(text="Hi")]),
         AssistantMessage(id="a1", status="completed", content=[
             TextPart(text=""), ToolCallPart(tool_call_id="c1", tool_name="lookup", args={})]),
-        ToolMessage(id="t1", content=[ToolResultPart(tool_call_id="c1", tool_name="lookup", result="ok")]),
+        ToolMessage(id="t1", content=[
+            ToolResultPart(tool_call_id="c1", tool_name="lookup", result="ok")]),
         UserMessage(id="u2", content=[TextPart(text="")]),
         UserMessage(id="u3", content=[TextPart(text=" ")]),  # whitespace is content for OpenAI
     ]  # fmt: skip
@@ -334,21 +367,30 @@ def test_an_empty_turn_is_left_out_of_the_openai_exports_checked_by_the_sdk_type
     ]  # fmt: skip
     responses_payload = formats.to_responses(chat)
     responses_check()(responses_payload)
-    assert [item.get("content") for item in responses_payload if item.get("type") == "message"] == ["Hi", " "]
+    assert [item.get("content") for item in responses_payload if item.get("type") == "message"] == [
+        "Hi",
+        " ",
+    ]
     for name in ("openai_chat", "responses"):
         API_RULES[name](EXPORTS[name](chat))
 
 
 def test_an_error_result_without_text_is_not_empty_for_anthropic() -> None:
-    chat = _chat()[:3] + [ToolMessage(id="t1", content=[ToolResultPart(
+    chat = [*_chat()[:3], ToolMessage(id="t1", content=[ToolResultPart(
         tool_call_id="c1", tool_name="lookup", result="", is_error=True)])]  # fmt: skip
     block = formats.to_anthropic(chat)["messages"][-1]["content"][0]
-    assert block == {"type": "tool_result", "tool_use_id": "c1", "content": NO_OUTPUT, "is_error": True}
+    assert block == {
+        "type": "tool_result",
+        "tool_use_id": "c1",
+        "content": NO_OUTPUT,
+        "is_error": True,
+    }
 
 
 def test_a_redacted_import_is_sent_canonically_and_an_intact_one_as_imported() -> None:
     payload = {"messages": [
-        {"role": "user", "content": [{"type": "text", "text": "secret", "cache_control": {"type": "ephemeral"}},
+        {"role": "user", "content": [{"type": "text", "text": "secret",
+                                      "cache_control": {"type": "ephemeral"}},
                                      {"type": "text", "text": "keep"}]},
         {"role": "assistant", "content": "ok"},
     ]}  # fmt: skip

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,7 +41,11 @@ FORMATS: dict[str, tuple[Callable[..., Any], Callable[..., Any], Any]] = {
     "responses": (formats.to_responses, formats.from_responses, responses_payloads()),
     "anthropic": (formats.to_anthropic, formats.from_anthropic, anthropic_payloads()),
     "gemini": (formats.to_gemini, formats.from_gemini, gemini_payloads()),
-    "message_layer": (formats.to_message_layer, formats.from_message_layer, message_layer_payloads()),
+    "message_layer": (
+        formats.to_message_layer,
+        formats.from_message_layer,
+        message_layer_payloads(),
+    ),
     "agent_graph": (formats.to_agent_graph, formats.from_agent_graph, agent_graph_payloads()),
 }
 PROVIDERS = ("openai_chat", "responses", "anthropic", "gemini")
@@ -48,12 +53,19 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 def calls(messages: list[Any]) -> list[tuple[str, str, Any]]:
-    return [(p.tool_call_id, p.tool_name, p.args) for m in messages if isinstance(m, AssistantMessage)
+    return [(p.tool_call_id, p.tool_name, p.args)
+            for m in messages if isinstance(m, AssistantMessage)
             for p in m.content if isinstance(p, ToolCallPart)]  # fmt: skip
 
 
 def results(messages: list[Any]) -> list[ToolResultPart]:
-    return [p for m in messages if isinstance(m, ToolMessage) for p in m.content if isinstance(p, ToolResultPart)]
+    return [
+        p
+        for m in messages
+        if isinstance(m, ToolMessage)
+        for p in m.content
+        if isinstance(p, ToolResultPart)
+    ]
 
 
 def texts(messages: list[Any], kind: type, sent: Callable[[str], bool] = bool) -> str:
@@ -102,7 +114,9 @@ def test_export_keeps_what_the_format_carries(name: str, conversation: list[Any]
     back = from_x(payload)
     assert to_x(back) == payload
     assert calls(back) == calls(conversation)
-    assert [p.tool_call_id for p in results(back)] == [p.tool_call_id for p in results(conversation)]
+    assert [p.tool_call_id for p in results(back)] == [
+        p.tool_call_id for p in results(conversation)
+    ]
     sent = SENT.get(name, lambda text: True)
     assert texts(back, AssistantMessage) == texts(conversation, AssistantMessage, sent)
     if name != "gemini":  # Gemini carries a result as an object: text comes back wrapped
@@ -110,7 +124,11 @@ def test_export_keeps_what_the_format_carries(name: str, conversation: list[Any]
                     for part in results(conversation) for text in [result_text(part)]]  # fmt: skip
         assert [result_text(p) for p in results(back)] == expected
     if name in ("message_layer", "agent_graph"):
-        kept = [m.id for m in conversation if not isinstance(m, InformationalMessage) and m.role != "taskconfig"]
+        kept = [
+            m.id
+            for m in conversation
+            if not isinstance(m, InformationalMessage) and m.role != "taskconfig"
+        ]
         assert [m.id for m in back] == kept
     if name == "message_layer":
         assert [p.terminate for p in results(back)] == [p.terminate for p in results(conversation)]
@@ -126,12 +144,18 @@ def test_provider_exports_carry_no_bookkeeping(name: str, conversation: list[Any
     assert "terminate" not in sent and "audit" not in sent  # flags and result metadata stay
     assert to_x(conversation) == to_x(conversation[1:])  # the task config (first) adds nothing
     assert "hidden note" not in sent
-    visible = any(isinstance(m, InformationalMessage) and m.content[0].is_visible_ai for m in conversation)
+    visible = any(
+        isinstance(m, InformationalMessage) and m.content[0].is_visible_ai for m in conversation
+    )
     assert ("visible note" in sent) is visible
 
 
 def test_informational_messages_only_reach_the_model_when_visible() -> None:
-    note = InformationalMessage(content=[InformationalPart(is_visible_ai=True, details="tool budget: 3 calls left")])
-    hidden = InformationalMessage(content=[InformationalPart(is_visible_ai=False, details="ui only")])
+    note = InformationalMessage(
+        content=[InformationalPart(is_visible_ai=True, details="tool budget: 3 calls left")]
+    )
+    hidden = InformationalMessage(
+        content=[InformationalPart(is_visible_ai=False, details="ui only")]
+    )
     chat = formats.to_openai_chat([note, hidden])
     assert chat == [{"role": "user", "content": "tool budget: 3 calls left"}]

@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from format_strategies import anthropic_payloads, conversations, gemini_payloads, openai_chat_payloads, responses_payloads
+from format_strategies import (
+    anthropic_payloads,
+    conversations,
+    gemini_payloads,
+    openai_chat_payloads,
+    responses_payloads,
+)
 from mindstore import formats
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -105,12 +111,16 @@ def test_gemini_export_is_valid(conversation: list[Any]) -> None:
     gemini_check()(formats.to_gemini(conversation))
 
 
-@pytest.mark.parametrize(("strategy", "check"), [
-    (openai_chat_payloads(), openai_chat_check),
-    (responses_payloads(), responses_check),
-    (anthropic_payloads(), anthropic_check),
-    (gemini_payloads(), gemini_check),
-], ids=["openai_chat", "responses", "anthropic", "gemini"])
+@pytest.mark.parametrize(
+    ("strategy", "check"),
+    [
+        (openai_chat_payloads(), openai_chat_check),
+        (responses_payloads(), responses_check),
+        (anthropic_payloads(), anthropic_check),
+        (gemini_payloads(), gemini_check),
+    ],
+    ids=["openai_chat", "responses", "anthropic", "gemini"],
+)
 def test_drawn_payloads_are_valid(strategy: Any, check: Any) -> None:
     validate = check()
 

@@ -16,7 +16,9 @@ from mindstore.model.storage_form import bson_size
 from mindstore.repositories.header_cache import CachedHeader, HeaderCache
 from mindstore.store import Store
 
-CONFIG = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)])
+CONFIG = TaskConfigPart(
+    model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)]
+)
 
 
 def other_process(store: Store) -> object:
@@ -65,7 +67,11 @@ async def test_another_writer_in_between_costs_one_read_and_loses_nothing(acme, 
     with store.backend.recorder.capture() as log:
         await acme.tasks.add_human_message(tid, "mine 2", message_id="m2")
     names = [c.name for c in log]  # the cached guess, the replay check, a read, the write
-    assert names[0] == names[-1] == "update" and names.count("update") == 2 and names.count("find") == 1
+    assert (
+        names[0] == names[-1] == "update"
+        and names.count("update") == 2
+        and names.count("find") == 1
+    )
     ids = [m.id for m in await acme.tasks.messages(tid)]
     assert ids[-3:] == ["m1", "o1", "m2"]
     await assert_header_matches_messages(acme, tid)
@@ -77,7 +83,9 @@ async def test_a_stale_level_never_plans_the_write(acme, store):
     tid = (await acme.tasks.create(config=CONFIG)).id
     await acme.tasks.add_message(tid, UserMessage(content=[TextPart(text="go")]))
     reply = await acme.tasks.add_assistant_message(tid)
-    await acme.tasks.add_tool_call_part(tid, reply.id, ToolCallPart(tool_call_id="c1", tool_name="delegate"))
+    await acme.tasks.add_tool_call_part(
+        tid, reply.id, ToolCallPart(tool_call_id="c1", tool_name="delegate")
+    )
     await acme.tasks.add_task_entry(tid, [TextPart(text="sub")], CONFIG)
     await other_process(store).tasks.add_task_exit(tid, [TextPart(text="done by them")])
     with pytest.raises(InvalidTransition):
@@ -93,9 +101,11 @@ async def test_a_cached_root_level_does_not_refuse_a_valid_exit(acme, store):
     await acme.tasks.add_human_message(tid, "go")
     other = other_process(store)
     reply = await other.tasks.add_assistant_message(tid)
-    await other.tasks.add_tool_call_part(tid, reply.id, ToolCallPart(tool_call_id="c1", tool_name="delegate"))
+    await other.tasks.add_tool_call_part(
+        tid, reply.id, ToolCallPart(tool_call_id="c1", tool_name="delegate")
+    )
     await other.tasks.add_task_entry(tid, [TextPart(text="sub")], CONFIG)
-    exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
+    _exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
     assert answer is not None and answer.content[0].tool_call_id == "c1"
     await assert_header_matches_messages(acme, tid)
 
@@ -107,7 +117,9 @@ def finished_user(text: str) -> UserMessage:
     return UserMessage(content=[TextPart(text=text)], started_ts=1, finished_ts=2)
 
 
-async def test_a_re_created_task_at_the_same_version_is_not_mistaken_for_the_cached_one(acme, store):
+async def test_a_re_created_task_at_the_same_version_is_not_mistaken_for_the_cached_one(
+    acme, store
+):
     """ABA: the task is deleted and re-created under the same id by another process, and
     written as many times as before, so `version` matches the cache again."""
     tid = (await acme.tasks.create(config=CONFIG, task_id="same-id")).id
@@ -146,7 +158,9 @@ async def test_concurrent_writers_with_their_own_caches_store_every_message(stor
 
     await asyncio.gather(*(writer(n) for n in range(6)))
     messages = await stores[0].tasks.messages(tid)
-    assert sorted(m.id for m in messages[1:]) == sorted(f"{n}.{i}" for n in range(6) for i in range(10))
+    assert sorted(m.id for m in messages[1:]) == sorted(
+        f"{n}.{i}" for n in range(6) for i in range(10)
+    )
     for n in range(6):  # each writer's own messages keep their order
         mine = [m.id for m in messages if m.id.startswith(f"{n}.")]
         assert mine == [f"{n}.{i}" for i in range(10)]

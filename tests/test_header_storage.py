@@ -166,10 +166,16 @@ def test_a_frame_leaves_out_the_model_of_the_last_config():
     assert "model_name" not in stored["scope_stack"][1]
     assert header_from_stored(stored) == header
     odd = header.model_copy(deep=True, update={"scope_stack": [outer, inner, unknown]})
-    assert stored_header(odd)["scope_stack"][2] == {"entry_id": "e3", "index": 8, "model_name": None}
+    assert stored_header(odd)["scope_stack"][2] == {
+        "entry_id": "e3",
+        "index": 8,
+        "model_name": None,
+    }
     assert header_from_stored(stored_header(odd)) == odd
     # a config inside the inner level changes the last model: the inner frame's is written out
-    moved = header.model_copy(deep=True, update={"last_model_name": "other", "last_config_index": 7})
+    moved = header.model_copy(
+        deep=True, update={"last_model_name": "other", "last_config_index": 7}
+    )
     changes = header_changes(header, moved)
     assert header_from_stored(apply_update(stored, changes)) == moved
     assert stored_header(moved)["scope_stack"][1]["model_name"] == "small"
@@ -217,9 +223,11 @@ def test_malformed_stored_fields_are_refused_by_name(fields, match):
 
 def test_apply_sets_applies_paths_as_mongodb_does_or_gives_up():
     message = {"id": "a", "content": [{"type": "text", "text": "Hel"}], "status": "completed"}
-    patched = apply_sets(message, {"content.0.text": "Hello", "content.1": {"type": "text", "text": "!"},
+    patched = apply_sets(message, {"content.0.text": "Hello",
+                                   "content.1": {"type": "text", "text": "!"},
                                    "status": "loading", "usage.cost": 1})  # fmt: skip
-    assert patched == {"id": "a", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "!"}],
+    assert patched == {"id": "a", "content": [{"type": "text", "text": "Hello"},
+                                              {"type": "text", "text": "!"}],
                        "status": "loading", "usage": {"cost": 1}}  # fmt: skip
     assert message["content"][0]["text"] == "Hel"  # a copy: the cached form is never shared
     assert apply_sets(message, {"content.5": {}}) is None  # past the end: MongoDB would pad
@@ -227,7 +235,10 @@ def test_apply_sets_applies_paths_as_mongodb_does_or_gives_up():
     # a streamed chunk is pushed (the array made when missing); `$each` is not modelled
     chunked = apply_sets(message, {}, (), {"content.0.§more": "lo"})
     assert chunked is not None and chunked["content"][0]["§more"] == ["lo"]
-    assert apply_sets(chunked, {}, (), {"content.0.§more": "!"})["content"][0]["§more"] == ["lo", "!"]
+    assert apply_sets(chunked, {}, (), {"content.0.§more": "!"})["content"][0]["§more"] == [
+        "lo",
+        "!",
+    ]
     assert apply_sets(message, {}, (), {"status": "x"}) is None  # onto a string
     assert apply_sets(message, {}, (), {"content.0.§more": {"$each": ["a"]}}) is None
 
@@ -260,7 +271,9 @@ async def test_a_task_stored_by_the_previous_version_is_read_and_written(store):
     acme = store.scoped("acme")
     tid = (await acme.tasks.create(config=CONFIG)).id
     reply = await acme.tasks.add_assistant_message(tid)
-    await acme.tasks.add_tool_call_part(tid, reply.id, ToolCallPart(tool_call_id="c1", tool_name="delegate"))
+    await acme.tasks.add_tool_call_part(
+        tid, reply.id, ToolCallPart(tool_call_id="c1", tool_name="delegate")
+    )
     await acme.tasks.add_task_entry(tid, [TextPart(text="sub")], CONFIG)
     await acme.tasks.finish_assistant_message(tid, reply.id, tokens_in=7, cost=0.25)
     header = await acme.tasks.header(tid)
@@ -279,7 +292,7 @@ async def test_a_task_stored_by_the_previous_version_is_read_and_written(store):
     check_task(await flat_task(store.database, key))  # the whole history, sealed pages included
     stored = await acme.tasks.messages(tid)
     assert (await acme.tasks.header(tid)).tail.id == stored[-1].id
-    exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
+    _exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="done")])
     assert answer is not None and answer.content[0].tool_call_id == "c1"
     check_task(await flat_task(store.database, key))
 
@@ -389,7 +402,9 @@ async def test_streams_of_two_stores_into_one_message_keep_both_parts(store):
     reply = await mine.add_assistant_message(tid)
     async with mine.stream(tid, reply.id, flush_bytes=1, flush_ms=3_600_000) as ours:
         await ours.reasoning("plan")
-        await theirs.add_tool_call_part(tid, reply.id, ToolCallPart(tool_call_id="t1", tool_name="search"))
+        await theirs.add_tool_call_part(
+            tid, reply.id, ToolCallPart(tool_call_id="t1", tool_name="search")
+        )
         await ours.text("answer")  # a new part: its index comes from a fresh read, after the call
         async with theirs.stream(tid, reply.id, flush_bytes=1, flush_ms=3_600_000) as other:
             await other.text("theirs")
@@ -397,7 +412,12 @@ async def test_streams_of_two_stores_into_one_message_keep_both_parts(store):
     message = await mine.get_message(tid, reply.id)
     assert isinstance(message, AssistantMessage)
     kinds = [(part.type, getattr(part, "text", None)) for part in message.content]
-    assert kinds == [("reasoning", None), ("toolCall", None), ("text", "answer more"), ("text", "theirs")]
+    assert kinds == [
+        ("reasoning", None),
+        ("toolCall", None),
+        ("text", "answer more"),
+        ("text", "theirs"),
+    ]
     header = await mine.header(tid)
     assert [ref.id for ref in header.open_tool_calls] == ["t1"]
     check_task(await flat_task(store.database, f"acme/{tid}"))
@@ -407,8 +427,13 @@ def test_the_cached_last_message_follows_unsets_too():
     from mindstore.repositories.header_cache import apply_sets
 
     stored = {"id": "a", "status": "completed", "content": [{"type": "text", "text": "x", "k": 1}]}
-    after = apply_sets(stored, {"content.1": {"type": "text", "text": "y"}}, ["status", "content.0.k"])
-    assert after == {"id": "a", "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}]}
+    after = apply_sets(
+        stored, {"content.1": {"type": "text", "text": "y"}}, ["status", "content.0.k"]
+    )
+    assert after == {
+        "id": "a",
+        "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}],
+    }
     assert stored["status"] == "completed"  # a copy: the cached document is not changed
     assert apply_sets(stored, {}, ["missing.field"]) == stored  # nothing there to remove
     assert apply_sets(stored, {}, ["content.0"]) is None  # a list item: forgotten, not guessed

@@ -29,7 +29,9 @@ from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 from mindstore.payloads import MARKER_PREFIX
 
-CONFIG = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)])
+CONFIG = TaskConfigPart(
+    model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)]
+)
 BOB_SECRET = "SECRET-OF-BOB"
 BETA_SECRET = "SECRET-OF-BETA"
 BOB = "bob-the-other-owner"
@@ -50,16 +52,24 @@ async def seed(store: mindstore.Store) -> None:
     alice = store.scoped("acme", owner="alice").tasks
     await alice.create(task_id=World.alice_task, title="alice's", config=CONFIG)
     await alice.add_human_message(World.alice_task, "hello " + "a" * THRESHOLD, message_id="u1")
-    await alice.add_message(World.alice_task, AssistantMessage(id="a1", model_id="m", content=[
-        ToolCallPart(tool_call_id="c1", tool_name="delegate")]))
+    await alice.add_message(
+        World.alice_task,
+        AssistantMessage(
+            id="a1", model_id="m", content=[ToolCallPart(tool_call_id="c1", tool_name="delegate")]
+        ),
+    )
     await alice.add_task_entry(World.alice_task, [TextPart(text="sub")], CONFIG, "e1")
     bob = store.scoped("acme", owner=BOB).tasks
     await bob.create(task_id=World.bob_task, title=BOB_SECRET, config=CONFIG)
     await bob.add_human_message(World.bob_task, BOB_SECRET + "x" * THRESHOLD * 2, message_id="b1")
     beta = store.scoped("beta", owner="alice").tasks
     await beta.create(task_id=World.beta_task, title=BETA_SECRET)
-    await beta.add_human_message(World.beta_task, BETA_SECRET + "y" * THRESHOLD * 2, message_id="u1")
-    payload = await store.database["payloads"].find_one({"tenant": "acme", "task_id": World.bob_task})
+    await beta.add_human_message(
+        World.beta_task, BETA_SECRET + "y" * THRESHOLD * 2, message_id="u1"
+    )
+    payload = await store.database["payloads"].find_one(
+        {"tenant": "acme", "task_id": World.bob_task}
+    )
     World.bob_payload = payload["_id"]
     await store.scoped("acme", owner="alice").dialogs.fork(World.alice_task, last_n=2)
 
@@ -77,14 +87,39 @@ HOSTILE = st.one_of(
     st.booleans(),
     st.integers(min_value=-(2**80), max_value=2**80),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([
-        "$ne", "$$m.scope", "$$ROOT", "$seq", "a.b", "x\x00y", "\ud800", "", " ", "A" * 200,
-        "bob-task", "alice-task", "acme/bob-task", "beta/alice-task", "../etc", "\x1b[31m",
-        "mindstore:payload:", "e1", "c1", "u1", "b1", BOB,
-    ]),
+    st.sampled_from(
+        [
+            "$ne",
+            "$$m.scope",
+            "$$ROOT",
+            "$seq",
+            "a.b",
+            "x\x00y",
+            "\ud800",
+            "",
+            " ",
+            "A" * 200,
+            "bob-task",
+            "alice-task",
+            "acme/bob-task",
+            "beta/alice-task",
+            "../etc",
+            "\x1b[31m",
+            "mindstore:payload:",
+            "e1",
+            "c1",
+            "u1",
+            "b1",
+            BOB,
+        ]
+    ),
     st.builds(lambda: MARKER_PREFIX + World.bob_payload),
-    st.dictionaries(st.sampled_from(["$ne", "$gt", "$where", "a.b", "$literal"]),
-                    st.one_of(st.text(max_size=3), st.integers()), min_size=1, max_size=2),
+    st.dictionaries(
+        st.sampled_from(["$ne", "$gt", "$where", "a.b", "$literal"]),
+        st.one_of(st.text(max_size=3), st.integers()),
+        min_size=1,
+        max_size=2,
+    ),
     st.lists(st.one_of(st.text(max_size=3), st.integers()), max_size=3),
     st.binary(max_size=4),
     st.text(max_size=6),
@@ -105,13 +140,34 @@ COUNT = arg(st.integers(0, 5))
 TIME = arg(st.floats(0, 2e9))
 
 TASK_CALLS: dict[str, st.SearchStrategy[tuple[tuple[Any, ...], dict[str, Any]]]] = {
-    "create": st.tuples(st.just(()), st.fixed_dictionaries({}, optional={
-        "owner": arg(st.just("alice")), "title": TEXT, "task_id": arg(st.just("new-task")),
-        "metadata": arg(st.just({"k": 1})), "content": TEXT, "state": arg(st.just("running"))})),
+    "create": st.tuples(
+        st.just(()),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "owner": arg(st.just("alice")),
+                "title": TEXT,
+                "task_id": arg(st.just("new-task")),
+                "metadata": arg(st.just({"k": 1})),
+                "content": TEXT,
+                "state": arg(st.just("running")),
+            },
+        ),
+    ),
     "get": st.tuples(st.tuples(TASK), st.just({})),
-    "list": st.tuples(st.just(()), st.fixed_dictionaries({}, optional={
-        "owner": arg(st.just("alice")), "state": arg(st.just("running")), "limit": COUNT,
-        "cursor": TEXT, "updated_after": arg(st.just(dt.datetime(2000, 1, 1)))})),
+    "list": st.tuples(
+        st.just(()),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "owner": arg(st.just("alice")),
+                "state": arg(st.just("running")),
+                "limit": COUNT,
+                "cursor": TEXT,
+                "updated_after": arg(st.just(dt.datetime(2000, 1, 1))),
+            },
+        ),
+    ),
     "messages": st.tuples(st.tuples(TASK, COUNT, arg(st.none() | st.integers(1, 3))), st.just({})),
     "tail": st.tuples(st.tuples(TASK, arg(st.integers(1, 4))), st.just({})),
     "ends": st.tuples(st.tuples(TASK, COUNT, arg(st.integers(1, 3))), st.just({})),
@@ -122,39 +178,92 @@ TASK_CALLS: dict[str, st.SearchStrategy[tuple[tuple[Any, ...], dict[str, Any]]]]
     "task_boundaries": st.tuples(st.tuples(TASK, arg(st.just("e1"))), st.just({})),
     "sub_task_spans": st.tuples(st.tuples(TASK), st.just({})),
     "current_task_config": st.tuples(st.tuples(TASK), st.just({})),
-    "context": st.tuples(st.tuples(TASK), st.fixed_dictionaries({}, optional={"max_tokens": arg(st.integers(10, 500))})),
-    "add_human_message": st.tuples(st.tuples(TASK, TEXT), st.fixed_dictionaries({}, optional={
-        "message_id": MESSAGE, "timestamp": TIME, "is_ui_hidden": arg(st.booleans())})),
-    "add_system_message": st.tuples(st.tuples(TASK, TEXT), st.fixed_dictionaries({}, optional={"message_id": MESSAGE})),
-    "add_assistant_message": st.tuples(st.tuples(TASK), st.fixed_dictionaries({}, optional={
-        "message_id": MESSAGE, "timestamp": TIME})),
-    "add_tool_result_message": st.tuples(st.tuples(TASK, arg(st.just("c1")), TEXT, arg(st.just({"r": 1}))),
-                                         st.fixed_dictionaries({}, optional={"message_id": MESSAGE,
-                                                                             "metadata": arg(st.just({}))})),
-    "answer_tool_call": st.tuples(st.tuples(TASK, arg(st.just("c1")), arg(st.just("ok"))),
-                                  st.fixed_dictionaries({}, optional={"message_id": MESSAGE, "is_error": arg(st.booleans())})),
-    "add_informational_message": st.tuples(st.tuples(TASK, TEXT, TEXT), st.fixed_dictionaries({}, optional={
-        "is_visible_ai": arg(st.booleans()), "additional_data": arg(st.just({"x": 1}))})),
+    "context": st.tuples(
+        st.tuples(TASK),
+        st.fixed_dictionaries({}, optional={"max_tokens": arg(st.integers(10, 500))}),
+    ),
+    "add_human_message": st.tuples(
+        st.tuples(TASK, TEXT),
+        st.fixed_dictionaries(
+            {},
+            optional={"message_id": MESSAGE, "timestamp": TIME, "is_ui_hidden": arg(st.booleans())},
+        ),
+    ),
+    "add_system_message": st.tuples(
+        st.tuples(TASK, TEXT), st.fixed_dictionaries({}, optional={"message_id": MESSAGE})
+    ),
+    "add_assistant_message": st.tuples(
+        st.tuples(TASK),
+        st.fixed_dictionaries({}, optional={"message_id": MESSAGE, "timestamp": TIME}),
+    ),
+    "add_tool_result_message": st.tuples(
+        st.tuples(TASK, arg(st.just("c1")), TEXT, arg(st.just({"r": 1}))),
+        st.fixed_dictionaries({}, optional={"message_id": MESSAGE, "metadata": arg(st.just({}))}),
+    ),
+    "answer_tool_call": st.tuples(
+        st.tuples(TASK, arg(st.just("c1")), arg(st.just("ok"))),
+        st.fixed_dictionaries({}, optional={"message_id": MESSAGE, "is_error": arg(st.booleans())}),
+    ),
+    "add_informational_message": st.tuples(
+        st.tuples(TASK, TEXT, TEXT),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "is_visible_ai": arg(st.booleans()),
+                "additional_data": arg(st.just({"x": 1})),
+            },
+        ),
+    ),
     "add_compression_message": st.tuples(
-        st.tuples(TASK, COUNT, COUNT, TEXT, arg(st.just(["s"])), arg(st.just(["u1"])), arg(st.just(["a1"]))),
-        st.just({})),
-    "add_task_entry": st.tuples(st.tuples(TASK, arg(st.just([TextPart(text="t")])), arg(st.just(CONFIG)),
-                                          MESSAGE), st.just({})),
-    "add_task_exit": st.tuples(st.tuples(TASK, arg(st.just([TextPart(text="done")])), TEXT, TIME, MESSAGE),
-                               st.just({})),
+        st.tuples(
+            TASK,
+            COUNT,
+            COUNT,
+            TEXT,
+            arg(st.just(["s"])),
+            arg(st.just(["u1"])),
+            arg(st.just(["a1"])),
+        ),
+        st.just({}),
+    ),
+    "add_task_entry": st.tuples(
+        st.tuples(TASK, arg(st.just([TextPart(text="t")])), arg(st.just(CONFIG)), MESSAGE),
+        st.just({}),
+    ),
+    "add_task_exit": st.tuples(
+        st.tuples(TASK, arg(st.just([TextPart(text="done")])), TEXT, TIME, MESSAGE), st.just({})
+    ),
     "add_text_part": st.tuples(st.tuples(TASK, MESSAGE, TEXT), st.just({})),
     "add_reasoning_part": st.tuples(st.tuples(TASK, MESSAGE, TEXT), st.just({})),
-    "add_tool_call_part": st.tuples(st.tuples(TASK, MESSAGE, arg(st.just(ToolCallPart(tool_call_id="c9", tool_name="t")))),
-                                    st.just({})),
-    "finish_assistant_message": st.tuples(st.tuples(TASK, MESSAGE), st.fixed_dictionaries({}, optional={
-        "tokens_in": COUNT, "tokens_out": COUNT, "cost": arg(st.floats(0, 1)), "finished_ts": TIME,
-        "status": arg(st.just("completed"))})),
-    "add_message": st.tuples(st.tuples(TASK, arg(st.builds(lambda: UserMessage(id="m9", content=[TextPart(text="x")])))),
-                             st.just({})),
-    "set_state": st.tuples(st.tuples(TASK, arg(st.sampled_from(["finished", "paused", "running"]))), st.just({})),
+    "add_tool_call_part": st.tuples(
+        st.tuples(TASK, MESSAGE, arg(st.just(ToolCallPart(tool_call_id="c9", tool_name="t")))),
+        st.just({}),
+    ),
+    "finish_assistant_message": st.tuples(
+        st.tuples(TASK, MESSAGE),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "tokens_in": COUNT,
+                "tokens_out": COUNT,
+                "cost": arg(st.floats(0, 1)),
+                "finished_ts": TIME,
+                "status": arg(st.just("completed")),
+            },
+        ),
+    ),
+    "add_message": st.tuples(
+        st.tuples(TASK, arg(st.builds(lambda: UserMessage(id="m9", content=[TextPart(text="x")])))),
+        st.just({}),
+    ),
+    "set_state": st.tuples(
+        st.tuples(TASK, arg(st.sampled_from(["finished", "paused", "running"]))), st.just({})
+    ),
     "set_title": st.tuples(st.tuples(TASK, TEXT), st.just({})),
     "delete": st.tuples(st.tuples(TASK), st.just({})),
-    "retract_last": st.tuples(st.tuples(TASK), st.fixed_dictionaries({}, optional={"expected_id": MESSAGE})),
+    "retract_last": st.tuples(
+        st.tuples(TASK), st.fixed_dictionaries({}, optional={"expected_id": MESSAGE})
+    ),
 }
 DIALOG = arg(st.sampled_from([World.alice_task, World.bob_task]))
 DIALOG_CALLS = {
@@ -165,27 +274,69 @@ DIALOG_CALLS = {
     "tree_json": st.tuples(st.tuples(DIALOG), st.just({})),
     "tree_overview": st.tuples(st.tuples(DIALOG), st.just({})),
     "export_dialog": st.tuples(st.tuples(DIALOG), st.just({})),
-    "fork": st.tuples(st.tuples(DIALOG), st.fixed_dictionaries({}, optional={
-        "last_n": COUNT, "first_k": COUNT, "owner": arg(st.just("alice")), "at": MESSAGE})),
+    "fork": st.tuples(
+        st.tuples(DIALOG),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "last_n": COUNT,
+                "first_k": COUNT,
+                "owner": arg(st.just("alice")),
+                "at": MESSAGE,
+            },
+        ),
+    ),
     "put_text": st.tuples(st.tuples(DIALOG, TEXT), st.just({})),
-    "create": st.tuples(st.tuples(arg(st.just("alice")), TEXT), st.fixed_dictionaries({}, optional={
-        "dialog_id": arg(st.just("d-new")), "title": TEXT})),
-    "import_dialog": st.tuples(st.tuples(arg(st.fixed_dictionaries({
-        "dialog_id": arg(st.just("imported")), "owner": arg(st.just("alice")),
-        "messages": arg(st.just([{"role": "user", "content": "hi"}])),
-        "tree_node": arg(st.fixed_dictionaries({"parent_id": arg(st.just(World.alice_task)),
-                                                "split_point": COUNT, "last_n": COUNT}))}))), st.just({})),
+    "create": st.tuples(
+        st.tuples(arg(st.just("alice")), TEXT),
+        st.fixed_dictionaries({}, optional={"dialog_id": arg(st.just("d-new")), "title": TEXT}),
+    ),
+    "import_dialog": st.tuples(
+        st.tuples(
+            arg(
+                st.fixed_dictionaries(
+                    {
+                        "dialog_id": arg(st.just("imported")),
+                        "owner": arg(st.just("alice")),
+                        "messages": arg(st.just([{"role": "user", "content": "hi"}])),
+                        "tree_node": arg(
+                            st.fixed_dictionaries(
+                                {
+                                    "parent_id": arg(st.just(World.alice_task)),
+                                    "split_point": COUNT,
+                                    "last_n": COUNT,
+                                }
+                            )
+                        ),
+                    }
+                )
+            )
+        ),
+        st.just({}),
+    ),
 }
-ANALYTICS_FILTERS = st.fixed_dictionaries({}, optional={
-    "owner": arg(st.just("alice")), "state": arg(st.just("running")), "model": arg(st.just("m")),
-    "since": arg(st.floats(0, 2e9)), "until": arg(st.floats(0, 2e9))})
-ANALYTICS_CALLS = {name: st.tuples(st.just(()), ANALYTICS_FILTERS)
-                   for name in ("usage", "tools", "sessions", "latency", "subtasks", "activity", "top_owners")}
+ANALYTICS_FILTERS = st.fixed_dictionaries(
+    {},
+    optional={
+        "owner": arg(st.just("alice")),
+        "state": arg(st.just("running")),
+        "model": arg(st.just("m")),
+        "since": arg(st.floats(0, 2e9)),
+        "until": arg(st.floats(0, 2e9)),
+    },
+)
+ANALYTICS_CALLS = {
+    name: st.tuples(st.just(()), ANALYTICS_FILTERS)
+    for name in ("usage", "tools", "sessions", "latency", "subtasks", "activity", "top_owners")
+}
 
 CALLS = st.one_of(
     *[st.tuples(st.just("tasks"), st.just(name), args) for name, args in TASK_CALLS.items()],
     *[st.tuples(st.just("dialogs"), st.just(name), args) for name, args in DIALOG_CALLS.items()],
-    *[st.tuples(st.just("analytics"), st.just(name), args) for name, args in ANALYTICS_CALLS.items()],
+    *[
+        st.tuples(st.just("analytics"), st.just(name), args)
+        for name, args in ANALYTICS_CALLS.items()
+    ],
 )
 
 
@@ -193,7 +344,9 @@ def forbidden_for(owner_scoped: bool) -> list[str]:
     return [BETA_SECRET, BOB_SECRET, BOB] if owner_scoped else [BETA_SECRET]
 
 
-async def attempt(owner_scoped: bool, area: str, verb: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+async def attempt(
+    owner_scoped: bool, area: str, verb: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str:
     store = await mindstore.connect("embedded", offload_threshold=THRESHOLD)
     try:
         await seed(store)
@@ -218,7 +371,11 @@ async def attempt(owner_scoped: bool, area: str, verb: str, args: tuple[Any, ...
         await store.close()
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=600,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(owner_scoped=st.booleans(), call=CALLS)
 def test_hostile_arguments_get_typed_errors_and_write_nothing(owner_scoped, call):
     area, verb, (args, kwargs) = call
@@ -234,6 +391,7 @@ def test_zz_report_outcomes() -> None:
 
 
 # -- the attacks of the hardening review, one by one ------------------------------------
+
 
 @pytest.fixture
 async def store():
@@ -253,8 +411,13 @@ async def test_operator_dicts_and_other_owners_ids_never_reach_a_task(store):
             await alice.tasks.level_messages(hostile, None)
     with pytest.raises(MindstoreError):  # bob's task is not in alice's view
         await alice.tasks.level_messages(World.bob_task, None)
-    for read in (alice.dialogs.node, alice.dialogs.children, alice.dialogs.root,
-                 alice.dialogs.subtree_ids, alice.dialogs.tree_json):
+    for read in (
+        alice.dialogs.node,
+        alice.dialogs.children,
+        alice.dialogs.root,
+        alice.dialogs.subtree_ids,
+        alice.dialogs.tree_json,
+    ):
         with pytest.raises(MindstoreError):
             await read(World.bob_task)
 
@@ -322,16 +485,19 @@ async def test_documents_written_before_per_tenant_keys_are_read_and_adopted(sto
         await acme.create(task_id="old")
 
 
-@pytest.mark.parametrize("call", [
-    lambda t: t.create(title="x" * 20_000_000),
-    lambda t: t.create(metadata={"k": "v" * 20_000_000}),
-    lambda t: t.create(owner="o" * 20_000_000),
-    lambda t: t.create(metadata={1: 2}),
-    lambda t: t.create(title=123),
-    lambda t: t.create(metadata="str"),
-    lambda t: t.list(updated_after="yesterday"),
-    lambda t: t.list(state="bogus"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.create(title="x" * 20_000_000),
+        lambda t: t.create(metadata={"k": "v" * 20_000_000}),
+        lambda t: t.create(owner="o" * 20_000_000),
+        lambda t: t.create(metadata={1: 2}),
+        lambda t: t.create(title=123),
+        lambda t: t.create(metadata="str"),
+        lambda t: t.list(updated_after="yesterday"),
+        lambda t: t.list(state="bogus"),
+    ],
+)
 async def test_bad_create_and_list_arguments_write_nothing(store, call):
     acme = store.scoped("acme").tasks
     before = await raw_dump(store)
@@ -353,8 +519,13 @@ async def test_nan_cost_is_refused_and_never_reaches_analytics(store):
     acme = store.scoped("acme").tasks
     task = await acme.create(config=CONFIG)
     reply = await acme.add_assistant_message(task.id)
-    for bad in ({"cost": math.nan}, {"cost": -1.0}, {"tokens_in": math.nan}, {"tokens_in": 2**70},
-                {"finished_ts": math.inf}):
+    for bad in (
+        {"cost": math.nan},
+        {"cost": -1.0},
+        {"tokens_in": math.nan},
+        {"tokens_in": 2**70},
+        {"finished_ts": math.inf},
+    ):
         with pytest.raises(MindstoreError):
             await acme.finish_assistant_message(task.id, reply.id, **bad)
     usage = await store.scoped("acme").analytics.usage()

@@ -139,8 +139,11 @@ HOSTILE = st.one_of(
 )  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
     target=st.sampled_from(["group_by", "by", "role", "name", "metadata", "prompt"]),
     value=HOSTILE,

@@ -17,19 +17,19 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.callbacks import get_usage_metadata_callback  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage  # noqa: E402
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
-from langchain_core.runnables.history import RunnableWithMessageHistory  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from langchain_core.callbacks import get_usage_metadata_callback
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
-from mindstore.integrations import task_id_for  # noqa: E402
-from mindstore.integrations.langchain import MindstoreChatMessageHistory  # noqa: E402
-from mindstore.integrations.langgraph import MindstoreSaver  # noqa: E402
+from mindstore.integrations import task_id_for
+from mindstore.integrations.langchain import MindstoreChatMessageHistory
+from mindstore.integrations.langgraph import MindstoreSaver
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*deprecated")
 
@@ -50,9 +50,14 @@ class Script:
 
     def __next__(self) -> AIMessage:
         n = next(self.counter)
-        usage = {"input_tokens": self.tokens_in + n, "output_tokens": n, "total_tokens": self.tokens_in + 2 * n,
+        usage = {"input_tokens": self.tokens_in + n, "output_tokens": n,
+                 "total_tokens": self.tokens_in + 2 * n,
                  "input_token_details": {"cache_read": n}}  # fmt: skip
-        calls = [{"name": "lookup", "args": {"n": n}, "id": f"{self.model}-call-{n}"}] if self.calls_tool else []
+        calls = (
+            [{"name": "lookup", "args": {"n": n}, "id": f"{self.model}-call-{n}"}]
+            if self.calls_tool
+            else []
+        )
         reply = AIMessage(f"{self.model} answer {n}", tool_calls=calls, usage_metadata=usage,
                           response_metadata={"model_name": self.model})  # fmt: skip
         self.replies.append(reply)
@@ -64,24 +69,33 @@ def reported(replies: list[AIMessage]) -> dict[str, tuple[int, int, int, int]]:
     out: dict[str, tuple[int, int, int, int]] = {}
     for reply in replies:
         usage = reply.usage_metadata
-        calls, tokens_in, tokens_out, cache = out.get(reply.response_metadata["model_name"], (0, 0, 0, 0))
-        out[reply.response_metadata["model_name"]] = (calls + 1, tokens_in + usage["input_tokens"],
-                                                       tokens_out + usage["output_tokens"],
-                                                       cache + usage["input_token_details"]["cache_read"])  # fmt: skip
+        calls, tokens_in, tokens_out, cache = out.get(
+            reply.response_metadata["model_name"], (0, 0, 0, 0)
+        )
+        out[reply.response_metadata["model_name"]] = (
+            calls + 1, tokens_in + usage["input_tokens"], tokens_out + usage["output_tokens"],
+            cache + usage["input_token_details"]["cache_read"])  # fmt: skip
     return out
 
 
 async def analytics(view) -> dict[str, tuple[int, int, int, int]]:
     rows = await view.analytics.usage(group_by="model")
-    return {row.model: (row.messages, row.tokens_in, row.tokens_out, row.cache_reads) for row in rows}
+    return {
+        row.model: (row.messages, row.tokens_in, row.tokens_out, row.cache_reads) for row in rows
+    }
 
 
 def callback_totals(callback) -> dict[str, tuple[int, int]]:
-    return {model: (u["input_tokens"], u["output_tokens"]) for model, u in callback.usage_metadata.items()}
+    return {
+        model: (u["input_tokens"], u["output_tokens"])
+        for model, u in callback.usage_metadata.items()
+    }
 
 
 def tokens(figures: dict[str, tuple[int, int, int, int]]) -> dict[str, tuple[int, int]]:
-    return {model: (tokens_in, tokens_out) for model, (_, tokens_in, tokens_out, _) in figures.items()}
+    return {
+        model: (tokens_in, tokens_out) for model, (_, tokens_in, tokens_out, _) in figures.items()
+    }
 
 
 # ---------------------------------------------------------------- LangChain
@@ -89,8 +103,12 @@ def tokens(figures: dict[str, tuple[int, int, int, int]]) -> dict[str, tuple[int
 
 async def test_a_langchain_chain_is_accounted_per_model_as_langchain_reported(store):
     ann = store.scoped("acme", owner="ann")
-    scripts = {model: Script(model, tokens_in) for model, tokens_in in zip(MODELS, (100, 40), strict=True)}
-    prompt = ChatPromptTemplate.from_messages([("system", "Be brief."), MessagesPlaceholder("history"), ("human", "{q}")])
+    scripts = {
+        model: Script(model, tokens_in) for model, tokens_in in zip(MODELS, (100, 40), strict=True)
+    }
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Be brief."), MessagesPlaceholder("history"), ("human", "{q}")]
+    )
     chains = {
         model: RunnableWithMessageHistory(prompt | GenericFakeChatModel(messages=script),
                                           lambda sid: MindstoreChatMessageHistory(sid, ann),
@@ -99,8 +117,13 @@ async def test_a_langchain_chain_is_accounted_per_model_as_langchain_reported(st
     }  # fmt: skip
     with get_usage_metadata_callback() as callback:
         for turn in range(3):  # two models, two conversations (one id no task id could be)
-            for model, session in ((MODELS[0], "alice@example.com:chat-1"), (MODELS[1], "org/team/chat-1")):
-                await chains[model].ainvoke({"q": f"question {turn}"}, {"configurable": {"session_id": session}})
+            for model, session in (
+                (MODELS[0], "alice@example.com:chat-1"),
+                (MODELS[1], "org/team/chat-1"),
+            ):
+                await chains[model].ainvoke(
+                    {"q": f"question {turn}"}, {"configurable": {"session_id": session}}
+                )
     replies = [reply for script in scripts.values() for reply in script.replies]
     expected = reported(replies)
     assert len(replies) == 6 and set(expected) == set(MODELS)
@@ -112,11 +135,26 @@ async def test_a_langchain_chain_is_accounted_per_model_as_langchain_reported(st
 
 async def test_langchain_replies_without_a_model_name_are_grouped_under_none(acme):
     history = MindstoreChatMessageHistory("anon", acme)
-    await history.aadd_messages([HumanMessage("hi"), AIMessage("yo", usage_metadata={"input_tokens": 3, "output_tokens": 1, "total_tokens": 4})])
+    await history.aadd_messages(
+        [
+            HumanMessage("hi"),
+            AIMessage(
+                "yo", usage_metadata={"input_tokens": 3, "output_tokens": 1, "total_tokens": 4}
+            ),
+        ]
+    )
     await history.aadd_messages([AIMessage("hm", response_metadata={"model": "llama3"},
-                                           usage_metadata={"input_tokens": 5, "output_tokens": 2, "total_tokens": 7})])  # fmt: skip
-    assert await analytics(acme) == {None: (1, 3, 1, 0), "llama3": (1, 5, 2, 0)}  # Ollama/Anthropic say `model`
-    assert [m.response_metadata for m in await history.aget_messages()] == [{}, {}, {"model": "llama3"}]
+                                           usage_metadata={"input_tokens": 5, "output_tokens": 2,
+                                                           "total_tokens": 7})])  # fmt: skip
+    assert await analytics(acme) == {
+        None: (1, 3, 1, 0),
+        "llama3": (1, 5, 2, 0),
+    }  # Ollama/Anthropic say `model`
+    assert [m.response_metadata for m in await history.aget_messages()] == [
+        {},
+        {},
+        {"model": "llama3"},
+    ]
 
 
 # ---------------------------------------------------------------- LangGraph
@@ -130,7 +168,10 @@ def lookup(n: int) -> str:
 
 def agent_graph(checkpointer, planner: Script, writer: Script):
     """A planner model that calls a tool, a writer model that answers from its result."""
-    planning, writing = GenericFakeChatModel(messages=planner), GenericFakeChatModel(messages=writer)
+    planning, writing = (
+        GenericFakeChatModel(messages=planner),
+        GenericFakeChatModel(messages=writer),
+    )
 
     async def agent(state: MessagesState) -> dict:
         model = planning if isinstance(state["messages"][-1], HumanMessage) else writing
@@ -154,18 +195,36 @@ async def test_a_langgraph_thread_with_time_travel_counts_each_model_call_once(s
         for question in ("Oslo?", "Rome?"):
             await graph.ainvoke({"messages": [HumanMessage(question)]}, config)
         states = [s async for s in graph.aget_state_history(config)]
-        first_answer = next(s for s in states if len(s.values.get("messages", [])) == 4 and not s.next)
-        await graph.ainvoke({"messages": [HumanMessage("Instead: Paris?")]}, first_answer.config)  # time travel
-        forked = await graph.aupdate_state(first_answer.config, {"messages": [HumanMessage("Lima?")]}, as_node="tools")
+        first_answer = next(
+            s for s in states if len(s.values.get("messages", [])) == 4 and not s.next
+        )
+        await graph.ainvoke(
+            {"messages": [HumanMessage("Instead: Paris?")]}, first_answer.config
+        )  # time travel
+        forked = await graph.aupdate_state(
+            first_answer.config, {"messages": [HumanMessage("Lima?")]}, as_node="tools"
+        )
         await graph.ainvoke(None, forked)  # a second branch from the same checkpoint
     expected = reported(planner.replies + writer.replies)
-    assert sum(calls for calls, *_ in expected.values()) == len(planner.replies) + len(writer.replies) == 8
+    assert (
+        sum(calls for calls, *_ in expected.values())
+        == len(planner.replies) + len(writer.replies)
+        == 8
+    )
     assert await analytics(ann) == expected
     assert tokens(expected) == callback_totals(callback)
-    tasks = [r for r in (await ann.tasks.list()).items if (r.metadata or {}).get("thread_id") == "trip/7"]
-    assert len(tasks) == 3  # the first timeline and two branches, each holding its own copy of the prefix
-    assert sum(r.seq for r in tasks) == 8 + 8 + 8  # each branch: the 4 messages before it copied, 4 new
-    assert (await graph.aget_state(config)).values["messages"][-1].content == f"{MODELS[1]} answer 4"
+    tasks = [
+        r for r in (await ann.tasks.list()).items if (r.metadata or {}).get("thread_id") == "trip/7"
+    ]
+    assert (
+        len(tasks) == 3
+    )  # the first timeline and two branches, each holding its own copy of the prefix
+    assert (
+        sum(r.seq for r in tasks) == 8 + 8 + 8
+    )  # each branch: the 4 messages before it copied, 4 new
+    assert (await graph.aget_state(config)).values["messages"][
+        -1
+    ].content == f"{MODELS[1]} answer 4"
 
 
 async def test_a_langgraph_thread_matches_in_memory_saver_while_being_accounted(store):
@@ -176,8 +235,13 @@ async def test_a_langgraph_thread_matches_in_memory_saver_while_being_accounted(
     for graph in graphs:
         await graph.ainvoke({"messages": [HumanMessage("q", id="h1")]}, config)
     ours, theirs = [(await g.aget_state(config)).values["messages"] for g in graphs]
-    assert [m.model_dump(exclude={"id"}) for m in ours] == [m.model_dump(exclude={"id"}) for m in theirs]
-    assert ours[1].response_metadata == {"model_name": MODELS[0]} and ours[1].usage_metadata["input_tokens"] == 11
+    assert [m.model_dump(exclude={"id"}) for m in ours] == [
+        m.model_dump(exclude={"id"}) for m in theirs
+    ]
+    assert (
+        ours[1].response_metadata == {"model_name": MODELS[0]}
+        and ours[1].usage_metadata["input_tokens"] == 11
+    )
 
 
 def trimming_graph(checkpointer, script: Script):
@@ -203,7 +267,9 @@ async def test_a_history_that_removes_messages_counts_each_model_call_once(acme)
     for i in range(6):
         await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config)
     assert await analytics(acme) == reported(script.replies)
-    assert len(script.replies) == 6 and len((await graph.aget_state(config)).values["messages"]) == 4
+    assert (
+        len(script.replies) == 6 and len((await graph.aget_state(config)).values["messages"]) == 4
+    )
 
 
 async def test_pruning_copying_and_deleting_branched_threads_keep_the_books(acme):
@@ -215,14 +281,24 @@ async def test_pruning_copying_and_deleting_branched_threads_keep_the_books(acme
         await graph.ainvoke({"messages": [HumanMessage(question)]}, config)
     states = [s async for s in graph.aget_state_history(config)]
     first_answer = next(s for s in states if len(s.values.get("messages", [])) == 4 and not s.next)
-    await graph.ainvoke({"messages": [HumanMessage("c?")]}, first_answer.config)  # the latest state is on a branch
+    await graph.ainvoke(
+        {"messages": [HumanMessage("c?")]}, first_answer.config
+    )  # the latest state is on a branch
     expected = reported(planner.replies + writer.replies)
     assert await analytics(acme) == expected
     await saver.acopy_thread("src", "dst")  # a conversation of its own: counted again
     doubled = {model: tuple(2 * x for x in figures) for model, figures in expected.items()}
     assert await analytics(acme) == doubled
-    copied = {r.id: r.metadata for r in (await acme.tasks.list()).items if (r.metadata or {}).get("thread_id") == "dst"}
-    assert all(source in copied for metadata in copied.values() for source in metadata.get("copied_from", []))
+    copied = {
+        r.id: r.metadata
+        for r in (await acme.tasks.list()).items
+        if (r.metadata or {}).get("thread_id") == "dst"
+    }
+    assert all(
+        source in copied
+        for metadata in copied.values()
+        for source in metadata.get("copied_from", [])
+    )
     await saver.adelete_thread("src")
     assert await analytics(acme) == expected
     latest = (await graph.aget_state({"configurable": {"thread_id": "dst"}})).values

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("agent_framework")
 
-from agent_framework import (  # noqa: E402
+from agent_framework import (
     Agent,
     BaseChatClient,
     ChatResponse,
@@ -25,15 +25,15 @@ from agent_framework import (  # noqa: E402
     InMemoryHistoryProvider,
     Message,
 )
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from mindstore.errors import ValidationError, WrongType  # noqa: E402
-from mindstore.integrations import conversation_id_of, task_id_for  # noqa: E402
-from mindstore.integrations.agent_framework import MindstoreHistoryProvider  # noqa: E402
-from mindstore.integrations.agent_framework_messages import from_message, to_message  # noqa: E402
-from mindstore.model.messages import AssistantMessage, ToolMessage, UserMessage  # noqa: E402
-from mindstore.model.parts import ToolCallPart  # noqa: E402
+from mindstore.errors import ValidationError, WrongType
+from mindstore.integrations import conversation_id_of, task_id_for
+from mindstore.integrations.agent_framework import MindstoreHistoryProvider
+from mindstore.integrations.agent_framework_messages import from_message, to_message
+from mindstore.model.messages import AssistantMessage, ToolMessage, UserMessage
+from mindstore.model.parts import ToolCallPart
 
 KEYS = itertools.count()
 
@@ -44,13 +44,23 @@ class Scripted(FunctionInvocationLayer, BaseChatClient):
     async def _answer(self, messages: list[Message]) -> ChatResponse:
         n = len(messages)
         if messages[-1].role == "user":
-            call = Content.from_function_call(call_id=f"call-{n}", name="lookup", arguments={"topic": "refunds"})
-            return ChatResponse(messages=[Message(role="assistant", contents=[call], message_id=f"r{n}")],
-                                model="scripted-1", usage_details={"input_token_count": 10 + n, "output_token_count": 3})  # fmt: skip
-        return ChatResponse(messages=[Message(role="assistant", contents=["Refunds take 5 days."], message_id=f"r{n}")],
-                            model="scripted-1", usage_details={"input_token_count": 20 + n, "output_token_count": 5})  # fmt: skip
+            call = Content.from_function_call(
+                call_id=f"call-{n}", name="lookup", arguments={"topic": "refunds"}
+            )
+            return ChatResponse(messages=[Message(role="assistant", contents=[call],
+                                                  message_id=f"r{n}")],
+                                model="scripted-1",
+                                usage_details={"input_token_count": 10 + n,
+                                               "output_token_count": 3})  # fmt: skip
+        return ChatResponse(messages=[Message(role="assistant", contents=["Refunds take 5 days."],
+                                              message_id=f"r{n}")],
+                            model="scripted-1",
+                            usage_details={"input_token_count": 20 + n,
+                                           "output_token_count": 5})  # fmt: skip
 
-    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+    def _inner_get_response(
+        self, *, messages: Any, stream: bool, options: Any, **kwargs: Any
+    ) -> Any:
         return self._answer(list(messages))
 
 
@@ -89,9 +99,17 @@ async def test_an_agent_runs_on_the_provider_exactly_as_on_the_in_memory_one(sto
     assert record.owner == "ann" and conversation_id_of(record) == "org/team/chat-1"
     assert record.open_tool_call_ids == [] and record.seq == 8
     stored = await acme.tasks.messages(record.id)
-    assert [type(m) for m in stored] == [UserMessage, AssistantMessage, ToolMessage, AssistantMessage] * 2
+    assert [type(m) for m in stored] == [
+        UserMessage,
+        AssistantMessage,
+        ToolMessage,
+        AssistantMessage,
+    ] * 2
     assert isinstance(stored[1].content[0], ToolCallPart)
-    rows = {row.model: (row.tokens_in, row.tokens_out) for row in await acme.analytics.usage(group_by="model")}
+    rows = {
+        row.model: (row.tokens_in, row.tokens_out)
+        for row in await acme.analytics.usage(group_by="model")
+    }
     assert rows["scripted-1"] == (sum(tokens), 16)  # what the runs reported, per model
     assert await MindstoreHistoryProvider(acme).list_sessions() == ["org/team/chat-1"]
 
@@ -115,7 +133,9 @@ def excluded_turns() -> list[Message]:
 
 @pytest.mark.filterwarnings("ignore:.*FileHistoryProvider is experimental")
 @pytest.mark.parametrize("skip_excluded", [False, True])
-async def test_skip_excluded_loads_what_the_frameworks_providers_load(store, tmp_path, skip_excluded):
+async def test_skip_excluded_loads_what_the_frameworks_providers_load(
+    store, tmp_path, skip_excluded
+):
     """Issue 45: the framework's history providers (1.26) take `skip_excluded`;
     `MindstoreHistoryProvider` raised TypeError on it and loaded excluded messages."""
     from agent_framework import FileHistoryProvider
@@ -138,8 +158,10 @@ async def test_skip_excluded_loads_what_the_frameworks_providers_load(store, tmp
 
 async def test_skip_excluded_counts_the_latest_n_among_the_messages_given(store):
     acme = store.scoped("acme")
-    turns = excluded_turns() + [Message(role="user", contents=["u3"], additional_properties={"_excluded": 1}),
-                                Message(role="assistant", contents=["a3"], additional_properties={"_excluded": True})]  # fmt: skip
+    turns = [*excluded_turns(),
+             Message(role="user", contents=["u3"], additional_properties={"_excluded": 1}),
+             Message(role="assistant", contents=["a3"],
+                     additional_properties={"_excluded": True})]  # fmt: skip
     await MindstoreHistoryProvider(acme).save_messages("s", turns)
     latest = MindstoreHistoryProvider(acme, max_messages=2, skip_excluded=True)
     assert [m.text for m in await latest.get_messages("s")] == ["u2", "a2"]  # read further back
@@ -163,14 +185,24 @@ async def test_saves_are_exactly_once_by_message_id(store):
     # writes, and the message ids make the second write a replay
     racing = [Message(role="user", contents=["race"], message_id="u2"),
               Message(role="assistant", contents=["won"], message_id="a2")]  # fmt: skip
-    await asyncio.gather(*(MindstoreHistoryProvider(acme).save_messages("s", racing) for _ in range(3)))
+    await asyncio.gather(
+        *(MindstoreHistoryProvider(acme).save_messages("s", racing) for _ in range(3))
+    )
     assert [m.text for m in await provider.get_messages("s")] == ["hi", "hello", "race", "won"]
     # the same message id with other content is another message, never dropped
     await provider.save_messages("s", [Message(role="user", contents=["bye"], message_id="u1")])
-    assert [m.text for m in await provider.get_messages("s")] == ["hi", "hello", "race", "won", "bye"]
+    assert [m.text for m in await provider.get_messages("s")] == [
+        "hi",
+        "hello",
+        "race",
+        "won",
+        "bye",
+    ]
 
 
-@pytest.mark.parametrize("flags", [{"store_inputs": False}, {"store_outputs": False}, {"load_messages": False}])
+@pytest.mark.parametrize(
+    "flags", [{"store_inputs": False}, {"store_outputs": False}, {"load_messages": False}]
+)
 async def test_the_flags_choose_what_is_stored_as_for_the_in_memory_provider(store, flags):
     session_id = f"flags-{next(KEYS)}"
     ours, _ = await agent_run(MindstoreHistoryProvider(store.scoped("acme"), **flags), session_id)
@@ -185,14 +217,20 @@ CONTENTS = st.one_of(
     st.builds(Content.from_text, st.text(max_size=8)),
     st.builds(lambda t: Content.from_text_reasoning(text=t), st.text(max_size=8)),
     st.builds(lambda c, a: Content.from_function_call(call_id=c, name="lookup", arguments=a),
-              st.sampled_from(["c1", "c2", "bad id"]), st.one_of(st.dictionaries(st.sampled_from("ab"), st.integers(-9, 9)), st.just('{"a": 1}'))),
-    st.builds(lambda c, r: Content.from_function_result(call_id=c, result=r), st.sampled_from(["c1", "c2"]), st.text(max_size=5)),
+              st.sampled_from(["c1", "c2", "bad id"]),
+              st.one_of(st.dictionaries(st.sampled_from("ab"), st.integers(-9, 9)),
+                        st.just('{"a": 1}'))),
+    st.builds(lambda c, r: Content.from_function_result(call_id=c, result=r),
+              st.sampled_from(["c1", "c2"]), st.text(max_size=5)),
     st.builds(lambda: Content.from_uri(uri="https://example.com/a.png", media_type="image/png")),
     st.builds(lambda n: Content.from_usage({"input_token_count": n}), st.integers(0, 9)),
 )  # fmt: skip
-MESSAGES = st.builds(lambda role, contents, mid, author: Message(role=role, contents=contents, message_id=mid, author_name=author),
-                     st.sampled_from(["user", "assistant", "system", "tool"]), st.lists(CONTENTS, max_size=3),
-                     st.one_of(st.none(), st.text(max_size=6)), st.one_of(st.none(), st.just("Agent")))  # fmt: skip
+MESSAGES = st.builds(
+    lambda role, contents, mid, author: Message(role=role, contents=contents, message_id=mid,
+                                                author_name=author),
+    st.sampled_from(["user", "assistant", "system", "tool"]), st.lists(CONTENTS, max_size=3),
+    st.one_of(st.none(), st.text(max_size=6)), st.one_of(st.none(), st.just("Agent")),
+)  # fmt: skip
 
 
 @settings(max_examples=80, deadline=None)
@@ -203,14 +241,24 @@ def test_every_message_comes_back_exactly(messages):
         assert to_message(from_message(message, calls=calls)).to_dict() == message.to_dict()
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(MESSAGES, min_size=1, max_size=4).filter(
-    lambda ms: len({m.message_id for m in ms if m.message_id is not None}) == len([m for m in ms if m.message_id is not None])))
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(MESSAGES, min_size=1, max_size=4).filter(
+        lambda ms: (
+            len({m.message_id for m in ms if m.message_id is not None})
+            == len([m for m in ms if m.message_id is not None])
+        )
+    )
+)
 async def test_through_the_store_too(store, messages):
     provider = MindstoreHistoryProvider(store.scoped("acme"))
     session_id = f"exact-{next(KEYS)}"
     await provider.save_messages(session_id, messages)
-    assert [m.to_dict() for m in await provider.get_messages(session_id)] == [m.to_dict() for m in messages]
+    assert [m.to_dict() for m in await provider.get_messages(session_id)] == [
+        m.to_dict() for m in messages
+    ]
 
 
 async def stored_documents(store) -> list[Any]:
@@ -226,7 +274,10 @@ async def test_bad_input_is_refused_naming_the_argument_before_any_write(store):
         ("session_id", provider.save_messages("", [Message(role="user", contents=["x"])])),
         ("session_id", provider.get_messages("a\x00b")),
         ("session_id", provider.save_messages(7, [Message(role="user", contents=["x"])])),
-        (r"messages\[1\]", provider.save_messages("s", [Message(role="user", contents=["x"]), "no"])),
+        (
+            r"messages\[1\]",
+            provider.save_messages("s", [Message(role="user", contents=["x"]), "no"]),
+        ),
         ("messages", provider.save_messages("s", "not a list")),
     ]
     for name, call in cases:
@@ -237,7 +288,9 @@ async def test_bad_input_is_refused_naming_the_argument_before_any_write(store):
 
 async def test_sessions_are_the_views_own(store):
     ann, bob = store.scoped("acme", owner="ann"), store.scoped("acme", owner="bob")
-    await MindstoreHistoryProvider(ann).save_messages("alice@example.com:chat-1", [Message(role="user", contents=["hi"])])
+    await MindstoreHistoryProvider(ann).save_messages(
+        "alice@example.com:chat-1", [Message(role="user", contents=["hi"])]
+    )
     assert await MindstoreHistoryProvider(bob).get_messages("alice@example.com:chat-1") == []
     assert await MindstoreHistoryProvider(bob).list_sessions() == []
     await MindstoreHistoryProvider(ann).clear("alice@example.com:chat-1")

@@ -13,31 +13,31 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
     RemoveMessage,
     message_to_dict,
 )
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.channels import DeltaChannel  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # noqa: E402
-from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
-from langgraph.graph.message import add_messages  # noqa: E402
-from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from langchain_core.tools import tool
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
 
-from mindstore.backends.recorder import observe_all  # noqa: E402
-from mindstore.documents import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES  # noqa: E402
-from mindstore.errors import Conflict, NotFound, ValidationError  # noqa: E402
-from mindstore.integrations import langgraph_keys as keys  # noqa: E402
-from mindstore.integrations.langgraph import MindstoreSaver  # noqa: E402
-from mindstore.integrations.langgraph_writes import REF, match  # noqa: E402
-from mindstore.model.messages import AssistantMessage, ToolMessage  # noqa: E402
-from mindstore.model.parts import ToolCallPart  # noqa: E402
+from mindstore.backends.recorder import observe_all
+from mindstore.documents import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES
+from mindstore.errors import Conflict, NotFound, ValidationError
+from mindstore.integrations import langgraph_keys as keys
+from mindstore.integrations.langgraph import MindstoreSaver
+from mindstore.integrations.langgraph_writes import REF, match
+from mindstore.model.messages import AssistantMessage, ToolMessage
+from mindstore.model.parts import ToolCallPart
 
 
 @tool
@@ -56,10 +56,19 @@ class ScriptedModel:
         self.calls += 1
         last = state["messages"][-1]
         if isinstance(last, HumanMessage):
-            call = {"name": "search", "args": {"query": str(last.content)[:30]}, "id": f"call_{self.calls}"}
+            call = {
+                "name": "search",
+                "args": {"query": str(last.content)[:30]},
+                "id": f"call_{self.calls}",
+            }
             return {"messages": [AIMessage(content="", id=f"ai-{self.calls}", tool_calls=[call],
-                                           usage_metadata={"input_tokens": 50, "output_tokens": 9, "total_tokens": 59})]}  # fmt: skip
-        return {"messages": [AIMessage(content=f"Answer {self.calls}: see chapter 4.", id=f"ai-{self.calls}")]}
+                                           usage_metadata={"input_tokens": 50, "output_tokens": 9,
+                                                           "total_tokens": 59})]}  # fmt: skip
+        return {
+            "messages": [
+                AIMessage(content=f"Answer {self.calls}: see chapter 4.", id=f"ai-{self.calls}")
+            ]
+        }
 
 
 def agent_graph(checkpointer):
@@ -97,7 +106,8 @@ def plain(value):
 
 
 def snapshot(state) -> tuple:
-    return (plain(state.values), state.next, state.metadata.get("source"), state.metadata.get("step"),
+    return (plain(state.values), state.next, state.metadata.get("source"),
+            state.metadata.get("step"),
             [(t.name, t.error, plain(t.result)) for t in state.tasks])  # fmt: skip
 
 
@@ -119,20 +129,28 @@ async def test_the_conformance_suite_passes_every_capability(store):
     assert all(result.detected and result.passed for result in report.results.values())
     assert len(report.results) == len(Capability)  # every capability the installed suite knows
     results = report.to_dict()["results"].values()
-    assert sum(r["tests_passed"] for r in results) >= 81 and not any(r["tests_failed"] for r in results)
+    assert sum(r["tests_passed"] for r in results) >= 81 and not any(
+        r["tests_failed"] for r in results
+    )
 
 
 class DeltaState(TypedDict):
     """A messages channel kept as a `DeltaChannel` (beta): checkpoints hold a snapshot every
     third update, the rest is rebuilt from writes (`get_delta_channel_history`)."""
 
-    messages: Annotated[list, DeltaChannel(lambda state, writes: functools.reduce(add_messages, writes, state),
-                                           snapshot_frequency=3)]  # fmt: skip
+    messages: Annotated[list, DeltaChannel(
+        lambda state, writes: functools.reduce(add_messages, writes, state),
+        snapshot_frequency=3)]  # fmt: skip
 
 
 def delta_graph(checkpointer):
     builder = StateGraph(DeltaState)
-    builder.add_node("reply", lambda s: {"messages": [AIMessage(f"seen {len(s['messages'])}", id=f"r{len(s['messages'])}")]})
+    builder.add_node(
+        "reply",
+        lambda s: {
+            "messages": [AIMessage(f"seen {len(s['messages'])}", id=f"r{len(s['messages'])}")]
+        },
+    )
     builder.add_edge(START, "reply")
     builder.add_edge("reply", END)
     return builder.compile(checkpointer=checkpointer)
@@ -144,16 +162,30 @@ async def test_a_delta_channel_thread_matches_in_memory_saver(acme):
     for saver in (ours, theirs):
         await converse(delta_graph(saver), "delta", [f"q{i}" for i in range(5)])
     assert await history(delta_graph(ours), config) == await history(delta_graph(theirs), config)
-    pairs = zip([t async for t in ours.alist(config)], [t async for t in theirs.alist(config)], strict=True)
+    pairs = zip(
+        [t async for t in ours.alist(config)], [t async for t in theirs.alist(config)], strict=True
+    )
     for mine_tuple, their_tuple in pairs:  # newest first, step by step
-        mine = await ours.aget_delta_channel_history(config=mine_tuple.config, channels=["messages"])
-        reference = await theirs.aget_delta_channel_history(config=their_tuple.config, channels=["messages"])
-        written = [[(channel, plain(value)) for _, channel, value in h["messages"]["writes"]] for h in (mine, reference)]
+        mine = await ours.aget_delta_channel_history(
+            config=mine_tuple.config, channels=["messages"]
+        )
+        reference = await theirs.aget_delta_channel_history(
+            config=their_tuple.config, channels=["messages"]
+        )
+        written = [
+            [(channel, plain(value)) for _, channel, value in h["messages"]["writes"]]
+            for h in (mine, reference)
+        ]
         assert written[0] == written[1]  # (task ids hash the checkpoint id: not compared)
         seeds = [h["messages"].get("seed") for h in (mine, reference)]
         assert [type(seed) for seed in seeds] == [type(seed) for seed in reversed(seeds)]
-        assert plain(getattr(seeds[0], "value", seeds[0])) == plain(getattr(seeds[1], "value", seeds[1]))
-    assert any(getattr(t.checkpoint["channel_values"].get("messages"), "value", None) for t in [t async for t in ours.alist(config)])
+        assert plain(getattr(seeds[0], "value", seeds[0])) == plain(
+            getattr(seeds[1], "value", seeds[1])
+        )
+    assert any(
+        getattr(t.checkpoint["channel_values"].get("messages"), "value", None)
+        for t in [t async for t in ours.alist(config)]
+    )
 
 
 async def test_a_tool_calling_graph_matches_in_memory_saver_step_by_step(acme):
@@ -173,7 +205,9 @@ async def test_each_message_is_stored_once_typed_and_tracked(store, acme):
     final = (await graph.aget_state({"configurable": {"thread_id": "t2"}})).values["messages"]
     stored = await acme.tasks.messages("t2")
     assert [m.id for m in stored] == [m.id for m in final] and len(stored) == 12
-    assert isinstance(stored[1], AssistantMessage) and isinstance(stored[1].content[0], ToolCallPart)
+    assert isinstance(stored[1], AssistantMessage) and isinstance(
+        stored[1].content[0], ToolCallPart
+    )
     assert isinstance(stored[2], ToolMessage) and stored[2].content[0].tool_name == "search"
     record = await acme.tasks.get("t2")
     assert record.open_tool_call_ids == [] and record.usage.tokens_in == 3 * 50
@@ -184,7 +218,9 @@ async def test_each_message_is_stored_once_typed_and_tracked(store, acme):
     assert message_writes and all(item[2] == REF for item in message_writes)
     blobs = await database[LANGGRAPH_BLOBS].find({"tenant": "acme"}).to_list(length=None)
     assert all(blob["t"] == "@refmap" for blob in blobs if blob["_id"].endswith("~__start__"))
-    checkpoints = await database[LANGGRAPH_CHECKPOINTS].find({"tenant": "acme"}).to_list(length=None)
+    checkpoints = (
+        await database[LANGGRAPH_CHECKPOINTS].find({"tenant": "acme"}).to_list(length=None)
+    )
     assert all(b"chapter 4" not in bytes(doc["c"][1]) for doc in checkpoints)
 
 
@@ -197,16 +233,26 @@ async def test_time_travel_branches_into_its_own_task_and_keeps_both_timelines(a
     async def fork(graph):
         states = [s async for s in graph.aget_state_history(config)]
         earlier = next(s for s in states if len(s.values.get("messages", [])) == 4 and not s.next)
-        await graph.ainvoke({"messages": [HumanMessage("Instead: shipping?", id="f1")]}, earlier.config)
+        await graph.ainvoke(
+            {"messages": [HumanMessage("Instead: shipping?", id="f1")]}, earlier.config
+        )
         return earlier
 
     earlier, reference = await fork(ours), await fork(theirs)
     assert snapshot(await ours.aget_state(config)) == snapshot(await theirs.aget_state(config))
     assert await history(ours, config) == await history(theirs, config)
     assert len(await acme.tasks.messages("t3")) == 8  # the first timeline, untouched
-    branches = [r for r in (await acme.tasks.list()).items if r.metadata and r.metadata.get("thread_id") == "t3" and r.id != "t3"]
-    assert len(branches) == 1 and branches[0].seq == 8  # the 4 kept messages, copied once, and 4 new
-    assert snapshot(await ours.aget_state(earlier.config)) == snapshot(await theirs.aget_state(reference.config))
+    branches = [
+        r
+        for r in (await acme.tasks.list()).items
+        if r.metadata and r.metadata.get("thread_id") == "t3" and r.id != "t3"
+    ]
+    assert (
+        len(branches) == 1 and branches[0].seq == 8
+    )  # the 4 kept messages, copied once, and 4 new
+    assert snapshot(await ours.aget_state(earlier.config)) == snapshot(
+        await theirs.aget_state(reference.config)
+    )
 
 
 async def test_update_state_on_an_earlier_checkpoint_matches_in_memory_saver(acme):
@@ -216,7 +262,8 @@ async def test_update_state_on_an_earlier_checkpoint_matches_in_memory_saver(acm
         await converse(graph, "t7", QUESTIONS[:2])
         states = [s async for s in graph.aget_state_history(config)]
         earlier = next(s for s in states if len(s.values.get("messages", [])) == 4 and not s.next)
-        forked = await graph.aupdate_state(earlier.config, {"messages": [HumanMessage("A note.", id="n1")]},
+        forked = await graph.aupdate_state(earlier.config,
+                                           {"messages": [HumanMessage("A note.", id="n1")]},
                                            as_node="tools")  # fmt: skip
         await graph.ainvoke(None, forked)
     assert snapshot(await ours.aget_state(config)) == snapshot(await theirs.aget_state(config))
@@ -229,7 +276,14 @@ def trimming_graph(checkpointer):
     def reply(state: MessagesState) -> dict:
         messages = state["messages"]
         removals = [RemoveMessage(id=m.id) for m in messages[:-3]] if len(messages) > 4 else []
-        return {"messages": [*removals, AIMessage(f"reply to {messages[-1].content}", id=f"r-{len(messages)}-{messages[-1].id}")]}
+        return {
+            "messages": [
+                *removals,
+                AIMessage(
+                    f"reply to {messages[-1].content}", id=f"r-{len(messages)}-{messages[-1].id}"
+                ),
+            ]
+        }
 
     builder = StateGraph(MessagesState)
     builder.add_node("reply", reply)
@@ -250,7 +304,9 @@ async def test_removed_messages_start_a_task_of_their_own_and_the_thread_goes_on
     assert not any(row.get("ms", {}).get("b") for row in rows)  # every version is messages
     # a rewritten version starts a task holding it; the steps after it append there
     assert any(row.get("ms", {}).get("t") for row in rows)
-    assert not await store.database[LANGGRAPH_BLOBS].count_documents({"tenant": "acme", "_id": {"$regex": "~messages$"}})
+    assert not await store.database[LANGGRAPH_BLOBS].count_documents(
+        {"tenant": "acme", "_id": {"$regex": "~messages$"}}
+    )
 
 
 class Opaque:
@@ -278,7 +334,10 @@ def opaque_graph(checkpointer):
 
 async def test_messages_no_document_can_hold_are_a_blob_and_the_thread_goes_on(store, acme):
     serde = JsonPlusSerializer(pickle_fallback=True)
-    ours, theirs = opaque_graph(MindstoreSaver(acme, serde=serde)), opaque_graph(InMemorySaver(serde=serde))
+    ours, theirs = (
+        opaque_graph(MindstoreSaver(acme, serde=serde)),
+        opaque_graph(InMemorySaver(serde=serde)),
+    )
     for graph in (ours, theirs):
         await converse(graph, "t8", ["a", "b", "c"])
     config = {"configurable": {"thread_id": "t8"}}
@@ -290,11 +349,20 @@ async def test_messages_no_document_can_hold_are_a_blob_and_the_thread_goes_on(s
 
 def subgraph_graph(checkpointer):
     inner = StateGraph(MessagesState)
-    inner.add_node("inner", lambda s: {"messages": [AIMessage(f"inner saw {len(s['messages'])}", id=f"in-{len(s['messages'])}")]})
+    inner.add_node(
+        "inner",
+        lambda s: {
+            "messages": [
+                AIMessage(f"inner saw {len(s['messages'])}", id=f"in-{len(s['messages'])}")
+            ]
+        },
+    )
     inner.add_edge(START, "inner")
     outer = StateGraph(MessagesState)
     outer.add_node("sub", inner.compile())
-    outer.add_node("outer", lambda s: {"messages": [AIMessage("outer done", id=f"out-{len(s['messages'])}")]})
+    outer.add_node(
+        "outer", lambda s: {"messages": [AIMessage("outer done", id=f"out-{len(s['messages'])}")]}
+    )
     outer.add_edge(START, "sub")
     outer.add_edge("sub", "outer")
     return outer.compile(checkpointer=checkpointer)
@@ -305,7 +373,9 @@ async def test_a_subgraph_namespace_keeps_its_own_state(acme):
     for graph in (ours, theirs):
         await converse(graph, "t5", ["one", "two"])
     config = {"configurable": {"thread_id": "t5"}}
-    assert snapshot(await ours.aget_state(config, subgraphs=True)) == snapshot(await theirs.aget_state(config, subgraphs=True))
+    assert snapshot(await ours.aget_state(config, subgraphs=True)) == snapshot(
+        await theirs.aget_state(config, subgraphs=True)
+    )
     assert await history(ours, config) == await history(theirs, config)
 
 
@@ -313,7 +383,9 @@ async def test_the_sync_graph_runs_from_a_worker_thread(acme):
     saver = MindstoreSaver(acme)
     graph = agent_graph(saver)
     config = {"configurable": {"thread_id": "t6"}}
-    result = await asyncio.to_thread(graph.invoke, {"messages": [HumanMessage("sync?", id="s1")]}, config)
+    result = await asyncio.to_thread(
+        graph.invoke, {"messages": [HumanMessage("sync?", id="s1")]}, config
+    )
     assert result["messages"][-1].content.startswith("Answer")
     states = await asyncio.to_thread(lambda: list(graph.get_state_history(config)))
     assert len(states) == 5
@@ -329,15 +401,24 @@ async def test_delete_copy_and_prune_keep_the_other_threads_whole(store, acme):
     source = {"configurable": {"thread_id": "src"}}
     await saver.acopy_thread("src", "dst")
     target = {"configurable": {"thread_id": "dst"}}
-    assert [s[0] for s in await history(graph, target)] == [s[0] for s in await history(graph, source)]
+    assert [s[0] for s in await history(graph, target)] == [
+        s[0] for s in await history(graph, source)
+    ]
     await saver.adelete_thread("src")
-    assert await graph.aget_state(source) is not None and (await graph.aget_state(source)).values == {}
-    assert len((await graph.aget_state(target)).values["messages"]) == 8  # the copy has its own task
+    assert (
+        await graph.aget_state(source) is not None and (await graph.aget_state(source)).values == {}
+    )
+    assert (
+        len((await graph.aget_state(target)).values["messages"]) == 8
+    )  # the copy has its own task
     before = snapshot(await graph.aget_state(target))
     await saver.aprune(["dst"], strategy="keep_latest")
     assert snapshot(await graph.aget_state(target)) == before
     assert len(await history(graph, target)) == 1
-    assert len((await graph.aget_state({"configurable": {"thread_id": "other"}})).values["messages"]) == 4
+    assert (
+        len((await graph.aget_state({"configurable": {"thread_id": "other"}})).values["messages"])
+        == 4
+    )
     tasks = {record.id for record in (await acme.tasks.list()).items}
     assert "src" not in tasks and {"dst", "other"} <= tasks
 
@@ -349,7 +430,9 @@ async def test_a_thread_id_names_one_conversation_per_tenant_on_owner_views(stor
     await converse(graph_bob, "bobs", QUESTIONS[1:2])
     config = {"configurable": {"thread_id": "shared"}}
     assert (await graph_ann.aget_state(config)).values["messages"][0].content == QUESTIONS[0]
-    assert [m.id for m in await ann.tasks.messages("shared")] == [m.id for m in (await graph_ann.aget_state(config)).values["messages"]]
+    assert [m.id for m in await ann.tasks.messages("shared")] == [
+        m.id for m in (await graph_ann.aget_state(config)).values["messages"]
+    ]
     assert (await bob.tasks.get("bobs")).owner == "bob"
     before = await store.database["tasks"].find_one({"tenant": "acme", "owner": "ann"})
     with pytest.raises(NotFound, match="another owner"):  # ann's conversation, as for sessions
@@ -377,7 +460,9 @@ async def test_bad_ids_and_a_foreign_task_are_refused(store, acme):
 
 def test_writes_merge_like_in_memory_saver():
     stored = [[0, "a", "t", b"1"], [-1, "__error__", "t", b"e"]]
-    merged = keys.merge_writes(stored, [[0, "a", "t", b"2"], [1, "b", "t", b"3"], [-1, "__error__", "t", b"f"]])
+    merged = keys.merge_writes(
+        stored, [[0, "a", "t", b"2"], [1, "b", "t", b"3"], [-1, "__error__", "t", b"f"]]
+    )
     assert merged == [[0, "a", "t", b"1"], [1, "b", "t", b"3"], [-1, "__error__", "t", b"f"]]
 
 
@@ -391,20 +476,28 @@ def test_a_written_message_without_id_matches_the_appended_one():
 SEGMENT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
 
 
-@given(tenant=st.sampled_from(["acme", "a-b.c"]), thread=SEGMENT, ns=st.one_of(st.just(""), SEGMENT),
-       other=SEGMENT, checkpoint=st.uuids().map(str))  # fmt: skip
+@given(tenant=st.sampled_from(["acme", "a-b.c"]), thread=SEGMENT,
+       ns=st.one_of(st.just(""), SEGMENT), other=SEGMENT,
+       checkpoint=st.uuids().map(str))  # fmt: skip
 def test_a_scope_is_exactly_its_key_range(tenant, thread, ns, other, checkpoint):
     prefix = keys.scope_prefix(tenant, thread, ns)
     bounds = keys.prefix_range(prefix)
     inside = keys.checkpoint_key(tenant, thread, ns, checkpoint)
     assert bounds["$gt"] < inside < bounds["$lt"]
-    assert keys.thread_prefix(tenant, thread) < inside < keys.prefix_range(keys.thread_prefix(tenant, thread))["$lt"]
+    assert (
+        keys.thread_prefix(tenant, thread)
+        < inside
+        < keys.prefix_range(keys.thread_prefix(tenant, thread))["$lt"]
+    )
     if other != thread:
         outside = keys.checkpoint_key(tenant, other, ns, checkpoint)
         assert not bounds["$gt"] < outside < bounds["$lt"]
 
 
-@given(moment=st.datetimes(timezones=st.just(__import__("datetime").timezone.utc)), checkpoint=st.uuids())
+@given(
+    moment=st.datetimes(timezones=st.just(__import__("datetime").timezone.utc)),
+    checkpoint=st.uuids(),
+)
 def test_packed_timestamps_and_ids_come_back_exactly(moment, checkpoint):
     text = moment.isoformat()
     assert keys.unpack_ts(keys.pack_ts(text)) == text
@@ -418,14 +511,19 @@ CHANNELS = st.text(min_size=1, max_size=12)
 
 @given(versions=st.dictionaries(CHANNELS, VERSIONS, max_size=5),
        seen=st.dictionaries(CHANNELS, st.dictionaries(CHANNELS, VERSIONS, max_size=4), max_size=4),
-       updated=st.one_of(st.none(), st.lists(CHANNELS, max_size=4)), task=st.one_of(st.uuids().map(str), SEGMENT))  # fmt: skip
+       updated=st.one_of(st.none(), st.lists(CHANNELS, max_size=4)),
+       task=st.one_of(st.uuids().map(str), SEGMENT))  # fmt: skip
 def test_packed_checkpoints_and_task_ids_come_back_exactly(versions, seen, updated, task):
-    checkpoint = {"v": 4, "id": "x", "ts": "2026-01-02T03:04:05.000006+00:00", "channel_values": {},
-                  "channel_versions": versions, "versions_seen": seen, "updated_channels": updated, "extra": [1]}  # fmt: skip
+    checkpoint = {"v": 4, "id": "x", "ts": "2026-01-02T03:04:05.000006+00:00",
+                  "channel_values": {}, "channel_versions": versions, "versions_seen": seen,
+                  "updated_channels": updated, "extra": [1]}  # fmt: skip
     back = keys.unpack_checkpoint(keys.pack_checkpoint(checkpoint))
     assert back == {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
     assert list(back["channel_versions"]) == list(versions)  # order kept
-    assert keys.split_writes_key(keys.writes_key("acme", "t", "", "cid", task)) == (keys.checkpoint_key("acme", "t", "", "cid"), task)
+    assert keys.split_writes_key(keys.writes_key("acme", "t", "", "cid", task)) == (
+        keys.checkpoint_key("acme", "t", "", "cid"),
+        task,
+    )
 
 
 def test_a_sync_graph_in_a_script_without_a_loop():

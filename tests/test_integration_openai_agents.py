@@ -52,8 +52,10 @@ NO_TRACING = RunConfig(tracing_disabled=True)
 
 def usage(tokens_in: int, tokens_out: int, cached: int = 0, reasoning: int = 0) -> Usage:
     """What a model reports for one response (the SDK's `Usage`, details included)."""
-    return Usage(requests=1, input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out,
-                 input_tokens_details=InputTokensDetails.model_validate({"cached_tokens": cached, "cache_write_tokens": 0}),
+    return Usage(requests=1, input_tokens=tokens_in, output_tokens=tokens_out,
+                 total_tokens=tokens_in + tokens_out,
+                 input_tokens_details=InputTokensDetails.model_validate(
+                     {"cached_tokens": cached, "cache_write_tokens": 0}),
                  output_tokens_details=OutputTokensDetails(reasoning_tokens=reasoning))  # fmt: skip
 
 
@@ -86,16 +88,20 @@ def weather(city: str) -> str:
 
 def text(value: str, item_id: str) -> ResponseOutputMessage:
     return ResponseOutputMessage(id=item_id, type="message", role="assistant", status="completed",
-                                 content=[ResponseOutputText(type="output_text", text=value, annotations=[])])  # fmt: skip
+                                 content=[ResponseOutputText(type="output_text", text=value,
+                                                             annotations=[])])  # fmt: skip
 
 
 def call(call_id: str, city: str) -> ResponseFunctionToolCall:
-    return ResponseFunctionToolCall(type="function_call", id=f"fc_{call_id}", call_id=call_id, name="weather",
+    return ResponseFunctionToolCall(type="function_call", id=f"fc_{call_id}", call_id=call_id,
+                                    name="weather",
                                     arguments=json.dumps({"city": city}))  # fmt: skip
 
 
 def reasoning(item_id: str, summary: str) -> ResponseReasoningItem:
-    return ResponseReasoningItem(id=item_id, type="reasoning", summary=[Summary(type="summary_text", text=summary)])
+    return ResponseReasoningItem(
+        id=item_id, type="reasoning", summary=[Summary(type="summary_text", text=summary)]
+    )
 
 
 def script() -> list[list[Any]]:
@@ -120,8 +126,10 @@ async def run_conversation(session: Any) -> ScriptedModel:
 def sample_items() -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "Weather in Oslo?"},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Use the tool."}]},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather", "arguments": "{\"city\": \"Oslo\"}"},
+        {"type": "reasoning", "id": "rs_1",
+         "summary": [{"type": "summary_text", "text": "Use the tool."}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
+         "arguments": "{\"city\": \"Oslo\"}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "-3C"},
         {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
          "content": [{"type": "output_text", "text": "Pack a coat.", "annotations": []}]},
@@ -145,11 +153,20 @@ async def test_items_are_stored_as_typed_tracked_messages(acme):
     messages = await acme.tasks.messages("chat-typed")
     assert isinstance(messages[0], UserMessage)
     assert isinstance(messages[1].content[0], ReasoningPart)
-    calls = [p for m in messages if isinstance(m, AssistantMessage) for p in m.content if isinstance(p, ToolCallPart)]
+    calls = [
+        p
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for p in m.content
+        if isinstance(p, ToolCallPart)
+    ]
     assert [c.tool_call_id for c in calls] == ["call_1", "call_2", "call_3"]
     results = [p for m in messages if isinstance(m, ToolMessage) for p in m.content]
     assert [(r.tool_call_id, r.tool_name) for r in results] == [
-        ("call_1", "weather"), ("call_2", "weather"), ("call_3", "weather")]
+        ("call_1", "weather"),
+        ("call_2", "weather"),
+        ("call_3", "weather"),
+    ]
     record = await acme.tasks.get("chat-typed")
     assert record.owner == "ann" and record.open_tool_call_ids == []
 
@@ -181,13 +198,18 @@ async def test_a_limit_gives_exactly_the_latest_items_and_the_runner_pairs_them(
     theirs = SQLiteSession("cut")
     await theirs.add_items(sample_items())
     # the latest 2 items are the tool output and the answer: exactly what SQLiteSession gives
-    assert await session.get_items(limit=2) == await theirs.get_items(limit=2) == sample_items()[-2:]
-    assert drop_orphans(await session.get_items(limit=2)) == sample_items()[-1:]  # the explicit option
+    assert (
+        await session.get_items(limit=2) == await theirs.get_items(limit=2) == sample_items()[-2:]
+    )
+    assert (
+        drop_orphans(await session.get_items(limit=2)) == sample_items()[-1:]
+    )  # the explicit option
     # the Runner leaves the orphaned output out itself (the SDK's own session-limit test)
     model = ScriptedModel([[text("Tomorrow too.", "msg_2")]])
     agent = Agent(name="planner", model=model)
     await Runner.run(agent, "And tomorrow?", session=session,
-                     run_config=RunConfig(tracing_disabled=True, session_settings=SessionSettings(limit=2)))  # fmt: skip
+                     run_config=RunConfig(tracing_disabled=True,
+                                          session_settings=SessionSettings(limit=2)))  # fmt: skip
     assert model.inputs[0] == [sample_items()[-1], {"role": "user", "content": "And tomorrow?"}]
 
 
@@ -202,7 +224,10 @@ async def test_session_settings_limit_applies_like_sqlite(acme):
 
 async def test_session_settings_given_as_a_dict_are_converted_and_a_run_uses_them(acme):
     session = MindstoreSession("dict", acme, session_settings={"limit": 2})
-    assert isinstance(session.session_settings, SessionSettings) and session.session_settings.limit == 2
+    assert (
+        isinstance(session.session_settings, SessionSettings)
+        and session.session_settings.limit == 2
+    )
     assert session.session_settings.resolve({"limit": 4}).limit == 4
     await session.add_items([{"role": "user", "content": f"m{i}"} for i in range(5)])
     model = ScriptedModel([[text("ok", "msg_1")]])
@@ -261,7 +286,9 @@ async def test_sessions_are_scoped_to_tenant_and_owner_and_listed_newest_first(s
         await MindstoreSession(name, ann).add_items([{"role": "user", "content": name}])
         await asyncio.sleep(0.002)
     await MindstoreSession("s1", ann).add_items([{"role": "user", "content": "back"}])
-    await MindstoreSession("b1", store.scoped("acme", owner="bob")).add_items([{"role": "user", "content": "x"}])
+    await MindstoreSession("b1", store.scoped("acme", owner="bob")).add_items(
+        [{"role": "user", "content": "x"}]
+    )
     await store.scoped("acme").tasks.create(owner="ann", task_id="not-a-session")
     listed = await MindstoreSession.list_sessions(ann)
     assert [s.session_id for s in listed] == ["s1", "s3", "s2"]
@@ -270,7 +297,9 @@ async def test_sessions_are_scoped_to_tenant_and_owner_and_listed_newest_first(s
     assert await MindstoreSession("s1", store.scoped("acme", owner="bob")).get_items() == []
     assert await MindstoreSession("s1", store.scoped("globex")).get_items() == []
     with pytest.raises(NotFound):
-        await MindstoreSession("s1", store.scoped("acme", owner="bob")).add_items([{"role": "user", "content": "x"}])
+        await MindstoreSession("s1", store.scoped("acme", owner="bob")).add_items(
+            [{"role": "user", "content": "x"}]
+        )
     assert len(await MindstoreSession("s1", ann).get_items()) == 2
 
 
@@ -377,8 +406,10 @@ async def stored_bytes(store: Store, task_id: str, tenant: str = "acme") -> byte
 def turn(n: int) -> list[dict[str, Any]]:
     """One step's output as the Runner saves it: reasoning, a call and its result."""
     return [
-        {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": "Look."}]},
-        {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "weather", "arguments": "{}"},
+        {"type": "reasoning", "id": f"rs_{n}",
+         "summary": [{"type": "summary_text", "text": "Look."}]},
+        {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "weather",
+         "arguments": "{}"},
         {"type": "function_call_output", "call_id": f"call_{n}", "output": "-3C"},
     ]  # fmt: skip
 
@@ -415,7 +446,8 @@ async def test_a_failed_add_is_retried_exactly_once_with_its_usage(acme, monkeyp
         return await real(self, task_id, messages)
 
     monkeypatch.setattr(type(acme.tasks), "add_messages", write_then_lose_the_reply)
-    session.record_response(ModelResponse(output=[call("call_1", "Oslo")], usage=usage(100, 10), response_id=None),
+    session.record_response(ModelResponse(output=[call("call_1", "Oslo")], usage=usage(100, 10),
+                                          response_id=None),
                             model="fake-small")  # fmt: skip
     with pytest.raises(ConnectionError):
         await session.add_items(turn(1)[1:])
@@ -448,7 +480,9 @@ async def test_the_same_items_right_after_themselves_are_taken_for_a_retry(acme)
 def test_batch_ids_depend_on_the_batch_and_what_it_follows():
     ids = batch_ids("m1", "digest", 3)
     assert len(set(ids)) == 3 and ids == batch_ids("m1", "digest", 3)
-    assert not set(ids) & set(batch_ids("m2", "digest", 3)) and not set(ids) & set(batch_ids("m1", "other", 3))
+    assert not set(ids) & set(batch_ids("m2", "digest", 3)) and not set(ids) & set(
+        batch_ids("m1", "other", 3)
+    )
 
 
 # -- usage and model ----------------------------------------------------------------------
@@ -461,24 +495,37 @@ def planner_script() -> list[list[Any]]:
 async def test_usage_and_model_of_every_response_reach_analytics(acme):
     session = MindstoreSession("usage", acme, owner="ann")
     hooks = UsageHooks(session)
-    small = ScriptedModel([*planner_script(), [text("Still cold.", "msg_b")]], model="fake-small", reports=(100, 10, 0, 0))
-    large = ScriptedModel([[reasoning("rs_c", "Compare."), text("Rome.", "msg_c")]], model="fake-large",
-                          reports=(250, 40, 50, 7))  # fmt: skip
+    small = ScriptedModel(
+        [*planner_script(), [text("Still cold.", "msg_b")]],
+        model="fake-small",
+        reports=(100, 10, 0, 0),
+    )
+    large = ScriptedModel([[reasoning("rs_c", "Compare."), text("Rome.", "msg_c")]],
+                          model="fake-large", reports=(250, 40, 50, 7))  # fmt: skip
     planner = Agent(name="planner", model=small, tools=[weather])
     writer = Agent(name="writer", model=large)
     reported: dict[str, list[int]] = {}
-    for agent, question in ((planner, "Weather in Oslo?"), (writer, "Rome or Oslo?"), (planner, "And now?")):
-        result = await Runner.run(agent, question, session=session, hooks=hooks, run_config=NO_TRACING)
+    for agent, question in (
+        (planner, "Weather in Oslo?"),
+        (writer, "Rome or Oslo?"),
+        (planner, "And now?"),
+    ):
+        result = await Runner.run(
+            agent, question, session=session, hooks=hooks, run_config=NO_TRACING
+        )
         for response in result.raw_responses:  # what the framework reported, response by response
             sums = reported.setdefault(agent.model.model, [0, 0, 0, 0])
-            for i, value in enumerate((response.usage.input_tokens, response.usage.output_tokens,
-                                       response.usage.input_tokens_details.cached_tokens,
-                                       response.usage.output_tokens_details.reasoning_tokens)):  # fmt: skip
+            counts = response.usage
+            for i, value in enumerate((counts.input_tokens, counts.output_tokens,
+                                       counts.input_tokens_details.cached_tokens,
+                                       counts.output_tokens_details.reasoning_tokens)):  # fmt: skip
                 sums[i] += value
     assert reported == {"fake-small": [300, 30, 0, 0], "fake-large": [250, 40, 50, 7]}
     rows = await acme.analytics.usage(group_by="model")
     assert {r.model: [r.tokens_in, r.tokens_out, r.cache_reads, 0] for r in rows} == {
-        "fake-small": [300, 30, 0, 0], "fake-large": [250, 40, 50, 0]}
+        "fake-small": [300, 30, 0, 0],
+        "fake-large": [250, 40, 50, 0],
+    }
     record = await acme.tasks.get("usage")
     assert (record.usage.tokens_in, record.usage.tokens_out) == (550, 70)
     by_owner = await acme.analytics.usage(group_by=("model", "owner"))
@@ -487,7 +534,13 @@ async def test_usage_and_model_of_every_response_reach_analytics(acme):
     assert sum((m.usage.reasoning_tokens if m.usage else 0) for m in stored) == 7
     # every assistant message names its model; usage sits on each response's first item
     assistants = [m for m in stored if isinstance(m, AssistantMessage)]
-    assert [m.model_id for m in assistants] == ["fake-small", "fake-small", "fake-large", "fake-large", "fake-small"]
+    assert [m.model_id for m in assistants] == [
+        "fake-small",
+        "fake-small",
+        "fake-large",
+        "fake-large",
+        "fake-small",
+    ]
     assert [m.usage is not None for m in assistants] == [True, True, True, False, True]
     assert len(await session.get_items()) == 9  # 4 + 3 + 2 items, as the runs gave them
 
@@ -495,10 +548,14 @@ async def test_usage_and_model_of_every_response_reach_analytics(acme):
 async def test_a_streamed_run_records_usage_too(acme):
     testing = pytest.importorskip("agents.testing")
     session = MindstoreSession("streamed", acme)
-    model = testing.ScriptedModel([[call("call_s", "Oslo")], [text("Cold.", "msg_s")]], default_usage=usage(120, 12))
+    model = testing.ScriptedModel(
+        [[call("call_s", "Oslo")], [text("Cold.", "msg_s")]], default_usage=usage(120, 12)
+    )
     model.model = "fake-stream"
     agent = Agent(name="planner", model=model, tools=[weather])
-    result = Runner.run_streamed(agent, "Weather?", session=session, hooks=UsageHooks(session), run_config=NO_TRACING)
+    result = Runner.run_streamed(
+        agent, "Weather?", session=session, hooks=UsageHooks(session), run_config=NO_TRACING
+    )
     async for _event in result.stream_events():
         pass
     assert result.context_wrapper.usage.input_tokens == 240
@@ -533,11 +590,13 @@ def output_item(kind: str, n: int) -> dict[str, Any]:
         return {"type": "function_call", "call_id": f"c{n}", "name": "t", "arguments": "{}"}
     if kind == "text":  # a Chat Completions model: every item has the same placeholder id
         return {"type": "message", "role": "assistant", "id": "__fake_id__", "status": "completed",
-                "content": [{"type": "output_text", "text": f"t{n}", "annotations": []}]}  # fmt: skip
+                "content": [{"type": "output_text", "text": f"t{n}",
+                             "annotations": []}]}  # fmt: skip
     return {"type": "reasoning", "id": f"rs_{n}", "summary": []}
 
 
-BATCHES = st.lists(st.tuples(st.sampled_from(["call", "text", "reasoning", "user", "output"]), st.booleans()),
+BATCHES = st.lists(st.tuples(st.sampled_from(["call", "text", "reasoning", "user", "output"]),
+                             st.booleans()),
                    max_size=8)  # fmt: skip
 
 
@@ -551,26 +610,42 @@ def test_attribution_keeps_every_reported_token(batch, sizes, data):
              else {"type": "function_call_output", "call_id": f"c{n}", "output": "ok"}
              for n, (kind, _) in enumerate(batch)]  # fmt: skip
     messages = [m for item in items for m in from_responses([item])]
-    outputs = [item for item in items if item.get("role") != "user" and item.get("type") != "function_call_output"]
+    outputs = [
+        item
+        for item in items
+        if item.get("role") != "user" and item.get("type") != "function_call_output"
+    ]
     pending = []
     for n, size in enumerate(sizes):  # a response: some of the batch's outputs, or items not in it
         chosen = data.draw(st.lists(st.sampled_from(outputs), max_size=size)) if outputs else []
         keys = tuple(item_key(i) for i in chosen) or (item_key(output_item("call", 100 + n)),)
-        pending.append(Reported(model=f"m{n}", usage=StoredUsage(input_tokens=10 * (n + 1), output_tokens=n), keys=keys))
+        pending.append(
+            Reported(
+                model=f"m{n}",
+                usage=StoredUsage(input_tokens=10 * (n + 1), output_tokens=n),
+                keys=keys,
+            )
+        )
     taken = attribute(items, messages, pending)
     carried = [m for m in messages if m.usage is not None]
     assert all(isinstance(m, AssistantMessage) for m in carried)
     if any(isinstance(m, AssistantMessage) for m in messages):
         assert taken == len(pending)
-        assert sum(m.usage.input_tokens for m in carried) == sum(r.usage.input_tokens for r in pending)
-        assert sum(m.usage.output_tokens for m in carried) == sum(r.usage.output_tokens for r in pending)
+        assert sum(m.usage.input_tokens for m in carried) == sum(
+            r.usage.input_tokens for r in pending
+        )
+        assert sum(m.usage.output_tokens for m in carried) == sum(
+            r.usage.output_tokens for r in pending
+        )
     else:
         assert taken == 0 and carried == []
 
 
 def test_responses_are_found_by_their_items_in_order():
-    items = [output_item("text", 0), {"type": "function_call_output", "call_id": "x", "output": "ok"},
-             output_item("reasoning", 1), output_item("call", 1), output_item("text", 2)]  # fmt: skip
+    items = [output_item("text", 0),
+             {"type": "function_call_output", "call_id": "x", "output": "ok"},
+             output_item("reasoning", 1), output_item("call", 1),
+             output_item("text", 2)]  # fmt: skip
     messages = [m for item in items for m in from_responses([item])]
     first = Reported("m-a", StoredUsage(input_tokens=5), (item_key(items[0]),))
     second = Reported("m-b", StoredUsage(input_tokens=7), tuple(item_key(i) for i in items[2:5]))

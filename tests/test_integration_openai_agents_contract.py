@@ -39,8 +39,9 @@ class Replies(Model):
     async def get_response(self, system_instructions, input, *args: Any, **kwargs: Any):
         self.inputs.append(json.loads(json.dumps(input)))
         text = ResponseOutputText(type="output_text", text=self.replies.pop(0), annotations=[])
-        message = ResponseOutputMessage(id=f"msg_{len(self.inputs)}", type="message", role="assistant",
-                                        status="completed", content=[text])  # fmt: skip
+        message = ResponseOutputMessage(id=f"msg_{len(self.inputs)}", type="message",
+                                        role="assistant", status="completed",
+                                        content=[text])  # fmt: skip
         return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any):  # pragma: no cover - not used
@@ -61,7 +62,8 @@ async def run(agent: Agent, question: Any, session: Any, **config: Any) -> Any:
 
 
 def contents(items: list[Any]) -> list[Any]:
-    return [item.get("content") if isinstance(item.get("content"), str) else item["content"][0]["text"]
+    return [item.get("content") if isinstance(item.get("content"), str)
+            else item["content"][0]["text"]
             for item in items]  # fmt: skip
 
 
@@ -75,8 +77,8 @@ async def test_basic_memory_and_separate_sessions(open_session):
     await run(agent, "I like dogs", second)
     assert model.inputs[-1] == [{"role": "user", "content": "I like dogs"}]
     await run(agent, "What did I say?", first)
-    assert contents(model.inputs[-1]) == ["Golden Gate Bridge?", "San Francisco", "What state?", "California",
-                                          "What did I say?"]  # fmt: skip
+    assert contents(model.inputs[-1]) == ["Golden Gate Bridge?", "San Francisco", "What state?",
+                                          "California", "What did I say?"]  # fmt: skip
 
 
 async def test_direct_add_get_clear_and_pop(open_session):
@@ -97,7 +99,9 @@ async def test_direct_add_get_clear_and_pop(open_session):
 
 async def test_get_items_with_limit(open_session):
     session = open_session("count_test")
-    items = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}"} for i in range(6)]
+    items = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}"} for i in range(6)
+    ]
     await session.add_items(items)
     for limit, expected in ((None, items), (2, items[-2:]), (4, items[-4:]), (10, items), (0, [])):
         assert await session.get_items(limit=limit) == expected
@@ -105,7 +109,10 @@ async def test_get_items_with_limit(open_session):
 
 async def test_list_input_is_appended_and_callbacks_shape_the_input(open_session):
     session = open_session("list_input")
-    history = [{"role": "user", "content": "Earlier message"}, {"role": "assistant", "content": "Saved reply"}]
+    history = [
+        {"role": "user", "content": "Earlier message"},
+        {"role": "assistant", "content": "Saved reply"},
+    ]
     await session.add_items(history)
     model = Replies("This should run", "I'm gpt-4o")
     agent = Agent(name="test", model=model)
@@ -115,7 +122,12 @@ async def test_list_input_is_appended_and_callbacks_shape_the_input(open_session
     def users_only(stored, new_input):
         return [item for item in stored if item.get("role") == "user"] + new_input
 
-    await run(agent, [{"role": "user", "content": "What your name?"}], session, session_input_callback=users_only)
+    await run(
+        agent,
+        [{"role": "user", "content": "What your name?"}],
+        session,
+        session_input_callback=users_only,
+    )
     assert contents(model.inputs[-1]) == ["Earlier message", "Test message", "What your name?"]
 
 
@@ -127,31 +139,49 @@ async def test_a_callback_repeating_history_does_not_grow_the_session(open_sessi
         return [*stored, stored[0], *new_input] if stored else new_input
 
     for n in range(3):
-        await run(Agent(name="test", model=model), f"user {n}", session, session_input_callback=repeat_first)
+        await run(
+            Agent(name="test", model=model),
+            f"user {n}",
+            session,
+            session_input_callback=repeat_first,
+        )
     stored = await session.get_items()
-    assert len(stored) == 6 and contents([i for i in stored if i.get("role") == "user"]) == ["user 0", "user 1", "user 2"]
+    assert len(stored) == 6 and contents([i for i in stored if i.get("role") == "user"]) == [
+        "user 0",
+        "user 1",
+        "user 2",
+    ]
 
 
 async def test_unicode_and_special_characters(open_session):
     session = open_session("special_chars")
     items = [{"role": "user", "content": text} for text in
-             ("こんにちは", "😊👍", "O'Reilly", "DROP TABLE sessions;", '"SELECT * FROM users";', "{'$ne': 1}")]  # fmt: skip
+             ("こんにちは", "😊👍", "O'Reilly", "DROP TABLE sessions;", '"SELECT * FROM users";',
+              "{'$ne': 1}")]  # fmt: skip
     await session.add_items(items)
     assert await session.get_items() == items
 
 
 async def test_session_settings(open_session):
     assert open_session("default").session_settings.limit is None
-    assert open_session("five", session_settings=SessionSettings(limit=5)).session_settings.limit == 5
+    assert (
+        open_session("five", session_settings=SessionSettings(limit=5)).session_settings.limit == 5
+    )
     session = open_session("dictionary", session_settings={"limit": 0})
-    assert isinstance(session.session_settings, SessionSettings) and session.session_settings.limit == 0
+    assert (
+        isinstance(session.session_settings, SessionSettings)
+        and session.session_settings.limit == 0
+    )
     assert session.session_settings.resolve({"limit": 4}).limit == 4
     with pytest.raises(TypeError, match="Unknown session settings: limitt"):
         open_session("invalid", session_settings={"limitt": 1})
     limited = open_session("uses_settings", session_settings=SessionSettings(limit=3))
     await limited.add_items([{"role": "user", "content": f"Message {i}"} for i in range(5)])
     assert contents(await limited.get_items()) == ["Message 2", "Message 3", "Message 4"]
-    assert contents(await limited.get_items(limit=2)) == ["Message 3", "Message 4"]  # an explicit limit wins
+    assert contents(await limited.get_items(limit=2)) == [
+        "Message 3",
+        "Message 4",
+    ]  # an explicit limit wins
 
 
 @pytest.mark.parametrize(("limit", "history"), [(2, 2), (0, 0), (None, 6), (100, 6)])
@@ -164,7 +194,10 @@ async def test_a_runs_session_limit_bounds_the_history_sent(open_session, limit,
     await run(agent, "Message 4", session, session_settings=SessionSettings(limit=limit))
     sent = model.inputs[-1]
     assert len(sent) == history + 1 and sent[-1] == {"role": "user", "content": "Message 4"}
-    assert contents(sent[:-1]) == ["Message 1", "Reply 1", "Message 2", "Reply 2", "Message 3", "Reply 3"][6 - history:]
+    assert (
+        contents(sent[:-1])
+        == ["Message 1", "Reply 1", "Message 2", "Reply 2", "Message 3", "Reply 3"][6 - history :]
+    )
 
 
 async def test_the_runner_leaves_out_a_result_whose_call_the_limit_cut_off(open_session):
@@ -173,7 +206,8 @@ async def test_the_runner_leaves_out_a_result_whose_call_the_limit_cut_off(open_
         {"role": "user", "content": "What is the weather?"},
         {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}]},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}]},
     ]  # fmt: skip
     await session.add_items(history)
     assert await session.get_items(limit=2) == history[-2:]

@@ -59,10 +59,12 @@ def scripted(seen: list[list[ModelMessage]]):
         if question is not None:
             return ModelResponse(
                 parts=[ThinkingPart("Look it up.", signature="sig-1"),
-                       ToolCallPart("lookup", {"topic": str(question.content)[:20]}, f"call-{len(seen)}")],
+                       ToolCallPart("lookup", {"topic": str(question.content)[:20]},
+                                    f"call-{len(seen)}")],
                 usage=RequestUsage(input_tokens=40, output_tokens=8), model_name="scripted",
             )  # fmt: skip
-        return ModelResponse(parts=[TextPart(f"Answer {len(seen)}.")], usage=RequestUsage(input_tokens=60, output_tokens=5),
+        return ModelResponse(parts=[TextPart(f"Answer {len(seen)}.")],
+                             usage=RequestUsage(input_tokens=60, output_tokens=5),
                              model_name="scripted")  # fmt: skip
 
     return FunctionModel(respond)
@@ -106,8 +108,12 @@ async def test_an_agent_resumes_from_the_store_exactly_as_from_memory(acme):
         reference = await memory.run(question, message_history=history)
         history = reference.all_messages()
         assert result.output == reference.output
-    assert [stable(dumped(m)) for m in stored_seen] == [stable(dumped(m)) for m in memory_seen]  # the model saw the same
-    assert dumped(await load_messages(acme, "chat")) == dumped(result.all_messages())  # exactly, times and ids too
+    assert [stable(dumped(m)) for m in stored_seen] == [
+        stable(dumped(m)) for m in memory_seen
+    ]  # the model saw the same
+    assert dumped(await load_messages(acme, "chat")) == dumped(
+        result.all_messages()
+    )  # exactly, times and ids too
 
 
 async def test_the_stored_task_is_typed_and_tracked(acme):
@@ -115,12 +121,25 @@ async def test_the_stored_task_is_typed_and_tracked(acme):
     result = await agent.run("billing?")
     await save_messages(acme, "typed", result.all_messages())
     messages = await acme.tasks.messages("typed")
-    assert [type(m) for m in messages] == [SystemMessage, UserMessage, AssistantMessage, ToolMessage, AssistantMessage]
-    assert isinstance(messages[2].content[0], ReasoningPart) and messages[2].content[0].signature == "sig-1"
+    assert [type(m) for m in messages] == [
+        SystemMessage,
+        UserMessage,
+        AssistantMessage,
+        ToolMessage,
+        AssistantMessage,
+    ]
+    assert (
+        isinstance(messages[2].content[0], ReasoningPart)
+        and messages[2].content[0].signature == "sig-1"
+    )
     assert isinstance(messages[2].content[1], StoredCall)
     assert messages[3].content[0].tool_name == "lookup"
     record = await acme.tasks.get("typed")
-    assert record.open_tool_call_ids == [] and record.usage.tokens_in == 100 and record.usage.tokens_out == 13
+    assert (
+        record.open_tool_call_ids == []
+        and record.usage.tokens_in == 100
+        and record.usage.tokens_out == 13
+    )
 
 
 async def test_test_model_runs_round_trip(acme):
@@ -139,7 +158,9 @@ async def test_test_model_runs_round_trip(acme):
 
 
 def long_history(turns: int) -> list[ModelMessage]:
-    messages: list[ModelMessage] = [ModelRequest(parts=[SystemPromptPart("You answer."), UserPromptPart("q0")])]
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[SystemPromptPart("You answer."), UserPromptPart("q0")])
+    ]
     for i in range(turns):
         if i:
             messages.append(ModelRequest(parts=[UserPromptPart(f"question {i} " + "word " * 40)]))
@@ -156,9 +177,23 @@ async def test_the_history_processor_trims_through_the_store_without_splitting_t
     new_request = ModelRequest(parts=[UserPromptPart("latest question")])
     kept = await process([*stored, new_request])
     assert kept[-1] == new_request and len(kept) < len(stored)
-    calls = {p.tool_call_id for m in kept if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)}
-    returns = {p.tool_call_id for m in kept if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)}
-    assert returns <= calls and calls <= returns  # no result without its call, no call without its result
+    calls = {
+        p.tool_call_id
+        for m in kept
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    }
+    returns = {
+        p.tool_call_id
+        for m in kept
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    }
+    assert (
+        returns <= calls and calls <= returns
+    )  # no result without its call, no call without its result
     assert isinstance(kept[0], ModelRequest)
     # the window is the store's: the same messages tasks.context keeps
     window = await acme.tasks.context("long", max_tokens=600)
@@ -168,8 +203,16 @@ async def test_the_history_processor_trims_through_the_store_without_splitting_t
 def test_pairing_drops_half_pairs_and_a_leading_response():
     call = ModelResponse(parts=[TextPart("checking"), ToolCallPart("lookup", {}, "c1")])
     orphan_call = ModelResponse(parts=[ToolCallPart("lookup", {}, "c2")])
-    answer = ModelRequest(parts=[ToolReturnPart("lookup", "ok", "c1"), ToolReturnPart("lookup", "lost", "c0")])
-    window = [ModelResponse(parts=[TextPart("old")]), ModelRequest(parts=[UserPromptPart("q")]), call, answer, orphan_call]
+    answer = ModelRequest(
+        parts=[ToolReturnPart("lookup", "ok", "c1"), ToolReturnPart("lookup", "lost", "c0")]
+    )
+    window = [
+        ModelResponse(parts=[TextPart("old")]),
+        ModelRequest(parts=[UserPromptPart("q")]),
+        call,
+        answer,
+        orphan_call,
+    ]
     kept = paired(window)
     assert [type(m) for m in kept] == [ModelRequest, ModelResponse, ModelRequest]
     assert [p.tool_call_id for p in kept[2].parts] == ["c1"]
@@ -183,7 +226,9 @@ async def test_the_processor_drives_an_agent_run(acme):
 
     await save_messages(acme, "driven", long_history(12))
     seen: list = []
-    agent = agent_with(seen, capabilities=[ProcessHistory(history_processor(acme, "driven", max_tokens=600))])
+    agent = agent_with(
+        seen, capabilities=[ProcessHistory(history_processor(acme, "driven", max_tokens=600))]
+    )
     result = await agent.run("short question", message_history=await load_messages(acme, "driven"))
     assert result.output.startswith("Answer")
     assert len(seen[0]) < len(await load_messages(acme, "driven")) + 1
@@ -202,7 +247,9 @@ async def test_bad_input_is_refused_before_any_write(acme):
     await save_messages(acme, "bad", long_history(1))
     before = await acme.tasks.messages("bad")
     with pytest.raises(ValidationError, match=r"messages\[1\]"):
-        await save_messages(acme, "bad", [ModelRequest(parts=[UserPromptPart("x")]), "not a message"])
+        await save_messages(
+            acme, "bad", [ModelRequest(parts=[UserPromptPart("x")]), "not a message"]
+        )
     for bad in ("", "a\x00b", "x" * 513, 7):
         with pytest.raises(ValidationError, match="task_id"):
             await save_messages(acme, bad, long_history(1))
@@ -229,13 +276,15 @@ REQUEST_PARTS = st.one_of(
 )  # fmt: skip
 RESPONSE_PARTS = st.one_of(
     st.builds(TextPart, TEXT), st.builds(ThinkingPart, TEXT, signature=st.one_of(st.none(), TEXT)),
-    st.builds(ToolCallPart, tool_name=st.just("t"), args=st.dictionaries(st.sampled_from("abc"), st.integers()),
+    st.builds(ToolCallPart, tool_name=st.just("t"),
+              args=st.dictionaries(st.sampled_from("abc"), st.integers()),
               tool_call_id=CALL_IDS),
 )  # fmt: skip
 MESSAGES = st.lists(st.one_of(
     st.builds(ModelRequest, parts=st.lists(REQUEST_PARTS, max_size=3)),
     st.builds(ModelResponse, parts=st.lists(RESPONSE_PARTS, max_size=3),
-              usage=st.builds(RequestUsage, input_tokens=st.integers(0, 10**6), output_tokens=st.integers(0, 10**6))),
+              usage=st.builds(RequestUsage, input_tokens=st.integers(0, 10**6),
+                              output_tokens=st.integers(0, 10**6))),
 ), max_size=6)  # fmt: skip
 
 
@@ -318,7 +367,9 @@ async def test_saving_history_that_is_stored_already_is_refused_whole(acme):
 
 def test_identical_messages_in_one_save_get_their_own_ids():
     when = datetime(2026, 1, 1, tzinfo=UTC)
-    same = [ModelRequest(parts=[UserPromptPart("hi", timestamp=when)], timestamp=when) for _ in range(2)]
+    same = [
+        ModelRequest(parts=[UserPromptPart("hi", timestamp=when)], timestamp=when) for _ in range(2)
+    ]
     ids = [m.id for m in from_model_messages(same)]
     assert len(set(ids)) == 2 and ids == [m.id for m in from_model_messages(same)]
 
@@ -328,8 +379,10 @@ def test_identical_messages_in_one_save_get_their_own_ids():
 
 def answering(model_name: str, tokens_in: int, tokens_out: int) -> FunctionModel:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        return ModelResponse(parts=[TextPart("ok")], usage=RequestUsage(input_tokens=tokens_in, output_tokens=tokens_out,
-                             cache_read_tokens=3), model_name=model_name)  # fmt: skip
+        return ModelResponse(parts=[TextPart("ok")],
+                             usage=RequestUsage(input_tokens=tokens_in, output_tokens=tokens_out,
+                                                cache_read_tokens=3),
+                             model_name=model_name)  # fmt: skip
 
     return FunctionModel(respond, model_name=model_name)
 
@@ -342,7 +395,10 @@ async def test_analytics_per_model_equal_what_pydantic_ai_reported(acme):
     for agent, question in runs:
         result = await agent.run(question, message_history=await load_messages(acme, "per-model"))
         await save_messages(acme, "per-model", result.new_messages())
-        totals = [totals[0] + result.usage.input_tokens, totals[1] + result.usage.output_tokens]  # the run's
+        totals = [
+            totals[0] + result.usage.input_tokens,
+            totals[1] + result.usage.output_tokens,
+        ]  # the run's
         for message in result.new_messages():  # what pydantic-ai reported, response by response
             if isinstance(message, ModelResponse):
                 sums = reported.setdefault(message.model_name, [0, 0, 0])

@@ -13,23 +13,23 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from langchain_core.chat_history import InMemoryChatMessageHistory  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.chat_history import InMemoryChatMessageHistory
+from langchain_core.messages import (
     AIMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
-from mindstore.integrations.langchain import MindstoreChatMessageHistory  # noqa: E402
-from mindstore.integrations.langgraph import MindstoreSaver  # noqa: E402
+from mindstore.integrations.langchain import MindstoreChatMessageHistory
+from mindstore.integrations.langgraph import MindstoreSaver
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*deprecated")
 
@@ -86,14 +86,18 @@ async def test_a_retried_langchain_save_stores_nothing_new(store):
     history = MindstoreChatMessageHistory("org/team/chat-1", ann)
     await history.aadd_messages([SystemMessage("Be brief.")])
     lose_the_first_acknowledgement(history)
-    exchange = [HumanMessage("Weather in Oslo?"), AIMessage("", id="lc_run--1", tool_calls=[{"name": "w", "args": {}, "id": "c1"}]),
-                ToolMessage("-3C", tool_call_id="c1"), AIMessage("Cold.", id="lc_run--2")]  # fmt: skip
+    exchange = [HumanMessage("Weather in Oslo?"),
+                AIMessage("", id="lc_run--1", tool_calls=[{"name": "w", "args": {}, "id": "c1"}]),
+                ToolMessage("-3C", tool_call_id="c1"),
+                AIMessage("Cold.", id="lc_run--2")]  # fmt: skip
     with pytest.raises(LostAcknowledgement):
         await history.aadd_messages(exchange)
     before = await dump(store)
     await history.aadd_messages(exchange)  # the retry: same call
     assert await dump(store) == before
-    await MindstoreChatMessageHistory("org/team/chat-1", ann).aadd_messages(list(exchange))  # another object, another process
+    await MindstoreChatMessageHistory("org/team/chat-1", ann).aadd_messages(
+        list(exchange)
+    )  # another object, another process
     assert await dump(store) == before
     assert await history.aget_messages() == [SystemMessage("Be brief."), *exchange]
 
@@ -113,17 +117,23 @@ async def test_a_retried_save_without_langchain_ids_stores_nothing_new_but_a_rep
 
 
 KINDS = st.sampled_from(["human", "ai", "ai-with-id", "system"])
-OPS = st.lists(st.tuples(st.sampled_from(["add", "retry", "repeat"]), st.lists(KINDS, min_size=1, max_size=3)),
+OPS = st.lists(st.tuples(st.sampled_from(["add", "retry", "repeat"]),
+                         st.lists(KINDS, min_size=1, max_size=3)),
                min_size=1, max_size=8)  # fmt: skip
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS)
 async def test_histories_with_retries_hold_what_in_memory_holds_without_them(store, ops):
     """`retry` sends the previous call again (same objects); `repeat` sends new messages
     equal to the previous call's, without ids (a new exchange that says the same)."""
     acme = store.scoped("prop")
-    ours, reference = MindstoreChatMessageHistory(uuid.uuid4().hex, acme), InMemoryChatMessageHistory()
+    ours, reference = (
+        MindstoreChatMessageHistory(uuid.uuid4().hex, acme),
+        InMemoryChatMessageHistory(),
+    )
     last: list = []
     for step, (op, kinds) in enumerate(ops):
         if op == "retry" and last:
@@ -135,7 +145,8 @@ async def test_histories_with_retries_hold_what_in_memory_holds_without_them(sto
             batch = [
                 HumanMessage(f"q{step}.{i}") if kind == "human"
                 else SystemMessage(f"s{step}.{i}") if kind == "system"
-                else AIMessage(f"a{step}.{i}", id=f"lc_run--{uuid.uuid4()}" if kind == "ai-with-id" else None)
+                else AIMessage(f"a{step}.{i}",
+                               id=f"lc_run--{uuid.uuid4()}" if kind == "ai-with-id" else None)
                 for i, kind in enumerate(kinds)
             ]  # fmt: skip
         await ours.aadd_messages(batch)
@@ -183,10 +194,17 @@ def search(query: str) -> str:
 def agent(state: MessagesState) -> dict:
     n = len(state["messages"])
     if isinstance(state["messages"][-1], HumanMessage):
-        return {"messages": [AIMessage("", id=f"ai-{n}", tool_calls=[{"name": "search", "args": {"query": "x"}, "id": f"c{n}"}],
-                                       usage_metadata={"input_tokens": 9, "output_tokens": 1, "total_tokens": 10})]}  # fmt: skip
-    removals = [RemoveMessage(id=m.id) for m in state["messages"][:2]] if n > 9 else []  # a rewrite, now and then
-    return {"messages": [*removals, AIMessage(f"answer {n}", id=f"$answer-{n}")]}  # an id no message id can be
+        return {"messages": [AIMessage("", id=f"ai-{n}",
+                                       tool_calls=[{"name": "search", "args": {"query": "x"},
+                                                    "id": f"c{n}"}],
+                                       usage_metadata={"input_tokens": 9, "output_tokens": 1,
+                                                       "total_tokens": 10})]}  # fmt: skip
+    removals = (
+        [RemoveMessage(id=m.id) for m in state["messages"][:2]] if n > 9 else []
+    )  # a rewrite, now and then
+    return {
+        "messages": [*removals, AIMessage(f"answer {n}", id=f"$answer-{n}")]
+    }  # an id no message id can be
 
 
 def graph_with(checkpointer):
@@ -205,7 +223,9 @@ async def run(graph) -> list:
         await graph.ainvoke({"messages": [HumanMessage(f"q{i}", id=f"h{i}")]}, config)
     states = [s async for s in graph.aget_state_history(config)]
     earlier = next(s for s in states if len(s.values.get("messages", [])) == 4 and not s.next)
-    await graph.ainvoke({"messages": [HumanMessage("instead", id="f1")]}, earlier.config)  # time travel
+    await graph.ainvoke(
+        {"messages": [HumanMessage("instead", id="f1")]}, earlier.config
+    )  # time travel
     return [masked(s.values) async for s in graph.aget_state_history(config)]
 
 
@@ -225,7 +245,11 @@ async def test_retried_and_late_langgraph_saves_store_nothing_new(store):
     ours, theirs = await run(graph_with(saver)), await run(graph_with(InMemorySaver()))
     assert ours == theirs
     assert {name for name, _ in saver.calls} == {"aput", "aput_writes"} and len(saver.calls) > 30
-    threads = [r for r in (await store.scoped("acme").tasks.list()).items if (r.metadata or {}).get("thread_id")]
+    threads = [
+        r
+        for r in (await store.scoped("acme").tasks.list()).items
+        if (r.metadata or {}).get("thread_id")
+    ]
     assert len(threads) == 3  # the thread, the rewrite's task, the time-travel branch
     before = await dump(store)
     for name, args in saver.calls:  # every save of the run sent again, after the run went on

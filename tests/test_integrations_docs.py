@@ -27,4 +27,4 @@ def test_the_example_runs(section: str) -> None:
     code = compile(example(section), f"docs/integrations.md ({section})", "exec")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        exec(code, {"__name__": "__main__"})  # noqa: S102 - the documented example itself
+        exec(code, {"__name__": "__main__"})  # the documented example itself

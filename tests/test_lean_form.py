@@ -193,17 +193,21 @@ def test_unknown_role_messages_keep_their_raw_dict_and_the_store_fields(raw, dep
 
 def test_a_plain_turn_stores_only_what_it_says():
     call = ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": "x"})
-    message = AssistantMessage(id="a1", task_id=TASK, started_ts=5, content=[TextPart(text="hi"), call],
-                               status="completed", tokens_in=10, usage=Usage(input_tokens=10))  # fmt: skip
+    message = AssistantMessage(id="a1", task_id=TASK, started_ts=5,
+                               content=[TextPart(text="hi"), call], status="completed",
+                               tokens_in=10, usage=Usage(input_tokens=10))  # fmt: skip
     assert stored_doc(message, TASK) == {
-        "id": "a1", "started_ts": 5, "finished_ts": None, "role": "assistant", "status": "completed",
+        "id": "a1", "started_ts": 5, "finished_ts": None, "role": "assistant",
+        "status": "completed",
         "content": [{"type": "text", "text": "hi"},
-                    {"type": "toolCall", "tool_call_id": "c1", "tool_name": "search", "args": {"q": "x"},
+                    {"type": "toolCall", "tool_call_id": "c1", "tool_name": "search",
+                     "args": {"q": "x"},
                      "is_loading": True, "is_approval_pending": True}],
         "usage": {"input_tokens": 10}, "tokens_in": 10,
     }  # fmt: skip
     result = ToolMessage(id="t1", task_id=OTHER_TASK, started_ts=6, finished_ts=7,
-                         content=[ToolResultPart(tool_call_id="c1", tool_name="search", result={})])  # fmt: skip
+                         content=[ToolResultPart(tool_call_id="c1", tool_name="search",
+                                                 result={})])  # fmt: skip
     assert stored_doc(result, TASK) == {
         "id": "t1", "task_id": OTHER_TASK, "started_ts": 6, "finished_ts": 7, "role": "tool",
         "content": [{"type": "toolResult", "tool_call_id": "c1", "tool_name": "search"}],
@@ -231,7 +235,8 @@ def test_fields_that_later_writes_patch_in_place_are_always_stored():
     entry = TaskEntryPart(initial_task_config=TaskConfigPart(model_name="m"), trigger_call_id=None)
     assert ALWAYS_STORED[MessageBase] >= {"content", "finished_ts"}
     dumped = stored_doc(UserMessage(content=[entry]), TASK)["content"][0]  # type: ignore[list-item]
-    assert dumped == {"type": "taskentry", "initial_task_config": {"type": "taskconfig", "model_name": "m"},
+    assert dumped == {"type": "taskentry",
+                      "initial_task_config": {"type": "taskconfig", "model_name": "m"},
                       "trigger_call_id": None}  # fmt: skip
 
 

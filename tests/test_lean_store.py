@@ -44,8 +44,10 @@ SUB = TaskConfigPart(model_name="openai/gpt-4o-mini", tool_metadata=[ToolMetadat
 def deterministic() -> Iterator[None]:
     """Ids and clock from counters: two builds of a conversation are the same."""
     ids, ticks = itertools.count(), itertools.count()
-    with mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"id{next(ids)}"), \
-            mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000 + 0.7 * next(ticks)):  # fmt: skip
+    with (
+        mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"id{next(ids)}"),
+        mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000 + 0.7 * next(ticks)),
+    ):
         yield
 
 
@@ -100,6 +102,7 @@ def old_form(task: Task, tenant: str, owner: str = "alice") -> dict[str, Any]:
 async def stored(store, tenant: str, task_id: str) -> dict[str, Any]:
     """The task document as an unpaged task holds it: every message, sealed pages included."""
     return await flat_task(store.database, f"{tenant}/{task_id}")
+
 
 def dumps(messages) -> list[dict[str, Any]]:
     return [message_to_dict(m) for m in messages]

@@ -21,28 +21,28 @@ import pytest
 pytest.importorskip("langgraph")
 pytest.importorskip("agents")
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage  # noqa: E402
-from langgraph.graph import START, StateGraph  # noqa: E402
-from langgraph.graph.message import add_messages  # noqa: E402
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
 
-import mindstore  # noqa: E402
-from mindstore.backends.recorder import observe_all  # noqa: E402
-from mindstore.backup import BackupCorrupt, backup, erase, restore, verify  # noqa: E402
-from mindstore.backup.retention import erase_before, get_policy, set_policy  # noqa: E402
-from mindstore.backup.threads import checkpoint_time, prefix_of  # noqa: E402
-from mindstore.documents import (  # noqa: E402
+import mindstore
+from mindstore.backends.recorder import observe_all
+from mindstore.backup import BackupCorrupt, backup, erase, restore, verify
+from mindstore.backup.retention import erase_before, get_policy, set_policy
+from mindstore.backup.threads import checkpoint_time, prefix_of
+from mindstore.documents import (
     AGENTS,
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
     POLICIES,
 )
-from mindstore.integrations.langchain import MindstoreChatMessageHistory  # noqa: E402
-from mindstore.integrations.langgraph import MindstoreSaver  # noqa: E402
-from mindstore.integrations.openai_agents import MindstoreSession  # noqa: E402
-from mindstore.model.paging import PagePolicy  # noqa: E402
-from mindstore.portable import WRITE_COMMANDS  # noqa: E402
-from mindstore.registry import COLLECTIONS, REGISTRY  # noqa: E402
+from mindstore.integrations.langchain import MindstoreChatMessageHistory
+from mindstore.integrations.langgraph import MindstoreSaver
+from mindstore.integrations.openai_agents import MindstoreSession
+from mindstore.model.paging import PagePolicy
+from mindstore.portable import WRITE_COMMANDS
+from mindstore.registry import COLLECTIONS, REGISTRY
 
 REGISTRY_NAMES = [entry.name for entry in REGISTRY]
 from test_backup_support import read_file_records, rewrite_file  # noqa: E402
@@ -59,6 +59,8 @@ def thread_of(owner: str | None) -> str:
 
 def config_of(owner: str | None) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_of(owner)}}
+
+
 SAVER = (LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS)
 
 
@@ -85,8 +87,8 @@ def graph(saver: MindstoreSaver, mark: str) -> Any:
 
 async def turn(view: Any, mark: str, i: int) -> None:
     await graph(MindstoreSaver(view), mark).ainvoke(
-        {"messages": [HumanMessage(f"my id is {mark} ({i})", id=f"h{i}")]},
-        config_of(view.owner))
+        {"messages": [HumanMessage(f"my id is {mark} ({i})", id=f"h{i}")]}, config_of(view.owner)
+    )
 
 
 async def plant(store: Any, tenant: str, mark: str = MARK) -> None:
@@ -96,7 +98,9 @@ async def plant(store: Any, tenant: str, mark: str = MARK) -> None:
         view = store.scoped(tenant, owner=owner)
         for i in range(2):
             await turn(view, mark, i)
-        await MindstoreSession(f"s-{owner}", view).add_items([{"role": "user", "content": f"id {mark}"}])
+        await MindstoreSession(f"s-{owner}", view).add_items(
+            [{"role": "user", "content": f"id {mark}"}]
+        )
     agent = await store.scoped(tenant).agents.get("ann", system_prompt=f"remember {mark}")
     await agent.open(f"id-{mark}")
     await agent.receive(f"it is {mark}")
@@ -157,14 +161,13 @@ def test_the_registry_is_the_document_models_and_the_docs_name_each_collection()
     from mindstore.backup.manifest import COLLECTIONS as BACKED_UP
     from mindstore.documents import DOCUMENT_MODELS
     from mindstore.portable import MINDSTORE_COLLECTIONS
-
     from mindstore.registry import DERIVED, KEY_STORE
 
     names = {entry.name for entry in REGISTRY}
     derived = {entry.name for entry in DERIVED}  # the search index: rebuilt, never backed up
     assert names | derived == {model.Settings.name for model in DOCUMENT_MODELS}
     # the keyring's collection is mindstore's too, and in backups (its tenant-wrapped keys)
-    assert MINDSTORE_COLLECTIONS == names | derived and KEY_STORE.name in names
+    assert names | derived == MINDSTORE_COLLECTIONS and KEY_STORE.name in names
     assert set(BACKED_UP) == names
     models = {model.Settings.name: model for model in DOCUMENT_MODELS}
     for entry in (*REGISTRY, *DERIVED):  # the fields the registry names are the documents' own
@@ -185,7 +188,11 @@ async def test_erasing_a_tenant_leaves_nothing_of_it_in_any_collection(store: An
     before = await everything(store.database)
     assert set(holding(before, MARK)) == {"tasks", "agents", *SAVER}
     # (no keyring here: no data keys; tests/test_crypto_drills.py erases an encrypted tenant)
-    assert set(holding(before, "acme")) == set(REGISTRY_NAMES) - {"task_pages", "payloads", "data_keys"}
+    assert set(holding(before, "acme")) == set(REGISTRY_NAMES) - {
+        "task_pages",
+        "payloads",
+        "data_keys",
+    }
     beta = {name: [doc for doc in docs if bson.decode(doc)["tenant"] == "beta"]
             for name, docs in before.items()}  # fmt: skip
 
@@ -200,14 +207,18 @@ async def test_erasing_a_tenant_leaves_nothing_of_it_in_any_collection(store: An
     assert receipt.counts == {**always, **{name: count for name, count in erased.items() if count}}
 
 
-async def test_erasing_an_owner_takes_their_threads_and_agent_and_keeps_the_rest(store: Any) -> None:
+async def test_erasing_an_owner_takes_their_threads_and_agent_and_keeps_the_rest(
+    store: Any,
+) -> None:
     await plant(store, "acme")
     tenant_thread = await tuples(store, "acme", None)
     receipt = await erase(store, "acme", owner="ann")
     db = store.database
     ann = prefix_of("acme", "ann", thread_of("ann"))
     for name in SAVER:
-        assert not [d for d in await db[name].find({"tenant": "acme"}).to_list() if d["_id"].startswith(ann)]
+        assert not [
+            d for d in await db[name].find({"tenant": "acme"}).to_list() if d["_id"].startswith(ann)
+        ]
         assert receipt.counts[name] > 0
     assert await tuples(store, "acme", "ann") == (None, [])
     assert await tuples(store, "acme", None) == tenant_thread  # the tenant's own thread is whole
@@ -232,8 +243,8 @@ async def test_erasing_the_task_of_a_thread_takes_the_whole_thread(store: Any) -
 
     assert receipt.counts["tasks"] == 2
     assert await tuples(store, "acme", None) == (None, [])
-    assert await store.database["tasks"].count_documents({"tenant": "acme", "metadata.thread_id": "t1",
-                                                          "owner": None}) == 0  # fmt: skip
+    assert await store.database["tasks"].count_documents(
+        {"tenant": "acme", "metadata.thread_id": "t1", "owner": None}) == 0  # fmt: skip
     assert await tuples(store, "acme", "ann") == ann_before  # ann's own thread stays
 
 
@@ -265,21 +276,25 @@ async def test_a_restored_tenant_resumes_its_threads_sessions_and_agents_exactly
     assert holding(restored_docs, OTHER) == {}  # nothing of beta
     original_docs = await everything(store.database)
     for name in (*SAVER, AGENTS, POLICIES):  # byte for byte
-        assert restored_docs[name] == [d for d in original_docs[name] if bson.decode(d)["tenant"] == "acme"]
+        assert restored_docs[name] == [
+            d for d in original_docs[name] if bson.decode(d)["tenant"] == "acme"
+        ]
 
     # the threads go on from where they were, on both stores alike
     for target in (store, fresh):
         await turn(target.scoped("acme", owner="ann"), MARK, 2)
     assert await tuples(fresh, "acme", "ann") != await tuples(fresh, "acme", None)
     ours, theirs = [await tuples(s, "acme", "ann") for s in (store, fresh)]
-    assert [t.checkpoint["channel_values"] for t in ours[1]][0]["messages"] == \
-        [t.checkpoint["channel_values"] for t in theirs[1]][0]["messages"]  # fmt: skip
+    assert ours[1][0].checkpoint["channel_values"]["messages"] == \
+        theirs[1][0].checkpoint["channel_values"]["messages"]  # fmt: skip
 
     again = await restore(store, tmp_path / "acme", mode="overwrite", dry_run=True)
     assert again.counts[POLICIES]["unchanged"] == 1 and again.counts[AGENTS]["unchanged"] == 1
 
 
-async def test_a_tenant_restored_under_another_name_resumes_there(store: Any, tmp_path: Path) -> None:
+async def test_a_tenant_restored_under_another_name_resumes_there(
+    store: Any, tmp_path: Path
+) -> None:
     await plant(store, "acme")
     await backup(store, tmp_path / "acme", tenant="acme")
     await restore(store, tmp_path / "acme", as_tenant="acme-copy")
@@ -293,20 +308,28 @@ async def test_a_tenant_restored_under_another_name_resumes_there(store: Any, tm
     assert await tuples(store, "acme-copy", "ann") != (None, [])  # the copy is its own
 
 
-async def test_a_backup_without_threads_agents_or_policies_keeps_its_old_format(store: Any, tmp_path: Path) -> None:
+async def test_a_backup_without_threads_agents_or_policies_keeps_its_old_format(
+    store: Any, tmp_path: Path
+) -> None:
     acme = store.scoped("acme")
     task = await acme.tasks.create()
     await acme.tasks.add_human_message(task.id, "hello")
     manifest = await backup(store, tmp_path / "b", tenant="acme")
     assert manifest.format_version == 1
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [
-        "dialog_nodes.jsonl.gz", "manifest.json", "payloads.jsonl.gz", "tasks.jsonl.gz"]
+        "dialog_nodes.jsonl.gz",
+        "manifest.json",
+        "payloads.jsonl.gz",
+        "tasks.jsonl.gz",
+    ]
     await set_policy(store, "acme", max_age_days=7)
     assert (await backup(store, tmp_path / "c", tenant="acme")).format_version == 3
     assert (await verify(tmp_path / "c")).counts[POLICIES] == 1
 
 
-async def test_an_owners_backup_holds_their_threads_and_agent_only(store: Any, tmp_path: Path) -> None:
+async def test_an_owners_backup_holds_their_threads_and_agent_only(
+    store: Any, tmp_path: Path
+) -> None:
     await plant(store, "acme")
     manifest = await backup(store, tmp_path / "ann", tenant="acme", owner="ann")
     ann = prefix_of("acme", "ann", thread_of("ann"))
@@ -314,13 +337,16 @@ async def test_an_owners_backup_holds_their_threads_and_agent_only(store: Any, t
         records = read_file_records(tmp_path / "ann" / f"{name}.jsonl.gz")
         assert records and all(r["_id"].startswith(ann) for r in records)
         assert len(records) == await store.database[name].count_documents(
-            {"tenant": "acme", "_id": {"$gt": ann, "$lt": ann[:-1] + "0"}})
+            {"tenant": "acme", "_id": {"$gt": ann, "$lt": ann[:-1] + "0"}}
+        )
     assert manifest.counts[AGENTS] == 1 and manifest.counts[POLICIES] == 0
     await verify(tmp_path / "ann")
     assert (await backup(store, tmp_path / "tasks", task_ids=["acme/t1"])).format_version == 1
 
 
-async def test_an_incremental_backup_holds_the_threads_active_since_whole(store: Any, tmp_path: Path) -> None:
+async def test_an_incremental_backup_holds_the_threads_active_since_whole(
+    store: Any, tmp_path: Path
+) -> None:
     await plant(store, "acme")
     await asyncio.sleep(0.01)  # a backup since a time includes its millisecond
     since = dt.datetime.now(dt.UTC)
@@ -331,8 +357,9 @@ async def test_an_incremental_backup_holds_the_threads_active_since_whole(store:
     ann = prefix_of("acme", "ann", thread_of("ann"))
     checkpoints = read_file_records(tmp_path / "since" / f"{LANGGRAPH_CHECKPOINTS}.jsonl.gz")
     assert {r["_id"][: len(ann)] for r in checkpoints} == {ann}
-    assert manifest.counts[LANGGRAPH_CHECKPOINTS] == await store.database[LANGGRAPH_CHECKPOINTS].count_documents(
-        {"tenant": "acme", "o": "ann"})  # the whole thread, its older checkpoints too
+    assert manifest.counts[LANGGRAPH_CHECKPOINTS] == await store.database[
+        LANGGRAPH_CHECKPOINTS
+    ].count_documents({"tenant": "acme", "o": "ann"})  # the whole thread, its older checkpoints too
     await verify(tmp_path / "since")
 
 
@@ -342,21 +369,29 @@ def _forge(path: Path, name: str, change: Any) -> None:
 
 
 FORGERIES = {
-    "checkpoint moved to another owner": (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "o": "mallory"}, *rs[1:]]),
-    "checkpoint of another tenant's key": (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "_id": "beta" + rs[0]["_id"][4:]}, *rs[1:]]),
-    "checkpoint without its bytes": (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "c": "x"}, *rs[1:]]),
+    "checkpoint moved to another owner":
+        (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "o": "mallory"}, *rs[1:]]),
+    "checkpoint of another tenant's key":
+        (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "_id": "beta" + rs[0]["_id"][4:]}, *rs[1:]]),
+    "checkpoint without its bytes":
+        (LANGGRAPH_CHECKPOINTS, lambda rs: [{**rs[0], "c": "x"}, *rs[1:]]),
     "write twice": (LANGGRAPH_WRITES, lambda rs: [rs[0], *rs]),
-    "write item malformed": (LANGGRAPH_WRITES, lambda rs: [{**rs[0], "w": [["0", "c", "t", b""]]}, *rs[1:]]),
-    "blob without a channel": (LANGGRAPH_BLOBS, lambda rs: [{**rs[0], "_id": rs[0]["_id"].split("~")[0]}, *rs[1:]]),
+    "write item malformed":
+        (LANGGRAPH_WRITES, lambda rs: [{**rs[0], "w": [["0", "c", "t", b""]]}, *rs[1:]]),
+    "blob without a channel":
+        (LANGGRAPH_BLOBS, lambda rs: [{**rs[0], "_id": rs[0]["_id"].split("~")[0]}, *rs[1:]]),
     "agent of another tenant": (AGENTS, lambda rs: [{**rs[0], "_id": "beta/ann"}]),
     "agent active on no alias": (AGENTS, lambda rs: [{**rs[0], "active_alias": "nowhere"}]),
-    "policy keeping nothing": (POLICIES, lambda rs: [{**rs[0], "retention": {**rs[0]["retention"], "max_age_days": 0}}]),
+    "policy keeping nothing":
+        (POLICIES, lambda rs: [{**rs[0], "retention": {**rs[0]["retention"], "max_age_days": 0}}]),
     "policy of another tenant": (POLICIES, lambda rs: [{**rs[0], "_id": "beta"}]),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("forgery", FORGERIES)
-async def test_verify_refuses_a_forged_thread_agent_or_policy_record(store: Any, tmp_path: Path, forgery: str) -> None:
+async def test_verify_refuses_a_forged_thread_agent_or_policy_record(
+    store: Any, tmp_path: Path, forgery: str
+) -> None:
     await plant(store, "acme")
     await backup(store, tmp_path / "b", tenant="acme")
     name, change = FORGERIES[forgery]
@@ -372,7 +407,9 @@ async def test_verify_refuses_a_forged_thread_agent_or_policy_record(store: Any,
         await empty.close()
 
 
-async def test_verify_refuses_another_owners_units_in_an_owners_backup(store: Any, tmp_path: Path) -> None:
+async def test_verify_refuses_another_owners_units_in_an_owners_backup(
+    store: Any, tmp_path: Path
+) -> None:
     await plant(store, "acme")
     await backup(store, tmp_path / "ann", tenant="acme", owner="ann")
     tenant_writes = await store.database[LANGGRAPH_WRITES].find(
@@ -397,7 +434,9 @@ async def test_retention_keeps_a_live_thread_whole_and_expires_an_idle_one(store
     await db["tasks"].update_many({"tenant": "acme"}, {"$set": {"updated_at": old}})
     live = await erase_before(store, "acme", before=dt.timedelta(hours=1))
     # the threads' checkpoints are new: their messages tasks stay, though older than the cut-off
-    thread_tasks = {t["_id"] for t in await db["tasks"].find({"metadata.integration": "langgraph"}).to_list()}
+    thread_tasks = {
+        t["_id"] for t in await db["tasks"].find({"metadata.integration": "langgraph"}).to_list()
+    }
     assert len(thread_tasks) == 2 and {f"acme/{i}" for i in live.kept_with_threads} == thread_tasks
     assert not any(name in live.counts for name in SAVER)
     assert live.counts["tasks"] == 3  # the two sessions and the agent's dialog
@@ -467,16 +506,24 @@ async def test_redaction_reaches_the_messages_channel_and_erase_the_state_blobs(
     acme = store.scoped("acme")
     await acme.tasks.redact("t1", "h0", reason="request")
     latest, history = await tuples(store, "acme", None)
-    first = [m for t in history for m in t.checkpoint["channel_values"].get("messages", []) if m.id == "h0"]
+    first = [
+        m
+        for t in history
+        for m in t.checkpoint["channel_values"].get("messages", [])
+        if m.id == "h0"
+    ]
     assert len(first) == len(history) - 1 and all(m.content == "" for m in first)  # every step
     # the graph's input and the nodes' writes were compacted into references to the task:
     # no saver document holds a copy of the redacted text
     dump = await everything(store.database)
     assert holding({name: dump[name] for name in SAVER}, f"my id is {MARK} (0)") == {}
-    assert f"{MARK} (1)" in json.dumps([m.content for m in latest.checkpoint["channel_values"]["messages"]])
+    assert f"{MARK} (1)" in json.dumps(
+        [m.content for m in latest.checkpoint["channel_values"]["messages"]]
+    )
     assert latest.checkpoint["channel_values"]["profile"]["id"] == MARK  # state: not redacted
     await erase(store, "acme", task_id="t1")
     thread = prefix_of("acme", None, "t1")
-    left = [d for name in SAVER for d in await store.database[name].find({"tenant": "acme"}).to_list()
+    left = [d for name in SAVER
+            for d in await store.database[name].find({"tenant": "acme"}).to_list()
             if d["_id"].startswith(thread)]  # fmt: skip
     assert left == []

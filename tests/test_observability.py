@@ -402,7 +402,7 @@ async def test_a_given_client_excludes_a_uri_and_listeners() -> None:
 async def test_server_listeners_reach_the_pymongo_client() -> None:
     """No server here: the topology opens (the listener hears it), then the ping fails."""
     topology = Topology()
-    with pytest.raises(ConfigurationError, match="cannot reach MongoDB at 127.0.0.1:1"):
+    with pytest.raises(ConfigurationError, match=r"cannot reach MongoDB at 127\.0\.0\.1:1"):
         await open_backend(
             "mongodb://127.0.0.1:1/app?serverSelectionTimeoutMS=100", event_listeners=[topology]
         )

@@ -47,8 +47,10 @@ from mindstore.portable import (
     sent_operators,
 )
 
-CONFIG = TaskConfigPart(model_name="m", compression_config=CompressionConfig(token_limit=50, keep_recent_messages=2),
-                        tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")])  # fmt: skip
+CONFIG = TaskConfigPart(
+    model_name="m", compression_config=CompressionConfig(token_limit=50, keep_recent_messages=2),
+    tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")],
+)  # fmt: skip
 SRC = Path(__file__).resolve().parents[1] / "src" / "mindstore"
 
 
@@ -59,7 +61,8 @@ def wire(name: str, command: dict[str, Any]) -> RecordedCommand:
 
 def update(coll: str, *statements: tuple[dict[str, Any], Any, bool]) -> RecordedCommand:
     return wire("update", {"update": coll, "ordered": True,
-                           "updates": [{"q": q, "u": u, "multi": m, "upsert": False} for q, u, m in statements]})  # fmt: skip
+                           "updates": [{"q": q, "u": u, "multi": m, "upsert": False}
+                                       for q, u, m in statements]})  # fmt: skip
 
 
 def delete(coll: str, q: dict[str, Any], limit: int) -> RecordedCommand:
@@ -76,14 +79,17 @@ SET = {"$set": {"title": "x"}}
 
 # ---------------------------------------------------------------- operator walker
 def test_walker_finds_nested_operators_but_not_variables_or_field_paths():
+    users = {"input": "$messages", "as": "m", "cond": {"$eq": ["$$m.role", "user"]}}
     pipeline = [{"$match": {"tenant": "t", "x": {"$in": [1]}}},
-                {"$project": {"m": {"$filter": {"input": "$messages", "as": "m", "cond": {"$eq": ["$$m.role", "user"]}}}}}]  # fmt: skip
+                {"$project": {"m": {"$filter": users}}}]  # fmt: skip
     assert operators(pipeline) == {"$match", "$in", "$project", "$filter", "$eq"}
     assert operators({"$$ROOT": 1, "a": ["$b", {"c": "$d"}]}) == set()
 
 
 def test_operators_outside_the_subset_are_reported_wherever_they_are_sent():
-    agg = wire("aggregate", {"aggregate": "tasks", "pipeline": [{"$setWindowFields": {}}], "cursor": {}})
+    agg = wire(
+        "aggregate", {"aggregate": "tasks", "pipeline": [{"$setWindowFields": {}}], "cursor": {}}
+    )
     assert problems(agg) == ["operator $setWindowFields is outside the portable subset"]
     find = wire("find", {"find": "tasks", "filter": {"tenant": "a", "$where": "true"}})
     assert problems(find) == ["operator $where is outside the portable subset"]
@@ -106,12 +112,18 @@ def test_stored_data_is_not_mistaken_for_operators():
 def test_single_document_writes_need_tenant_and_id_by_equality(coll: str):
     assert problems(update(coll, (KEYED, SET, False))) == []
     assert problems(update(coll, ({"tenant": "acme"}, SET, False))) == [
-        "single-document write filter lacks _id equality (shard key)"]
-    assert problems(update(coll, ({"_id": "t1"}, SET, False))) == ["write filter lacks tenant equality (shard key)"]
+        "single-document write filter lacks _id equality (shard key)"
+    ]
+    assert problems(update(coll, ({"_id": "t1"}, SET, False))) == [
+        "write filter lacks tenant equality (shard key)"
+    ]
     assert problems(update(coll, ({"_id": {"$in": ["a"]}, "tenant": "acme"}, SET, False)))
     assert problems(update(coll, ({"_id": "t1", "tenant": {"$in": ["a", "b"]}}, SET, False)))
     assert problems(delete(coll, {"tenant": "acme"}, limit=1))
-    fam = wire("findAndModify", {"findAndModify": coll, "query": {"tenant": "acme", "version": 3}, "update": SET})
+    fam = wire(
+        "findAndModify",
+        {"findAndModify": coll, "query": {"tenant": "acme", "version": 3}, "update": SET},
+    )
     assert problems(fam) == ["single-document write filter lacks _id equality (shard key)"]
     bad_insert = wire("insert", {"insert": coll, "documents": [KEYED, {"_id": "t2"}]})
     assert problems(bad_insert) == ["inserted document lacks tenant or _id (shard key)"]
@@ -120,15 +132,20 @@ def test_single_document_writes_need_tenant_and_id_by_equality(coll: str):
 def test_multi_document_writes_need_the_tenant_and_ids_or_an_allow_listed_shape():
     assert problems(delete("tasks", {"tenant": "acme", "_id": {"$in": ["a", "b"]}}, limit=0)) == []
     assert problems(delete("tasks", {"tenant": "acme"}, limit=0)) == [
-        "tenant-wide delete on tasks with filter ['tenant'] is not in TENANT_WIDE_WRITES"]
+        "tenant-wide delete on tasks with filter ['tenant'] is not in TENANT_WIDE_WRITES"
+    ]
     assert problems(delete("tasks", {"tenant": "acme", "_id": {"$gt": "a"}}, limit=0)) == [
-        "multi-document write with an _id that is not a value or $in list"]
+        "multi-document write with an _id that is not a value or $in list"
+    ]
     assert problems(update("dialog_nodes", ({"root_id": "r"}, SET, True))) == [
-        "write filter lacks tenant equality (shard key)"]
+        "write filter lacks tenant equality (shard key)"
+    ]
     # the documented admin path: a deleted task's payloads
     assert ("delete", "payloads", frozenset({"tenant", "task_id"})) in TENANT_WIDE_WRITES
     assert problems(delete("payloads", {"tenant": "acme", "task_id": "t1"}, limit=0)) == []
-    assert problems(delete("payloads", {"task_id": "t1"}, limit=0)) == ["write filter lacks tenant equality (shard key)"]
+    assert problems(delete("payloads", {"task_id": "t1"}, limit=0)) == [
+        "write filter lacks tenant equality (shard key)"
+    ]
     # collections that are not sharded are only checked for operators
     assert problems(delete("other", {}, limit=0)) == []
 
@@ -137,7 +154,9 @@ def test_the_suite_wide_audit_can_be_scoped_to_mindstores_collections():
     scratch = wire("aggregate", {"aggregate": "scratch", "pipeline": [{"$skip": 1}], "cursor": {}})
     ours = wire("aggregate", {"aggregate": "tasks", "pipeline": [{"$skip": 1}], "cursor": {}})
     assert len(audit([scratch, ours])) == 2
-    assert [v.collection for v in audit([scratch, ours], collections=MINDSTORE_COLLECTIONS)] == ["tasks"]
+    assert [v.collection for v in audit([scratch, ours], collections=MINDSTORE_COLLECTIONS)] == [
+        "tasks"
+    ]
     assert {"tasks", "dialog_nodes", "payloads"} <= MINDSTORE_COLLECTIONS
 
 
@@ -145,7 +164,9 @@ def test_the_allowed_set_lists_only_operators_the_code_uses():
     assert not set(STANDARD_EXTRAS) & DESIGN_SUBSET
     assert all(note.strip() for note in STANDARD_EXTRAS.values())
     sources = "".join(
-        p.read_text() for p in SRC.rglob("*.py") if p.name != "portable.py" and "backends" not in p.parts
+        p.read_text()
+        for p in SRC.rglob("*.py")
+        if p.name != "portable.py" and "backends" not in p.parts
     )
     unused = [op for op in STANDARD_EXTRAS if not re.search(rf"[\"']{re.escape(op)}[\"']", sources)]
     assert unused == [], f"listed as used but not found in src/mindstore: {unused}"
@@ -165,7 +186,9 @@ async def test_observe_all_sees_every_recorder_whole():
 async def test_observed_commands_name_the_code_that_sent_them(acme, store):
     with observe_all() as log:
         task = await acme.tasks.create(title="t")
-        await store.database["tasks"].update_one({"_id": task_key("acme", task.id)}, {"$set": {"title": "raw"}})
+        await store.database["tasks"].update_one(
+            {"_id": task_key("acme", task.id)}, {"$set": {"title": "raw"}}
+        )
     library, direct = log[0].origin or "", log[-1].origin or ""
     assert library.startswith(str(SRC)), library  # the repository, not beanie or the adapter
     assert direct.startswith(__file__ + ":"), direct
@@ -185,8 +208,12 @@ async def _workload(store: mindstore.Store, tmp: Path) -> None:
     assistant = await tasks.add_assistant_message(tid)
     await tasks.add_text_part(tid, assistant.id, "thinking")
     await tasks.add_reasoning_part(tid, assistant.id, "hmm", "sig")
-    await tasks.add_tool_call_part(tid, assistant.id, ToolCallPart(tool_call_id="c1", tool_name="search"))
-    await tasks.add_tool_call_part(tid, assistant.id, ToolCallPart(tool_call_id="c2", tool_name="delegate"))
+    await tasks.add_tool_call_part(
+        tid, assistant.id, ToolCallPart(tool_call_id="c1", tool_name="search")
+    )
+    await tasks.add_tool_call_part(
+        tid, assistant.id, ToolCallPart(tool_call_id="c2", tool_name="delegate")
+    )
     await tasks.finish_assistant_message(tid, assistant.id, tokens_in=10, tokens_out=5, cost=0.1)
     await tasks.answer_tool_call(tid, "c1", {"hits": ["x" * 300]})
     await tasks.add_task_entry(tid, [TextPart(text="sub")], CONFIG, entry_id="e1")
@@ -217,7 +244,9 @@ async def _workload(store: mindstore.Store, tmp: Path) -> None:
     await dialogs.repair()
     await backup(store, tmp / "acme", tenant="acme")
     await tasks.set_title(tid, "changed after the backup")
-    assert (await restore(store, tmp / "acme", mode="overwrite")).totals["overwritten"] >= 1  # ReplaceOne
+    assert (await restore(store, tmp / "acme", mode="overwrite")).totals[
+        "overwritten"
+    ] >= 1  # ReplaceOne
     await erase(store, "acme", owner="o")
     assert (await restore(store, tmp / "acme")).totals["inserted"] >= 1  # insert_many
     await dialogs.delete(root, cascade=True)
@@ -234,8 +263,14 @@ async def test_a_full_workload_stays_portable_and_shard_safe(store, tmp_path):
     assert set(used) <= ALLOWED
     # the shard-key rule really was exercised on every kind of write
     kinds = {(c.name, c.collection) for c in log}
-    for kind in [("update", "tasks"), ("insert", "tasks"), ("delete", "tasks"), ("insert", "dialog_nodes"),
-                 ("delete", "dialog_nodes"), ("delete", "payloads")]:  # fmt: skip
+    for kind in [("update", "tasks"), ("insert", "tasks"), ("delete", "tasks"),
+                 ("insert", "dialog_nodes"), ("delete", "dialog_nodes"),
+                 ("delete", "payloads")]:  # fmt: skip
         assert kind in kinds, kind
-    assert any(is_replacement(w["u"]) for c in log if c.name == "update" for w in c.writes or [])  # restore
-    print("operators outside DESIGN.md's list used by the workload:", sorted(set(used) - DESIGN_SUBSET))
+    assert any(
+        is_replacement(w["u"]) for c in log if c.name == "update" for w in c.writes or []
+    )  # restore
+    print(
+        "operators outside DESIGN.md's list used by the workload:",
+        sorted(set(used) - DESIGN_SUBSET),
+    )

@@ -15,7 +15,15 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
-FRAMEWORK_EXTRAS = ("openai-agents", "langgraph", "pydantic-ai", "langchain", "adk", "llamaindex", "agent-framework")
+FRAMEWORK_EXTRAS = (
+    "openai-agents",
+    "langgraph",
+    "pydantic-ai",
+    "langchain",
+    "adk",
+    "llamaindex",
+    "agent-framework",
+)
 REFUSED = {"motor", "mongomock-motor", "nanoid"}  # deprecated (motor) or untyped (nanoid)
 
 

@@ -208,9 +208,9 @@ async def test_pages_of_another_tenant_are_not_read(stores: StoreFactory) -> Non
     before = await all_reports()
     pages = store.database[TASK_PAGES]
     for attacker, victim in (tenants, tenants[::-1]):
-        victims = await store.database[TASKS].find(
-            {"tenant": victim, "pages": {"$gt": 0}}
-        ).to_list(None)
+        victims = (
+            await store.database[TASKS].find({"tenant": victim, "pages": {"$gt": 0}}).to_list(None)
+        )
         theirs = await pages.find({"tenant": attacker}).sort("_id").to_list(None)
         assert len(victims) >= 2 and theirs
         forged = [dict(theirs[n % len(theirs)], _id=f"{attacker}/forged-{n}#0",

@@ -198,8 +198,11 @@ async def test_a_missing_page_is_refused(paged_backup, stores):
     await _refused(stores, path, "missing", "page 1 where page 0")
     last = _copy(paged_backup, "missing-last")
     numbers = [p["page"] for p in pages if p["task"] == task]
-    rewrite_file(last, TASK_PAGES,
-                 [p for p in pages if not (p["task"] == task and p["page"] == max(numbers))])
+    rewrite_file(
+        last,
+        TASK_PAGES,
+        [p for p in pages if not (p["task"] == task and p["page"] == max(numbers))],
+    )
     await _refused(stores, last, "missing", "counts")
 
 

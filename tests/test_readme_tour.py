@@ -13,7 +13,10 @@ async def test_the_readme_tour_runs_as_written() -> None:
     assert block is not None
     body = "\n".join("    " + line for line in block.group(1).splitlines())
     namespace: dict[str, object] = {}
-    exec(compile(f"async def tour():\n{body}\n    return acme, task\n", str(README), "exec"), namespace)
+    exec(
+        compile(f"async def tour():\n{body}\n    return acme, task\n", str(README), "exec"),
+        namespace,
+    )
     acme, task = await namespace["tour"]()  # type: ignore[operator]
     record = await acme.tasks.get(task.id)
     assert record.seq > 5 and record.level == 0 and record.usage.cost > 0

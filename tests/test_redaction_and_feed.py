@@ -31,10 +31,20 @@ async def raw(store, task_id):
 async def conversation(acme):
     task = await acme.tasks.create(config=CONFIG)
     await acme.tasks.add_human_message(task.id, SECRET + " " + "x" * 100, message_id="u1")
-    await acme.tasks.add_message(task.id, AssistantMessage(id="a1", model_id="m", content=[
-        TextPart(text="calling search with " + SECRET),
-        ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": SECRET})]))
-    await acme.tasks.finish_assistant_message(task.id, "a1", tokens_in=120, tokens_out=30, cost=0.01)
+    await acme.tasks.add_message(
+        task.id,
+        AssistantMessage(
+            id="a1",
+            model_id="m",
+            content=[
+                TextPart(text="calling search with " + SECRET),
+                ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": SECRET}),
+            ],
+        ),
+    )
+    await acme.tasks.finish_assistant_message(
+        task.id, "a1", tokens_in=120, tokens_out=30, cost=0.01
+    )
     await acme.tasks.answer_tool_call(task.id, "c1", {"hits": [SECRET]}, message_id="r1")
     return task.id
 
@@ -172,7 +182,9 @@ async def test_part_updates_arrive_as_updates(store):
     events = []
 
     async def watch() -> None:
-        async for event in acme.tasks.watch(task.id, since_id=(await acme.tasks.messages(task.id))[0].id):
+        async for event in acme.tasks.watch(
+            task.id, since_id=(await acme.tasks.messages(task.id))[0].id
+        ):
             events.append((event.kind, event.message.id, len(event.message.content)))
             if event.kind == "updated" and len(event.message.content) == 2:
                 return
@@ -196,4 +208,3 @@ async def test_watching_a_task_outside_the_view_is_not_found(store):
     with pytest.raises(NotFound):
         async for _ in store.scoped("beta").tasks.watch(task.id):
             break
-

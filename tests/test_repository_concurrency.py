@@ -94,7 +94,9 @@ async def test_racing_entries_exits_and_tool_answers_keep_the_header_consistent(
     derived = derive_header(tid, [m.model_copy(deep=True) for m in task.messages])
     assert stored.seq == derived.seq == len(task.messages)
     assert stored.scope_stack == derived.scope_stack
-    assert sorted(r.id for r in stored.open_tool_calls) == sorted(r.id for r in derived.open_tool_calls)
+    assert sorted(r.id for r in stored.open_tool_calls) == sorted(
+        r.id for r in derived.open_tool_calls
+    )
     assert stored.size_bytes == sum(bson_size(stored_doc(m, tid)) for m in task.messages)
     ids = [m.id for m in task.messages]
     assert len(ids) == len(set(ids))

@@ -36,14 +36,22 @@ async def test_every_append_replayed_with_the_same_ids_changes_nothing(acme, sto
         await acme.tasks.add_human_message(tid, "hi", message_id="u1")
         await acme.tasks.add_system_message(tid, "sys", message_id="s1")
         await acme.tasks.add_assistant_message(tid, message_id="a1")
-        await acme.tasks.add_message(tid, AssistantMessage(id="a2", content=[
-            ToolCallPart(tool_call_id="c1", tool_name="delegate")]))
+        await acme.tasks.add_message(
+            tid,
+            AssistantMessage(
+                id="a2", content=[ToolCallPart(tool_call_id="c1", tool_name="delegate")]
+            ),
+        )
         await acme.tasks.answer_tool_call(tid, "c1", {"r": 1}, message_id="t1")
         await acme.tasks.add_informational_message(tid, "status", "ok", message_id="i1")
         await acme.tasks.add_tool_result_message(tid, "c9", "x", {}, message_id="t2")
         await acme.tasks.add_compression_message(tid, 0, 1, "r", [], [], [], message_id="k1")
-        await acme.tasks.add_message(tid, AssistantMessage(id="a3", content=[
-            ToolCallPart(tool_call_id="c2", tool_name="delegate")]))
+        await acme.tasks.add_message(
+            tid,
+            AssistantMessage(
+                id="a3", content=[ToolCallPart(tool_call_id="c2", tool_name="delegate")]
+            ),
+        )
         await acme.tasks.add_task_entry(tid, [TextPart(text="sub")], CONFIG, entry_id="e1")
         await acme.tasks.add_task_exit(tid, [TextPart(text="done")], exit_id="x1")
 
@@ -55,8 +63,10 @@ async def test_every_append_replayed_with_the_same_ids_changes_nothing(acme, sto
 
 async def test_replayed_answer_returns_the_stored_result(acme):
     tid = (await acme.tasks.create(config=CONFIG)).id
-    await acme.tasks.add_message(tid, AssistantMessage(id="a", content=[
-        ToolCallPart(tool_call_id="c", tool_name="delegate")]))
+    await acme.tasks.add_message(
+        tid,
+        AssistantMessage(id="a", content=[ToolCallPart(tool_call_id="c", tool_name="delegate")]),
+    )
     first = await acme.tasks.answer_tool_call(tid, "c", {"v": 1}, message_id="r")
     again = await acme.tasks.answer_tool_call(tid, "c", {"v": 1}, message_id="r")
     assert message_to_dict(again) == message_to_dict(first)
@@ -102,9 +112,22 @@ async def test_bad_input_gives_typed_errors_and_changes_nothing(acme, store):
         (NotFound, acme.tasks.answer_tool_call(tid, "unknown-call", {})),
         (NotFound, acme.tasks.add_text_part(tid, "no-such-message", "x")),
         (InvalidTransition, acme.tasks.add_task_exit(tid, [TextPart(text="x")])),
-        (InvalidTransition, acme.tasks.add_reasoning_part(tid, (await acme.tasks.messages(tid))[0].id, "r")),
-        (ValidationError, acme.tasks.add_message(tid, {"role": "user", "id": "big", "content": [
-            {"type": "text", "text": "x"}], "metadata": {"n": 2**70}})),
+        (
+            InvalidTransition,
+            acme.tasks.add_reasoning_part(tid, (await acme.tasks.messages(tid))[0].id, "r"),
+        ),
+        (
+            ValidationError,
+            acme.tasks.add_message(
+                tid,
+                {
+                    "role": "user",
+                    "id": "big",
+                    "content": [{"type": "text", "text": "x"}],
+                    "metadata": {"n": 2**70},
+                },
+            ),
+        ),
     ]
     for expected, call in cases:
         with pytest.raises(expected):
@@ -115,7 +138,9 @@ async def test_bad_input_gives_typed_errors_and_changes_nothing(acme, store):
 async def test_already_stored_id_is_not_stored_twice(acme, store):
     tid = (await acme.tasks.create()).id
     await acme.tasks.add_message(tid, UserMessage(id="same", content=[TextPart(text="one")]))
-    returned = await acme.tasks.add_message(tid, UserMessage(id="same", content=[TextPart(text="two")]))
+    returned = await acme.tasks.add_message(
+        tid, UserMessage(id="same", content=[TextPart(text="two")])
+    )
     assert returned.text() == "one"  # the stored message, not a second copy
     assert [m.id for m in await acme.tasks.messages(tid)] == ["same"]
 
@@ -149,7 +174,9 @@ async def test_large_payloads_are_offloaded_and_read_back(store):
     acme.tasks.offload_threshold = 1024
     tid = (await acme.tasks.create()).id
     image = "QUJD" * 2000  # 8 KB of base64
-    await acme.tasks.add_human_message(tid, "look", images=[ImagePart(image=image)], message_id="img")
+    await acme.tasks.add_human_message(
+        tid, "look", images=[ImagePart(image=image)], message_id="img"
+    )
     document = await raw(store, tid)
     assert document["messages"][0]["content"][1]["image"].startswith(MARKER_PREFIX)
     assert document["size_bytes"] < 1024
@@ -161,7 +188,9 @@ async def test_large_payloads_are_offloaded_and_read_back(store):
 
 async def test_append_past_the_document_limit_raises_and_stores_nothing(store):
     acme = store.scoped("acme")
-    repo = TaskRepository(store.database, "acme", max_document_bytes=200_000, offload_threshold=10**9)
+    repo = TaskRepository(
+        store.database, "acme", max_document_bytes=200_000, offload_threshold=10**9
+    )
     tid = (await repo.create()).id
     await repo.add_human_message(tid, "small", message_id="s")
     before = await raw(store, tid)

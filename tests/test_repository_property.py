@@ -33,7 +33,9 @@ CONFIG = TaskConfigPart(
     model_name="root-model",
     tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True), ToolMetadata(name="search")],
 )
-SUB = TaskConfigPart(model_name="sub-model", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)])
+SUB = TaskConfigPart(
+    model_name="sub-model", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)]
+)
 
 OPS = st.lists(
     st.one_of(
@@ -55,8 +57,9 @@ OPS = st.lists(
 
 @contextmanager
 def frozen_world(counter):
-    with mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"id{next(counter)}"), mock.patch(
-        "mindstore.model.base.CLOCK", lambda: 1_700_000_000.25
+    with (
+        mock.patch("mindstore.model.base.ID_SOURCE", lambda: f"id{next(counter)}"),
+        mock.patch("mindstore.model.base.CLOCK", lambda: 1_700_000_000.25),
     ):
         yield
 
@@ -71,8 +74,10 @@ def _last_assistant(messages):
 async def apply(op, step, target, is_store, tid):
     """Run one op on the in-memory task or the repository; return an error class name."""
     kind = op[0]
-    call = (lambda name, *a, **k: getattr(target, name)(tid, *a, **k)) if is_store else (
-        lambda name, *a, **k: getattr(target, name)(*a, **k)
+    call = (
+        (lambda name, *a, **k: getattr(target, name)(tid, *a, **k))
+        if is_store
+        else (lambda name, *a, **k: getattr(target, name)(*a, **k))
     )
     messages = (await target.messages(tid)) if is_store else target.messages
     header = (await target.header(tid)) if is_store else target.header
@@ -91,14 +96,23 @@ async def apply(op, step, target, is_store, tid):
             calls = header.open_tool_calls
             if not calls:
                 return "skip"
-            result = call("answer_tool_call", calls[op[1] % len(calls)].id, {"n": step}, message_id=f"r{step}")
+            result = call(
+                "answer_tool_call", calls[op[1] % len(calls)].id, {"n": step}, message_id=f"r{step}"
+            )
         elif kind == "enter":
             description = [TextPart(text=f"sub {step}")]
             if op[1]:
                 description.append(InformationalPart(details="ctx", is_visible_ai=True))
             result = call("add_task_entry", description, SUB, f"e{step}")
         elif kind == "exit":
-            result = call("add_task_exit", [TextPart(text=f"done {step}")], "task_result", None, f"x{step}", f"xr{step}")
+            result = call(
+                "add_task_exit",
+                [TextPart(text=f"done {step}")],
+                "task_result",
+                None,
+                f"x{step}",
+                f"xr{step}",
+            )
         elif kind == "text":
             target_id = _last_assistant(messages)
             if target_id is None:
@@ -113,9 +127,16 @@ async def apply(op, step, target, is_store, tid):
             target_id = _last_assistant(messages)
             if target_id is None:
                 return "skip"
-            result = call("finish_assistant_message", target_id, tokens_in=op[1], tokens_out=1, cost=0.5)
+            result = call(
+                "finish_assistant_message", target_id, tokens_in=op[1], tokens_out=1, cost=0.5
+            )
         elif kind == "unknown":
-            result = call("add_message", UnknownMessage.model_validate({"role": "plugin", "id": f"u{step}", "blob": [1, {"$x": 2}]}))
+            result = call(
+                "add_message",
+                UnknownMessage.model_validate(
+                    {"role": "plugin", "id": f"u{step}", "blob": [1, {"$x": 2}]}
+                ),
+            )
         else:
             result = call("add_task_config", CONFIG)
         if asyncio.iscoroutine(result):
@@ -126,7 +147,11 @@ async def apply(op, step, target, is_store, tid):
             return "ok"
         return ("ok", normalized(result))
     except MindstoreError as exc:
-        return "failed" if type(exc).__name__ in {"NotFound", "InvalidTransition", "ValidationError"} else type(exc).__name__
+        return (
+            "failed"
+            if type(exc).__name__ in {"NotFound", "InvalidTransition", "ValidationError"}
+            else type(exc).__name__
+        )
 
 
 def normalized(result):
@@ -187,6 +212,6 @@ def test_store_and_memory_agree_after_random_verbs(ops):
 def test_sibling_sub_tasks_example():
     asyncio.run(
         scenario([("enter", False), ("human", "a"), ("exit",), ("enter", True), ("human", "b"),
-                  ("enter", False), ("exit",), ("assistant",), ("call", "delegate"), ("enter", False),
-                  ("exit",), ("exit",)])
+                  ("enter", False), ("exit",), ("assistant",), ("call", "delegate"),
+                  ("enter", False), ("exit",), ("exit",)])
     )  # fmt: skip

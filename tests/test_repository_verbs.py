@@ -40,13 +40,17 @@ async def assert_header_matches_messages(acme, task_id):
     stored = await acme.tasks.header(task_id)
     assert stored.seq == derived.seq == len(task.messages)
     assert stored.scope_stack == derived.scope_stack
-    assert sorted(r.id for r in stored.open_tool_calls) == sorted(r.id for r in derived.open_tool_calls)
+    assert sorted(r.id for r in stored.open_tool_calls) == sorted(
+        r.id for r in derived.open_tool_calls
+    )
     assert stored.usage == derived.usage
     assert stored.size_bytes == sum(bson_size(stored_doc(m, task_id)) for m in task.messages)
 
 
 async def test_create_get_and_conversation_with_nested_sub_task(acme, store):
-    record = await acme.tasks.create(owner="alice", title="Plan a trip", content="trip", config=ROOT)
+    record = await acme.tasks.create(
+        owner="alice", title="Plan a trip", content="trip", config=ROOT
+    )
     tid = record.id
     assert record.seq == 1 and record.owner == "alice" and record.state == "running"
     user = await acme.tasks.add_human_message(tid, "Plan my trip", message_id="u1")
@@ -59,7 +63,10 @@ async def test_create_get_and_conversation_with_nested_sub_task(acme, store):
     )
     entry = await acme.tasks.add_task_entry(
         tid,
-        [TextPart(text="find flights"), InformationalPart(details="budget 500", is_visible_ai=True)],
+        [
+            TextPart(text="find flights"),
+            InformationalPart(details="budget 500", is_visible_ai=True),
+        ],
         SUB,
         entry_id="e1",
     )
@@ -69,11 +76,15 @@ async def test_create_get_and_conversation_with_nested_sub_task(acme, store):
     assert (await acme.tasks.current_task_config(tid)).model_name == SUB.model_name
     inner = await acme.tasks.add_assistant_message(tid, message_id="a2")
     assert inner.model_id == SUB.model_name
-    exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="Flight LH123")])
+    _exit_message, answer = await acme.tasks.add_task_exit(tid, [TextPart(text="Flight LH123")])
     assert answer is not None
     result = answer.content[0]
     assert result.tool_call_id == "call-1"
-    assert result.result == {"task_result": "Flight LH123", "status": "completed", "message": "Flight LH123"}
+    assert result.result == {
+        "task_result": "Flight LH123",
+        "status": "completed",
+        "message": "Flight LH123",
+    }
     messages = await acme.tasks.messages(tid)
     call = messages[2].content[1]
     assert (call.is_loading, call.is_approval_pending) == (False, False)

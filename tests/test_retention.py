@@ -12,8 +12,8 @@ from conftest import StoreFactory
 from mindstore.backup.retention import apply_policy, erase_before, get_policy, set_policy
 from mindstore.errors import MindstoreError, NotFound
 
-OLD = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
-CUTOFF = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+OLD = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+CUTOFF = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 
 @pytest.fixture
@@ -23,7 +23,9 @@ def store(store: mindstore.Store) -> mindstore.Store:
 
 
 async def age(store, tenant, task_id, when=OLD):
-    await store.database["tasks"].update_one({"_id": f"{tenant}/{task_id}"}, {"$set": {"updated_at": when}})
+    await store.database["tasks"].update_one(
+        {"_id": f"{tenant}/{task_id}"}, {"$set": {"updated_at": when}}
+    )
 
 
 async def world(store):
@@ -39,8 +41,13 @@ async def world(store):
     chain = await acme.dialogs.create("bot", "sys", dialog_id="chain")
     chain_fork = await acme.dialogs.fork("chain")
     await store.scoped("beta").tasks.create(task_id="old")
-    for tenant, task_id in (("acme", old.id), ("acme", parent.id), ("acme", chain.id),
-                            ("acme", chain_fork.id), ("beta", "old")):
+    for tenant, task_id in (
+        ("acme", old.id),
+        ("acme", parent.id),
+        ("acme", chain.id),
+        ("acme", chain_fork.id),
+        ("beta", "old"),
+    ):
         await age(store, tenant, task_id)
     return fork.id, chain_fork.id
 
@@ -48,12 +55,14 @@ async def world(store):
 async def dump(store):
     out = {}
     for name in ("tasks", "dialog_nodes", "payloads"):
-        out[name] = {d["_id"]: bson.encode(d) for d in await store.database[name].find({}).to_list()}
+        out[name] = {
+            d["_id"]: bson.encode(d) for d in await store.database[name].find({}).to_list()
+        }
     return out
 
 
 async def test_old_tasks_go_with_their_nodes_and_payloads_and_forks_are_respected(store):
-    fork, chain_fork = await world(store)
+    _fork, chain_fork = await world(store)
     before = await dump(store)
     dry = await erase_before(store, "acme", before=CUTOFF, dry_run=True)
     assert await dump(store) == before
@@ -66,7 +75,9 @@ async def test_old_tasks_go_with_their_nodes_and_payloads_and_forks_are_respecte
     assert gone == {"acme/old", "acme/chain", f"acme/{chain_fork}"}
     assert receipt.kept_with_forks == ["parent"]
     assert not any(k.startswith("acme/old") or k == "acme/chain" for k in after["dialog_nodes"])
-    assert await store.database["payloads"].count_documents({"tenant": "acme", "task_id": "old"}) == 0
+    assert (
+        await store.database["payloads"].count_documents({"tenant": "acme", "task_id": "old"}) == 0
+    )
     for name, docs in after.items():  # everything that stayed is byte-identical
         for key, raw in docs.items():
             assert before[name][key] == raw
@@ -87,7 +98,9 @@ async def test_a_task_written_during_the_sweep_is_kept(store, monkeypatch):
     receipt = await erase_before(store, "acme", before=CUTOFF)
     assert "acme/old" in {d["_id"] for d in await store.database["tasks"].find({}).to_list()}
     assert (await acme.tasks.get("old")).seq == 2  # nothing of it was lost
-    assert await store.database["payloads"].count_documents({"tenant": "acme", "task_id": "old"}) == 1
+    assert (
+        await store.database["payloads"].count_documents({"tenant": "acme", "task_id": "old"}) == 1
+    )
     assert receipt.counts["tasks"] == 2  # chain and its fork
 
 
@@ -105,7 +118,9 @@ async def test_an_interrupted_sweep_finishes_on_the_next_run(store, monkeypatch)
     monkeypatch.setattr(nodes, "delete_many", original)
     second = await erase_before(store, "acme", before=CUTOFF)
     assert second.counts["dialog_nodes"] >= 1  # the leftovers of the first run
-    assert await store.database["payloads"].count_documents({"tenant": "acme", "task_id": "old"}) == 0
+    assert (
+        await store.database["payloads"].count_documents({"tenant": "acme", "task_id": "old"}) == 0
+    )
     again = await erase_before(store, "acme", before=CUTOFF)
     assert again.counts == {"tasks": 0, "dialog_nodes": 0, "payloads": 0}
 

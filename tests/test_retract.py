@@ -42,7 +42,8 @@ def call(i: int, *ids: str) -> AssistantMessage:
 
 def result(i: int, *ids: str) -> ToolMessage:
     return ToolMessage(id=f"t{i}", started_ts=1000 + i,
-                       content=[ToolResultPart(tool_call_id=c, tool_name="search", result=f"r-{c}") for c in ids])  # fmt: skip
+                       content=[ToolResultPart(tool_call_id=c, tool_name="search", result=f"r-{c}")
+                                for c in ids])  # fmt: skip
 
 
 async def stored_docs(store: Store, tenant: str, task_id: str) -> list[dict]:
@@ -74,7 +75,7 @@ def test_a_call_answered_by_another_result_stays_closed():
     history = [call(0, "c1"), result(1, "c1"), result(2, "c1")]
     rows = [{"index": i, "message": m} for i, m in enumerate(history)]
     assert reopened_calls(["c1"], rows, 2) == []
-    assert [r.id for r in reopened_calls(["c1"], rows[:2] + [rows[2]], 1)] == []
+    assert [r.id for r in reopened_calls(["c1"], [*rows[:2], rows[2]], 1)] == []
 
 
 def test_exits_configs_and_an_empty_task_are_refused():
@@ -121,7 +122,9 @@ async def test_retract_undoes_each_kind_of_append_and_keeps_the_size_exact(store
         assert after.seq == len(remaining)
         assert after.size_bytes == sum(bson_size(doc) for doc in docs[:-1])
         assert after.usage == reference.usage
-        assert sorted(r.id for r in after.open_tool_calls) == sorted(r.id for r in reference.open_tool_calls)
+        assert sorted(r.id for r in after.open_tool_calls) == sorted(
+            r.id for r in reference.open_tool_calls
+        )
         assert (after.tail.id if after.tail else None) == (remaining[-1].id if remaining else None)
     assert await acme.tasks.retract_last(tid) is None
     record = await acme.tasks.get(tid)
@@ -188,7 +191,9 @@ async def test_other_tenants_and_owners_see_not_found(store):
 async def test_an_exit_is_refused_and_nothing_changes(store, acme):
     from mindstore.model.parts import ToolMetadata
 
-    config = TaskConfigPart(model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)])
+    config = TaskConfigPart(
+        model_name="m", tool_metadata=[ToolMetadata(name="delegate", is_task_entry=True)]
+    )
     tid = (await acme.tasks.create(config=config)).id
     await acme.tasks.add_task_entry(tid, [TextPart(text="sub")], config, entry_id="e1")
     await acme.tasks.add_task_exit(tid, [TextPart(text="done")], exit_id="x1")
@@ -205,7 +210,9 @@ async def test_retracting_a_lone_entry_closes_its_sub_task(acme):
     from mindstore.model.parts import TaskEntryPart
 
     tid = (await acme.tasks.create()).id
-    entry = TaskEntryMessage(id="e1", content=[TaskEntryPart(initial_task_config=TaskConfigPart(model_name="m"))])
+    entry = TaskEntryMessage(
+        id="e1", content=[TaskEntryPart(initial_task_config=TaskConfigPart(model_name="m"))]
+    )
     await acme.tasks.add_messages(tid, [user(0), entry])
     assert await acme.tasks.current_task_level(tid) == 1
     await acme.tasks.retract_last(tid)
@@ -215,7 +222,9 @@ async def test_retracting_a_lone_entry_closes_its_sub_task(acme):
 async def test_an_offloaded_value_goes_with_its_message(store):
     small = Store(store.backend, offload_threshold=64).scoped("acme")
     tid = (await small.tasks.create()).id
-    big = ToolMessage(id="t0", content=[ToolResultPart(tool_call_id="c", tool_name="s", result="x" * 500)])
+    big = ToolMessage(
+        id="t0", content=[ToolResultPart(tool_call_id="c", tool_name="s", result="x" * 500)]
+    )
     await small.tasks.add_messages(tid, [call(0, "c"), big])
     assert await store.database["payloads"].count_documents({"tenant": "acme", "task_id": tid}) == 1
     removed = await small.tasks.retract_last(tid)
@@ -257,7 +266,9 @@ async def test_more_concurrent_retracts_than_messages_empty_the_task_once(store)
 STEPS = st.lists(st.sampled_from(["user", "call1", "call2", "answer"]), min_size=1, max_size=10)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(steps=STEPS, data=st.data())
 async def test_retract_matches_the_shorter_history(store, steps, data):
     acme = store.scoped("prop")

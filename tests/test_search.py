@@ -258,8 +258,12 @@ async def test_under_a_keyring_the_index_holds_no_word_and_a_shred_ends_search(
     page = await acme.search("zebracorn lisbon", limit=10)
     assert len(page.hits) == 4 and "**zebracorn**" in page.hits[0].snippet.marked().casefold()
     assert await _ids(acme, "tool:lookup_zebracorn") == ["t"]
-    raw = repr([await store.database[name].find({}).to_list(None)
-                for name in ("search_entries", "search_postings", "search_tasks")])
+    raw = repr(
+        [
+            await store.database[name].find({}).to_list(None)
+            for name in ("search_entries", "search_postings", "search_tasks")
+        ]
+    )
     assert "zebracorn" not in raw.casefold() and "lisbon" not in raw.casefold()
     # another tenant's tokens for the same word differ
     globex = store.scoped("globex")
@@ -349,8 +353,8 @@ async def test_every_adapters_conversations_are_searchable(acme: Any) -> None:
     content = types.Content(role="user", parts=[types.Part(text=said["adk"])])
     await service.append_event(session, Event(id="e1", invocation_id="i1", author="user",
                                               content=content))  # fmt: skip
-    await MindstoreChatStore(acme).add_message("llama", ChatMessage(role="user",
-                                                                    content=said["llama"]))  # fmt: skip
+    await MindstoreChatStore(acme).add_message(
+        "llama", ChatMessage(role="user", content=said["llama"]))  # fmt: skip
     await MindstoreHistoryProvider(acme).save_messages(
         "af", [Message(role="user", contents=[said["af"]])])  # fmt: skip
     page = await acme.search("wombat")

@@ -185,6 +185,7 @@ def test_a_posting_packs_and_unpacks(index: int, positions: list[int], length: i
 
     at = tuple(sorted(positions))
     packed = pack(index, length, role, micros, at)
-    assert unpack({"t": "task", "o": "ann", "p": f"{packed};{packed}"}) == [
-        Posting("task", "ann", index, len(at), length, role, micros / 1_000_000, at)
-    ] * 2
+    assert (
+        unpack({"t": "task", "o": "ann", "p": f"{packed};{packed}"})
+        == [Posting("task", "ann", index, len(at), length, role, micros / 1_000_000, at)] * 2
+    )

@@ -30,7 +30,10 @@ updated_at), size_bytes, version, updated_at and the command envelope."""
 
 
 async def new_turn(acme, history: int = 0) -> tuple[str, str]:
-    earlier = [UserMessage(content=[TextPart(text=f"earlier message {i} " + "w " * 30)]) for i in range(history)]
+    earlier = [
+        UserMessage(content=[TextPart(text=f"earlier message {i} " + "w " * 30)])
+        for i in range(history)
+    ]
     tid = (await acme.tasks.create(config=CONFIG, messages=earlier)).id
     await acme.tasks.add_human_message(tid, "tell me something")
     assistant = await acme.tasks.add_assistant_message(tid)
@@ -91,12 +94,16 @@ async def test_reasoning_then_text_make_two_parts_and_close_the_reasoning(acme):
     assert [type(p) for p in parts] == [ReasoningPart, TextPart, ReasoningPart, TextPart]
     assert parts[0].reasoning == "The user wants a fact." and parts[0].signature == "sig-1"
     assert parts[1].text == "Octopuses have three hearts." and parts[3].text == " Really."
-    assert parts[0].finished_ts is not None and parts[2].finished_ts is not None  # closed when text came
+    assert (
+        parts[0].finished_ts is not None and parts[2].finished_ts is not None
+    )  # closed when text came
     assert parts[0].started_ts <= parts[0].finished_ts
     assert await header_is_consistent(acme, tid)
 
 
-KINDS = st.lists(st.tuples(st.sampled_from(["text", "reasoning"]), st.text(max_size=12)), min_size=1, max_size=40)
+KINDS = st.lists(
+    st.tuples(st.sampled_from(["text", "reasoning"]), st.text(max_size=12)), min_size=1, max_size=40
+)
 
 
 async def _stream_and_check(kinds, flush_bytes: int) -> None:
@@ -105,7 +112,9 @@ async def _stream_and_check(kinds, flush_bytes: int) -> None:
         acme = store.scoped("prop")
         tid, mid = await new_turn(acme, history=3)
         with store.backend.recorder.capture(payloads=True) as log:
-            async with acme.tasks.stream(tid, mid, flush_bytes=flush_bytes, flush_ms=3_600_000) as s:
+            async with acme.tasks.stream(
+                tid, mid, flush_bytes=flush_bytes, flush_ms=3_600_000
+            ) as s:
                 for kind, delta in kinds:
                     await (s.text(delta) if kind == "text" else s.reasoning(delta))
         runs: list[tuple[str, str]] = []
@@ -115,14 +124,20 @@ async def _stream_and_check(kinds, flush_bytes: int) -> None:
             else:
                 runs.append((kind, delta))
         parts = (await stored(acme, tid, mid)).content
-        assert [(p.type, getattr(p, "text", None) or getattr(p, "reasoning", "")) for p in parts] == [
-            ("text" if kind == "text" else "reasoning", text) for kind, text in runs]
+        assert [
+            (p.type, getattr(p, "text", None) or getattr(p, "reasoning", "")) for p in parts
+        ] == [("text" if kind == "text" else "reasoning", text) for kind, text in runs]
         header = await acme.tasks.header(tid)
         index = header.seq - 1 - header.sealed  # its place in the task document's array
         for sets in sets_of(log):  # only this message's parts, and the header's own fields
             assert {k for k in sets if k.startswith("messages.")} <= {
-                k for k in sets if k.startswith(f"messages.{index}.content.")}
-            assert set(sets) - {k for k in sets if k.startswith("messages.")} == {"size_bytes", "updated_at", "version"}
+                k for k in sets if k.startswith(f"messages.{index}.content.")
+            }
+            assert set(sets) - {k for k in sets if k.startswith("messages.")} == {
+                "size_bytes",
+                "updated_at",
+                "version",
+            }
         assert await header_is_consistent(acme, tid)
     finally:
         await store.close()
@@ -268,7 +283,9 @@ async def test_a_part_another_verb_adds_meanwhile_is_not_overwritten(acme):
     tid, mid = await new_turn(acme)
     async with acme.tasks.stream(tid, mid, flush_bytes=1, flush_ms=3_600_000) as s:
         await s.reasoning("plan: search")
-        await acme.tasks.add_tool_call_part(tid, mid, ToolCallPart(tool_call_id="c1", tool_name="search"))
+        await acme.tasks.add_tool_call_part(
+            tid, mid, ToolCallPart(tool_call_id="c1", tool_name="search")
+        )
         await s.text("Searching now.")
     parts = (await stored(acme, tid, mid)).content
     assert [p.type for p in parts] == ["reasoning", "toolCall", "text"]
@@ -315,7 +332,9 @@ async def test_a_stream_can_open_the_assistant_message(acme):
     tid, _ = await new_turn(acme)
     async with acme.tasks.stream(tid) as s:
         await s.text("a new turn")
-    assert s.message_id is not None and (await stored(acme, tid, s.message_id)).text() == "a new turn"
+    assert (
+        s.message_id is not None and (await stored(acme, tid, s.message_id)).text() == "a new turn"
+    )
     assert s.message is not None and s.message.text() == "a new turn"
 
 

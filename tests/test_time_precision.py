@@ -96,8 +96,11 @@ def test_later_ts_orders_one_verbs_messages_and_keeps_an_int_second() -> None:
     assert later_ts(1_732_262_401.5, 1) == 1_732_262_401.501
     # sub-millisecond digits of a caller: still strictly after, on the millisecond grid
     steps = [1_732_262_401.0004, *(later_ts(1_732_262_401.0004, k) for k in (1, 2, 3))]
-    assert steps == sorted(set(steps)) and steps[1:] == [1_732_262_401.001,
-                                                         1_732_262_401.002, 1_732_262_401.003]
+    assert steps == sorted(set(steps)) and steps[1:] == [
+        1_732_262_401.001,
+        1_732_262_401.002,
+        1_732_262_401.003,
+    ]
 
 
 # ---------------------------------------------------------------- sub-second latency
@@ -221,9 +224,11 @@ async def test_a_callers_timestamp_keeps_its_value_and_type(store: Any, given_ts
                 reply = await acme.tasks.add_assistant_message("T", "a1", timestamp=given_ts)
                 done = await acme.tasks.finish_assistant_message("T", "a1", finished_ts=later)
                 entry = await acme.tasks.add_task_entry(
-                    "T", [TextPart(text="sub")], SUB, "e1", timestamp=given_ts)
+                    "T", [TextPart(text="sub")], SUB, "e1", timestamp=given_ts
+                )
                 exit_message, _ = await acme.tasks.add_task_exit(
-                    "T", [TextPart(text="ok")], timestamp=later)
+                    "T", [TextPart(text="ok")], timestamp=later
+                )
                 read = await acme.tasks.messages("T")
             else:
                 memory = Task(id="T")
@@ -283,11 +288,13 @@ async def test_integer_second_documents_read_and_report_as_before(store: Any) ->
 
     async for page in store.database["task_pages"].find({"task": key}):
         await store.database["task_pages"].update_one(
-            {"_id": page["_id"]}, {"$set": {"messages": in_seconds(page["messages"])}})
+            {"_id": page["_id"]}, {"$set": {"messages": in_seconds(page["messages"])}}
+        )
     document = await store.database["tasks"].find_one({"_id": key})
     await store.database["tasks"].update_one(
         {"_id": key},
-        {"$set": {"messages": in_seconds(document["messages"])}, "$inc": {"version": 1}})
+        {"$set": {"messages": in_seconds(document["messages"])}, "$inc": {"version": 1}},
+    )
     old = await raw_messages(store, "acme", task_id)
     assert all(type(m["started_ts"]) is int for m in old)
 

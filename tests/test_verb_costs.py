@@ -42,14 +42,30 @@ CONFIG = TaskConfigPart(
     tool_metadata=[ToolMetadata(name="search"), ToolMetadata(name="delegate", is_task_entry=True)],
 )
 SUB = TaskConfigPart(model_name="openai/gpt-4o-mini", tool_metadata=[ToolMetadata(name="search")])
-WORDS = "lisbon hotel price flight search result agent context window token budget summary".split()
+WORDS = [
+    "lisbon",
+    "hotel",
+    "price",
+    "flight",
+    "search",
+    "result",
+    "agent",
+    "context",
+    "window",
+    "token",
+    "budget",
+    "summary",
+]
+
+
 def call(call_id: str, name: str = "search") -> ToolCallPart:
     return ToolCallPart(tool_call_id=call_id, tool_name=name, args={"query": "hotels", "limit": 5})
 
 
 def assistant(call_id: str) -> AssistantMessage:
     return AssistantMessage(
-        content=[ReasoningPart(reasoning="thinking"), TextPart(text=" ".join(WORDS)), call(call_id)],
+        content=[ReasoningPart(reasoning="thinking"), TextPart(text=" ".join(WORDS)),
+                 call(call_id)],
         tokens_in=1500, tokens_out=300, cost=0.002,
     )  # fmt: skip
 
@@ -66,19 +82,26 @@ APPENDS: list[tuple[str, Action]] = [
     ("add_task_config", lambda t, i, c: t.add_task_config(i, CONFIG)),
     ("add_human_message", lambda t, i, c: t.add_human_message(i, " ".join(WORDS))),
     ("add_system_message", lambda t, i, c: t.add_system_message(i, "Answer briefly.")),
-    ("add_informational_message", lambda t, i, c: t.add_informational_message(i, "progress", "searching")),
-    ("add_message (assistant with a call and usage)", lambda t, i, c: t.add_message(i, assistant("k1"))),
-    ("add_tool_result_message", lambda t, i, c: t.add_tool_result_message(i, "k1", "search", {"hits": []})),
+    ("add_informational_message",
+     lambda t, i, c: t.add_informational_message(i, "progress", "searching")),
+    ("add_message (assistant with a call and usage)",
+     lambda t, i, c: t.add_message(i, assistant("k1"))),
+    ("add_tool_result_message",
+     lambda t, i, c: t.add_tool_result_message(i, "k1", "search", {"hits": []})),
     ("add_assistant_message", lambda t, i, c: keep(c, "a", t.add_assistant_message(i))),
     ("add_tool_call_part", lambda t, i, c: t.add_tool_call_part(i, c["a"].id, call("k2"))),
     ("answer_tool_call", lambda t, i, c: t.answer_tool_call(i, "k2", {"hits": ["a", "b"]})),
-    ("add_messages (two)", lambda t, i, c: t.add_messages(i, [UserMessage(content=[TextPart(text="go")]),
-                                                              assistant("k3")])),
-    ("add_assistant_message (delegating)", lambda t, i, c: keep(c, "d", t.add_assistant_message(i))),
-    ("add_tool_call_part (delegate)", lambda t, i, c: t.add_tool_call_part(i, c["d"].id, call("k4", "delegate"))),
+    ("add_messages (two)",
+     lambda t, i, c: t.add_messages(i, [UserMessage(content=[TextPart(text="go")]),
+                                        assistant("k3")])),
+    ("add_assistant_message (delegating)",
+     lambda t, i, c: keep(c, "d", t.add_assistant_message(i))),
+    ("add_tool_call_part (delegate)",
+     lambda t, i, c: t.add_tool_call_part(i, c["d"].id, call("k4", "delegate"))),
     ("add_task_entry", lambda t, i, c: t.add_task_entry(i, [TextPart(text="find hotels")], SUB)),
     ("add_message (in the sub-task)", lambda t, i, c: t.add_message(i, assistant("k5"))),
-    ("answer_tool_call (in the sub-task)", lambda t, i, c: t.answer_tool_call(i, "k5", {"hits": []})),
+    ("answer_tool_call (in the sub-task)",
+     lambda t, i, c: t.answer_tool_call(i, "k5", {"hits": []})),
     ("add_task_exit", lambda t, i, c: t.add_task_exit(i, [TextPart(text="three hotels")])),
     ("add_compression_message", lambda t, i, c: t.add_compression_message(
         i, 1, 3, "budget", ["drop"], c["ids"][1:3], c["ids"][3:4])),
@@ -285,6 +308,7 @@ async def test_the_guard_names_the_callers_ids_only(acme, store, count):
         logs.append(split_housekeeping(log)[0])  # the verb's own update, not a seal's
     filters = [log.by_name("update")[0].filter for log in logs]
     assert filters[0]["messages.id"] == {"$ne": "e1"}
-    assert filters[1]["messages.id"] == ({"$ne": "g0"} if count == 1 else {"$nin": [m.id for m in given]})
+    assert filters[1]["messages.id"] == (
+        {"$ne": "g0"} if count == 1 else {"$nin": [m.id for m in given]}
+    )
     assert "messages.id" not in filters[2] and "messages.id" not in filters[3]
-

@@ -34,6 +34,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return
     for item in items:
         function = getattr(item, "function", None)
-        if "llamaindex_chat_stores" in str(item.fspath) and function is not None:
-            if not inspect.iscoroutinefunction(function) and "mongo_chat_store" in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.skip(reason="sync methods on a server: see this hook's doc"))
+        if (
+            "llamaindex_chat_stores" in str(item.fspath)
+            and function is not None
+            and not inspect.iscoroutinefunction(function)
+            and "mongo_chat_store" in getattr(item, "fixturenames", ())
+        ):
+            item.add_marker(
+                pytest.mark.skip(reason="sync methods on a server: see this hook's doc")
+            )
