@@ -98,8 +98,9 @@ class TaskRepository:
     """One tenant's tasks (one owner's, on an owner-scoped view).
 
     A facade: the parts it composes (see the module docstring) hold the logic; each public
-    method here is the documented entry to one of them, so a verb or a read is found in
-    one place and no part reaches into another's private helpers.
+    method here is the entry to one of them (a write documented here, a read documented on
+    its part and exposed unchanged), so a verb or a read is found in one place and no part
+    reaches into another's private helpers.
     """
 
     def __init__(
@@ -128,8 +129,8 @@ class TaskRepository:
         self.writer = TaskWriter(self.port)  # a verb's plan run as one guarded update
         self.reads = TaskReads(self.port)  # whole tasks: records, headers, listings
         self.message_reads = MessageReads(self.port)  # ranges, levels, spans, context source
-        self.task_lifecycle = TaskLifecycle(self.port, self.reads)  # create, delete, state
-        self.agent_states = AgentStates(self.port, self.writer)
+        self.task_lifecycle = TaskLifecycle(self.port, self.reads)  # create, delete, state, title
+        self.agent_states = AgentStates(self.port, self.writer)  # an agent graph's run state
         self.retraction = Retraction(self.port)
         self.lifecycle = ContentLifecycle(self.port, self.writer)
 
