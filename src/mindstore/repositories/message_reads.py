@@ -10,7 +10,6 @@ and decoding come from the port (`port.TaskPort`). Each read is documented here,
 
 from __future__ import annotations
 
-import builtins
 from typing import Any
 
 from mindstore.errors import MissingConfig, NotFound
@@ -31,13 +30,8 @@ from mindstore.repositories.pages import (
     kept_changing,
 )
 from mindstore.repositories.port import MAX_SLICE, TaskPort
-from mindstore.repositories.records import (
-    CheckpointRecord,
-)
-from mindstore.validation import (
-    check_int,
-    check_optional_int,
-)
+from mindstore.repositories.records import CheckpointRecord
+from mindstore.validation import check_int, check_optional_int
 
 
 class MessageReads:
@@ -49,10 +43,9 @@ class MessageReads:
         self.scope = port.scope
 
     # ------------------------------------------------------------------ ranges
-
     async def read_range(
         self, task_id: str, start: int = 0, stop: int | None = None
-    ) -> builtins.list[AnyMessage]:
+    ) -> list[AnyMessage]:
         """Messages `[start, stop)` of the history (`stop=None`: to the end).
 
         The one primitive the range reads build on: the open page's part is a `$slice` of the
@@ -77,7 +70,7 @@ class MessageReads:
 
     async def messages(
         self, task_id: str, start: int = 0, limit: int | None = None
-    ) -> builtins.list[AnyMessage]:
+    ) -> list[AnyMessage]:
         """A window of the history, sliced on the server.
 
         Args:
@@ -98,7 +91,7 @@ class MessageReads:
 
     async def ends(
         self, task_id: str, first: int, last: int
-    ) -> tuple[int, builtins.list[AnyMessage], builtins.list[AnyMessage]]:
+    ) -> tuple[int, list[AnyMessage], list[AnyMessage]]:
         """The message count, the first `first` and the last `last` messages, from one snapshot.
 
         One read of the task document with two `$slice`s (and, for a paged task, of the pages
@@ -149,7 +142,7 @@ class MessageReads:
             return paging.seq, await decode(task_id, head), await decode(task_id, tail)
         raise kept_changing(task_id)
 
-    async def tail(self, task_id: str, count: int = 50) -> builtins.list[AnyMessage]:
+    async def tail(self, task_id: str, count: int = 50) -> list[AnyMessage]:
         """The last `count` messages: only they travel over the wire.
 
         Args:
@@ -208,7 +201,7 @@ class MessageReads:
 
     async def get_updates(
         self, task_id: str, since_id: str | None = None, *, since_message_id: str | None = None
-    ) -> builtins.list[AnyMessage]:
+    ) -> list[AnyMessage]:
         """The messages after `since_id`: what a client that has seen up to it is missing. All of
         them when `since_id` is empty or unknown, as in the Mind Map.
 
@@ -253,7 +246,7 @@ class MessageReads:
         """
         return (await self.scope.scope_header(task_id)).level
 
-    async def level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
+    async def level_messages(self, task_id: str, scope: str | None) -> list[AnyMessage]:
         """The messages of one level, filtered on the server.
 
         Args:
@@ -271,7 +264,7 @@ class MessageReads:
             check_name(scope, "scope")
         return await self._level_messages(task_id, scope)
 
-    async def _level_messages(self, task_id: str, scope: str | None) -> builtins.list[AnyMessage]:
+    async def _level_messages(self, task_id: str, scope: str | None) -> list[AnyMessage]:
         return await self.port.decode(
             task_id,
             await self.port.filtered(
@@ -279,7 +272,7 @@ class MessageReads:
             ),
         )
 
-    async def current_task_messages(self, task_id: str) -> builtins.list[AnyMessage]:
+    async def current_task_messages(self, task_id: str) -> list[AnyMessage]:
         """The messages of the current level (the innermost sub-task without an exit, or the root).
 
         Args:
@@ -348,7 +341,7 @@ class MessageReads:
         self.scope.require_keyring_to_read(document)
         return document
 
-    async def sub_task_spans(self, task_id: str) -> builtins.list[SubTaskSpan]:
+    async def sub_task_spans(self, task_id: str) -> list[SubTaskSpan]:
         """Every sub-task of the task as a `SubTaskSpan` (entry and exit indexes, depth, parent,
         message count, times), from an aggregation pipeline over the messages.
 
@@ -389,7 +382,7 @@ class MessageReads:
 
     async def context_source(
         self, task_id: str
-    ) -> tuple[TaskHeader, CheckpointRecord | None, builtins.list[AnyMessage]]:
+    ) -> tuple[TaskHeader, CheckpointRecord | None, list[AnyMessage]]:
         """The current level as the model should see it, filtered on the server.
 
         What `tasks.context` builds its window from: the level's messages minus compression
