@@ -114,8 +114,9 @@ class Faulty:
 
 def wrap(scoped: TenantStore, writes: Writes) -> None:
     """Route every write of the tenant view's tasks and dialogs through `writes`."""
+    dialogs = scoped.dialogs.nodes  # the dialog parts' collections
     for holder, names in ((scoped.tasks.port.scope, ("tasks", "pages", "payloads", "nodes")),
-                          (scoped.dialogs, ("_tasks", "_nodes", "_pages"))):  # fmt: skip
+                          (dialogs, ("task_documents", "collection", "task_pages"))):  # fmt: skip
         for name in names:
             setattr(holder, name, Faulty(getattr(holder, name), writes))
 
@@ -611,7 +612,7 @@ async def test_two_creates_of_one_id_racing_never_mix_their_pages(
     of them gets `Conflict`; the task holds the other's history exactly, no page of the
     loser among its pages, whichever wrote first (and when both stamp the same `born`)."""
     if same_millisecond:
-        import mindstore.repositories.tasks as tasks_module
+        import mindstore.repositories.task_lifecycle as tasks_module
 
         frozen = tasks_module.utcnow()
         monkeypatch.setattr(tasks_module, "utcnow", lambda: frozen)
@@ -641,7 +642,7 @@ async def test_a_create_past_its_deadline_writes_no_more_pages(
 ) -> None:
     """A create that took longer than half the grace stops before its next page, so pages
     younger than the grace are never a racing create's that could still be written over."""
-    import mindstore.repositories.tasks as tasks_module
+    import mindstore.repositories.task_lifecycle as tasks_module
 
     scoped = paged(store, PagePolicy(2, 1 << 20))()
     before = await snapshot(store, scoped.tenant)

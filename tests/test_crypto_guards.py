@@ -563,7 +563,7 @@ async def test_a_write_landing_under_the_sweep_is_kept_and_resealed(
     task's last write (the version pins a verb's write, the title pins `set_title`, which
     bumps no version; neither depends on the clock)."""
     import mindstore.repositories.engine as engine
-    import mindstore.repositories.tasks as task_repository
+    import mindstore.repositories.task_lifecycle as task_repository
     from mindstore.crypto.sweep import reencrypt
 
     store, _keys = await keyring_store(store_factory, "shared", tmp_path)

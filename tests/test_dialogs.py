@@ -353,16 +353,16 @@ async def test_an_import_cut_between_its_two_writes_is_finished_by_repair(acme, 
     exported = await d.export_dialog((await d.fork(root, last_n=1)).id)
     exported["dialog_id"] = "imported-child"
     calls = {"n": 0}
-    original = d._insert_node
+    original = d.nodes.insert
 
     async def crash_once(node):
         calls["n"] += 1
         raise RuntimeError("process died between the task insert and the node insert")
 
-    monkeypatch.setattr(d, "_insert_node", crash_once)
+    monkeypatch.setattr(d.nodes, "insert", crash_once)
     with pytest.raises(RuntimeError):
         await d.import_dialog(exported)
-    monkeypatch.setattr(d, "_insert_node", original)
+    monkeypatch.setattr(d.nodes, "insert", original)
     assert "imported-child" not in await d.subtree_ids(root)  # readers ignore the half-import
     report = await d.repair()
     assert report["finished"] == ["imported-child"]

@@ -12,53 +12,54 @@ so no node ever points at a missing parent.
 and imports, nodes whose task is gone, and sealed pages that no task counts (a long
 create that stopped before its insert, a delete that stopped before its pages;
 `repositories.bulk_pages`).
+
+`DialogRepository` is the documented facade; it composes the parts that do the work: the
+nodes and the tree queries (`dialog_nodes.DialogNodes`), subtree deletes and the repair
+(`dialog_repair.DialogRepair`), the dict form (`dialog_transfer.DialogTransfer`) and the
+prompts' pure checks and rendering (`dialog_prompts`). Here are the dialog verbs
+(create, put_*, fork) and each method's documentation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import mimetypes
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pymongo.errors import DuplicateKeyError
-
 from mindstore import operations
-from mindstore.clock import utcnow
-from mindstore.collection_names import DIALOG_NODES, TASK_PAGES, TASKS
-from mindstore.draws import current_tape
-from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
-from mindstore.ids import task_id_of, task_key
+from mindstore.errors import NotFound, ValidationError, WrongType
 from mindstore.model import dialog as tree
 from mindstore.model.base import new_id
 from mindstore.model.dialog import FORK_MARKER, DialogNode
 from mindstore.model.header import UsageTotals
-from mindstore.model.messages import (
-    AnyMessage,
-    AssistantMessage,
-    SystemMessage,
-    UserMessage,
-    parse_message,
-)
+from mindstore.model.messages import AnyMessage, AssistantMessage, SystemMessage, UserMessage
 from mindstore.model.parts import ImagePart, TextPart
-from mindstore.model.plans import check_id, check_message_id
+from mindstore.model.plans import check_message_id
 from mindstore.operations import Resilience
-from mindstore.repositories.bulk_pages import ORPHAN_GRACE, remove_orphans
+from mindstore.repositories.bulk_pages import ORPHAN_GRACE
+from mindstore.repositories.dialog_nodes import DialogNodes
+from mindstore.repositories.dialog_prompts import (
+    PROMPT_KEY,
+    PromptRegistry,
+    check_prompt_call,
+    render_prompt,
+)
+from mindstore.repositories.dialog_repair import DialogRepair
+from mindstore.repositories.dialog_transfer import DialogTransfer
 from mindstore.repositories.records import TaskRecord
 from mindstore.repositories.tasks import TaskRepository
-from mindstore.stored_documents import node_document
 from mindstore.validation import (
     check_int,
-    check_optional_int,
     check_optional_json,
     check_optional_text,
     check_owner,
-    check_text,
 )
+
+__all__ = ["PROMPT_KEY", "ROLE_CLASSES", "UNNAMED_FORK", "DialogRepository", "PromptRegistry"]
 
 UNNAMED_FORK = (
     "a fork draws its child's id: retried from this process it is exactly-once (the store "
@@ -67,11 +68,7 @@ UNNAMED_FORK = (
 )
 """What `Unavailable` says of a fork."""
 
-PROMPT_KEY = "prompt_path"
-"""Message metadata key put_prompt writes; the dialog's top prompt is the tail's value."""
-
 ROLE_CLASSES = {"user": UserMessage, "system": SystemMessage, "assistant": AssistantMessage}
-PromptRegistry = Mapping[str, "str | Callable[..., str]"]
 
 
 @operations.operations("dialogs")
@@ -82,10 +79,9 @@ class DialogRepository:
         self.tenant = tasks.tenant
         self.owner = tasks.owner
         self.tasks = tasks
-        database = tasks.database
-        self._nodes = database[DIALOG_NODES]
-        self._tasks = database[TASKS]
-        self._pages = database[TASK_PAGES]
+        self.nodes = DialogNodes(tasks)  # the tree nodes and the queries over them
+        self.repairs = DialogRepair(self.nodes)  # subtree deletes, repair of cut writes
+        self.transfer = DialogTransfer(self.nodes)  # the dialog document dict form
 
     @property
     def resilience(self) -> Resilience:
@@ -93,26 +89,6 @@ class DialogRepository:
         return self.tasks.resilience
 
     # ------------------------------------------------------------------ nodes
-    def _scope(self, **fields: Any) -> dict[str, Any]:
-        """A node (or task) filter in this view's scope: the tenant, and the owner if set."""
-        query: dict[str, Any] = {"tenant": self.tenant, **fields}
-        if self.owner is not None:
-            query["owner"] = self.owner
-        return query
-
-    def _node_filter(self, dialog_id: str) -> dict[str, Any]:
-        return self._scope(_id=task_key(self.tenant, check_id(dialog_id, "dialog id")))
-
-    async def _insert_node(self, node: DialogNode) -> None:
-        document = node_document(node, self.tenant)
-        try:
-            await self._nodes.insert_one(document)
-        except DuplicateKeyError as exc:
-            stored = await self._nodes.find_one({"_id": document["_id"], "tenant": self.tenant})
-            if stored is not None and _same_node(stored, document):
-                return  # this very node, written by an earlier attempt whose reply was lost
-            raise Conflict(f"dialog {node.dialog_id!r} already has a tree node") from exc
-
     async def node(self, dialog_id: str) -> DialogNode:
         """The dialog's tree node: parent, root, ancestors, depth and how it was forked.
 
@@ -128,34 +104,7 @@ class DialogRepository:
             NotFound: No such dialog, or an unfinished fork (run `dialogs.repair()`).
             ValidationError: `dialog_id` is not a task id.
         """
-        document = await self._nodes.find_one(self._node_filter(dialog_id))
-        if document is not None:
-            return DialogNode.from_document(document)
-        record = await self.tasks.get(dialog_id)  # NotFound for a missing task
-        if (record.metadata or {}).get(FORK_MARKER):
-            raise NotFound(f"dialog {dialog_id!r} is an unfinished fork; run dialogs.repair()")
-        return DialogNode(dialog_id=record.id, owner=record.owner, root_id=record.id)
-
-    async def _ensure_node(self, dialog_id: str) -> DialogNode:
-        node = await self.node(dialog_id)
-        if node.created_at is None:  # an implicit root: make it real before it gets children
-            with contextlib.suppress(Conflict):  # a concurrent fork wrote it first
-                await self._insert_node(node)
-            node = await self.node(dialog_id)
-        return node
-
-    async def _subtree_nodes(self, dialog_id: str) -> list[DialogNode]:
-        """The node and all its descendants: one indexed query on `ancestors`."""
-        root = await self.node(dialog_id)
-        cursor = self._nodes.find(self._scope(ancestors=root.dialog_id))
-        return [root, *[DialogNode.from_document(d) async for d in cursor]]
-
-    async def _message_counts(self, ids: Sequence[str]) -> dict[str, int]:
-        keys = [task_key(self.tenant, i) for i in ids]
-        cursor = self._tasks.find(self._scope(_id={"$in": keys}), {"seq": 1})
-        return {
-            task_id_of(document["_id"]): int(document.get("seq", 0)) async for document in cursor
-        }
+        return await self.nodes.node(dialog_id)
 
     # ------------------------------------------------------------------ dialog verbs
     async def create(
@@ -200,7 +149,7 @@ class DialogRepository:
         record = await self.tasks.create(
             owner=owner, title=title, task_id=dialog_id, messages=messages
         )
-        await self._insert_node(DialogNode(dialog_id=record.id, owner=owner, root_id=record.id))
+        await self.nodes.insert(DialogNode(dialog_id=record.id, owner=owner, root_id=record.id))
         return record
 
     async def _put(self, dialog_id: str, role: str, content: list[Any], name: str | None,
@@ -335,28 +284,9 @@ class DialogRepository:
             await acme.dialogs.top_prompt(dialog.id)  # "greet"
             ```
         """
-        check_text(prompt, "prompt")
-        if not isinstance(registry, Mapping):
-            raise WrongType(f"registry must be a mapping, got {type(registry).__name__}")
-        if prompt_args is not None and not (
-            isinstance(prompt_args, Mapping) and all(isinstance(k, str) for k in prompt_args)
-        ):
-            raise WrongType("prompt_args must be a dict with string keys")
+        check_prompt_call(prompt, prompt_args, registry)
         check_optional_json(metadata, "metadata")
-        if prompt not in registry:
-            raise NotFound(f"no prompt {prompt!r} in the registry")
-        template = registry[prompt]
-        if not (callable(template) or isinstance(template, str)):
-            raise WrongType(f"registry[{prompt!r}] must be a template string or a callable")
-        try:
-            text = (
-                template(**(prompt_args or {}))
-                if callable(template)
-                else template.format(**(prompt_args or {}))
-            )
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ValidationError(f"prompt {prompt!r} could not be rendered: {exc!r}") from exc
-        check_text(text, f"prompt {prompt!r} rendered")
+        text = render_prompt(registry, prompt, prompt_args)
         return await self._put(
             dialog_id, role, [TextPart(text=text)], name, {**(metadata or {}), PROMPT_KEY: prompt}
         )
@@ -503,12 +433,12 @@ class DialogRepository:
             copies = tree.fork_copies(dialog_id, child_id, history, indexes)
         source = await self.tasks.get(dialog_id)
         if parent.created_at is None:  # an implicit root becomes real before it gets a child
-            parent = await self._ensure_node(dialog_id)
+            parent = await self.nodes.ensure(dialog_id)
         node = tree.child_node(parent, child_id, owner, len(copies), last_n, first_k, at)
         marker = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
         record = await self.tasks.create(owner=node.owner, title=source.title, task_id=child_id,
                                          messages=copies, metadata=marker, replay=True)  # fmt: skip
-        await self._insert_node(node)
+        await self.nodes.insert(node)
         return record
 
     # ------------------------------------------------------------------ tree queries
@@ -524,10 +454,7 @@ class DialogRepository:
         Raises:
             NotFound: No such dialog in this view.
         """
-        parent = await self.node(dialog_id)
-        cursor = self._nodes.find(self._scope(parent_id=parent.dialog_id))
-        nodes = [DialogNode.from_document(d) async for d in cursor]
-        return tree.bfs_order(parent.dialog_id, [parent, *nodes])[1:]
+        return await self.nodes.children(dialog_id)
 
     async def forked(self, dialog_ids: Sequence[str]) -> set[str]:
         """Which of these dialogs are in a tree with a fork: a fork's child or its parent.
@@ -545,16 +472,7 @@ class DialogRepository:
         Raises:
             ValidationError: An id that is not a task id, or more than 1,000 of them.
         """
-        if len(dialog_ids) > 1000:
-            raise ValidationError("dialog_ids: at most 1000")
-        ids = [check_id(i, "dialog id") for i in dialog_ids]
-        if not ids:
-            return set()
-        keys = [task_key(self.tenant, i) for i in ids]
-        children = self._nodes.find(self._scope(_id={"$in": keys}), {"parent_id": 1})
-        found = {task_id_of(d["_id"]) async for d in children if d.get("parent_id")}
-        parents = await self._nodes.distinct("parent_id", self._scope(parent_id={"$in": ids}))
-        return found | {p for p in parents if isinstance(p, str)}
+        return await self.nodes.forked(dialog_ids)
 
     async def ancestors(self, dialog_id: str) -> list[str]:
         """The ids from the root down to the dialog's parent.
@@ -610,7 +528,7 @@ class DialogRepository:
         Raises:
             NotFound: No such dialog in this view.
         """
-        nodes = await self._subtree_nodes(dialog_id)
+        nodes = await self.nodes.subtree(dialog_id)
         return [n.dialog_id for n in tree.bfs_order(nodes[0].dialog_id, nodes)]
 
     async def tree_overview(self, dialog_id: str) -> str:
@@ -625,8 +543,8 @@ class DialogRepository:
         Raises:
             NotFound: No such dialog in this view.
         """
-        nodes = await self._subtree_nodes(dialog_id)
-        counts = await self._message_counts([n.dialog_id for n in nodes])
+        nodes = await self.nodes.subtree(dialog_id)
+        counts = await self.nodes.message_counts([n.dialog_id for n in nodes])
         return tree.tree_overview(nodes[0].dialog_id, nodes, counts)
 
     async def tree_json(self, dialog_id: str) -> dict[str, Any]:
@@ -642,8 +560,8 @@ class DialogRepository:
         Raises:
             NotFound: No such dialog in this view.
         """
-        nodes = await self._subtree_nodes(dialog_id)
-        counts = await self._message_counts([n.dialog_id for n in nodes])
+        nodes = await self.nodes.subtree(dialog_id)
+        counts = await self.nodes.message_counts([n.dialog_id for n in nodes])
         return tree.tree_json(nodes[0].dialog_id, nodes, counts)
 
     # ------------------------------------------------------------------ delete and repair
@@ -661,33 +579,7 @@ class DialogRepository:
             Conflict: The dialog has descendants and `cascade` is False.
             NotFound: No such dialog in this view.
         """
-        tape, noted = current_tape(), ("dialogs.delete", self._node_filter(dialog_id)["_id"])
-        earlier = tape.recall(noted) if tape is not None else None
-        try:
-            nodes = await self._subtree_nodes(dialog_id)
-        except NotFound:
-            if tape is not None and isinstance(earlier, list):  # an earlier attempt of this
-                tape.note(noted, earlier)  # call deleted it all, its reply lost
-                return earlier
-            raise
-        if len(nodes) > 1 and not cascade:
-            raise Conflict(
-                f"dialog {dialog_id!r} has {len(nodes) - 1} descendant(s); pass cascade=True"
-            )
-        doomed = [n.dialog_id for n in sorted(nodes, key=lambda n: -n.depth)]
-        if isinstance(earlier, list):  # the earlier attempt's list: what this call deletes
-            doomed = [*(i for i in earlier if i not in doomed), *doomed]
-            earlier = [i for i in earlier if i in doomed] + [i for i in doomed if i not in earlier]
-        if tape is not None:
-            tape.note(noted, earlier if isinstance(earlier, list) else doomed)
-        for victim in doomed:  # deepest first; each task before its node
-            try:
-                await self.tasks.delete(victim)
-            except NotFound:
-                await self._nodes.delete_one(
-                    {"_id": task_key(self.tenant, victim), "tenant": self.tenant}
-                )
-        return earlier if isinstance(earlier, list) else doomed
+        return await self.repairs.delete(dialog_id, cascade)
 
     async def repair(self, *, grace: timedelta = ORPHAN_GRACE) -> dict[str, list[str]]:
         """Finish or remove half-made forks, drop nodes whose task is gone, and remove the sealed
@@ -711,52 +603,7 @@ class DialogRepository:
         Raises:
             ValidationError: `grace` is not a timedelta of zero or more.
         """
-        if not isinstance(grace, timedelta) or grace < timedelta(0):
-            raise ValidationError(f"grace: expected a timedelta of zero or more, got {grace!r}")
-        report: dict[str, list[str]] = {"finished": [], "removed_tasks": [], "removed_nodes": []}
-        forks = self._tasks.find(
-            self._scope(**{f"metadata.{FORK_MARKER}": {"$exists": True}}),
-            {"_id": 1, f"metadata.{FORK_MARKER}": 1},
-        )
-        candidates = {task_id_of(d["_id"]): d["metadata"][FORK_MARKER] async for d in forks}
-        present = {
-            task_id_of(d["_id"])
-            async for d in self._nodes.find(
-                self._scope(_id={"$in": [task_key(self.tenant, i) for i in candidates]}), {"_id": 1}
-            )
-        }
-        for task_id, plan in candidates.items():
-            if task_id in present:
-                continue
-            parent_id = plan.get("parent_id")
-            parent_exists = isinstance(parent_id, str) and await self._nodes.count_documents(
-                {"tenant": self.tenant, "_id": task_key(self.tenant, parent_id)}, limit=1
-            )
-            if parent_exists:
-                await self._insert_node(DialogNode(**plan))
-                report["finished"].append(task_id)
-            else:
-                await self.tasks.delete(task_id)
-                report["removed_tasks"].append(task_id)
-        node_ids = [task_id_of(d["_id"]) async for d in self._nodes.find(self._scope(), {"_id": 1})]
-        task_ids = {task_id_of(d["_id"]) async for d in self._tasks.find(
-            {"tenant": self.tenant, "_id": {"$in": [task_key(self.tenant, i) for i in node_ids]}},
-            {"_id": 1})}  # fmt: skip
-        for node_id in node_ids:
-            if node_id not in task_ids and not await self._nodes.count_documents(
-                {"tenant": self.tenant, "parent_id": node_id}, limit=1
-            ):
-                await self._nodes.delete_one(
-                    {"_id": task_key(self.tenant, node_id), "tenant": self.tenant}
-                )
-                report["removed_nodes"].append(node_id)
-        if self.owner is None:
-            pages = await remove_orphans(
-                self._pages, self._tasks, self.tenant, before=utcnow() - grace
-            )
-            if pages:
-                report["removed_pages"] = pages
-        return report
+        return await self.repairs.repair(grace=grace)
 
     # -- the dialog document dict form ----------------------------------------------------
     async def export_dialog(self, dialog_id: str) -> dict[str, Any]:
@@ -772,19 +619,7 @@ class DialogRepository:
         Raises:
             NotFound: No such dialog in this view.
         """
-        node = await self.node(dialog_id)
-        record = await self.tasks.get(dialog_id)
-        messages = await self.tasks.messages(dialog_id)
-        children = [c.dialog_id for c in await self.children(dialog_id)]
-        tail_meta = (getattr(messages[-1], "metadata", None) or {}) if messages else {}
-        return {
-            "dialog_id": dialog_id,
-            "owner": record.owner,
-            "title": record.title,
-            "messages": [m.to_dict() for m in messages],
-            "tree_node": tree.node_to_seed_dict(node, children),
-            "top_prompt_path": tail_meta.get(PROMPT_KEY),
-        }
+        return await self.transfer.export_dialog(dialog_id)
 
     async def export_tree(self, dialog_id: str) -> list[dict[str, Any]]:
         """Every dialog of the subtree as `export_dialog` dicts, parents before children (so they
@@ -820,62 +655,4 @@ class DialogRepository:
             NotFound: The parent does not exist in this view.
             Conflict: The dialog id is already in use.
         """
-        if not isinstance(data, Mapping) or not isinstance(data.get("messages", []), list):
-            raise ValidationError("a dialog dict needs a 'messages' list")
-        tree_node = data.get("tree_node") or {}
-        if not isinstance(tree_node, Mapping):
-            raise ValidationError("tree_node must be a dict")
-        node_data = dict(tree_node)
-        dialog_id = check_id(
-            data.get("dialog_id") or node_data.get("dialog_id") or new_id(), "dialog id"
-        )
-        owner = check_owner(data.get("owner", node_data.get("owner")))
-        parent_id = node_data.get("parent_id")
-        if parent_id is not None:
-            check_id(parent_id, "tree_node.parent_id")
-        split_point = check_optional_int(node_data.get("split_point"), "tree_node.split_point")
-        last_n = check_optional_int(node_data.get("last_n"), "tree_node.last_n") or 0
-        first_k = check_optional_int(node_data.get("first_k"), "tree_node.first_k") or 0
-        at_message_id = node_data.get("at_message_id")
-        if at_message_id is not None:
-            check_message_id(at_message_id, "tree_node.at_message_id")
-        messages = [_seed_message(m) for m in data.get("messages", [])]
-        # Everything is checked before the first write: the parent's node, then one insert
-        # for the task, then its node (a crash in between is what `repair()` finishes).
-        parent = await self.node(parent_id) if parent_id else None
-        for message in messages:
-            if hasattr(message, "task_id"):
-                message.task_id = dialog_id
-        if parent is None:
-            node = DialogNode(dialog_id=dialog_id, owner=owner, root_id=dialog_id)
-            metadata = None
-        else:  # like a fork: the plan rides in the task, so `repair()` can finish the node
-            node = tree.child_node(parent, dialog_id, owner, split_point or len(messages),
-                                   last_n, first_k, at_message_id)  # fmt: skip
-            metadata = {FORK_MARKER: node.model_dump(exclude={"created_at"})}
-        record = await self.tasks.create(
-            owner=owner,
-            title=data.get("title"),
-            task_id=dialog_id,
-            messages=messages,
-            metadata=metadata,
-            replay=True,
-        )
-        await self._insert_node(node)
-        return record
-
-
-def _same_node(stored: dict[str, Any], document: dict[str, Any]) -> bool:
-    """Is the stored node the one `document` describes (its time of writing aside)?"""
-    return {k: v for k, v in stored.items() if k != "created_at"} == {
-        k: v for k, v in document.items() if k != "created_at"
-    }
-
-
-def _seed_message(data: Any) -> AnyMessage:
-    """A stored-form message, or the dialog document's plainer form (content as a string)."""
-    if not isinstance(data, dict):
-        raise ValidationError("each message must be a dict")
-    if isinstance(data.get("content"), str):
-        data = {**data, "content": [{"type": "text", "text": data["content"]}]}
-    return parse_message(data)
+        return await self.transfer.import_dialog(data)
