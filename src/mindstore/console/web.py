@@ -63,7 +63,7 @@ from mindstore.errors import (
 from mindstore.inert_text import visible
 from mindstore.model.header import TaskState
 from mindstore.model.messages import MessageRole
-from mindstore.repositories.records import TaskRecord
+from mindstore.protocols import TaskRecord
 from mindstore.search import SearchPage
 from mindstore.store import Store
 from mindstore.validation import check_int, check_number
