@@ -2,10 +2,11 @@
 
 Reads every `import` in src/mindstore with `ast` (so imports inside functions and under
 `if TYPE_CHECKING:` count too). The layer order is written once, in docs/architecture.md
-("Layers"): one line per layer, bottom first, peers on one line separated by commas. Two
-rules ride on it: above the views (`protocols`) only `store` imports a repository module,
-and an upward import is allowed only where `LAZY_UPWARD` names it with its reason, and
-only where it runs on first use (in a function), never when the module is imported.
+("Layers"): one line per layer, bottom first, peers on one line separated by commas.
+Three rules ride on it: above the views (`protocols`) only `store` imports a repository
+module; the framework integrations are leaves (only `backup` imports one); and an upward
+import is allowed only where `LAZY_UPWARD` names it with its reason, and only where it
+runs on first use (in a function), never when the module is imported.
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ LAZY_UPWARD = {
 }
 """The upward imports allowed, each with its reason: only lazy ones (see `Edge.lazy`)."""
 
+INTEGRATIONS = "integrations"
+INTEGRATION_USERS = {"backup"}
+"""The one unit that imports an integration module: backup, erase and retention follow the
+LangGraph saver's threads by its key format (`integrations.langgraph_keys`). Nothing else
+knows a framework (the facade, the console and the CLI included)."""
+
 VIEWS = "protocols"
 VIEW_BUILDERS = {"store"}
 """Above `VIEWS` a unit sees tasks through the views and takes the records they return from
@@ -161,11 +168,7 @@ def wrong_imports(
         if (edge.source, edge.line, target) in seen:
             continue
         seen.add((edge.source, edge.line, target))
-        if any(
-            edge.source == source
-            and (edge.target == target or target.startswith(edge.target + "."))
-            for source, target in allowed
-        ):  # (importing a module runs its packages' `__init__` too)
+        if _allowed(edge, allowed, rank):
             if not edge.lazy:
                 wrong.append(f"{edge.where()}: allowed only on first use, not at import")
             continue
@@ -196,13 +199,39 @@ def repository_imports_above_the_views(edges: list[Edge], rank: dict[str, int]) 
     """A line for each import of a repository module by a unit above the views (`VIEWS`)
     other than a `VIEW_BUILDERS` one: an adapter, the console or the CLI takes a record
     type from `protocols`, not from the repository that makes it."""
-    return sorted(
+    return sorted({
         f"{edge.where()}: {unit_of(edge.source)!r} is above the views (take it from "
         f"mindstore.{VIEWS})"
         for edge in edges
         if unit_of(edge.target) == "repositories"
         and rank.get(unit_of(edge.source), -1) > rank[VIEWS]
         and unit_of(edge.source) not in VIEW_BUILDERS
+    })  # fmt: skip
+
+
+def integration_imports(
+    edges: list[Edge], rank: dict[str, int], allowed: dict[tuple[str, str], str] = LAZY_UPWARD
+) -> list[str]:
+    """A line for each import of an integration module by a unit outside the integrations
+    and `INTEGRATION_USERS`, but for an allowed lazy one (`wrong_imports` checks those)."""
+    return sorted({
+        f"{edge.where()}: {unit_of(edge.source)!r} may not know a framework integration"
+        for edge in edges
+        if unit_of(edge.target) == INTEGRATIONS
+        and unit_of(edge.source) not in {INTEGRATIONS, *INTEGRATION_USERS}
+        and not (edge.lazy and _allowed(edge, allowed, rank))
+    })  # fmt: skip
+
+
+def _allowed(edge: Edge, allowed: dict[tuple[str, str], str], rank: dict[str, int]) -> bool:
+    """`edge` is an allowed upward one, or the import of a package it needs (importing a
+    module runs its packages' `__init__` too). An allowance for an import that is not
+    upward is void: its module sits above what it imports, out of its place."""
+    if rank.get(unit_of(edge.source), -1) >= rank.get(unit_of(edge.target), -1):
+        return False
+    return any(
+        edge.source == source and (edge.target == target or target.startswith(edge.target + "."))
+        for source, target in allowed
     )
 
 
@@ -216,12 +245,21 @@ def test_above_the_views_only_the_store_imports_a_repository() -> None:
     assert not wrong, "repository imports above the views:\n" + "\n".join(wrong)
 
 
+def test_no_unit_but_backup_imports_an_integration() -> None:
+    wrong = integration_imports(EDGES, RANK)
+    assert not wrong, "framework integrations imported:\n" + "\n".join(wrong)
+
+
 def test_each_allowed_upward_import_is_there_and_lazy() -> None:
-    """An allowance outliving its import is dropped; and importing the module really
-    leaves the target unloaded (the `ast` reading of laziness, checked once for real)."""
+    """An allowance outliving its import, or for an import that is not upward, is
+    dropped; and importing the module really leaves the target unloaded (the `ast`
+    reading of laziness, checked once for real)."""
     edges = {(edge.source, edge.target): edge for edge in EDGES}
     stale = sorted(pair for pair in LAZY_UPWARD if pair not in edges)
     assert not stale, f"LAZY_UPWARD names imports src/mindstore no longer has: {stale}"
+    level = [pair for pair in LAZY_UPWARD
+             if RANK[unit_of(pair[0])] >= RANK[unit_of(pair[1])]]  # fmt: skip
+    assert not level, f"LAZY_UPWARD names imports that are not upward: {level}"
     for source, target in LAZY_UPWARD:
         code = f"import sys, {source}; print({target!r} in sys.modules)"
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -231,8 +269,9 @@ def test_each_allowed_upward_import_is_there_and_lazy() -> None:
 
 def test_the_rules_name_a_lazy_import_loaded_eagerly_and_a_repository_above_the_views() -> None:
     """The checks themselves, on made-up edges: an allowed upward import that runs at
-    import time is reported, the same import on first use is not; a console module
-    importing a repository is reported, the store doing so is not."""
+    import time is reported (as a layer and an integration import), the same import on
+    first use is not; a console module importing a repository is reported, the store
+    doing so is not."""
     documents, models = "mindstore.documents", "mindstore.integrations.langgraph_documents"
     rank = {"document_models": 0, "documents": 1, "repositories": 2, "protocols": 3,
             "integrations": 4, "store": 5, "console": 6}  # fmt: skip
@@ -241,6 +280,10 @@ def test_the_rules_name_a_lazy_import_loaded_eagerly_and_a_repository_above_the_
     assert wrong_imports([eager, lazy], rank, allowed) == [
         "mindstore/documents.py:4 imports mindstore.integrations.langgraph_documents: "
         "allowed only on first use, not at import"
+    ]
+    assert integration_imports([eager, lazy], rank, allowed) == [
+        "mindstore/documents.py:4 imports mindstore.integrations.langgraph_documents: "
+        "'documents' may not know a framework integration"
     ]
     console = Edge("mindstore.console.readonly", "mindstore.repositories.records", 34)
     store = Edge("mindstore.store", "mindstore.repositories.dialogs", 30)
