@@ -486,7 +486,7 @@ async def test_the_sweep_never_loses_a_write_made_while_it_reseals(
         else:  # the blob's bytes replaced, its type kept
             kind, data = other.serde.dumps_typed(f"{SECRET} changed")
             assert kind == "msgpack"
-            await other._blobs.update_one({"_id": doc_id, "tenant": "acme", "t": kind},
+            await other._storage.blobs.update_one({"_id": doc_id, "tenant": "acme", "t": kind},
                                           {"$set": {"t": kind, "b": data}})  # fmt: skip
             changed["blob"] = doc_id
 
@@ -505,7 +505,7 @@ async def test_the_sweep_never_loses_a_write_made_while_it_reseals(
         assert got is not None and got.metadata["note"] == f"{SECRET} changed"
     else:
         raw = await store.database[LANGGRAPH_BLOBS].find_one({"_id": changed["blob"]})
-        opened = await reader._blobs.opened([raw])
+        opened = await reader._storage.blobs.opened([raw])
         assert reader.serde.loads_typed((opened[0]["t"], opened[0]["b"])) == f"{SECRET} changed"
 
 

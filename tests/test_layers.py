@@ -3,12 +3,18 @@
 Reads every `import` in src/mindstore with `ast` (so imports inside functions and under
 `if TYPE_CHECKING:` count too). The layer order is written once, in docs/architecture.md
 ("Layers"): one line per layer, bottom first, peers on one line separated by commas.
+Three rules ride on it: above the views (`protocols`) only `store` imports a repository
+module; the framework integrations are leaves (only `backup` imports one); and an upward
+import is allowed only where `LAZY_UPWARD` names it with its reason, and only where it
+runs on first use (in a function), never when the module is imported.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +48,8 @@ class Edge:
     source: str
     target: str
     line: int
+    lazy: bool = False
+    """Inside a function or under `if TYPE_CHECKING:`: not run when `source` is imported."""
 
     def where(self) -> str:
         return f"{MODULES[self.source].relative_to(SRC)}:{self.line} imports {self.target}"
@@ -54,10 +62,12 @@ def imports_of(path: Path) -> list[Edge]:
     tree = ast.parse(path.read_text(), str(path))
     own = module_name(path)
     package = own if path.name == "__init__.py" else own.rsplit(".", 1)[0]
-    found: list[tuple[str, int]] = []
+    deferred = {id(inner) for node in ast.walk(tree) for inner in _deferred_body(node)}
+    found: list[tuple[str, int, bool]] = []
     for node in ast.walk(tree):
+        lazy = id(node) in deferred
         if isinstance(node, ast.Import):
-            found.extend((alias.name, node.lineno) for alias in node.names)
+            found.extend((alias.name, node.lineno, lazy) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -68,15 +78,28 @@ def imports_of(path: Path) -> list[Edge]:
             for alias in node.names:
                 child = f"{target}.{alias.name}"
                 if child in MODULES:
-                    found.append((child, node.lineno))
+                    found.append((child, node.lineno, lazy))
                 if child not in MODULES or target != "mindstore":  # a package's __init__ runs
-                    found.append((target, node.lineno))
+                    found.append((target, node.lineno, lazy))
     edges = []
-    for raw, line in found:
+    for raw, line, lazy in found:
         target = resolve(raw) if raw.startswith("mindstore") else None
         if target and target != own:
-            edges.append(Edge(own, target, line))
+            edges.append(Edge(own, target, line, lazy))
     return edges
+
+
+def _deferred_body(node: ast.AST) -> list[ast.AST]:
+    """What under `node` does not run at import: a function's body, an
+    `if TYPE_CHECKING:` block."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return [inner for part in ast.iter_child_nodes(node) for inner in ast.walk(part)]
+    if isinstance(node, ast.If) and ast.unparse(node.test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    ):
+        return [inner for part in node.body for inner in ast.walk(part)]
+    return []
 
 
 EDGES = [edge for path in MODULES.values() for edge in imports_of(path)]
@@ -107,10 +130,35 @@ def layers_from(text: str) -> list[list[str]]:
 LAYERS = layers_from(ARCHITECTURE.read_text())
 RANK = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}
 
+LAZY_UPWARD = {
+    ("mindstore.documents", "mindstore.integrations.langgraph_documents"): (
+        "the former home of the stored shapes still answers for the LangGraph saver's three "
+        "Beanie models, as before their move into the integration: loaded on first use "
+        "(module `__getattr__`), so importing it loads no integration"
+    ),
+}
+"""The upward imports allowed, each with its reason: only lazy ones (see `Edge.lazy`)."""
 
-def wrong_imports(edges: list[Edge], rank: dict[str, int]) -> list[str]:
+INTEGRATIONS = "integrations"
+INTEGRATION_USERS = {"backup"}
+"""The one unit that imports an integration module: backup, erase and retention follow the
+LangGraph saver's threads by its key format (`integrations.langgraph_keys`). Nothing else
+knows a framework (the facade, the console and the CLI included)."""
+
+VIEWS = "protocols"
+VIEW_BUILDERS = {"store"}
+"""Above `VIEWS` a unit sees tasks through the views and takes the records they return from
+`protocols`; only these build the views out of repositories."""
+
+
+def wrong_imports(
+    edges: list[Edge],
+    rank: dict[str, int],
+    allowed: dict[tuple[str, str], str] = LAZY_UPWARD,
+) -> list[str]:
     """A line for each import that does not point to a lower layer (one per file, line
-    and layer: `from mindstore.backup import erase` is not reported twice)."""
+    and layer: `from mindstore.backup import erase` is not reported twice), but for a lazy
+    one `allowed` names."""
     wrong = []
     seen = set()
     for edge in edges:
@@ -120,6 +168,10 @@ def wrong_imports(edges: list[Edge], rank: dict[str, int]) -> list[str]:
         if (edge.source, edge.line, target) in seen:
             continue
         seen.add((edge.source, edge.line, target))
+        if _allowed(edge, allowed, rank):
+            if not edge.lazy:
+                wrong.append(f"{edge.where()}: allowed only on first use, not at import")
+            continue
         if rank[target] == rank[source]:
             wrong.append(f"{edge.where()}: {source!r} and {target!r} are peers on one layer")
         elif rank[target] > rank[source]:
@@ -143,9 +195,102 @@ def test_every_unit_is_on_one_layer() -> None:
     assert not stale, f"'## Layers' names what src/mindstore does not have: {stale}"
 
 
+def repository_imports_above_the_views(edges: list[Edge], rank: dict[str, int]) -> list[str]:
+    """A line for each import of a repository module by a unit above the views (`VIEWS`)
+    other than a `VIEW_BUILDERS` one: an adapter, the console or the CLI takes a record
+    type from `protocols`, not from the repository that makes it."""
+    return sorted({
+        f"{edge.where()}: {unit_of(edge.source)!r} is above the views (take it from "
+        f"mindstore.{VIEWS})"
+        for edge in edges
+        if unit_of(edge.target) == "repositories"
+        and rank.get(unit_of(edge.source), -1) > rank[VIEWS]
+        and unit_of(edge.source) not in VIEW_BUILDERS
+    })  # fmt: skip
+
+
+def integration_imports(
+    edges: list[Edge], rank: dict[str, int], allowed: dict[tuple[str, str], str] = LAZY_UPWARD
+) -> list[str]:
+    """A line for each import of an integration module by a unit outside the integrations
+    and `INTEGRATION_USERS`, but for an allowed lazy one (`wrong_imports` checks those)."""
+    return sorted({
+        f"{edge.where()}: {unit_of(edge.source)!r} may not know a framework integration"
+        for edge in edges
+        if unit_of(edge.target) == INTEGRATIONS
+        and unit_of(edge.source) not in {INTEGRATIONS, *INTEGRATION_USERS}
+        and not (edge.lazy and _allowed(edge, allowed, rank))
+    })  # fmt: skip
+
+
+def _allowed(edge: Edge, allowed: dict[tuple[str, str], str], rank: dict[str, int]) -> bool:
+    """`edge` is an allowed upward one, or the import of a package it needs (importing a
+    module runs its packages' `__init__` too). An allowance for an import that is not
+    upward is void: its module sits above what it imports, out of its place."""
+    if rank.get(unit_of(edge.source), -1) >= rank.get(unit_of(edge.target), -1):
+        return False
+    return any(
+        edge.source == source and (edge.target == target or target.startswith(edge.target + "."))
+        for source, target in allowed
+    )
+
+
 def test_layers_import_only_downwards() -> None:
     wrong = wrong_imports(EDGES, RANK)
     assert not wrong, "imports against the layers of docs/architecture.md:\n" + "\n".join(wrong)
+
+
+def test_above_the_views_only_the_store_imports_a_repository() -> None:
+    wrong = repository_imports_above_the_views(EDGES, RANK)
+    assert not wrong, "repository imports above the views:\n" + "\n".join(wrong)
+
+
+def test_no_unit_but_backup_imports_an_integration() -> None:
+    wrong = integration_imports(EDGES, RANK)
+    assert not wrong, "framework integrations imported:\n" + "\n".join(wrong)
+
+
+def test_each_allowed_upward_import_is_there_and_lazy() -> None:
+    """An allowance outliving its import, or for an import that is not upward, is
+    dropped; and importing the module really leaves the target unloaded (the `ast`
+    reading of laziness, checked once for real)."""
+    edges = {(edge.source, edge.target): edge for edge in EDGES}
+    stale = sorted(pair for pair in LAZY_UPWARD if pair not in edges)
+    assert not stale, f"LAZY_UPWARD names imports src/mindstore no longer has: {stale}"
+    level = [pair for pair in LAZY_UPWARD
+             if RANK[unit_of(pair[0])] >= RANK[unit_of(pair[1])]]  # fmt: skip
+    assert not level, f"LAZY_UPWARD names imports that are not upward: {level}"
+    for source, target in LAZY_UPWARD:
+        code = f"import sys, {source}; print({target!r} in sys.modules)"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, timeout=120)  # fmt: skip
+        assert done.stdout.strip() == "False", f"importing {source} loads {target}"
+
+
+def test_the_rules_name_a_lazy_import_loaded_eagerly_and_a_repository_above_the_views() -> None:
+    """The checks themselves, on made-up edges: an allowed upward import that runs at
+    import time is reported (as a layer and an integration import), the same import on
+    first use is not; a console module importing a repository is reported, the store
+    doing so is not."""
+    documents, models = "mindstore.documents", "mindstore.integrations.langgraph_documents"
+    rank = {"document_models": 0, "documents": 1, "repositories": 2, "protocols": 3,
+            "integrations": 4, "store": 5, "console": 6}  # fmt: skip
+    allowed = {(documents, models): "a reason"}
+    eager, lazy = Edge(documents, models, 4), Edge(documents, models, 9, lazy=True)
+    assert wrong_imports([eager, lazy], rank, allowed) == [
+        "mindstore/documents.py:4 imports mindstore.integrations.langgraph_documents: "
+        "allowed only on first use, not at import"
+    ]
+    assert integration_imports([eager, lazy], rank, allowed) == [
+        "mindstore/documents.py:4 imports mindstore.integrations.langgraph_documents: "
+        "'documents' may not know a framework integration"
+    ]
+    console = Edge("mindstore.console.readonly", "mindstore.repositories.records", 34)
+    store = Edge("mindstore.store", "mindstore.repositories.dialogs", 30)
+    assert repository_imports_above_the_views([console, store], rank) == [
+        "mindstore/console/readonly.py:34 imports mindstore.repositories.records: "
+        "'console' is above the views (take it from mindstore.protocols)"
+    ]
 
 
 def test_the_check_names_an_upward_and_a_sideways_import() -> None:

@@ -1,5 +1,5 @@
 """The store's clock: what `created_at`, `updated_at` and other document times are stamped
-with."""
+with, and how a stored time is read back (`as_utc`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from mindstore.draws import draw
 
-__all__ = ["utcnow"]
+__all__ = ["as_utc", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -20,3 +20,11 @@ def utcnow() -> datetime:
 def _now() -> datetime:
     now = datetime.now(UTC)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def as_utc(value: datetime) -> datetime:
+    """A stored time as an aware UTC datetime. MongoDB keeps UTC milliseconds; mongomock
+    hands back its own tzinfo or none at all."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)

@@ -8,6 +8,11 @@ clock (`mindstore.clock`), the Beanie document models and their indexes
 (`mindstore.stored_documents`). Everything this module exported is still importable from
 it; the Beanie models are loaded on first use (module `__getattr__`), so importing a
 collection name from here does not load Beanie.
+
+It sits with the core (docs/architecture.md, "Layers"), which knows no framework: the
+LangGraph saver's models are the integration's, and this module reaches them only on
+first use, the one upward import tests/test_layers.py allows (`LAZY_UPWARD`). Importing
+it loads no integration.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ task API that breaks a consumer fails `mypy`, not a user. `mindstore.store` chec
 
 Layer: above `repositories` and `compression` (it names their types), a peer of
 `services`, below everything that consumes a store (`integrations`, `backup`, `workload`,
-`store` itself). Types only: nothing here runs.
+`store` itself). Types only: nothing here runs. The records the views return (`TaskRecord`,
+`Page`) are importable from here: above this layer only `store` imports a repository
+module (tests/test_layers.py holds the rest to it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from mindstore.formats.agent_state import AgentState
 from mindstore.model.base import JSON
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage, CompressionMessage
-from mindstore.repositories.records import Page, TaskRecord
+from mindstore.repositories.records import Page as Page  # re-export: what the views return
+from mindstore.repositories.records import TaskRecord as TaskRecord  # re-export, as `Page`
 
 
 class HasDatabase(Protocol):

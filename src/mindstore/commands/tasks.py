@@ -25,7 +25,7 @@ from mindstore.model.header import TaskState
 if TYPE_CHECKING:
     from mindstore.model.levels import SubTaskSpan
     from mindstore.model.messages import AnyMessage
-    from mindstore.repositories.records import TaskRecord
+    from mindstore.protocols import TaskRecord
     from mindstore.store import TenantStore
 
 

@@ -69,6 +69,30 @@ def with_messages(
     return dataclasses.replace(dialog, **changes)  # type: ignore[type-var]
 
 
+def truncated_border(
+    message: AnyMessage, tokens: int, counter: TokenCounter, chars_per_token: int = 4
+) -> AnyMessage | None:
+    """The end of `message`'s text in `tokens` (by `counter`), behind the truncation prefix;
+    None if it has none or nothing fits. The message at the border of a window: this
+    module's `DefaultContextManager` and the context window's fitting
+    (`compression.window`) cut it the same way."""
+    text = message.text() if hasattr(message, "text") else ""
+    if not text or role_of(message) == "tool":
+        return None
+    overhead = counter(message.model_copy(update={"content": [TextPart(text=TRUNCATION_PREFIX)]}))
+    chars = (tokens - overhead) * chars_per_token
+    if chars <= 0:
+        return None
+    kept = text[-chars:]
+    truncated = message.model_copy(update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]})
+    while kept and counter(truncated) > tokens:  # a custom counter may weigh more
+        kept = kept[len(kept) // 10 + 1 :]
+        truncated = message.model_copy(
+            update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]}
+        )
+    return truncated if kept else None
+
+
 class ContextManager(ABC):
     """A hook applied to the working dialog before each model call.
 
@@ -156,33 +180,11 @@ class DefaultContextManager(ContextManager):
                 tail.append(message)
                 remaining -= cost
                 continue
-            border = self._truncate(message, remaining)
+            border = truncated_border(message, remaining, self.counter, self.chars_per_token)
             if border is not None:
                 tail.append(border)
             break
         return [first, *drop_orphan_results(list(reversed(tail)))]
-
-    def _truncate(self, message: AnyMessage, tokens: int) -> AnyMessage | None:
-        """The end of the message's text in `tokens`, behind the prefix; None if it has none."""
-        text = message.text() if hasattr(message, "text") else ""
-        if not text or role_of(message) == "tool":
-            return None
-        overhead = self.counter(
-            message.model_copy(update={"content": [TextPart(text=TRUNCATION_PREFIX)]})
-        )
-        chars = (tokens - overhead) * self.chars_per_token
-        if chars <= 0:
-            return None
-        kept = text[-chars:]
-        truncated = message.model_copy(
-            update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]}
-        )
-        while kept and self.counter(truncated) > tokens:  # a custom counter may weigh more
-            kept = kept[len(kept) // 10 + 1 :]
-            truncated = message.model_copy(
-                update={"content": [TextPart(text=TRUNCATION_PREFIX + kept)]}
-            )
-        return truncated if kept else None
 
 
 class MessageContextManager(ContextManager):

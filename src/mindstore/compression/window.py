@@ -37,7 +37,7 @@ from mindstore.compression.checkpoint import CompressionCheckpoint
 from mindstore.compression.checkpoint_view import DEFAULT_STUB_TEXT, stub_message, summary_message
 from mindstore.compression.context_window import ContextWindow as ContextWindow  # re-export
 from mindstore.compression.context_window import LeftOut as LeftOut  # re-export
-from mindstore.compression.managers import DefaultContextManager
+from mindstore.compression.managers import truncated_border
 from mindstore.compression.strategies import SETUP_ROLES, conversation
 from mindstore.compression.tokens import (
     CHARS_PER_TOKEN,
@@ -391,8 +391,7 @@ def fit(assembled: Assembled, budget: int | None, counter: TokenCounter) -> Fitt
             remaining -= cost
             continue
         short = False
-        cutter = DefaultContextManager(max_tokens=max(budget, 1), safety_buffer=0, counter=counter)
-        border = cutter._truncate(items[index], remaining)
+        border = truncated_border(items[index], remaining, counter)
         if border is not None:
             keep.add(index)
             replaced[index] = border

@@ -29,7 +29,7 @@ from mindstore.console.handling import (
 from mindstore.console.readonly import TaskFilters
 from mindstore.console.rendering import page
 from mindstore.errors import KeyringRequired, KeyShredded, NotFound, ValidationError
-from mindstore.repositories.records import TaskRecord
+from mindstore.protocols import TaskRecord
 
 PAGE_MESSAGES: Final = 100
 """Messages a task page shows: the last ones first, older ones a link away."""

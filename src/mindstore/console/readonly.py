@@ -28,10 +28,11 @@ from mindstore.analytics.rows import (
     ToolRow,
     UsageRow,
 )
+from mindstore.clock import as_utc
 from mindstore.collection_names import TASKS
 from mindstore.model.header import header_from_stored
 from mindstore.model.messages import AnyMessage
-from mindstore.repositories.records import Page, TaskRecord, as_utc
+from mindstore.protocols import Page, TaskRecord
 from mindstore.search import SearchPage
 from mindstore.store import Store, TenantStore
 

@@ -26,6 +26,9 @@ A process keeps the unwrapped keys of the tenants it touched for `cache_seconds`
 rotation or shred made by another process is seen when that expires (docs/encryption.md,
 "Several processes"). A process's own rotate and shred take effect at once. The provider
 is called once per tenant and key version per load, never per message.
+
+The stored form of a data key's document (ids, flags, what its wrap is bound to) is
+`crypto.key_documents`; this module is what reads and writes it.
 """
 
 from __future__ import annotations
@@ -42,9 +45,18 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pymongo.errors import DuplicateKeyError
 
 from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, TASKS
-from mindstore.crypto.aead import FORMAT, KEY_BYTES, context_bytes
+from mindstore.crypto.aead import KEY_BYTES
 from mindstore.crypto.fields import ENCRYPTED
 from mindstore.crypto.integration_sweep import reencrypt_integrations
+from mindstore.crypto.key_documents import (
+    BINDINGS,
+    key_id,
+    tenant_filter,
+    tombstone_id,
+    wrap_context,
+    wrap_flags,
+)
+from mindstore.crypto.key_documents import TENANT_KEK as TENANT_KEK  # re-export: backup's import
 from mindstore.crypto.keys import MissingKey, OrphanedKeys, TenantKeys
 from mindstore.crypto.master import MasterKey
 from mindstore.crypto.provider import KekState, KeyProvider
@@ -68,8 +80,6 @@ UNNAMED_ROTATION = (
 """What `Unavailable` says of a rotation."""
 
 DEFAULT_CACHE_SECONDS = 30.0
-TENANT_KEK = "tenant"
-"""`kek` of a data key wrapped by the tenant's key in the provider."""
 
 
 @dataclass(frozen=True)
@@ -115,46 +125,10 @@ ClearEraser = Callable[[str], Awaitable[int]]
 clear with (`Keyring.clear_eraser`)."""
 
 
-def _key_id(tenant: str, version: int) -> str:
-    return f"{tenant}/v{version}"
-
-
-def _tenant_filter(tenant: str) -> dict[str, Any]:
-    """All of a tenant's documents, found through the `_id` index (`tenant/...`; the
-    character after ``/`` is ``0``, and no tenant id holds ``/``)."""
-    return {"_id": {"$gte": f"{tenant}/", "$lt": f"{tenant}0"}, "tenant": tenant}
-
-
 async def is_encrypted(database: Any, tenant: str) -> bool:
     """Whether the tenant has data keys (or a shred's tombstone): one indexed read, for a
     store without a keyring to refuse the tenant (`KeyringRequired`)."""
-    return await database[DATA_KEYS].find_one(_tenant_filter(tenant), {"_id": 1}) is not None
-
-
-BINDINGS = FORMAT
-"""A data key's `bindings` flag: the tenant's sweep re-sealed everything in this
-ciphertext format, so an older one (`aead.LEGACY_FORMAT`) is refused from then on
-(`TenantKeys.legacy_bindings`); bound into the wrap like `sealed_only`."""
-
-
-def _tombstone_id(tenant: str) -> str:
-    return f"{tenant}/shredded"
-
-
-def _flags(document: dict[str, Any]) -> str:
-    """The flags a data key's wrap is bound to: which key wraps it, and sealed-only."""
-    flags = []
-    if document.get("kek") == TENANT_KEK:
-        flags.append("tenant-kek")
-    if document.get("sealed_only") is True:
-        flags.append("sealed-only")
-    if document.get("bindings") == BINDINGS:
-        flags.append(f"bindings-{BINDINGS}")
-    return " ".join(flags)
-
-
-def _wrap_context(tenant: str, version: int, flags: str = "") -> bytes:
-    return context_bytes(("mindstore data key", tenant, str(version), flags))
+    return await database[DATA_KEYS].find_one(tenant_filter(tenant), {"_id": 1}) is not None
 
 
 class Keyring:
@@ -293,7 +267,7 @@ class Keyring:
     async def _unwrap(self, tenant: str, document: dict[str, Any]) -> bytes:
         version = int(document["version"])
         wrapped = bytes(document["wrapped"])
-        context = _wrap_context(tenant, version, _flags(document))
+        context = wrap_context(tenant, version, wrap_flags(document))
         if document.get("kek") == TENANT_KEK:
             if self.provider is None:
                 raise CryptoError(
@@ -344,14 +318,14 @@ class Keyring:
         """The tenant's data-key documents, unwrapped (a destroyed KEK: shredded)."""
         now = time.monotonic()
         loaded = TenantKeys(tenant, loaded_at=now)
-        documents = await self._keys.find(_tenant_filter(tenant)).to_list(None)
+        documents = await self._keys.find(tenant_filter(tenant)).to_list(None)
         loaded.shredded = any(d.get("kind") == "shredded" for d in documents)
         try:
             for document in documents:
                 if loaded.shredded or document.get("kind") != "key":
                     continue
                 version = int(document["version"])
-                held = (tenant, version, bytes(document["wrapped"]), _flags(document))
+                held = (tenant, version, bytes(document["wrapped"]), wrap_flags(document))
                 hit = self._unwrapped.get(held)
                 if hit is None or now - hit[1] >= self.cache_seconds:
                     hit = (AESGCM(await self._unwrap(tenant, document)), now)
@@ -369,7 +343,7 @@ class Keyring:
             del self._unwrapped[held]
 
     async def _wrap(self, tenant: str, data_key: bytes, document: dict[str, Any]) -> bytes:
-        context = _wrap_context(tenant, int(document["version"]), _flags(document))
+        context = wrap_context(tenant, int(document["version"]), wrap_flags(document))
         if document.get("kek") == TENANT_KEK:
             assert self.provider is not None
             return await self.provider.wrap(tenant, data_key, context)
@@ -386,7 +360,7 @@ class Keyring:
         rotation: str | None = None,
     ) -> dict[str, Any]:
         document: dict[str, Any] = {
-            "_id": _key_id(tenant, version), "tenant": tenant, "kind": "key",
+            "_id": key_id(tenant, version), "tenant": tenant, "kind": "key",
             "version": version, "master_key_id": self.wrapper_id,
             "sealed_only": sealed_only, "created_at": datetime.now(UTC),
         }  # fmt: skip
@@ -437,7 +411,7 @@ class Keyring:
         done = 0
         for _attempt in range(5):
             lost = False
-            documents = await self._keys.find({**_tenant_filter(tenant), "kind": "key"}).to_list(
+            documents = await self._keys.find({**tenant_filter(tenant), "kind": "key"}).to_list(
                 None
             )
             for document in documents:
@@ -485,7 +459,7 @@ class Keyring:
         rotation = new_id()  # the same in a retry of this call: its key, if it landed
         tape = current_tape()
         if tape is not None and tape.replaying:  # an earlier attempt's reply was lost
-            documents = await self._keys.find(_tenant_filter(tenant)).to_list(None)
+            documents = await self._keys.find(tenant_filter(tenant)).to_list(None)
             for landed in documents:
                 if landed.get("kind") == "key" and landed.get("rotation") == rotation:
                     await self._load(tenant)
@@ -539,13 +513,13 @@ class Keyring:
         check_key(tenant, "tenant")
         wrapped_by = {
             str(document.get("master_key_id"))
-            async for document in self._keys.find(_tenant_filter(tenant), {"wrapped": 0})
+            async for document in self._keys.find(tenant_filter(tenant), {"wrapped": 0})
             if document.get("kind") == "key" and document.get("kek") == TENANT_KEK
         }
         if wrapped_by:
             await self._require_kek(tenant, wrapped_by)
         await self._keys.update_one(
-            {"_id": _tombstone_id(tenant), "tenant": tenant},
+            {"_id": tombstone_id(tenant), "tenant": tenant},
             {"$setOnInsert": {"kind": "shredded", "shredded_at": datetime.now(UTC)}},
             upsert=True,
         )
@@ -563,7 +537,7 @@ class Keyring:
                     f"the key provider {self.provider.provider_id!r} reports the key of tenant "
                     f"{tenant!r} {state} after destroying it: the shred is not complete"
                 )
-        result = await self._keys.delete_many({**_tenant_filter(tenant), "kind": "key"})
+        result = await self._keys.delete_many({**tenant_filter(tenant), "kind": "key"})
         return int(result.deleted_count)
 
     async def _require_kek(self, tenant: str, wrapped_by: set[str]) -> None:
@@ -686,7 +660,7 @@ class Keyring:
         legacy: list[int] = []
         sealed_only = False
         shredded_at = None
-        async for document in self._keys.find(_tenant_filter(tenant), {"wrapped": 0}):
+        async for document in self._keys.find(tenant_filter(tenant), {"wrapped": 0}):
             if document.get("kind") == "key":
                 versions.append(int(document["version"]))
                 if document.get("kek") != TENANT_KEK:

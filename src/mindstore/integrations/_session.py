@@ -22,8 +22,7 @@ from mindstore.integrations.conversation_ids import (
 )
 from mindstore.model.header import TaskHeader
 from mindstore.model.messages import AnyMessage
-from mindstore.protocols import ConversationTasks, TenantView
-from mindstore.repositories.records import TaskRecord
+from mindstore.protocols import ConversationTasks, TaskRecord, TenantView
 from mindstore.validation import check_owner
 
 

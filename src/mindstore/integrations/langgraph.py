@@ -34,7 +34,9 @@ data"); a metadata filter then goes to the server only on the keys left clear, a
 retried put stores the same values under fresh nonces.
 
 Async methods are native; the sync ones run them (see `_sync`). Extended capabilities:
-list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`).
+list filters, `copy_thread`, `prune` and `delete_for_runs` (`langgraph_admin`). The
+saver's pending writes and admin operations reach its collections, tasks and key rules
+through one object, `langgraph_storage.ThreadStorage`, never through the saver.
 """
 
 from __future__ import annotations
@@ -61,15 +63,17 @@ from mindstore.collection_names import LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, L
 from mindstore.crypto.integration_fields import METADATA_CLEAR
 from mindstore.crypto.keyring import Keyring
 from mindstore.crypto.sealed_collection import sealed_collection
-from mindstore.errors import Conflict, NotFound, ValidationError
-from mindstore.ids import check_name, is_name
+from mindstore.errors import NotFound, ValidationError
+from mindstore.ids import check_name
 from mindstore.integrations import langgraph_admin as admin
 from mindstore.integrations import langgraph_documents  # noqa: F401 - registers its documents
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations import langgraph_writes as pending
 from mindstore.integrations._sync import current_loop
-from mindstore.integrations.conversation_ids import check_conversation_id, task_id_for
+from mindstore.integrations.conversation_ids import check_conversation_id
 from mindstore.integrations.langchain_messages import from_langchain, to_langchain
+from mindstore.integrations.langgraph_keys import message_ids
+from mindstore.integrations.langgraph_storage import ThreadStorage, check_ours, mark_copies
 from mindstore.integrations.langgraph_sync import SyncForms
 from mindstore.model.messages import AnyMessage, MessageBase, Origin
 from mindstore.model.storage_form import escape_keys, unescape_keys
@@ -80,8 +84,6 @@ MARKER = keys.MARKER
 CHUNK = 500
 INLINE_BYTES = 64
 FINGERPRINTS = 20_000
-Head = tuple[str, dict[str, Any]]
-"""(checkpoint id, its document's ms / b / iv): what a child inherits from its parent."""
 
 
 @operations("langgraph", resilience=through("_tasks"))
@@ -99,14 +101,17 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         keyring = getattr(store.store, "keyring", None)
         ring = keyring if isinstance(keyring, Keyring) else None  # sealed under a keyring
         self._sealed = ring is not None
-        self._checkpoints, self._writes, self._blobs = (
+        checkpoints, writes, blobs = (
             sealed_collection(database[name], name, ring, self.tenant, database)
             for name in (LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS)
         )
-        self._tasks = store.tasks
+        self._tasks = store.tasks  # the operations ledger finds its resilience here
         self.messages_channel = messages_channel
+        self._storage = ThreadStorage(
+            tenant=self.tenant, owner=self.owner, checkpoints=checkpoints, writes=writes,
+            blobs=blobs, tasks=self._tasks, serde=self.serde, messages_channel=messages_channel,
+        )  # fmt: skip
         self._loop = current_loop()
-        self._heads: dict[str, Head] = {}
         self._fingerprints: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
 
     # ------------------------------------------------------------------ where
@@ -128,22 +133,6 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         if isinstance(thread, (int, uuid.UUID)) and not isinstance(thread, bool):
             thread = str(thread)
         return check_conversation_id(thread, "thread_id")
-
-    def _home(self, thread: str, ident: str, ns: str) -> str:
-        """The task a (thread, namespace) appends its messages to: the root namespace's is
-        `task_id_for(thread)`, the same on every view, so mindstore's API finds it."""
-        return task_id_for(thread, "thread_id") if ns == "" else keys.messages_task_id(ident, ns)
-
-    def _ident(self, thread: str) -> str:
-        """What keys are derived from: the thread id, with the owner on an owner-scoped view
-        (two owners of a tenant may use the same thread id)."""
-        return thread if self.owner is None else f"{self.owner}\x00{thread}"
-
-    def _scope(self) -> dict[str, Any]:
-        query: dict[str, Any] = {"tenant": self.tenant}
-        if self.owner is not None:
-            query["o"] = self.owner
-        return query
 
     # ------------------------------------------------------------------ put
     async def aput(
@@ -174,7 +163,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         """
         thread, ns, parent_id = self._where(config)
         checkpoint_id = keys.check_checkpoint_id(checkpoint["id"])
-        ident = self._ident(thread)
+        ident = self._storage.ident(thread)
         prefix = keys.scope_prefix(self.tenant, ident, ns)
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
@@ -201,7 +190,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
                 if len(data) <= INLINE_BYTES and name != channel:
                     inline[name] = [kind, data]
                     continue
-                await self._blobs.update_one(
+                await self._storage.blobs.update_one(
                     {
                         "_id": keys.blob_key(self.tenant, ident, ns, checkpoint_id, name),
                         "tenant": self.tenant,
@@ -238,8 +227,10 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         update: dict[str, Any] = {"$set": document}
         if stale:
             update["$unset"] = stale
-        await self._checkpoints.update_one({"_id": key, "tenant": self.tenant}, update, upsert=True)
-        self._heads[prefix] = (
+        await self._storage.checkpoints.update_one(
+            {"_id": key, "tenant": self.tenant}, update, upsert=True
+        )
+        self._storage.heads[prefix] = (
             checkpoint_id,
             {k: document[k] for k in ("ms", "b", "iv") if k in document},
         )
@@ -251,7 +242,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
                 if writer == parent_id
             ]
             await pending.compact(
-                self,
+                self._storage,
                 keys.checkpoint_key(self.tenant, ident, ns, parent_id),
                 ms.get("t", keys.messages_task_id(ident, ns)),
                 start,
@@ -286,15 +277,15 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         to read. Otherwise the checkpoint may be stored already (re-put, by this process or
         another): what it references then is kept for the channels it does not write anew.
         """
-        head = self._heads.get(prefix)
+        head = self._storage.heads.get(prefix)
         cached = head is not None and parent_id is not None and head[0] == parent_id
         if cached and head is not None and checkpoint_id > head[0]:
             return head[1], {}
         wanted = [prefix + checkpoint_id]
         if parent_id is not None and not cached and parent_id != checkpoint_id:
             wanted.append(prefix + parent_id)
-        rows = await self._checkpoints.find(
-            {**self._scope(), "_id": {"$in": wanted}}, {"ms": 1, "b": 1, "iv": 1, "c": 1}
+        rows = await self._storage.checkpoints.find(
+            {**self._storage.scope(), "_id": {"$in": wanted}}, {"ms": 1, "b": 1, "iv": 1, "c": 1}
         ).to_list(length=None)
         fields: tuple[str, ...] = ("ms", "b", "iv", "c")
         found: dict[str, dict[str, Any]] = {
@@ -340,7 +331,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         base = parent.get("ms")
         task: str | None
         if base is None:  # the thread's first messages
-            base, task = {"n": 0, "h": keys.EMPTY_CHAIN}, self._home(thread, ident, ns)
+            base, task = {"n": 0, "h": keys.EMPTY_CHAIN}, self._storage.home(thread, ident, ns)
         else:
             task = None if base.get("b") else base.get("t", implicit)
         source = task if task is not None else base.get("f")
@@ -366,7 +357,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
             else:  # time travel: the prefix of `task` is copied
                 kept = await self._tasks.messages(task, 0, count) if count else []
                 mark_copies(kept, task)
-            await self._create(branch, thread, ns, [*kept, *new])
+            await self._storage.create_messages_task(branch, thread, ns, [*kept, *new])
         except (ValidationError, NotFound):
             return blob
         return {**record, "t": branch}
@@ -407,7 +398,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         except NotFound:
             if count:
                 return False
-            await self._create(task, thread, ns, new)
+            await self._storage.create_messages_task(task, thread, ns, new)
             return True
         check_ours(task, record.metadata, thread)
         if record.seq == count and new:
@@ -424,34 +415,6 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         return [keys.fingerprint(message_to_dict(m)) for m in stored] == [
             self._fingerprint(m) for m in given
         ]
-
-    async def _create(self, task: str, thread: str, ns: str, messages: list[Any]) -> None:
-        """A messages task holding `messages` (copies of another task's are re-homed, and
-        the tasks they were copied from named in `copied_from`)."""
-        metadata: dict[str, Any] = {"integration": MARKER, "thread_id": thread, "checkpoint_ns": ns}
-        sources = sorted(
-            {m.origin.task_id for m in messages if isinstance(m, MessageBase) and m.origin}
-        )
-        if sources:
-            metadata["copied_from"] = sources
-        for message in messages:
-            message.task_id = ""
-        try:
-            await self._tasks.create(
-                task_id=task, messages=messages, replay=True, metadata=metadata
-            )
-        except Conflict:
-            try:
-                record = await self._tasks.get(task)
-            except NotFound:
-                raise NotFound(
-                    f"thread_id {thread!r}: its messages task {task!r} is another owner's "
-                    "(a conversation id names one task per tenant)"
-                ) from None
-            check_ours(task, record.metadata, thread)
-            held = await self._tasks.messages(task, 0, len(messages)) if messages else []
-            if [m.id for m in held] != [m.id for m in messages]:  # else: created before (a retry)
-                raise ValidationError(f"task {task!r} already holds other messages") from None
 
     def _fingerprint(self, message: BaseMessage) -> bytes:
         cached = self._fingerprints.get(id(message))
@@ -487,8 +450,8 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         if checkpoint_id is None:
             raise ValidationError("put_writes: config has no checkpoint_id")
         check_name(task_id, "task_id")
-        key = keys.writes_key(self.tenant, self._ident(thread), ns, checkpoint_id, task_id)
-        await pending.put(self, key, writes, task_id, task_path)
+        key = keys.writes_key(self.tenant, self._storage.ident(thread), ns, checkpoint_id, task_id)
+        await pending.put(self._storage, key, writes, task_id, task_path)
 
     # ------------------------------------------------------------------ reads
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -506,12 +469,16 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
             ValidationError: A bad thread id, namespace or checkpoint id.
         """
         thread, ns, checkpoint_id = self._where(config)
-        prefix = keys.scope_prefix(self.tenant, self._ident(thread), ns)
+        prefix = keys.scope_prefix(self.tenant, self._storage.ident(thread), ns)
         if checkpoint_id is not None:
-            row = await self._checkpoints.find_one({**self._scope(), "_id": prefix + checkpoint_id})
+            row = await self._storage.checkpoints.find_one(
+                {**self._storage.scope(), "_id": prefix + checkpoint_id}
+            )
             rows = [row] if row else []
         else:
-            cursor = self._checkpoints.find({**self._scope(), "_id": keys.prefix_range(prefix)})
+            cursor = self._storage.checkpoints.find(
+                {**self._storage.scope(), "_id": keys.prefix_range(prefix)}
+            )
             rows = await cursor.sort("_id", -1).limit(1).to_list(length=1)
         tuples = await self._tuples(rows)
         return tuples[0] if tuples else None
@@ -542,11 +509,11 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         pushed, conditions = keys.split_filter(filter)
         if self._sealed:  # sealed metadata values are matched after opening (`conditions`)
             pushed = {k: v for k, v in pushed.items() if k.removeprefix("md.") in METADATA_CLEAR}
-        query = {**self._scope(), **pushed}
+        query = {**self._storage.scope(), **pushed}
         checkpoint_id = None
         if config is not None:
             thread, ns, checkpoint_id = self._where(config)
-            ident = self._ident(thread)
+            ident = self._storage.ident(thread)
             if (config.get("configurable") or {}).get("checkpoint_ns") is not None:
                 query["_id"] = keys.prefix_range(keys.scope_prefix(self.tenant, ident, ns))
             else:
@@ -554,7 +521,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         before_id = get_checkpoint_id(before) if before else None
         if limit is not None and limit <= 0:
             return
-        rows = await self._checkpoints.find(query).sort("_id", -1).to_list(length=None)
+        rows = await self._storage.checkpoints.find(query).sort("_id", -1).to_list(length=None)
         picked = []
         for row in rows:
             where = keys.row_where(row)
@@ -587,7 +554,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         longest: dict[str, int] = {}
         for row in rows:
             thread, ns, _ = keys.row_where(row)
-            ident = self._ident(thread)
+            ident = self._storage.ident(thread)
             for channel, writer in (row.get("b") or {}).items():
                 wanted.add(keys.blob_key(self.tenant, ident, ns, writer, channel))
             ms = row.get("ms")
@@ -598,20 +565,22 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         names = sorted(wanted)
         for start in range(0, len(names), CHUNK):
             query = {"tenant": self.tenant, "_id": {"$in": names[start : start + CHUNK]}}
-            found.extend(await self._blobs.find(query).to_list(length=None))
+            found.extend(await self._storage.blobs.find(query).to_list(length=None))
         referenced = await pending.read_refs(
-            self, [blob["r"] for blob in found if blob.get("t") == pending.REF_MAP]
+            self._storage, [blob["r"] for blob in found if blob.get("t") == pending.REF_MAP]
         )
-        blobs = {blob["_id"]: pending.resolve_blob(self, blob, referenced) for blob in found}
+        blobs = {
+            blob["_id"]: pending.resolve_blob(self._storage, blob, referenced) for blob in found
+        }
         histories = {
             task: to_langchain(await self._tasks.messages(task, 0, count)) if count else []
             for task, count in longest.items()
         }
-        writes = await pending.load(self, [row["_id"] for row in rows])
+        writes = await pending.load(self._storage, [row["_id"] for row in rows])
         out = []
         for row in rows:
             thread, ns, checkpoint_id = keys.row_where(row)
-            ident = self._ident(thread)
+            ident = self._storage.ident(thread)
             stored = keys.unpack_checkpoint(self.serde.loads_typed(tuple(row["c"])))
             values: dict[str, Any] = {}
             for channel, (value_kind, data) in (row.get("iv") or {}).items():
@@ -655,7 +624,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         Raises:
             ValidationError: A bad thread id.
         """
-        await admin.delete_thread(self, self._thread(thread_id))
+        await admin.delete_thread(self._storage, self._thread(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints written by these runs and their writes (blobs and messages stay:
@@ -664,7 +633,9 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         Args:
             run_ids: The runs' ids (`metadata["run_id"]`).
         """
-        await admin.delete_for_runs(self, [check_name(run_id, "run id") for run_id in run_ids])
+        await admin.delete_for_runs(
+            self._storage, [check_name(run_id, "run id") for run_id in run_ids]
+        )
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread under another thread id, with copies
@@ -678,7 +649,7 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
             ValidationError: A bad thread id.
         """
         await admin.copy_thread(
-            self,
+            self._storage,
             self._thread(source_thread_id),
             self._thread(target_thread_id),
         )
@@ -697,39 +668,4 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         if strategy not in ("keep_latest", "delete"):
             raise ValidationError(f"strategy: expected 'keep_latest' or 'delete', got {strategy!r}")
         for thread_id in thread_ids:
-            await admin.prune(self, self._thread(thread_id), strategy)
-
-
-def check_ours(task: str, metadata: dict[str, Any] | None, thread: str) -> None:
-    """A messages task must be this thread's (never append to a task of the same id that
-    the application made itself)."""
-    if (metadata or {}).get("integration") != MARKER or (metadata or {}).get("thread_id") != thread:
-        raise Conflict(
-            f"task {task!r} exists and does not hold LangGraph thread {thread!r}'s messages"
-        )
-
-
-def mark_copies(kept: list[AnyMessage], source: str) -> None:
-    """The first messages of `source`, kept by a branch, are copies (`origin`, the first
-    origin kept, as `dialogs.fork` does): analytics count each model call once."""
-    for index, message in enumerate(kept):
-        if isinstance(message, MessageBase) and message.origin is None:
-            message.origin = Origin(task_id=source, index=index)
-
-
-def message_ids(
-    value: Sequence[BaseMessage], start: int, stop: int, fingerprints: Sequence[bytes]
-) -> list[str | None]:
-    """The message id of each of `value[start:stop]`: its LangChain id when that is a name
-    not used before in `value` (None: `from_langchain` keeps it), else one derived from
-    the fingerprint chain at its position, so a retried put stores the same ids."""
-    seen = {m.id for m in value[:start] if isinstance(m.id, str)}
-    out: list[str | None] = []
-    for index in range(start, stop):
-        lc_id = value[index].id
-        if isinstance(lc_id, str) and is_name(lc_id) and lc_id not in seen:
-            out.append(None)
-            seen.add(lc_id)
-        else:
-            out.append("lg-" + fingerprints[index + 1].hex())
-    return out
+            await admin.prune(self._storage, self._thread(thread_id), strategy)

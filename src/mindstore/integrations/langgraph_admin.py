@@ -17,12 +17,9 @@ from typing import Any
 
 from mindstore.errors import NotFound
 from mindstore.integrations import langgraph_keys as keys
+from mindstore.integrations.langgraph_storage import ThreadStorage
 from mindstore.integrations.langgraph_writes import REF
 from mindstore.model.messages import MessageBase, Origin
-
-MindstoreSaver = Any
-"""The saver these functions serve (`mindstore.integrations.langgraph.MindstoreSaver`;
-named here without importing it, which would be a cycle)."""
 
 CHUNK = 500
 
@@ -34,10 +31,10 @@ def _task_of(ident: str, ns: str, ms: dict[str, Any] | None) -> str | None:
 
 
 async def _rows(
-    saver: MindstoreSaver, prefix: str, projection: dict[str, Any] | None = None
+    storage: ThreadStorage, prefix: str, projection: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    query = {**saver._scope(), "_id": keys.prefix_range(prefix)}
-    return await saver._checkpoints.find(query, projection).to_list(length=None)  # type: ignore[no-any-return]
+    query = {**storage.scope(), "_id": keys.prefix_range(prefix)}
+    return await storage.checkpoints.find(query, projection).to_list(length=None)
 
 
 async def _ids(collection: Any, tenant: str, prefix: str) -> list[str]:
@@ -52,23 +49,23 @@ async def _delete(collection: Any, tenant: str, ids: list[str]) -> None:
         await collection.delete_many({"tenant": tenant, "_id": {"$in": ids[start : start + CHUNK]}})
 
 
-async def _delete_task(saver: MindstoreSaver, task: str, thread: str) -> None:
+async def _delete_task(storage: ThreadStorage, task: str, thread: str) -> None:
     try:
-        record = await saver._tasks.get(task)
+        record = await storage.tasks.get(task)
     except NotFound:
         return
     metadata = record.metadata or {}
     if metadata.get("integration") == keys.MARKER and metadata.get("thread_id") == thread:
-        await saver._tasks.delete(task)
+        await storage.tasks.delete(task)
 
 
-async def _copied_from(saver: MindstoreSaver, tasks: set[str]) -> dict[str, str]:
+async def _copied_from(storage: ThreadStorage, tasks: set[str]) -> dict[str, str]:
     """The tasks that own the messages `tasks` hold copies of, with their namespace (a
     copy keeps the first origin, so one step finds them all)."""
     found: dict[str, str] = {}
     for task in sorted(tasks):
         try:
-            record = await saver._tasks.get(task)
+            record = await storage.tasks.get(task)
         except NotFound:
             continue
         metadata = record.metadata or {}
@@ -84,51 +81,53 @@ def _referenced(docs: list[dict[str, Any]]) -> set[str]:
     return {data["t"] for doc in docs for _, _, kind, data in doc.get("w") or [] if kind == REF}
 
 
-async def delete_thread(saver: MindstoreSaver, thread: str) -> None:
-    ident = saver._ident(thread)
-    prefix = keys.thread_prefix(saver.tenant, ident)
-    rows = await _rows(saver, prefix, {"ms": 1, "ns": 1, "th": 1})
-    tasks = {keys.messages_task_id(ident, ""), saver._home(thread, ident, "")}
+async def delete_thread(storage: ThreadStorage, thread: str) -> None:
+    ident = storage.ident(thread)
+    prefix = keys.thread_prefix(storage.tenant, ident)
+    rows = await _rows(storage, prefix, {"ms": 1, "ns": 1, "th": 1})
+    tasks = {keys.messages_task_id(ident, ""), storage.home(thread, ident, "")}
     for row in rows:
         _, ns, _ = keys.row_where(row)
         tasks.add(keys.messages_task_id(ident, ns))
         task = _task_of(ident, ns, row.get("ms"))
         if task is not None:
             tasks.add(task)
-    writes = await saver._writes.find(
-        {"tenant": saver.tenant, "_id": keys.prefix_range(prefix)}
+    writes = await storage.writes.find(
+        {"tenant": storage.tenant, "_id": keys.prefix_range(prefix)}
     ).to_list(length=None)
     tasks |= _referenced(writes)
-    tasks |= set(await _copied_from(saver, tasks))
-    await _delete(saver._checkpoints, saver.tenant, [row["_id"] for row in rows])
-    await _delete(saver._writes, saver.tenant, [doc["_id"] for doc in writes])
-    await _delete(saver._blobs, saver.tenant, await _ids(saver._blobs, saver.tenant, prefix))
+    tasks |= set(await _copied_from(storage, tasks))
+    await _delete(storage.checkpoints, storage.tenant, [row["_id"] for row in rows])
+    await _delete(storage.writes, storage.tenant, [doc["_id"] for doc in writes])
+    await _delete(storage.blobs, storage.tenant, await _ids(storage.blobs, storage.tenant, prefix))
     for task in sorted(tasks):
-        await _delete_task(saver, task, thread)
-    saver._heads = {k: v for k, v in saver._heads.items() if not k.startswith(prefix)}
+        await _delete_task(storage, task, thread)
+    storage.forget_heads(prefix)
 
 
-async def delete_for_runs(saver: MindstoreSaver, run_ids: list[str]) -> None:
+async def delete_for_runs(storage: ThreadStorage, run_ids: list[str]) -> None:
     if not run_ids:
         return
-    found = await saver._checkpoints.find(
-        {**saver._scope(), "md.run_id": {"$in": run_ids}}, {"_id": 1}
+    found = await storage.checkpoints.find(
+        {**storage.scope(), "md.run_id": {"$in": run_ids}}, {"_id": 1}
     ).to_list(length=None)
     for row in found:
         await _delete(
-            saver._writes, saver.tenant, await _ids(saver._writes, saver.tenant, row["_id"] + "/")
+            storage.writes,
+            storage.tenant,
+            await _ids(storage.writes, storage.tenant, row["_id"] + "/"),
         )
-    await _delete(saver._checkpoints, saver.tenant, [row["_id"] for row in found])
-    saver._heads.clear()
+    await _delete(storage.checkpoints, storage.tenant, [row["_id"] for row in found])
+    storage.forget_heads()
 
 
-async def copy_thread(saver: MindstoreSaver, source: str, target: str) -> None:
-    source_ident, target_ident = saver._ident(source), saver._ident(target)
-    source_prefix = keys.thread_prefix(saver.tenant, source_ident)
-    target_prefix = keys.thread_prefix(saver.tenant, target_ident)
-    rows = await _rows(saver, source_prefix)
-    writes = await saver._writes.find(
-        {"tenant": saver.tenant, "_id": keys.prefix_range(source_prefix)}
+async def copy_thread(storage: ThreadStorage, source: str, target: str) -> None:
+    source_ident, target_ident = storage.ident(source), storage.ident(target)
+    source_prefix = keys.thread_prefix(storage.tenant, source_ident)
+    target_prefix = keys.thread_prefix(storage.tenant, target_ident)
+    rows = await _rows(storage, source_prefix)
+    writes = await storage.writes.find(
+        {"tenant": storage.tenant, "_id": keys.prefix_range(source_prefix)}
     ).to_list(length=None)
     wanted: dict[str, str] = {}
     for row in rows:
@@ -138,23 +137,25 @@ async def copy_thread(saver: MindstoreSaver, source: str, target: str) -> None:
             wanted.setdefault(task, ns)
     for task in _referenced(writes):
         wanted.setdefault(task, "")
-    for task, ns in (await _copied_from(saver, set(wanted))).items():
+    for task, ns in (await _copied_from(storage, set(wanted))).items():
         wanted.setdefault(task, ns)
     renamed: dict[str, str] = {}
     for task, ns in wanted.items():
-        homes = (keys.messages_task_id(source_ident, ns), saver._home(source, source_ident, ns))
+        homes = (keys.messages_task_id(source_ident, ns), storage.home(source, source_ident, ns))
         renamed[task] = (
-            saver._home(target, target_ident, ns)
+            storage.home(target, target_ident, ns)
             if task in homes
             else keys.branch_task_id(target_ident, ns, task)
         )
     for task, ns in wanted.items():
-        messages = await saver._tasks.messages(task)
+        messages = await storage.tasks.messages(task)
         for message in messages:  # the copy's copies point at the copy's own tasks
-            origin = message.origin if isinstance(message, MessageBase) else None
-            if origin is not None and origin.task_id in renamed:
+            if not isinstance(message, MessageBase) or message.origin is None:
+                continue
+            origin = message.origin
+            if origin.task_id in renamed:
                 message.origin = Origin(task_id=renamed[origin.task_id], index=origin.index)
-        await saver._create(renamed[task], target, ns, messages)
+        await storage.create_messages_task(renamed[task], target, ns, messages)
     for row in rows:
         _, ns, _ = keys.row_where(row)
         document = {key: value for key, value in row.items() if key not in ("_id", "th")}
@@ -169,8 +170,8 @@ async def copy_thread(saver: MindstoreSaver, source: str, target: str) -> None:
         if keys.thread_segment(target_ident) != target:
             document["th"] = target
         key = target_prefix + row["_id"][len(source_prefix) :]
-        await saver._checkpoints.update_one(
-            {"_id": key, "tenant": saver.tenant}, {"$set": document}, upsert=True
+        await storage.checkpoints.update_one(
+            {"_id": key, "tenant": storage.tenant}, {"$set": document}, upsert=True
         )
     for doc in writes:
         items = [
@@ -180,26 +181,26 @@ async def copy_thread(saver: MindstoreSaver, source: str, target: str) -> None:
         fields = {key: value for key, value in doc.items() if key != "_id"}
         fields["w"] = items
         key = target_prefix + doc["_id"][len(source_prefix) :]
-        await saver._writes.update_one(
-            {"_id": key, "tenant": saver.tenant}, {"$set": fields}, upsert=True
+        await storage.writes.update_one(
+            {"_id": key, "tenant": storage.tenant}, {"$set": fields}, upsert=True
         )
-    blobs = await saver._blobs.find(
-        {"tenant": saver.tenant, "_id": keys.prefix_range(source_prefix)}
+    blobs = await storage.blobs.find(
+        {"tenant": storage.tenant, "_id": keys.prefix_range(source_prefix)}
     ).to_list(length=None)
     for doc in blobs:
         key = target_prefix + doc.pop("_id")[len(source_prefix) :]
-        await saver._blobs.update_one(
-            {"_id": key, "tenant": saver.tenant}, {"$set": doc}, upsert=True
+        await storage.blobs.update_one(
+            {"_id": key, "tenant": storage.tenant}, {"$set": doc}, upsert=True
         )
 
 
-async def prune(saver: MindstoreSaver, thread: str, strategy: str) -> None:
+async def prune(storage: ThreadStorage, thread: str, strategy: str) -> None:
     if strategy == "delete":
-        await delete_thread(saver, thread)
+        await delete_thread(storage, thread)
         return
-    ident = saver._ident(thread)
-    prefix = keys.thread_prefix(saver.tenant, ident)
-    rows = await _rows(saver, prefix)
+    ident = storage.ident(thread)
+    prefix = keys.thread_prefix(storage.tenant, ident)
+    rows = await _rows(storage, prefix)
     latest: dict[str, dict[str, Any]] = {}
     for row in rows:
         _, ns, checkpoint_id = keys.row_where(row)
@@ -211,23 +212,23 @@ async def prune(saver: MindstoreSaver, thread: str, strategy: str) -> None:
     for row in latest.values():
         _, ns, _ = keys.row_where(row)
         for channel, writer in (row.get("b") or {}).items():
-            kept_blobs.add(keys.blob_key(saver.tenant, ident, ns, writer, channel))
+            kept_blobs.add(keys.blob_key(storage.tenant, ident, ns, writer, channel))
         task = _task_of(ident, ns, row.get("ms"))
         if task is not None:
             kept_tasks.add(task)
-    writes = await saver._writes.find(
-        {"tenant": saver.tenant, "_id": keys.prefix_range(prefix)}
+    writes = await storage.writes.find(
+        {"tenant": storage.tenant, "_id": keys.prefix_range(prefix)}
     ).to_list(length=None)
     kept_writes = [doc for doc in writes if keys.split_writes_key(doc["_id"])[0] in kept]
     kept_tasks |= _referenced(kept_writes)
-    kept_tasks |= set(await _copied_from(saver, kept_tasks))
+    kept_tasks |= set(await _copied_from(storage, kept_tasks))
     dropped = [row for row in rows if row["_id"] not in kept]
     await _delete(
-        saver._writes, saver.tenant, [doc["_id"] for doc in writes if doc not in kept_writes]
+        storage.writes, storage.tenant, [doc["_id"] for doc in writes if doc not in kept_writes]
     )
-    await _delete(saver._checkpoints, saver.tenant, [row["_id"] for row in dropped])
-    blobs = await _ids(saver._blobs, saver.tenant, prefix)
-    await _delete(saver._blobs, saver.tenant, [key for key in blobs if key not in kept_blobs])
+    await _delete(storage.checkpoints, storage.tenant, [row["_id"] for row in dropped])
+    blobs = await _ids(storage.blobs, storage.tenant, prefix)
+    await _delete(storage.blobs, storage.tenant, [key for key in blobs if key not in kept_blobs])
     gone = {
         task
         for row in dropped
@@ -236,5 +237,5 @@ async def prune(saver: MindstoreSaver, thread: str, strategy: str) -> None:
     }
     gone |= _referenced([doc for doc in writes if doc not in kept_writes])
     for task in sorted(gone - kept_tasks):
-        await _delete_task(saver, task, thread)
-    saver._heads = {k: v for k, v in saver._heads.items() if not k.startswith(prefix)}
+        await _delete_task(storage, task, thread)
+    storage.forget_heads(prefix)

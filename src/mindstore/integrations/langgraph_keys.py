@@ -34,10 +34,10 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from mindstore.errors import ValidationError
-from mindstore.ids import check_name
+from mindstore.ids import check_name, is_name
 
 MARKER = "langgraph"
 """`metadata["integration"]` of the tasks that hold LangGraph threads' messages."""
@@ -283,3 +283,28 @@ def row_where(row: dict[str, Any]) -> tuple[str, str, str]:
     """(thread id, namespace, checkpoint id) of a checkpoint row."""
     _, thread_part, _, checkpoint_id = row["_id"].split("/", 3)
     return row.get("th") or thread_part, row.get("ns") or "", checkpoint_id
+
+
+class Identified(Protocol):
+    """A LangChain message as `message_ids` reads it: its id only."""
+
+    @property
+    def id(self) -> str | None: ...
+
+
+def message_ids(
+    value: Sequence[Identified], start: int, stop: int, fingerprints: Sequence[bytes]
+) -> list[str | None]:
+    """The message id of each of `value[start:stop]`: its LangChain id when that is a name
+    not used before in `value` (None: `from_langchain` keeps it), else one derived from
+    the fingerprint chain at its position, so a retried put stores the same ids."""
+    seen = {m.id for m in value[:start] if isinstance(m.id, str)}
+    out: list[str | None] = []
+    for index in range(start, stop):
+        lc_id = value[index].id
+        if isinstance(lc_id, str) and is_name(lc_id) and lc_id not in seen:
+            out.append(None)
+            seen.add(lc_id)
+        else:
+            out.append("lg-" + fingerprints[index + 1].hex())
+    return out

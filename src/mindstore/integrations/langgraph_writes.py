@@ -26,10 +26,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, writes_sort_key
 from mindstore.errors import Conflict
 from mindstore.integrations import langgraph_keys as keys
 from mindstore.integrations.langchain_messages import to_langchain
-
-MindstoreSaver = Any
-"""The saver these functions serve (`mindstore.integrations.langgraph.MindstoreSaver`;
-named here without importing it, which would be a cycle)."""
+from mindstore.integrations.langgraph_storage import ThreadStorage
 
 REF = "@ref"
 REF_MAP = "@refmap"
@@ -40,57 +37,61 @@ ATTEMPTS = 100
 
 
 async def put(
-    saver: MindstoreSaver, key: str, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    storage: ThreadStorage,
+    key: str,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
 ) -> None:
     """Store a task's writes; an index already stored is kept (special channels replaced)."""
     items = [
-        [WRITES_IDX_MAP.get(channel, index), channel, *saver.serde.dumps_typed(value)]
+        [WRITES_IDX_MAP.get(channel, index), channel, *storage.serde.dumps_typed(value)]
         for index, (channel, value) in enumerate(writes)
     ]
-    query = {"_id": key, "tenant": saver.tenant}
+    query = {"_id": key, "tenant": storage.tenant}
     fields: dict[str, Any] = {"w": items}
     if task_path:
         fields["p"] = task_path
-    result = await saver._writes.update_one(query, {"$setOnInsert": fields}, upsert=True)
+    result = await storage.writes.update_one(query, {"$setOnInsert": fields}, upsert=True)
     if result.upserted_id is not None:
         return
     for _ in range(ATTEMPTS):
-        stored = await saver._writes.find_one(query)
+        stored = await storage.writes.find_one(query)
         if stored is None:
-            await saver._writes.update_one(query, {"$setOnInsert": fields}, upsert=True)
+            await storage.writes.update_one(query, {"$setOnInsert": fields}, upsert=True)
             continue
         merged = keys.merge_writes(stored.get("w") or [], items)
         if merged == stored.get("w"):
             return
-        if await _replace(saver, query, stored, merged):
+        if await _replace(storage, query, stored, merged):
             return
     raise Conflict(f"put_writes: writes of task {task_id!r} kept changing")
 
 
 async def _replace(
-    saver: MindstoreSaver, query: dict[str, Any], stored: dict[str, Any], items: list[Any]
+    storage: ThreadStorage, query: dict[str, Any], stored: dict[str, Any], items: list[Any]
 ) -> bool:
     """Replace a document's items, guarded by its change counter `v` (absent until the
     first change, so a document written once carries none)."""
     version = stored.get("v")
     guard = {"v": version} if version is not None else {"v": {"$exists": False}}
-    done = await saver._writes.update_one(
+    done = await storage.writes.update_one(
         {**query, **guard}, {"$set": {"w": items, "v": int(version or 0) + 1}}
     )
     return bool(done.matched_count)
 
 
 async def load(
-    saver: MindstoreSaver, checkpoint_keys: Sequence[str]
+    storage: ThreadStorage, checkpoint_keys: Sequence[str]
 ) -> dict[str, list[tuple[str, str, Any]]]:
     """Each checkpoint's pending writes, in `writes_sort_key` order, references resolved."""
     docs: list[dict[str, Any]] = []
     ranges = [{"_id": keys.prefix_range(key + "/")} for key in checkpoint_keys]
     for start in range(0, len(ranges), 50):
-        query = {"tenant": saver.tenant, "$or": ranges[start : start + 50]}
-        docs.extend(await saver._writes.find(query).to_list(length=None))
+        query = {"tenant": storage.tenant, "$or": ranges[start : start + 50]}
+        docs.extend(await storage.writes.find(query).to_list(length=None))
     stored = await read_refs(
-        saver, [data for doc in docs for _, _, kind, data in doc.get("w") or [] if kind == REF]
+        storage, [data for doc in docs for _, _, kind, data in doc.get("w") or [] if kind == REF]
     )
     found: dict[str, list[tuple[tuple[str, str, int], tuple[str, str, Any]]]] = {}
     for doc in docs:
@@ -99,7 +100,7 @@ async def load(
             value = (
                 resolve(data, stored)
                 if kind == REF
-                else saver.serde.loads_typed((kind, bytes(data)))
+                else storage.serde.loads_typed((kind, bytes(data)))
             )
             found.setdefault(checkpoint_key, []).append(
                 (writes_sort_key(doc.get("p") or "", task_id, index), (task_id, channel, value))
@@ -113,7 +114,7 @@ async def load(
 Stored = dict[str, tuple[int, list[BaseMessage]]]
 
 
-async def read_refs(saver: MindstoreSaver, refs: Sequence[dict[str, Any]]) -> Stored:
+async def read_refs(storage: ThreadStorage, refs: Sequence[dict[str, Any]]) -> Stored:
     """The messages the references name: one read per task, of the span they cover."""
     spans: dict[str, tuple[int, int]] = {}
     for ref in refs:
@@ -121,15 +122,15 @@ async def read_refs(saver: MindstoreSaver, refs: Sequence[dict[str, Any]]) -> St
         spans[ref["t"]] = (min(low, ref["i"]), max(high, ref["i"] + ref["n"]))
     stored: Stored = {}
     for task, (low, high) in spans.items():
-        stored[task] = (low, to_langchain(await saver._tasks.messages(task, low, high - low)))
+        stored[task] = (low, to_langchain(await storage.tasks.messages(task, low, high - low)))
     return stored
 
 
-def resolve_blob(saver: MindstoreSaver, blob: dict[str, Any], stored: Stored) -> Any:
+def resolve_blob(storage: ThreadStorage, blob: dict[str, Any], stored: Stored) -> Any:
     """A blob's value (a `REF_MAP` blob rebuilt from its rest and its messages)."""
     if blob.get("t") != REF_MAP:
-        return saver.serde.loads_typed((blob["t"], bytes(blob["b"])))
-    value = saver.serde.loads_typed((blob["bt"], bytes(blob["b"])))
+        return storage.serde.loads_typed((blob["t"], bytes(blob["b"])))
+    value = storage.serde.loads_typed((blob["bt"], bytes(blob["b"])))
     value[blob["k"]] = resolve(blob["r"], stored)
     return value
 
@@ -189,7 +190,7 @@ def _same(written: dict[str, Any], appended: dict[str, Any]) -> bool:
 
 
 async def compact(
-    saver: MindstoreSaver,
+    storage: ThreadStorage,
     parent_key: str,
     task: str,
     start: int,
@@ -201,35 +202,43 @@ async def compact(
     task's messages from index `start` on)."""
     if not appended:
         return
-    docs = await saver._writes.find(
-        {"tenant": saver.tenant, "_id": keys.prefix_range(parent_key + "/")}
+    docs = await storage.writes.find(
+        {"tenant": storage.tenant, "_id": keys.prefix_range(parent_key + "/")}
     ).to_list(length=None)
     for doc in docs:
         items = [list(item) for item in doc.get("w") or []]
         changed = False
         for item in items:
             _, channel, kind, data = item
-            if channel != saver.messages_channel or kind == REF:
+            if channel != storage.messages_channel or kind == REF:
                 continue
-            ref = _reference(task, start, saver.serde.loads_typed((kind, bytes(data))), appended)
+            ref = _reference(task, start, storage.serde.loads_typed((kind, bytes(data))), appended)
             if ref is not None:
                 item[2], item[3] = REF, ref
                 changed = True
         if changed:
-            await _replace(saver, {"_id": doc["_id"], "tenant": saver.tenant}, doc, items)
+            await _replace(storage, {"_id": doc["_id"], "tenant": storage.tenant}, doc, items)
     for key in blobs:
-        blob = await saver._blobs.find_one({"_id": key, "tenant": saver.tenant})
+        blob = await storage.blobs.find_one({"_id": key, "tenant": storage.tenant})
         if blob is None or blob.get("t") == REF_MAP:
             continue
-        value = saver.serde.loads_typed((blob["t"], bytes(blob["b"])))
-        if not isinstance(value, dict) or saver.messages_channel not in value:
+        value = storage.serde.loads_typed((blob["t"], bytes(blob["b"])))
+        if not isinstance(value, dict) or storage.messages_channel not in value:
             continue
-        ref = _reference(task, start, value[saver.messages_channel], appended)
+        ref = _reference(task, start, value[storage.messages_channel], appended)
         if ref is None:
             continue
-        rest = {k: v for k, v in value.items() if k != saver.messages_channel}
-        kind, data = saver.serde.dumps_typed(rest)
-        await saver._blobs.update_one(
-            {"_id": key, "tenant": saver.tenant, "t": blob["t"]},
-            {"$set": {"t": REF_MAP, "bt": kind, "b": data, "k": saver.messages_channel, "r": ref}},
+        rest = {k: v for k, v in value.items() if k != storage.messages_channel}
+        kind, data = storage.serde.dumps_typed(rest)
+        await storage.blobs.update_one(
+            {"_id": key, "tenant": storage.tenant, "t": blob["t"]},
+            {
+                "$set": {
+                    "t": REF_MAP,
+                    "bt": kind,
+                    "b": data,
+                    "k": storage.messages_channel,
+                    "r": ref,
+                }
+            },
         )

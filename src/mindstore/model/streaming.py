@@ -336,7 +336,7 @@ def _grow(planner: Planner, index: int, message_id: str, part: StreamedPart, sea
         grown = (
             element_size(str(count), stored[count]) if count else element_size(CHUNKS_KEY, stored)
         )
-        planner._resize(index, grown)
+        planner.resize(index, grown)
         return PartWrite(part.index, "pushed", chunk)
     name = TEXT_FIELD[part.kind]
     whole = part.text
@@ -349,7 +349,7 @@ def _grow(planner: Planner, index: int, message_id: str, part: StreamedPart, sea
         change -= element_size(
             CHUNKS_KEY, _stored_chunks(measure, message_id, part.index, part.chunks)
         )
-    planner._resize(index, change)
+    planner.resize(index, change)
     return PartWrite(part.index, "folded")
 
 

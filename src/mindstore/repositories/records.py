@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
+from mindstore.clock import as_utc as as_utc  # re-export: its former home
 from mindstore.errors import ValidationError
 from mindstore.ids import task_id_of
 from mindstore.model.base import Timestamp
@@ -16,13 +17,6 @@ from mindstore.model.header import TaskHeader, UsageTotals
 from mindstore.model.storage_form import unescape_keys
 
 T = TypeVar("T")
-
-
-def as_utc(value: datetime) -> datetime:
-    """MongoDB keeps UTC milliseconds; mongomock hands back its own tzinfo or none at all."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
 
 
 class TaskRecord(BaseModel):

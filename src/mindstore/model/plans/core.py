@@ -319,7 +319,7 @@ class Planner:
             fallback = self._tail_last_call(index)
             if recorded and trigger is None and entry.trigger_call_id is None:
                 # No trigger when the entry was written, but the message right before it holds
-                # an open call now: it was streamed in after the entry (`_open_call` made it
+                # an open call now: it was streamed in after the entry (`open_tool_call` made it
                 # the trigger then), so folding the stored history gives the same header.
                 trigger = fallback
             header.scope_stack.append(
@@ -348,7 +348,7 @@ class Planner:
         elif isinstance(message, AssistantMessage):
             for position, part in enumerate(message.content):
                 if isinstance(part, ToolCallPart):
-                    self._open_call(part, index, position, message.id)
+                    self.open_tool_call(part, index, position, message.id)
         elif isinstance(message, ToolMessage):
             for part in message.content:
                 if isinstance(part, ToolResultPart):
@@ -387,7 +387,7 @@ class Planner:
         else:
             self.patches.append(Patch(tail.index, tail.id, "finished_ts", finish))
             # The stored value was null (0 bytes); the key always exists in stored messages.
-            self._resize(tail.index, bson_size({"": finish}) - bson_size({"": None}))
+            self.resize(tail.index, bson_size({"": finish}) - bson_size({"": None}))
         tail.finished = True
 
     def _tail_last_call(self, entry_index: int) -> ToolCallRef | None:
@@ -397,7 +397,12 @@ class Planner:
         calls = [ref for ref in self.header.open_tool_calls if ref.index == tail.index]
         return max(calls, key=lambda ref: ref.part) if calls else None
 
-    def _open_call(self, part: ToolCallPart, index: int, position: int, message_id: str) -> None:
+    def open_tool_call(
+        self, part: ToolCallPart, index: int, position: int, message_id: str
+    ) -> None:
+        """Record `part`, the tool call at `position` of message `index`, as open. Folding
+        an appended message opens its calls; a planner that patches a call into a stored
+        message (`plans.parts.plan_add_tool_call_part`) opens it here the same way."""
         if not part.tool_call_id:
             raise ValidationError("a tool call part needs a tool_call_id")
         if self.header.open_call(part.tool_call_id) is not None:
@@ -429,9 +434,11 @@ class Planner:
         ]
 
     # -- patches --------------------------------------------------------------------
-    def _resize(self, index: int, change: int) -> None:
+    def resize(self, index: int, change: int) -> None:
         """A stored message grew or shrank by `change` bytes (also the sealed pages' share
-        when it lives in one)."""
+        when it lives in one). `patch_message` sizes its own patches; a caller that builds
+        patches itself (the streaming writer's chunk pushes, `model.streaming`) counts them
+        here."""
         self.header.size_bytes += change
         if index < self.header.sealed:
             self.header.sealed_bytes += change
@@ -464,7 +471,7 @@ class Planner:
                 new_doc["content"] = wrapped["content"]
         elif self.transform is not None:
             old_doc, new_doc = self.transform(old_doc), self.transform(new_doc)
-        self._resize(index, bson_size(new_doc) - bson_size(old_doc))
+        self.resize(index, bson_size(new_doc) - bson_size(old_doc))
         before, after = message_usage(old), message_usage(new)
         if after != before:  # (adding and taking back the same cost could round it)
             self.header.usage = self.header.usage.plus(after).plus(before, sign=-1)

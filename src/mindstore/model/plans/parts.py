@@ -126,7 +126,7 @@ def plan_add_tool_call_part(
         new.status = "loading"
         paths.append(("status", "loading"))
     planner.patch_message(index, message, new, paths)
-    planner._open_call(tool_call, index, position, message.id)
+    planner.open_tool_call(tool_call, index, position, message.id)
     return planner.finish(new)
 
 
