@@ -469,12 +469,21 @@ async def test_the_same_items_after_other_items_are_stored_again(acme):
     assert len(await session.get_items()) == 3
 
 
-async def test_the_same_items_right_after_themselves_are_taken_for_a_retry(acme):
-    """The documented limit: nothing tells a retry from the same items said again at once."""
+async def test_the_same_items_said_again_are_kept_and_the_same_call_again_is_a_retry(acme):
+    """Items said again right after themselves (a new list: a user repeating "yes") are
+    stored again; the same list again after it returned is a retry (stored once), as is the
+    same list from another session object (another process) after a lost reply. Before,
+    every one of these was taken for a retry: the repeated "yes" was lost."""
     session = MindstoreSession("twice", acme)
+    said = [{"role": "user", "content": "yes"}]
+    await session.add_items(said)
     await session.add_items([{"role": "user", "content": "yes"}])
-    await session.add_items([{"role": "user", "content": "yes"}])
-    assert await session.get_items() == [{"role": "user", "content": "yes"}]
+    assert await session.get_items() == said * 2
+    again = [{"role": "user", "content": "yes"}]
+    await session.add_items(again)
+    await session.add_items(again)  # the same call again: a retry
+    await MindstoreSession("twice", acme).add_items(list(again))  # another process's retry
+    assert await session.get_items() == said * 3
 
 
 def test_batch_ids_depend_on_the_batch_and_what_it_follows():

@@ -118,6 +118,10 @@ class MindstoreSession(TaskSession):
         TaskSession.__init__(self, session_id, store, owner=owner, title=title)
         self.session_settings = session_settings_of(session_settings)
         self._reported: list[Reported] = []
+        self._acknowledged: tuple[str, object, str] = ("", None, "")
+        """What the last `add_items` of this object that returned stored: its last message's
+        id, the list it was given and that list's digest. The same items again right after
+        it, in another list, are said again (stored); the same list again is a retry."""
 
     # ------------------------------------------------------------------ the protocol
     async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -146,8 +150,9 @@ class MindstoreSession(TaskSession):
 
     async def add_items(self, items: list[Any]) -> None:
         """Store items: one message per item, all in one atomic write (refused whole if one
-        cannot be stored). Exactly once: the same items again, right after themselves, store
-        nothing.
+        cannot be stored). Exactly once: a retry (the same items again right after
+        themselves, unless this object's call with them returned and they come in a new
+        list: then they were said again, and are stored) stores nothing.
 
         Each item is stored as its JSON says it, as `SQLiteSession` stores `json.dumps(item)`:
         `get_items()` gives back `json.loads(json.dumps(item))` (keys strings, tuples lists),
@@ -167,6 +172,7 @@ class MindstoreSession(TaskSession):
             raise ValidationError("items must be a list of Responses input items")
         if not items:
             return
+        given = items
         items = [as_json(item, f"items[{index}]") for index, item in enumerate(items)]
         messages: list[AnyMessage] = []
         sources: list[Any] = []  # the item each message came from (one message per item)
@@ -188,22 +194,31 @@ class MindstoreSession(TaskSession):
         try:
             attribute(sources, messages, taken)
 
+            last = ""
+
             async def write(tasks: SessionTasks) -> None:
+                nonlocal last
                 before = await tasks.tail(self.session_id, len(messages) + 1)
-                if stored_already(before, batch, len(messages)):
+                acknowledged, same_list, same_digest = self._acknowledged
+                repeat = (
+                    bool(before)
+                    and before[-1].id == acknowledged
+                    and not (same_list is given and same_digest == batch)
+                )
+                if not repeat and stored_already(before, batch, len(messages)):
+                    last = before[-1].id
                     return  # a retry of a call that was stored: nothing new
-                for message, message_id in zip(
-                    messages,
-                    batch_ids(before[-1].id if before else "", batch, len(messages)),
-                    strict=True,
-                ):
+                ids = batch_ids(before[-1].id if before else "", batch, len(messages))
+                for message, message_id in zip(messages, ids, strict=True):
                     if isinstance(message, MessageBase):
                         message.id = message_id
                 await self._name_results(tasks, messages)
                 stored = [stored_item(m, item) for m, item in zip(messages, sources, strict=True)]
                 await tasks.add_messages(self.session_id, stored)
+                last = ids[-1]
 
             await self._write(write)
+            self._acknowledged = (last, given, batch)
         except BaseException:
             self._reported = taken + self._reported  # not stored: the retry attributes them
             raise
@@ -262,6 +277,7 @@ class MindstoreSession(TaskSession):
     async def clear_session(self) -> None:
         """Forget every item: the session's task is deleted; the next add starts afresh."""
         self._exists = False
+        self._acknowledged = ("", None, "")
         with contextlib.suppress(NotFound):
             await self._tasks.delete(self.session_id)
 
