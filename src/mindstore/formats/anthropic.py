@@ -31,11 +31,11 @@ from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (
-    Built,
     finished,
     group_turns,
     result_text,
     settle,
+    turn_message,
 )
 from mindstore.formats.media import inline_image, sniff_mime
 from mindstore.formats.outgoing import NO_OUTPUT, outgoing, refused_by_anthropic
@@ -43,11 +43,8 @@ from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
     AnyMessage,
-    AssistantMessage,
     MessageBase,
     SystemMessage,
-    ToolMessage,
-    UserMessage,
 )
 from mindstore.model.parts import (
     DocumentPart,
@@ -98,12 +95,7 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
         if role not in ("user", "assistant"):
             raise fail(f"{path}.role", f"expected user or assistant, got {shown(role)}")
         parts = _import_content(turn.get("content"), f"{path}.content")
-        if role == "assistant":
-            message: Built = AssistantMessage(content=parts)
-        elif any(isinstance(part, ToolResultPart) for part in parts):
-            message = ToolMessage(content=parts)
-        else:
-            message = UserMessage(content=parts)
+        message = turn_message(parts, assistant=role == "assistant")
         content = turn.get("content")
         blocks = isinstance(content, list) and isinstance(
             _render_turn(role, [message])["content"], str
