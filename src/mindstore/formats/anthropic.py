@@ -35,6 +35,7 @@ from mindstore.formats.conversation import (
     group_turns,
     result_text,
     settle,
+    text_parts,
     turn_message,
 )
 from mindstore.formats.media import inline_image, sniff_mime
@@ -82,7 +83,7 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
     body = as_dict(payload, "payload")
     out: list[AnyMessage] = []
     if body.get("system") is not None:
-        system = SystemMessage(content=_system_parts(body["system"]))
+        system = SystemMessage(content=text_parts(body["system"], "system"))
         blocks = isinstance(body["system"], list) and not isinstance(_render_system([system]), list)
         delta = diff({"system": body["system"]}, {"system": _render_system([system], blocks)})
         system.metadata = with_entry(None, FORMAT, {"delta": delta, "blocks": blocks})
@@ -106,19 +107,6 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
         previous = role
         out.append(message)
     return finished(settle(out))
-
-
-def _system_parts(system: Any) -> list[Any]:
-    if isinstance(system, str):
-        return [TextPart(text=system)]
-    parts: list[Any] = []
-    for position, raw in enumerate(as_list(system, "system")):
-        block = as_dict(raw, f"system[{position}]")
-        if block.get("type") == "text":
-            parts.append(TextPart(text=as_str(block.get("text"), f"system[{position}].text")))
-        else:
-            parts.append(UnknownPart.model_validate(dict(block)))
-    return parts
 
 
 def _import_content(content: Any, path: str) -> list[Any]:

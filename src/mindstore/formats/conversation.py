@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from mindstore.formats.checks import as_dict, as_list
+from mindstore.formats.checks import as_dict, as_list, as_str
 from mindstore.formats.stash import diff, read_entry, with_entry
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
@@ -31,7 +31,13 @@ from mindstore.model.messages import (
     Usage,
     UserMessage,
 )
-from mindstore.model.parts import InformationalPart, TextPart, ToolCallPart, ToolResultPart
+from mindstore.model.parts import (
+    InformationalPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    UnknownPart,
+)
 
 Built = SystemMessage | UserMessage | AssistantMessage | ToolMessage | InformationalMessage
 """The messages an import builds (all of them typed: never an unknown message)."""
@@ -45,6 +51,21 @@ def turn_message(parts: list[Any], *, assistant: bool) -> Built:
     if any(isinstance(part, ToolResultPart) for part in parts):
         return ToolMessage(content=parts)
     return UserMessage(content=parts)
+
+
+def text_parts(content: Any, path: str) -> list[Any]:
+    """Text content as parts: a string is one text part; in a list of blocks each
+    ``{"type": "text"}`` block is a text part and any other block is kept verbatim."""
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    parts: list[Any] = []
+    for position, raw in enumerate(as_list(content, path)):
+        block = as_dict(raw, f"{path}[{position}]")
+        if block.get("type") == "text":
+            parts.append(TextPart(text=as_str(block.get("text"), f"{path}[{position}].text")))
+        else:
+            parts.append(UnknownPart.model_validate(dict(block)))
+    return parts
 
 
 def import_each(

@@ -32,6 +32,7 @@ from mindstore.formats.conversation import (
     load_args,
     result_text,
     settle,
+    text_parts,
 )
 from mindstore.formats.media import data_url, image_from_url, image_url, parse_data_url
 from mindstore.formats.outgoing import outgoing, refused_by_openai
@@ -106,14 +107,14 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
     if name is not None:
         as_str(name, f"{path}.name")
     if role in ("system", "developer"):
-        return SystemMessage(content=_text_parts(data.get("content"), f"{path}.content"), name=name)
+        return SystemMessage(content=text_parts(data.get("content"), f"{path}.content"), name=name)
     if role == "user":
         return UserMessage(content=_user_parts(data.get("content"), f"{path}.content"), name=name)
     if role == "assistant":
         parts: list[Any] = []
         content = data.get("content")
         if content is not None:
-            parts.extend(_text_parts(content, f"{path}.content"))
+            parts.extend(text_parts(content, f"{path}.content"))
         for position, call in enumerate(
             as_list(data.get("tool_calls") or [], f"{path}.tool_calls")
         ):
@@ -126,7 +127,7 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
         if isinstance(content, str):
             result.result = content
         else:
-            texts = _text_parts(content, f"{path}.content")
+            texts = text_parts(content, f"{path}.content")
             result.tool_result_contents = [
                 ToolResultContent(type="text", text=p.text)
                 for p in texts
@@ -136,19 +137,6 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
     raise fail(
         f"{path}.role", f"expected system, developer, user, assistant or tool, got {shown(role)}"
     )
-
-
-def _text_parts(content: Any, path: str) -> list[Any]:
-    if isinstance(content, str):
-        return [TextPart(text=content)]
-    parts: list[Any] = []
-    for position, raw in enumerate(as_list(content, path)):
-        block = as_dict(raw, f"{path}[{position}]")
-        if block.get("type") == "text":
-            parts.append(TextPart(text=as_str(block.get("text"), f"{path}[{position}].text")))
-        else:
-            parts.append(UnknownPart.model_validate(dict(block)))
-    return parts
 
 
 def _user_parts(content: Any, path: str) -> list[Any]:
