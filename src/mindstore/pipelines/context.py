@@ -99,18 +99,7 @@ def context_messages_pipeline(
         cond = {"$and": [cond, {"$eq": [{"$in": ["$$m.id", literal(list(excluded_ids))]}, False]}]}
     kept: dict[str, Any] = {"$filter": {"input": "$messages", "as": "m", "cond": cond}}
     if stubbed_ids:
-        skeleton: dict[str, Any] = {name: f"$$m.{name}" for name in STUB_SKELETON_FIELDS}
-        skeleton["content"] = {
-            "$map": {
-                "input": "$$m.content",
-                "as": "p",
-                "in": {
-                    "type": "$$p.type",
-                    "tool_call_id": "$$p.tool_call_id",
-                    "tool_name": "$$p.tool_name",
-                },
-            }
-        }
+        skeleton = _stub_skeleton()
         kept = {
             "$map": {
                 "input": kept,
@@ -176,6 +165,8 @@ def model_visible_expr(var: str = "$$m") -> dict[str, Any]:
 
 
 def _stub_skeleton() -> dict[str, Any]:
+    """A stubbed tool message (`$$m`): its header fields and, of each result, only the
+    type, call id and tool name."""
     skeleton: dict[str, Any] = {name: f"$$m.{name}" for name in STUB_SKELETON_FIELDS}
     skeleton["content"] = {
         "$map": {
