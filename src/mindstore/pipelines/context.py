@@ -210,6 +210,9 @@ def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) 
     }
     kept = {"$filter": {"input": "$level", "as": "m", "cond": {"$eq": [dropped, False]}}}
     stubbed = {"$cond": [{"$in": ["$$m.id", "$stubbed"]}, _stub_skeleton(), "$$m"]}
+    carried = dict.fromkeys(
+        ("level", "config", "mark_id", "cp", "compressed", "stubbed", "anchor"), 1
+    )
     return [
         _task_match(task),
         {"$project": first},
@@ -245,28 +248,11 @@ def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) 
                 "anchor": _if_null(f"${CHECKPOINT_PATH}.metadata.summary_after_id", None),
             }
         },
+        {"$project": {**carried, "view": {"$map": {"input": kept, "as": "m", "in": stubbed}}}},
         {
             "$project": {
-                "level": 1,
-                "config": 1,
-                "mark_id": 1,
-                "cp": 1,
-                "compressed": 1,
-                "stubbed": 1,
-                "anchor": 1,
-                "view": {"$map": {"input": kept, "as": "m", "in": stubbed}},
-            }
-        },
-        {
-            "$project": {
-                "level": 1,
+                **carried,
                 "view": 1,
-                "config": 1,
-                "mark_id": 1,
-                "cp": 1,
-                "compressed": 1,
-                "stubbed": 1,
-                "anchor": 1,
                 "visible": {
                     "$filter": {
                         "input": "$view",
