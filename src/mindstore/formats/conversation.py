@@ -53,19 +53,33 @@ def turn_message(parts: list[Any], *, assistant: bool) -> Built:
     return UserMessage(content=parts)
 
 
-def text_parts(content: Any, path: str) -> list[Any]:
-    """Text content as parts: a string is one text part; in a list of blocks each
-    ``{"type": "text"}`` block is a text part and any other block is kept verbatim."""
+def content_parts(
+    content: Any, path: str, read: Callable[[Mapping[str, Any], str], Any | None]
+) -> list[Any]:
+    """A message's content as parts: a string is one text part; each block of a list is
+    the part `read` makes of it (given its path, ``content[i]``, for errors), or is kept
+    verbatim as an `UnknownPart` where `read` makes none."""
     if isinstance(content, str):
         return [TextPart(text=content)]
     parts: list[Any] = []
     for position, raw in enumerate(as_list(content, path)):
-        block = as_dict(raw, f"{path}[{position}]")
-        if block.get("type") == "text":
-            parts.append(TextPart(text=as_str(block.get("text"), f"{path}[{position}].text")))
-        else:
-            parts.append(UnknownPart.model_validate(dict(block)))
+        where = f"{path}[{position}]"
+        block = as_dict(raw, where)
+        part = read(block, where)
+        parts.append(UnknownPart.model_validate(dict(block)) if part is None else part)
     return parts
+
+
+def text_block(block: Mapping[str, Any], path: str) -> TextPart | None:
+    """A ``{"type": "text"}`` block as a text part (None for any other block)."""
+    if block.get("type") != "text":
+        return None
+    return TextPart(text=as_str(block.get("text"), f"{path}.text"))
+
+
+def text_parts(content: Any, path: str) -> list[Any]:
+    """Text content as parts: a string, or `text_block`s (any other block verbatim)."""
+    return content_parts(content, path, text_block)
 
 
 def import_each(
