@@ -69,9 +69,18 @@ __all__ = [
     "retire_indexes",
 ]
 
-TENANT_ID = IndexModel(
-    [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_1__id_1"
-)
+
+def _index(name: str, *fields: str, partial: dict[str, Any] | None = None) -> IndexModel:
+    """The index `name` on `fields` in order, each ascending or, written ``"-field"``,
+    descending (the order of the reads it serves); `partial` covers only the documents
+    that match it."""
+    keys = [(f[1:], pymongo.DESCENDING) if f.startswith("-") else (f, pymongo.ASCENDING)
+            for f in fields]  # fmt: skip
+    options = {} if partial is None else {"partialFilterExpression": partial}
+    return IndexModel(keys, name=name, **options)
+
+
+TENANT_ID = _index("tenant_1__id_1", "tenant", "_id")
 """`(tenant, _id)`: a tenant's documents in `_id` order (backup and erase page by it) and
 the shard key's index; named as MongoDB names the index `shardCollection` creates, so a
 collection sharded before mindstore first connects already has it."""
@@ -177,65 +186,27 @@ class TaskDoc(Document):
         use_state_management = False
         validate_on_save = False
         indexes = [
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("owner", pymongo.ASCENDING),
-                    ("updated_at", pymongo.DESCENDING),
-                    ("_id", pymongo.DESCENDING),
-                ],
-                name="tenant_owner_updated",
-            ),
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("state", pymongo.ASCENDING),
-                    ("updated_at", pymongo.DESCENDING),
-                    ("_id", pymongo.DESCENDING),
-                ],
-                name="tenant_state_updated_id",
-            ),
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("updated_at", pymongo.DESCENDING),
-                    ("_id", pymongo.DESCENDING),
-                ],
-                name="tenant_updated",
-            ),
-            IndexModel(
-                [("tenant", pymongo.ASCENDING), ("created_at", pymongo.ASCENDING)],
-                name="tenant_created",
-            ),
+            _index("tenant_owner_updated", "tenant", "owner", "-updated_at", "-_id"),
+            _index("tenant_state_updated_id", "tenant", "state", "-updated_at", "-_id"),
+            _index("tenant_updated", "tenant", "-updated_at", "-_id"),
+            _index("tenant_created", "tenant", "created_at"),
             TENANT_ID,
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("owner", pymongo.ASCENDING),
-                    ("_id", pymongo.ASCENDING),
-                ],
-                name="tenant_owner_id",
+            _index("tenant_owner_id", "tenant", "owner", "_id"),
+            _index("tenant_paged", "tenant", "pages", partial={"pages": {"$gt": 0}}),
+            _index(
+                "tenant_forks",
+                "tenant",
+                "owner",
+                partial={f"metadata.{FORK_MARKER}": {"$exists": True}},
             ),
-            IndexModel(
-                [("tenant", pymongo.ASCENDING), ("pages", pymongo.ASCENDING)],
-                name="tenant_paged",
-                partialFilterExpression={"pages": {"$gt": 0}},
-            ),
-            IndexModel(
-                [("tenant", pymongo.ASCENDING), ("owner", pymongo.ASCENDING)],
-                name="tenant_forks",
-                partialFilterExpression={f"metadata.{FORK_MARKER}": {"$exists": True}},
-            ),
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("metadata.integration", pymongo.ASCENDING),
-                    ("owner", pymongo.ASCENDING),
-                    ("metadata.thread_id", pymongo.ASCENDING),
-                    ("_id", pymongo.ASCENDING),
-                ],
-                name="tenant_integration_thread",
-                partialFilterExpression={"metadata.integration": {"$exists": True}},
+            _index(
+                "tenant_integration_thread",
+                "tenant",
+                "metadata.integration",
+                "owner",
+                "metadata.thread_id",
+                "_id",
+                partial={"metadata.integration": {"$exists": True}},
             ),
         ]
 
@@ -268,33 +239,9 @@ class TaskPageDoc(Document):
         use_state_management = False
         validate_on_save = False
         indexes = [
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("task", pymongo.ASCENDING),
-                    ("page", pymongo.ASCENDING),
-                    ("start", pymongo.ASCENDING),
-                    ("end", pymongo.ASCENDING),
-                ],
-                name="tenant_task_page",
-            ),
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("task", pymongo.ASCENDING),
-                    ("messages.id", pymongo.ASCENDING),
-                ],
-                name="tenant_task_message",
-            ),
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("task", pymongo.ASCENDING),
-                    ("messages.content.tool_call_id", pymongo.ASCENDING),
-                    ("page", pymongo.ASCENDING),
-                ],
-                name="tenant_task_call",
-            ),
+            _index("tenant_task_page", "tenant", "task", "page", "start", "end"),
+            _index("tenant_task_message", "tenant", "task", "messages.id"),
+            _index("tenant_task_call", "tenant", "task", "messages.content.tool_call_id", "page"),
             TENANT_ID,
         ]
 
@@ -320,29 +267,10 @@ class DialogNodeDoc(Document):
         name = DIALOG_NODES
         use_state_management = False
         indexes = [
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("parent_id", pymongo.ASCENDING),
-                    ("_id", pymongo.ASCENDING),
-                ],
-                name="tenant_parent_id",
-            ),
-            IndexModel(
-                [("tenant", pymongo.ASCENDING), ("ancestors", pymongo.ASCENDING)],
-                name="tenant_ancestors",
-            ),
-            IndexModel(
-                [("tenant", pymongo.ASCENDING), ("root_id", pymongo.ASCENDING)], name="tenant_root"
-            ),
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("owner", pymongo.ASCENDING),
-                    ("_id", pymongo.ASCENDING),
-                ],
-                name="tenant_owner_id",
-            ),
+            _index("tenant_parent_id", "tenant", "parent_id", "_id"),
+            _index("tenant_ancestors", "tenant", "ancestors"),
+            _index("tenant_root", "tenant", "root_id"),
+            _index("tenant_owner_id", "tenant", "owner", "_id"),
             TENANT_ID,
         ]
 
@@ -364,14 +292,7 @@ class PayloadDoc(Document):
         name = PAYLOADS
         use_state_management = False
         indexes = [
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("task_id", pymongo.ASCENDING),
-                    ("_id", pymongo.ASCENDING),
-                ],
-                name="tenant_task_id",
-            ),
+            _index("tenant_task_id", "tenant", "task_id", "_id"),
             TENANT_ID,
         ]
 
@@ -393,18 +314,8 @@ class AgentDoc(Document):
         name = AGENTS
         use_state_management = False
         indexes = [
-            IndexModel(
-                [
-                    ("tenant", pymongo.ASCENDING),
-                    ("owner", pymongo.ASCENDING),
-                    ("_id", pymongo.ASCENDING),
-                ],
-                name="tenant_owner_id",
-            ),
-            IndexModel(
-                [("tenant", pymongo.ASCENDING), ("updated_at", pymongo.ASCENDING)],
-                name="tenant_updated",
-            ),
+            _index("tenant_owner_id", "tenant", "owner", "_id"),
+            _index("tenant_updated", "tenant", "updated_at"),
             TENANT_ID,
         ]
 

@@ -101,18 +101,7 @@ def fold_latency(groups: Iterable[Mapping[str, Any]], dims: Sequence[str],
     rows = []
     for key, counts in sorted(histograms.items(), key=lambda item: _sort_key(item[0])):
         summary = distribution(counts)
-        rows.append(
-            LatencyRow(
-                **dict(zip(dims, key, strict=True)),
-                count=summary.count,
-                mean=summary.mean,
-                min=summary.min,
-                p50=summary.p50,
-                p90=summary.p90,
-                p99=summary.p99,
-                max=summary.max,
-            )
-        )
+        rows.append(LatencyRow(**dict(zip(dims, key, strict=True)), **summary.model_dump()))
     return rows
 
 

@@ -68,6 +68,7 @@ from mindstore.search.index import forget_task, forget_tenant
 from mindstore.version import __version__
 
 from .codec import encode_document
+from .keyset import every_match
 from .manifest import format_time
 from .threads import find_threads, thread_documents, thread_of_task
 
@@ -75,7 +76,6 @@ __all__ = ["EraseReceipt", "erase", "ids_digest"]
 
 RECEIPT_KIND = "mindstore-erase-receipt"
 RECEIPT_VERSION = 1
-PAGE = 1000
 DELETE_CHUNK = 500
 _DANGLING_LISTED = 1000
 LISTED_IDS = 1000
@@ -172,20 +172,7 @@ async def _ids(
     collection: Any, query: dict[str, Any], fields: dict[str, int] | None = None
 ) -> list[dict[str, Any]]:
     """Every matching document's `_id` (and `fields`), by keyset pages (flat per page)."""
-    out: list[dict[str, Any]] = []
-    last: Any = None
-    projection = {"_id": 1, **(fields or {})}
-    while True:
-        page_query = dict(query)
-        if last is not None:
-            page_query["$and"] = [{"_id": {"$gt": last}}]
-        page = await collection.find(
-            page_query, projection, sort=[("_id", 1)], limit=PAGE
-        ).to_list()
-        out.extend(page)
-        if len(page) < PAGE:
-            return out
-        last = page[-1]["_id"]
+    return await every_match(collection, query, {"_id": 1, **(fields or {})})
 
 
 def _both_forms(tenant: str, ids: list[Any]) -> list[Any]:

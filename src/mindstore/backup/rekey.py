@@ -85,6 +85,15 @@ def _replace(record: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return {key: changes.get(key, value) for key, value in record.items()}
 
 
+def _with_messages(record: dict[str, Any], changes: dict[str, Any], source: str,
+                   target: str) -> dict[str, Any]:  # fmt: skip
+    """`record` with `changes`, and the payload markers of its `messages` (a task's or a
+    sealed page's) moved with the payloads when the tenant changes."""
+    if target != source and "messages" in record:
+        changes["messages"] = _markers(record["messages"], target)
+    return _replace(record, changes)
+
+
 def _key(target: str, stored: str, keyed: bool) -> str:
     bare = task_id_of(stored)
     return task_key(target, bare) if keyed else bare
@@ -95,9 +104,7 @@ def rekey_task(record: dict[str, Any], as_tenant: str | None = None, *,
     """A task record in the per-tenant form of its (new) tenant."""
     source, target = _target(record, as_tenant)
     changes: dict[str, Any] = {"_id": _key(target, record["_id"], keyed), "tenant": target}
-    if target != source and "messages" in record:
-        changes["messages"] = _markers(record["messages"], target)
-    return _replace(record, changes)
+    return _with_messages(record, changes, source, target)
 
 
 def rekey_node(record: dict[str, Any], as_tenant: str | None = None, *,
@@ -137,9 +144,7 @@ def rekey_page(record: dict[str, Any], as_tenant: str | None = None, *,
         "tenant": target,
         "task": task,
     }
-    if target != source and "messages" in record:
-        changes["messages"] = _markers(record["messages"], target)
-    return _replace(record, changes)
+    return _with_messages(record, changes, source, target)
 
 
 def rekey_saver(record: dict[str, Any], as_tenant: str | None = None, *,

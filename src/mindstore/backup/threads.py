@@ -33,6 +33,8 @@ from mindstore.collection_names import (
 )
 from mindstore.integrations import langgraph_keys as keys
 
+from .keyset import every_match
+
 __all__ = [
     "THREAD_COLLECTIONS",
     "Thread",
@@ -46,7 +48,6 @@ __all__ = [
 
 THREAD_COLLECTIONS = (LANGGRAPH_CHECKPOINTS, LANGGRAPH_WRITES, LANGGRAPH_BLOBS)
 MARKER = keys.MARKER
-PAGE = 1000
 _UUID_EPOCH = 0x01B21DD213814000  # 100 ns intervals from 1582-10-15 to 1970-01-01
 
 
@@ -96,23 +97,6 @@ class Thread:
                 self.last_active = moment
 
 
-async def _pages(collection: Any, query: dict[str, Any], projection: dict[str, Any]
-                 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Every match (`projection` only), by keyset pages on `_id`."""
-    out: list[dict[str, Any]] = []
-    last: Any = None
-    while True:
-        page_query = dict(query)
-        if last is not None:
-            page_query["$and"] = [{"_id": {"$gt": last}}]
-        page = await collection.find(page_query, projection, sort=[("_id", 1)], limit=PAGE
-                                     ).to_list()  # fmt: skip
-        out.extend(page)
-        if len(page) < PAGE:
-            return out
-        last = page[-1]["_id"]
-
-
 def _messages_task_query(tenant: str, owner: str | None) -> dict[str, Any]:
     return {"tenant": tenant, "metadata.integration": MARKER, "owner": owner}
 
@@ -124,7 +108,7 @@ async def find_threads(db: Any, tenant: str, owner: str | None = None) -> dict[s
     query: dict[str, Any] = {"tenant": tenant}
     if owner is not None:
         query["o"] = owner
-    for row in await _pages(db[LANGGRAPH_CHECKPOINTS], query, {"_id": 1, "o": 1, "th": 1}):
+    for row in await every_match(db[LANGGRAPH_CHECKPOINTS], query, {"_id": 1, "o": 1, "th": 1}):
         prefix = thread_prefix(row["_id"])
         if prefix is None:
             continue
@@ -136,7 +120,7 @@ async def find_threads(db: Any, tenant: str, owner: str | None = None) -> dict[s
     tasks: dict[str, Any] = {"tenant": tenant, "metadata.integration": MARKER}
     if owner is not None:
         tasks["owner"] = owner
-    for task in await _pages(db[TASKS], tasks, projection):
+    for task in await every_match(db[TASKS], tasks, projection):
         thread_id = (task.get("metadata") or {}).get("thread_id")
         if not isinstance(thread_id, str):
             continue
@@ -173,7 +157,7 @@ async def thread_of_task(db: Any, tenant: str, stored_keys: Iterable[str]) -> li
         thread = Thread(prefix, owner, thread_id)
         query = _messages_task_query(tenant, owner)
         query["metadata.thread_id"] = thread_id
-        thread.tasks = {t["_id"] for t in await _pages(db[TASKS], query, {"_id": 1})}
+        thread.tasks = {t["_id"] for t in await every_match(db[TASKS], query, {"_id": 1})}
         out[prefix] = thread
     return list(out.values())
 
@@ -184,7 +168,7 @@ async def thread_documents(db: Any, tenant: str, prefixes: Iterable[str]
     out: dict[str, list[str]] = {name: [] for name in THREAD_COLLECTIONS}
     for prefix in sorted(set(prefixes)):
         for name in THREAD_COLLECTIONS:
-            rows = await _pages(db[name], {"tenant": tenant, "_id": keys.prefix_range(prefix)},
+            rows = await every_match(db[name], {"tenant": tenant, "_id": keys.prefix_range(prefix)},
                                 {"_id": 1})  # fmt: skip
             out[name].extend(row["_id"] for row in rows)
     return out

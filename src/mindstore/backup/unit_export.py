@@ -36,6 +36,7 @@ from mindstore.crypto.keyring import TENANT_KEK
 from mindstore.integrations import langgraph_keys as keys
 
 from .container import RecordWriter
+from .keyset import keyset_pages
 from .manifest import Scope
 from .threads import THREAD_COLLECTIONS, find_threads
 
@@ -120,20 +121,10 @@ class UnitExporter:
         """Every document matching `query` (and `keep`), in `_id` order, to the writer."""
         collection = self.db[name]
         writer = self.writers[name]
-        last: Any = None
-        page = PAGE_DOCUMENTS[name]
-        while True:
-            page_query = dict(query)
-            if last is not None:
-                page_query["$and"] = [{"_id": {"$gt": last}}]
-            documents = await collection.find(page_query, sort=[("_id", 1)], limit=page
-                                              ).to_list()  # fmt: skip
+        async for documents in keyset_pages(collection, query, page=PAGE_DOCUMENTS[name]):
             for document in documents:
                 if keep is not None and not keep(document):
                     continue
                 if isinstance(document.get("tenant"), str):
                     self.seen_tenant(document["tenant"])
                 writer.add(document)
-            if len(documents) < page:
-                return
-            last = documents[-1]["_id"]

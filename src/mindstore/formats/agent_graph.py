@@ -32,13 +32,19 @@ from typing import Any, TypeVar
 from pydantic import ValidationError as PydanticError
 
 from mindstore.formats.checks import as_dict, as_int, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import Built, finished, load_args, result_text, settle, usage_of
+from mindstore.formats.conversation import (
+    Built,
+    finished,
+    import_each,
+    load_args,
+    result_text,
+    settle,
+    usage_of,
+)
 from mindstore.formats.stash import (
     FORMAT_KEYS,
-    diff,
     patch,
     read_entry,
-    with_entry,
     without_entries,
 )
 from mindstore.model.base import JSON, Model, now_ts
@@ -103,15 +109,7 @@ def from_agent_graph(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage]:
     Raises:
         ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
     """
-    out: list[AnyMessage] = []
-    for index, raw in enumerate(as_list(messages, "messages")):
-        path = f"messages[{index}]"
-        data = as_dict(raw, path)
-        message, entry = _import_message(data, path)
-        delta = diff(data, _render(message, entry))
-        message.metadata = with_entry(message.metadata, FORMAT, {**entry, "delta": delta})
-        out.append(message)
-    return finished(settle(out))
+    return finished(settle(import_each(messages, FORMAT, _import_message, _render)))
 
 
 def _import_message(data: Mapping[str, Any], path: str) -> tuple[Built, JSON]:

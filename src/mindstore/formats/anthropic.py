@@ -31,11 +31,12 @@ from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (
-    Built,
     finished,
     group_turns,
     result_text,
     settle,
+    text_parts,
+    turn_message,
 )
 from mindstore.formats.media import inline_image, sniff_mime
 from mindstore.formats.outgoing import NO_OUTPUT, outgoing, refused_by_anthropic
@@ -43,11 +44,8 @@ from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
     AnyMessage,
-    AssistantMessage,
     MessageBase,
     SystemMessage,
-    ToolMessage,
-    UserMessage,
 )
 from mindstore.model.parts import (
     DocumentPart,
@@ -85,7 +83,7 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
     body = as_dict(payload, "payload")
     out: list[AnyMessage] = []
     if body.get("system") is not None:
-        system = SystemMessage(content=_system_parts(body["system"]))
+        system = SystemMessage(content=text_parts(body["system"], "system"))
         blocks = isinstance(body["system"], list) and not isinstance(_render_system([system]), list)
         delta = diff({"system": body["system"]}, {"system": _render_system([system], blocks)})
         system.metadata = with_entry(None, FORMAT, {"delta": delta, "blocks": blocks})
@@ -98,12 +96,7 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
         if role not in ("user", "assistant"):
             raise fail(f"{path}.role", f"expected user or assistant, got {shown(role)}")
         parts = _import_content(turn.get("content"), f"{path}.content")
-        if role == "assistant":
-            message: Built = AssistantMessage(content=parts)
-        elif any(isinstance(part, ToolResultPart) for part in parts):
-            message = ToolMessage(content=parts)
-        else:
-            message = UserMessage(content=parts)
+        message = turn_message(parts, assistant=role == "assistant")
         content = turn.get("content")
         blocks = isinstance(content, list) and isinstance(
             _render_turn(role, [message])["content"], str
@@ -114,19 +107,6 @@ def from_anthropic(payload: Mapping[str, Any]) -> list[AnyMessage]:
         previous = role
         out.append(message)
     return finished(settle(out))
-
-
-def _system_parts(system: Any) -> list[Any]:
-    if isinstance(system, str):
-        return [TextPart(text=system)]
-    parts: list[Any] = []
-    for position, raw in enumerate(as_list(system, "system")):
-        block = as_dict(raw, f"system[{position}]")
-        if block.get("type") == "text":
-            parts.append(TextPart(text=as_str(block.get("text"), f"system[{position}].text")))
-        else:
-            parts.append(UnknownPart.model_validate(dict(block)))
-    return parts
 
 
 def _import_content(content: Any, path: str) -> list[Any]:

@@ -15,10 +15,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from mindstore.formats.stash import read_entry
+from mindstore.formats.checks import as_dict, as_list, as_str
+from mindstore.formats.stash import diff, read_entry, with_entry
 from mindstore.model.base import JSON
 from mindstore.model.messages import (
     AnyMessage,
@@ -30,10 +31,76 @@ from mindstore.model.messages import (
     Usage,
     UserMessage,
 )
-from mindstore.model.parts import InformationalPart, TextPart, ToolCallPart, ToolResultPart
+from mindstore.model.parts import (
+    InformationalPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    UnknownPart,
+)
 
 Built = SystemMessage | UserMessage | AssistantMessage | ToolMessage | InformationalMessage
 """The messages an import builds (all of them typed: never an unknown message)."""
+
+
+def turn_message(parts: list[Any], *, assistant: bool) -> Built:
+    """The message one provider turn imports as: the model's side is an assistant
+    message; on the user's side, a turn that carries a tool result is a tool message."""
+    if assistant:
+        return AssistantMessage(content=parts)
+    if any(isinstance(part, ToolResultPart) for part in parts):
+        return ToolMessage(content=parts)
+    return UserMessage(content=parts)
+
+
+def content_parts(
+    content: Any, path: str, read: Callable[[Mapping[str, Any], str], Any | None]
+) -> list[Any]:
+    """A message's content as parts: a string is one text part; each block of a list is
+    the part `read` makes of it (given its path, ``content[i]``, for errors), or is kept
+    verbatim as an `UnknownPart` where `read` makes none."""
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    parts: list[Any] = []
+    for position, raw in enumerate(as_list(content, path)):
+        where = f"{path}[{position}]"
+        block = as_dict(raw, where)
+        part = read(block, where)
+        parts.append(UnknownPart.model_validate(dict(block)) if part is None else part)
+    return parts
+
+
+def text_block(block: Mapping[str, Any], path: str) -> TextPart | None:
+    """A ``{"type": "text"}`` block as a text part (None for any other block)."""
+    if block.get("type") != "text":
+        return None
+    return TextPart(text=as_str(block.get("text"), f"{path}.text"))
+
+
+def text_parts(content: Any, path: str) -> list[Any]:
+    """Text content as parts: a string, or `text_block`s (any other block verbatim)."""
+    return content_parts(content, path, text_block)
+
+
+def import_each(
+    messages: Sequence[Mapping[str, Any]],
+    fmt: str,
+    read: Callable[[Mapping[str, Any], str], tuple[Built, JSON]],
+    render: Callable[[Built, JSON], JSON],
+) -> list[AnyMessage]:
+    """The messages `read` builds from a list of one message a dict (each with its path,
+    ``messages[i]``, for errors), each stashing the entry `read` returns plus the `diff`
+    between the dict and what `render` makes of the message, so an export gives the
+    dict back (formats/stash.py)."""
+    out: list[AnyMessage] = []
+    for index, raw in enumerate(as_list(messages, "messages")):
+        path = f"messages[{index}]"
+        data = as_dict(raw, path)
+        message, entry = read(data, path)
+        delta = diff(data, render(message, entry))
+        message.metadata = with_entry(message.metadata, fmt, {**entry, "delta": delta})
+        out.append(message)
+    return out
 
 
 def model_messages(messages: Sequence[AnyMessage]) -> Iterator[MessageBase]:

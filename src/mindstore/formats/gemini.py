@@ -32,11 +32,11 @@ from typing import Any
 
 from mindstore.formats.checks import as_args, as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (
-    Built,
     finished,
     group_turns,
     result_text,
     settle,
+    turn_message,
 )
 from mindstore.formats.media import inline_image
 from mindstore.formats.outgoing import outgoing, refused_by_gemini
@@ -44,11 +44,8 @@ from mindstore.formats.stash import diff, patch, read_entry, with_entry
 from mindstore.model.base import JSON, new_id
 from mindstore.model.messages import (
     AnyMessage,
-    AssistantMessage,
     MessageBase,
     SystemMessage,
-    ToolMessage,
-    UserMessage,
 )
 from mindstore.model.parts import (
     AudioPart,
@@ -109,12 +106,7 @@ def from_gemini(payload: Mapping[str, Any]) -> list[AnyMessage]:
             for i, part in enumerate(as_list(content.get("parts", []), f"{path}.parts"))
         ]
         side = "model" if role == "model" else "user"
-        if side == "model":
-            message: Built = AssistantMessage(content=parts)
-        elif any(isinstance(part, ToolResultPart) for part in parts):
-            message = ToolMessage(content=parts)
-        else:
-            message = UserMessage(content=parts)
+        message = turn_message(parts, assistant=side == "model")
         delta = diff(content, _render_content(side, [message]))
         message.metadata = with_entry(None, FORMAT, {"delta": delta, "new_turn": side == previous})
         previous = side

@@ -36,9 +36,9 @@ from typing import Any
 from pydantic import ValidationError as PydanticError
 
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
-from mindstore.formats.conversation import Built, result_text, settle
+from mindstore.formats.conversation import Built, import_each, result_text, settle
 from mindstore.formats.media import sniff_mime
-from mindstore.formats.stash import diff, patch, read_entry, with_entry
+from mindstore.formats.stash import patch, read_entry
 from mindstore.model.base import JSON, now_ts
 from mindstore.model.messages import (
     AnyMessage,
@@ -85,15 +85,7 @@ def from_message_layer(messages: Sequence[Mapping[str, Any]]) -> list[AnyMessage
     Raises:
         ValidationError: A malformed payload, naming where (e.g. `messages[2].content`).
     """
-    out: list[AnyMessage] = []
-    for index, raw in enumerate(as_list(messages, "messages")):
-        path = f"messages[{index}]"
-        data = as_dict(raw, path)
-        message, entry = _import_message(data, path)
-        delta = diff(data, _render(message, entry))
-        message.metadata = with_entry(None, FORMAT, {**entry, "delta": delta})
-        out.append(message)
-    return settle(out)
+    return settle(import_each(messages, FORMAT, _import_message, _render))
 
 
 def _import_message(data: Mapping[str, Any], path: str) -> tuple[Built, JSON]:

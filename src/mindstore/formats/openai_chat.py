@@ -27,11 +27,14 @@ from typing import Any
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (
     Built,
+    content_parts,
     dump_args,
     finished,
     load_args,
     result_text,
     settle,
+    text_block,
+    text_parts,
 )
 from mindstore.formats.media import data_url, image_from_url, image_url, parse_data_url
 from mindstore.formats.outgoing import outgoing, refused_by_openai
@@ -55,7 +58,6 @@ from mindstore.model.parts import (
     ToolCallPart,
     ToolResultContent,
     ToolResultPart,
-    UnknownPart,
 )
 
 FORMAT = "openai_chat"
@@ -106,14 +108,14 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
     if name is not None:
         as_str(name, f"{path}.name")
     if role in ("system", "developer"):
-        return SystemMessage(content=_text_parts(data.get("content"), f"{path}.content"), name=name)
+        return SystemMessage(content=text_parts(data.get("content"), f"{path}.content"), name=name)
     if role == "user":
         return UserMessage(content=_user_parts(data.get("content"), f"{path}.content"), name=name)
     if role == "assistant":
         parts: list[Any] = []
         content = data.get("content")
         if content is not None:
-            parts.extend(_text_parts(content, f"{path}.content"))
+            parts.extend(text_parts(content, f"{path}.content"))
         for position, call in enumerate(
             as_list(data.get("tool_calls") or [], f"{path}.tool_calls")
         ):
@@ -126,7 +128,7 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
         if isinstance(content, str):
             result.result = content
         else:
-            texts = _text_parts(content, f"{path}.content")
+            texts = text_parts(content, f"{path}.content")
             result.tool_result_contents = [
                 ToolResultContent(type="text", text=p.text)
                 for p in texts
@@ -138,45 +140,26 @@ def _import_message(data: Mapping[str, Any], path: str) -> Built:
     )
 
 
-def _text_parts(content: Any, path: str) -> list[Any]:
-    if isinstance(content, str):
-        return [TextPart(text=content)]
-    parts: list[Any] = []
-    for position, raw in enumerate(as_list(content, path)):
-        block = as_dict(raw, f"{path}[{position}]")
-        if block.get("type") == "text":
-            parts.append(TextPart(text=as_str(block.get("text"), f"{path}[{position}].text")))
-        else:
-            parts.append(UnknownPart.model_validate(dict(block)))
-    return parts
-
-
 def _user_parts(content: Any, path: str) -> list[Any]:
-    if isinstance(content, str):
-        return [TextPart(text=content)]
-    parts: list[Any] = []
-    for position, raw in enumerate(as_list(content, path)):
-        where = f"{path}[{position}]"
-        block = as_dict(raw, where)
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(TextPart(text=as_str(block.get("text"), f"{where}.text")))
-        elif kind == "image_url":
-            url = as_str(
-                as_dict(block.get("image_url"), f"{where}.image_url").get("url"),
-                f"{where}.image_url.url",
-            )
-            parts.append(image_from_url(url))
-        elif kind == "input_audio":
-            audio = as_dict(block.get("input_audio"), f"{where}.input_audio")
-            data = as_str(audio.get("data"), f"{where}.input_audio.data")
-            audio_format = as_str(audio.get("format"), f"{where}.input_audio.format")
-            parts.append(AudioPart(audio=[data], mime_type=f"audio/{audio_format}"))
-        elif kind == "file":
-            parts.append(_import_file(as_dict(block.get("file"), f"{where}.file"), f"{where}.file"))
-        else:
-            parts.append(UnknownPart.model_validate(dict(block)))
-    return parts
+    return content_parts(content, path, _user_block)
+
+
+def _user_block(block: Mapping[str, Any], where: str) -> Any | None:
+    kind = block.get("type")
+    if kind == "image_url":
+        url = as_str(
+            as_dict(block.get("image_url"), f"{where}.image_url").get("url"),
+            f"{where}.image_url.url",
+        )
+        return image_from_url(url)
+    if kind == "input_audio":
+        audio = as_dict(block.get("input_audio"), f"{where}.input_audio")
+        data = as_str(audio.get("data"), f"{where}.input_audio.data")
+        audio_format = as_str(audio.get("format"), f"{where}.input_audio.format")
+        return AudioPart(audio=[data], mime_type=f"audio/{audio_format}")
+    if kind == "file":
+        return _import_file(as_dict(block.get("file"), f"{where}.file"), f"{where}.file")
+    return text_block(block, where)
 
 
 def _import_file(file: Mapping[str, Any], path: str) -> Any:

@@ -27,6 +27,7 @@ from typing import Any
 from mindstore.formats.checks import as_dict, as_list, as_name, as_str, fail, shown
 from mindstore.formats.conversation import (
     Built,
+    content_parts,
     dump_args,
     finished,
     load_args,
@@ -209,39 +210,29 @@ def _import_assistant_item(item: Mapping[str, Any], kind: str | None, path: str)
 
 
 def _input_parts(content: Any, path: str) -> list[Any]:
-    if isinstance(content, str):
-        return [TextPart(text=content)]
-    parts: list[Any] = []
-    for position, raw in enumerate(as_list(content, path)):
-        where = f"{path}[{position}]"
-        block = as_dict(raw, where)
-        kind = block.get("type")
-        if kind in ("input_text", "output_text"):
-            parts.append(TextPart(text=as_str(block.get("text"), f"{where}.text")))
-        elif kind == "input_image" and isinstance(block.get("image_url"), str):
-            parts.append(image_from_url(block["image_url"]))
-        elif kind == "input_image" and isinstance(block.get("file_id"), str):
-            parts.append(ImagePart(media=MediaRef(kind="file_id", file_id=block["file_id"])))
-        elif kind == "input_file" and isinstance(block.get("file_data"), str):
-            parsed = parse_data_url(block["file_data"])
-            mime, data = parsed if parsed is not None else ("", block["file_data"])
-            parts.append(
-                FilePart(
-                    data=data,
-                    mime_type=mime or "application/octet-stream",
-                    filename=block.get("filename"),
-                )
-            )
-        elif kind == "input_file" and isinstance(
-            block.get("file_id") or block.get("file_url"), str
-        ):
-            media = (MediaRef(kind="file_id", file_id=block["file_id"]) if block.get("file_id")
-                     else MediaRef(kind="url", url=block["file_url"]))  # fmt: skip
-            media.filename = block.get("filename")
-            parts.append(DocumentPart(media=media))
-        else:
-            parts.append(UnknownPart.model_validate(dict(block)))
-    return parts
+    return content_parts(content, path, _input_block)
+
+
+def _input_block(block: Mapping[str, Any], where: str) -> Any | None:
+    kind = block.get("type")
+    if kind in ("input_text", "output_text"):
+        return TextPart(text=as_str(block.get("text"), f"{where}.text"))
+    if kind == "input_image" and isinstance(block.get("image_url"), str):
+        return image_from_url(block["image_url"])
+    if kind == "input_image" and isinstance(block.get("file_id"), str):
+        return ImagePart(media=MediaRef(kind="file_id", file_id=block["file_id"]))
+    if kind == "input_file" and isinstance(block.get("file_data"), str):
+        parsed = parse_data_url(block["file_data"])
+        mime, data = parsed if parsed is not None else ("", block["file_data"])
+        return FilePart(
+            data=data, mime_type=mime or "application/octet-stream", filename=block.get("filename")
+        )
+    if kind == "input_file" and isinstance(block.get("file_id") or block.get("file_url"), str):
+        media = (MediaRef(kind="file_id", file_id=block["file_id"]) if block.get("file_id")
+                 else MediaRef(kind="url", url=block["file_url"]))  # fmt: skip
+        media.filename = block.get("filename")
+        return DocumentPart(media=media)
+    return None
 
 
 def _import_output(item: Mapping[str, Any], path: str) -> ToolResultPart:

@@ -8,12 +8,13 @@ dict, so reading and rewriting a document never drops data.
 
 from __future__ import annotations
 
+import copy
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from mindstore.draws import draw
 
@@ -94,3 +95,30 @@ class Model(BaseModel):
     def to_dict(self) -> JSON:
         """The stored (BSON-ready) form: plain Python types, aliases, nothing dropped."""
         return self.model_dump(mode="python", by_alias=True)
+
+
+class Verbatim(Model):
+    """What this version does not know (a part's `type`, a message's `role`), kept as the
+    raw dict: validated from any dict, serialised back to exactly that dict, so a newer
+    writer's data survives a read-modify cycle here (`UnknownPart`, `UnknownMessage`)."""
+
+    raw: JSON = Field(default_factory=dict)
+    what: ClassVar[str] = "a value"
+    """What the union expected, for the error on a value that is no dict."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrap(cls, data: Any) -> Any:
+        if isinstance(data, cls):
+            return data
+        if isinstance(data, dict):
+            return {"raw": dict(data)}
+        raise ValueError(f"{cls.what} must be an object, got {type(data).__name__}")
+
+    @model_serializer(mode="plain")
+    def _serialize(self) -> JSON:
+        return copy.deepcopy(self.raw)
+
+    def _raw_text(self, name: str) -> str | None:
+        value = self.raw.get(name)
+        return value if isinstance(value, str) else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     Discriminator,
@@ -21,13 +21,11 @@ from pydantic import (
     PrivateAttr,
     Tag,
     TypeAdapter,
-    model_serializer,
-    model_validator,
 )
 from pydantic_core import SchemaValidator
 
 from mindstore.errors import ValidationError
-from mindstore.model.base import JSON, Model, new_id, now_ts
+from mindstore.model.base import JSON, Model, Verbatim, new_id, now_ts
 from mindstore.model.parts import (
     CompressionPart,
     ImagePart,
@@ -175,7 +173,7 @@ DERIVED_FIELDS = ("id", "task_id", "scope", "depth", "finished_ts")
 """What the store adds to an unknown-role message it keeps (levels and pipelines need them)."""
 
 
-class UnknownMessage(Model):
+class UnknownMessage(Verbatim):
     """A message whose role this version does not know; stored and returned verbatim.
 
     The Mind Map silently dropped such messages. Here they are kept as the raw dict, expose
@@ -185,21 +183,8 @@ class UnknownMessage(Model):
     caller wrote (`derived` holds them; `stored_form` writes them next to the raw keys).
     """
 
-    raw: JSON = Field(default_factory=dict)
+    what: ClassVar[str] = "a message"
     _derived: dict[str, Any] = PrivateAttr(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _wrap(cls, data: Any) -> Any:
-        if isinstance(data, UnknownMessage):
-            return data
-        if isinstance(data, dict):
-            return {"raw": dict(data)}
-        raise ValueError(f"a message must be an object, got {type(data).__name__}")
-
-    @model_serializer(mode="plain")
-    def _serialize(self) -> JSON:
-        return copy.deepcopy(self.raw)
 
     @classmethod
     def from_stored(cls, document: JSON, derived: list[str]) -> UnknownMessage:
@@ -227,8 +212,7 @@ class UnknownMessage(Model):
 
     @property
     def role(self) -> str | None:
-        value = self.raw.get("role")
-        return value if isinstance(value, str) else None
+        return self._raw_text("role")
 
     @property
     def started_ts(self) -> int | float:

@@ -11,13 +11,12 @@ unchanged.
 
 from __future__ import annotations
 
-import copy
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, model_serializer, model_validator
+from pydantic import Discriminator, Field, Tag
 
-from mindstore.model.base import JSON, Model, Timestamp
+from mindstore.model.base import JSON, Model, Timestamp, Verbatim
 
 
 class MediaRef(Model):
@@ -277,32 +276,18 @@ class ErrorPart(Model):
     data: JSON | None = None
 
 
-class UnknownPart(Model):
+class UnknownPart(Verbatim):
     """A part whose `type` this version does not know; kept verbatim.
 
     Constructed from the raw dict (`UnknownPart.model_validate(raw)`); serialises back to
     exactly that dict, so a newer writer's data survives a read-modify cycle here.
     """
 
-    raw: JSON = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _wrap(cls, data: Any) -> Any:
-        if isinstance(data, UnknownPart):
-            return data
-        if isinstance(data, dict):
-            return {"raw": dict(data)}
-        raise ValueError(f"a message part must be an object, got {type(data).__name__}")
-
-    @model_serializer(mode="plain")
-    def _serialize(self) -> JSON:
-        return copy.deepcopy(self.raw)
+    what: ClassVar[str] = "a message part"
 
     @property
     def type(self) -> str | None:
-        value = self.raw.get("type")
-        return value if isinstance(value, str) else None
+        return self._raw_text("type")
 
 
 KNOWN_PART_TYPES: dict[str, type[Model]] = {

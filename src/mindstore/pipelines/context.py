@@ -99,18 +99,7 @@ def context_messages_pipeline(
         cond = {"$and": [cond, {"$eq": [{"$in": ["$$m.id", literal(list(excluded_ids))]}, False]}]}
     kept: dict[str, Any] = {"$filter": {"input": "$messages", "as": "m", "cond": cond}}
     if stubbed_ids:
-        skeleton: dict[str, Any] = {name: f"$$m.{name}" for name in STUB_SKELETON_FIELDS}
-        skeleton["content"] = {
-            "$map": {
-                "input": "$$m.content",
-                "as": "p",
-                "in": {
-                    "type": "$$p.type",
-                    "tool_call_id": "$$p.tool_call_id",
-                    "tool_name": "$$p.tool_name",
-                },
-            }
-        }
+        skeleton = _stub_skeleton()
         kept = {
             "$map": {
                 "input": kept,
@@ -176,6 +165,8 @@ def model_visible_expr(var: str = "$$m") -> dict[str, Any]:
 
 
 def _stub_skeleton() -> dict[str, Any]:
+    """A stubbed tool message (`$$m`): its header fields and, of each result, only the
+    type, call id and tool name."""
     skeleton: dict[str, Any] = {name: f"$$m.{name}" for name in STUB_SKELETON_FIELDS}
     skeleton["content"] = {
         "$map": {
@@ -219,6 +210,9 @@ def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) 
     }
     kept = {"$filter": {"input": "$level", "as": "m", "cond": {"$eq": [dropped, False]}}}
     stubbed = {"$cond": [{"$in": ["$$m.id", "$stubbed"]}, _stub_skeleton(), "$$m"]}
+    carried = dict.fromkeys(
+        ("level", "config", "mark_id", "cp", "compressed", "stubbed", "anchor"), 1
+    )
     return [
         _task_match(task),
         {"$project": first},
@@ -254,28 +248,11 @@ def _view_stages(task: TaskFilter, scope: str | None, config_index: int | None) 
                 "anchor": _if_null(f"${CHECKPOINT_PATH}.metadata.summary_after_id", None),
             }
         },
+        {"$project": {**carried, "view": {"$map": {"input": kept, "as": "m", "in": stubbed}}}},
         {
             "$project": {
-                "level": 1,
-                "config": 1,
-                "mark_id": 1,
-                "cp": 1,
-                "compressed": 1,
-                "stubbed": 1,
-                "anchor": 1,
-                "view": {"$map": {"input": kept, "as": "m", "in": stubbed}},
-            }
-        },
-        {
-            "$project": {
-                "level": 1,
+                **carried,
                 "view": 1,
-                "config": 1,
-                "mark_id": 1,
-                "cp": 1,
-                "compressed": 1,
-                "stubbed": 1,
-                "anchor": 1,
                 "visible": {
                     "$filter": {
                         "input": "$view",

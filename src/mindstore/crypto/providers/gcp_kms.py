@@ -38,6 +38,7 @@ from typing import Protocol, TypeVar
 
 from mindstore.crypto.provider import KekState
 from mindstore.crypto.providers.naming import check_prefix, gcp_key_id
+from mindstore.crypto.providers.refusals import refusal_error
 from mindstore.errors import CryptoError, KeyProviderUnavailable, KeyShredded, ValidationError
 from mindstore.ids import check_key
 
@@ -277,11 +278,7 @@ class GcpKmsProvider:
         """The error for a refused encrypt or decrypt: `KeyShredded` once the tenant's
         key is destroyed, a `CryptoError` naming Cloud KMS's reason otherwise."""
         state = await self.status(tenant)
-        if state == "destroyed":
-            return KeyShredded(tenant)
-        if state == "absent":
-            return CryptoError(f"Cloud KMS holds no key for tenant {tenant!r} ({what})")
-        return CryptoError(f"Cloud KMS refused to {what} for tenant {tenant!r}: {refusal}")
+        return refusal_error(state, tenant, what, refusal, service="Cloud KMS")
 
     # ------------------------------------------------------------------ KeyProvider
     async def wrap(self, tenant: str, data_key: bytes, context: bytes) -> bytes:

@@ -54,6 +54,24 @@ _UNDERSCORE_ESCAPES = {"_": "__", ".": "_d", ":": "_c"}
 _UNDERSCORE_UNESCAPES = {"_": "_", "d": ".", "c": ":", "h": "-"}
 
 
+def _unescaped(text: str, escape: str, decode: Callable[[str], str | None]) -> str | None:
+    """`text` with each `escape` and the character after it replaced by what `decode` makes
+    of that character; None where `decode` makes nothing of it (or `text` ends in `escape`)."""
+    out, index = [], 0
+    while index < len(text):
+        char = text[index]
+        if char != escape:
+            out.append(char)
+            index += 1
+            continue
+        decoded = decode(text[index + 1 : index + 2])
+        if decoded is None:
+            return None
+        out.append(decoded)
+        index += 2
+    return "".join(out)
+
+
 def check_prefix(prefix: object, *, limit: int = 32, what: str = "prefix") -> str:
     """`prefix` if it is 1-`limit` characters of ``[A-Za-z0-9_]``; a `ValidationError`
     naming `what` otherwise."""
@@ -104,22 +122,16 @@ def aws_alias_tenant(prefix: str, alias: str) -> str | None:
     head = f"alias/{prefix}-"
     if not alias.startswith(head):
         return None
-    body, out, index = alias[len(head) :], [], 0
-    while index < len(body):
-        char = body[index]
-        if char != "/":
-            out.append(char)
-            index += 1
-            continue
-        code = body[index + 1 : index + 2]
-        if code.isascii() and code.islower():
-            out.append(code.upper())
-        elif code in _AWS_UNESCAPES:
-            out.append(_AWS_UNESCAPES[code])
-        else:
-            return None  # "/0": the hashed form; anything else: not ours
-        index += 2
-    return _checked("".join(out), alias, lambda tenant: aws_alias(prefix, tenant))
+    tenant = _unescaped(alias[len(head) :], "/", _aws_unescape)
+    if tenant is None:
+        return None  # "/0": the hashed form; anything else: not ours
+    return _checked(tenant, alias, lambda tenant: aws_alias(prefix, tenant))
+
+
+def _aws_unescape(code: str) -> str | None:
+    if code.isascii() and code.islower():
+        return code.upper()
+    return _AWS_UNESCAPES.get(code)
 
 
 def aws_tombstone_alias(prefix: str) -> str:
@@ -139,19 +151,8 @@ def underscore_escape(tenant: str) -> str:
 
 def underscore_unescape(escaped: str) -> str | None:
     """The tenant `escaped` is the escape of, or None if it is no escape's output."""
-    out, index = [], 0
-    while index < len(escaped):
-        char = escaped[index]
-        if char != "_":
-            out.append(char)
-            index += 1
-            continue
-        code = escaped[index + 1 : index + 2]
-        if not code or code not in _UNDERSCORE_UNESCAPES:
-            return None
-        out.append(_UNDERSCORE_UNESCAPES[code])
-        index += 2
-    return _checked("".join(out), escaped, underscore_escape)
+    tenant = _unescaped(escaped, "_", _UNDERSCORE_UNESCAPES.get)
+    return None if tenant is None else _checked(tenant, escaped, underscore_escape)
 
 
 def gcp_key_id(prefix: str, tenant: str) -> str:

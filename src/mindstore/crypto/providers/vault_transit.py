@@ -37,6 +37,7 @@ from typing import Protocol
 
 from mindstore.crypto.provider import KekState
 from mindstore.crypto.providers.naming import check_prefix, vault_key_name, vault_tombstone_name
+from mindstore.crypto.providers.refusals import refusal_error
 from mindstore.errors import CryptoError, KeyProviderUnavailable, KeyShredded, ValidationError
 from mindstore.ids import check_key
 
@@ -164,12 +165,9 @@ class VaultTransitProvider:
                 ) from None
 
     async def _shredded_or_refused(self, tenant: str, what: str, refusal: _Refused) -> CryptoError:
+        """The error for a refused encrypt or decrypt (`refusal_error`)."""
         state = await self.status(tenant)
-        if state == "destroyed":
-            return KeyShredded(tenant)
-        if state == "absent":
-            return CryptoError(f"Vault holds no Transit key for tenant {tenant!r} ({what})")
-        return CryptoError(f"Vault refused to {what} for tenant {tenant!r}: {refusal}")
+        return refusal_error(state, tenant, what, refusal, service="Vault", key="Transit key")
 
     # ------------------------------------------------------------------ KeyProvider
     async def wrap(self, tenant: str, data_key: bytes, context: bytes) -> bytes:
