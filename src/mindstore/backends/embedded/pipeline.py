@@ -18,6 +18,7 @@ from typing import Any
 import mongomock.aggregate
 
 from .collection_base import MockCollection
+from .finds import find_documents
 
 __all__ = ["run_pipeline"]
 
@@ -47,7 +48,9 @@ def run_pipeline(
     collection: MockCollection, pipeline: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """mongomock's aggregate, with a leading `$match` (and an inclusion `$project` right
-    after it) run as a `find` (see the module docstring)."""
+    after it) run as a `find` (see the module docstring). A pipeline of only those gives
+    the stored documents themselves (without a projection) or mongomock's uncopied
+    projections (`finds.find_documents`): encode them before letting go of the lock."""
     stages = list(pipeline)
     if not stages or set(stages[0]) != {"$match"} or _holds_datetime(stages[0]["$match"]):
         return list(collection.aggregate(stages))
@@ -55,9 +58,9 @@ def run_pipeline(
     projection = None
     if stages and set(stages[0]) == {"$project"} and _is_inclusion(stages[0]["$project"]):
         projection = stages.pop(0)["$project"]
+    if not stages:  # the caller encodes them under the lock (finds.py)
+        return find_documents(collection, query, projection, 0, 0, None)
     documents = list(collection.find(query, projection))
-    if not stages:
-        return documents
     process = mongomock.aggregate.process_pipeline
     processed = process(documents, collection.database, stages, None)  # type: ignore[no-untyped-call]
     return list(processed)

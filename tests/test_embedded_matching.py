@@ -1,0 +1,174 @@
+"""The embedded backend's query matcher and finds (backends/embedded/matching.py, finds.py)
+against mongomock's own: the same answers and errors on generated filters and documents,
+and the same returned documents (as a driver hands them over) for generated finds."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import bson
+import mongomock
+from bson import Int64, ObjectId
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from mongomock import filtering
+
+from mindstore.backends.embedded import matching
+from mindstore.backends.embedded.codec import as_returned
+from mindstore.backends.embedded.finds import find_documents
+
+ORIGINAL = matching.ORIGINALS
+
+
+@contextlib.contextmanager
+def mongomocks_own() -> Iterator[None]:
+    """mongomock's own matcher for the block (its recursion included)."""
+    replaced = (filtering._Filterer.apply, filtering._iter_key_candidates_sublist)
+    filtering._Filterer.apply = ORIGINAL["apply"]
+    filtering._iter_key_candidates_sublist = ORIGINAL["_iter_key_candidates_sublist"]
+    try:
+        yield
+    finally:
+        filtering._Filterer.apply, filtering._iter_key_candidates_sublist = replaced
+
+
+def outcome(run: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return "value", run()
+    except Exception as error:
+        return type(error).__name__, repr(error.args)
+
+
+OID = ObjectId(b"a" * 12)
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(0, 3), st.sampled_from([1.0, 2.5, float("nan")]),
+    st.sampled_from(["a", "b", ""]), st.just(Int64(2)), st.just(OID), st.just(str(OID)),
+    st.just(dt.datetime(2024, 1, 1)),
+)  # fmt: skip
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["id", "k", "x"]), inner, max_size=2),
+    ),
+    max_leaves=6,
+)
+DOCUMENTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "a": VALUES, "b": VALUES, "id": SCALARS,
+        "messages": st.lists(st.one_of(
+            st.fixed_dictionaries({}, optional={"id": VALUES, "k": VALUES}), SCALARS),
+            max_size=4),
+    },
+)  # fmt: skip
+KEYS = st.sampled_from(
+    ["a", "b", "id", "messages", "messages.id", "messages.k", "messages.0", "messages.1.id",
+     "messages.id.x", "a.k", "a.0", "a.-1", "missing"]
+)  # fmt: skip
+LISTED = st.lists(st.one_of(SCALARS, st.just([1]), st.just({"k": 1}), st.just(re.compile("^a"))),
+                  max_size=4)  # fmt: skip
+OPERATORS = st.one_of(
+    st.builds(lambda op, v: {op: v}, st.sampled_from(["$in", "$nin"]), LISTED),
+    st.builds(lambda op, v: {op: v}, st.sampled_from(["$in", "$nin"]), SCALARS),  # not a list
+    st.builds(lambda op, v: {op: v},
+              st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]), VALUES),
+    st.builds(lambda v: {"$exists": v}, st.booleans()),
+    st.builds(lambda v: {"$size": v}, st.integers(0, 2)),
+    st.builds(lambda v: {"$not": {"$in": v}}, LISTED),
+    st.builds(lambda v: {"$all": v}, st.lists(SCALARS, max_size=2)),
+    st.builds(lambda v: {"$elemMatch": {"id": v}}, SCALARS),
+    st.just({"$regex": "^a", "$options": "i"}),
+    st.just({"$type": "string"}),
+    st.just({"$badop": 1}),
+    st.just({"$bitsAllSet": [0]}),
+    st.just({"$near": 1}),
+    st.builds(lambda a, b: {"$in": a, "$ne": b}, LISTED, SCALARS),
+)  # fmt: skip
+CONDITIONS = st.one_of(
+    st.builds(lambda k, v: {k: v}, KEYS, st.one_of(OPERATORS, VALUES)),
+    st.builds(lambda k: {k: re.compile("^a")}, KEYS),
+    st.just({"$comment": "why"}),
+    st.just({"$unknown": 1}),
+    st.just({"$where": "1"}),
+)
+FILTERS = st.recursive(
+    st.lists(CONDITIONS, max_size=3).map(lambda cs: {k: v for c in cs for k, v in c.items()}),
+    lambda inner: st.builds(
+        lambda op, qs: {op: qs},
+        st.sampled_from(["$and", "$or", "$nor"]),
+        st.lists(inner, max_size=2),
+    ),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@example(search={"messages.id": {"$in": [1, "a", None]}}, document={"messages": [{"k": 1}, 3]})
+@example(search={"messages.id": {"$nin": ["a"]}}, document={"messages": [{"id": ["a"]}]})
+@example(search={"a": {"$in": [1, "a"]}}, document={"a": [[1], {"k": 1}, 2]})  # unhashable
+@example(search={"a": {"$in": [1], "$ne": 1}}, document={"a": 1})  # every operator holds
+@given(search=FILTERS, document=DOCUMENTS)
+def test_filters_match_as_mongomocks_own(search: dict[str, Any], document: dict[str, Any]) -> None:
+    def run() -> Any:
+        return bool(filtering.filter_applies(search, document))
+
+    with mongomocks_own():
+        expected = outcome(run)
+    assert outcome(run) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=KEYS, document=DOCUMENTS)
+def test_paths_reach_the_values_mongomock_reaches(key: str, document: dict[str, Any]) -> None:
+    def run() -> Any:
+        return repr(filtering.iter_key_candidates(key, document))
+
+    with mongomocks_own():
+        expected = outcome(run)
+    assert outcome(run) == expected
+
+
+PROJECTIONS = st.one_of(
+    st.none(), st.just({"a": 1}), st.just({"messages": 0}), st.just({"_id": 0, "b": 1}),
+    st.just({"messages": {"$slice": -1}, "a": 1}),
+)  # fmt: skip
+SORTS = st.one_of(st.none(), st.just([("a", 1)]), st.just([("_id", -1)]),
+                  st.just([("$natural", -1)]), st.just([("$bad", 1)]))  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@example(
+    documents=[{"list": []}], search={"list.-1": 1}, projection=None, sort=None, skip=0, limit=0
+)  # mongomock's cursor takes the IndexError for the end of the results
+@given(
+    documents=st.lists(DOCUMENTS, max_size=4),
+    search=FILTERS,
+    projection=PROJECTIONS,
+    sort=SORTS,
+    skip=st.integers(0, 2),
+    limit=st.integers(0, 2),
+)
+def test_finds_return_what_mongomocks_find_returns(
+    documents: list[dict[str, Any]], search: dict[str, Any], projection: Any, sort: Any,
+    skip: int, limit: int,
+) -> None:  # fmt: skip
+    collection = mongomock.MongoClient(tz_aware=True).db.probe
+    for number, document in enumerate(documents):
+        collection.insert_one({"_id": number, **document})
+
+    def found(run: Callable[[], list[dict[str, Any]]]) -> Any:
+        return outcome(lambda: [bson.encode(as_returned(d)[0]) for d in run()])  # NaN == NaN
+
+    expected = found(lambda: list(collection.find(
+        search, None if projection is None else dict(projection), skip=skip, limit=limit,
+        sort=sort)))  # fmt: skip
+    stored_before = [bson.encode(d) for d in collection.find()]
+    assert found(lambda: find_documents(
+        collection, search, None if projection is None else dict(projection), skip, limit, sort,
+    )) == expected  # fmt: skip
+    assert [bson.encode(d) for d in collection.find()] == stored_before
