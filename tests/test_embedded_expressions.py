@@ -94,7 +94,7 @@ DOCUMENTS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     expression=EXPRESSIONS,
     document=DOCUMENTS,
@@ -138,7 +138,7 @@ ORDERED = st.one_of(SCALARS, st.lists(SCALARS, max_size=2),
                     st.dictionaries(st.sampled_from("ab"), SCALARS, max_size=2))  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     a=ORDERED,
     b=ORDERED,

@@ -5,6 +5,7 @@ and the same returned documents (as a driver hands them over) for generated find
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import re
 from collections.abc import Callable, Iterator
@@ -15,11 +16,12 @@ import mongomock
 from bson import Int64, ObjectId
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from mongomock import filtering
+from mongomock import aggregate, filtering
 
 from mindstore.backends.embedded import matching
 from mindstore.backends.embedded.codec import as_returned
 from mindstore.backends.embedded.finds import find_documents
+from mindstore.backends.embedded.pipeline import run_pipeline
 
 ORIGINAL = matching.ORIGINALS
 
@@ -107,7 +109,7 @@ FILTERS = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @example(search={"messages.id": {"$in": [1, "a", None]}}, document={"messages": [{"k": 1}, 3]})
 @example(search={"messages.id": {"$nin": ["a"]}}, document={"messages": [{"id": ["a"]}]})
 @example(search={"a": {"$in": [1, "a"]}}, document={"a": [[1], {"k": 1}, 2]})  # unhashable
@@ -122,7 +124,7 @@ def test_filters_match_as_mongomocks_own(search: dict[str, Any], document: dict[
     assert outcome(run) == expected
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(key=KEYS, document=DOCUMENTS)
 def test_paths_reach_the_values_mongomock_reaches(key: str, document: dict[str, Any]) -> None:
     def run() -> Any:
@@ -141,7 +143,7 @@ SORTS = st.one_of(st.none(), st.just([("a", 1)]), st.just([("_id", -1)]),
                   st.just([("$natural", -1)]), st.just([("$bad", 1)]))  # fmt: skip
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @example(
     documents=[{"list": []}], search={"list.-1": 1}, projection=None, sort=None, skip=0, limit=0
 )  # mongomock's cursor takes the IndexError for the end of the results
@@ -171,4 +173,39 @@ def test_finds_return_what_mongomocks_find_returns(
     assert found(lambda: find_documents(
         collection, search, None if projection is None else dict(projection), skip, limit, sort,
     )) == expected  # fmt: skip
+    assert [bson.encode(d) for d in collection.find()] == stored_before
+
+
+VALUE_PROJECTIONS = st.one_of(
+    st.just({"_id": 0, "a": 1, "tail": {"$slice": ["$messages", -2]}}),
+    st.just({"head": {"$slice": ["$messages", 1]}, "n": {"$size": "$messages"}}),
+    st.just({"a": 0}),
+    st.just({"x": {"$slice": ["$a", 1, 1]}}),
+    st.just({"x": {"$size": "$missing"}}),
+    st.just({"x": {"$concat": ["$a"]}}),  # not a value projection: mongomock's path
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents=st.lists(DOCUMENTS, max_size=3), search=FILTERS, projection=VALUE_PROJECTIONS)
+def test_a_projection_of_stored_values_gives_what_mongomocks_aggregate_gives(
+    documents: list[dict[str, Any]], search: dict[str, Any], projection: dict[str, Any]
+) -> None:
+    """`tasks.ends()`'s shape, `$match` then a `$project` of slices, over stored documents:
+    what the backend's pipeline gave when it copied them first."""
+    collection = mongomock.MongoClient(tz_aware=True).db.probe
+    for number, document in enumerate(documents):
+        collection.insert_one({"_id": number, **document})
+    stages = [{"$match": search}, {"$project": projection}]
+    stored_before = [bson.encode(d) for d in collection.find()]
+
+    def run(pipeline: Callable[[], Any]) -> Any:
+        return outcome(lambda: [bson.encode(as_returned(d)[0]) for d in pipeline()])
+
+    def before() -> Any:  # run_pipeline before: the `$match` as a find, then mongomock's stage
+        found = list(collection.find(copy.deepcopy(search)))
+        return list(aggregate.process_pipeline(found, collection.database, stages[1:], None))
+
+    expected = run(before)
+    assert run(lambda: run_pipeline(collection, copy.deepcopy(stages))) == expected
     assert [bson.encode(d) for d in collection.find()] == stored_before
