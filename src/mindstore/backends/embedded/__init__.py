@@ -55,7 +55,8 @@ Layout (each module one concern; imports flow downwards only):
 * `unwind` -- `$unwind` of a top-level array without copying the array per element, for
   the pages the paged context window looks up;
 * `duplicate_keys` -- duplicate key errors with a server's details;
-* `empty_timestamps` -- an empty BSON timestamp nested in a document stored as given (mongomock
+* `empty_timestamps` -- mongomock's document normaliser in fewer steps per value, and an
+  empty BSON timestamp nested in a document stored as given (mongomock
   replaced it with the current time; a server does so only in an inserted top-level field);
 * `expressions` -- aggregation expressions evaluated with fewer steps (operator dispatch,
   variable reads, comparisons of two numbers or strings), with the same results;
