@@ -73,7 +73,8 @@ KEYS = st.sampled_from(
      "messages.id.x", "a.k", "a.0", "a.-1", "missing"]
 )  # fmt: skip
 LISTED = st.lists(st.one_of(SCALARS, st.just([1]), st.just({"k": 1}), st.just(re.compile("^a"))),
-                  max_size=4)  # fmt: skip
+                  max_size=10)  # a set from 8 values  # fmt: skip
+EIGHT = ["p", "q", "r", "s", "t", "u", "v", "w"]  # the matcher looks a list this long up in a set
 OPERATORS = st.one_of(
     st.builds(lambda op, v: {op: v}, st.sampled_from(["$in", "$nin"]), LISTED),
     st.builds(lambda op, v: {op: v}, st.sampled_from(["$in", "$nin"]), SCALARS),  # not a list
@@ -110,9 +111,14 @@ FILTERS = st.recursive(
 
 
 @settings(max_examples=200, deadline=None)
-@example(search={"messages.id": {"$in": [1, "a", None]}}, document={"messages": [{"k": 1}, 3]})
-@example(search={"messages.id": {"$nin": ["a"]}}, document={"messages": [{"id": ["a"]}]})
-@example(search={"a": {"$in": [1, "a"]}}, document={"a": [[1], {"k": 1}, 2]})  # unhashable
+@example(
+    search={"messages.id": {"$in": [1, "a", None, *EIGHT]}}, document={"messages": [{"k": 1}, 3]}
+)
+@example(search={"messages.id": {"$nin": ["a", *EIGHT]}}, document={"messages": [{"id": ["a"]}]})
+@example(search={"a": {"$in": [1, "a", *EIGHT]}}, document={"a": [[1], {"k": 1}, 2]})  # unhashable
+@example(
+    search={"a": {"$in": [True, 2.0, *EIGHT]}}, document={"a": [1, Int64(2)]}
+)  # equal, not alike
 @example(search={"a": {"$in": [1], "$ne": 1}}, document={"a": 1})  # every operator holds
 @given(search=FILTERS, document=DOCUMENTS)
 def test_filters_match_as_mongomocks_own(search: dict[str, Any], document: dict[str, Any]) -> None:

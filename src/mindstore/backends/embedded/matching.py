@@ -13,8 +13,8 @@ Here (`install`, once per process, on mongomock's classes and module):
 * `_Filterer.apply` is mongomock's own function with what depends only on the filter field
   (the operator checks, their errors, `$options` folded into `$regex`, the functions) done
   at the first value the path reaches instead of at each, in the same order, so a field
-  that reaches no value still raises nothing; a `$in` or `$nin` whose list holds only
-  str, int, float, bool, None or ObjectId values (exact types: equal values hash alike)
+  that reaches no value still raises nothing; a `$in` or `$nin` whose list holds 8 or more
+  values, only str, int, float, bool, None or ObjectId (exact types: equal values hash alike)
   finds a value of those types in a set, and any other value in the list, as before;
 * `_iter_key_candidates_sublist` (the values a path reaches inside an array) for a last
   path component that is not an array index: one list comprehension with the same result
@@ -46,18 +46,19 @@ _NEGATIVE = frozenset({"$ne", "$nin"})
 _installed = False
 _installing = threading.Lock()
 
-Test = Callable[[Any], Any]
+Check = Callable[[Any, Any], Any]
+_SET_FROM = 8  # a `$in` list this long or longer is looked up through a set
 
 
-def _fast_in(values: list[Any] | tuple[Any, ...]) -> Test | None:
-    """mongomock's `_in_op(doc_val, values)` as a one-argument test, or None when the
-    values are not all of the `_HASHED` types."""
-    if not all(type(value) in _HASHED for value in values):
+def _fast_in(values: list[Any] | tuple[Any, ...]) -> Check | None:
+    """mongomock's `_in_op(doc_val, values)` (its second argument unused), or None when the
+    values are too few to gain from a set or not all of the `_HASHED` types."""
+    if len(values) < _SET_FROM or not all(type(value) in _HASHED for value in values):
         return None
     lookup = frozenset(values)
     has_none = None in lookup
 
-    def test(doc_val: Any) -> bool:
+    def test(doc_val: Any, _values: Any) -> bool:
         if doc_val is NOTHING and has_none:
             return True
         if not isinstance(doc_val, (list, tuple)):
@@ -73,32 +74,19 @@ def _fast_in(values: list[Any] | tuple[Any, ...]) -> Test | None:
     return test
 
 
-def _bound(function: Callable[[Any, Any], Any], search_val: Any) -> Test:
-    def test(doc_val: Any) -> Any:
-        return function(doc_val, search_val)
-
-    return test
-
-
-def _negated(test: Test) -> Test:
-    def negated(doc_val: Any) -> bool:
-        return not test(doc_val)
+def _negated(test: Check) -> Check:
+    def negated(doc_val: Any, search_val: Any) -> bool:
+        return not test(doc_val, search_val)
 
     return negated
 
 
-def _not_test(matcher: Any, document: Any, key: str, search_val: Any) -> Test:
-    def test(_doc_val: Any) -> Any:
-        return matcher._not_op(document, key, search_val)
-
-    return test
-
-
 def _tests(
-    matcher: Any, search: dict[str, Any], document: Any, key: str, plain_in: Any, plain_nin: Any
-) -> tuple[dict[str, Any], list[Test]]:
+    matcher: Any, search: dict[str, Any], plain_in: Any, plain_nin: Any
+) -> tuple[dict[str, Any], list[tuple[Check | None, Any]]]:
     """The checks mongomock makes of an operator field at each candidate, made once: the
-    (possibly `$options`-folded) field and one test per operator, in order."""
+    (possibly `$options`-folded) field and, per operator in order, its function and
+    argument (None: `$not`, which `_passes` asks the matcher)."""
     operator_map = matcher._operator_map
     if "$options" in search and "$regex" in search:
         search = _filtering._combine_regex_options(search)
@@ -111,11 +99,11 @@ def _tests(
                 "not supported by Mongomock yet."
             )
         raise OperationFailure("unknown operator: " + next(iter(unknown_operators)))
-    tests: list[Test] = []
+    tests: list[tuple[Check | None, Any]] = []
     for operator_string, search_val in search.items():
         function = operator_map.get(operator_string)
         if function is None:  # `$not` (not in the map: checked above)
-            tests.append(_not_test(matcher, document, key, search_val))
+            tests.append((None, search_val))
             continue
         fast = None
         if isinstance(search_val, (list, tuple)) and (
@@ -124,12 +112,25 @@ def _tests(
         ):
             fast = _fast_in(search_val)
         if fast is None:
-            tests.append(_bound(function, search_val))
+            tests.append((function, search_val))
         elif operator_string == "$in":
-            tests.append(fast)
+            tests.append((fast, search_val))
         else:
-            tests.append(_negated(fast))
+            tests.append((_negated(fast), search_val))
     return search, tests
+
+
+def _passes(
+    matcher: Any, document: Any, key: str, tests: list[tuple[Check | None, Any]], doc_val: Any
+) -> bool:
+    """mongomock's ``all(...)`` over a field's operators for one value, in order."""
+    for function, search_val in tests:
+        if function is None:
+            if not matcher._not_op(document, key, search_val):
+                return False
+        elif not function(doc_val, search_val):
+            return False
+    return True
 
 
 def _make_apply(plain_in: Any, plain_nin: Any) -> Callable[..., bool]:
@@ -182,7 +183,7 @@ def _make_apply(plain_in: Any, plain_nin: Any) -> Callable[..., bool]:
 
             first = True
             is_ops_filter: Any = False
-            tests: list[Test] = []
+            tests: list[tuple[Check | None, Any]] = []
             for doc_val in iter_key_candidates(key, document):
                 has_candidates |= doc_val is not NOTHING
                 if first:
@@ -191,9 +192,9 @@ def _make_apply(plain_in: Any, plain_nin: Any) -> Callable[..., bool]:
                         search and search_is_dict and all(k.startswith("$") for k in search)
                     )
                     if is_ops_filter:
-                        search, tests = _tests(self, search, document, key, plain_in, plain_nin)
+                        search, tests = _tests(self, search, plain_in, plain_nin)
                 if is_ops_filter:
-                    is_match = all(test(doc_val) for test in tests) and search
+                    is_match = _passes(self, document, key, tests, doc_val) and search
                 elif isinstance(search, re_types) and isinstance(doc_val, (str, list)):
                     is_match = _filtering._regex(doc_val, search)
                 elif isinstance(doc_val, (list, tuple)):
