@@ -120,6 +120,13 @@ FILTERS = st.recursive(
     search={"a": {"$in": [True, 2.0, *EIGHT]}}, document={"a": [1, Int64(2)]}
 )  # equal, not alike
 @example(search={"a": {"$in": [1], "$ne": 1}}, document={"a": 1})  # every operator holds
+@example(search={"a": {"$in": [None, 2]}}, document={})  # a missing value is None
+@example(search={"a": {"$nin": [None]}}, document={"b": 1})
+@example(search={"a": {"$in": [[1], 3]}}, document={"a": [[1], 2]})  # a list held whole
+@example(search={"a": {"$in": [1, 2]}}, document={"a": 2})  # any value of the list
+@example(search={"a": {"$in": [2, "b"]}}, document={"a": [1, 2]})  # any value of an array
+@example(search={"a": {"$in": [re.compile("^a"), 5]}}, document={"a": "ab"})  # a regex listed
+@example(search={"a": {"$nin": [re.compile("^a")]}}, document={"a": ["b", "a"]})
 @given(search=FILTERS, document=DOCUMENTS)
 def test_filters_match_as_mongomocks_own(search: dict[str, Any], document: dict[str, Any]) -> None:
     def run() -> Any:

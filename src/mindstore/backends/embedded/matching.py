@@ -13,9 +13,11 @@ Here (`install`, once per process, on mongomock's classes and module):
 * `_Filterer.apply` is mongomock's own function with what depends only on the filter field
   (the operator checks, their errors, `$options` folded into `$regex`, the functions) done
   at the first value the path reaches instead of at each, in the same order, so a field
-  that reaches no value still raises nothing; a `$in` or `$nin` whose list holds 8 or more
-  values, only str, int, float, bool, None or ObjectId (exact types: equal values hash alike)
-  finds a value of those types in a set, and any other value in the list, as before;
+  that reaches no value still raises nothing; a `$in` or `$nin` list with no regular
+  expression in it is not searched for one at every value (mongomock's `_in_op` did), and
+  one of 8 or more values, only str, int, float, bool, None or ObjectId (exact types:
+  equal values hash alike), finds a value of those types in a set, and any other value in
+  the list, as before;
 * `_iter_key_candidates_sublist` (the values a path reaches inside an array) for a last
   path component that is not an array index: one list comprehension with the same result
   as the per-element recursion.
@@ -38,6 +40,7 @@ __all__ = ["ORIGINALS", "install"]
 
 _filtering: Any = _untyped_filtering
 NOTHING: Any = _filtering.NOTHING  # a missing value (mongomock's sentinel)
+_RE_TYPES: Any = _filtering._RE_TYPES
 
 #: `$in` values found through a set: exact types whose equal values have equal hashes.
 _HASHED: frozenset[type] = frozenset({str, int, float, bool, type(None), ObjectId})
@@ -50,11 +53,28 @@ Check = Callable[[Any, Any], Any]
 _SET_FROM = 8  # a `$in` list this long or longer is looked up through a set
 
 
-def _fast_in(values: list[Any] | tuple[Any, ...]) -> Check | None:
-    """mongomock's `_in_op(doc_val, values)` (its second argument unused), or None when the
-    values are too few to gain from a set or not all of the `_HASHED` types."""
-    if len(values) < _SET_FROM or not all(type(value) in _HASHED for value in values):
+def _listed_in(doc_val: Any, values: list[Any] | tuple[Any, ...]) -> bool:
+    """mongomock's `_in_op` for a list that holds no regular expression (without testing
+    each value of the list for one at every call)."""
+    if doc_val is NOTHING and None in values:
+        return True
+    if not isinstance(doc_val, (list, tuple)):
+        return doc_val in values
+    return any(x in values for x in doc_val)
+
+
+def _not_listed_in(doc_val: Any, values: list[Any] | tuple[Any, ...]) -> bool:
+    return not _listed_in(doc_val, values)
+
+
+def _fast_in(values: list[Any] | tuple[Any, ...], negated: bool) -> Check | None:
+    """mongomock's `_in_op(doc_val, values)` (negated for `$nin`), or None when a value of
+    the list is a regular expression. From `_SET_FROM` values of the `_HASHED` types, the
+    values are looked up through a set."""
+    if any(isinstance(value, _RE_TYPES) for value in values):
         return None
+    if len(values) < _SET_FROM or not all(type(value) in _HASHED for value in values):
+        return _not_listed_in if negated else _listed_in
     lookup = frozenset(values)
     has_none = None in lookup
 
@@ -71,7 +91,7 @@ def _fast_in(values: list[Any] | tuple[Any, ...]) -> Check | None:
                 return True
         return False
 
-    return test
+    return _negated(test) if negated else test
 
 
 def _negated(test: Check) -> Check:
@@ -110,13 +130,8 @@ def _tests(
             (operator_string == "$in" and function is plain_in)
             or (operator_string == "$nin" and function is plain_nin)
         ):
-            fast = _fast_in(search_val)
-        if fast is None:
-            tests.append((function, search_val))
-        elif operator_string == "$in":
-            tests.append((fast, search_val))
-        else:
-            tests.append((_negated(fast), search_val))
+            fast = _fast_in(search_val, negated=operator_string == "$nin")
+        tests.append((function if fast is None else fast, search_val))
     return search, tests
 
 
