@@ -22,7 +22,9 @@ and 10,000 small documents (`{"_id": "bench/doc-N", "tenant": "bench", "n": N}`)
 `find_one` calls with mindstore's filter shape (`{"tenant": ..., "_id": ...}`) on ids
 drawn with a fixed seed (a tenth of them missing), through the backend's async collection,
 with the lookup and with the scan (`client.fast_reads = False`) in the same run: the
-median and 90th percentile per read, and the scan's median over the lookup's.
+median and 90th percentile per read, and the scan's median over the lookup's; and the same
+for a `find` of two ids (`{"_id": {"$in": [a, b]}}`, `lookup_in_two` / `scan_in_two`),
+whose found documents the lookup puts in the store's order by each key's recorded place.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ async def _reads_by_id(size: int, reads: int) -> dict[str, Any]:
     )
     draw = random.Random(size)
     keys = [f"bench/doc-{draw.randrange(size + size // 9)}" for _ in range(reads)]
+    pairs = [[keys[n], keys[n - 1]] for n in range(reads)]  # later id first: put in order
     row: dict[str, Any] = {"documents": size, "reads": reads}
     found: dict[str, list[Any]] = {}
     for path, fast in (("lookup", True), ("scan", False)):
@@ -112,9 +115,22 @@ async def _reads_by_id(size: int, reads: int) -> dict[str, Any]:
             documents.append(document)
         row[path] = _spread(times)
         found[path] = documents
+        times, listed = [], []
+        for pair in pairs:
+            start = time.perf_counter()
+            cursor = collection.find({"tenant": "bench", "_id": {"$in": pair}})
+            listed.append(await cursor.to_list(None))
+            times.append(time.perf_counter() - start)
+        row[f"{path}_in_two"] = _spread(times)
+        found[f"{path}_in_two"] = listed
     await store.close()
     row["scan_over_lookup"] = round(row["scan"]["median_ms"] / row["lookup"]["median_ms"], 1)
-    row["same_documents_read"] = found["lookup"] == found["scan"]
+    row["in_two_scan_over_lookup"] = round(
+        row["scan_in_two"]["median_ms"] / row["lookup_in_two"]["median_ms"], 1
+    )
+    row["same_documents_read"] = (
+        found["lookup"] == found["scan"] and found["lookup_in_two"] == found["scan_in_two"]
+    )
     row["missing_ids_read"] = sum(document is None for document in found["lookup"])
     return row
 

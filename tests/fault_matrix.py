@@ -8,7 +8,9 @@ operation three times on one tenant name:
   operation sends, so positions are generated, not listed;
 * on the suite's database, through a cold store whose `FaultPlan` injects the fault
   (`mindstore.backends.faults`), with transient retries off, so the error reaches the
-  caller;
+  caller; the case starts from a copy of the documents the twin's setup stored (checked
+  equal in the canonical form), or, when the setup made more than documents (arguments, a
+  folder, a key vault), from the setup run again;
 * again, as the caller's retry of the same call: on the same store after a `before` or
   `after` fault (the same process), on a new store after a crash (the next process).
 
@@ -274,6 +276,10 @@ class Reference:
 
     mark: tuple[int, int]
     context: dict[str, Any]
+    stored: dict[str, list[dict[str, Any]]] | None
+    """What the setup stored (every document of the tenants `wipe` empties, by collection,
+    in stored order), when a case may start from a copy of it instead of running the setup
+    again (`replayable`); None: each case runs the setup."""
     before: dict[str, list[bytes]]
     after: dict[str, list[bytes]]
     result: Any
@@ -281,16 +287,40 @@ class Reference:
     writes: int
 
 
+def replayable(path: WritePath, context: dict[str, Any]) -> bool:
+    """A case may start from a copy of what the setup stored: the setup made nothing but
+    documents (no arguments, folders or backups in its context) and no key vault holds
+    part of the state (a keyring path's vault is each case's own)."""
+    return path.setup is not None and not context and not path.keyring
+
+
+async def stored_state(store: Store, tenant: str) -> dict[str, list[dict[str, Any]]]:
+    """Every document of the tenants `wipe` empties, by collection, in stored order."""
+    database = store.backend.database
+    return {name: await database[name].find(_tenants(tenant)).to_list(None)
+            for name in sorted(await database.list_collection_names())}  # fmt: skip
+
+
+async def restore_state(store: Store, stored: dict[str, list[dict[str, Any]]]) -> None:
+    """Insert a `stored_state` copy (into a store `wipe` emptied of those tenants)."""
+    database = store.backend.database
+    for name, documents in stored.items():
+        if documents:
+            await database[name].insert_many([dict(d) for d in documents])
+
+
 async def reference(path: WritePath, twin: Store, tenant: str, draws: Draws) -> Reference:
     draws.reset()
     context = await path.setup(twin.scoped(tenant)) if path.setup else {}
     mark = draws.mark()
+    stored = await stored_state(twin, tenant) if replayable(path, context) else None
     before = await canonical(twin, tenant)
     draws.reset(mark)
     plan = FaultPlan()
     result = await path.call(cold(twin, plan).scoped(tenant), context)
     after = await canonical(twin, tenant)
-    return Reference(mark, context, before, after, answer(result, path), plan.count, plan.writes)
+    return Reference(mark, context, stored, before, after, answer(result, path), plan.count,
+                     plan.writes)  # fmt: skip
 
 
 def cases(ref: Reference) -> Iterator[tuple[FaultKind, int, bool]]:
@@ -308,11 +338,16 @@ def cases(ref: Reference) -> Iterator[tuple[FaultKind, int, bool]]:
         yield "crash_after", at, True
 
 
+def _tenants(tenant: str) -> dict[str, Any]:
+    """The tenant of the cases and the one a restore reads from."""
+    return {"tenant": {"$in": [tenant, tenant + "src"]}}
+
+
 async def wipe(store: Store, tenant: str) -> None:
     """Remove everything of `tenant`, so the next case starts from nothing."""
     database = store.backend.database
     for name in await database.list_collection_names():
-        await database[name].delete_many({"tenant": {"$in": [tenant, tenant + "src"]}})
+        await database[name].delete_many(_tenants(tenant))
 
 
 async def run_case(
@@ -323,7 +358,12 @@ async def run_case(
     tally.cases += 1
     await wipe(store, tenant)
     draws.reset()
-    context = await path.setup(cold(store).scoped(tenant)) if path.setup else {}
+    if ref.stored is not None:  # the setup's documents, copied (the same bytes: checked)
+        await restore_state(store, ref.stored)
+        draws.reset(ref.mark)
+        context: dict[str, Any] = {}
+    else:
+        context = await path.setup(cold(store).scoped(tenant)) if path.setup else {}
     assert draws.mark() == ref.mark, f"{case}: the setup drew differently on the twin"
     before = await canonical(store, tenant)
     assert before == ref.before, f"{case}: the setup stored differently on the twin"

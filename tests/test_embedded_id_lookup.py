@@ -17,7 +17,7 @@ from typing import Any
 import mongomock
 import pytest
 from bson import Int64, ObjectId
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mongomock import collection as mongomock_collection
 from pymongo import ReturnDocument
@@ -434,3 +434,48 @@ def test_nan_is_never_looked_up() -> None:
 )
 def test_lookup_keys_takes_plain_ids_after_nothing_but_plain_equalities(query, lookup) -> None:
     assert id_lookup.lookup_keys(query) == lookup
+
+
+ORDER_KEYS = st.sampled_from(["a", "b", "c", "d", 1, 2.0, True])
+ORDER_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), ORDER_KEYS),
+        st.tuples(st.just("delete"), ORDER_KEYS),
+        st.tuples(st.just("replace"), ORDER_KEYS),
+        st.tuples(st.just("read"), st.lists(ORDER_KEYS, min_size=2, max_size=4)),
+        st.tuples(st.just("drop"), st.none()),
+    ),
+    max_size=14,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@example(steps=[("insert", "a"), ("insert", "b"), ("read", ["b", "a"]), ("insert", "c"),
+                ("read", ["c", "a"]), ("delete", "a"), ("insert", "a"), ("replace", "b"),
+                ("read", ["a", "b", "c"]), ("drop", None), ("insert", "c"), ("insert", "b"),
+                ("read", ["b", "c"])])  # fmt: skip
+@given(steps=ORDER_STEPS)
+async def test_several_keys_come_back_in_store_order_however_the_store_changed(
+    steps: list[tuple[str, Any]],
+) -> None:
+    """`$in` of several `_id`s: the documents in the order the scan gives (keys that left
+    and came back go last; a replaced document keeps its place; a dropped collection
+    starts over), with the order kept as the store changes, not walked."""
+    seen: list[list[Any]] = []
+    for fast in (True, False):
+        coll = EmbeddedClient(fast_reads=fast).get_database(DB)[COLL]
+        reads: list[Any] = []
+        for action, argument in steps:
+            if action == "insert" and await coll.count_documents({"_id": argument}) == 0:
+                await coll.insert_one({"_id": argument, "v": 0})
+            elif action == "delete":
+                await coll.delete_one({"_id": argument})
+            elif action == "replace":
+                await coll.replace_one({"_id": argument}, {"v": 1})
+            elif action == "read":
+                found = await coll.find({"_id": {"$in": argument}}).to_list(None)
+                reads.append([(d["_id"], type(d["_id"]).__name__, d["v"]) for d in found])
+            elif action == "drop":
+                await coll.drop()
+        seen.append(reads)
+    assert seen[0] == seen[1]

@@ -28,6 +28,7 @@ from .codec import (
     sort_spec,
 )
 from .collection_base import MockCollection
+from .finds import find_documents
 from .reporting import CommandReporter, Operation
 
 __all__ = [
@@ -418,19 +419,26 @@ class EmbeddedCursor(BatchedCursor):
             decoded, op = reporter.begin("find", self._command(), coll.database_name)
             self._op = op
             try:
-                kwargs: dict[str, Any] = {}
+                # mongomock adds _id to the projection it is given: pass a copy
+                projection = dict(decoded["projection"]) if decoded.get("projection") else None
+                sort = sort_spec(decoded.get("sort"))
+                raw: list[dict[str, Any]]
                 if decoded.get("collation") is not None:
-                    kwargs["collation"] = decoded["collation"]
-                sync_cursor = coll.delegate.find(
-                    decoded["filter"],
-                    # mongomock adds _id to the projection it is given: pass a copy
-                    projection=dict(decoded["projection"]) if decoded.get("projection") else None,
-                    skip=self._skip,
-                    limit=abs(self._limit),
-                    sort=sort_spec(decoded.get("sort")),
-                    **kwargs,
-                )
-                raw = list(sync_cursor)
+                    raw = list(
+                        coll.delegate.find(
+                            decoded["filter"],
+                            projection=projection,
+                            skip=self._skip,
+                            limit=abs(self._limit),
+                            sort=sort,
+                            collation=decoded["collation"],
+                        )
+                    )
+                else:  # stored documents: encoded below, under the lock (finds.py)
+                    raw = find_documents(
+                        coll.delegate, decoded["filter"], projection, self._skip,
+                        abs(self._limit), sort,
+                    )  # fmt: skip
             except Exception as exc:
                 reporter.fail(op, exc)
                 raise

@@ -36,7 +36,10 @@ Why the results are mongomock's, exactly:
 * NaN. A NaN value is never looked up (it equals nothing, but a dict, and mongomock's
   `$in`, find the same NaN object by identity).
 * Order. The scan yields documents in the store's insertion order; so does this: more
-  than one document found (`$in`) is put in store order.
+  than one document found (`$in`) is put in store order, by the position each key took
+  when it entered the store (`StoreOrder`, kept by the wrapped `__setitem__` and
+  `__delitem__`, rebuilt from the store when it was replaced or does not add up), not by
+  walking the whole collection.
 * Errors and laziness. The scan tests the keys of the filter in order and stops at the
   first that fails: on a document whose `_id` does not match it evaluates at most the keys
   before `_id`, which are plain top-level equalities that cannot raise (a dotted path can:
@@ -99,6 +102,39 @@ _installing = threading.Lock()  # two threads opening their first clients: wrap 
 _MISSING = object()
 
 
+@dataclass(slots=True)
+class StoreOrder:
+    """Where each key of one collection store stands in its insertion order.
+
+    A dict keeps a key where it first entered (replacing a value does not move it; a
+    deleted key that comes back goes last), so a counter taken when a key enters orders
+    the keys as the store iterates them. Valid for one `documents` dict (a dropped
+    collection gets a new one)."""
+
+    documents: Any
+    positions: dict[Any, int]
+    next: int
+
+    @classmethod
+    def of(cls, documents: Any) -> StoreOrder:
+        return cls(documents, {key: n for n, key in enumerate(documents)}, len(documents))
+
+    def valid_for(self, documents: Any) -> bool:
+        return self.documents is documents and len(self.positions) == len(documents)
+
+
+# collection store -> the order of its keys (made at the first lookup of several keys)
+_ORDERS: weakref.WeakKeyDictionary[Any, StoreOrder] = weakref.WeakKeyDictionary()
+
+
+def _order(store: Any, documents: Any) -> StoreOrder:
+    """The store's `StoreOrder`, rebuilt from `documents` when missing or stale."""
+    order = _ORDERS.get(store)
+    if order is None or not order.valid_for(documents):
+        order = _ORDERS[store] = StoreOrder.of(documents)
+    return order
+
+
 def _plain(value: Any) -> bool:
     kind = type(value)
     return kind in PLAIN_VALUE_TYPES and not (kind is float and math.isnan(value))
@@ -141,14 +177,21 @@ def _found(store: Any, keys: list[Any]) -> list[dict[str, Any]]:
     """The stored documents under `keys`, each once, in the store's order."""
     with store._rwlock.reader():
         documents = store._documents
-        found: dict[int, Any] = {}
+        found: dict[int, tuple[Any, Any]] = {}  # each document once, with a key it is under
         for key in keys:
             document = documents.get(key, _MISSING)
             if document is not _MISSING:
-                found[id(document)] = document
+                found[id(document)] = (key, document)
         if len(found) < 2:
-            return list(found.values())
-        return [document for document in documents.values() if id(document) in found]
+            return [document for _, document in found.values()]
+        order = _order(store, documents)
+        try:
+            ranked = sorted((order.positions[key], n) for n, (key, _) in enumerate(found.values()))
+        except KeyError:  # the store changed without its wrappers: count again
+            order = _ORDERS[store] = StoreOrder.of(documents)
+            ranked = sorted((order.positions[key], n) for n, (key, _) in enumerate(found.values()))
+        listed = list(found.values())
+        return [listed[n][1] for _, n in ranked]
 
 
 def _iter_found(
@@ -191,6 +234,7 @@ def _wrap() -> None:
     CollectionStore: Any = _untyped_store.CollectionStore
     original_iter = Collection._iter_documents
     original_set = CollectionStore.__setitem__
+    original_delete = CollectionStore.__delitem__
 
     def _iter_documents(self: Any, filter: Any) -> Any:
         keys = lookup_keys(filter)
@@ -205,10 +249,23 @@ def _wrap() -> None:
     def __setitem__(self: Any, key: Any, value: Any) -> None:
         if type(key) not in SAFE_KEY_TYPES:
             _IRREGULAR.add(self)
+        order = _ORDERS.get(self)
+        documents = self._documents
+        new = order is not None and order.documents is documents and key not in documents
         original_set(self, key, value)
+        if new and order is not None:  # entered last, as in the dict
+            order.positions[key] = order.next
+            order.next += 1
+
+    def __delitem__(self: Any, key: Any) -> None:
+        original_delete(self, key)
+        order = _ORDERS.get(self)
+        if order is not None:
+            order.positions.pop(key, None)
 
     Collection._iter_documents = _iter_documents
     CollectionStore.__setitem__ = __setitem__
+    CollectionStore.__delitem__ = __delitem__
 
 
 def register(sync_client: Any, on: bool = True) -> ReadSwitch:

@@ -18,6 +18,7 @@ from typing import Any
 import mongomock.aggregate
 
 from .collection_base import MockCollection
+from .finds import find_documents
 
 __all__ = ["run_pipeline"]
 
@@ -43,11 +44,43 @@ def _is_inclusion(projection: Any) -> bool:
     )
 
 
+#: Expression operators whose value is the stored value itself (or its length), however
+#: datetimes are held: a `$project` of only these reads stored documents uncopied.
+_VALUE_OPERATORS = frozenset({"$slice", "$size"})
+
+
+def _reads_values(expression: Any) -> bool:
+    """`expression` is a number, a field path, or `_VALUE_OPERATORS` over such."""
+    if isinstance(expression, (int, float)):  # bool included
+        return True
+    if isinstance(expression, str):
+        return expression.startswith("$") and not expression.startswith("$$")
+    if isinstance(expression, Mapping) and len(expression) == 1:
+        ((name, arguments),) = expression.items()
+        if name not in _VALUE_OPERATORS:
+            return False
+        listed = arguments if isinstance(arguments, list) else [arguments]
+        return all(_reads_values(argument) for argument in listed)
+    return False
+
+
+def _is_value_projection(stage: Any) -> bool:
+    """A `$project` stage that includes, excludes, or computes `_reads_values` only."""
+    if set(stage) != {"$project"} or not isinstance(stage["$project"], Mapping):
+        return False
+    return all(isinstance(k, str) and not k.startswith("$") and _reads_values(v)
+               for k, v in stage["$project"].items())  # fmt: skip
+
+
 def run_pipeline(
     collection: MockCollection, pipeline: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """mongomock's aggregate, with a leading `$match` (and an inclusion `$project` right
-    after it) run as a `find` (see the module docstring)."""
+    after it) run as a `find` (see the module docstring). A pipeline of only those gives
+    the stored documents themselves (without a projection) or mongomock's uncopied
+    projections (`finds.find_documents`), and one `$project` of stored values after the
+    `$match` (`_is_value_projection`: `tasks.ends()`'s slices) runs over the stored
+    documents: encode the results before letting go of the lock."""
     stages = list(pipeline)
     if not stages or set(stages[0]) != {"$match"} or _holds_datetime(stages[0]["$match"]):
         return list(collection.aggregate(stages))
@@ -55,9 +88,13 @@ def run_pipeline(
     projection = None
     if stages and set(stages[0]) == {"$project"} and _is_inclusion(stages[0]["$project"]):
         projection = stages.pop(0)["$project"]
-    documents = list(collection.find(query, projection))
-    if not stages:
-        return documents
     process = mongomock.aggregate.process_pipeline
+    if not stages:  # the caller encodes them under the lock (finds.py)
+        return find_documents(collection, query, projection, 0, 0, None)
+    if projection is None and len(stages) == 1 and _is_value_projection(stages[0]):
+        # new documents holding stored values: encoded under the lock too
+        stored = find_documents(collection, query, None, 0, 0, None)
+        return list(process(stored, collection.database, stages, None))  # type: ignore[no-untyped-call]
+    documents = list(collection.find(query, projection))
     processed = process(documents, collection.database, stages, None)  # type: ignore[no-untyped-call]
     return list(processed)
