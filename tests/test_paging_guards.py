@@ -348,7 +348,7 @@ async def test_repair_never_removes_a_page_rewritten_after_it_was_read(
         other = stores.sibling(page_policy=SMALL).scoped("acme")
         await other.tasks.create(task_id="gone", messages=fresh())
 
-    with hooked(view.dialogs, "_pages", ("delete_many",), created_again) as deletes:
+    with hooked(view.dialogs.nodes, "task_pages", ("delete_many",), created_again) as deletes:
         await view.dialogs.repair(grace=timedelta(0))
     assert deletes.fired == 1
     assert ids(await view.tasks.messages("gone")) == [m.id for m in history]
