@@ -14,7 +14,7 @@ import random
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mindstore
@@ -665,6 +665,12 @@ async def _same_window(steps, budget: int) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(STEPS, st.integers(20, 1_500), st.integers(1, 3), st.integers(1, 4))
+@example(  # an opening context longer than the first read's head: still pinned (a seed found it)
+    [("enter", 0), ("system", 0), ("system", 0), ("system", 0), ("hidden", 1), ("round", 0)],
+    20,
+    1,
+    1,
+)
 def test_a_window_read_in_pieces_equals_the_level_read_whole(steps, budget, first, more):
     """The store reads the newest `first` messages, then `more` at a time while the
     budget is not filled (the sizing estimates forced small, so reads fall short and

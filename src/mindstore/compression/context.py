@@ -71,6 +71,7 @@ from mindstore.compression.window import (
     messages_to_add,
     pair_tool_calls,
     read_from_level,
+    setup_may_go_on,
     tokens_per_stored_byte,
 )
 from mindstore.errors import NotFound, ValidationError
@@ -179,7 +180,11 @@ async def build_context(
     wanted = (
         MAX_READ if budget is None else messages_for(budget, header.size_bytes / max(header.seq, 1))
     )
-    read = await read_level_window(tasks.port, task_id, header, head=HEAD_READ, tail=wanted)
+    head = HEAD_READ
+    read = await read_level_window(tasks.port, task_id, header, head=head, tail=wanted)
+    while setup_may_go_on(read, head):  # a long opening context: read it whole
+        head *= 2
+        read = await read_level_window(tasks.port, task_id, header, head=head, tail=wanted)
     config = await _level_config(tasks, task_id, header, read)
     stub_text = getattr(config, "stub_text", None) or DEFAULT_STUB_TEXT
     assembled = assemble(read, stub_text)

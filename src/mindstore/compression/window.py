@@ -287,6 +287,17 @@ def _setup_block(
     return ids
 
 
+def setup_may_go_on(read: LevelRead, head: int) -> bool:
+    """Whether the level's opening context may continue past a partial read's head: the
+    head is full (`head` messages) and every one of them is a setup message, so the next
+    ones (an informational message after three system prompts) may be setup too and would
+    be pinned by a whole read. The caller reads a longer head, so the pins do not depend
+    on how much was read."""
+    if read.complete or len(read.head) < head:
+        return False
+    return len(_setup_block(read.head, read.scope is not None, None)) == len(read.head)
+
+
 def _place_summary(
     read: LevelRead, sequence: list[AnyMessage], gap: int | None
 ) -> tuple[str | None, int | None]:
