@@ -195,3 +195,28 @@ async def test_a_search_past_its_catch_up_rounds_still_indexes_a_task_a_redactio
     await acme.tasks.redact(task.id, "secret")
     monkeypatch.setattr(catchup, "ROUNDS", 0)
     assert sorted(await _ids(acme, "harbour")) == ["first", "second"]
+
+
+async def test_a_redaction_that_fails_while_pulling_releases_its_claim(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A redaction cut short after its claim releases it: searches index the task again at
+    once instead of waiting out the claim's two-minute lease."""
+    from mindstore.search import lifecycle
+
+    acme = stores.sibling().scoped("acme")
+    task = await acme.tasks.create()
+    for message_id in ("first", "secret"):
+        await acme.tasks.add_human_message(task.id, f"harbour {message_id}", message_id=message_id)
+    assert len(await _ids(acme, "harbour")) == 2
+
+    async def cut_short(*_: Any) -> None:
+        raise ConnectionError("the pull never arrived")
+
+    monkeypatch.setattr(lifecycle, "pull_postings", cut_short)
+    with pytest.raises(ConnectionError):
+        await acme.tasks.redact(task.id, "secret")
+    monkeypatch.undo()
+    marks = await acme.store.database[SEARCH_TASKS].find({"tenant": "acme"}).to_list(None)
+    assert [mark.get("w") for mark in marks if "w" in mark] == [""]
+    assert await _ids(acme, "harbour") == ["first"]

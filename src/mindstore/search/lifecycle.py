@@ -95,7 +95,8 @@ async def forget_message(database: Any, tenant: str, task_id: str, message_id: s
     reading the task half pulled (`SearchStore.refresh`). Then the message's entry (its
     text) goes and every posting of its task is pulled (no word of it stays, not in an
     `_id`); the release leaves the mark reset, so the next search indexes the task again,
-    without the message."""
+    without the message. The release runs even if a step failed (the re-index removes what
+    the step left), so searches do not wait out the claim's lease for a failed call."""
     key = task_key(tenant, task_id)
     marks = database[SEARCH_TASKS]
     token = secrets.token_hex(8)
@@ -103,11 +104,13 @@ async def forget_message(database: Any, tenant: str, task_id: str, message_id: s
     mark = await marks.find_one_and_update({"_id": key, "tenant": tenant}, {"$set": claim})
     if mark is None:  # never indexed; a search indexing it now asks again before it answers
         return
-    gone = await _entry_ids(database, {"tenant": tenant, "task": task_id, "m": message_id})
-    await delete_entries(database, tenant, gone)
-    await pull_postings(database, tenant, task_id, await task_terms(database, tenant, key))
-    await marks.update_one({"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": []}})
-    await marks.update_one({"_id": key, "tenant": tenant, "w": token}, {"$set": {"w": ""}})
+    try:
+        gone = await _entry_ids(database, {"tenant": tenant, "task": task_id, "m": message_id})
+        await delete_entries(database, tenant, gone)
+        await pull_postings(database, tenant, task_id, await task_terms(database, tenant, key))
+        await marks.update_one({"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": []}})
+    finally:
+        await marks.update_one({"_id": key, "tenant": tenant, "w": token}, {"$set": {"w": ""}})
 
 
 async def forget_tenant(database: Any, tenant: str) -> None:
