@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import mindstore
 from layout import forge_messages, stored_messages
-from mindstore.errors import MindstoreError, TaskTooLarge
+from mindstore.errors import MindstoreError, NotFound, TaskTooLarge
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import TaskConfigPart, TextPart, ToolCallPart, ToolMetadata
 from mindstore.payloads import MARKER_PREFIX
@@ -530,3 +530,15 @@ async def test_nan_cost_is_refused_and_never_reaches_analytics(store):
             await acme.finish_assistant_message(task.id, reply.id, **bad)
     usage = await store.scoped("acme").analytics.usage()
     assert all(math.isfinite(row.cost) for row in usage)
+
+
+async def test_a_large_write_to_another_owners_task_leaves_no_payload(store):
+    """An owner-scoped view writing a value large enough to be offloaded into another
+    owner's task: NotFound, and the payload it stored before its guarded update (which
+    the owner filter refused) is gone again (a hypothesis example found it left behind)."""
+    await seed(store)
+    before = await raw_dump(store)
+    alice = store.scoped("acme", owner="alice")
+    with pytest.raises(NotFound):
+        await alice.tasks.add_human_message("bob-task", "A" * 200)
+    assert await raw_dump(store) == before

@@ -29,6 +29,7 @@ from mindstore.draws import Tape, current_tape
 from mindstore.errors import (
     Conflict,
     MindstoreError,
+    NotFound,
     TaskTooLarge,
     Unavailable,
     ValidationError,
@@ -395,111 +396,119 @@ class TaskWriter:
                             "earlier attempt of this call, whose reply was lost: whether it "
                             "was applied cannot be told; read the task before calling again"
                         )
-            attempt = 0
-            look_in_pages = False  # the filter refused the last write: the pages decide next
-            while attempt < self.scope.retry.attempts:
-                state = self._cached_state(task_id, locate)
-                if state is None:
-                    state = await self._read_state(task_id, locate)
-                located = None
-                if state.located is not None:
-                    index, raw = state.located
-                    if self.scope.cipher is not None:  # a newer key version is fetched (async)
-                        raw = (await self.scope.cipher.opened([raw], task_id))[0]
-                    message = self.port.parse_opened([raw], task_id)[0]
-                    located = {"index": index, "message": message}
-                header = state.header
-                offloader = self.scope.offloader(task_id)
-                try:
-                    plan = plan_fn(header, located, offloader)
-                except MindstoreError:
-                    if state.cached:  # maybe stale: decide on what is stored
-                        self.scope.forget(task_id)
-                        continue
-                    replay = await self._replayed(task_id, ids)
-                    if replay is not None and on_replay is not None:
-                        return on_replay(replay)
-                    raise
-                if plan.is_empty:
-                    return plan.result
-                if state.located is not None:
-                    _drop_chunk_overhead(plan, *state.located)
-                if document_estimate(plan.header) > self.scope.max_document_bytes:
-                    if state.cached:
-                        self.scope.forget(task_id)
-                        continue
-                    if header.open_count > 1:
-                        if await self._seal_now(task_id, state.version, header):
-                            continue  # the open page moved to pages: plan again
-                        if await self._changed_since(task_id, state.version):
-                            await asyncio.sleep(self.scope.retry.delay(attempt))  # a lost race:
-                            attempt += 1  # read again and plan again
+            inserted: list[str] = []  # payloads this call inserted (none replaced)
+            try:
+                attempt = 0
+                look_in_pages = False  # the filter refused the last write: the pages decide next
+                while attempt < self.scope.retry.attempts:
+                    state = self._cached_state(task_id, locate)
+                    if state is None:
+                        state = await self._read_state(task_id, locate)
+                    located = None
+                    if state.located is not None:
+                        index, raw = state.located
+                        if self.scope.cipher is not None:  # a newer key version is fetched (async)
+                            raw = (await self.scope.cipher.opened([raw], task_id))[0]
+                        message = self.port.parse_opened([raw], task_id)[0]
+                        located = {"index": index, "message": message}
+                    header = state.header
+                    offloader = self.scope.offloader(task_id)
+                    try:
+                        plan = plan_fn(header, located, offloader)
+                    except MindstoreError:
+                        if state.cached:  # maybe stale: decide on what is stored
+                            self.scope.forget(task_id)
                             continue
-                    added = plan.header.size_bytes - header.size_bytes
-                    limit = self.scope.max_document_bytes
-                    raise TaskTooLarge(task_id, header.open_bytes, added, limit)
-                open_required, patched_ids, unsealed = list(require_ids), {}, list(guard)
-                if header.pages:
-                    paging = Paging(state.version, header.sealed, header.pages, strict=False)
-                    patched_ids = await self.port.sealed.ids_at(key, paging, plan)
-                    if guard and (look_in_pages or not header.id_filter_words):
-                        # the filter said "maybe" (or there is none yet): ask the pages,
-                        # after reading the state this write is pinned to
-                        found = await self.port.sealed.ids(key, paging, guard)
-                        if found:
-                            replay = await self._replayed(task_id, ids)
-                            if replay is not None:
-                                return on_replay(replay) if on_replay is not None else plan.result
-                            raise _already_stored(task_id, found)
-                        unsealed = []
-                    required_sealed = await self.port.sealed.ids(key, paging, require_ids)
-                    open_required = [i for i in require_ids if i not in required_sealed]
-                now = utcnow()
-                query, update = build_task_update(
-                    plan, key=key, tenant=self.scope.tenant, version=state.version,
-                    updated_at=state.updated_at, now=now, transform=offloader.transform_value,
-                    guard_ids=guard, require_ids=open_required, unset=state.unset,
-                    sealed_ids=patched_ids, seal_due=self._seal_may_run(header),
-                    unsealed_ids=unsealed if header.pages else (),
-                )  # fmt: skip
-                if self.scope.owner is not None:
-                    query["owner"] = self.scope.owner
-                await self.port.store_payloads(task_id, offloader)
-                sent = _Sent(state.version, now, tuple(plan.new_ids), plan.result)
-                try:
-                    result = await self.scope.tasks.update_one(query, update)
-                except BaseException:
-                    self.scope.forget(task_id)  # applied or not, the cached state is now a guess
-                    _note(tape, noted, sent)  # its outcome is unknown: a retry asks
-                    raise
-                if result.matched_count == 1:
-                    _note(tape, noted, sent)
-                    tail = self._next_tail(plan, update, state)
-                    self.scope.remember(task_id, state.version + 1, now, plan.header, tail)
-                    self.scope.notifier.notify((self.scope.tenant, task_id))
-                    await self.after_write(
-                        task_id, state.version + 1, plan.header, tail,
-                        fold=state.pending or ("$push" in update and "pending" in update["$push"]),
+                        replay = await self._replayed(task_id, ids)
+                        if replay is not None and on_replay is not None:
+                            return on_replay(replay)
+                        raise
+                    if plan.is_empty:
+                        return plan.result
+                    if state.located is not None:
+                        _drop_chunk_overhead(plan, *state.located)
+                    if document_estimate(plan.header) > self.scope.max_document_bytes:
+                        if state.cached:
+                            self.scope.forget(task_id)
+                            continue
+                        if header.open_count > 1:
+                            if await self._seal_now(task_id, state.version, header):
+                                continue  # the open page moved to pages: plan again
+                            if await self._changed_since(task_id, state.version):
+                                await asyncio.sleep(self.scope.retry.delay(attempt))  # a lost race:
+                                attempt += 1  # read again and plan again
+                                continue
+                        added = plan.header.size_bytes - header.size_bytes
+                        limit = self.scope.max_document_bytes
+                        raise TaskTooLarge(task_id, header.open_bytes, added, limit)
+                    open_required, patched_ids, unsealed = list(require_ids), {}, list(guard)
+                    if header.pages:
+                        paging = Paging(state.version, header.sealed, header.pages, strict=False)
+                        patched_ids = await self.port.sealed.ids_at(key, paging, plan)
+                        if guard and (look_in_pages or not header.id_filter_words):
+                            # the filter said "maybe" (or there is none yet): ask the pages,
+                            # after reading the state this write is pinned to
+                            found = await self.port.sealed.ids(key, paging, guard)
+                            if found:
+                                replay = await self._replayed(task_id, ids)
+                                if replay is not None:
+                                    if on_replay is not None:
+                                        return on_replay(replay)
+                                    return plan.result
+                                raise _already_stored(task_id, found)
+                            unsealed = []
+                        required_sealed = await self.port.sealed.ids(key, paging, require_ids)
+                        open_required = [i for i in require_ids if i not in required_sealed]
+                    now = utcnow()
+                    query, update = build_task_update(
+                        plan, key=key, tenant=self.scope.tenant, version=state.version,
+                        updated_at=state.updated_at, now=now, transform=offloader.transform_value,
+                        guard_ids=guard, require_ids=open_required, unset=state.unset,
+                        sealed_ids=patched_ids, seal_due=self._seal_may_run(header),
+                        unsealed_ids=unsealed if header.pages else (),
                     )  # fmt: skip
-                    return plan.result
-                self.scope.forget(task_id)
-                replay = await self._replayed(task_id, ids or plan.new_ids, plan.appended)
-                if replay is not None:
-                    return on_replay(replay) if on_replay is not None else plan.result
-                await self._check_required(task_id, require_ids)
-                if (
-                    header.pages
-                    and unsealed
-                    and not await self._filter_passes(task_id, header.id_filter_words, unsealed)
-                ):
-                    look_in_pages = True  # the sealed-id filter refused it: the pages decide,
-                    continue  # once, before the next write (no backoff: not a lost race)
-                look_in_pages = False
-                if not state.cached:  # a cache miss is not a lost race: no backoff for it
-                    logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
-                                 task_id, attempt + 1, self.scope.retry.attempts)  # fmt: skip
-                    await asyncio.sleep(self.scope.retry.delay(attempt))
-                    attempt += 1
+                    if self.scope.owner is not None:
+                        query["owner"] = self.scope.owner
+                    inserted += await self.port.store_payloads(task_id, offloader)
+                    sent = _Sent(state.version, now, tuple(plan.new_ids), plan.result)
+                    try:
+                        result = await self.scope.tasks.update_one(query, update)
+                    except BaseException:
+                        self.scope.forget(task_id)  # applied or not, the cached state: a guess
+                        _note(tape, noted, sent)  # its outcome is unknown: a retry asks
+                        raise
+                    if result.matched_count == 1:
+                        _note(tape, noted, sent)
+                        tail = self._next_tail(plan, update, state)
+                        self.scope.remember(task_id, state.version + 1, now, plan.header, tail)
+                        self.scope.notifier.notify((self.scope.tenant, task_id))
+                        await self.after_write(
+                            task_id, state.version + 1, plan.header, tail,
+                            fold=state.pending
+                            or ("$push" in update and "pending" in update["$push"]),
+                        )  # fmt: skip
+                        return plan.result
+                    self.scope.forget(task_id)
+                    replay = await self._replayed(task_id, ids or plan.new_ids, plan.appended)
+                    if replay is not None:
+                        return on_replay(replay) if on_replay is not None else plan.result
+                    await self._check_required(task_id, require_ids)
+                    if (
+                        header.pages
+                        and unsealed
+                        and not await self._filter_passes(task_id, header.id_filter_words, unsealed)
+                    ):
+                        look_in_pages = True  # the sealed-id filter refused it: the pages decide,
+                        continue  # once, before the next write (no backoff: not a lost race)
+                    look_in_pages = False
+                    if not state.cached:  # a cache miss is not a lost race: no backoff for it
+                        logger.debug("task %r: lost a race to another writer (attempt %d of %d)",
+                                     task_id, attempt + 1, self.scope.retry.attempts)  # fmt: skip
+                        await asyncio.sleep(self.scope.retry.delay(attempt))
+                        attempt += 1
+            except NotFound:  # no attempt applied: the task is not in this view (or gone)
+                await self.port.drop_payloads(inserted)  # so nothing it wrote stays
+                raise
         logger.debug("task %r: conflict, all %d attempts lost to concurrent writers",
                      task_id, self.scope.retry.attempts)  # fmt: skip
         raise Conflict(

@@ -154,12 +154,13 @@ class TaskPort:
             read.resolve(found)
         return parse_stored(read, task_id=task_id)
 
-    async def store_payloads(self, task_id: str, offloader: Offloader) -> None:
+    async def store_payloads(self, task_id: str, offloader: Offloader) -> list[str]:
         """Write the payloads a write's offloader took out, before the write that refers to
         them (an upsert that never replaces one: its id derives from where it is and its
-        content's hash)."""
+        content's hash). Returns the ids it inserted (not those already there)."""
+        inserted: list[str] = []
         for payload in offloader.pending.values():
-            await self.scope.payloads.update_one(
+            result = await self.scope.payloads.update_one(
                 {"_id": payload.id, "tenant": self.scope.tenant},
                 {
                     "$setOnInsert": {
@@ -173,6 +174,17 @@ class TaskPort:
                     }
                 },
                 upsert=True,
+            )
+            if result.upserted_id is not None:
+                inserted.append(payload.id)
+        return inserted
+
+    async def drop_payloads(self, ids: Sequence[str]) -> None:
+        """Delete payloads a write inserted and then did not apply (its task not in this
+        view): a write refused for scope leaves nothing behind."""
+        if ids:
+            await self.scope.payloads.delete_many(
+                {"_id": {"$in": list(ids)}, "tenant": self.scope.tenant}
             )
 
     async def stored_messages_by_id(
