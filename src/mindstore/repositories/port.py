@@ -257,14 +257,8 @@ class TaskPort:
     async def read_range(
         self, task_id: str, start: int = 0, stop: int | None = None
     ) -> list[AnyMessage]:
-        """Messages `[start, stop)` of the history (`stop=None`: to the end).
-
-        The one primitive the range reads build on: the open page's part is a `$slice` of the
-        task document's array, the sealed part comes from the pages it overlaps (the first and
-        last sliced on the server), so only the range travels, plus at most the open page when
-        this process guessed the task's paging wrong. (`TaskRepository.read_range` documents
-        its arguments and errors.)
-        """
+        """`MessageReads.read_range`'s implementation (documented there: how the range is
+        read, its arguments and errors)."""
         check_int(start, "start")
         check_optional_int(stop, "stop")
         if stop is not None and stop <= start:
