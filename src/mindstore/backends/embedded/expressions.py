@@ -29,7 +29,6 @@ expressions and documents: same values, same errors.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +36,8 @@ from mongomock import OperationFailure
 from mongomock import aggregate as _untyped_aggregate
 from mongomock import filtering as _untyped_filtering
 from mongomock import helpers as _untyped_helpers
+
+from mindstore.backends.embedded.once import once
 
 __all__ = ["ORIGINALS", "handlers", "install"]
 
@@ -64,8 +65,6 @@ _ORDER = (
 #: Types whose values the BSON comparison of two of them compares directly.
 _PLAIN_ORDERED: frozenset[type] = frozenset({str, int, float})
 
-_installed = False
-_installing = threading.Lock()
 
 ORIGINALS: dict[str, Any] = {
     "parse": _aggregate._Parser.parse,
@@ -169,22 +168,16 @@ def _make_compare(general: Callable[..., bool]) -> Callable[..., bool]:
     return bson_compare
 
 
+@once
 def install() -> None:
     """Replace `_Parser.parse`, `_Parser._parse_basic_expression` and
     `filtering.bson_compare` (once per process)."""
-    global _installed
-    if _installed:
-        return
-    with _installing:
-        if _installed:
-            return
-        parser = _aggregate._Parser
-        unsupported = frozenset(
-            _aggregate.text_search_operators
-            + _aggregate.projection_operators
-            + _aggregate.object_operators
-        )
-        parser.parse = _make_parse(handlers(), unsupported)
-        parser._parse_basic_expression = _parse_basic_expression
-        _filtering.bson_compare = _make_compare(ORIGINALS["bson_compare"])
-        _installed = True
+    parser = _aggregate._Parser
+    unsupported = frozenset(
+        _aggregate.text_search_operators
+        + _aggregate.projection_operators
+        + _aggregate.object_operators
+    )
+    parser.parse = _make_parse(handlers(), unsupported)
+    parser._parse_basic_expression = _parse_basic_expression
+    _filtering.bson_compare = _make_compare(ORIGINALS["bson_compare"])

@@ -25,7 +25,6 @@ Only arrays of at least `MIN_LENGTH` elements whose field values are all of simp
 from __future__ import annotations
 
 import datetime as _dt
-import threading
 import weakref
 from collections import Counter
 from collections.abc import Iterable
@@ -34,6 +33,8 @@ from typing import Any
 from bson import ObjectId
 from bson.int64 import Int64
 from mongomock import filtering as _untyped_filtering
+
+from mindstore.backends.embedded.once import once
 
 __all__ = ["MIN_LENGTH", "ArrayIndex", "Pending", "candidate_values", "lookup"]
 
@@ -50,11 +51,9 @@ SIMPLE_TYPES: frozenset[type] = frozenset(
 _NO_ELEMENT = object()  # past the end of the array, or an element that is not a document
 
 # collection store (mongomock's per-collection storage) -> {(document key, path): index}
-_INDEXES: weakref.WeakKeyDictionary[Any, dict[tuple[Any, str], ArrayIndex]] = (
+_INDEXES: weakref.WeakKeyDictionary[object, dict[tuple[Any, str], ArrayIndex]] = (
     weakref.WeakKeyDictionary()
 )
-_installed = False
-_installing = threading.Lock()  # two threads opening their first clients: wrap once
 
 
 def candidate_values(array: list[Any], field: str) -> list[Any]:
@@ -95,23 +94,13 @@ class ArrayIndex:
         return any(s in counts for s in strings)
 
 
-def _drop_all(store: Any) -> None:
+def _drop_all(store: object) -> None:
     _INDEXES.pop(store, None)
 
 
+@once
 def _install() -> None:
     """Wrap mongomock's in-place writers so that they drop their collection's indexes."""
-    global _installed
-    if _installed:  # the common case, without the lock
-        return
-    with _installing:
-        if _installed:
-            return
-        _wrap()
-        _installed = True
-
-
-def _wrap() -> None:
     from mongomock import collection as _untyped_collection
 
     Collection: Any = _untyped_collection.Collection
@@ -130,7 +119,7 @@ def _wrap() -> None:
     Collection._delete = _delete
 
 
-def lookup(store: Any, key: Any, doc: dict[str, Any], path: str) -> ArrayIndex | None:
+def lookup(store: object, key: Any, doc: dict[str, Any], path: str) -> ArrayIndex | None:
     """The valid index of `path` ("array.field") in the document stored under `key`,
     built now if the array is long enough and its values simple; else None."""
     head, _, field = path.partition(".")
@@ -158,7 +147,7 @@ def lookup(store: Any, key: Any, doc: dict[str, Any], path: str) -> ArrayIndex |
     return entry
 
 
-def indexes_of(store: Any, key: Any, doc: dict[str, Any]) -> list[ArrayIndex]:
+def indexes_of(store: object, key: Any, doc: dict[str, Any]) -> list[ArrayIndex]:
     """The valid indexes of the document stored under `key`."""
     entries = _INDEXES.get(store)
     if not entries:
@@ -173,7 +162,7 @@ def indexes_of(store: Any, key: Any, doc: dict[str, Any]) -> list[ArrayIndex]:
     return found
 
 
-def forget(store: Any, key: Any) -> None:
+def forget(store: object, key: Any) -> None:
     """Drop every index of the document stored under `key`."""
     entries = _INDEXES.get(store)
     if entries:
@@ -185,7 +174,9 @@ class Pending:
     """One index across one update: the values of the elements the update touches, taken
     before it runs (`Pending(...)`) and after (`commit`)."""
 
-    def __init__(self, store: Any, key: Any, index: ArrayIndex, paths: Iterable[tuple[str, ...]]):
+    def __init__(
+        self, store: object, key: Any, index: ArrayIndex, paths: Iterable[tuple[str, ...]]
+    ) -> None:
         self.store = store
         self.key = key
         self.index = index

@@ -57,16 +57,18 @@ collections, filters and writes and compare results, errors, order and stored do
 from __future__ import annotations
 
 import math
-import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from bson import Binary, MaxKey, MinKey, ObjectId
 from bson.int64 import Int64
 from mongomock import filtering as _untyped_filtering
+
+from mindstore.backends.embedded.once import once
 
 __all__ = ["SAFE_KEY_TYPES", "ReadSwitch", "install", "lookup_keys", "register"]
 
@@ -94,11 +96,9 @@ class ReadSwitch:
 
 
 # mongomock server store (one per mongomock client) -> its owner's switch
-_SWITCHES: weakref.WeakKeyDictionary[Any, ReadSwitch] = weakref.WeakKeyDictionary()
+_SWITCHES: weakref.WeakKeyDictionary[object, ReadSwitch] = weakref.WeakKeyDictionary()
 # collection stores that ever held a key outside SAFE_KEY_TYPES (always scanned)
-_IRREGULAR: weakref.WeakSet[Any] = weakref.WeakSet()
-_installed = False
-_installing = threading.Lock()  # two threads opening their first clients: wrap once
+_IRREGULAR: weakref.WeakSet[object] = weakref.WeakSet()
 _MISSING = object()
 
 
@@ -123,11 +123,25 @@ class StoreOrder:
         return self.documents is documents and len(self.positions) == len(documents)
 
 
+class _ReadWriteLock(Protocol):
+    def reader(self) -> AbstractContextManager[object]: ...
+
+
+class CollectionStore(Protocol):
+    """What the lookup uses of a mongomock `CollectionStore` (mongomock has no types): its
+    read lock, its documents keyed by `_id` in stored order, its TTL sweep."""
+
+    _rwlock: _ReadWriteLock
+    _documents: MutableMapping[Any, dict[str, Any]]
+
+    def _remove_expired_documents(self) -> None: ...
+
+
 # collection store -> the order of its keys (made at the first lookup of several keys)
-_ORDERS: weakref.WeakKeyDictionary[Any, StoreOrder] = weakref.WeakKeyDictionary()
+_ORDERS: weakref.WeakKeyDictionary[object, StoreOrder] = weakref.WeakKeyDictionary()
 
 
-def _order(store: Any, documents: Any) -> StoreOrder:
+def _order(store: object, documents: Any) -> StoreOrder:
     """The store's `StoreOrder`, rebuilt from `documents` when missing or stale."""
     order = _ORDERS.get(store)
     if order is None or not order.valid_for(documents):
@@ -173,7 +187,7 @@ def lookup_keys(filter: Any) -> list[Any] | None:
     return None
 
 
-def _found(store: Any, keys: list[Any]) -> list[dict[str, Any]]:
+def _found(store: CollectionStore, keys: list[Any]) -> list[dict[str, Any]]:
     """The stored documents under `keys`, each once, in the store's order."""
     with store._rwlock.reader():
         documents = store._documents
@@ -200,7 +214,9 @@ def _iter_found(
     return (document for document in documents if _filter_applies(filter, document))
 
 
-def _lookup(store: Any, filter: dict[str, Any], keys: list[Any]) -> Iterator[Any] | None:
+def _lookup(
+    store: CollectionStore, filter: dict[str, Any], keys: list[Any]
+) -> Iterator[Any] | None:
     """mongomock's `_iter_documents(filter)` through the store's keys; None: scan.
 
     On an empty collection the scan first applies the filter to an empty document (its
@@ -212,21 +228,11 @@ def _lookup(store: Any, filter: dict[str, Any], keys: list[Any]) -> Iterator[Any
     return _iter_found(filter, _found(store, keys))
 
 
+@once
 def install() -> None:
     """Wrap mongomock's `Collection._iter_documents` (the lookup) and
     `CollectionStore.__setitem__` (marking stores with other key types), once: on the
     classes, so every collection uses it, whenever it was created."""
-    global _installed
-    if _installed:  # the common case, without the lock
-        return
-    with _installing:
-        if _installed:
-            return
-        _wrap()
-        _installed = True
-
-
-def _wrap() -> None:
     from mongomock import collection as _untyped_collection
     from mongomock import store as _untyped_store
 

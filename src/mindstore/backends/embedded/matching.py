@@ -28,13 +28,14 @@ generated filters and documents: the same answers and the same errors.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from bson import ObjectId
 from mongomock import OperationFailure
 from mongomock import filtering as _untyped_filtering
+
+from mindstore.backends.embedded.once import once
 
 __all__ = ["ORIGINALS", "install"]
 
@@ -46,8 +47,6 @@ _RE_TYPES: Any = _filtering._RE_TYPES
 _HASHED: frozenset[type] = frozenset({str, int, float, bool, type(None), ObjectId})
 _NEGATIVE = frozenset({"$ne", "$nin"})
 
-_installed = False
-_installing = threading.Lock()
 
 Check = Callable[[Any, Any], Any]
 _SET_FROM = 8  # a `$in` list this long or longer is looked up through a set
@@ -257,17 +256,11 @@ ORIGINALS: dict[str, Any] = {
 """mongomock's own functions, as they were before `install` (the tests compare)."""
 
 
+@once
 def install() -> None:
     """Replace `_Filterer.apply` and `_iter_key_candidates_sublist` (once per process)."""
-    global _installed
-    if _installed:
-        return
-    with _installing:
-        if _installed:
-            return
-        operator_map = _filtering._filterer_inst._operator_map
-        _filtering._Filterer.apply = _make_apply(operator_map["$in"], operator_map["$nin"])
-        _filtering._iter_key_candidates_sublist = _make_sublist(
-            ORIGINALS["_iter_key_candidates_sublist"]
-        )
-        _installed = True
+    operator_map = _filtering._filterer_inst._operator_map
+    _filtering._Filterer.apply = _make_apply(operator_map["$in"], operator_map["$nin"])
+    _filtering._iter_key_candidates_sublist = _make_sublist(
+        ORIGINALS["_iter_key_candidates_sublist"]
+    )
