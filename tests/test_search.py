@@ -97,10 +97,16 @@ async def test_the_query_language(acme: Any) -> None:
     await acme.tasks.add_text_part(task.id, turn.id, "Checking the weather in Lisbon")
     await acme.tasks.add_tool_call_part(task.id, turn.id, ToolCallPart(
         tool_call_id="c1", tool_name="get_weather", args={"city": "Lisbon"}))  # fmt: skip
-    assert sorted(await _ids(acme, "lisbon hotel")) == ["a", "b"]
+    assert sorted(await _ids(acme, "lisbon hotel", match="all")) == ["a", "b"]
     assert await _ids(acme, '"lisbon hotel"') == ["a"]
-    assert await _ids(acme, "lisbon hotel -airport") == ["a"]
-    assert await _ids(acme, "CAFE RESUME lisbon") == ["c"]
+    assert await _ids(acme, '"lisbon hotel"', match="all") == ["a"]
+    assert await _ids(acme, "lisbon hotel -airport", match="all") == ["a"]
+    assert await _ids(acme, "CAFE RESUME lisbon", match="all") == ["c"]
+    # match="any" (the default): any word qualifies, the messages holding more rank first
+    anyway = await _ids(acme, "lisbon hotel")
+    assert sorted(anyway[:2]) == ["a", "b"] and sorted(anyway[2:]) == ["c", "e"]
+    assert sorted(await _ids(acme, "lisbon hotel -airport")) == ["a", "c", "e"]
+    assert (await _ids(acme, "CAFE RESUME lisbon"))[0] == "c"
     assert await _ids(acme, "京都") == ["d"] and await _ids(acme, "東京") == ["d"]
     assert await _ids(acme, "tool:get_weather") == ["e"]
     assert await _ids(acme, "tool:GET_WEATHER lisbon") == ["e"]
@@ -255,8 +261,10 @@ async def test_under_a_keyring_the_index_holds_no_word_and_a_shred_ends_search(
     turn = await acme.tasks.add_assistant_message(task.id, message_id="t")
     await acme.tasks.add_tool_call_part(task.id, turn.id, ToolCallPart(
         tool_call_id="c1", tool_name="lookup_zebracorn", args={}))  # fmt: skip
-    page = await acme.search("zebracorn lisbon", limit=10)
+    page = await acme.search("zebracorn lisbon", limit=10, match="all")
     assert len(page.hits) == 4 and "**zebracorn**" in page.hits[0].snippet.marked().casefold()
+    # any word: the tool call's `lookup_zebracorn` too, below the messages holding both
+    assert [h.message_id for h in (await acme.search("zebracorn lisbon")).hits][4:] == ["t"]
     assert await _ids(acme, "tool:lookup_zebracorn") == ["t"]
     raw = repr(
         [

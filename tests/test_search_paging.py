@@ -281,10 +281,11 @@ async def test_a_forged_cursor_is_a_typed_error(acme: Any) -> None:
 @given(st.text(max_size=300) | st.binary(max_size=300).map(
     lambda raw: base64.urlsafe_b64encode(raw).decode()))  # fmt: skip
 def test_any_text_is_a_position_or_a_typed_error(cursor: str) -> None:
+    from mindstore.search.modes import Recall
     from mindstore.search.service import _fingerprint, _position, check_filters
 
     filters = check_filters(None, None, None, None, None, None)
-    fingerprint = _fingerprint("acme", None, "plan", filters)
+    fingerprint = _fingerprint("acme", None, "plan", Recall("lexical", "any"), filters)
     try:
         position = _position(cursor, fingerprint)
     except ValidationError as error:

@@ -111,7 +111,7 @@ async def _judge() -> Judged:
                 expected = {ids[n] for n in matching}
                 # the first page of 100 holds the top 10 (ranking does not depend on the
                 # limit) and is the first page of the recall check: one search less
-                page = await view.search(" ".join(query), limit=100)
+                page = await view.search(" ".join(query), limit=100, match="all")
                 every = {f"{h.task_id}/{h.message_id}" for h in page.hits}
                 found = [f"{h.task_id}/{h.message_id}" for h in page.hits[:10]]
                 ranked = sorted(matching, key=lambda n: -scores[n])
@@ -121,7 +121,7 @@ async def _judge() -> Judged:
                 judged.overlaps.append(agree / min(10, len(matching)))
                 cursor = page.next_cursor
                 while cursor is not None:
-                    more = await view.search(" ".join(query), limit=100, cursor=cursor)
+                    more = await view.search(" ".join(query), limit=100, cursor=cursor, match="all")
                     every |= {f"{h.task_id}/{h.message_id}" for h in more.hits}
                     cursor = more.next_cursor
                 judged.recalls.append(len(every & expected) / len(expected))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from mindstore.errors import ConfigurationError, ValidationError
 from mindstore.search.blind import Blinder, derive_search_key
 from mindstore.search.bm25 import Corpus, idf, score
+from mindstore.search.modes import MATCHES
 from mindstore.search.query import MAX_QUERY_CHARS, parse_query
 from mindstore.search.snippet import make_snippet
 from mindstore.search.tokenize import MAX_TERM, stemmer_for, terms, tokens
@@ -77,13 +78,18 @@ def test_english_stemming_is_optional() -> None:
 
 
 def test_the_query_language_parses_to_terms() -> None:
-    parsed = parse_query('Lisbon "hotel booking" -draft role:user tool:Get_Weather')
+    parsed = parse_query('Lisbon "hotel booking" -draft role:user tool:Get_Weather', match="all")
     assert parsed.required == ("lisbon", "hotel", "booking", "tool:get_weather")
-    assert parsed.scored == ("lisbon", "hotel", "booking")
+    assert parsed.scored == ("lisbon", "hotel", "booking") and parsed.any_of == ()
     assert parsed.phrases == (("hotel", "booking"),)
     assert parsed.excluded == ("draft",) and parsed.roles == frozenset({"user"})
     assert parse_query('"unclosed quote here').phrases == (("unclosed", "quote", "here"),)
     assert parse_query("-tool:x word").excluded == ("tool:x",)
+    # match="any" (the default): the phrase and the tool are required, the words rank
+    parsed = parse_query('Lisbon "hotel booking" -draft role:user tool:Get_Weather')
+    assert parsed.required == ("hotel", "booking", "tool:get_weather")
+    assert parsed.scored == ("lisbon", "hotel", "booking") and parsed.any_of == ()
+    assert parsed.phrases == (("hotel", "booking"),) and parsed.excluded == ("draft",)
 
 
 @pytest.mark.parametrize(
@@ -120,18 +126,25 @@ QUERIES = st.lists(PIECE.map("".join), min_size=1, max_size=12).map(" ".join) | 
 def test_any_text_is_a_query_or_a_typed_error(query: str) -> None:
     """Arbitrary text (surrogates, controls, bidi and format characters, operators, huge
     inputs) parses or is refused as a `ValidationError` naming the query; nothing else.
-    What parses is terms a postings `_id` holds as it is."""
+    What parses is terms a postings `_id` holds as it is, under either match."""
+    for match in MATCHES:
+        try:
+            parsed = parse_query(query, match=match)
+        except ValidationError as error:
+            assert "query" in str(error)
+            continue
+        assert len(query) <= MAX_QUERY_CHARS
+        # something decides: every required term, or (any) at least one scored word
+        assert parsed.required if match == "all" else (parsed.required or parsed.any_of)
+        _terms_are_plain(parsed.lookup)
+
+
+def _terms_are_plain(lookup: tuple[str, ...]) -> None:
     import bson
 
     from mindstore.search.index import postings_id
 
-    try:
-        parsed = parse_query(query)
-    except ValidationError as error:
-        assert "query" in str(error)
-        return
-    assert parsed.required and len(query) <= MAX_QUERY_CHARS
-    for term in parsed.lookup:
+    for term in lookup:
         # a word is letters, digits and marks; a tool name is literal text after `tool:`
         assert term.startswith("tool:") or (len(term) <= MAX_TERM and "$" not in term)
         bson.encode({"_id": postings_id("acme", term, 0)})  # UTF-8 and BSON can carry it

@@ -33,6 +33,7 @@ from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.locks import TaskLocks
 from mindstore.search.admin import SearchIndexAdmin
 from mindstore.search.index import IndexState, SearchStore
+from mindstore.search.modes import Match, Mode
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
 from mindstore.services.agents import AgentRepository
@@ -106,14 +107,18 @@ class TenantStore:
         task_ids: Iterable[str] | None = None,
         limit: int = 20,
         cursor: str | None = None,
+        mode: Mode | None = None,
+        match: Match = "any",
     ) -> SearchPage:
         """Search the tenant's conversations: a page of hits, best first (BM25).
 
         Every message of every task is reachable (sealed pages included, dialogs' forks,
         the integrations' sessions and threads: they are tasks); an owner-scoped view
-        finds only its owner's messages. The query language: words (all must match),
-        ``"a phrase"``, ``-word``, ``role:user``, ``tool:<name>`` (docs/search.md). A
-        message is found by any search that starts after its append returned.
+        finds only its owner's messages. The query language: words (any of them, ranked
+        by all; stop words do not decide; ``match="all"``: every one), ``"a phrase"``,
+        ``-word``, ``role:user``, ``tool:<name>`` (docs/search.md). A question as a user
+        types it finds its answers. A message is found by any search that starts after
+        its append returned.
 
         Args:
             query: What to look for.
@@ -124,6 +129,10 @@ class TenantStore:
             task_ids: Only these tasks.
             limit: Page size, 1 to 100.
             cursor: The `next_cursor` of the previous page.
+            mode: ``"lexical"`` (BM25 over words), ``"semantic"`` or ``"hybrid"`` (both
+                need an embedder); None: ``"hybrid"`` with an embedder, else ``"lexical"``.
+            match: ``"any"``: a message holding any of the query's words (not counting
+                stop words); ``"all"``: every word.
 
         Returns:
             A `SearchPage`: `hits` (task id, message id, role, time, score, snippet),
@@ -131,7 +140,8 @@ class TenantStore:
 
         Raises:
             ValidationError: A bad query (empty, too long, a control character, an unknown
-                role) or argument; the error names it.
+                role) or argument (`mode` and `match` included); the error names it.
+            ConfigurationError: `mode` needs an embedder and this store has none.
             KeyShredded: The tenant's keys were destroyed: it cannot be searched.
 
         Example:
@@ -144,6 +154,7 @@ class TenantStore:
         return await run_search(
             self._search_store, query, view_owner=self.owner, owner=owner, roles=roles,
             since=since, until=until, task_ids=task_ids, limit=limit, cursor=cursor,
+            mode=mode, match=match,
         )  # fmt: skip
 
     @property

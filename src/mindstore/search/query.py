@@ -1,7 +1,9 @@
 """The query language (pure): what people already type into a search box.
 
-``lisbon hotel`` every word must match; ``"lisbon hotel"`` the words next to each other,
-in that order; ``-draft`` no message holding the word; ``role:user`` only that role;
+``lisbon hotel`` under ``match="any"`` (the default) a message holding either word, ranked
+by both (stop words do not decide: `stopwords`); under ``match="all"`` every word must
+match; ``"lisbon hotel"`` the words next to each other, in that order (required under
+either match); ``-draft`` no message holding the word; ``role:user`` only that role;
 ``tool:get_weather`` only messages that call the tool or carry its result. Everything
 else is literal text: ``$where``, ``.*`` or ``{"$ne": 1}`` are words (or nothing), never
 an operator, because a query reaches the database only as normalised terms (or their
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from mindstore.errors import ValidationError
 from mindstore.model.messages import MessageRole
 
+from .modes import Match
+from .stopwords import is_stop_word
 from .tokenize import Stemmer, terms
 
 __all__ = ["MAX_QUERY_CHARS", "MAX_TERMS", "ParsedQuery", "parse_query", "tool_term"]
@@ -41,9 +45,12 @@ def tool_term(name: str) -> str:
 
 @dataclass(frozen=True)
 class ParsedQuery:
-    """A query, as terms: `required` all must occur (words, phrase words and tools),
-    `scored` the words BM25 ranks by, `phrases` term sequences that must occur in order,
-    `excluded` terms none may hold, `roles` the roles allowed (empty: any)."""
+    """A query, as terms: `required` all must occur (under ``match="all"`` every word;
+    under ``"any"`` the phrases' words and the tools), `any_of` at least one must occur
+    when not empty (under ``"any"`` with no phrase nor tool: the scored words), `scored`
+    the words BM25 ranks by (under ``"any"`` the words that are not stop words, when
+    there are any), `phrases` term sequences that must occur in order, `excluded` terms
+    none may hold, `roles` the roles allowed (empty: any)."""
 
     required: tuple[str, ...]
     scored: tuple[str, ...]
@@ -51,11 +58,12 @@ class ParsedQuery:
     excluded: tuple[str, ...]
     roles: frozenset[str]
     tools: tuple[str, ...]
+    any_of: tuple[str, ...] = ()
 
     @property
     def lookup(self) -> tuple[str, ...]:
         """Every term the index is asked about (required first), each once."""
-        return tuple(dict.fromkeys((*self.required, *self.excluded)))
+        return tuple(dict.fromkeys((*self.required, *self.scored, *self.excluded)))
 
 
 def _check_text(query: object) -> str:
@@ -100,15 +108,16 @@ def _pieces(query: str) -> list[tuple[bool, bool, str]]:
     return out
 
 
-def parse_query(query: object, stem: Stemmer | None = None) -> ParsedQuery:
-    """`query` as terms (see the module doc), with the tenant's stemmer."""
+def parse_query(query: object, stem: Stemmer | None = None, match: Match = "any") -> ParsedQuery:
+    """`query` as terms (see the module doc), with the tenant's stemmer, under `match`."""
     text = _check_text(query)
-    required: list[str] = []
-    scored: list[str] = []
+    words: list[str] = []
+    content: list[str] = []
     phrases: list[tuple[str, ...]] = []
     excluded: list[str] = []
     roles: set[str] = set()
     tools: list[str] = []
+    conjunction: list[str] = []  # every word and tool, in query order: "all"'s required
     for negated, quoted, piece in _pieces(text):
         lowered = piece.casefold()
         if not quoted and lowered.startswith("role:") and not negated:
@@ -121,35 +130,48 @@ def parse_query(query: object, stem: Stemmer | None = None) -> ParsedQuery:
             continue
         if not quoted and lowered.startswith(TOOL_PREFIX) and len(lowered) > len(TOOL_PREFIX):
             term = tool_term(piece[len(TOOL_PREFIX) :])
-            (excluded if negated else required).append(term)
+            (excluded if negated else tools).append(term)
             if not negated:
-                tools.append(term)
+                conjunction.append(term)
             continue
-        words = terms(piece, stem)
-        if not words:
+        folded = terms(piece)
+        found = terms(piece, stem) if stem is not None else folded
+        if not found:
             continue
         if negated:
-            if len(words) == 1:
-                excluded.append(words[0])
+            if len(found) == 1:
+                excluded.append(found[0])
             # a negated phrase of several words excludes nothing a single term decides;
             # it is refused rather than silently read otherwise
             else:
                 raise ValidationError("query: a negated phrase is not supported; negate words")
             continue
-        required.extend(words)
-        scored.extend(words)
-        if len(words) > 1:
-            phrases.append(tuple(words))
-    required = list(dict.fromkeys(required))
-    if len(required) + len(set(excluded)) > MAX_TERMS:
+        words.extend(found)
+        conjunction.extend(found)
+        content.extend(t for t, plain in zip(found, folded, strict=True) if not is_stop_word(plain))
+        # a quoted phrase is a phrase under either match; a word with punctuation inside
+        # (`A-1234`) is a phrase of its parts under "all", its parts under "any"
+        if len(found) > 1 and (quoted or match == "all"):
+            phrases.append(tuple(found))
+    if match == "all":
+        required = list(dict.fromkeys(conjunction))
+        scored = words
+        any_of: list[str] = []
+    else:
+        required = list(dict.fromkeys((*(t for p in phrases for t in p), *tools)))
+        scored = content or words
+        any_of = [] if required else list(dict.fromkeys(scored))
+    asked = dict.fromkeys((*required, *scored))
+    if len(asked) + len(set(excluded)) > MAX_TERMS:
         raise ValidationError(f"query: at most {MAX_TERMS} terms")
-    if not required:
+    if not required and not any_of:
         raise ValidationError("query: nothing to find (give a word, a phrase or tool:<name>)")
     return ParsedQuery(
         required=tuple(required),
         scored=tuple(scored),
         phrases=tuple(phrases),
-        excluded=tuple(dict.fromkeys(t for t in excluded if t not in required)),
+        excluded=tuple(dict.fromkeys(t for t in excluded if t not in asked)),
         roles=frozenset(roles),
         tools=tuple(dict.fromkeys(tools)),
+        any_of=tuple(any_of),
     )

@@ -1,9 +1,9 @@
 """`acme.search(...)`: ranked, scoped, paged search over a tenant's conversations.
 
-The pure parts (query, tokens, BM25, snippets) are in their own modules; this one runs a
-search: bring the index up to date, look the terms up, rank, cut the page, make its
-snippets. An owner-scoped view finds only its owner's messages; every query names the
-tenant.
+The pure parts (query, tokens, BM25, snippets, the mode and match) are in their own
+modules; this one runs a search: choose the mode and match, bring the index up to date,
+look the terms up, rank, cut the page, make its snippets. An owner-scoped view finds only
+its owner's messages; every query names the tenant.
 
 Pages are a keyset walk: the first page pins the statistics it ranks by (the tenant's
 message count and length, each query term's document frequency) and every `next_cursor`
@@ -12,7 +12,8 @@ under the pinned statistics and returns what sorts after that key, so a message 
 text did not change keeps its key for the whole walk: it is returned once, on the page
 whose range holds its key, whatever was appended, redacted or deleted meanwhile. A
 cursor is bound to its tenant, the view's owner, the query and its filters, and to the
-index's terms (stemming, tokenizer); elsewhere it is refused. docs/search.md.
+index's terms (stemming, tokenizer), and to the mode and match; elsewhere it is refused.
+docs/search.md.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
 from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
+from .modes import Recall, choose_recall
 from .query import MAX_TERMS, ROLES, ParsedQuery, parse_query
 from .snippet import Snippet, make_snippet
 from .tokenize import TOKENIZER_VERSION
@@ -124,14 +126,19 @@ def check_filters(
     )
 
 
-def _fingerprint(tenant: str, view_owner: str | None, query: str, filters: Filters) -> str:
-    """What a cursor is bound to: the tenant, the view's owner, the query, its filters."""
+def _fingerprint(
+    tenant: str, view_owner: str | None, query: str, recall: Recall, filters: Filters
+) -> str:
+    """What a cursor is bound to: the tenant, the view's owner, the query, its mode and
+    match, its filters."""
     raw = json.dumps(
         [
             CURSOR_VERSION,
             tenant,
             view_owner,
             query,
+            recall.mode,
+            recall.match,
             filters.owner,
             sorted(filters.roles),
             filters.since,
@@ -240,7 +247,8 @@ def _position(cursor: object, fingerprint: str) -> Position | None:
         raise bad from None
     if seen != fingerprint:
         raise ValidationError(
-            "cursor: from another query, filters, owner scope or tenant than this search"
+            "cursor: from another query, mode, match, filters, owner scope or tenant than "
+            "this search"
         )
     return position
 
@@ -310,6 +318,7 @@ def _rank(
     `pinned` statistics (a walk's first page: the tenant's current ones, returned)."""
     stored = {term: codec.term(term) for term in parsed.lookup}
     required = [stored[t] for t in parsed.required]
+    any_of = {stored[t] for t in parsed.any_of}
     excluded = {stored[t] for t in parsed.excluded}
     scored = [stored[t] for t in parsed.scored]
     phrases = [tuple(stored[t] for t in phrase) for phrase in parsed.phrases]
@@ -323,6 +332,8 @@ def _rank(
     out: list[_Candidate] = []
     for (task_id, index), (posting, found) in messages.items():
         if any(t not in found for t in required) or any(t in found for t in excluded):
+            continue
+        if any_of and any_of.isdisjoint(found):
             continue
         if filters.owner is not None and posting.owner != filters.owner:
             continue
@@ -359,22 +370,43 @@ async def search(
     task_ids: object = None,
     limit: object = 20,
     cursor: object = None,
+    mode: object = None,
+    match: object = "any",
+    has_embedder: bool = False,
 ) -> SearchPage:
-    """Run one search (see `TenantStore.search`)."""
+    """Run one search (see `TenantStore.search`). Everything is checked before any I/O:
+    the mode and match (`modes.choose_recall`), the limit, the filters, the query and the
+    cursor."""
+    recall = choose_recall(mode, match, has_embedder=has_embedder)
     check_int(limit, "limit", minimum=1, maximum=MAX_LIMIT)
     assert isinstance(limit, int)
     filters = check_filters(view_owner, owner, roles, since, until, task_ids)
-    parse_query(query)  # refuse a bad query before any I/O
+    parse_query(query, match=recall.match)  # refuse a bad query before any I/O
     assert isinstance(query, str)
-    fingerprint = _fingerprint(index.tenant, view_owner, query, filters)
+    fingerprint = _fingerprint(index.tenant, view_owner, query, recall, filters)
     position = _position(cursor, fingerprint)
+    # the one place a mode is dispatched: only "lexical" ranks here (choose_recall refuses
+    # the others while the store has no embedder)
+    return await _lexical(index, query, recall, filters, fingerprint, position, limit)
+
+
+async def _lexical(
+    index: SearchStore,
+    query: str,
+    recall: Recall,
+    filters: Filters,
+    fingerprint: str,
+    position: Position | None,
+    limit: int,
+) -> SearchPage:
+    """A lexical search: BM25 over the index's terms, under `recall.match`."""
     state = await index.state()
     try:
         for _attempt in range(3):
             codec, found = await index.refresh(
-                lambda c: [c.term(t) for t in parse_query(query, c.stem).lookup]
+                lambda c: [c.term(t) for t in parse_query(query, c.stem, recall.match).lookup]
             )
-            parsed = parse_query(query, codec.stem)
+            parsed = parse_query(query, codec.stem, recall.match)
             if found is None:  # something changed, or no row carried the postings
                 found = await index.lookup([codec.term(t) for t in parsed.lookup])
             rows = found
