@@ -15,6 +15,7 @@ import typer
 from mindstore.commands.arguments import time_bound
 from mindstore.commands.common import note_unknown_tenant, open_store, require_tenant, run
 from mindstore.commands.output import OutputFormat, echo_json, render
+from mindstore.search.modes import Match, Mode
 
 COLUMNS = ("score", "task_id", "message_id", "role", "owner", "time", "snippet")
 
@@ -56,6 +57,19 @@ def search(
     ] = None,
     limit: Annotated[int, typer.Option("--limit", help="Hits to show, 1 to 100.")] = 20,
     cursor: Annotated[str | None, typer.Option("--cursor", help="The next page's cursor.")] = None,
+    mode: Annotated[
+        Mode | None,
+        typer.Option(
+            "--mode",
+            help="lexical, semantic or hybrid (default: hybrid with an embedder, else lexical).",
+        ),
+    ] = None,
+    match: Annotated[
+        Match,
+        typer.Option(
+            "--match", help="any: a message holding any word (stop words aside); all: every word."
+        ),
+    ] = "any",
     fmt: Format = OutputFormat.table,
 ) -> None:
     """Search a tenant's conversations: hits ranked by relevance, with snippets."""
@@ -67,8 +81,9 @@ def search(
             view = store.scoped(name)
             await note_unknown_tenant(store, name)
             page = await view.search(
-                query, owner=owner, roles=role, since=start, until=end, limit=limit, cursor=cursor
-            )
+                query, owner=owner, roles=role, since=start, until=end, limit=limit,
+                cursor=cursor, mode=mode, match=match,
+            )  # fmt: skip
         rows = [
             {
                 "score": round(hit.score, 4),

@@ -34,6 +34,7 @@ from mindstore.model.header import header_from_stored
 from mindstore.model.messages import AnyMessage
 from mindstore.protocols import Page, TaskRecord
 from mindstore.search import SearchPage
+from mindstore.search.modes import Match, Mode
 from mindstore.store import Store, TenantStore
 
 READ_METHODS: Final = frozenset(
@@ -186,13 +187,16 @@ class ReadOnlyTenant:
         since: datetime | None = None,
         until: datetime | None = None,
         task_ids: tuple[str, ...] | None = None,
+        mode: Mode | None = None,
+        match: Match = "any",
     ) -> SearchPage:
-        """One page of hits, best first (`acme.search`, with its filters); a bad query
-        or filter, or a cursor of another query: `ValidationError`. The search index is
-        derived data the search brings up to date itself: no conversation is written."""
+        """One page of hits, best first (`acme.search`, with its filters, mode and match);
+        a bad query or filter, or a cursor of another query: `ValidationError`. The search
+        index is derived data the search brings up to date itself: no conversation is
+        written."""
         return await self.__view.search(query, limit=limit, cursor=cursor, owner=owner,
                                         roles=roles, since=since, until=until,
-                                        task_ids=task_ids)  # fmt: skip
+                                        task_ids=task_ids, mode=mode, match=match)  # fmt: skip
 
 
 @dataclass(frozen=True)

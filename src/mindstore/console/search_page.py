@@ -1,6 +1,6 @@
 """The console's search page: the tenant's messages matching a query, best first, grouped
-by task, a page at a time, with the API's filters (owner, role, since, until, task).
-docs/console.md ("Pages").
+by task, a page at a time, with the API's filters (owner, role, since, until, task) and
+its choices (mode, match). docs/console.md ("Pages").
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from starlette.responses import Response
 
 from mindstore.console.handling import query_param, signed_in, tenant_view, time_bounds
 from mindstore.console.rendering import page
-from mindstore.errors import NotFound, ValidationError
+from mindstore.errors import ConfigurationError, NotFound, ValidationError
 from mindstore.model.messages import MessageRole
 from mindstore.search import SearchPage
+from mindstore.search.modes import MATCHES, MODES, check_match, check_mode
 
 PAGE_HITS: Final = 20
 """Search hits per results page."""
-SEARCH_FILTERS: Final = ("owner", "role", "since", "until", "task")
-"""The search page's filters beside the query (the API's `search` takes them)."""
+SEARCH_FILTERS: Final = ("owner", "role", "since", "until", "task", "mode", "match")
+"""The search page's filters and choices beside the query (the API's `search` takes them),
+kept in the next page's link (a cursor is bound to them)."""
 SEARCH_ROLES: Final = tuple(sorted(role.value for role in MessageRole))
 """The roles the role filter offers (a search takes no other)."""
 
@@ -30,9 +32,10 @@ SEARCH_ROLES: Final = tuple(sorted(role.value for role in MessageRole))
 async def search(request: Request) -> Response:
     """The tenant's messages matching `?q=`, best first, a page at a time (`?cursor=`).
 
-    A query the search refuses (too long, a control character, nothing to find) or a
-    cursor of another query shows the search's message on the page, with status 400. An
-    encrypted tenant without the keyring, or a shredded one, answers as its other pages.
+    A query the search refuses (too long, a control character, nothing to find), a mode
+    or match it does not know, a mode the store cannot serve (no embedder) or a cursor of
+    another query shows the search's message on the page, with status 400. An encrypted
+    tenant without the keyring, or a shredded one, answers as its other pages.
     """
     view = tenant_view(request)
     text = request.query_params.get("q", "")
@@ -54,7 +57,7 @@ async def search(request: Request) -> Response:
             groups.setdefault(hit.task_id, []).append(hit)
         return page(request, "search.html", status, tenant=view.tenant, q=text, error=error,
                     hits=hits, groups=list(groups.items()), titles=titles or {},
-                    filters=filters, roles=SEARCH_ROLES,
+                    filters=filters, roles=SEARCH_ROLES, modes=MODES, matches=MATCHES,
                     total=found.total if found else None, following=following)  # fmt: skip
 
     if not text.strip():
@@ -73,8 +76,10 @@ async def search(request: Request) -> Response:
             since=None if since is None else datetime.fromtimestamp(since, UTC),
             until=None if until is None else datetime.fromtimestamp(until, UTC),
             task_ids=(filters["task"],) if filters["task"] else None,
+            mode=check_mode(filters["mode"] or None),
+            match=check_match(filters["match"] or "any"),
         )
-    except ValidationError as error:
+    except (ValidationError, ConfigurationError) as error:
         return results(400, str(error))
     titles: dict[str, str | None] = {}
     for task_id in dict.fromkeys(hit.task_id for hit in found.hits):

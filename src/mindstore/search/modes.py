@@ -17,7 +17,16 @@ from typing import Literal, TypeVar, get_args
 
 from mindstore.errors import ConfigurationError, ValidationError
 
-__all__ = ["MATCHES", "MODES", "Match", "Mode", "Recall", "choose_recall"]
+__all__ = [
+    "MATCHES",
+    "MODES",
+    "Match",
+    "Mode",
+    "Recall",
+    "check_match",
+    "check_mode",
+    "choose_recall",
+]
 
 Mode = Literal["hybrid", "lexical", "semantic"]
 Match = Literal["any", "all"]
@@ -43,6 +52,16 @@ def _one_of(value: object, name: str, allowed: tuple[_Choice, ...]) -> _Choice:
     raise ValidationError(f"{name}: expected one of {', '.join(allowed)}, got {shown[:80]}")
 
 
+def check_mode(value: object) -> Mode | None:
+    """`value` as a mode (None: the store's default), else `ValidationError` naming `mode`."""
+    return None if value is None else _one_of(value, "mode", MODES)
+
+
+def check_match(value: object) -> Match:
+    """`value` as a match, else `ValidationError` naming `match`."""
+    return _one_of(value, "match", MATCHES)
+
+
 def choose_recall(mode: object, match: object, *, has_embedder: bool) -> Recall:
     """The search's `Recall`, checked: `mode` (None: hybrid with an embedder, else
     lexical) and `match`.
@@ -51,10 +70,10 @@ def choose_recall(mode: object, match: object, *, has_embedder: bool) -> Recall:
         ValidationError: `mode` or `match` is not one of its values (the error names it).
         ConfigurationError: `mode` needs an embedder and the store has none.
     """
-    chosen_match = _one_of(match, "match", MATCHES)
-    if mode is None:
+    chosen_match = check_match(match)
+    chosen = check_mode(mode)
+    if chosen is None:
         return Recall("hybrid" if has_embedder else "lexical", chosen_match)
-    chosen = _one_of(mode, "mode", MODES)
     if chosen in NEEDS_EMBEDDER and not has_embedder:
         raise ConfigurationError(
             f"mode: {chosen!r} needs an embedder, and this store has no embedder: "
