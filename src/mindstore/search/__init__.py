@@ -1,6 +1,7 @@
 """Search across a tenant's conversations (docs/search.md): `acme.search(query)`.
 
-Pure parts: `tokenize` (text -> terms), `query` (the query language), `bm25` (the
+Pure parts: `tokenize` (text -> terms), `query` (the query language), `stopwords` (the
+words a `match="any"` search leaves out), `modes` (the mode and match, checked), `bm25` (the
 score), `snippet` (excerpts), `text` (what of a message is searchable), `blind` (keyed
 tokens under a keyring), `postings` (ids, partitions, packed postings), `codec` (a
 message's entry under the tenant's codec; only `codec_for` asks the keyring). I/O:
