@@ -37,7 +37,7 @@ from mindstore.cli import app as cli_app
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS, TASKS
 from mindstore.console import app as console_app
 from mindstore.errors import ConfigurationError, ValidationError
-from mindstore.search.modes import MATCHES, MODES
+from mindstore.search.modes import MATCHES, MODES, NoEmbedder
 from mindstore.search.stopwords import STOP_WORDS
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -278,13 +278,14 @@ async def _stored(store: mindstore.Store) -> list[list[dict[str, Any]]]:
      ({"mode": 1}, ValidationError, "mode"), ({"mode": {"$ne": 1}}, ValidationError, "mode"),
      ({"match": None}, ValidationError, "match"), ({"match": "some"}, ValidationError, "match"),
      ({"match": ["any"]}, ValidationError, "match"),
-     ({"mode": "semantic"}, ConfigurationError, "mode: 'semantic' needs an embedder"),
-     ({"mode": "hybrid"}, ConfigurationError, "this store has no embedder: connect"),
+     ({"mode": "semantic"}, NoEmbedder, "mode: 'semantic' needs an embedder"),
+     ({"mode": "hybrid"}, NoEmbedder, "this store has no embedder: connect"),
      ({"mode": "semantic", "match": "all"}, ConfigurationError, "mode")],
 )  # fmt: skip
 async def test_a_bad_mode_or_match_is_refused_before_any_io(
     acme: Any, options: dict[str, Any], error: type[Exception], named: str
 ) -> None:
+    assert issubclass(NoEmbedder, ConfigurationError)
     await _load(acme, ["wedding plans"])
     assert (await acme.search("wedding")).hits
     before = await _stored(acme.store)

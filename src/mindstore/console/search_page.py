@@ -14,10 +14,10 @@ from starlette.responses import Response
 
 from mindstore.console.handling import query_param, signed_in, tenant_view, time_bounds
 from mindstore.console.rendering import page
-from mindstore.errors import ConfigurationError, NotFound, ValidationError
+from mindstore.errors import NotFound, ValidationError
 from mindstore.model.messages import MessageRole
 from mindstore.search import SearchPage
-from mindstore.search.modes import MATCHES, MODES, check_match, check_mode
+from mindstore.search.modes import MATCHES, MODES, NoEmbedder, check_match, check_mode
 
 PAGE_HITS: Final = 20
 """Search hits per results page."""
@@ -79,7 +79,7 @@ async def search(request: Request) -> Response:
             mode=check_mode(filters["mode"] or None),
             match=check_match(filters["match"] or "any"),
         )
-    except (ValidationError, ConfigurationError) as error:
+    except (ValidationError, NoEmbedder) as error:
         return results(400, str(error))
     titles: dict[str, str | None] = {}
     for task_id in dict.fromkeys(hit.task_id for hit in found.hits):

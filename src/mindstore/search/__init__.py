@@ -13,11 +13,15 @@ search), `admin` (rebuild, verify), `documents` (stored shapes, indexes).
 from __future__ import annotations
 
 from mindstore.search.admin import SearchIndexAdmin, VerifyReport
+from mindstore.search.modes import Match, Mode, NoEmbedder
 from mindstore.search.query import ParsedQuery, parse_query
 from mindstore.search.service import SearchHit, SearchPage
 from mindstore.search.snippet import Snippet
 
 __all__ = [
+    "Match",
+    "Mode",
+    "NoEmbedder",
     "ParsedQuery",
     "SearchHit",
     "SearchIndexAdmin",

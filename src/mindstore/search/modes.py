@@ -7,7 +7,7 @@ messages a lexical ranking admits: ``"any"`` (a message holding any of the query
 content words; stop words do not decide) or ``"all"`` (every word, as the query language
 was before `match` existed). Both are refused before any I/O: a value of neither list is
 a `ValidationError` naming it; a mode that needs an embedder, on a store without one, is
-a `ConfigurationError` naming `mode`. docs/search.md.
+`NoEmbedder`, a `ConfigurationError` naming `mode`. docs/search.md.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ __all__ = [
     "MODES",
     "Match",
     "Mode",
+    "NoEmbedder",
     "Recall",
     "check_match",
     "check_mode",
@@ -34,6 +35,11 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 MATCHES: tuple[Match, ...] = get_args(Match)
 NEEDS_EMBEDDER: frozenset[Mode] = frozenset({"hybrid", "semantic"})
 _Choice = TypeVar("_Choice", bound=str)
+
+
+class NoEmbedder(ConfigurationError):
+    """A semantic or hybrid search asked of a store that has no embedder (the store's
+    configuration, not the arguments, is what to change)."""
 
 
 @dataclass(frozen=True)
@@ -68,14 +74,15 @@ def choose_recall(mode: object, match: object, *, has_embedder: bool) -> Recall:
 
     Raises:
         ValidationError: `mode` or `match` is not one of its values (the error names it).
-        ConfigurationError: `mode` needs an embedder and the store has none.
+        NoEmbedder: `mode` needs an embedder and the store has none (a
+            `ConfigurationError`).
     """
     chosen_match = check_match(match)
     chosen = check_mode(mode)
     if chosen is None:
         return Recall("hybrid" if has_embedder else "lexical", chosen_match)
     if chosen in NEEDS_EMBEDDER and not has_embedder:
-        raise ConfigurationError(
+        raise NoEmbedder(
             f"mode: {chosen!r} needs an embedder, and this store has no embedder: "
             "connect(..., embedder=...)"
         )
