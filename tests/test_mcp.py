@@ -534,6 +534,21 @@ async def test_a_keyring_store_reads_a_sealed_tenant_and_makes_no_key(tmp_path: 
         assert sorted(p.name for p in vault.rglob("*")) == files_before
         # the application without a keyring still writes acme: it was not sealed
         await plain_store.scoped("acme").tasks.create(owner="ann", title="after the server")
+        async with Client(server(plain_store, tenant="sealed")) as client:
+            for tool, arguments in (
+                ("search_conversations", {"query": "lisbon"}),
+                ("read_conversation", {"task_id": sealed.id}),
+            ):
+                assert (await refused(client, tool, arguments))["error"] == "KeyringRequired"
+        assert sealed_app.keyring is not None
+        await sealed_app.keyring.shred("sealed")
+        async with Client(server(sealed_app, tenant="sealed")) as client:
+            for tool, arguments in (
+                ("search_conversations", {"query": "lisbon"}),
+                ("read_conversation", {"task_id": sealed.id}),
+                ("list_conversations", {}),
+            ):
+                assert (await refused(client, tool, arguments))["error"] == "KeyShredded"
 
 
 def test_a_bad_tenant_or_owner_is_refused_before_serving() -> None:

@@ -194,6 +194,10 @@ async def test_no_token_or_a_wrong_one_is_401_and_a_session_stays_with_its_scope
             url, json=INITIALIZE, headers={**bearer("acme-all"), "Host": "evil.example"}
         )
         assert foreign.status_code == 421  # the SDK's DNS-rebinding protection
+        page = await http.post(
+            url, json=INITIALIZE, headers={**bearer("acme-all"), "Origin": "http://evil.example"}
+        )
+        assert page.status_code == 403
         elsewhere = await http.post(
             url.replace("/mcp", "/other"), json=INITIALIZE, headers=bearer("acme-all")
         )
