@@ -61,7 +61,12 @@ Index = Annotated[int, Strict(), Field(ge=0, le=MAX_INDEX)]
 
 
 def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    """The time in UTC (one without an offset is UTC); one that UTC cannot hold (year 1 at
+    +14:00) is refused here rather than overflowing in a query."""
+    try:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("out of the range of UTC times") from None
 
 
 Time = Annotated[
