@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,8 +15,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
+import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from typer.testing import CliRunner
 
 import mindstore
@@ -22,6 +27,7 @@ from mindstore.cli import app
 from test_mcp import TOOL_NAMES, Planted, call, every_page, plant, refused
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+ENV = {"PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
 runner = CliRunner()
 
 
@@ -39,7 +45,7 @@ def test_stdio_serves_the_tenant_and_owner_named_on_the_command_line(tmp_path: P
     command = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mindstore", "--data", str(path), "mcp", "--tenant", "acme", "--owner", "ann"],
-        env={"PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])},
+        env=ENV,
     )
 
     async def session() -> None:
@@ -60,6 +66,54 @@ def test_stdio_serves_the_tenant_and_owner_named_on_the_command_line(tmp_path: P
 
     asyncio.run(session())
     assert path.read_bytes() == stored  # read, never written back
+
+
+def test_http_serves_with_the_fresh_token_it_prints_once(tmp_path: Path) -> None:
+    """`--http PORT` without `--credentials`: one credential for `--tenant` and `--owner`,
+    its token printed once on stderr; another token is 401."""
+    path = tmp_path / "store.gz"
+    planted = asyncio.run(data_file(path))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "mindstore", "--data", str(path), "mcp", "--tenant", "acme",
+               "--owner", "ann", "--http", str(port)]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **ENV},
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        said = [process.stderr.readline() for _ in range(2)]
+        token = re.fullmatch(
+            r"mcp: credential 'local' \(acme, owner ann\), bearer token: (\S+)\n", said[0]
+        )
+        assert token is not None, said
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert said[1] == f"mcp: {url}\n"
+
+        async def session() -> None:
+            for _ in range(300):  # the socket opens once the store is loaded
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    await asyncio.sleep(0.05)
+            headers = {"Authorization": f"Bearer {token[1]}"}
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                listed = await every_page(client, "list_conversations", {}, "conversations")
+                assert {c["task_id"] for c in listed} == planted.ids("acme", "ann")
+            async with httpx2.AsyncClient() as http:
+                wrong = {"Authorization": f"Bearer {token[1][::-1]}"}
+                assert (await http.post(url, json={}, headers=wrong)).status_code == 401
+
+        asyncio.run(session())
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @pytest.mark.parametrize(
