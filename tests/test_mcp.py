@@ -27,10 +27,13 @@ from mcp import Client
 
 import mindstore
 from mindstore import errors
+from mindstore.backends.recorder import observe_all
+from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
 from mindstore.crypto import Keyring, LocalKeyVault, LocalMasterKey
 from mindstore.mcp import reads, server
 from mindstore.model.messages import AssistantMessage, UserMessage
 from mindstore.model.parts import TextPart
+from mindstore.portable import WRITE_COMMANDS
 from mindstore.store import Store
 
 TOOL_NAMES = ["search_conversations", "read_conversation", "list_conversations"]
@@ -587,3 +590,53 @@ def test_an_unexpected_failure_is_an_internal_error_without_details(
                 }  # fmt: skip
 
     asyncio.run(body())
+
+
+async def test_every_tool_writes_nothing_but_the_search_index(
+    store: Store, planted: Planted
+) -> None:
+    """Recorded commands of a session calling every tool: the only writes are to the
+    search index's collections (`search_*`), which a search brings up to date."""
+    task_id = next(iter(planted.ids("acme", "ann")))
+    async with acme_client(store) as client:
+        with observe_all() as log:
+            await call(client, "search_conversations", {"query": "lisbon", "limit": 1})
+            await every_page(
+                client, "read_conversation", {"task_id": task_id, "limit": 1}, "messages"
+            )
+            await every_page(client, "list_conversations", {"limit": 1}, "conversations")
+        assert log.names()
+        writes = [c for c in log if c.name.lower() in WRITE_COMMANDS]
+        assert writes and {str(c.collection) for c in writes} <= {
+            SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS,
+        }  # fmt: skip
+        with observe_all() as log:  # the index is current now: a second search writes nothing
+            await call(client, "search_conversations", {"query": "hotel"})
+            await call(client, "read_conversation", {"task_id": task_id, "last": 1})
+        assert not [c for c in log if c.name.lower() in WRITE_COMMANDS]
+
+
+def test_the_tools_reach_the_store_through_reads_only() -> None:
+    """`ConversationReads` has these reads and no other public attribute (no write verb,
+    no way to the view it wraps)."""
+    public = {name for name in dir(reads.ConversationReads) if not name.startswith("_")}
+    assert public == {"search", "task", "read_range", "list_tasks", "owner", "tenant"}
+    assert reads.ConversationReads.__slots__ == ("__view", "owner", "tenant")
+
+
+async def test_a_page_of_messages_reads_only_its_messages(store: Store) -> None:
+    """A page deep in a long conversation costs no more round trips and about the same
+    bytes as the first one: only its range is read."""
+    texts = [f"message {i} " + "x" * 200 for i in range(600)]
+    record = await store.scoped("acme").tasks.create(messages=[said("user", t) for t in texts])
+    async with acme_client(store) as client:
+        costs = {}
+        for start in (0, 580):
+            with observe_all() as log:
+                page = await call(client, "read_conversation",
+                                  {"task_id": record.id, "start": start, "limit": 20})  # fmt: skip
+            assert [m["text"] for m in page["messages"]] == texts[start : start + 20]
+            costs[start] = (log.round_trips, log.bytes_received)
+        assert costs[580][0] <= costs[0][0] <= 6  # the first read also learns the paging
+        assert costs[580][1] < costs[0][1] * 1.5 + 4096, costs
+        assert costs[0][1] < 600 * 200 / 2, costs  # far less than the conversation
