@@ -640,3 +640,43 @@ async def test_a_page_of_messages_reads_only_its_messages(store: Store) -> None:
         assert costs[580][0] <= costs[0][0] <= 6  # the first read also learns the paging
         assert costs[580][1] < costs[0][1] * 1.5 + 4096, costs
         assert costs[0][1] < 600 * 200 / 2, costs  # far less than the conversation
+
+
+async def test_concurrent_calls_and_a_concurrent_writer(store: Store, planted: Planted) -> None:
+    """Calls of two servers run at once answer what each answers alone, and a conversation
+    read a page at a time while the application appends to it gives the window the first
+    page chose, in order, whatever was appended meanwhile."""
+    texts = [f"turn {i}" for i in range(60)]
+    record = await store.scoped("acme").tasks.create(
+        owner="ann", messages=[said("user", t) for t in texts]
+    )
+    calls = [
+        ("search_conversations", {"query": "lisbon"}),
+        ("list_conversations", {}),
+        ("read_conversation", {"task_id": record.id, "last": 5}),
+    ]
+    async with (
+        Client(server(store, tenant="acme")) as whole,
+        Client(server(store, tenant="acme", owner="ann")) as ann,
+    ):
+        alone = [await call(c, tool, args) for c in (whole, ann) for tool, args in calls]
+        together = await asyncio.gather(
+            *(call(c, tool, args) for c in (whole, ann) for tool, args in calls)
+        )
+        assert list(together) == alone
+
+        async def append() -> None:
+            for i in range(30):
+                await store.scoped("acme").tasks.add_human_message(record.id, f"late {i}")
+                await asyncio.sleep(0)
+
+        async def page_through() -> list[dict[str, Any]]:
+            return await every_page(
+                ann, "read_conversation", {"task_id": record.id, "last": 60, "limit": 7}, "messages"
+            )
+
+        read, _ = await asyncio.gather(page_through(), append())
+        everything = texts + [f"late {i}" for i in range(30)]
+        first = read[0]["index"]  # the last 60 when the first page was read
+        assert [m["index"] for m in read] == list(range(first, first + 60))
+        assert [m["text"] for m in read] == everything[first : first + 60]
