@@ -10,7 +10,9 @@ not name. A refused argument is a `ValidationError` whose message starts with it
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from functools import cache
 from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
@@ -125,10 +127,17 @@ class ListArguments(Arguments):
     cursor: Cursor | None = None
 
 
-def schema(model: type[Arguments]) -> dict[str, Any]:
-    """The JSON Schema `tools/list` shows for a tool's arguments."""
+@cache
+def _schema(model: type[Arguments]) -> str:
     found = model.model_json_schema()
     found.pop("title", None)
+    return json.dumps(found)
+
+
+def schema(model: type[Arguments]) -> dict[str, Any]:
+    """The JSON Schema `tools/list` shows for a tool's arguments (a fresh copy each time,
+    made once per model)."""
+    found: dict[str, Any] = json.loads(_schema(model))
     return found
 
 
