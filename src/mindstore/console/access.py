@@ -1,16 +1,14 @@
 """Who may see what (pure): operators, their credentials and the tenants each may see.
 
 An operator is a name, a secret token and the tenants it may see (a set, or every tenant).
-Only a SHA-256 digest of each token is kept, and a presented token is compared with every
-digest in constant time, so a timing side channel does not tell how much of a guess was
-right. Sessions are random ids held in memory by the app (`Sessions`): the cookie carries
-the id, never the token, and a restart logs everyone out.
+Tokens follow `mindstore.tokens` (shared with the MCP server): only a SHA-256 digest of each
+is kept, and a presented token is compared with every digest in constant time. Sessions
+are random ids held in memory by the app (`Sessions`): the cookie carries the id, never the
+token, and a restart logs everyone out.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import secrets
 import time
@@ -20,18 +18,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from mindstore.errors import ConfigurationError
+from mindstore.tokens import MIN_TOKEN_CHARS as MIN_TOKEN_CHARS
+from mindstore.tokens import checked_digest, matching
+from mindstore.tokens import digest as digest
 
 ALL_TENANTS: Final = "*"
 """In an operator's tenant list: every tenant."""
-MIN_TOKEN_CHARS: Final = 16
-"""A shorter token is refused: it could be guessed."""
 MAX_SESSIONS: Final = 10_000
 """Sessions kept at once; the oldest is dropped beyond it (memory stays bounded)."""
-
-
-def digest(token: str) -> bytes:
-    """The SHA-256 of a token: what is kept and compared."""
-    return hashlib.sha256(token.encode("utf-8")).digest()
 
 
 @dataclass(frozen=True)
@@ -58,15 +52,12 @@ def operator(name: str, token: str, tenants: Iterable[str] | str) -> Operator:
     """An operator from its name, token and tenants (`"*"` or a list with `"*"`: all)."""
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError("operator name: expected a non-empty string")
-    if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS:
-        raise ConfigurationError(
-            f"operator {name!r}: token must be a string of at least {MIN_TOKEN_CHARS} characters"
-        )
+    token_digest = checked_digest(token, f"operator {name!r}")
     names = [tenants] if isinstance(tenants, str) else list(tenants)
     if not names or not all(isinstance(t, str) and t for t in names):
         raise ConfigurationError(f"operator {name!r}: tenants must be '*' or a list of tenants")
     scope = None if ALL_TENANTS in names else frozenset(names)
-    return Operator(name=name, token_digest=digest(token), tenants=scope)
+    return Operator(name=name, token_digest=token_digest, tenants=scope)
 
 
 def operators_from_json(text: str) -> list[Operator]:
@@ -101,14 +92,8 @@ class Credentials:
     def check(self, token: str | None) -> Operator | None:
         """The operator whose token this is, or None; every digest is compared, in constant
         time, whatever matches."""
-        if not token:
-            return None
-        presented = digest(token)
-        found = None
-        for candidate in self.operators:
-            if hmac.compare_digest(candidate.token_digest, presented):
-                found = candidate
-        return found
+        found = matching([o.token_digest for o in self.operators], token)
+        return None if found is None else self.operators[found]
 
 
 IDLE_SECONDS: Final = 30 * 60
