@@ -149,13 +149,15 @@ def test_every_option_has_one_metavar_across_commands() -> None:
             if parameter.is_flag:
                 assert parameter.metavar == "", (path, parameter.opts)
                 continue
-            assert re.fullmatch(r"[A-Z][A-Z_]*|\[[a-z_]+(\|[a-z_]+)+\]", parameter.metavar), (
+            assert re.fullmatch(r"[A-Z][A-Z_]*|\[[a-z_-]+(\|[a-z_-]+)+\]", parameter.metavar), (
                 path, parameter.opts, parameter.metavar)  # fmt: skip
             seen.setdefault(parameter.opts[0], set()).add(parameter.metavar)
     # one spelling per option name, except where an option means two things
     different = {"--by": {"GROUPS", "MEASURE"}, "--since": {"TIME", "MESSAGE_ID"},
                  "--state": {"STATE", "[running|completed|failed|paused|aborted|resume_awaited]"},
-                 "--limit": {"N"}}  # fmt: skip
+                 "--limit": {"N"},
+                 "--format": {"[table|json|csv]",  # output, or a conversation's (export)
+                              "[jsonl|mind-map|openai-chat|openai-responses|anthropic|gemini]"}}  # fmt: skip
     for option, metavars in seen.items():
         if option in different:
             assert metavars <= different[option], (option, metavars)
