@@ -134,6 +134,10 @@ def test_help_shows_no_type_placeholders() -> None:
             assert argument == argument.upper(), (path, usage)
 
 
+EXPORT_FORMATS = "[jsonl|mind-map|openai-chat|openai-responses|anthropic|gemini]"
+"""`--format` of `export`: a conversation's format, not the output's (table, json, csv)."""
+
+
 def test_every_option_has_one_metavar_across_commands() -> None:
     root = typer.main.get_command(app)
     tidy_help(root)
@@ -156,8 +160,7 @@ def test_every_option_has_one_metavar_across_commands() -> None:
     different = {"--by": {"GROUPS", "MEASURE"}, "--since": {"TIME", "MESSAGE_ID"},
                  "--state": {"STATE", "[running|completed|failed|paused|aborted|resume_awaited]"},
                  "--limit": {"N"},
-                 "--format": {"[table|json|csv]",  # output, or a conversation's (export)
-                              "[jsonl|mind-map|openai-chat|openai-responses|anthropic|gemini]"}}  # fmt: skip
+                 "--format": {"[table|json|csv]", EXPORT_FORMATS}}  # fmt: skip
     for option, metavars in seen.items():
         if option in different:
             assert metavars <= different[option], (option, metavars)
