@@ -122,12 +122,13 @@ async def xss_task(tasks: Any) -> str:
 async def demo(store: Store) -> dict[str, str]:
     """The small demo workload, a task with every payload in tenant-0, and a task of
     tenant-1's; returns their ids (`xss`, `other`), a fork (`fork`, of `fork_tenant`) and a task
-    of tenant-0 with sub-tasks (`nested`)."""
+    of tenant-0 with a sub-task entered and exited (`nested`)."""
     workload = generate(SPEC)
     fork, fork_tenant = next((n["_id"].split("/")[-1], n["tenant"]) for n in workload.nodes
                              if n.get("parent_id"))  # fmt: skip
+    entered_and_exited = {"taskentry", "taskexit"}
     nested = next(t["_id"].split("/")[-1] for t in workload.tasks if t["tenant"] == "tenant-0"
-                  and any(m.get("role") == "taskentry" for m in t["messages"]))  # fmt: skip
+                  and entered_and_exited <= {m.get("role") for m in t["messages"]})  # fmt: skip
     await load(store, workload)
     xss = await xss_task(store.scoped("tenant-0").tasks)
     other = await store.scoped("tenant-1").tasks.create(owner="bob", title="tenant one secret")

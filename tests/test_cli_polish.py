@@ -134,6 +134,10 @@ def test_help_shows_no_type_placeholders() -> None:
             assert argument == argument.upper(), (path, usage)
 
 
+EXPORT_FORMATS = "[jsonl|mind-map|openai-chat|openai-responses|anthropic|gemini]"
+"""`--format` of `export`: a conversation's format, not the output's (table, json, csv)."""
+
+
 def test_every_option_has_one_metavar_across_commands() -> None:
     root = typer.main.get_command(app)
     tidy_help(root)
@@ -149,13 +153,14 @@ def test_every_option_has_one_metavar_across_commands() -> None:
             if parameter.is_flag:
                 assert parameter.metavar == "", (path, parameter.opts)
                 continue
-            assert re.fullmatch(r"[A-Z][A-Z_]*|\[[a-z_]+(\|[a-z_]+)+\]", parameter.metavar), (
+            assert re.fullmatch(r"[A-Z][A-Z_]*|\[[a-z_-]+(\|[a-z_-]+)+\]", parameter.metavar), (
                 path, parameter.opts, parameter.metavar)  # fmt: skip
             seen.setdefault(parameter.opts[0], set()).add(parameter.metavar)
     # one spelling per option name, except where an option means two things
     different = {"--by": {"GROUPS", "MEASURE"}, "--since": {"TIME", "MESSAGE_ID"},
                  "--state": {"STATE", "[running|completed|failed|paused|aborted|resume_awaited]"},
-                 "--limit": {"N"}}  # fmt: skip
+                 "--limit": {"N"},
+                 "--format": {"[table|json|csv]", EXPORT_FORMATS}}  # fmt: skip
     for option, metavars in seen.items():
         if option in different:
             assert metavars <= different[option], (option, metavars)

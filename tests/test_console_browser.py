@@ -187,12 +187,12 @@ def test_the_search_box_leads_to_highlighted_hits_and_a_hit_to_its_message(
 ) -> None:
     page = admin.page
     assert admin.open("/t/tenant-0/charts") == 200
-    page.fill("form.search-box input[name=q]", "error")
+    page.fill("form.search-box input[name=q]", "replacement")
     page.click("form.search-box button")
-    page.wait_for_url(re.compile(r".*/t/tenant-0/search\?q=error$"))
+    page.wait_for_url(re.compile(r".*/t/tenant-0/search\?q=replacement$"))
     first = page.locator("#hits li.hit").count()
     assert first == 20 and page.locator("#hits mark").count() >= first
-    assert {m.lower() for m in page.locator("#hits mark").all_inner_texts()} == {"error"}
+    assert {m.lower() for m in page.locator("#hits mark").all_inner_texts()} == {"replacement"}
     page.click("a.next")
     page.wait_for_url(re.compile(r".*cursor="))
     assert page.locator("#hits li.hit").count() >= 1
@@ -201,7 +201,7 @@ def test_the_search_box_leads_to_highlighted_hits_and_a_hit_to_its_message(
     link.click()
     page.wait_for_url(re.compile(rf".*/t/tenant-0/tasks/.*#{anchor}$"))
     assert page.locator(f"#{anchor}").is_visible()
-    assert "error" in page.inner_text(f"#{anchor}").lower()
+    assert "replacement" in page.inner_text(f"#{anchor}").lower()
     assert not admin.errors, admin.errors
     # a refused query: its message on the page; the browser logs only the status
     assert admin.open("/t/tenant-0/search?q=%22a+b%22+-%22c+d%22") == 400

@@ -140,10 +140,12 @@ LAZY_UPWARD = {
 """The upward imports allowed, each with its reason: only lazy ones (see `Edge.lazy`)."""
 
 INTEGRATIONS = "integrations"
-INTEGRATION_USERS = {"backup"}
-"""The one unit that imports an integration module: backup, erase and retention follow the
-LangGraph saver's threads by its key format (`integrations.langgraph_keys`). Nothing else
-knows a framework (the facade, the console and the CLI included)."""
+INTEGRATION_USERS = {"backup", "exports"}
+"""The units that import an integration module: backup, erase and retention follow the
+LangGraph saver's threads by its key format (`integrations.langgraph_keys`); a data-subject
+export reads the owner's LangGraph checkpoints through the saver (on first use, when the
+extra is installed). Nothing else knows a framework (the facade, the console and the CLI
+included)."""
 
 VIEWS = "protocols"
 VIEW_BUILDERS = {"store"}

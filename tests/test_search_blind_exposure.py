@@ -29,7 +29,7 @@ from mindstore.store import Store
 from mindstore.workload import WorkloadSpec, generate, load
 
 TENANT = "tenant-0"
-GUESSES = ("hotel", "invoice", "refund", "lisbon", "weather")
+GUESSES = ("refund", "charge", "replacement", "idempotency", "order")
 WORD_LIST = Path("/usr/share/dict/american-english")
 
 

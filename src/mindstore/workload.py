@@ -37,6 +37,7 @@ from mindstore.model.parts import (
 from mindstore.model.task import Task
 from mindstore.protocols import HasDatabase
 from mindstore.stored_documents import node_document, task_document
+from mindstore.workload_text import SCRIPTS, Script
 
 MODELS: tuple[str, ...] = (
     "openai/gpt-4o",
@@ -55,45 +56,6 @@ PRICES: dict[str, tuple[float, float]] = {
     "anthropic/claude-sonnet-4": (3.0, 15.0),
     "google/gemini-2.5-pro": (1.25, 10.0),
 }
-WORDS = [
-    "lisbon",
-    "hotel",
-    "flight",
-    "budget",
-    "weekend",
-    "museum",
-    "train",
-    "ticket",
-    "restaurant",
-    "review",
-    "price",
-    "compare",
-    "summary",
-    "report",
-    "agent",
-    "search",
-    "result",
-    "page",
-    "table",
-    "chart",
-    "python",
-    "error",
-    "retry",
-    "calendar",
-    "meeting",
-    "invoice",
-    "customer",
-    "order",
-    "refund",
-    "policy",
-    "contract",
-    "draft",
-    "email",
-    "schedule",
-    "weather",
-    "map",
-    "route",
-]
 
 ProgressFn = Callable[[str, int, int | None], None]
 
@@ -150,7 +112,12 @@ class _Conversation:
     """Drives one in-memory task through turns, advancing a simulated clock."""
 
     def __init__(
-        self, task: Task, rng: random.Random, spec: WorkloadSpec, clock: list[float]
+        self,
+        task: Task,
+        rng: random.Random,
+        spec: WorkloadSpec,
+        clock: list[float],
+        script: Script | None = None,
     ) -> None:
         self.task = task
         self.rng = rng
@@ -159,13 +126,14 @@ class _Conversation:
         self.calls = 0
         self.stalled = False
         """A sub-task was left running: the conversation stops there, as a live one would."""
+        self.script = script or rng.choice(SCRIPTS)
+        """What this conversation is about (a trip, a support case, a coding session)."""
+        self.user_turns = 0
+        self.replies = 0
 
     def tick(self, low: float, high: float) -> int:
         self.clock[0] += self.rng.uniform(low, high)
         return int(self.clock[0])
-
-    def words(self, low: int, high: int) -> str:
-        return " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(low, high)))
 
     def model(self) -> str:
         return self.task.header.current_model_name() or MODELS[0]
@@ -173,12 +141,14 @@ class _Conversation:
     def assistant_turn(self, tool: str | None) -> ToolCallPart | None:
         """One assistant message: text, maybe a tool call, then usage and finish time."""
         message = self.task.add_assistant_message(timestamp=self.tick(1, 20))
-        self.task.add_text_part(message.id, self.words(5, 40))
+        self.task.add_text_part(message.id, self.script.reply(self.replies))
+        self.replies += 1
         call = None
         if tool is not None:
             self.calls += 1
+            query = self.script.query(tool, self.rng)
             call = ToolCallPart(tool_call_id=f"{self.task.id}-c{self.calls}", tool_name=tool,
-                                args={"query": self.words(1, 4)}, is_loading=False)  # fmt: skip
+                                args={"query": query}, is_loading=False)  # fmt: skip
             self.task.add_tool_call_part(message.id, call)
         latency = max(1, int(self.rng.lognormvariate(1.6, 0.7)))
         finished = int(message.started_ts) + latency
@@ -218,13 +188,15 @@ class _Conversation:
                 ToolMessage(started_ts=ts, finished_ts=ts, content=[result, error])
             )
         else:
-            self.task.answer_tool_call(call.tool_call_id, {"hits": self.words(3, 12).split()},
+            self.task.answer_tool_call(call.tool_call_id, {"hits": self.script.result(self.rng)},
                                        timestamp=ts)  # fmt: skip
 
     def turn(self, depth: int, allow_subtask: bool) -> None:
         """A user question, then assistant/tool rounds, maybe a delegated sub-task."""
         if depth == 0:
-            self.task.add_human_message(self.words(4, 30), timestamp=self.tick(30, 900))
+            text = self.script.user(self.user_turns, self.rng)
+            self.user_turns += 1
+            self.task.add_human_message(text, timestamp=self.tick(30, 900))
         for _ in range(self.rng.choice((0, 1, 1, 2))):
             call = self.assistant_turn(self.rng.choice(TOOLS))
             if call is not None:
@@ -239,7 +211,7 @@ class _Conversation:
         self.assistant_turn(DELEGATE_TOOL)
         config = task_config(self.rng.choice(MODELS))
         self.task.add_task_entry(
-            [TextPart(text=self.words(3, 12))], config, timestamp=self.tick(1, 3)
+            [TextPart(text=self.script.delegation(self.rng))], config, timestamp=self.tick(1, 3)
         )
         for _ in range(self.rng.randint(1, 3)):
             if not self.stalled:
@@ -247,7 +219,9 @@ class _Conversation:
         if self.stalled or self.rng.random() < 0.08:
             self.stalled = True  # still running: no exit yet
             return
-        self.task.add_task_exit([TextPart(text=self.words(5, 20))], timestamp=self.tick(1, 5))
+        self.task.add_task_exit(
+            [TextPart(text=self.script.report(self.rng))], timestamp=self.tick(1, 5)
+        )
 
 
 def task_config(model: str) -> TaskConfigPart:
@@ -303,19 +277,21 @@ def generate(spec: WorkloadSpec = WorkloadSpec(), progress: ProgressFn | None = 
             model = rng.choice(MODELS)
             task.add_task_config(task_config(model), timestamp=int(clock[0]))
             length = max(4, int(rng.gauss(spec.mean_messages, spec.mean_messages / 3)))
-            _conversation(task, rng, spec, clock, length)
-            title = f"{rng.choice(WORDS)} {rng.choice(WORDS)}"
+            script = _conversation(task, rng, spec, clock, length).script
+            title = script.title
             workload.tasks.append(_document(task, tenant, owner, title, _state(rng, task)))
             if spec.fork_every and index % spec.fork_every == spec.fork_every - 1:
-                _add_fork(workload, task, tenant, owner, title, rng, spec, clock)
+                _add_fork(workload, task, tenant, owner, title, rng, spec, clock, script)
             if progress is not None:
                 progress("generating", index + 1, spec.tasks)
     return workload
 
 
 def _add_fork(workload: Workload, parent: Task, tenant: str, owner: str, title: str,
-              rng: random.Random, spec: WorkloadSpec, clock: list[float]) -> None:  # fmt: skip
-    """A child dialog keeping the first message and the last few, then going on by itself."""
+              rng: random.Random, spec: WorkloadSpec, clock: list[float],
+              script: Script) -> None:  # fmt: skip
+    """A child dialog keeping the first message and the last few, then going on by itself
+    (about the same thing)."""
     root = DialogNode(dialog_id=parent.id, owner=owner, root_id=parent.id)
     indexes = kept_indexes(len(parent.messages), last_n=6, first_k=1)
     child_id = base.new_id()
@@ -324,7 +300,7 @@ def _add_fork(workload: Workload, parent: Task, tenant: str, owner: str, title: 
     node = child_node(root, child_id, owner, len(copies), 6, 1, None)
     clock[0] += rng.uniform(60, 3600)
     fork_started = clock[0]
-    conversation = _Conversation(child, rng, spec, clock)
+    conversation = _Conversation(child, rng, spec, clock, script)
     for _ in range(rng.randint(1, 3)):
         conversation.turn(0, allow_subtask=False)
     document = _document(child, tenant, owner, title, TaskState.completed)

@@ -8,6 +8,7 @@ from mindstore.commands import (
     backup,
     console,
     demo_data,
+    export,
     keys,
     lifecycle,
     mcp,
@@ -17,5 +18,5 @@ from mindstore.commands import (
 )
 
 COMMAND_MODULES: list[ModuleType] = [
-    tasks, lifecycle, stats, demo_data, backup, keys, console, search, mcp,
+    tasks, lifecycle, stats, demo_data, backup, export, keys, console, search, mcp,
 ]  # fmt: skip
