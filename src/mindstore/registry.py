@@ -145,10 +145,10 @@ REGISTRY: tuple[Collection, ...] = (
     ),
     Collection(
         MEMORY_ITEMS, Unit.MEMORY,
-        owner="field `o` (an owner-scoped store's, or the namespace label it names as the "
+        owner="field `owner` (an owner-scoped store's, or the namespace label it names as the "
         "owner's; none: the tenant's)",
-        key="`_id` = `<tenant>/<hash of namespace and key>`", since="`u` (its last write)",
-        format_version=5, owner_field="o",
+        key="`_id` = `<tenant>/<hash of namespace and key>`", since="`updated_at` (its last write)",
+        format_version=5, owner_field="owner",
         redaction="a JSON value the application wrote (sealed under a keyring): erased with "
         "its owner or tenant, expired by its TTL or retention, not redacted",
     ),

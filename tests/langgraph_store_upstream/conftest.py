@@ -125,7 +125,8 @@ async def abackdate_updates(
     """Set items' `updated_at` to now minus so many seconds (the SQL update's swap)."""
     for key, seconds in seconds_ago.items():
         await store.items.collection.update_one(
-            _document(store, ns, key), {"$set": {"u": CLOCK() - timedelta(seconds=seconds)}}
+            _document(store, ns, key),
+            {"$set": {"updated_at": CLOCK() - timedelta(seconds=seconds)}},
         )
 
 

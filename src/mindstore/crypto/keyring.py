@@ -44,7 +44,7 @@ from bson.binary import Binary
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, TASKS
+from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, MEMORY_ITEMS, TASKS
 from mindstore.crypto.aead import KEY_BYTES
 from mindstore.crypto.fields import ENCRYPTED
 from mindstore.crypto.integration_sweep import reencrypt_integrations
@@ -259,7 +259,7 @@ class Keyring:
         return await self._load(tenant)
 
     async def _has_content(self, tenant: str) -> bool:
-        for name in (TASKS, LANGGRAPH_CHECKPOINTS):
+        for name in (TASKS, LANGGRAPH_CHECKPOINTS, MEMORY_ITEMS):
             if await self._database[name].find_one({"tenant": tenant}, {"_id": 1}) is not None:
                 return True
         return False

@@ -40,6 +40,7 @@ from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -62,9 +63,14 @@ from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.memory import MemoryItem, MemoryItems, rules
 from mindstore.protocols import SaverView
 
-__all__ = ["MindstoreStore", "SyncFromLoop"]
+__all__ = ["InvalidNamespace", "MindstoreStore", "SyncFromLoop"]
 
 WHOLE_VALUE = "$"
+
+
+class InvalidNamespace(ValidationError, InvalidNamespaceError):
+    """A namespace mindstore refuses (empty, or past its size bounds): both mindstore's
+    `ValidationError` and LangGraph's `InvalidNamespaceError`."""
 
 
 class SyncFromLoop(RuntimeError, asyncio.InvalidStateError):
@@ -345,11 +351,16 @@ def _check_op(op: Any) -> None:
     if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
         raise WrongType(f"unknown store operation {type(op).__name__}")
     validate_op_namespace(op)
+    try:
+        if isinstance(op, (GetOp, PutOp)):
+            rules.check_namespace(op.namespace)
+        elif isinstance(op, SearchOp):
+            rules.check_prefix(op.namespace_prefix)
+    except ValidationError as error:
+        raise InvalidNamespace(str(error)) from None
     if isinstance(op, (GetOp, PutOp)):
-        rules.check_namespace(op.namespace)
         rules.check_key(op.key)
     elif isinstance(op, SearchOp):
-        rules.check_prefix(op.namespace_prefix)
         if op.query is not None and not isinstance(op.query, str):
             raise WrongType(f"query must be a string, not {type(op.query).__name__}")
     else:

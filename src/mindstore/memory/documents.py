@@ -23,10 +23,10 @@ def _index(name: str, *fields: str) -> IndexModel:
 
 class MemoryItemDoc(Document):
     """One memory item: `_id` = ``<tenant>/<hash of (namespace, key)>``; ``ns`` its
-    namespace's labels, ``p`` their path (``a.b.``), ``k`` its key, ``o`` its owner (an
+    namespace's labels, ``p`` their path (``a.b.``), ``k`` its key, ``owner`` its owner (an
     owner scope's, or the label the store names as the owner's), ``v`` its value (JSON
     bytes, sealed under a keyring), ``e``/``d`` its embeddings (float32 bytes, sealed) and
-    their dimensions, ``c``/``u`` created and updated, ``t`` its TTL in minutes and ``x``
+    their dimensions, ``c``/``updated_at`` created and updated, ``t`` its TTL in minutes and ``x``
     when it expires, ``z`` set when its values are ciphertexts."""
 
     id: str  # type: ignore[assignment]
@@ -34,12 +34,12 @@ class MemoryItemDoc(Document):
     ns: list[str]
     p: str
     k: str
-    o: str | None = None
+    owner: str | None = None
     v: bytes = b""
     e: bytes | None = None
     d: int | None = None
     c: datetime | None = None
-    u: datetime | None = None
+    updated_at: datetime | None = None
     t: float | None = None
     x: datetime | None = None
     z: bool | None = None
@@ -50,8 +50,8 @@ class MemoryItemDoc(Document):
         indexes: ClassVar[list[IndexModel]] = [
             _index("tenant_1__id_1", "tenant", "_id"),
             _index("tenant_path", "tenant", "p"),
-            _index("tenant_owner_path", "tenant", "o", "p"),
-            _index("tenant_owner_id", "tenant", "o", "_id"),
+            _index("tenant_owner_path", "tenant", "owner", "p"),
+            _index("tenant_owner_id", "tenant", "owner", "_id"),
             _index("tenant_expiry", "tenant", "x"),
-            _index("tenant_updated", "tenant", "u"),
+            _index("tenant_updated", "tenant", "updated_at"),
         ]

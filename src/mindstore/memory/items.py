@@ -4,7 +4,7 @@ read and written as documents of ``memory_items`` (`memory.rules` says what they
 Every write is one guarded statement naming the shard key (``tenant``, ``_id``): a put is
 an upsert by `_id` that sets the item whole (value, embeddings, times) and keeps its
 creation time, a delete removes it by `_id`, a TTL refresh moves its expiry forward only
-while it is the expiry that was read. An owner scope adds ``o`` to every filter: another
+while it is the expiry that was read. An owner scope adds ``owner`` to every filter: another
 owner's item reads as absent and cannot be overwritten (`NotFound`).
 
 On a store with a keyring the value and the embeddings are sealed with the tenant's data
@@ -110,7 +110,7 @@ class MemoryItems:
         """The filter every read starts from: the tenant, and the owner on an owner scope."""
         query: dict[str, Any] = {"tenant": self.tenant}
         if self.owner is not None:
-            query["o"] = self.owner
+            query["owner"] = self.owner
         return query
 
     def owner_of(self, namespace: Sequence[str]) -> str | None:
@@ -181,7 +181,7 @@ class MemoryItems:
             key=str(document["k"]),
             value=value,
             created_at=as_utc(document["c"]),
-            updated_at=as_utc(document["u"]),
+            updated_at=as_utc(document["updated_at"]),
             expires_at=None if expires is None else as_utc(expires),
         )
         found: list[tuple[float, ...]] = []
@@ -223,11 +223,11 @@ class MemoryItems:
             "p": rules.path_of(namespace),
             "k": key,
             "v": self._seal(keys, doc_id, "v", data),
-            "u": now,
+            "updated_at": now,
         }
         unsets: dict[str, str] = {}
         if owner is not None:
-            sets["o"] = owner
+            sets["owner"] = owner
         if encoded is not None:
             sets.update({"e": self._seal(keys, doc_id, "e", encoded), "d": dims})
         else:
