@@ -28,7 +28,7 @@ from mindstore.backup import backup, erase, restore, verify
 from mindstore.backup.retention import erase_before
 from mindstore.collection_names import MEMORY_ITEMS
 from mindstore.crypto import Keyring, LocalMasterKey
-from mindstore.crypto.aead import is_sealed
+from mindstore.crypto.aead import is_sealed, key_version
 from mindstore.errors import CryptoError, KeyShredded, NotFound, ValidationError
 from mindstore.integrations.langgraph_store import MindstoreStore, SyncFromLoop
 from mindstore.store import Store
@@ -94,7 +94,17 @@ async def test_bad_filters_pages_and_ttls_are_typed_errors(store: Store) -> None
     memories = MindstoreStore(store.scoped("acme"))
     await memories.aput(("ns",), "k", {"n": 1})
     before = await stored(store)
-    for bad in ({"n": {"$where": "1"}}, {"n": {"$gt": "x"}}, {"n": {"$lt": math.inf}}, ["n"]):
+    deep: dict[str, Any] = {"n": 1}
+    for _ in range(40):
+        deep = {"n": deep}
+    for bad in (
+        {"n": {"$where": "1"}},
+        {"n": {"$gt": "x"}},
+        {"n": {"$lt": math.inf}},
+        ["n"],
+        deep,
+        {"n": [[{"$regex": "."}]]},
+    ):
         with pytest.raises(ValidationError):
             await memories.asearch(("ns",), filter=bad)  # type: ignore[arg-type]
     for limit, offset in ((-1, 0), (10, -1), (10_001, 0), (True, 0)):
@@ -439,3 +449,27 @@ async def test_batch_runs_in_order_and_embeds_once(store: Store) -> None:
     assert calls == [2]  # both puts' texts in one call
     assert {i.key for i in results[2]} == {"a", "b"}  # type: ignore[union-attr]
     assert [i.key for i in results[4]] == ["b"]  # type: ignore[union-attr]
+
+
+async def test_reencrypt_seals_items_stored_in_the_clear_and_after_a_rotation(
+    store: Store,
+) -> None:
+    index = {"dims": 2, "embed": lambda texts: [[1.0, float(len(t))] for t in texts]}
+    plain = MindstoreStore(store.scoped("acme"), index=index)  # type: ignore[arg-type]
+    await plain.aput(("memories",), "early", {"text": "before encryption"})
+    sealed_store = Store(store.backend, keyring=keyring())
+    ring = sealed_store.keyring
+    assert ring is not None
+    sealed = MindstoreStore(sealed_store.scoped("acme"), index=index)  # type: ignore[arg-type]
+    await sealed.aput(("memories",), "later", {"text": "sealed at once"})
+    await ring.reencrypt("acme")  # the tenant is sealed-only from here on
+    documents = await stored(store)
+    assert all(is_sealed(d["v"]) and is_sealed(d["e"]) and d["z"] is True for d in documents)
+    assert (await sealed.aget(("memories",), "early")).value == {"text": "before encryption"}  # type: ignore[union-attr]
+    await ring.rotate("acme")
+    await ring.reencrypt("acme")
+    newest = max((await ring.keys("acme")).keys)
+    for document in await stored(store):
+        assert key_version(document["v"]) == newest == key_version(document["e"])
+    found = await sealed.asearch(("memories",), query="anything")
+    assert {item.key for item in found} == {"early", "later"}

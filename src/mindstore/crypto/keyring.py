@@ -59,6 +59,7 @@ from mindstore.crypto.key_documents import (
 from mindstore.crypto.key_documents import TENANT_KEK as TENANT_KEK  # re-export: backup's import
 from mindstore.crypto.keys import MissingKey, OrphanedKeys, TenantKeys
 from mindstore.crypto.master import MasterKey
+from mindstore.crypto.memory_fields import reencrypt_memories
 from mindstore.crypto.provider import KekState, KeyProvider
 from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
 from mindstore.draws import current_tape
@@ -565,7 +566,8 @@ class Keyring:
         """Seal all of the tenant's stored content with its newest data key: after a
         rotation, or to encrypt what was stored before the tenant was (resumable: a sweep
         cut short goes on after the last task it finished; `crypto.sweep`), then the
-        LangGraph saver's documents (`crypto.integration_sweep`). When it finishes, the
+        LangGraph saver's documents (`crypto.integration_sweep`) and the memory items
+        (`crypto.memory_fields`). When it finishes, the
         tenant is sealed-only: a value in the clear is refused as tampering from then on.
 
         Args:
@@ -586,6 +588,7 @@ class Keyring:
         keys = await self.keys(check_key(tenant, "tenant"), create=True)
         swept = await reencrypt(self._database, keys, progress=progress, restart=restart)
         swept.values_sealed += await reencrypt_integrations(self._database, keys)
+        swept.values_sealed += await reencrypt_memories(self._database, keys)
         await self.seal_only(tenant)
         return swept
 

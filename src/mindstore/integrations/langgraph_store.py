@@ -53,7 +53,6 @@ from langgraph.store.base import (
     ensure_embeddings,
     get_text_at_path,
     tokenize_path,
-    validate_op_namespace,
 )
 
 from mindstore.clock import utcnow
@@ -350,7 +349,6 @@ class MindstoreStore(BaseStore):
 def _check_op(op: Any) -> None:
     if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
         raise WrongType(f"unknown store operation {type(op).__name__}")
-    validate_op_namespace(op)
     try:
         if isinstance(op, (GetOp, PutOp)):
             rules.check_namespace(op.namespace)
@@ -373,7 +371,10 @@ def _condition(condition: MatchCondition) -> MatchCondition:
     if condition.match_type not in ("prefix", "suffix"):
         raise ValidationError(f"unknown match type {condition.match_type!r}")
     path = (condition.path,) if isinstance(condition.path, str) else condition.path
-    return MatchCondition(condition.match_type, rules.check_prefix(path, "match condition"))
+    try:
+        return MatchCondition(condition.match_type, rules.check_prefix(path, "match condition"))
+    except ValidationError as error:
+        raise InvalidNamespace(str(error)) from None
 
 
 def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

@@ -35,6 +35,7 @@ from mindstore.crypto.aead import is_sealed, open_value, seal_value
 from mindstore.crypto.fields import clear_refused
 from mindstore.crypto.keyring import DEFAULT_CACHE_SECONDS, Keyring, is_encrypted
 from mindstore.crypto.keys import MissingKey, TenantKeys
+from mindstore.crypto.memory_fields import SEALED_MARK, context
 from mindstore.errors import KeyringRequired, NotFound, ValidationError
 
 from . import rules
@@ -42,8 +43,6 @@ from . import rules
 __all__ = ["MemoryItem", "MemoryItems", "StoredItem"]
 
 Clock = Callable[[], datetime]
-SEALED = "z"
-"""Set (True) on an item whose value is a ciphertext: what a shred leaves alone."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ class MemoryItems:
         if keys is None:
             return Binary(data)
         version, key = keys.current()
-        return seal_value(data, key, version, (self.tenant, f"{MEMORY_ITEMS}/{doc_id}", "", name))
+        return seal_value(data, key, version, context(self.tenant, doc_id, name))
 
     def _open(self, keys: TenantKeys | None, doc_id: str, name: str, stored: Any) -> bytes:
         if not is_sealed(stored):
@@ -156,7 +155,7 @@ class MemoryItems:
             return bytes(stored)
         if keys is None:
             raise KeyringRequired(self.tenant)
-        opened = open_value(stored, keys.key, (self.tenant, f"{MEMORY_ITEMS}/{doc_id}", "", name))
+        opened = open_value(stored, keys.key, context(self.tenant, doc_id, name))
         return bytes(opened)
 
     async def _opened(
@@ -237,9 +236,9 @@ class MemoryItems:
         else:
             unsets.update({"t": "", "x": ""})
         if keys is not None:
-            sets[SEALED] = True
+            sets[SEALED_MARK] = True
         else:
-            unsets[SEALED] = ""
+            unsets[SEALED_MARK] = ""
         update: dict[str, Any] = {"$set": sets, "$setOnInsert": {"c": now}}
         if unsets:
             update["$unset"] = unsets

@@ -201,7 +201,7 @@ def encode_value(value: Any, what: str = "value") -> bytes:
         raise WrongType(f"{what} must be a mapping, not {type(value).__name__}")
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RecursionError) as error:
         raise ValidationError(f"{what} is not JSON with finite numbers: {error}") from None
     data = text.encode("utf-8")
     if len(data) > MAX_VALUE_BYTES:
@@ -257,12 +257,21 @@ def check_filter(filter: Any, what: str = "filter") -> dict[str, Any]:
     for field, wanted in filter.items():
         if not isinstance(field, str):
             raise WrongType(f"{what}: field {_shown(field)} is not a string")
-        _check_condition(wanted, f"{what}[{field!r}]")
+        _check_condition(wanted, f"{what}[{field!r}]", 1)
     return dict(filter)
 
 
-def _check_condition(wanted: Any, what: str) -> None:
-    if isinstance(wanted, Mapping) and _is_operators(wanted):
+MAX_FILTER_DEPTH = 32
+"""How deep a filter's nested objects may go (a value nests as deep as it likes)."""
+
+
+def _check_condition(wanted: Any, what: str, depth: int) -> None:
+    if depth > MAX_FILTER_DEPTH:
+        raise ValidationError(f"{what}: a filter nests at most {MAX_FILTER_DEPTH} objects deep")
+    if isinstance(wanted, (list, tuple)):
+        for index, inner in enumerate(wanted):
+            _check_condition(inner, f"{what}[{index}]", depth + 1)
+    elif isinstance(wanted, Mapping) and _is_operators(wanted):
         unknown = sorted(str(op) for op in wanted if op not in COMPARISONS)
         if unknown:
             raise ValidationError(
@@ -273,7 +282,7 @@ def _check_condition(wanted: Any, what: str) -> None:
                 _number(wanted[op], f"{what}.{op}")
     elif isinstance(wanted, Mapping):
         for field, inner in wanted.items():
-            _check_condition(inner, f"{what}[{field!r}]")
+            _check_condition(inner, f"{what}[{field!r}]", depth + 1)
 
 
 def _is_operators(wanted: Mapping[Any, Any]) -> bool:
