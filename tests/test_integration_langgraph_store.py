@@ -31,6 +31,7 @@ from mindstore.crypto import Keyring, LocalMasterKey
 from mindstore.crypto.aead import is_sealed, key_version
 from mindstore.errors import CryptoError, KeyShredded, NotFound, ValidationError
 from mindstore.integrations.langgraph_store import MindstoreStore, SyncFromLoop
+from mindstore.memory import MemoryItems
 from mindstore.store import Store
 
 
@@ -473,3 +474,22 @@ async def test_reencrypt_seals_items_stored_in_the_clear_and_after_a_rotation(
         assert key_version(document["v"]) == newest == key_version(document["e"])
     found = await sealed.asearch(("memories",), query="anything")
     assert {item.key for item in found} == {"early", "later"}
+
+
+async def test_memory_items_read_api_outside_langgraph(store: Store) -> None:
+    """What another reader (an MCP tool over a namespace's memories) uses: the same items,
+    scope and filters, read without writing anything (no TTL refresh)."""
+    now = [mindstore.clock.utcnow()]
+    writer = MindstoreStore(store.scoped("acme", owner="ana"), clock=lambda: now[0])
+    await writer.aput(("memories",), "diet", {"text": "vegetarian", "n": 2}, ttl=5.0)
+    await writer.aput(("memories", "work"), "city", {"text": "Lyon", "n": 1})
+    before = await stored(store)
+    items = MemoryItems.of(store, "acme", owner="ana")
+    found = await items.search(("memories",), filter={"n": {"$gte": 2}})
+    assert [(e.item.namespace, e.item.key, e.item.value) for e in found] == [
+        (("memories",), "diet", {"text": "vegetarian", "n": 2})
+    ]
+    assert (await items.get(("memories", "work"), "city")).value["text"] == "Lyon"  # type: ignore[union-attr]
+    assert await items.namespaces() == [("memories",), ("memories", "work")]
+    assert await MemoryItems.of(store, "acme", owner="bob").search(("memories",)) == []
+    assert await stored(store) == before  # nothing written, expiry untouched

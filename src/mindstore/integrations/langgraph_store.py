@@ -56,7 +56,6 @@ from langgraph.store.base import (
 )
 
 from mindstore.clock import utcnow
-from mindstore.crypto.keyring import Keyring
 from mindstore.errors import ValidationError, WrongType
 from mindstore.integrations._sync import current_loop, run_sync
 from mindstore.memory import MemoryItem, MemoryItems, rules
@@ -100,12 +99,10 @@ class MindstoreStore(BaseStore):
         owner_label: int | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        keyring = getattr(view.store, "keyring", None)
-        self.items = MemoryItems(
-            view.store.database,
+        self.items = MemoryItems.of(
+            view.store,
             view.tenant,
             owner=view.owner,
-            keyring=keyring if isinstance(keyring, Keyring) else None,
             owner_label=owner_label,
             clock=clock or utcnow,
         )

@@ -104,6 +104,29 @@ class MemoryItems:
         self.clock = clock
         self._clear_since: float | None = None
 
+    @classmethod
+    def of(
+        cls,
+        store: Any,
+        tenant: str,
+        *,
+        owner: str | None = None,
+        owner_label: int | None = None,
+        clock: Clock = utcnow,
+    ) -> MemoryItems:
+        """The items of `tenant` (and `owner`) of a `Store`: its database, sealed under its
+        keyring when it has one (what a reader outside LangGraph, such as an MCP tool over
+        a namespace's memories, builds)."""
+        keyring = getattr(store, "keyring", None)
+        return cls(
+            store.database,
+            tenant,
+            owner=owner,
+            keyring=keyring if isinstance(keyring, Keyring) else None,
+            owner_label=owner_label,
+            clock=clock,
+        )
+
     # ------------------------------------------------------------------ scope
     def scope(self) -> dict[str, Any]:
         """The filter every read starts from: the tenant, and the owner on an owner scope."""
