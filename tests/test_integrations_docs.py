@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "integrations.md"
-SECTIONS = {"OpenAI Agents SDK": "agents", "LangGraph": "langgraph", "pydantic-ai": "pydantic_ai",
+SECTIONS = {"OpenAI Agents SDK": "agents", "LangGraph": "langgraph",
+            "LangGraph store": "langgraph", "pydantic-ai": "pydantic_ai",
             "LangChain": "langchain_core", "LlamaIndex": "llama_index.core",
             "Microsoft Agent Framework": "agent_framework"}  # fmt: skip
 

@@ -14,6 +14,7 @@ __all__ = [
     "LANGGRAPH_BLOBS",
     "LANGGRAPH_CHECKPOINTS",
     "LANGGRAPH_WRITES",
+    "MEMORY_ITEMS",
     "PAYLOADS",
     "POLICIES",
     "SEARCH_ENTRIES",
@@ -36,3 +37,4 @@ DATA_KEYS = "data_keys"
 SEARCH_ENTRIES = "search_entries"
 SEARCH_TASKS = "search_tasks"
 SEARCH_POSTINGS = "search_postings"
+MEMORY_ITEMS = "memory_items"

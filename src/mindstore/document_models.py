@@ -45,6 +45,7 @@ from mindstore.collection_names import (
 )
 from mindstore.header_codec import header_from_document
 from mindstore.ids import task_id_of
+from mindstore.memory.documents import MemoryItemDoc
 from mindstore.model.dialog import FORK_MARKER
 from mindstore.model.header import STORED_HEADER_FIELDS, TaskHeader, TaskState
 from mindstore.model.lean_form import fill_task_ids
@@ -379,6 +380,7 @@ DOCUMENT_MODELS: list[type[Document]] = [
     AgentDoc,
     PolicyDoc,
     DataKeyDoc,
+    MemoryItemDoc,
     SearchPostingsDoc,
     SearchEntryDoc,
     SearchTaskDoc,

@@ -9,7 +9,8 @@ A document belongs to a **unit** that the lifecycle handles whole:
   checkpoints, pending writes and channel blobs, all keyed ``"<tenant>/<thread>/..."``;
   its messages live in tasks (unit ``task``);
 * ``agent``: one agent's dialog aliases (the dialogs are tasks);
-* ``tenant``: a tenant's settings (its retention policy) and its wrapped data keys.
+* ``tenant``: a tenant's settings (its retention policy) and its wrapped data keys;
+* ``memory``: one long-term memory item (`mindstore.memory`, the LangGraph store's).
 
 For each collection the registry says which field holds the tenant (always ``tenant``),
 how a document's owner is known (a field, or derived from its task or thread), how it
@@ -30,6 +31,7 @@ from mindstore.collection_names import (
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
+    MEMORY_ITEMS,
     PAYLOADS,
     POLICIES,
     SEARCH_ENTRIES,
@@ -63,6 +65,7 @@ class Unit(StrEnum):
     THREAD = "thread"
     AGENT = "agent"
     TENANT = "tenant"
+    MEMORY = "memory"
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,15 @@ REGISTRY: tuple[Collection, ...] = (
         key="`_id` = `tenant/<agent name>`; `dialogs` name its tasks",
         since="`updated_at`", format_version=3, owner_field="owner",
         redaction="holds aliases and dialog ids, no content",
+    ),
+    Collection(
+        MEMORY_ITEMS, Unit.MEMORY,
+        owner="field `owner` (an owner-scoped store's, or the namespace label it names as the "
+        "owner's; none: the tenant's)",
+        key="`_id` = `<tenant>/<hash of namespace and key>`", since="`updated_at` (its last write)",
+        format_version=5, owner_field="owner",
+        redaction="a JSON value the application wrote (sealed under a keyring): erased with "
+        "its owner or tenant, expired by its TTL or retention, not redacted",
     ),
     Collection(
         POLICIES, Unit.TENANT, owner="none: the tenant's setting", key="`_id` = the tenant",

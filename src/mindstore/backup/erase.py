@@ -3,11 +3,12 @@
 What is erased (always within `tenant`; every collection of `mindstore.registry`):
 
 * tenant only: every document of the tenant, in every collection (tasks, sealed pages,
-  dialog nodes, payloads, LangGraph threads, agents, the tenant's policy);
+  dialog nodes, payloads, LangGraph threads, agents, memory items, the tenant's policy);
 * ``owner=O``: the tasks of owner O, the dialog nodes of those tasks and every dialog
   node recorded with owner O, the payloads of those tasks, O's LangGraph threads (an
   owner-scoped saver's: checkpoints with ``o == O`` and the threads O's messages tasks
-  name, each whole) and the agent named O;
+  name, each whole), the agent named O and O's memory items (``owner == O``: an owner-scoped
+  store's, or those whose namespace names O where the store says the owner is);
 * ``task_id=T``: task T, its dialog node (`_id` T) and its payloads (`task_id` T), also
   if the task itself is already gone (leftovers are erased too); when T holds a LangGraph
   thread's messages, the whole thread: its checkpoints, writes and blobs and its other
@@ -53,6 +54,7 @@ from mindstore.collection_names import (
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
+    MEMORY_ITEMS,
     PAYLOADS,
     POLICIES,
     TASK_PAGES,
@@ -83,7 +85,8 @@ LISTED_IDS = 1000
 #: Threads, agents and policies, in the order they are erased: a thread's writes and blobs
 #: before its checkpoints (an interrupted erase run again finds the thread by those)
 UNIT_ORDER = (
-    LANGGRAPH_WRITES, LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES, DATA_KEYS,
+    LANGGRAPH_WRITES, LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS, AGENTS, MEMORY_ITEMS, POLICIES,
+    DATA_KEYS,
 )  # fmt: skip
 
 
@@ -282,6 +285,8 @@ async def erase(
         if owner is not None:
             agents = await _ids(db[AGENTS], {"tenant": tenant, "owner": owner})
             units[AGENTS] = [d["_id"] for d in agents]
+            memories = await _ids(db[MEMORY_ITEMS], {"tenant": tenant, "owner": owner})
+            units[MEMORY_ITEMS] = [d["_id"] for d in memories]
 
     erased = {TASKS: task_ids, DIALOG_NODES: node_ids, PAYLOADS: payload_ids}
     # the collections added later are counted only when they held something, so a

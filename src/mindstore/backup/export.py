@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from mindstore.clock import utcnow
-from mindstore.collection_names import DATA_KEYS, DIALOG_NODES, PAYLOADS, TASK_PAGES, TASKS
+from mindstore.collection_names import (
+    DATA_KEYS,
+    DIALOG_NODES,
+    MEMORY_ITEMS,
+    PAYLOADS,
+    TASK_PAGES,
+    TASKS,
+)
 from mindstore.errors import BackupError, ValidationError
 from mindstore.ids import KEY_SEPARATOR, check_name, task_id_of, task_key
 from mindstore.ids import check_key as check_id
@@ -296,7 +303,11 @@ async def backup(
         # by releases before paged storage; without threads, agents or policies format 2
         keys = exporter.writers[DATA_KEYS].count
         units = any(exporter.writers[name].count for name in BEYOND_TASKS if name != DATA_KEYS)
-        version = 4 if keys else 3 if units else 2 if exporter.writers[TASK_PAGES].count else 1
+        memories = exporter.writers[MEMORY_ITEMS].count
+        version = (
+            5 if memories else 4 if keys else 3 if units
+            else 2 if exporter.writers[TASK_PAGES].count else 1
+        )  # fmt: skip
         names = VERSION_COLLECTIONS[version]
         for name in set(exporter.writers) - set(names):
             exporter.writers.pop(name).discard()

@@ -62,14 +62,15 @@ __all__ = [
 ]
 
 FORMAT = "mindstore-backup"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """The newest format this release writes and reads. Each backup is written in the oldest
 format that holds its records, so an older release reads every backup it could: one
 without sealed pages is format 1 (the format of releases before paged storage), one with
 pages format 2 (adds ``task_pages``), one with LangGraph threads, agents or policies
 format 3 (adds those collections, `mindstore.registry`), one with an encrypted tenant's
-wrapped data keys format 4 (adds ``data_keys``)."""
-READABLE_VERSIONS = (1, 2, 3, 4)
+wrapped data keys format 4 (adds ``data_keys``), one with long-term memory items format 5
+(adds ``memory_items``)."""
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 MANIFEST_NAME = "manifest.json"
 #: Collections in the order verify reads them (the registry's): the pages first (verify
 #: folds a paged task's header over them when it reaches the task), then the tasks (the

@@ -19,7 +19,8 @@ changes with it, and nothing else:
 * a LangGraph saver document's ``_id`` (``"<tenant>/<thread>/..."``): the tenant part.
   Nothing else in it names the tenant: the thread segment is derived from the owner and
   the thread id, and the messages tasks it names (`ms.t`, write references) are bare ids;
-* an agent's ``_id`` (``"<tenant>/<agent name>"``) and a policy's (the tenant): the tenant.
+* an agent's ``_id`` (``"<tenant>/<agent name>"``) and a policy's (the tenant): the tenant;
+* a memory item's ``_id`` (``"<tenant>/<hash of its namespace and key>"``): the tenant part.
 
 Each function takes a record and returns a new one (key order kept; the input is not
 modified). They expect records that passed `mindstore.backup.shape`. ``keyed=False``
@@ -181,6 +182,8 @@ _BY_COLLECTION = {
     "langgraph_blobs": rekey_saver,
     "agents": rekey_agent,
     "policies": rekey_policy,
+    # `<tenant>/<hash of namespace and key>`: the hash names no tenant
+    "memory_items": rekey_saver,
     # a wrapped data key is bound to its tenant: moved, it no longer unwraps, like the
     # content it sealed (docs/encryption.md, "Limits")
     "data_keys": rekey_saver,

@@ -57,6 +57,7 @@ from mindstore.collection_names import (
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
+    MEMORY_ITEMS,
     PAYLOADS,
     POLICIES,
     TASK_PAGES,
@@ -83,12 +84,12 @@ MODES = ("skip", "overwrite", "fail")
 #: a task that counts pages never appears without them).
 WRITE_ORDER = (
     DATA_KEYS, PAYLOADS, DIALOG_NODES, TASK_PAGES, TASKS,
-    LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS, AGENTS, POLICIES,
+    LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS, AGENTS, MEMORY_ITEMS, POLICIES,
 )  # fmt: skip
 #: Collections whose `_id` has one form only (no legacy bare task key).
 SINGLE_FORM = (
     DATA_KEYS, PAYLOADS, TASK_PAGES, LANGGRAPH_BLOBS, LANGGRAPH_WRITES, LANGGRAPH_CHECKPOINTS,
-    AGENTS, POLICIES,
+    AGENTS, MEMORY_ITEMS, POLICIES,
 )  # fmt: skip
 ACTIONS = ("inserted", "overwritten", "skipped", "unchanged")
 _EXAMPLES = 5

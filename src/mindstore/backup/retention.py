@@ -1,5 +1,6 @@
 """Retention: delete a tenant's tasks not updated since a date, with their nodes, payloads and
-sealed pages, and the LangGraph threads and agents not active since then (`retention_units`).
+sealed pages, and the LangGraph threads, agents and memory items not active (written) since
+then (`retention_units`).
 
 `erase_before(store, tenant, before=..., owner=None, dry_run=False)` selects by
 `(tenant, updated_at)` (the `tenant_updated` index), in pages, and for each page:
@@ -29,7 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mindstore.clock import utcnow
-from mindstore.collection_names import AGENTS, DIALOG_NODES, PAYLOADS, POLICIES, TASK_PAGES, TASKS
+from mindstore.collection_names import (
+    AGENTS,
+    DIALOG_NODES,
+    MEMORY_ITEMS,
+    PAYLOADS,
+    POLICIES,
+    TASK_PAGES,
+    TASKS,
+)
 from mindstore.errors import NotFound, ValidationError
 from mindstore.ids import check_key, task_id_of, task_key
 from mindstore.operations import operation
@@ -38,7 +47,7 @@ from mindstore.search.index import forget_task
 from mindstore.validation import check_int, check_owner
 
 from .erase import EraseReceipt, ids_digest, listed_ids
-from .retention_units import expire_agents, expire_threads
+from .retention_units import expire_agents, expire_memories, expire_threads
 
 PAGE = 500
 MAX_PASSES = 8
@@ -229,6 +238,9 @@ async def erase_before(
     erased.update({name: ids for name, ids in threads.items() if ids})
     if agents:
         erased[AGENTS] = agents
+    memories = await expire_memories(db, tenant, owner, cutoff, dry_run)
+    if memories:
+        erased[MEMORY_ITEMS] = memories
     return RetentionReceipt(
         tenant=tenant, owner=owner, task_id=None, dry_run=dry_run, started_at=started,
         completed_at=utcnow(), counts={name: len(ids) for name, ids in erased.items()},

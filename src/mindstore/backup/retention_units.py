@@ -26,13 +26,14 @@ from mindstore.collection_names import (
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
+    MEMORY_ITEMS,
     TASKS,
 )
 from mindstore.ids import task_id_of, task_key
 
 from .threads import checkpoint_time, find_threads, thread_documents
 
-__all__ = ["expire_agents", "expire_threads"]
+__all__ = ["expire_agents", "expire_memories", "expire_threads"]
 
 #: a thread's writes and blobs before its checkpoints (a run again finds it by those)
 ORDER = (LANGGRAPH_WRITES, LANGGRAPH_BLOBS, LANGGRAPH_CHECKPOINTS)
@@ -103,4 +104,22 @@ async def expire_agents(
                                       ).to_list()  # fmt: skip
         kept = {row["_id"] for row in still}
         chosen = [agent for agent in chosen if agent not in kept]
+    return chosen
+
+
+async def expire_memories(
+    db: Any, tenant: str, owner: str | None, cutoff: _dt.datetime, dry_run: bool
+) -> list[Any]:
+    """Delete the memory items not written since `cutoff` (the owner's, if given), each
+    guarded by its write time: an item written during the sweep is kept."""
+    query: dict[str, Any] = {"tenant": tenant, "updated_at": {"$lt": cutoff}}
+    if owner is not None:
+        query["owner"] = owner
+    chosen = [row["_id"] for row in await db[MEMORY_ITEMS].find(query, {"_id": 1}).to_list()]
+    if chosen and not dry_run:
+        await _delete(db, MEMORY_ITEMS, tenant, chosen, {"updated_at": {"$lt": cutoff}})
+        still = await db[MEMORY_ITEMS].find({"tenant": tenant, "_id": {"$in": chosen}}, {"_id": 1}
+                                            ).to_list()  # fmt: skip
+        kept = {row["_id"] for row in still}
+        chosen = [item for item in chosen if item not in kept]
     return chosen

@@ -30,11 +30,14 @@ from mindstore.collection_names import (
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
+    MEMORY_ITEMS,
     POLICIES,
 )
 from mindstore.crypto.keyring import TENANT_KEK
+from mindstore.errors import MindstoreError
 from mindstore.ids import KEY_SEPARATOR, is_name
 from mindstore.integrations import langgraph_keys as keys
+from mindstore.memory import rules as memory_rules
 
 from .manifest import is_key
 from .shape import ShapeError, _count, _shown, _tenant, _top_level
@@ -243,6 +246,39 @@ def check_data_key(record: Any) -> UnitFacts:
     return UnitFacts(record["_id"], tenant)
 
 
+def check_memory_item(record: Any) -> UnitFacts:
+    """A long-term memory item (`mindstore.memory`): its `_id` the hash of its namespace
+    and key, its path their join, its value and embeddings bytes (ciphertexts under a
+    keyring), its times dates."""
+    _top_level(record)
+    tenant = _tenant(record)
+    try:
+        namespace = memory_rules.check_namespace(record.get("ns"), "ns")
+        key = memory_rules.check_key(record.get("k"), "k")
+    except MindstoreError as exc:
+        raise ShapeError(str(exc)) from None
+    if record.get("_id") != memory_rules.item_id(tenant, namespace, key):
+        raise ShapeError(f"_id {_shown(record.get('_id'))} is not the item's (namespace, key)")
+    if record.get("p") != memory_rules.path_of(namespace):
+        raise ShapeError(f"p {_shown(record.get('p'))} is not the path of ns")
+    owner = record.get("owner")
+    if owner is not None and not is_name(owner):
+        raise ShapeError(f"owner must be an owner or null, got {_shown(owner)}")
+    if not isinstance(record.get("v"), bytes):
+        raise ShapeError("v must be binary")
+    if record.get("e") is not None:
+        if not isinstance(record["e"], bytes):
+            raise ShapeError("e must be binary or null")
+        _count(record.get("d"), "d")
+    for name in ("c", "updated_at", "x"):
+        if record.get(name) is not None and not isinstance(record[name], _dt.datetime):
+            raise ShapeError(f"{name} must be a date or null, got {_shown(record[name])}")
+    ttl = record.get("t")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))):
+        raise ShapeError(f"t must be a number of minutes or null, got {_shown(ttl)}")
+    return UnitFacts(record["_id"], tenant, owner, updated_at=record.get("updated_at"))
+
+
 _CHECKS = {
     DATA_KEYS: check_data_key,
     LANGGRAPH_CHECKPOINTS: check_checkpoint,
@@ -250,6 +286,7 @@ _CHECKS = {
     LANGGRAPH_BLOBS: check_blob,
     AGENTS: check_agent,
     POLICIES: check_policy,
+    MEMORY_ITEMS: check_memory_item,
 }
 
 

@@ -10,6 +10,8 @@ marked when it is created). Destroying the tenant's keys cannot reach that conte
   thread whose messages it holds. Whole rather than field by field: its sealed fields
   (none, or those a sweep cut short reached) are unreadable after the shred anyway, and
   a task with its content cut out would be a husk every reader and `verify` trips on;
+* the tenant's memory items stored in the clear (`erase_clear_memories`): those sealed
+  under its keys are unreadable after the shred and stay, like encrypted tasks;
 * the tenant's search index (`search.index.forget_tenant`): the texts and terms of tasks
   indexed in the clear, and, for the rest, blind tokens and ciphertexts under a key the
   shred destroys. The next search of the tenant starts over (through a keyring it is
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from mindstore.collection_names import TASKS
+from mindstore.collection_names import MEMORY_ITEMS, TASKS
 from mindstore.crypto.fields import ENCRYPTED
 from mindstore.ids import task_id_of
 from mindstore.protocols import HasDatabase
@@ -34,7 +36,7 @@ from mindstore.search.index import forget_tenant
 
 from .erase import erase
 
-__all__ = ["erase_unswept", "shred_eraser"]
+__all__ = ["erase_clear_memories", "erase_unswept", "shred_eraser"]
 
 
 async def erase_unswept(store: HasDatabase, tenant: str) -> int:
@@ -50,7 +52,19 @@ async def erase_unswept(store: HasDatabase, tenant: str) -> int:
     for task_id in unswept:
         await erase(store, tenant, task_id=task_id)
     await forget_tenant(store.database, tenant)
+    await erase_clear_memories(store, tenant)
     return len(unswept)
+
+
+async def erase_clear_memories(store: HasDatabase, tenant: str) -> int:
+    """Delete `tenant`'s memory items whose value is stored in the clear (written before
+    the tenant was encrypted: no `z` mark, `mindstore.memory.items`); returns how many."""
+    collection = store.database[MEMORY_ITEMS]
+    marks = collection.find({"tenant": tenant}, {"_id": 1, "z": 1})
+    clear = [d["_id"] async for d in marks if d.get("z") is not True]
+    for start in range(0, len(clear), 500):
+        await collection.delete_many({"tenant": tenant, "_id": {"$in": clear[start : start + 500]}})
+    return len(clear)
 
 
 def shred_eraser(store: HasDatabase) -> Callable[[str], Awaitable[int]]:

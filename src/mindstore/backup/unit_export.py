@@ -1,12 +1,14 @@
-"""Backup of the units that are not tasks: LangGraph threads, agents, tenant policies.
+"""Backup of the units that are not tasks: LangGraph threads, agents, memory items, tenant
+policies.
 
 What a scope holds of them (docs/backup.md, "Scope"):
 
 * no scope, or `tenant`: every thread, agent and policy (of the tenant);
 * `owner`: the owner's threads (an owner-scoped saver's), the agent named like the owner,
-  no policy;
+  the owner's memory items, no policy;
 * `since`: every thread active since then (`threads`), whole; agents with
-  ``updated_at >= since``; policies with ``retention.updated_at >= since``;
+  ``updated_at >= since``; memory items written since; policies with
+  ``retention.updated_at >= since``;
 * `task_ids`: none of them;
 * always: the wrapped data keys of the tenants in scope (`data_keys`) that a tenant's own
   key in a key provider wraps (and a shred's tombstone), so a backup restored into an
@@ -30,6 +32,7 @@ from mindstore.collection_names import (
     LANGGRAPH_BLOBS,
     LANGGRAPH_CHECKPOINTS,
     LANGGRAPH_WRITES,
+    MEMORY_ITEMS,
     POLICIES,
 )
 from mindstore.crypto.keyring import TENANT_KEK
@@ -47,6 +50,7 @@ PAGE_DOCUMENTS = {
     LANGGRAPH_WRITES: 64,
     LANGGRAPH_BLOBS: 16,
     AGENTS: 500,
+    MEMORY_ITEMS: 200,
     POLICIES: 500,
     DATA_KEYS: 500,
 }
@@ -86,6 +90,12 @@ class UnitExporter:
         if scope.since is not None:
             agents["updated_at"] = {"$gte": scope.since}
         await self._stream(AGENTS, agents)
+        memories = dict(base)
+        if scope.owner is not None:
+            memories["owner"] = scope.owner
+        if scope.since is not None:
+            memories["updated_at"] = {"$gte": scope.since}
+        await self._stream(MEMORY_ITEMS, memories)
         if scope.owner is None:
             policies = dict(base)
             if scope.since is not None:

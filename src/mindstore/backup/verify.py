@@ -43,6 +43,7 @@ from mindstore.collection_names import (
     DATA_KEYS,
     DIALOG_NODES,
     LANGGRAPH_CHECKPOINTS,
+    MEMORY_ITEMS,
     PAYLOADS,
     POLICIES,
     TASK_PAGES,
@@ -385,9 +386,9 @@ def _check_unit(state: _State, name: str, where: str, record: dict[str, Any],
                 state.threads.add(facts.prefix)
         elif facts.prefix is not None:  # writes and blobs: a thread of the owner's
             outside = facts.prefix not in state.threads
-        else:  # agents: the owner's own; policies: none
-            outside = name != AGENTS or facts.owner != scope.owner
-    if scope.since is not None and name in (AGENTS, POLICIES) and not outside:
+        else:  # agents and memory items: the owner's own; policies: none
+            outside = name not in (AGENTS, MEMORY_ITEMS) or facts.owner != scope.owner
+    if scope.since is not None and name in (AGENTS, POLICIES, MEMORY_ITEMS) and not outside:
         outside = facts.updated_at is None or facts.updated_at < scope.since
     if outside:
         raise BackupCorrupt(

@@ -44,7 +44,7 @@ from bson.binary import Binary
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pymongo.errors import DuplicateKeyError
 
-from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, TASKS
+from mindstore.collection_names import DATA_KEYS, LANGGRAPH_CHECKPOINTS, MEMORY_ITEMS, TASKS
 from mindstore.crypto.aead import KEY_BYTES
 from mindstore.crypto.fields import ENCRYPTED
 from mindstore.crypto.integration_sweep import reencrypt_integrations
@@ -59,6 +59,7 @@ from mindstore.crypto.key_documents import (
 from mindstore.crypto.key_documents import TENANT_KEK as TENANT_KEK  # re-export: backup's import
 from mindstore.crypto.keys import MissingKey, OrphanedKeys, TenantKeys
 from mindstore.crypto.master import MasterKey
+from mindstore.crypto.memory_fields import reencrypt_memories
 from mindstore.crypto.provider import KekState, KeyProvider
 from mindstore.crypto.sweep import ProgressFn, SweepProgress, reencrypt
 from mindstore.draws import current_tape
@@ -259,7 +260,7 @@ class Keyring:
         return await self._load(tenant)
 
     async def _has_content(self, tenant: str) -> bool:
-        for name in (TASKS, LANGGRAPH_CHECKPOINTS):
+        for name in (TASKS, LANGGRAPH_CHECKPOINTS, MEMORY_ITEMS):
             if await self._database[name].find_one({"tenant": tenant}, {"_id": 1}) is not None:
                 return True
         return False
@@ -565,7 +566,8 @@ class Keyring:
         """Seal all of the tenant's stored content with its newest data key: after a
         rotation, or to encrypt what was stored before the tenant was (resumable: a sweep
         cut short goes on after the last task it finished; `crypto.sweep`), then the
-        LangGraph saver's documents (`crypto.integration_sweep`). When it finishes, the
+        LangGraph saver's documents (`crypto.integration_sweep`) and the memory items
+        (`crypto.memory_fields`). When it finishes, the
         tenant is sealed-only: a value in the clear is refused as tampering from then on.
 
         Args:
@@ -586,6 +588,7 @@ class Keyring:
         keys = await self.keys(check_key(tenant, "tenant"), create=True)
         swept = await reencrypt(self._database, keys, progress=progress, restart=restart)
         swept.values_sealed += await reencrypt_integrations(self._database, keys)
+        swept.values_sealed += await reencrypt_memories(self._database, keys)
         await self.seal_only(tenant)
         return swept
 
