@@ -20,6 +20,7 @@ from pydantic import ValidationError as ModelError
 
 from mindstore.errors import ValidationError
 from mindstore.ids import MAX_ID_LENGTH, check_key, check_name
+from mindstore.memory.rules import MAX_DEPTH, MAX_LABEL_CHARS
 from mindstore.search.query import MAX_QUERY_CHARS
 
 MAX_PAGE: Final = 100
@@ -125,6 +126,26 @@ class ListArguments(Arguments):
     )
     limit: Count = Field(20, description=f"Conversations per page, 1 to {MAX_PAGE}.")
     cursor: Cursor | None = None
+
+
+Label = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_LABEL_CHARS, pattern=r"^[^.\x00]+$",
+          description="A namespace label: no '.', no NUL."),
+]  # fmt: skip
+
+
+class MemoryArguments(Arguments):
+    namespace: list[Label] = Field(
+        min_length=1, max_length=MAX_DEPTH,
+        description='A LangGraph-store namespace (or its prefix), e.g. ["memories", "alice"].',
+    )  # fmt: skip
+    query: str | None = Field(
+        None, min_length=1, max_length=MAX_QUERY_CHARS,
+        description="Words to look for in the memories' values (default: newest first).",
+    )  # fmt: skip
+    limit: Count = Field(10, description=f"Memories per page, 1 to {MAX_PAGE}.")
+    offset: Index = Field(0, description="How many of the ranked memories to skip.")
 
 
 @cache

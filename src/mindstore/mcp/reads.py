@@ -2,7 +2,7 @@
 
 The server never writes a conversation. Rather than trusting every tool to call only
 reads, a tool never holds an object that can write: `ConversationReads` wraps the tenant
-view (owner-scoped when the server is) in a name-mangled slot and exposes four reads by
+view (owner-scoped when the server is) in a name-mangled slot and exposes five reads by
 name, so a write verb is not an attribute of anything a tool reaches, and mypy rejects a
 call to one. A search brings the tenant's search index (derived data) up to date before it
 reads; nothing else is written, and no key is made: a sealed tenant's keys come from the
@@ -12,14 +12,17 @@ store's keyring, which opens existing keys only when it reads.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Final
 
 from mindstore.mcp.arguments import ArgumentError
+from mindstore.memory import MemoryItem, MemoryItems
 from mindstore.model.messages import AnyMessage
 from mindstore.protocols import Page, TaskRecord
 from mindstore.search import SearchPage
+from mindstore.search.tokenize import terms
 from mindstore.store import TenantStore
 
 RECALL_OPTIONS: Final = {"mode": "lexical", "match": "all"}
@@ -106,3 +109,24 @@ class ConversationReads:
             owner=self._owner_filter(owner), updated_after=since, updated_before=until,
             oldest_first=oldest_first, limit=limit, cursor=cursor,
         )  # fmt: skip
+
+    async def memories(
+        self, namespace: Sequence[str], words: Sequence[str], *, limit: int, offset: int
+    ) -> list[MemoryItem]:
+        """The LangGraph-store memories under a namespace prefix (the view's owner's only,
+        when it has one), unexpired: with `words`, those whose value holds any of them,
+        most words first; then newest first. Read in the process (`mindstore.memory`):
+        a value is never part of a query."""
+        items = MemoryItems.of(self.__view.store, self.tenant, owner=self.owner)
+        found = await items.under(tuple(namespace), omit_expired=True)
+        ranked = [(matched(entry.item.value, words), entry.item) for entry in found]
+        if words:
+            ranked = [pair for pair in ranked if pair[0] > 0]
+        ranked.sort(key=lambda pair: -pair[0])  # stable: newest first within a count
+        return [item for _, item in ranked[offset : offset + limit]]
+
+
+def matched(value: object, words: Sequence[str]) -> int:
+    """How many of `words` (search terms) the value's text holds."""
+    held = set(terms(json.dumps(value, ensure_ascii=False)))
+    return sum(1 for word in words if word in held)

@@ -19,6 +19,7 @@ from mindstore.mcp.arguments import (
     ArgumentError,
     Arguments,
     ListArguments,
+    MemoryArguments,
     ReadArguments,
     SearchArguments,
     parse,
@@ -27,7 +28,9 @@ from mindstore.mcp.arguments import (
 from mindstore.mcp.reads import ConversationReads
 from mindstore.model.messages import AnyMessage
 from mindstore.protocols import TaskRecord
+from mindstore.search.stopwords import is_stop_word
 from mindstore.search.text import searchable
+from mindstore.search.tokenize import terms
 
 JSONObject = dict[str, object]
 MAX_PAGE_CHARS: Final = 256 * 1024
@@ -180,6 +183,23 @@ async def list_conversations(reads: ConversationReads, args: ListArguments) -> J
     }
 
 
+async def search_memories(reads: ConversationReads, args: MemoryArguments) -> JSONObject:
+    words = [w for w in terms(args.query or "") if not is_stop_word(w)] or terms(args.query or "")
+    found = await reads.memories(args.namespace, words, limit=args.limit, offset=args.offset)
+    return {
+        "memories": [
+            {
+                "namespace": list(item.namespace),
+                "key": item.key,
+                "value": item.value,
+                "created": _time(item.created_at),
+                "updated": _time(item.updated_at),
+            }
+            for item in found
+        ]
+    }
+
+
 TOOLS: Final[Sequence[Tool]] = (
     ToolSpec(
         name="search_conversations",
@@ -215,6 +235,19 @@ TOOLS: Final[Sequence[Tool]] = (
         arguments=ListArguments,
         run=list_conversations,
         blamed="cursor",
+    ),
+    ToolSpec(
+        name="search_memories",
+        title="Search memories",
+        description=(
+            "Search the long-term memories agents keep in a LangGraph-store namespace (and "
+            "the namespaces under it): with a query, those whose value holds any of its "
+            "words, most words first; without one, newest first. Each with its namespace, "
+            "key, value and times."
+        ),
+        arguments=MemoryArguments,
+        run=search_memories,
+        blamed="namespace",
     ),
 )
 """The server's tools, in the order `tools/list` shows them."""
