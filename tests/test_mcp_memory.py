@@ -13,13 +13,13 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("langgraph")
 
-from langgraph.store.memory import InMemoryStore  # noqa: E402
-from mcp import Client  # noqa: E402
+from langgraph.store.memory import InMemoryStore
+from mcp import Client
+from tests.test_mcp import call, refused, stored_bytes
 
-from mindstore.integrations.langgraph_store import MindstoreStore  # noqa: E402
-from mindstore.mcp import server  # noqa: E402
-from mindstore.store import Store  # noqa: E402
-from tests.test_mcp import call, refused, stored_bytes  # noqa: E402
+from mindstore.integrations.langgraph_store import MindstoreStore
+from mindstore.mcp import server
+from mindstore.store import Store
 
 PUTS = [
     ("alice", ("memories", "alice"), "food", {"text": "Alice is vegetarian and loves Lisbon"}),
@@ -54,11 +54,11 @@ async def test_memories_come_back_by_namespace_and_word_within_scope(store: Stor
         assert keys(whole) == expected  # every item under the prefix, as LangGraph lists
         values = {(tuple(m["namespace"]), m["key"]): m["value"] for m in whole["memories"]}
         assert values == {(ns, key): value for _, ns, key, value in PUTS}
-        lisbon = await call(client, "search_memories",
-                            {"namespace": ["memories"], "query": "Where does she love?  lisbon"})  # fmt: skip
+        question = {"namespace": ["memories"], "query": "Where does she love?  lisbon"}
+        lisbon = await call(client, "search_memories", question)
         assert keys(lisbon) == {(("memories", "alice"), "food"), (("memories", "bob"), "food")}
-        page = await call(client, "search_memories",
-                          {"namespace": ["memories", "alice"], "limit": 1, "offset": 1})  # fmt: skip
+        second = {"namespace": ["memories", "alice"], "limit": 1, "offset": 1}
+        page = await call(client, "search_memories", second)
         assert len(page["memories"]) == 1
     async with Client(server(store, tenant="acme", owner="bob")) as client:
         mine = await call(client, "search_memories", {"namespace": ["memories"]})
