@@ -19,6 +19,7 @@ __all__ = [
     "SEARCH_ENTRIES",
     "SEARCH_POSTINGS",
     "SEARCH_TASKS",
+    "SEARCH_VECTORS",
     "TASKS",
     "TASK_PAGES",
 ]
@@ -36,3 +37,4 @@ DATA_KEYS = "data_keys"
 SEARCH_ENTRIES = "search_entries"
 SEARCH_TASKS = "search_tasks"
 SEARCH_POSTINGS = "search_postings"
+SEARCH_VECTORS = "search_vectors"

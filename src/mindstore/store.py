@@ -32,9 +32,11 @@ from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.locks import TaskLocks
 from mindstore.search.admin import SearchIndexAdmin
+from mindstore.search.embedder import Embedder, check_embedder
 from mindstore.search.index import IndexState, SearchStore
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
+from mindstore.search.vector_search import check_mode, ranked_by_meaning
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -93,7 +95,7 @@ class TenantStore:
     def _search_store(self) -> SearchStore:
         whole = self if self.owner is None else TenantStore(self.store, self.tenant, None)
         return SearchStore(self.store.database, self.tenant, whole.tasks, self.tasks.cipher,
-                           self.store.search_states)  # fmt: skip
+                           self.store.search_states, self.store.embedder)  # fmt: skip
 
     async def search(
         self,
@@ -106,8 +108,10 @@ class TenantStore:
         task_ids: Iterable[str] | None = None,
         limit: int = 20,
         cursor: str | None = None,
+        mode: str | None = None,
+        match: str = "all",
     ) -> SearchPage:
-        """Search the tenant's conversations: a page of hits, best first (BM25).
+        """Search the tenant's conversations: a page of hits, best first.
 
         Every message of every task is reachable (sealed pages included, dialogs' forks,
         the integrations' sessions and threads: they are tasks); an owner-scoped view
@@ -124,6 +128,11 @@ class TenantStore:
             task_ids: Only these tasks.
             limit: Page size, 1 to 100.
             cursor: The `next_cursor` of the previous page.
+            mode: ``"lexical"`` (BM25 over the query's words), ``"semantic"`` (nearest
+                by the store's embedder: by meaning) or ``"hybrid"`` (both rankings
+                fused); default ``"hybrid"`` when the store has an embedder, else
+                ``"lexical"``.
+            match: ``"all"``: every word of the query must occur (lexical ranking).
 
         Returns:
             A `SearchPage`: `hits` (task id, message id, role, time, score, snippet),
@@ -132,6 +141,7 @@ class TenantStore:
         Raises:
             ValidationError: A bad query (empty, too long, a control character, an unknown
                 role) or argument; the error names it.
+            ConfigurationError: `mode` semantic or hybrid on a store without an embedder.
             KeyShredded: The tenant's keys were destroyed: it cannot be searched.
 
         Example:
@@ -141,6 +151,13 @@ class TenantStore:
                 print(hit.task_id, hit.snippet.marked())
             ```
         """
+        chosen = check_mode(mode, self.store.embedder)
+        if chosen != "lexical":  # recall by meaning (mindstore.search.vector_search)
+            return await ranked_by_meaning(
+                self._search_store, query, mode=chosen, match=match, lexical=run_search,
+                view_owner=self.owner, owner=owner, roles=roles, since=since, until=until,
+                task_ids=task_ids, limit=limit, cursor=cursor,
+            )  # fmt: skip
         return await run_search(
             self._search_store, query, view_owner=self.owner, owner=owner, roles=roles,
             since=since, until=until, task_ids=task_ids, limit=limit, cursor=cursor,
@@ -181,8 +198,12 @@ class Store:
         header_cache_size: int = 10_000,
         page_policy: PagePolicy | EllipsisType | None = ...,
         keyring: Keyring | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.backend = backend
+        self.embedder = check_embedder(embedder) if embedder is not None else None
+        """What turns text into vectors for recall by meaning (`mindstore.search.Embedder`;
+        None: lexical search only)."""
         self.database = guarded(backend.database)
         """The backend's database, with every transient driver error raised as
         `errors.Unavailable` (`backends.transient`): what every view reads and writes."""
@@ -255,6 +276,7 @@ async def connect(
     client: AsyncMongoClient[Any] | None = None,
     page_policy: PagePolicy | EllipsisType | None = ...,
     keyring: Keyring | None = None,
+    embedder: Embedder | None = None,
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
@@ -272,6 +294,9 @@ async def connect(
     page, so a task stops at MongoDB's 16 MiB document limit; docs/data-model.md).
     `keyring`: encrypt every tenant's content from now on with its own data keys
     (`mindstore.crypto.Keyring`, docs/encryption.md); the store's is `store.keyring`.
+    `embedder`: what turns text into vectors (`mindstore.search.Embedder`: OpenAI, Gemini,
+    a local sentence-transformers model): search then recalls by meaning too, and its
+    default mode is hybrid (docs/search.md, "Recall by meaning").
     """
     backend = await open_backend(
         uri, database=database, recorder=recorder, event_listeners=event_listeners, client=client
@@ -288,4 +313,5 @@ async def connect(
         header_cache_size=header_cache_size,
         page_policy=page_policy,
         keyring=keyring,
+        embedder=embedder,
     )
