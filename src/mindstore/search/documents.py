@@ -126,4 +126,15 @@ class SearchVectorDoc(Document):
         name = SEARCH_VECTORS
         use_state_management = False
         validate_on_save = False
-        indexes: ClassVar[list[IndexModel]] = [TENANT_ID]
+        indexes: ClassVar[list[IndexModel]] = [
+            # a ranking reads its model's vectors only (the tenant's, of one tag)
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("e", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_model",
+            ),
+            TENANT_ID,
+        ]

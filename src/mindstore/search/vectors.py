@@ -53,8 +53,10 @@ def quantise(vector: Sequence[float]) -> bytes:
     """A unit vector as int8 components (the largest magnitude at 127), as BSON stores a
     binary vector of dtype int8 (two header bytes, then one byte a component)."""
     top = max((abs(x) for x in vector), default=0.0)
-    scale = 127.0 / top if top > 0 else 0.0
-    values = [max(-127, min(127, round(x * scale))) for x in vector]
+    if top == 0:
+        values = [0] * len(vector)
+    else:  # over the largest first: 127 / a subnormal largest would overflow
+        values = [max(-127, min(127, round(x / top * 127))) for x in vector]
     return bytes(Binary.from_vector(values, BinaryVectorDtype.INT8))
 
 
