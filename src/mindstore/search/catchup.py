@@ -157,6 +157,7 @@ class TenantIndex(Protocol):
     task_marks: Any
     vectors: Any
     embedder: Embedder | None
+    embed_failure: Exception | None
 
     def forget_state(self) -> None: ...
 
@@ -335,7 +336,7 @@ class CatchUp:
             for n, m in enumerate(messages)
         ]
         entries = [e for e in made if e is not None]
-        # embedded before the claim: an embedder that fails leaves nothing claimed
+        # embedded before the claim (an embedder's failure is kept, `embed_sources`)
         sources = sources_of(self.index.embedder, messages, made, task_id, owner)
         model, vectors = await embed_sources(self.index, sources)
         new_terms = sorted({term for e in entries for term in e.postings})

@@ -95,6 +95,8 @@ class SearchStore:
         self.vectors = database[SEARCH_VECTORS]
         self.embedder = embedder
         """The store's embedder: a catch-up embeds what it indexes (None: no vectors)."""
+        self.embed_failure: Exception | None = None
+        """The embedder's last error in a catch-up (`vector_index.embed_sources`)."""
 
     # ------------------------------------------------------------------ state
     async def state(self, *, fresh: bool = False) -> IndexState:

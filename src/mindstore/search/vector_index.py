@@ -47,6 +47,7 @@ class VectorTarget(Protocol):
     database: Any
     cipher: TenantCipher | None
     embedder: Embedder | None
+    embed_failure: Exception | None
     entries: Any
     postings: Any
     task_marks: Any
@@ -80,15 +81,21 @@ async def embed_sources(
 ) -> tuple[str | None, list[dict[str, Any]]]:
     """The vector documents of `sources` (embedded in the embedder's batches) and the
     model key they are made under (None: no embedder, or nothing to embed). Nothing is
-    written: a catch-up embeds before it writes, so an embedder that fails leaves the
-    round's writes undone (`CatchUp._apply`)."""
+    written. An embedder that fails (a provider down) does not stop the catch-up: the
+    messages are indexed without vectors (filled in by a later search, `fill_missing`)
+    and the error is kept in `index.embed_failure`, which a semantic or hybrid search
+    raises; a lexical search goes on answering."""
     embedder = index.embedder
     if embedder is None or not sources:
         return None, []
     key = model_key(embedder)
     tag = model_tag(key)
     sealer = await vector_seal(index.tenant, index.cipher)
-    vectors = await embed_all(embedder, [s.text for s in sources], purpose="document")
+    try:
+        vectors = await embed_all(embedder, [s.text for s in sources], purpose="document")
+    except Exception as error:  # kept for the search that needs vectors
+        index.embed_failure = error
+        return None, []
     return key, [
         vector_document(index.tenant, source, vector, tag, sealer)
         for source, vector in zip(sources, vectors, strict=True)

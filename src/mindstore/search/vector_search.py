@@ -263,6 +263,9 @@ async def _catch_up(
     missing (at most twice) before ranking."""
     for attempt in range(3):
         codec, _ = await index.refresh()
+        failure, index.embed_failure = index.embed_failure, None
+        if failure is not None:  # the messages it could not embed wait for the next search
+            raise failure
         sealer = await vector_seal(index.tenant, index.cipher)
         stored, held = await _load(index, tag, filters, roles, sealer)
         if attempt == 2 or not await fill_missing(index, tag, held):
