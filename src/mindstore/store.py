@@ -37,6 +37,7 @@ from mindstore.search.index import IndexState, SearchStore
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
 from mindstore.search.vector_search import check_mode, ranked_by_meaning
+from mindstore.search.vector_server import VectorPath, vector_path
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -224,6 +225,7 @@ class Store:
         self._locks = TaskLocks()  # per loop: a store may be shared by loops and threads
         self.search_states: dict[str, IndexState] = {}
         """Each tenant's search index state as this store last saw it (`mindstore.search`)."""
+        self._vector_path: VectorPath | None = None
 
     @property
     def resilience(self) -> Resilience:
@@ -233,6 +235,13 @@ class Store:
     @property
     def kind(self) -> str:
         return self.backend.kind
+
+    async def vector_path(self) -> VectorPath:
+        """Where recall by meaning ranks this store's vectors: in the process, or on the
+        server (`$vectorSearch`), and why; checked once per store (docs/search.md)."""
+        if self._vector_path is None:
+            self._vector_path = await vector_path(self.database, self.kind)
+        return self._vector_path
 
     def scoped(self, tenant: str, owner: str | None = None) -> TenantStore:
         """One tenant's view (`acme = store.scoped("acme")`), or one owner's within it:
