@@ -9,6 +9,7 @@ find filter on the embedded backend, which shares no code with `_in_scope`."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from mindstore.search.vector_server import (
     IN_PROCESS,
     INDEX_NAME,
     ON_SERVER,
+    VectorPath,
     rank_fusion_stage,
     vector_index_command,
     vector_path,
@@ -161,3 +163,64 @@ async def test_the_capability_check(stores: StoreFactory) -> None:
         found = await vector_path({SEARCH_VECTORS: collection}, "mongodb")
         assert found.path == path, rows
         assert collection.sent == [[{"$listSearchIndexes": {"name": INDEX_NAME}}]]
+
+
+class EmulatedVectorSearch:
+    """`search_vectors` with `$vectorSearch` emulated: the stage's `filter` run as a find
+    on the embedded backend, exact cosine in plain Python over the stored int8 vectors,
+    the score as the server gives it for cosine ((1 + cosine) / 2)."""
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection
+        self.stages: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.collection, name)
+
+    async def aggregate(self, pipeline: list[dict[str, Any]]) -> Any:
+        from mindstore.search.vectors import dequantise
+
+        stage = pipeline[0]["$vectorSearch"]
+        self.stages.append(stage)
+        wanted = stage["queryVector"]
+        rows = []
+        async for doc in self.collection.find(stage["filter"]):
+            values = dequantise(bytes(doc["v"]))
+            norm = math.sqrt(sum(x * x for x in values)) or 1.0
+            cosine = sum(a * b for a, b in zip(values, wanted, strict=True)) / norm
+            rows.append({**{k: doc.get(k) for k in ("_id", "task", "o", "r", "t")},
+                         "score": (1 + cosine) / 2})  # fmt: skip
+        rows.sort(key=lambda r: -r["score"])
+
+        class Cursor:
+            async def to_list(self, _length: int | None) -> list[dict[str, Any]]:
+                return rows[: stage["limit"]]
+
+        return Cursor()
+
+
+async def test_on_a_server_the_ranking_runs_in_vector_search(stores: StoreFactory) -> None:
+    texts = ["my sister got married", "hotel in lisbon", "wedding photos", "rain tomorrow",
+             "marriage paperwork", "server deploy"]  # fmt: skip
+    local = Store(stores.store.backend, embedder=HashingEmbedder(32)).scoped("acme")
+    task = await local.tasks.create(owner="alice")
+    for n, text in enumerate(texts):
+        await local.tasks.add_human_message(task.id, text, message_id=f"m{n}")
+    server = Store(stores.store.backend, embedder=HashingEmbedder(32))
+    server._vector_path = VectorPath(ON_SERVER, "emulated")
+    acme = server.scoped("acme")
+    emulated = EmulatedVectorSearch(acme._search_store.vectors)
+    acme._search_store.vectors = emulated
+    for query in ("married sister", "wedding", "lisbon hotel"):
+        here = await local.search(query, mode="semantic", limit=10)
+        there = await acme.search(query, mode="semantic", limit=10)
+        assert [h.message_id for h in there.hits][:1] == [h.message_id for h in here.hits][:1]
+        assert sorted(h.message_id for h in there.hits) == sorted(h.message_id for h in here.hits)
+        for a, b in zip(sorted(here.hits, key=lambda h: h.message_id),
+                        sorted(there.hits, key=lambda h: h.message_id), strict=True):  # fmt: skip
+            assert abs(a.score - b.score) < 1e-4
+    walked = await acme.search("wedding", mode="hybrid", owner="alice", limit=2)
+    assert walked.hits and walked.next_cursor is not None
+    stage = emulated.stages[-1]
+    assert {"o": {"$eq": "alice"}} in stage["filter"]["$and"] and stage["exact"] is True
+    assert (await acme.search("wedding", mode="semantic", roles=["tool"])).hits == []

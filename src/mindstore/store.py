@@ -37,7 +37,7 @@ from mindstore.search.index import IndexState, SearchStore
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
 from mindstore.search.vector_search import check_mode, ranked_by_meaning
-from mindstore.search.vector_server import VectorPath, vector_path
+from mindstore.search.vector_server import ON_SERVER, VectorPath, vector_path
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -158,6 +158,7 @@ class TenantStore:
                 self._search_store, query, mode=chosen, match=match, lexical=run_search,
                 view_owner=self.owner, owner=owner, roles=roles, since=since, until=until,
                 task_ids=task_ids, limit=limit, cursor=cursor,
+                on_server=(await self.store.vector_path()).path == ON_SERVER,
             )  # fmt: skip
         return await run_search(
             self._search_store, query, view_owner=self.owner, owner=owner, roles=roles,

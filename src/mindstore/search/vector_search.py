@@ -39,6 +39,7 @@ from .query import parse_query
 from .service import MAX_CURSOR_CHARS, MAX_LIMIT, Filters, SearchHit, SearchPage, check_filters
 from .snippet import make_snippet
 from .vector_index import fill_missing
+from .vector_server import vector_search_pipeline
 from .vectors import VectorSeal, model_tag, vector_seal
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ __all__ = [
 MODES = ("lexical", "semantic", "hybrid")
 DEPTH = 100
 """How many of each ranking hybrid fuses (the lexical search's largest page)."""
+SERVER_LIMIT = 1000
+"""The most vectors a `$vectorSearch` ranking returns (a semantic walk on a server ends
+there)."""
 CURSOR_VERSION = 1
 _HASH = 4
 
@@ -257,20 +261,63 @@ async def _load(
 
 
 async def _catch_up(
-    index: SearchStore, tag: str, filters: Filters, roles: frozenset[str]
-) -> tuple[Codec, Stored]:
-    """Bring the index up to date and read the scope's vectors; fill in the vectors
-    missing (at most twice) before ranking."""
+    index: SearchStore, tag: str, filters: Filters, roles: frozenset[str], on_server: bool
+) -> tuple[Codec, Stored | None]:
+    """Bring the index up to date and read the scope's vectors (None: the server ranks
+    them, `on_server`, and the tenant's are not sealed); fill in the vectors missing (at
+    most twice) before ranking."""
     for attempt in range(3):
         codec, _ = await index.refresh()
         failure, index.embed_failure = index.embed_failure, None
         if failure is not None:  # the messages it could not embed wait for the next search
             raise failure
         sealer = await vector_seal(index.tenant, index.cipher)
-        stored, held = await _load(index, tag, filters, roles, sealer)
+        stored: Stored | None = None
+        if on_server and not sealer.sealed:
+            held = await index.vectors.count_documents({"tenant": index.tenant, "e": tag})
+        else:
+            stored, held = await _load(index, tag, filters, roles, sealer)
         if attempt == 2 or not await fill_missing(index, tag, held):
             return codec, stored
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _server_ranking(
+    index: SearchStore,
+    vector: list[float],
+    tag: str,
+    filters: Filters,
+    roles: frozenset[str],
+) -> tuple[Stored, npt.NDArray[np.float64]]:
+    """The scope's `SERVER_LIMIT` nearest vectors by `$vectorSearch` (exact), with their
+    cosines (the stage's score for cosine is (1 + cosine) / 2)."""
+    numpy = _numpy()
+    allowed = filters.roles & roles if filters.roles and roles else filters.roles or roles
+    pipeline = vector_search_pipeline(
+        vector,
+        tenant=index.tenant,
+        tag=tag,
+        limit=SERVER_LIMIT,
+        owner=filters.owner,
+        roles=sorted(allowed),
+        since=None if filters.since is None else round(filters.since * 1_000_000),
+        until=None if filters.until is None else round(filters.until * 1_000_000),
+        task_ids=None if filters.task_ids is None else sorted(filters.task_ids),
+    )
+    if filters.roles and roles and not allowed:
+        rows: list[dict[str, Any]] = []
+    else:
+        rows = await (await index.vectors.aggregate(pipeline)).to_list(None)
+    stored = Stored(
+        [str(r["_id"]) for r in rows],
+        [str(r.get("task")) for r in rows],
+        [r.get("o") for r in rows],
+        [str(r.get("r") or "") for r in rows],
+        [int(r.get("t") or 0) for r in rows],
+        numpy.zeros((0, 0), dtype=numpy.int8),
+    )
+    cosines = numpy.array([2.0 * float(r.get("score") or 0.0) - 1.0 for r in rows])
+    return stored, cosines
 
 
 async def ranked_by_meaning(
@@ -288,8 +335,10 @@ async def ranked_by_meaning(
     task_ids: object = None,
     limit: object = 20,
     cursor: object = None,
+    on_server: bool = False,
 ) -> SearchPage:
-    """Run one semantic or hybrid search (see `TenantStore.search`)."""
+    """Run one semantic or hybrid search (see `TenantStore.search`); `on_server`: the
+    deployment ranks vectors with `$vectorSearch` (`vector_server.vector_path`)."""
     if mode not in ("semantic", "hybrid"):
         raise ValidationError(f"mode: one of {', '.join(MODES)}, not {mode!r}")
     match = check_match(match)
@@ -307,14 +356,19 @@ async def ranked_by_meaning(
     fingerprint = _fingerprint(index.tenant, view_owner, query, filters, mode, match, key)
     position = _decode(cursor, fingerprint, mode)
     numpy = _numpy()
+    tag = model_tag(key)
     try:
-        codec, stored = await _catch_up(index, model_tag(key), filters, parsed.roles)
+        codec, held = await _catch_up(index, tag, filters, parsed.roles, on_server)
     except KeyShredded:
         await forget_tenant(index.database, index.tenant)
         raise
     text = query_text(query) or query
     (vector,) = await embed_all(embedder, [text], purpose="query")
-    scores = rank_by_cosine(stored.matrix, numpy.asarray(vector, dtype=numpy.float32))
+    if held is None:  # the server ranks
+        stored, scores = await _server_ranking(index, vector, tag, filters, parsed.roles)
+    else:
+        stored = held
+        scores = rank_by_cosine(stored.matrix, numpy.asarray(vector, dtype=numpy.float32))
     rounded = [round(float(s), 6) for s in scores]
     keys = [(-rounded[n], -stored.times[n], stored.ids[n]) for n in range(len(stored.ids))]
     order = sorted(range(len(keys)), key=keys.__getitem__)

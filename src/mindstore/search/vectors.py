@@ -104,6 +104,8 @@ class VectorSeal:
 
     seal: Callable[[bytes, str], Any]
     open: Callable[[Any, str], bytes]
+    sealed: bool = False
+    """Whether vectors are sealed (then only the process can rank them)."""
 
 
 def _clear() -> VectorSeal:
@@ -130,7 +132,7 @@ async def vector_seal(tenant: str, cipher: TenantCipher | None) -> VectorSeal:
             raise ValueError("not a sealed vector")
         return raw
 
-    return VectorSeal(seal, opened)
+    return VectorSeal(seal, opened, sealed=True)
 
 
 def vector_document(
