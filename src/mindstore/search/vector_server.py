@@ -5,9 +5,10 @@ vector index (pure builders, tested against MongoDB's documented syntax).
 A deployment ranks on the server when it has a `vectorSearch` index named `INDEX_NAME`
 on ``search_vectors`` that is queryable (MongoDB 8.2+ with its search process, or
 Atlas): `$vectorSearch` then runs there, the tenant, model, owner, roles, time and tasks
-inside the stage's `filter` (`vector_search.ranked_by_meaning`). Everywhere else, and for a tenant under a keyring (its
-vectors are sealed: no server can index them), the ranking runs in the process. None of
-the server shapes was run on such a server here: the suite's backend is the embedded one.
+inside the stage's `filter` (`vector_search.ranked_by_meaning`). Everywhere else, and for
+a tenant under a keyring (its vectors are sealed: no server can index them), the ranking
+runs in the process. None of the server shapes was run on such a server here: the
+suite's backend is the embedded one.
 """
 
 from __future__ import annotations
