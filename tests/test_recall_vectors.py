@@ -435,3 +435,23 @@ def test_a_hypothesis_store_runs_hybrid_over_any_texts() -> None:
         asyncio.run(run())
 
     check()
+
+
+async def test_the_round_trips_of_a_search_by_meaning(stores: StoreFactory) -> None:
+    """An unchanged tenant: the change check, the vectors, the statistics, the texts;
+    hybrid adds the lexical search (its change check, its postings riding on it, and its
+    hits' texts) before the texts of the hits only the vectors found."""
+    store = _embedded(stores.store)
+    acme = store.scoped("acme")
+    await _fill(acme)
+    sent = {}
+    for mode in ("semantic", "hybrid"):
+        await acme.search("wedding", mode=mode)
+        with store.backend.recorder.capture() as log:
+            await acme.search("wedding", mode=mode)
+        sent[mode] = [f"{c.collection}: {c.name}" for c in log for _ in range(c.round_trips)]
+    assert sent["semantic"] == ["tasks: aggregate", "search_vectors: find",
+                                "search_postings: find", "search_entries: find"]  # fmt: skip
+    assert sent["hybrid"] == ["tasks: aggregate", "search_vectors: find", "search_postings: find",
+                              "tasks: aggregate", "search_entries: find",
+                              "search_entries: find"]  # fmt: skip
