@@ -455,3 +455,39 @@ async def test_the_round_trips_of_a_search_by_meaning(stores: StoreFactory) -> N
     assert sent["hybrid"] == ["tasks: aggregate", "search_vectors: find", "search_postings: find",
                               "tasks: aggregate", "search_entries: find",
                               "search_entries: find"]  # fmt: skip
+
+
+async def test_redactions_racing_searches_leave_no_vector_of_a_redacted_message(
+    stores: StoreFactory,
+) -> None:
+    """Searches from three stores catch up (embedding) while a writer redacts and appends:
+    afterwards no vector remains of a redacted message, and every other one has one."""
+    views = [_embedded(stores.store, 32, page_policy=SMALL_PAGES).scoped("acme") for _ in range(3)]
+    writer = views[0]
+    tasks = [await writer.tasks.create() for _ in range(3)]
+    for task in tasks:
+        for n in range(6):
+            await writer.tasks.add_human_message(
+                task.id, f"wedding note {n}", message_id=f"{task.id}-{n}"
+            )
+
+    async def redact_and_append() -> None:
+        for n in range(0, 6, 2):
+            for task in tasks:
+                await writer.tasks.redact(task.id, f"{task.id}-{n}")
+                await writer.tasks.add_human_message(task.id, f"late wedding {n}")
+                await asyncio.sleep(0)
+
+    async def search(view: mindstore.TenantStore) -> None:
+        for mode in ("semantic", "hybrid", "semantic"):
+            await view.search("wedding", mode=mode)
+
+    await asyncio.gather(redact_and_append(), *(search(view) for view in views))
+    page = await views[1].search("wedding", mode="semantic", limit=100)
+    found = {hit.message_id for hit in page.hits}
+    redacted = {f"{task.id}-{n}" for task in tasks for n in range(0, 6, 2)}
+    assert not found & redacted and len(found) == 3 * 3 + 3 * 3
+    entries = await stores.store.database[SEARCH_ENTRIES].find({"tenant": "acme"}).to_list(None)
+    vectors = await stores.store.database[SEARCH_VECTORS].find({"tenant": "acme"}).to_list(None)
+    assert {v["_id"] for v in vectors} == {e["_id"] for e in entries if not e["_id"].endswith("/")}
+    assert not {e["m"] for e in entries if "m" in e} & redacted
