@@ -36,7 +36,7 @@ from mindstore.search.embedder import Embedder, check_embedder
 from mindstore.search.index import IndexState, SearchStore
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
-from mindstore.search.vector_search import check_mode, ranked_by_meaning
+from mindstore.search.vector_search import check_match, check_mode, ranked_by_meaning
 from mindstore.search.vector_server import ON_SERVER, VectorPath, vector_path
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
@@ -153,6 +153,10 @@ class TenantStore:
             ```
         """
         chosen = check_mode(mode, self.store.embedder)
+        if check_match(match) != "all":  # BM25 over any word: the lexical search's own
+            from mindstore.errors import ValidationError
+
+            raise ValidationError("match: only 'all' is supported by this lexical search")
         if chosen != "lexical":  # recall by meaning (mindstore.search.vector_search)
             return await ranked_by_meaning(
                 self._search_store, query, mode=chosen, match=match, lexical=run_search,
