@@ -20,6 +20,7 @@ __all__ = [
     "SEARCH_ENTRIES",
     "SEARCH_POSTINGS",
     "SEARCH_TASKS",
+    "SEARCH_VECTORS",
     "TASKS",
     "TASK_PAGES",
 ]
@@ -38,3 +39,4 @@ SEARCH_ENTRIES = "search_entries"
 SEARCH_TASKS = "search_tasks"
 SEARCH_POSTINGS = "search_postings"
 MEMORY_ITEMS = "memory_items"
+SEARCH_VECTORS = "search_vectors"

@@ -53,7 +53,12 @@ from mindstore.model.messages import AnyMessage
 from mindstore.model.storage_form import unescape_keys
 from mindstore.model.stored_read import parse_read, read_stored
 from mindstore.paged_history import apply_pending
-from mindstore.search.documents import SearchEntryDoc, SearchPostingsDoc, SearchTaskDoc
+from mindstore.search.documents import (
+    SearchEntryDoc,
+    SearchPostingsDoc,
+    SearchTaskDoc,
+    SearchVectorDoc,
+)
 
 __all__ = [
     "DOCUMENT_MODELS",
@@ -384,6 +389,7 @@ DOCUMENT_MODELS: list[type[Document]] = [
     SearchPostingsDoc,
     SearchEntryDoc,
     SearchTaskDoc,
+    SearchVectorDoc,
 ]
 """The core's document models: the collections every store has."""
 

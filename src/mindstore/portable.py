@@ -38,6 +38,7 @@ from mindstore.collection_names import (
     SEARCH_ENTRIES,
     SEARCH_POSTINGS,
     SEARCH_TASKS,
+    SEARCH_VECTORS,
     TASK_PAGES,
     TASKS,
 )
@@ -130,6 +131,7 @@ SHARDED_COLLECTIONS = frozenset(
         SEARCH_ENTRIES,
         SEARCH_POSTINGS,
         SEARCH_TASKS,
+        SEARCH_VECTORS,
     }
 )
 """Collections sharded on ``(tenant, _id)`` (docker/compose.sharded.yaml, docs/operations.md)."""
@@ -149,6 +151,8 @@ TENANT_WIDE_WRITES: Mapping[tuple[str, str, frozenset[str]], str] = {
     ("delete", SEARCH_POSTINGS, frozenset({"tenant"})):
         "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
     ("delete", SEARCH_TASKS, frozenset({"tenant"})):
+        "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
+    ("delete", SEARCH_VECTORS, frozenset({"tenant"})):
         "search-index rebuild, erase of a tenant and a shredded tenant drop its index",
     ("update", TASKS, frozenset({"tenant"})):
         "keys.shred marks every task of the shredded tenant encrypted (updateMany)",

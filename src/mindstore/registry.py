@@ -37,6 +37,7 @@ from mindstore.collection_names import (
     SEARCH_ENTRIES,
     SEARCH_POSTINGS,
     SEARCH_TASKS,
+    SEARCH_VECTORS,
     TASK_PAGES,
     TASKS,
 )
@@ -192,6 +193,14 @@ DERIVED: tuple[Collection, ...] = (
         SEARCH_TASKS, Unit.TASK, owner="its task's", key="`_id` = the task's key",
         since="never backed up: rebuilt from the tasks", format_version=0,
         redaction="holds counts and versions, no content",
+    ),
+    Collection(
+        SEARCH_VECTORS, Unit.TASK, owner="field `o` (its task's)",
+        key="`task` = the task id; `_id` = its entry's, `<task key>/<index>`",
+        since="never backed up: rebuilt from the tasks", format_version=0, owner_field="o",
+        redaction="a redacted message's vector is deleted with its entry; deletes, erase "
+        "and retention remove their tasks' vectors; a shred makes them unreadable and "
+        "drops them (docs/search.md)",
     ),
 )  # fmt: skip
 """Collections derived from the others, never backed up (a restore rebuilds them): the

@@ -32,10 +32,13 @@ from mindstore.repositories.feed import Notifier
 from mindstore.repositories.header_cache import HeaderCache
 from mindstore.repositories.locks import TaskLocks
 from mindstore.search.admin import SearchIndexAdmin
+from mindstore.search.embedder import Embedder, check_embedder
 from mindstore.search.index import IndexState, SearchStore
-from mindstore.search.modes import Match, Mode
+from mindstore.search.modes import Match, Mode, choose_recall
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
+from mindstore.search.vector_search import ranked_by_meaning
+from mindstore.search.vector_server import ON_SERVER, VectorPath, vector_path
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -94,7 +97,7 @@ class TenantStore:
     def _search_store(self) -> SearchStore:
         whole = self if self.owner is None else TenantStore(self.store, self.tenant, None)
         return SearchStore(self.store.database, self.tenant, whole.tasks, self.tasks.cipher,
-                           self.store.search_states)  # fmt: skip
+                           self.store.search_states, self.store.embedder)  # fmt: skip
 
     async def search(
         self,
@@ -110,7 +113,7 @@ class TenantStore:
         mode: Mode | None = None,
         match: Match = "any",
     ) -> SearchPage:
-        """Search the tenant's conversations: a page of hits, best first (BM25).
+        """Search the tenant's conversations: a page of hits, best first.
 
         Every message of every task is reachable (sealed pages included, dialogs' forks,
         the integrations' sessions and threads: they are tasks); an owner-scoped view
@@ -129,8 +132,9 @@ class TenantStore:
             task_ids: Only these tasks.
             limit: Page size, 1 to 100.
             cursor: The `next_cursor` of the previous page.
-            mode: ``"lexical"`` (BM25 over words), ``"semantic"`` or ``"hybrid"`` (both
-                need an embedder); None: ``"hybrid"`` with an embedder, else ``"lexical"``.
+            mode: ``"lexical"`` (BM25 over words), ``"semantic"`` (nearest by the store's
+                embedder: by meaning) or ``"hybrid"`` (both rankings fused; both need an
+                embedder); None: ``"hybrid"`` with an embedder, else ``"lexical"``.
             match: ``"any"``: a message holding any of the query's words (not counting
                 stop words); ``"all"``: every word.
 
@@ -151,10 +155,19 @@ class TenantStore:
                 print(hit.task_id, hit.snippet.marked())
             ```
         """
+        recall = choose_recall(mode, match, has_embedder=self.store.embedder is not None)
+        if recall.mode != "lexical":  # recall by meaning (mindstore.search.vector_search)
+            return await ranked_by_meaning(
+                self._search_store, query, mode=recall.mode, match=recall.match,
+                lexical=run_search,
+                view_owner=self.owner, owner=owner, roles=roles, since=since, until=until,
+                task_ids=task_ids, limit=limit, cursor=cursor,
+                on_server=(await self.store.vector_path()).path == ON_SERVER,
+            )  # fmt: skip
         return await run_search(
             self._search_store, query, view_owner=self.owner, owner=owner, roles=roles,
             since=since, until=until, task_ids=task_ids, limit=limit, cursor=cursor,
-            mode=mode, match=match,
+            mode=recall.mode, match=recall.match,
         )  # fmt: skip
 
     @property
@@ -192,8 +205,12 @@ class Store:
         header_cache_size: int = 10_000,
         page_policy: PagePolicy | EllipsisType | None = ...,
         keyring: Keyring | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.backend = backend
+        self.embedder = check_embedder(embedder) if embedder is not None else None
+        """What turns text into vectors for recall by meaning (`mindstore.search.Embedder`;
+        None: lexical search only)."""
         self.database = guarded(backend.database)
         """The backend's database, with every transient driver error raised as
         `errors.Unavailable` (`backends.transient`): what every view reads and writes."""
@@ -214,6 +231,7 @@ class Store:
         self._locks = TaskLocks()  # per loop: a store may be shared by loops and threads
         self.search_states: dict[str, IndexState] = {}
         """Each tenant's search index state as this store last saw it (`mindstore.search`)."""
+        self._vector_path: VectorPath | None = None
 
     @property
     def resilience(self) -> Resilience:
@@ -223,6 +241,13 @@ class Store:
     @property
     def kind(self) -> str:
         return self.backend.kind
+
+    async def vector_path(self) -> VectorPath:
+        """Where recall by meaning ranks this store's vectors: in the process, or on the
+        server (`$vectorSearch`), and why; checked once per store (docs/search.md)."""
+        if self._vector_path is None:
+            self._vector_path = await vector_path(self.database, self.kind)
+        return self._vector_path
 
     def scoped(self, tenant: str, owner: str | None = None) -> TenantStore:
         """One tenant's view (`acme = store.scoped("acme")`), or one owner's within it:
@@ -266,6 +291,7 @@ async def connect(
     client: AsyncMongoClient[Any] | None = None,
     page_policy: PagePolicy | EllipsisType | None = ...,
     keyring: Keyring | None = None,
+    embedder: Embedder | None = None,
 ) -> Store:
     """Open a store: embedded (in-memory) by default, or MongoDB at `uri` / `MINDSTORE_URI`.
 
@@ -283,6 +309,9 @@ async def connect(
     page, so a task stops at MongoDB's 16 MiB document limit; docs/data-model.md).
     `keyring`: encrypt every tenant's content from now on with its own data keys
     (`mindstore.crypto.Keyring`, docs/encryption.md); the store's is `store.keyring`.
+    `embedder`: what turns text into vectors (`mindstore.search.Embedder`: OpenAI, Gemini,
+    a local sentence-transformers model): search then recalls by meaning too, and its
+    default mode is hybrid (docs/search.md, "Recall by meaning").
     """
     backend = await open_backend(
         uri, database=database, recorder=recorder, event_listeners=event_listeners, client=client
@@ -299,4 +328,5 @@ async def connect(
         header_cache_size=header_cache_size,
         page_policy=page_policy,
         keyring=keyring,
+        embedder=embedder,
     )

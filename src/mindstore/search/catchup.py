@@ -37,9 +37,12 @@ from .codec import Codec, codec_for, entry_for
 from .lifecycle import delete_entries, drop_emptied, forget_task, pull_postings, task_terms
 from .postings import FORMAT, IndexState, pack_group, partition, postings_id, stats_filter, terms_id
 from .tokenize import TOKENIZER_VERSION
+from .vector_index import embed_sources, sources_of, write_vectors
 
 if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
+
+    from .embedder import Embedder
 
 MARGIN = timedelta(seconds=120)
 """How far before the watermark a search looks for changed tasks: the clock skew between
@@ -92,6 +95,9 @@ class _Batch:
     """Each indexed task's terms document: what a later re-index or delete pulls."""
     claims: list[_Claim] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    vectors: list[dict[str, Any]] = field(default_factory=list)
+    """The entries' vector documents (`vector_index`), and the model key they are of."""
+    model: str | None = None
     docs: int = 0
     length: int = 0
 
@@ -149,6 +155,11 @@ class TenantIndex(Protocol):
     entries: Any
     postings: Any
     task_marks: Any
+    vectors: Any
+    embedder: Embedder | None
+    embed_failure: Exception | None
+
+    def forget_state(self) -> None: ...
 
     async def state(self, *, fresh: bool = False) -> IndexState: ...
 
@@ -325,6 +336,9 @@ class CatchUp:
             for n, m in enumerate(messages)
         ]
         entries = [e for e in made if e is not None]
+        # embedded before the claim (an embedder's failure is kept, `embed_sources`)
+        sources = sources_of(self.index.embedder, messages, made, task_id, owner)
+        model, vectors = await embed_sources(self.index, sources)
         new_terms = sorted({term for e in entries for term in e.postings})
         kept_d = int(old.get("d", 0)) if appended and old else 0
         kept_l = int(old.get("l", 0)) if appended and old else 0
@@ -375,6 +389,8 @@ class CatchUp:
         )
         ids = tuple(e.document["_id"] for e in entries)
         batch.claims.append(_Claim(key, task_id, token, version, tuple(new_terms), ids))
+        batch.vectors += vectors
+        batch.model = model or batch.model
         batch.rows.append(row)
         batch.docs += total_d - (int(old.get("d", 0)) if old else 0)
         batch.length += total_l - (int(old.get("l", 0)) if old else 0)
@@ -398,6 +414,7 @@ class CatchUp:
         await delete_entries(self.index.database, tenant, batch.gone)
         for chunk in range(0, len(batch.documents), 1000):
             await self._insert(batch.documents[chunk : chunk + 1000])
+        await write_vectors(self.index, batch.vectors)  # with the entries, before releases
         writes: list[Any] = [
             UpdateOne(
                 {"_id": postings_id(tenant, term, part), "tenant": tenant},
@@ -417,6 +434,8 @@ class CatchUp:
             held = state.watermark
             watermark = last["updated_at"] if held is None else max(last["updated_at"], held)
             self.index.remember(replace(state, watermark=watermark, carrier=last["_id"]))
+        if batch.model is not None:
+            stats.setdefault("$set", {})["vm"] = batch.model  # the tenant's model, recorded
         if stats:
             writes.append(UpdateOne(stats_filter(tenant), stats))
         await _bulk(self.index.postings, writes)

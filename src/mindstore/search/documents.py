@@ -16,7 +16,9 @@ message (`_id` = ``<task key>/<index>``) with its id and its text ``x`` for snip
 (sealed under a keyring). ``search_tasks``: per task (`_id` = the task's key) its mark:
 the version and message count it was indexed at, its entries' count and length, and the
 claim of a search indexing it (``w`` a token, empty once released, ``wa`` its time);
-beside it (``<key>~terms``) its terms (docs/search.md).
+beside it (``<key>~terms``) its terms. ``search_vectors``: one document per message
+embedded (the entry's `_id`), its vector and what the scope filters read
+(`search.vectors`; docs/search.md).
 """
 
 from __future__ import annotations
@@ -29,9 +31,14 @@ from beanie import Document
 from pydantic import Field
 from pymongo import IndexModel
 
-from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
+from mindstore.collection_names import (
+    SEARCH_ENTRIES,
+    SEARCH_POSTINGS,
+    SEARCH_TASKS,
+    SEARCH_VECTORS,
+)
 
-__all__ = ["SearchEntryDoc", "SearchPostingsDoc", "SearchTaskDoc"]
+__all__ = ["SearchEntryDoc", "SearchPostingsDoc", "SearchTaskDoc", "SearchVectorDoc"]
 
 TENANT_ID = IndexModel(
     [("tenant", pymongo.ASCENDING), ("_id", pymongo.ASCENDING)], name="tenant_1__id_1"
@@ -101,3 +108,33 @@ class SearchTaskDoc(Document):
         use_state_management = False
         validate_on_save = False
         indexes: ClassVar[list[IndexModel]] = [TENANT_ID]
+
+
+class SearchVectorDoc(Document):
+    """One message's vector (see the module doc and `mindstore.search.vectors`)."""
+
+    id: str  # type: ignore[assignment]
+    tenant: str
+    task: str
+    o: str | None = None
+    r: str = ""
+    t: int = 0
+    e: str = ""
+    v: Any = None
+
+    class Settings:
+        name = SEARCH_VECTORS
+        use_state_management = False
+        validate_on_save = False
+        indexes: ClassVar[list[IndexModel]] = [
+            # a ranking reads its model's vectors only (the tenant's, of one tag)
+            IndexModel(
+                [
+                    ("tenant", pymongo.ASCENDING),
+                    ("e", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                ],
+                name="tenant_model",
+            ),
+            TENANT_ID,
+        ]

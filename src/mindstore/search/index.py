@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
+from mindstore.collection_names import (
+    SEARCH_ENTRIES,
+    SEARCH_POSTINGS,
+    SEARCH_TASKS,
+    SEARCH_VECTORS,
+)
 
 from .catchup import FLUSH as FLUSH
 from .catchup import LEASE, MARGIN, CatchUp
@@ -46,6 +51,8 @@ from .tokenize import TOKENIZER_VERSION
 if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
 
+    from .embedder import Embedder
+
 __all__ = [
     "FORMAT",
     "LEASE",
@@ -75,6 +82,7 @@ class SearchStore:
         tasks: Any,
         cipher: TenantCipher | None,
         states: dict[str, IndexState],
+        embedder: Embedder | None = None,
     ) -> None:
         self.database = database
         self.tenant = tenant
@@ -84,6 +92,11 @@ class SearchStore:
         self.entries = database[SEARCH_ENTRIES]
         self.postings = database[SEARCH_POSTINGS]
         self.task_marks = database[SEARCH_TASKS]
+        self.vectors = database[SEARCH_VECTORS]
+        self.embedder = embedder
+        """The store's embedder: a catch-up embeds what it indexes (None: no vectors)."""
+        self.embed_failure: Exception | None = None
+        """The embedder's last error in a catch-up (`vector_index.embed_sources`)."""
 
     # ------------------------------------------------------------------ state
     async def state(self, *, fresh: bool = False) -> IndexState:

@@ -1,8 +1,9 @@
 """The index's side of the lifecycle: a deleted task, a redacted message, an erased or
 shredded tenant, a restore (`forget_task`, `forget_message`, `forget_tenant`,
 `reset_tenant`), and the removals they share with a catch-up's take-back (`pull_postings`,
-`delete_entries`). Every write names its documents by `_id`, or by task within the tenant.
-docs/search.md ("Lifecycle").
+`delete_entries`). A message's vector (``search_vectors``) shares its entry's `_id` and
+goes wherever the entry goes. Every write names its documents by `_id`, or by task within
+the tenant. docs/search.md ("Lifecycle").
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any
 from pymongo import DeleteMany, UpdateOne
 
 from mindstore.clock import utcnow
-from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
+from mindstore.collection_names import (
+    SEARCH_ENTRIES,
+    SEARCH_POSTINGS,
+    SEARCH_TASKS,
+    SEARCH_VECTORS,
+)
 from mindstore.ids import task_key
 
 from .postings import partition, postings_id, stats_filter, terms_id
@@ -51,11 +57,12 @@ async def _entry_ids(database: Any, query: dict[str, Any]) -> list[str]:
 
 
 async def delete_entries(database: Any, tenant: str, ids: Sequence[str]) -> None:
-    """Delete entries by `_id` (in chunks: every write names its documents)."""
+    """Delete entries and their vectors by `_id` (in chunks: every write names its
+    documents)."""
     for chunk in range(0, len(ids), 1000):
-        await database[SEARCH_ENTRIES].delete_many(
-            {"tenant": tenant, "_id": {"$in": list(ids[chunk : chunk + 1000])}}
-        )
+        named = {"tenant": tenant, "_id": {"$in": list(ids[chunk : chunk + 1000])}}
+        await database[SEARCH_ENTRIES].delete_many(named)
+        await database[SEARCH_VECTORS].delete_many(named)
 
 
 async def forget_task(database: Any, tenant: str, task_id: str) -> None:
@@ -115,7 +122,7 @@ async def forget_message(database: Any, tenant: str, task_id: str, message_id: s
 
 async def forget_tenant(database: Any, tenant: str) -> None:
     """Remove everything the index holds for `tenant` (erase, shred, rebuild)."""
-    for name in (SEARCH_POSTINGS, SEARCH_ENTRIES, SEARCH_TASKS):
+    for name in (SEARCH_POSTINGS, SEARCH_ENTRIES, SEARCH_TASKS, SEARCH_VECTORS):
         await database[name].delete_many({"tenant": tenant})
 
 
