@@ -101,8 +101,12 @@ async def test_default_mode_is_hybrid_with_an_embedder_and_lexical_without(
 ) -> None:
     plain = stores.sibling().scoped("acme")
     await _fill(plain)
-    # lexical, every word must occur: nothing holds both words
-    assert (await plain.search("sister wedding")).hits == []
+    # lexical without an embedder: the default is what mode="lexical" gives, and with
+    # every word required nothing holds both words
+    assert await plain.search("sister wedding") == await plain.search(
+        "sister wedding", mode="lexical"
+    )
+    assert (await plain.search("sister wedding", match="all")).hits == []
     with pytest.raises(ConfigurationError, match="embedder"):
         await plain.search("sister", mode="semantic")
     acme = _embedded(stores.store).scoped("acme")

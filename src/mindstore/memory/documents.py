@@ -54,4 +54,5 @@ class MemoryItemDoc(Document):
             _index("tenant_owner_id", "tenant", "owner", "_id"),
             _index("tenant_expiry", "tenant", "x"),
             _index("tenant_updated", "tenant", "updated_at"),
+            _index("tenant_owner_updated", "tenant", "owner", "updated_at"),  # owner retention
         ]
