@@ -160,7 +160,8 @@ def test_every_option_has_one_metavar_across_commands() -> None:
     different = {"--by": {"GROUPS", "MEASURE"}, "--since": {"TIME", "MESSAGE_ID"},
                  "--state": {"STATE", "[running|completed|failed|paused|aborted|resume_awaited]"},
                  "--limit": {"N"},
-                 "--format": {"[table|json|csv]", EXPORT_FORMATS}}  # fmt: skip
+                 "--format": {"[table|json|csv]", EXPORT_FORMATS},
+                 "--mode": {"[skip|overwrite|fail]", "[hybrid|lexical|semantic]"}}  # fmt: skip
     for option, metavars in seen.items():
         if option in different:
             assert metavars <= different[option], (option, metavars)

@@ -95,9 +95,15 @@ def main(
         envvar="MINDSTORE_KEY_VAULT",
         help="Key vault directory (the tenants' own keys), with --master-key.",
     ),
+    embedder: str = typer.Option(
+        None,
+        "--embedder",
+        envvar="MINDSTORE_EMBEDDER",
+        help="Recall by meaning: hashing[:DIMS], local:FOLDER, openai[:MODEL], gemini[:MODEL].",
+    ),
 ) -> None:
     ctx.obj = Settings(uri=uri, data=data, database=database, master_key=master_key,
-                       key_vault=key_vault)  # fmt: skip
+                       key_vault=key_vault, embedder=embedder)  # fmt: skip
 
 
 for _module in COMMAND_MODULES:

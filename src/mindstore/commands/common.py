@@ -36,10 +36,11 @@ from typer.core import TyperGroup
 
 from mindstore.backends.uri_check import check_uri
 from mindstore.commands.pipes import EXIT_CLOSED_PIPE, silence_stdout
-from mindstore.errors import ConfigurationError, MindstoreError
+from mindstore.errors import ConfigurationError, MindstoreError, ValidationError
 
 if TYPE_CHECKING:
     from mindstore.crypto import Keyring
+    from mindstore.search import Embedder
     from mindstore.store import Store
 
 
@@ -113,6 +114,7 @@ class Settings:
     database: str | None = None
     master_key: Path | None = None
     key_vault: Path | None = None
+    embedder: str | None = None
 
 
 def build_keyring(master_key: Path | None, key_vault: Path | None) -> Keyring | None:
@@ -129,6 +131,36 @@ def build_keyring(master_key: Path | None, key_vault: Path | None) -> Keyring | 
         assert master is not None
         return Keyring(master)
     return Keyring(LocalKeyVault(key_vault, master), legacy=master)
+
+
+EMBEDDER_KINDS = ("hashing", "local", "openai", "gemini")
+
+
+def build_embedder(spec: str | None) -> Embedder | None:
+    """The embedder `--embedder` names (docs/cli.md): ``hashing[:DIMS]`` (deterministic,
+    no model), ``local:FOLDER`` (a sentence-transformers model's folder, never
+    downloaded), ``openai[:MODEL]`` or ``gemini[:MODEL]`` (the provider's key from the
+    environment); none: lexical search only."""
+    if spec is None or spec == "":
+        return None
+    kind, _, argument = spec.partition(":")
+    if kind not in EMBEDDER_KINDS:
+        raise ValidationError(
+            f"--embedder: {kind[:40]!r} is not one of {', '.join(EMBEDDER_KINDS)}"
+        )
+    from mindstore import search
+
+    if kind == "hashing":
+        if argument and not (argument.isdigit() and 8 <= int(argument) <= 4096):
+            raise ValidationError("--embedder: hashing:DIMS takes 8 to 4096 dimensions")
+        return search.HashingEmbedder(int(argument) if argument else 256)
+    if kind == "local":
+        if not argument:
+            raise ValidationError("--embedder: local:FOLDER names a model's folder")
+        return search.SentenceTransformerEmbedder(argument)
+    if kind == "openai":
+        return search.OpenAIEmbedder(model=argument) if argument else search.OpenAIEmbedder()
+    return search.GeminiEmbedder(model=argument) if argument else search.GeminiEmbedder()
 
 
 def settings(ctx: typer.Context) -> Settings:
@@ -211,6 +243,7 @@ async def open_store(ctx: typer.Context, *, save: bool = True,
     store = await connect(
         MEMORY_URI if options.uri is None else options.uri, database=options.database,
         keyring=build_keyring(options.master_key, options.key_vault),
+        embedder=build_embedder(options.embedder),
     )  # fmt: skip
     try:
         if options.data is not None:
