@@ -13,9 +13,11 @@ Where things are kept: a user's memory in one app is **one task** of the tenant
 are (`adk_events.owner_of`: the user id itself when it is a name), its metadata naming app
 and user. Each event added to memory is one message of it, written as the session service
 writes events (`adk_events.message_for`: typed parts, the event's own fields beside them),
-with the session it came from in its ``adk`` entry. So memories are a tenant's
-conversations to the rest of mindstore: searched, backed up and restored, erased with
-their owner, retained, redacted and shredded like any task, with no second database.
+with the session it came from in its ``adk`` entry (an event without text, a function
+call or response alone, is kept untyped: ADK matches memories on their text). So
+memories are a tenant's conversations to the rest of mindstore: searched, backed up and
+restored, erased with their owner, retained, redacted and shredded like any task, with no
+second database.
 
 **Exactly once per event.** A memory message's id is derived from the memory task, the
 session (none for events added without one) and the event's id
@@ -431,8 +433,12 @@ def _message(
     event: Event, message_id: str, session_id: str | None, *, typed: bool = True
 ) -> AnyMessage:
     """The message that keeps `event` in memory (as a session keeps it), timed as the
-    event, naming the session it came from."""
-    message = message_for(event, message_id, {"session_id": session_id}, typed=typed)
+    event, naming the session it came from. An event without text (a function call or
+    response alone) is kept untyped, its content verbatim: ADK's services match memories
+    on their text only, and the index would find a tool's name and values."""
+    has_text = any(part.text for part in (event.content.parts if event.content else None) or [])
+    entry: JSON = {"session_id": session_id}
+    message = message_for(event, message_id, entry, typed=typed and has_text)
     if isinstance(message, MessageBase):  # always: `message_for` makes typed messages
         message.started_ts = float(event.timestamp)
     return message
