@@ -26,6 +26,8 @@ from google.adk.sessions.session import Session
 from google.adk.tools.load_memory_tool import load_memory_tool
 from google.adk.tools.preload_memory_tool import PreloadMemoryTool
 from google.genai import types
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import StoreFactory
 from mindstore.backup import backup, restore
@@ -375,3 +377,72 @@ def test_the_docs_example_runs() -> None:
 
     code = compile(example("ADK memory"), "docs/integrations.md (ADK memory)", "exec")
     exec(code, {"__name__": "__main__"})  # the documented example itself
+
+
+# -- costs -------------------------------------------------------------------------------
+
+
+async def test_adding_after_each_turn_costs_the_same_whatever_the_memorys_length(
+    store: Store,
+) -> None:
+    """Re-adding a growing session after each turn reads what was appended since and
+    writes the new events (one guarded update), not the whole memory."""
+    memory = MindstoreMemoryService(store.scoped("acme"))
+    session = session_of([])
+    costs: list[tuple[int, int, int]] = []
+    for turn in range(60):
+        session.events.append(event(f"e{turn}", f"turn {turn} " + "words " * 20, float(turn)))
+        with store.backend.recorder.capture() as log:
+            await memory.add_session_to_memory(session)
+        costs.append((log.round_trips, log.bytes_sent, log.bytes_received))
+        assert log.by_name("update").round_trips <= 1
+    assert len(await stored_events(store)) == 60
+    assert costs[10][0] == costs[59][0] == 2  # the new end read, one update
+    assert costs[59][2] < costs[10][2] * 1.5  # bytes do not grow with the memory
+    assert costs[59][1] < costs[10][1] * 1.5
+
+
+# -- against ADK's in-memory service -----------------------------------------------------
+
+WORDS = ["tea", "lisbon", "river", "cat", "blue"]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), min_size=1, max_size=8
+    ),
+    plan=st.lists(st.tuples(st.sampled_from(["s1", "s2", None]), st.integers(1, 8)), max_size=8),
+)
+async def test_memory_holds_and_finds_what_adks_in_memory_service_does(
+    store_factory: Any, texts: list[list[str]], plan: list[tuple[str | None, int]]
+) -> None:
+    """Any sequence of adds (a session's growing prefix, or a delta without a session,
+    repeats included): each one-word search finds the same memories as ADK's own service
+    (fewer than ten match, so its order by matched words and the BM25 order select alike)."""
+    store = await store_factory()
+    ours, theirs = MindstoreMemoryService(store.scoped("acme")), InMemoryMemoryService()
+    events = {
+        bucket: [event(f"{bucket}-{i}", " ".join(t), float(i)) for i, t in enumerate(texts)]
+        for bucket in ("s1", "s2", None)
+    }
+    grown: dict[str | None, int] = {}
+    for bucket, size in plan:
+        if bucket is None:
+            chosen = events[None][:size]
+            for service in (ours, theirs):
+                await service.add_events_to_memory(app_name=APP, user_id="ann", events=chosen)
+        else:  # ADK's service replaces a session's memory: grow it only
+            grown[bucket] = max(grown.get(bucket, 0), size)
+            session = session_of(events[bucket][: grown[bucket]], bucket)
+            for service in (ours, theirs):
+                await service.add_session_to_memory(session)
+    for word in WORDS:
+        got = await ours.search_memory(app_name=APP, user_id="ann", query=word.upper())
+        want = await theirs.search_memory(app_name=APP, user_id="ann", query=word)
+        if len(want.memories) < 10:
+            assert sorted((m.id, m.content.parts[0].text) for m in got.memories) == sorted(
+                (m.id, m.content.parts[0].text) for m in want.memories
+            ), word
