@@ -450,3 +450,26 @@ async def test_memory_holds_and_finds_what_adks_in_memory_service_does(
             assert sorted((m.id, m.content.parts[0].text) for m in got.memories) == sorted(
                 (m.id, m.content.parts[0].text) for m in want.memories
             ), word
+
+
+async def test_a_deleted_memory_is_gone_and_stays_gone_as_on_adks_service(store: Store) -> None:
+    ours, theirs = MindstoreMemoryService(store.scoped("acme")), InMemoryMemoryService()
+    session = session_of([event("a", "my card is 4111"), event("b", "my card expires")])
+    found = {}
+    for service in (ours, theirs):
+        await service.add_session_to_memory(session)
+        await service.add_events_to_memory(  # the same event without a session: also deleted
+            app_name=APP, user_id="ann", events=[event("a", "my card is 4111")]
+        )
+        await service.delete_memory(app_name=APP, user_id="ann", memory_id="a")
+        await service.delete_memory(app_name=APP, user_id="ann", memory_id="nothing")
+        await service.delete_memory(app_name=APP, user_id="ann")  # no id: a no-op
+        await service.add_session_to_memory(session)  # not brought back
+        result = await service.search_memory(app_name=APP, user_id="ann", query="card")
+        found[service is ours] = [m.id for m in result.memories]
+    assert found[True] == found[False] == ["b"]
+    stored = await store.scoped("acme").tasks.read_range(memory_task_id(APP, "ann"), 0)
+    assert len(stored) == 3 and "4111" not in str(stored)
+    with pytest.raises(ValidationError, match="memory_id"):
+        await ours.delete_memory(app_name=APP, user_id="ann", memory_id="a\x00")
+    await ours.delete_memory(app_name=APP, user_id="nobody", memory_id="a")  # no memory: no-op

@@ -36,7 +36,8 @@ the index folds them, at most 32), never as the query language's operators, so a
 ``-x``, ``role:user`` or quotes are words like any other. The ten best memories come
 back, ties in the order they were added (as ADK's in-memory service orders them), each a
 `MemoryEntry` of the event's content, author and time (ISO 8601, as ADK's services format
-it), its id the event's id.
+it), its id the event's id. `delete_memory` redacts a memory's messages: gone from the
+store and the index, its id still taken, so it is not added again.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from mindstore.integrations.adk_events import (
     MARKER,
     _key,
     check_adk_id,
+    entry_of,
     event_of,
     message_for,
     owner_of,
@@ -422,6 +424,40 @@ class MindstoreMemoryService(BaseMemoryService):
             author=event.author,
             timestamp=timestamp_text(event.timestamp),
         )
+
+    # -- delete ----------------------------------------------------------------------------
+
+    async def delete_memory(
+        self, *, app_name: str, user_id: str, memory_id: str | None = None
+    ) -> None:
+        """Delete a memory (the id `search_memory` gave it: its event's id), from every
+        session it was added from: its message is redacted (`tasks.redact`: its content
+        gone from the store and the index) and its id stays taken, so adding its session
+        again does not bring it back, as with ADK's in-memory service. Reads the user's
+        memory task whole (a rare call); no such memory: a no-op.
+
+        Args:
+            app_name: The ADK app.
+            user_id: The ADK user.
+            memory_id: The memory's id; None or empty: a no-op (as ADK's in-memory service).
+
+        Raises:
+            ValidationError: An id that is not 1-512 characters without control characters.
+        """
+        check_adk_id(app_name, "app_name")
+        check_adk_id(user_id, "user_id")
+        if memory_id is None or memory_id == "":
+            return
+        check_adk_id(memory_id, "memory_id")
+        task_id = memory_task_id(app_name, user_id)
+        try:
+            messages = await self._tasks.read_range(task_id, 0)
+        except NotFound:
+            return
+        for message in messages:
+            if (entry_of(message).get("event") or {}).get("id") == memory_id:
+                with contextlib.suppress(NotFound):
+                    await self._tasks.redact(task_id, message.id, "ADK delete_memory")
 
 
 def _rank(hit: SearchHit) -> tuple[float, int]:
