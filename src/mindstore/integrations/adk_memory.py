@@ -281,10 +281,11 @@ class MindstoreMemoryService(BaseMemoryService):
                 f"custom_metadata: expected a mapping, got {type(custom_metadata).__name__}"
             )
         task_id = memory_task_id(app_name, user_id)
-        given: dict[str, Event] = {}
+        given: dict[str, tuple[Event, AnyMessage]] = {}  # built before anything is written
         for event in _check_events(events):
-            if memorable(event):  # the first of an id given twice
-                given.setdefault(memory_message_id(task_id, session_id, event), event)
+            message_id = memory_message_id(task_id, session_id, event)
+            if memorable(event) and message_id not in given:  # the first of an id given twice
+                given[message_id] = (event, _message(event, message_id, session_id))
         if given:
             metadata: JSON = {**MARKER, "memory": True, "app_name": app_name, "user_id": user_id}
             await self._add(task_id, owner_of(user_id), metadata, given, session_id)
@@ -294,7 +295,7 @@ class MindstoreMemoryService(BaseMemoryService):
         task_id: str,
         owner: str,
         metadata: JSON,
-        given: dict[str, Event],
+        given: dict[str, tuple[Event, AnyMessage]],
         session_id: str | None,
     ) -> None:
         """Append the events the task does not hold, in guarded updates of `WRITE_BATCH`
@@ -310,7 +311,7 @@ class MindstoreMemoryService(BaseMemoryService):
             try:
                 for start in range(0, len(fresh), WRITE_BATCH):
                     batch = fresh[start : start + WRITE_BATCH]
-                    await self._append(task_id, [(i, given[i]) for i in batch], session_id)
+                    await self._append(task_id, [given[i] for i in batch], session_id)
                     stored.written(batch)
                 return
             except (_Overtaken, NotFound):  # a racing writer's overlap; or deleted meanwhile
@@ -319,24 +320,23 @@ class MindstoreMemoryService(BaseMemoryService):
         raise Conflict(f"memory task {task_id!r}: writers kept racing")
 
     async def _append(
-        self, task_id: str, batch: list[tuple[str, Event]], session_id: str | None
+        self, task_id: str, batch: list[tuple[Event, AnyMessage]], session_id: str | None
     ) -> None:
         """One guarded update. A refusal because another writer stored one of the batch
         first is `_Overtaken`; any other (typed parts the history refuses: a tool call id
         it already tracks as open, say) writes the events one by one, those refused typed
         untyped, their content verbatim."""
-        messages = [_message(event, message_id, session_id) for message_id, event in batch]
         try:
-            await self._tasks.add_messages(task_id, messages)
+            await self._tasks.add_messages(task_id, [message for _, message in batch])
             return
         except ValidationError:
-            if await self._overtaken(task_id, [i for i, _ in batch]):
+            if await self._overtaken(task_id, [message.id for _, message in batch]):
                 raise _Overtaken from None
-        for (message_id, event), message in zip(batch, messages, strict=True):
+        for event, message in batch:
             try:
                 await self._tasks.add_messages(task_id, [message])
             except ValidationError:
-                untyped = _message(event, message_id, session_id, typed=False)
+                untyped = _message(event, message.id, session_id, typed=False)
                 await self._tasks.add_messages(task_id, [untyped])
 
     async def _overtaken(self, task_id: str, ids: list[str]) -> bool:
