@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from datetime import UTC, datetime, timedelta
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,11 @@ from hypothesis import strategies as st
 from conftest import StoreFactory
 from mindstore.backup import backup, restore
 from mindstore.backup.erase import erase
+from mindstore.backup.retention import erase_before
 from mindstore.crypto import Keyring, LocalMasterKey
-from mindstore.errors import KeyShredded, ValidationError, WrongType
+from mindstore.errors import KeyShredded, NotFound, ValidationError, WrongType
 from mindstore.integrations.adk import MindstoreMemoryService, MindstoreSessionService
-from mindstore.integrations.adk_events import owner_of
+from mindstore.integrations.adk_events import event_of, owner_of
 from mindstore.integrations.adk_memory import memory_task_id
 from mindstore.store import Store
 
@@ -171,8 +173,6 @@ def session_of(events: list[Event], session_id: str = "s1", user: str = "ann") -
 
 async def stored_events(store: Store, user: str = "ann") -> list[tuple[str, str]]:
     """(event id, text) of every memory message, in the order stored."""
-    from mindstore.integrations.adk_events import event_of
-
     messages = await store.scoped("acme").tasks.read_range(memory_task_id(APP, user), 0)
     return [(e.id, e.content.parts[0].text) for e in map(event_of, messages) if e.content]
 
@@ -473,3 +473,17 @@ async def test_a_deleted_memory_is_gone_and_stays_gone_as_on_adks_service(store:
     with pytest.raises(ValidationError, match="memory_id"):
         await ours.delete_memory(app_name=APP, user_id="ann", memory_id="a\x00")
     await ours.delete_memory(app_name=APP, user_id="nobody", memory_id="a")  # no memory: no-op
+
+
+async def test_retention_erases_a_memory_not_added_to_since_its_cutoff(store: Store) -> None:
+    """Retention goes by the task's last write: a user's memory is one task, kept while
+    its user keeps adding to it, erased whole once idle past the cutoff."""
+    memory = MindstoreMemoryService(store.scoped("acme"))
+    await memory.add_session_to_memory(session_of([event("a", "kept for now")]))
+    await erase_before(store, "acme", before=datetime(2000, 1, 1, tzinfo=UTC))
+    found = await memory.search_memory(app_name=APP, user_id="ann", query="kept")
+    assert [m.id for m in found.memories] == ["a"]
+    await erase_before(store, "acme", before=datetime.now(UTC) + timedelta(days=1))
+    assert (await memory.search_memory(app_name=APP, user_id="ann", query="kept")).memories == []
+    with pytest.raises(NotFound):
+        await store.scoped("acme").tasks.get(memory_task_id(APP, "ann"))
