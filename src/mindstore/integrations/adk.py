@@ -77,6 +77,7 @@ from mindstore.integrations.adk_events import (
     slot_id,
     timestamp_of,
 )
+from mindstore.integrations.adk_memory import MindstoreMemoryService
 from mindstore.integrations.adk_state import GRACE, Intent, StateRegister
 from mindstore.model.base import JSON
 from mindstore.model.messages import AnyMessage, TaskConfigMessage
@@ -84,7 +85,7 @@ from mindstore.model.parts import TaskConfigPart
 from mindstore.operations import operations, through
 from mindstore.services.tasks import TaskService
 
-__all__ = ["MindstoreSessionService"]
+__all__ = ["MindstoreMemoryService", "MindstoreSessionService"]
 
 STALE_SESSION = (
     "The session has been modified in storage since it was loaded. "
