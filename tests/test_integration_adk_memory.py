@@ -235,9 +235,13 @@ async def test_search_is_scoped_to_the_app_and_the_user(store: Store) -> None:
 async def test_a_query_is_words_never_operators(store: Store) -> None:
     memory = MindstoreMemoryService(store.scoped("acme"))
     await memory.add_session_to_memory(session_of([event("a", "role user draft")]))
+    # any word of the query finds a memory holding it (ADK's rule), and no word is an
+    # operator: "-draft" does not exclude, "role:user" does not filter, "$where" is a word
     for query in ("role:user", "-draft", '"draft user"', "draft $where {'$ne': 1}"):
         found = await memory.search_memory(app_name=APP, user_id="ann", query=query)
-        assert [m.id for m in found.memories] == (["a"] if "$" not in query else []), query
+        assert [m.id for m in found.memories] == ["a"], query
+    found = await memory.search_memory(app_name=APP, user_id="ann", query="$where {'$ne': 1}")
+    assert found.memories == []
     for query in ("", "   ", "?!", "\x00"):
         assert (await memory.search_memory(app_name=APP, user_id="ann", query=query)).memories == []
 

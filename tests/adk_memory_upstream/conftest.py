@@ -6,7 +6,6 @@ fail for another reason, is seen (README.md)."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +13,6 @@ from google.adk.memory.in_memory_memory_service import InMemoryMemoryService
 
 from mindstore import Store
 from mindstore.integrations.adk import MindstoreMemoryService
-from mindstore.store import TenantStore
 
 from . import _swap
 
@@ -34,20 +32,6 @@ READS_INTERNALS = dict.fromkeys(
 )
 """Tests of the reference's storage, not of the interface (tests/test_integration_adk_
 memory.py checks the same facts on mindstore through its tasks)."""
-
-ANY_WORD = (
-    "search" in dir(TenantStore) and "match" in inspect.signature(TenantStore.search).parameters
-)
-NEEDS_ANY_WORD = dict.fromkeys(
-    (
-        "test_search_memory_multiple_matches",
-        "test_search_memory_ranks_by_number_of_matching_words",
-        "test_search_memory_returns_at_most_ten_memories",
-    ),
-    "a memory matches any word of the query, ranked; the store's search before "
-    "issue 47's match='any' requires every word",
-)
-"""Expected to fail only while the store's search has no `match` argument."""
 
 TOO_COSTLY = {
     "test_search_memory_is_thread_safe_against_concurrent_writes": "500 adds and 1,000 "
@@ -70,8 +54,6 @@ def memory_backend(request: pytest.FixtureRequest) -> Iterator[str]:
             request.applymarker(
                 pytest.mark.xfail(raises=AttributeError, strict=True, reason=READS_INTERNALS[name])
             )
-        if name in NEEDS_ANY_WORD and not ANY_WORD:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=NEEDS_ANY_WORD[name]))
         store: Store = request.getfixturevalue("store")
         _swap.current.append(lambda: MindstoreMemoryService(store.scoped(TENANT)))
     try:

@@ -401,7 +401,7 @@ class MindstoreMemoryService(BaseMemoryService):
             owner=owner_of(user_id),
             task_ids=[task_id],
             limit=CANDIDATES,
-            # at merge with recall (issue 47): match="any",
+            match="any",  # a memory holding any of the words, as ADK's services
         )
         best = sorted(page.hits, key=_rank)[:MAX_RESULTS]
         found = await asyncio.gather(*(self._memory(hit) for hit in best))
