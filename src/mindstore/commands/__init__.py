@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from mindstore.commands import backup, console, demo_data, keys, lifecycle, search, stats, tasks
+from mindstore.commands import (
+    backup,
+    console,
+    demo_data,
+    imports,
+    keys,
+    lifecycle,
+    search,
+    stats,
+    tasks,
+)
 
 COMMAND_MODULES: list[ModuleType] = [
-    tasks, lifecycle, stats, demo_data, backup, keys, console, search,
+    tasks, lifecycle, stats, demo_data, backup, keys, console, search, imports,
 ]  # fmt: skip
