@@ -21,7 +21,7 @@ from mindstore.store import Store
 
 __all__ = ["KINDS", "Receipt", "Step", "UnreadableSource", "import_from", "kind_named"]
 
-KINDS = ("openai-agents",)
+KINDS = ("openai-agents", "langgraph")
 """The source kinds `import_from` reads."""
 
 
@@ -31,6 +31,10 @@ def kind_named(name: str) -> Kind:
         from mindstore.imports.openai_agents import KIND
 
         return KIND
+    if name == "langgraph":
+        from mindstore.imports.langgraph import KIND as LANGGRAPH
+
+        return LANGGRAPH
     raise ValidationError(f"kind: {name!r} is not a source kind (one of: {', '.join(KINDS)})")
 
 
