@@ -21,7 +21,7 @@ from mindstore.store import Store
 
 __all__ = ["KINDS", "Receipt", "Step", "UnreadableSource", "import_from", "kind_named"]
 
-KINDS = ("openai-agents", "langgraph")
+KINDS = ("openai-agents", "langgraph", "adk")
 """The source kinds `import_from` reads."""
 
 
@@ -35,6 +35,10 @@ def kind_named(name: str) -> Kind:
         from mindstore.imports.langgraph import KIND as LANGGRAPH
 
         return LANGGRAPH
+    if name == "adk":
+        from mindstore.imports.adk import KIND as ADK
+
+        return ADK
     raise ValidationError(f"kind: {name!r} is not a source kind (one of: {', '.join(KINDS)})")
 
 

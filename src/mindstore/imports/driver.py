@@ -97,6 +97,9 @@ class Kind(Protocol):
     name: str
     owner_fields: tuple[str, ...]
     """The fields `--owner-from` may name."""
+    owns: bool
+    """The adapter names each conversation's owner itself (ADK: the session's user): an
+    `owner` cannot be given, and `owner_from` can only name that field."""
 
     async def read(self, source: str) -> list[Conversation]: ...
 
@@ -140,6 +143,12 @@ async def run(
     ids = [c.id for c in conversations]
     if len(set(ids)) != len(ids):
         raise UnreadableSource(kind.name, source, "two conversations share one id")
+    if kind.owns and owner is not None:
+        raise ValidationError(
+            f"owner: {kind.name} sessions are owned by their {kind.owner_fields[0]} "
+            f"(mindstore's adapter's rule); pass no owner, or owner_from="
+            f"{kind.owner_fields[0]!r} to check each one"
+        )
     owners = {c.id: owner_of(c, owner, owner_from, kind) for c in conversations}
     read: Counter[str] = Counter(conversations=len(conversations))
     for conversation in conversations:
@@ -154,7 +163,8 @@ async def run(
             if on_step is not None:
                 on_step(Step(kind.name, conversation.id, index, total, unit))
 
-        writer = kind.writer(store.scoped(tenant, owners[conversation.id]))
+        scope = None if kind.owns else owners[conversation.id]
+        writer = kind.writer(store.scoped(tenant, scope))
         now = await writer.served(conversation)
         if now == conversation.canonical:
             unchanged += 1

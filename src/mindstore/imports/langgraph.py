@@ -65,6 +65,7 @@ def counts_of(tuples: list[CheckpointTuple]) -> dict[str, int]:
 
 class LangGraphKind:
     name = "langgraph"
+    owns = False
     owner_fields: tuple[str, ...] = ("thread_id",)
 
     async def read(self, source: str) -> list[Conversation]:

@@ -29,6 +29,7 @@ TABLES = {SESSIONS: {"session_id"}, MESSAGES: {"id", "session_id", "message_data
 
 class OpenAIAgentsKind:
     name = "openai-agents"
+    owns = False
     owner_fields: tuple[str, ...] = ("session_id",)
 
     async def read(self, source: str) -> list[Conversation]:
