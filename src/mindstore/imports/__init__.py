@@ -21,7 +21,7 @@ from mindstore.store import Store
 
 __all__ = ["KINDS", "Receipt", "Step", "UnreadableSource", "import_from", "kind_named"]
 
-KINDS = ("openai-agents", "langgraph", "adk")
+KINDS = ("openai-agents", "langgraph", "adk", "llamaindex")
 """The source kinds `import_from` reads."""
 
 
@@ -39,6 +39,10 @@ def kind_named(name: str) -> Kind:
         from mindstore.imports.adk import KIND as ADK
 
         return ADK
+    if name == "llamaindex":
+        from mindstore.imports.llamaindex import KIND as LLAMAINDEX
+
+        return LLAMAINDEX
     raise ValidationError(f"kind: {name!r} is not a source kind (one of: {', '.join(KINDS)})")
 
 
