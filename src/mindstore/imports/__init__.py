@@ -21,7 +21,7 @@ from mindstore.store import Store
 
 __all__ = ["KINDS", "Receipt", "Step", "UnreadableSource", "import_from", "kind_named"]
 
-KINDS = ("openai-agents", "langgraph", "adk", "llamaindex")
+KINDS = ("openai-agents", "langgraph", "adk", "llamaindex", "agent-framework")
 """The source kinds `import_from` reads."""
 
 
@@ -43,6 +43,10 @@ def kind_named(name: str) -> Kind:
         from mindstore.imports.llamaindex import KIND as LLAMAINDEX
 
         return LLAMAINDEX
+    if name == "agent-framework":
+        from mindstore.imports.agent_framework import KIND as AGENT_FRAMEWORK
+
+        return AGENT_FRAMEWORK
     raise ValidationError(f"kind: {name!r} is not a source kind (one of: {', '.join(KINDS)})")
 
 
