@@ -16,12 +16,23 @@ import os
 
 from mindstore.errors import ValidationError
 from mindstore.imports.driver import Kind, OnStep, Step, UnreadableSource, run
+from mindstore.imports.mongo_sources import MongoSource
 from mindstore.imports.receipt import Receipt
 from mindstore.store import Store
 
-__all__ = ["KINDS", "Receipt", "Step", "UnreadableSource", "import_from", "kind_named"]
+__all__ = [
+    "KINDS",
+    "MongoSource",
+    "Receipt",
+    "Step",
+    "UnreadableSource",
+    "import_from",
+    "kind_named",
+]
 
-KINDS = ("openai-agents", "langgraph", "adk", "llamaindex", "agent-framework")
+KINDS = (
+    "openai-agents", "langgraph", "adk", "llamaindex", "agent-framework", "langchain-mongodb",
+)  # fmt: skip
 """The source kinds `import_from` reads."""
 
 
@@ -47,13 +58,17 @@ def kind_named(name: str) -> Kind:
         from mindstore.imports.agent_framework import KIND as AGENT_FRAMEWORK
 
         return AGENT_FRAMEWORK
+    if name == "langchain-mongodb":
+        from mindstore.imports.langchain_mongodb import KIND as LANGCHAIN_MONGODB
+
+        return LANGCHAIN_MONGODB
     raise ValidationError(f"kind: {name!r} is not a source kind (one of: {', '.join(KINDS)})")
 
 
 async def import_from(
     store: Store,
     kind: str,
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | MongoSource,
     *,
     tenant: str,
     owner: str | None = None,
@@ -66,7 +81,8 @@ async def import_from(
     Args:
         store: The store to write into.
         kind: The source's framework (`KINDS`).
-        source: Its file, folder, SQLAlchemy URL or MongoDB URI.
+        source: Its file, folder, SQLAlchemy URL or MongoDB URI (or, for the MongoDB
+            sources, a `MongoSource` holding an open client).
         tenant: The one tenant everything is written to.
         owner: The owner of every imported conversation.
         owner_from: Instead of `owner`, the source field each conversation's owner is
@@ -86,7 +102,7 @@ async def import_from(
     """
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    if not isinstance(source, str) or not source:
+    if not isinstance(source, (str, MongoSource)) or not source:
         raise ValidationError("source: a file, folder, SQLAlchemy URL or MongoDB URI")
     return await run(kind_named(kind), store, source, tenant=tenant, owner=owner,
                      owner_from=owner_from, dry_run=dry_run, on_step=on_step)  # fmt: skip

@@ -22,7 +22,8 @@ from google.adk.sessions.database_session_service import DatabaseSessionService
 from google.adk.sessions.session import Session
 from sqlalchemy import text
 
-from mindstore.imports.driver import Conversation, prefix_rest
+from mindstore.imports.driver import Conversation, prefix_rest, text_source
+from mindstore.imports.mongo_sources import MongoSource
 from mindstore.imports.sql_sources import open_checked
 from mindstore.integrations.adk import MindstoreSessionService
 from mindstore.store import TenantStore
@@ -60,7 +61,8 @@ class AdkKind:
     owns = True
     """The adapter names each session's owner (its user), so `owner` cannot be given."""
 
-    async def read(self, source: str) -> list[Conversation]:
+    async def read(self, given: str | MongoSource) -> list[Conversation]:
+        source = text_source(self.name, given)
         engine, _ = await open_checked(self.name, source, TABLES)
         try:
             async with engine.connect() as connection:

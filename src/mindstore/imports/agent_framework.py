@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from agent_framework import FileHistoryProvider, Message
 
-from mindstore.imports.driver import Conversation, UnreadableSource, prefix_rest
+from mindstore.imports.driver import Conversation, UnreadableSource, prefix_rest, text_source
+from mindstore.imports.mongo_sources import MongoSource
 from mindstore.integrations.agent_framework import MindstoreHistoryProvider
 from mindstore.store import TenantStore
 
@@ -61,7 +62,8 @@ class AgentFrameworkKind:
     owns = False
     owner_fields: tuple[str, ...] = ("session_id",)
 
-    async def read(self, source: str) -> list[Conversation]:
+    async def read(self, given: str | MongoSource) -> list[Conversation]:
+        source = text_source(self.name, given)
         folder = Path(source)
         files = history_files(self.name, folder)
         if not files:

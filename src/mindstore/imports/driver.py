@@ -27,22 +27,16 @@ from typing import Any, Protocol
 
 from mindstore.errors import Conflict, ValidationError
 from mindstore.ids import check_key
+from mindstore.imports.errors import UnreadableSource
+from mindstore.imports.mongo_sources import MongoSource
 from mindstore.imports.receipt import Receipt, canonical_digest, redacted
 from mindstore.store import Store, TenantStore
 from mindstore.validation import check_owner
 
-__all__ = ["Conversation", "Kind", "Step", "UnreadableSource", "Writer", "run"]
-
-
-class UnreadableSource(ValidationError):
-    """The source is not what its kind reads: a missing file, another schema, not that
-    framework's tables or documents. Raised before anything is written."""
-
-    def __init__(self, kind: str, source: str, reason: str) -> None:
-        super().__init__(f"{kind} source {redacted(source)!r}: {reason}")
-        self.kind = kind
-        self.source = redacted(source)
-        self.reason = reason
+__all__ = [
+    "Conversation", "Kind", "Step", "UnreadableSource", "Writer", "prefix_rest", "run",
+    "text_source",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -101,7 +95,7 @@ class Kind(Protocol):
     """The adapter names each conversation's owner itself (ADK: the session's user): an
     `owner` cannot be given, and `owner_from` can only name that field."""
 
-    async def read(self, source: str) -> list[Conversation]: ...
+    async def read(self, source: str | MongoSource) -> list[Conversation]: ...
 
     def writer(self, view: TenantStore) -> Writer: ...
 
@@ -126,7 +120,7 @@ def owner_of(
 async def run(
     kind: Kind,
     store: Store,
-    source: str,
+    source: str | MongoSource,
     *,
     tenant: str,
     owner: str | None = None,
@@ -142,7 +136,7 @@ async def run(
     conversations = sorted(await kind.read(source), key=lambda c: c.id)
     ids = [c.id for c in conversations]
     if len(set(ids)) != len(ids):
-        raise UnreadableSource(kind.name, source, "two conversations share one id")
+        raise UnreadableSource(kind.name, str(source), "two conversations share one id")
     if kind.owns and owner is not None:
         raise ValidationError(
             f"owner: {kind.name} sessions are owned by their {kind.owner_fields[0]} "
@@ -184,13 +178,20 @@ async def run(
         served.append((conversation.id, now))
         step("conversation")
     return Receipt(
-        kind=kind.name, source=redacted(source), tenant=tenant, owner=owner,
+        kind=kind.name, source=redacted(str(source)), tenant=tenant, owner=owner,
         owner_from=owner_from, dry_run=dry_run, read=dict(read), written=dict(written),
         unchanged=unchanged, verified=verified,
         read_sha256=canonical_digest((c.id, c.canonical) for c in conversations),
         written_sha256=None if dry_run else canonical_digest(served),
         conversations=tuple(ids),
     )  # fmt: skip
+
+
+def text_source(kind: str, source: str | MongoSource) -> str:
+    """A file, folder or URL source as text; a `MongoSource` is not one."""
+    if isinstance(source, MongoSource):
+        raise UnreadableSource(kind, str(source), f"{kind} reads a file, folder or URL")
+    return source
 
 
 def prefix_rest(stored: Sequence[Any], source: Sequence[Any], what: str) -> list[Any]:

@@ -20,8 +20,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from mindstore.imports.driver import Conversation, UnreadableSource
+from mindstore.imports.driver import Conversation, UnreadableSource, text_source
 from mindstore.imports.langgraph_values import canonical_tuple
+from mindstore.imports.mongo_sources import MongoSource
 from mindstore.imports.sqlite_files import require_tables, sqlite_file
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import TenantStore
@@ -68,7 +69,8 @@ class LangGraphKind:
     owns = False
     owner_fields: tuple[str, ...] = ("thread_id",)
 
-    async def read(self, source: str) -> list[Conversation]:
+    async def read(self, given: str | MongoSource) -> list[Conversation]:
+        source = text_source(self.name, given)
         path = sqlite_file(self.name, source)
         columns = require_tables(self.name, path, TABLES)
         connection = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,

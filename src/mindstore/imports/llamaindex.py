@@ -21,7 +21,8 @@ from llama_index.core.storage.chat_store.base_db import MessageStatus
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
 from mindstore.errors import Conflict
-from mindstore.imports.driver import Conversation, UnreadableSource, prefix_rest
+from mindstore.imports.driver import Conversation, UnreadableSource, prefix_rest, text_source
+from mindstore.imports.mongo_sources import MongoSource
 from mindstore.imports.sql_sources import open_checked
 from mindstore.integrations.llamaindex import MindstoreChatStore
 from mindstore.store import TenantStore
@@ -42,7 +43,8 @@ class LlamaIndexKind:
     owns = False
     owner_fields: tuple[str, ...] = ("key",)
 
-    async def read(self, source: str) -> list[Conversation]:
+    async def read(self, given: str | MongoSource) -> list[Conversation]:
+        source = text_source(self.name, given)
         url, _, table = source.partition("#")
         engine, found = await open_checked(self.name, url, {})
         try:

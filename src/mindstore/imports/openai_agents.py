@@ -16,7 +16,8 @@ from typing import Any
 
 from agents.memory.sqlite_session import SQLiteSession
 
-from mindstore.imports.driver import Conversation, UnreadableSource, prefix_rest
+from mindstore.imports.driver import Conversation, UnreadableSource, prefix_rest, text_source
+from mindstore.imports.mongo_sources import MongoSource
 from mindstore.imports.sqlite_files import require_tables, sqlite_file
 from mindstore.integrations.openai_agents import MindstoreSession
 from mindstore.store import TenantStore
@@ -32,7 +33,8 @@ class OpenAIAgentsKind:
     owns = False
     owner_fields: tuple[str, ...] = ("session_id",)
 
-    async def read(self, source: str) -> list[Conversation]:
+    async def read(self, given: str | MongoSource) -> list[Conversation]:
+        source = text_source(self.name, given)
         path = sqlite_file(self.name, source)
         require_tables(self.name, path, TABLES)
         connection = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
