@@ -200,3 +200,76 @@ async def test_dry_run_owner_and_bad_sources(store: Store, source: Path, tmp_pat
     assert await store_bytes(store) == before
     await import_from(store, KIND, source, tenant="acme", owner="ana")
     assert await served(store, "acme", "ana") == source_view(source)
+
+
+# -- MongoDBSaver ------------------------------------------------------------------------
+
+
+def build_mongo_source(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The same threads run on langgraph-checkpoint-mongodb's `MongoDBSaver` over an
+    in-memory MongoDB (mongomock, the embedded backend's engine). `put_writes` is a bulk
+    write, and pymongo >= 4.11 passes ``sort=None`` to mongomock's bulk builder, which
+    rejects the keyword (the embedded backend's own client works around it; a bare
+    mongomock client does not): the builder is given a form that accepts it."""
+    import mongomock
+    from langgraph.checkpoint.mongodb import MongoDBSaver
+
+    builder = mongomock.collection.BulkOperationBuilder
+    add_update = builder.add_update
+
+    def without_sort(self: Any, *args: Any, sort: Any = None, **kwargs: Any) -> Any:
+        assert sort is None
+        return add_update(self, *args, **kwargs)
+
+    monkeypatch.setattr(builder, "add_update", without_sort)
+
+    client: Any = mongomock.MongoClient()
+    app = graph(MongoDBSaver(client, "checkpointing_db"))
+    for thread, city in THREADS.items():
+        app.invoke({"messages": [HumanMessage(f"Find a hotel in {city}")]}, config(thread))
+        if thread != "trip-3":
+            app.invoke(Command(resume="yes"), config(thread))
+    return client
+
+
+def mongo_view(client: Any) -> dict[str, Any]:
+    from langgraph.checkpoint.mongodb import MongoDBSaver
+
+    saver = MongoDBSaver(client, "checkpointing_db")
+    app = graph(saver)
+    return {
+        thread: {
+            "tuples": [canonical_tuple(t) for t in saver.list(config(thread))],
+            "state": app.get_state(config(thread)).values,
+            "next": app.get_state(config(thread)).next,
+            "history": [s.values for s in app.get_state_history(config(thread))],
+        }
+        for thread in THREADS
+    }
+
+
+async def test_mongodbsaver_threads_read_back_as_mongodbsaver_returns_them(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mindstore.imports import MongoSource
+
+    client = build_mongo_source(monkeypatch)
+    expected = mongo_view(client)
+    source = MongoSource(client, "checkpointing_db", "checkpoints")
+    receipt = await import_from(store, KIND, source, tenant="acme")
+    assert await served(store, "acme") == expected
+    assert receipt.read["conversations"] == 3 and receipt.written == receipt.read
+    assert receipt.read["writes"] > 0
+    again = await import_from(store, KIND, source, tenant="acme")
+    assert set(again.written.values()) == {0}
+
+    async def run(hook: Any, tenant: str) -> Any:
+        return await import_from(store, KIND, source, tenant=tenant, on_step=hook)
+
+    async def check(tenant: str) -> None:
+        assert await served(store, tenant) == expected
+
+    assert await crash_then_resume(run, check, every=9) > 20
+    with pytest.raises(UnreadableSource, match="no such collection"):
+        await import_from(store, KIND, MongoSource(client, "checkpointing_db", "nope"),
+                          tenant="other")  # fmt: skip

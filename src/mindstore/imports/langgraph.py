@@ -1,12 +1,15 @@
-"""`langgraph`: a LangGraph `SqliteSaver` database file.
+"""`langgraph`: a LangGraph `SqliteSaver` database file, or `MongoDBSaver` collections.
 
-Every thread of the file (`SqliteSaver.list(None)`, through the library) becomes the same
-thread of `MindstoreSaver`: each checkpoint, oldest first within its namespace, is put
-with its metadata, its parent and the channel versions it changed from its parent (what a
-run passes as `new_versions`), then its pending writes, task by task with the task path
-the file records. `MindstoreSaver.alist` then gives back the tuples `SqliteSaver.list`
-gives (`langgraph_values.canonical_tuple` compares them). A checkpoint already served as
-the source has it is skipped, so a rerun writes nothing and a crashed run resumes.
+The source is a SQLite file, or a MongoDB URI (``mongodb://host/DB#checkpoints``; the
+writes collection is `checkpoint_writes` unless named after a comma) or `MongoSource`.
+Every thread of it (`SqliteSaver.list(None)` / `MongoDBSaver.list(None)`, the library's
+own reader) becomes the same thread of `MindstoreSaver`: each checkpoint, oldest first
+within its namespace, is put with its metadata, its parent and the channel versions it
+changed from its parent (what a run passes as `new_versions`), then its pending writes,
+task by task with the task path the source records. `MindstoreSaver.alist` then gives
+back the tuples the source's saver gives (`langgraph_values.canonical_tuple` compares
+them). A checkpoint already served as the source has it is skipped, so a rerun writes
+nothing and a crashed run resumes.
 """
 
 from __future__ import annotations
@@ -14,15 +17,16 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from mindstore.imports.driver import Conversation, UnreadableSource, text_source
+from mindstore.imports.driver import Conversation, UnreadableSource
 from mindstore.imports.langgraph_values import canonical_tuple
-from mindstore.imports.mongo_sources import MongoSource
+from mindstore.imports.mongo_sources import MongoSource, mongo_source, require_collection
 from mindstore.imports.sqlite_files import require_tables, sqlite_file
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import TenantStore
@@ -35,6 +39,15 @@ TABLES = {
     "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel",
                "type", "value"},
 }  # fmt: skip
+MONGO_CHECKPOINTS, MONGO_WRITES = "checkpoints", "checkpoint_writes"
+"""`MongoDBSaver`'s default collection names."""
+MONGO_FIELDS = (
+    ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint", "metadata"),
+    ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel"),
+)
+WRITE_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
+Paths = dict[tuple[str, str, str, str], str]
+"""Task paths by (thread, namespace, checkpoint, task)."""
 MESSAGES = "messages"
 """The channel whose length the receipt counts as messages (`MindstoreSaver`'s default)."""
 
@@ -70,28 +83,10 @@ class LangGraphKind:
     owner_fields: tuple[str, ...] = ("thread_id",)
 
     async def read(self, given: str | MongoSource) -> list[Conversation]:
-        source = text_source(self.name, given)
-        path = sqlite_file(self.name, source)
-        columns = require_tables(self.name, path, TABLES)
-        connection = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,
-                                     check_same_thread=False)  # fmt: skip
-        try:
-            saver = SqliteSaver(connection)
-            saver.is_setup = True  # the tables are there (checked); never write to a source
-            try:
-                tuples = list(saver.list(None))
-            except Exception as error:  # a row the library cannot decode
-                raise UnreadableSource(
-                    self.name, source, f"unreadable checkpoint ({error})"
-                ) from None
-            paths: dict[tuple[str, str, str, str], str] = {}
-            if "task_path" in columns["writes"]:
-                for row in connection.execute(
-                    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path FROM writes"
-                ):
-                    paths[(str(row[0]), row[1], row[2], row[3])] = row[4] or ""
-        finally:
-            connection.close()
+        if isinstance(given, MongoSource) or given.startswith(("mongodb://", "mongodb+srv://")):
+            tuples, paths = self._read_mongo(given)
+        else:
+            tuples, paths = self._read_sqlite(given)
         threads: dict[str, list[CheckpointTuple]] = defaultdict(list)
         for item in tuples:
             threads[str(item.config["configurable"]["thread_id"])].append(item)
@@ -106,6 +101,52 @@ class LangGraphKind:
 
     def writer(self, view: TenantStore) -> SaverWriter:
         return SaverWriter(view)
+
+    def _read_sqlite(self, source: str) -> tuple[list[CheckpointTuple], Paths]:
+        """Every checkpoint of a `SqliteSaver` file (opened read-only), and task paths."""
+        path = sqlite_file(self.name, source)
+        columns = require_tables(self.name, path, TABLES)
+        connection = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,
+                                     check_same_thread=False)  # fmt: skip
+        try:
+            saver = SqliteSaver(connection)
+            saver.is_setup = True  # the tables are there (checked); never write to a source
+            tuples = self._listed(saver, source)
+            paths: Paths = {}
+            if "task_path" in columns["writes"]:
+                for row in connection.execute(
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path FROM writes"
+                ):
+                    paths[(str(row[0]), row[1], row[2], row[3])] = row[4] or ""
+        finally:
+            connection.close()
+        return tuples, paths
+
+    def _read_mongo(self, given: str | MongoSource) -> tuple[list[CheckpointTuple], Paths]:
+        """Every checkpoint of `MongoDBSaver` collections, and task paths. The collection
+        named is the checkpoints one; the writes are beside it (`MONGO_WRITES`, or the name
+        after a comma: ``#checkpoints,checkpoint_writes``)."""
+        from langgraph.checkpoint.mongodb import MongoDBSaver
+
+        where = mongo_source(self.name, given, MONGO_CHECKPOINTS)
+        checkpoints, _, writes = where.collection.partition(",")
+        writes = writes or MONGO_WRITES
+        names = (checkpoints, writes)
+        for name, fields in zip(names, MONGO_FIELDS, strict=True):
+            require_collection(self.name, replace(where, collection=name), fields)
+        saver = MongoDBSaver(where.client, where.database, checkpoints, writes)
+        tuples = self._listed(saver, str(where))
+        paths: Paths = {}
+        for row in where.client[where.database][writes].find({}, dict.fromkeys(WRITE_KEYS, 1)):
+            key = tuple(str(row.get(f, "")) for f in WRITE_KEYS[:4])
+            paths[(key[0], key[1], key[2], key[3])] = str(row.get("task_path") or "")
+        return tuples, paths
+
+    def _listed(self, saver: BaseCheckpointSaver[Any], source: str) -> list[CheckpointTuple]:
+        try:
+            return list(saver.list(None))
+        except Exception as error:  # a row or document the library cannot decode
+            raise UnreadableSource(self.name, source, f"unreadable checkpoint ({error})") from None
 
 
 class SaverWriter:

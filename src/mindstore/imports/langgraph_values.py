@@ -5,18 +5,20 @@ checkpoints (id, channel values, versions, versions seen), metadata, parents and
 writes. `canonical_tuple` turns one tuple into JSON so that the comparison, and the
 receipt's digests, see exactly that: LangChain messages by their `message_to_dict` form,
 pydantic models and dataclasses by their fields, bytes by their base64, anything else by
-its type and `repr` (so two values that differ never compare equal).
+its type and `repr` (so two values that differ never compare equal); pending writes in
+the order LangGraph applies them (`in_write_order`).
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 from pydantic import BaseModel
 
 __all__ = ["canonical_tuple", "jsonable"]
@@ -46,7 +48,7 @@ def jsonable(value: Any) -> Any:
 
 def canonical_tuple(item: CheckpointTuple) -> dict[str, Any]:
     """One checkpoint tuple as canonical JSON: where it is, its parent, the checkpoint,
-    its metadata and its pending writes (in the order the saver returns them)."""
+    its metadata and its pending writes."""
     configurable = item.config["configurable"]
     parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     return {
@@ -56,5 +58,22 @@ def canonical_tuple(item: CheckpointTuple) -> dict[str, Any]:
         "parent_checkpoint_id": parent,
         "checkpoint": jsonable(item.checkpoint),
         "metadata": jsonable(item.metadata),
-        "pending_writes": jsonable(list(item.pending_writes or [])),
+        "pending_writes": jsonable(in_write_order(list(item.pending_writes or []))),
     }
+
+
+def in_write_order(writes: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
+    """Pending writes by (task, index): the order LangGraph applies them in, which savers
+    return in their own order (`SqliteSaver` by task and index, `MongoDBSaver` as
+    inserted). A special channel's index is fixed (`WRITES_IDX_MAP`: an interrupt, a
+    resume value); the others count from 0 within their task, in the order given."""
+    counters: dict[str, int] = defaultdict(int)
+    keyed = []
+    for position, (task_id, channel, value) in enumerate(writes):
+        if channel in WRITES_IDX_MAP:
+            index = WRITES_IDX_MAP[channel]
+        else:
+            index = counters[task_id]
+            counters[task_id] += 1
+        keyed.append(((task_id, index, position), (task_id, channel, value)))
+    return [write for _, write in sorted(keyed, key=lambda pair: pair[0])]
