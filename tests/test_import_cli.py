@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from agents.memory.sqlite_session import SQLiteSession
 from typer.testing import CliRunner
@@ -92,3 +93,23 @@ def test_a_dry_run_leaves_the_data_file(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["written"]["messages"] == 4
     assert data.read_bytes() == before
+
+
+def test_progress_goes_to_stderr_on_long_runs(tmp_path: Path, monkeypatch: Any) -> None:
+    """Past `PROGRESS_EVERY` conversations a line every that many, and at the end; stdout
+    stays the receipt alone."""
+    from mindstore.commands import imports
+
+    source, data = tmp_path / "agents.db", tmp_path / "store.json.gz"
+    build(source)
+    base = ["--data", str(data), "import", "--from", "openai-agents", str(source)]
+    quiet = runner.invoke(app, [*base, "--tenant", "acme"])
+    assert "conversations" not in quiet.stderr.replace('"conversations"', "")
+    monkeypatch.setattr(imports, "PROGRESS_EVERY", 1)
+    done = runner.invoke(app, [*base, "--tenant", "t2"])
+    assert done.exit_code == 0, done.output
+    assert [line for line in done.stderr.splitlines() if "openai-agents" in line] == [
+        "openai-agents: 1/2 conversations",
+        "openai-agents: 2/2 conversations",
+    ]
+    assert json.loads(done.stdout)["read"]["conversations"] == 2

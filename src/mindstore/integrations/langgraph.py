@@ -119,7 +119,15 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         """The next channel version: an int (LangGraph's default) on mindstore's own
         threads; a thread imported from a saver with string versions (`SqliteSaver`,
         `PostgresSaver`, `InMemorySaver`: ``"<32-digit counter>.<random>"``) goes on in
-        that form, so its versions stay comparable (docs/import-export.md)."""
+        that form, so its versions stay comparable (docs/import-export.md).
+
+        Args:
+            current: The channel's current version (None: the thread has none yet).
+            channel: Unused (LangGraph's deprecated argument).
+
+        Returns:
+            The next version, greater than `current`, in its form.
+        """
         if isinstance(current, str):
             return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
         return super().get_next_version(current, channel)
