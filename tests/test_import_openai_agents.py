@@ -182,3 +182,46 @@ async def test_a_different_conversation_under_the_id_is_a_conflict(
         {"role": "user", "content": "something else"}
     ]
     assert "tasks" in before
+
+
+# -- MongoDBSession ----------------------------------------------------------------------
+
+
+async def test_mongodb_sessions_read_back_as_the_sdk_returns_them(store: Store) -> None:
+    """The SDK's `MongoDBSession` writes its batches into the embedded backend's client (an
+    in-memory MongoDB with `AsyncMongoClient`'s interface); each session reads back
+    through `MindstoreSession` as the SDK's session returns it."""
+    from agents.extensions.memory.mongodb_session import MongoDBSession
+
+    from mindstore.backends.embedded import EmbeddedClient
+    from mindstore.imports import MongoSource
+
+    client = EmbeddedClient()
+    expected = {}
+    for session_id, items in SESSIONS.items():
+        session = MongoDBSession(session_id, client=client, database="agents")
+        for start in range(0, len(items), 2):  # batches of two, as runs add them
+            await session.add_items(items[start : start + 2])
+        expected[session_id] = await session.get_items()
+    await MongoDBSession("single", client=client, database="agents").pop_item()
+    expected["single"] = []
+    source = MongoSource(client, "agents", "agent_messages")
+    receipt = await import_from(store, KIND, source, tenant="acme")
+    assert await served(store, "acme") == expected
+    assert receipt.read == {"conversations": 3, "messages": 7}
+    # a session left empty (its one item popped) has nothing to bring: no task is made
+    assert receipt.written == {"conversations": 2, "messages": 7} and receipt.unchanged == 1
+    again = await import_from(store, KIND, source, tenant="acme")
+    assert again.written == {"conversations": 0, "messages": 0} and again.unchanged == 3
+
+    async def run(hook: Any, tenant: str) -> Any:
+        return await import_from(store, KIND, source, tenant=tenant, on_step=hook)
+
+    async def check(tenant: str) -> None:
+        assert await served(store, tenant) == expected
+
+    assert await crash_then_resume(run, check) == 2
+    before = await store_bytes(store)
+    with pytest.raises(UnreadableSource, match="no 'nope' collection"):
+        await import_from(store, KIND, MongoSource(client, "agents", "nope"), tenant="t")
+    assert await store_bytes(store) == before

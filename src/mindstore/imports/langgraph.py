@@ -24,9 +24,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from mindstore.imports.driver import Conversation, UnreadableSource
+from mindstore.imports.driver import Conversation, UnreadableSource, text_source
 from mindstore.imports.langgraph_values import canonical_tuple
-from mindstore.imports.mongo_sources import MongoSource, mongo_source, require_collection
+from mindstore.imports.mongo_sources import (
+    MongoSource,
+    is_mongo,
+    mongo_source,
+    require_collection,
+)
 from mindstore.imports.sqlite_files import require_tables, sqlite_file
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import TenantStore
@@ -83,10 +88,10 @@ class LangGraphKind:
     owner_fields: tuple[str, ...] = ("thread_id",)
 
     async def read(self, given: str | MongoSource) -> list[Conversation]:
-        if isinstance(given, MongoSource) or given.startswith(("mongodb://", "mongodb+srv://")):
+        if is_mongo(given):
             tuples, paths = self._read_mongo(given)
         else:
-            tuples, paths = self._read_sqlite(given)
+            tuples, paths = self._read_sqlite(text_source(self.name, given))
         threads: dict[str, list[CheckpointTuple]] = defaultdict(list)
         for item in tuples:
             threads[str(item.config["configurable"]["thread_id"])].append(item)

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo import MongoClient
+from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from pymongo.uri_parser import parse_uri
 
 from mindstore.imports.errors import UnreadableSource
 
-__all__ = ["MongoSource", "mongo_source"]
+__all__ = ["MongoSource", "is_mongo", "mongo_source", "require_collection"]
 
 SELECTION_MS = 5000
 """How long to wait for a server before the source is called unreadable."""
@@ -25,10 +25,12 @@ SELECTION_MS = 5000
 
 @dataclass(frozen=True)
 class MongoSource:
-    """A MongoDB collection to import from: an open client (a `pymongo.MongoClient`, or
-    one with its interface), a database and a collection name."""
+    """A MongoDB collection to import from: an open client, a database and a collection
+    name. The client is the one the source's library takes: a `pymongo.MongoClient` for
+    LangChain's history and LangGraph's saver, an `AsyncMongoClient` for the OpenAI
+    Agents session (or a client with the same interface)."""
 
-    client: MongoClient[dict[str, Any]]
+    client: Any
     database: str
     collection: str
 
@@ -36,9 +38,17 @@ class MongoSource:
         return f"mongodb database {self.database!r} collection {self.collection!r}"
 
 
-def mongo_source(kind: str, source: str | MongoSource, default_collection: str) -> MongoSource:
+def is_mongo(source: str | MongoSource) -> bool:
+    """A MongoDB source (a `MongoSource` or a MongoDB URI), not a file or SQL URL."""
+    return isinstance(source, MongoSource) or source.startswith(("mongodb://", "mongodb+srv://"))
+
+
+def mongo_source(
+    kind: str, source: str | MongoSource, default_collection: str, *, asynchronous: bool = False
+) -> MongoSource:
     """`source` as a `MongoSource`; a URI is parsed (database from its path, collection
-    after ``#``, else `default_collection`) and a client opened on it."""
+    after ``#``, else `default_collection`) and a client opened on it (an
+    `AsyncMongoClient` when `asynchronous`)."""
     if isinstance(source, MongoSource):
         return source
     uri, _, collection = source.partition("#")
@@ -53,9 +63,11 @@ def mongo_source(kind: str, source: str | MongoSource, default_collection: str) 
     if not database:
         raise UnreadableSource(kind, source, "the URI names no database (mongodb://host/DATABASE)")
     try:
-        client: MongoClient[dict[str, Any]] = MongoClient(
-            uri, serverSelectionTimeoutMS=SELECTION_MS
-        )
+        client: MongoClient[dict[str, Any]] | AsyncMongoClient[dict[str, Any]]
+        if asynchronous:
+            client = AsyncMongoClient(uri, serverSelectionTimeoutMS=SELECTION_MS)
+        else:
+            client = MongoClient(uri, serverSelectionTimeoutMS=SELECTION_MS)
     except PyMongoError as error:
         raise UnreadableSource(kind, source, f"cannot connect ({error})") from None
     return MongoSource(client, database, collection or default_collection)
