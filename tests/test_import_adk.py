@@ -117,7 +117,9 @@ async def served(store: Store, tenant: str) -> dict[str, Any]:
 
 async def test_every_session_reads_back_as_adk_returns_it(store: Store, tmp_path: Path) -> None:
     source = await build_source(tmp_path / "adk.db")
+    file = (tmp_path / "adk.db").read_bytes()
     receipt = await import_from(store, KIND, url(tmp_path / "adk.db"), tenant="acme")
+    assert (tmp_path / "adk.db").read_bytes() == file  # read, never written
     assert await served(store, "acme") == {k: as_read(v) for k, v in source.items()}
     # ADK's objects: events (content, function calls and responses, actions) compare equal
     lisbon = source["trips/bo/s-1"]

@@ -23,7 +23,7 @@ from mindstore.imports import UnreadableSource, import_from
 from mindstore.imports.langgraph_values import canonical_tuple
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import Store
-from test_import_support import crash_then_resume, store_bytes
+from test_import_support import crash_then_resume, on_disk, store_bytes
 
 KIND = "langgraph"
 THREADS = {"trip-1": "Lisbon", "trip/2": "Porto", "trip-3": "Faro"}
@@ -134,7 +134,9 @@ async def test_every_thread_reads_back_as_sqlitesaver_returns_it(
     store: Store, source: Path
 ) -> None:
     expected = source_view(source)
+    file = on_disk(source)
     receipt = await import_from(store, KIND, source, tenant="acme")
+    assert on_disk(source) == file  # read, never written
     assert await served(store, "acme") == expected
     # as LangChain messages: the latest state of each thread
     assert expected["trip-1"]["state"]["messages"][-1].content.startswith("Casa Central")

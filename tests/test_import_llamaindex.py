@@ -61,7 +61,9 @@ async def test_every_chat_reads_back_as_the_sql_store_returns_it(
     store: Store, tmp_path: Path
 ) -> None:
     expected = await build_source(tmp_path / "chats.db")
+    file = (tmp_path / "chats.db").read_bytes()
     receipt = await import_from(store, KIND, url(tmp_path / "chats.db"), tenant="acme")
+    assert (tmp_path / "chats.db").read_bytes() == file  # read, never written
     assert await served(store, "acme") == expected
     assert expected["trip-1"][MessageStatus.ARCHIVED][0].content == "You plan trips."
     assert isinstance(expected["trip-1"][MessageStatus.ACTIVE][1].blocks[1], ImageBlock)
@@ -111,3 +113,28 @@ async def test_tables_named_and_unreadable_sources(store: Store, tmp_path: Path)
     assert receipt.verified == 3
     assert await served(store, "acme") == expected
     assert (await store.scoped("acme").tasks.list()).items[0].owner == "ana"
+
+
+async def test_two_frameworks_naming_one_conversation_alike_conflict(
+    store: Store, tmp_path: Path
+) -> None:
+    """Every adapter maps a conversation id to a task by one rule, so a LlamaIndex chat
+    and an OpenAI Agents session both called `trip-1` would be one task: the second
+    import stops with `Conflict` naming it, and leaves the first one as it was."""
+    from agents.memory.sqlite_session import SQLiteSession
+
+    from mindstore.errors import Conflict
+    from mindstore.integrations.openai_agents import MindstoreSession
+
+    agents = SQLiteSession("trip-1", str(tmp_path / "agents.db"))
+    await agents.add_items([{"role": "user", "content": "Lisbon in May?"}])
+    agents.close()
+    await import_from(store, "openai-agents", tmp_path / "agents.db", tenant="acme")
+    await build_source(tmp_path / "chats.db")
+    with pytest.raises(Conflict, match="trip-1"):
+        await import_from(store, KIND, url(tmp_path / "chats.db"), tenant="acme")
+    assert await MindstoreSession("trip-1", store.scoped("acme")).get_items() == [
+        {"role": "user", "content": "Lisbon in May?"}
+    ]
+    receipt = await import_from(store, KIND, url(tmp_path / "chats.db"), tenant="chats")
+    assert receipt.verified == 3  # another tenant holds them apart

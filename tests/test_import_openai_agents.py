@@ -60,7 +60,9 @@ async def served(store: Store, tenant: str, owner: str | None = None) -> dict[st
 
 async def test_every_session_reads_back_as_the_sdk_returns_it(store: Store, tmp_path: Path) -> None:
     expected = await build_source(tmp_path / "agents.db")
+    source = (tmp_path / "agents.db").read_bytes()
     receipt = await import_from(store, KIND, tmp_path / "agents.db", tenant="acme")
+    assert (tmp_path / "agents.db").read_bytes() == source  # read, never written
     assert await served(store, "acme") == expected
     items = sum(len(v) for v in expected.values())
     assert receipt.read == {"conversations": 3, "messages": items}

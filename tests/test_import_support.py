@@ -4,6 +4,7 @@ rerun-after-crash loop that every source kind runs the same way."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import bson
@@ -72,3 +73,8 @@ async def crash_then_resume(
 
 def counts(receipt: Receipt) -> dict[str, Any]:
     return {"read": dict(receipt.read), "written": dict(receipt.written)}
+
+
+def on_disk(path: Path) -> bytes:
+    """A source file's bytes (a source is read, never written)."""
+    return path.read_bytes()
