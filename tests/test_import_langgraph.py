@@ -275,3 +275,62 @@ async def test_mongodbsaver_threads_read_back_as_mongodbsaver_returns_them(
     with pytest.raises(UnreadableSource, match="no such collection"):
         await import_from(store, KIND, MongoSource(client, "checkpointing_db", "nope"),
                           tenant="other")  # fmt: skip
+
+
+# -- a subgraph: checkpoints in a namespace of their own ----------------------------------
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def approve(state: Chat) -> dict[str, Any]:
+    return {"messages": [AIMessage(f"approved: {interrupt('approve?')}")]}
+
+
+def with_subgraph(saver: BaseCheckpointSaver[Any]) -> Any:
+    inner = StateGraph(Chat)
+    inner.add_node("approve", approve)
+    inner.add_edge(START, "approve")
+    inner.add_edge("approve", END)
+    outer = StateGraph(Chat)
+    outer.add_node("plan", lambda state: {"messages": [AIMessage("Plan: Lisbon, 3 nights.")]})
+    outer.add_node("review", inner.compile())
+    outer.add_edge(START, "plan")
+    outer.add_edge("plan", "review")
+    outer.add_edge("review", END)
+    return outer.compile(checkpointer=saver)
+
+
+def ordered(tuples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tuples by namespace, then id (savers list namespaces in their own order)."""
+    return sorted(tuples, key=lambda t: (t["checkpoint_ns"], t["checkpoint_id"]))
+
+
+async def test_a_subgraph_thread_imports_with_its_namespace_and_resumes(
+    store: Store, tmp_path: Path
+) -> None:
+    path = tmp_path / "sub.db"
+    thread = config("plan-1")
+    with sqlite3.connect(path, check_same_thread=False) as connection:
+        source = with_subgraph(SqliteSaver(connection))
+        source.invoke({"messages": [HumanMessage("Plan my trip")]}, thread)
+        tuples = ordered([canonical_tuple(t) for t in SqliteSaver(connection).list(thread)])
+        state = source.get_state(thread, subgraphs=True)
+        receipt = await import_from(store, KIND, path, tenant="acme")
+        saver = MindstoreSaver(store.scoped("acme"))
+        assert ordered([canonical_tuple(t) async for t in saver.alist(thread)]) == tuples
+        assert len({t["checkpoint_ns"] for t in tuples}) == 2  # the root and the subgraph's
+        mine = with_subgraph(saver)
+        imported = await mine.aget_state(thread, subgraphs=True)
+        assert (imported.values, imported.next) == (state.values, state.next)
+        assert [t.state.values for t in imported.tasks] == [t.state.values for t in state.tasks]
+        done = await mine.ainvoke(Command(resume="yes"), thread)
+        again = source.invoke(Command(resume="yes"), thread)
+        # the same run (the new message's id is a fresh uuid on each side)
+        assert [(m.type, m.content) for m in done["messages"]] == [
+            (m.type, m.content) for m in again["messages"]]  # fmt: skip
+        assert done["messages"][:-1] == again["messages"][:-1]
+        assert done["messages"][-1].content == "approved: yes"
+    connection.close()
+    assert receipt.written == receipt.read and receipt.read["checkpoints"] == len(tuples)
