@@ -48,7 +48,10 @@ def import_command(
         str, typer.Argument(help="The source: a file, folder, SQLAlchemy URL or MongoDB URI.")
     ],
     kind: Annotated[
-        str, typer.Option("--from", help="The source's framework (see docs/import-export.md).")
+        str,
+        typer.Option(
+            "--from", metavar="KIND", help="The source's framework (see docs/import-export.md)."
+        ),
     ],
     tenant: Annotated[
         str | None,
@@ -70,8 +73,9 @@ def import_command(
 ) -> None:
     """Import every conversation of another framework's store; prints a JSON receipt.
 
-    Idempotent and resumable: run it again after a crash, or after the source grew, and
-    it writes only what is missing.
+    Idempotent and resumable: a rerun writes only what is missing.
+
+    KIND: openai-agents, langgraph, adk, llamaindex, agent-framework, langchain-mongodb.
     """
     from mindstore.errors import ConfigurationError
     from mindstore.imports import import_from
