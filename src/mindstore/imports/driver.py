@@ -20,8 +20,10 @@ neither; it gives each kind the same guarantees:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -159,22 +161,23 @@ async def run(
 
         scope = None if kind.owns else owners[conversation.id]
         writer = kind.writer(store.scoped(tenant, scope))
-        now = await writer.served(conversation)
-        if now == conversation.canonical:
-            unchanged += 1
-            verified += 1
-        elif dry_run:
-            written.update(conversations=1, **conversation.counts)
-        else:
-            written.update(await writer.write(conversation, step))
-            written["conversations"] += 1
+        async with _one_at_a_time(store, tenant, kind.name, conversation.id):
             now = await writer.served(conversation)
-            if now != conversation.canonical:
-                raise Conflict(
-                    f"{kind.name}: conversation {conversation.id!r} reads back from mindstore "
-                    "unlike the source after the import"
-                )
-            verified += 1
+            if now == conversation.canonical:
+                unchanged += 1
+                verified += 1
+            elif dry_run:
+                written.update(conversations=1, **conversation.counts)
+            else:
+                written.update(await writer.write(conversation, step))
+                written["conversations"] += 1
+                now = await writer.served(conversation)
+                if now != conversation.canonical:
+                    raise Conflict(
+                        f"{kind.name}: conversation {conversation.id!r} reads back from "
+                        "mindstore unlike the source after the import"
+                    )
+                verified += 1
         served.append((conversation.id, now))
         step("conversation")
     return Receipt(
@@ -185,6 +188,33 @@ async def run(
         written_sha256=None if dry_run else canonical_digest(served),
         conversations=tuple(ids),
     )  # fmt: skip
+
+
+_HELD: dict[tuple[int, int, str, str, str], tuple[asyncio.Lock, int]] = {}
+"""The locks of conversations being imported now, with how many imports hold or await
+each (a lock belongs to one event loop, so the loop is part of the key)."""
+
+
+@contextlib.asynccontextmanager
+async def _one_at_a_time(
+    store: Store, tenant: str, kind: str, conversation: str
+) -> AsyncIterator[None]:
+    """Imports in this process write one conversation one at a time: a writer reads what
+    the adapter serves, then writes the rest, and two of them interleaving would both
+    write it (some adapters append without an id to recognise a repeat by). Imports from
+    several processes at once are docs/import-export.md's matter."""
+    key = (id(asyncio.get_running_loop()), id(store), tenant, kind, conversation)
+    lock, users = _HELD.get(key, (asyncio.Lock(), 0))
+    _HELD[key] = (lock, users + 1)
+    try:
+        async with lock:
+            yield
+    finally:
+        lock, users = _HELD[key]
+        if users == 1:
+            del _HELD[key]
+        else:
+            _HELD[key] = (lock, users - 1)
 
 
 def text_source(kind: str, source: str | MongoSource) -> str:
