@@ -140,11 +140,12 @@ LAZY_UPWARD = {
 """The upward imports allowed, each with its reason: only lazy ones (see `Edge.lazy`)."""
 
 INTEGRATIONS = "integrations"
-INTEGRATION_USERS = {"backup", "exports"}
+INTEGRATION_USERS = {"backup", "exports", "imports"}
 """The units that import an integration module: backup, erase and retention follow the
 LangGraph saver's threads by its key format (`integrations.langgraph_keys`); a data-subject
 export reads the owner's LangGraph checkpoints through the saver (on first use, when the
-extra is installed). Nothing else knows a framework (the facade, the console and the CLI
+extra is installed); `imports` writes a peer's conversations through mindstore's adapter
+for that framework. Nothing else knows a framework (the facade, the console and the CLI
 included)."""
 
 VIEWS = "protocols"
@@ -247,7 +248,7 @@ def test_above_the_views_only_the_store_imports_a_repository() -> None:
     assert not wrong, "repository imports above the views:\n" + "\n".join(wrong)
 
 
-def test_no_unit_but_backup_imports_an_integration() -> None:
+def test_no_unit_but_backup_and_imports_imports_an_integration() -> None:
     wrong = integration_imports(EDGES, RANK)
     assert not wrong, "framework integrations imported:\n" + "\n".join(wrong)
 

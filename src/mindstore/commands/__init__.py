@@ -9,6 +9,7 @@ from mindstore.commands import (
     console,
     demo_data,
     export,
+    imports,
     keys,
     lifecycle,
     mcp,
@@ -18,5 +19,5 @@ from mindstore.commands import (
 )
 
 COMMAND_MODULES: list[ModuleType] = [
-    tasks, lifecycle, stats, demo_data, backup, export, keys, console, search, mcp,
+    tasks, lifecycle, stats, demo_data, backup, export, imports, keys, console, search, mcp,
 ]  # fmt: skip

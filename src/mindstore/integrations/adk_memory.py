@@ -67,6 +67,7 @@ from mindstore.integrations.adk_events import (
 )
 from mindstore.model.base import JSON
 from mindstore.model.messages import AnyMessage, MessageBase
+from mindstore.search.modes import Match
 from mindstore.search.query import MAX_TERMS
 from mindstore.search.service import SearchHit, SearchPage
 from mindstore.search.tokenize import terms
@@ -106,6 +107,7 @@ class MemoryView(Protocol):
         owner: str | None = None,
         task_ids: Iterable[str] | None = None,
         limit: int = 20,
+        match: Match = "any",
     ) -> SearchPage: ...
 
 

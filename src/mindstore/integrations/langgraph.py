@@ -41,6 +41,7 @@ through one object, `langgraph_storage.ThreadStorage`, never through the saver.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
@@ -113,6 +114,23 @@ class MindstoreSaver(SyncForms, BaseCheckpointSaver[int]):
         )  # fmt: skip
         self._loop = current_loop()
         self._fingerprints: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
+
+    def get_next_version(self, current: int | str | None, channel: None) -> Any:
+        """The next channel version: an int (LangGraph's default) on mindstore's own
+        threads; a thread imported from a saver with string versions (`SqliteSaver`,
+        `PostgresSaver`, `InMemorySaver`: ``"<32-digit counter>.<random>"``) goes on in
+        that form, so its versions stay comparable (docs/import-export.md).
+
+        Args:
+            current: The channel's current version (None: the thread has none yet).
+            channel: Unused (LangGraph's deprecated argument).
+
+        Returns:
+            The next version, greater than `current`, in its form.
+        """
+        if isinstance(current, str):
+            return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
+        return super().get_next_version(current, channel)
 
     # ------------------------------------------------------------------ where
     def _where(self, config: RunnableConfig | None) -> tuple[str, str, str | None]:

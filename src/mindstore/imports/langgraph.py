@@ -1,0 +1,206 @@
+"""`langgraph`: a LangGraph `SqliteSaver` database file, or `MongoDBSaver` collections.
+
+The source is a SQLite file, or a MongoDB URI (``mongodb://host/DB#checkpoints``; the
+writes collection is `checkpoint_writes` unless named after a comma) or `MongoSource`.
+Every thread of it (`SqliteSaver.list(None)` / `MongoDBSaver.list(None)`, the library's
+own reader) becomes the same thread of `MindstoreSaver`: each checkpoint, oldest first
+within its namespace, is put with its metadata, its parent and the channel versions it
+changed from its parent (what a run passes as `new_versions`), then its pending writes,
+task by task with the task path the source records. `MindstoreSaver.alist` then gives
+back the tuples the source's saver gives (`langgraph_values.canonical_tuple` compares
+them). A checkpoint already served as the source has it is skipped, so a rerun writes
+nothing and a crashed run resumes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from mindstore.imports.driver import Conversation, UnreadableSource, text_source
+from mindstore.imports.langgraph_values import canonical_tuple
+from mindstore.imports.mongo_sources import (
+    MongoSource,
+    is_mongo,
+    mongo_source,
+    require_collection,
+)
+from mindstore.imports.sqlite_files import require_tables, sqlite_file
+from mindstore.integrations.langgraph import MindstoreSaver
+from mindstore.store import TenantStore
+
+__all__ = ["KIND", "LangGraphKind"]
+
+TABLES = {
+    "checkpoints": {"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
+                    "type", "checkpoint", "metadata"},
+    "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel",
+               "type", "value"},
+}  # fmt: skip
+MONGO_CHECKPOINTS, MONGO_WRITES = "checkpoints", "checkpoint_writes"
+"""`MongoDBSaver`'s default collection names."""
+MONGO_FIELDS = (
+    ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint", "metadata"),
+    ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel"),
+)
+WRITE_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
+Paths = dict[tuple[str, str, str, str], str]
+"""Task paths by (thread, namespace, checkpoint, task)."""
+MESSAGES = "messages"
+"""The channel whose length the receipt counts as messages (`MindstoreSaver`'s default)."""
+
+
+def _order(item: CheckpointTuple) -> tuple[str, str]:
+    configurable = item.config["configurable"]
+    return (configurable.get("checkpoint_ns") or "", configurable["checkpoint_id"])
+
+
+class Thread:
+    """One thread: its checkpoint tuples (namespace, then id order) and task paths."""
+
+    def __init__(self, tuples: list[CheckpointTuple], paths: dict[tuple[str, str, str], str]):
+        self.tuples = sorted(tuples, key=_order)
+        self.paths = paths
+
+
+def counts_of(tuples: list[CheckpointTuple]) -> dict[str, int]:
+    """Checkpoints, pending writes and the messages the thread's latest root checkpoint
+    holds."""
+    root = [item for item in tuples if not item.config["configurable"].get("checkpoint_ns")]
+    latest = root[-1].checkpoint["channel_values"].get(MESSAGES) if root else None
+    return {
+        "checkpoints": len(tuples),
+        "writes": sum(len(item.pending_writes or []) for item in tuples),
+        "messages": len(latest) if isinstance(latest, list) else 0,
+    }
+
+
+class LangGraphKind:
+    name = "langgraph"
+    owns = False
+    owner_fields: tuple[str, ...] = ("thread_id",)
+
+    async def read(self, given: str | MongoSource) -> list[Conversation]:
+        if is_mongo(given):
+            tuples, paths = self._read_mongo(given)
+        else:
+            tuples, paths = self._read_sqlite(text_source(self.name, given))
+        threads: dict[str, list[CheckpointTuple]] = defaultdict(list)
+        for item in tuples:
+            threads[str(item.config["configurable"]["thread_id"])].append(item)
+        conversations = []
+        for thread_id, items in threads.items():
+            thread = Thread(items, {k[1:]: v for k, v in paths.items() if k[0] == thread_id})
+            conversations.append(Conversation(
+                id=thread_id, canonical=[canonical_tuple(item) for item in thread.tuples],
+                counts=counts_of(thread.tuples), payload=thread, fields={"thread_id": thread_id},
+            ))  # fmt: skip
+        return conversations
+
+    def writer(self, view: TenantStore) -> SaverWriter:
+        return SaverWriter(view)
+
+    def _read_sqlite(self, source: str) -> tuple[list[CheckpointTuple], Paths]:
+        """Every checkpoint of a `SqliteSaver` file (opened read-only), and task paths."""
+        path = sqlite_file(self.name, source)
+        columns = require_tables(self.name, path, TABLES)
+        connection = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,
+                                     check_same_thread=False)  # fmt: skip
+        try:
+            saver = SqliteSaver(connection)
+            saver.is_setup = True  # the tables are there (checked); never write to a source
+            tuples = self._listed(saver, source)
+            paths: Paths = {}
+            if "task_path" in columns["writes"]:
+                for row in connection.execute(
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path FROM writes"
+                ):
+                    paths[(str(row[0]), row[1], row[2], row[3])] = row[4] or ""
+        finally:
+            connection.close()
+        return tuples, paths
+
+    def _read_mongo(self, given: str | MongoSource) -> tuple[list[CheckpointTuple], Paths]:
+        """Every checkpoint of `MongoDBSaver` collections, and task paths. The collection
+        named is the checkpoints one; the writes are beside it (`MONGO_WRITES`, or the name
+        after a comma: ``#checkpoints,checkpoint_writes``)."""
+        from langgraph.checkpoint.mongodb import MongoDBSaver
+
+        where = mongo_source(self.name, given, MONGO_CHECKPOINTS)
+        checkpoints, _, writes = where.collection.partition(",")
+        writes = writes or MONGO_WRITES
+        names = (checkpoints, writes)
+        for name, fields in zip(names, MONGO_FIELDS, strict=True):
+            require_collection(self.name, replace(where, collection=name), fields)
+        saver = MongoDBSaver(where.client, where.database, checkpoints, writes)
+        tuples = self._listed(saver, str(where))
+        paths: Paths = {}
+        for row in where.client[where.database][writes].find({}, dict.fromkeys(WRITE_KEYS, 1)):
+            key = tuple(str(row.get(f, "")) for f in WRITE_KEYS[:4])
+            paths[(key[0], key[1], key[2], key[3])] = str(row.get("task_path") or "")
+        return tuples, paths
+
+    def _listed(self, saver: BaseCheckpointSaver[Any], source: str) -> list[CheckpointTuple]:
+        try:
+            return list(saver.list(None))
+        except Exception as error:  # a row or document the library cannot decode
+            raise UnreadableSource(self.name, source, f"unreadable checkpoint ({error})") from None
+
+
+class SaverWriter:
+    def __init__(self, view: TenantStore) -> None:
+        self.saver = MindstoreSaver(view)
+
+    async def _served(self, thread_id: str) -> list[CheckpointTuple]:
+        where: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        found = [item async for item in self.saver.alist(where)]
+        return sorted(found, key=_order)
+
+    async def served(self, conversation: Conversation) -> Any:
+        return [canonical_tuple(item) for item in await self._served(conversation.id)]
+
+    async def write(self, conversation: Conversation, step: Callable[[str], None]) -> Counter[str]:
+        thread: Thread = conversation.payload
+        served = await self._served(conversation.id)
+        stored = {_order(item): canonical_tuple(item) for item in served}
+        written: Counter[str] = Counter()
+        new = conversation.counts["messages"] - counts_of(served)["messages"]
+        written["messages"] = max(new, 0)
+        by_id = {_order(item): item for item in thread.tuples}
+        for item, canonical in zip(thread.tuples, conversation.canonical, strict=True):
+            if stored.get(_order(item)) == canonical:
+                continue
+            ns, checkpoint_id = _order(item)
+            parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            before = by_id.get((ns, parent)) if parent else None
+            old = before.checkpoint["channel_versions"] if before else {}
+            versions = item.checkpoint["channel_versions"]
+            changed = {name: v for name, v in versions.items() if old.get(name) != v}
+            configurable: dict[str, Any] = {"thread_id": conversation.id, "checkpoint_ns": ns}
+            if parent:
+                configurable["checkpoint_id"] = parent
+            await self.saver.aput({"configurable": configurable}, item.checkpoint,
+                                  item.metadata, changed)  # fmt: skip
+            written["checkpoints"] += 1
+            step("checkpoint")
+            where = {"thread_id": conversation.id, "checkpoint_ns": ns}
+            at: RunnableConfig = {"configurable": {**where, "checkpoint_id": checkpoint_id}}
+            tasks: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+            for task_id, channel, value in item.pending_writes or []:
+                tasks[task_id].append((channel, value))
+            for task_id, writes in tasks.items():
+                path = thread.paths.get((ns, checkpoint_id, task_id), "")
+                await self.saver.aput_writes(at, writes, task_id, path)
+                written["writes"] += len(writes)
+                step("writes")
+        return written
+
+
+KIND = LangGraphKind()
