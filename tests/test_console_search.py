@@ -81,13 +81,13 @@ async def every_page(client: httpx.AsyncClient, url: str, token: str) -> list[st
 async def test_the_search_page_needs_a_credential_and_the_tenant(
     client: httpx.AsyncClient,
 ) -> None:
-    url = "/t/tenant-0/search?q=error"
+    url = "/t/tenant-0/search?q=replacement"
     for headers in ({}, bearer("not-a-token-of-anyone"), {"Cookie": "mindstore_console=x"}):
         response = await client.get(url, headers=headers)
         assert response.status_code == 303 and response.headers["location"] == "/login"
         assert "error" not in response.text
-    missing = await client.get("/t/no-such-tenant/search?q=error", headers=bearer(T0_TOKEN))
-    swapped = await client.get("/t/tenant-1/search?q=error", headers=bearer(T0_TOKEN))
+    missing = await client.get("/t/no-such-tenant/search?q=replacement", headers=bearer(T0_TOKEN))
+    swapped = await client.get("/t/tenant-1/search?q=replacement", headers=bearer(T0_TOKEN))
     assert missing.status_code == swapped.status_code == 404
     assert missing.text == swapped.text
     for target in (url, "/t/tenant-0/search", "/t/tenant-0/search?q=%22open"):
@@ -107,7 +107,7 @@ async def test_hits_page_by_the_cursor_as_the_search_api_returns_them(
     expected = []
     cursor = None
     while True:
-        found = await view.search("error", limit=PAGE_HITS, cursor=cursor)
+        found = await view.search("replacement", limit=PAGE_HITS, cursor=cursor)
         # a page groups its hits by task, in the order of each task's best hit
         order = list(dict.fromkeys(h.task_id for h in found.hits))
         ranked = sorted(found.hits, key=lambda h: order.index(h.task_id))
@@ -116,7 +116,7 @@ async def test_hits_page_by_the_cursor_as_the_search_api_returns_them(
             break
         cursor = found.next_cursor
     assert len(expected) > PAGE_HITS  # more than one page
-    pages = await every_page(client, "/t/tenant-0/search?q=error", ADMIN_TOKEN)
+    pages = await every_page(client, "/t/tenant-0/search?q=replacement", ADMIN_TOKEN)
     assert len(pages) == -(-len(expected) // PAGE_HITS)
     assert [hit for page in pages for hit in hits_of(page)] == expected
     assert f"{len(expected)} messages match." in pages[0]
@@ -141,15 +141,16 @@ async def test_a_tenants_credential_finds_nothing_of_another_tenant(
         assert "only tenant-1" not in page.text and ids["other"] not in page.text
     # a cursor of tenant-1's search, used on tenant-0's page: refused (a cursor is bound
     # to its tenant), nothing of either tenant shown; on tenant-1's page: 404
-    first = (await client.get("/t/tenant-1/search?q=error", headers=bearer(T1_TOKEN))).text
+    query = "charge+replacement"  # either word (match="any"): more than a page of tenant-1's
+    first = (await client.get(f"/t/tenant-1/search?q={query}", headers=bearer(T1_TOKEN))).text
     theirs = following(first)
     assert theirs is not None and hits_of(first)
     cursor = theirs.split("cursor=")[1]
-    swapped = await client.get(f"/t/tenant-0/search?q=error&cursor={cursor}",
+    swapped = await client.get(f"/t/tenant-0/search?q={query}&cursor={cursor}",
                                headers=bearer(T0_TOKEN))  # fmt: skip
     assert swapped.status_code == 400 and "cursor: from another" in swapped.text
     assert hits_of(swapped.text) == []
-    refused = await client.get(f"/t/tenant-1/search?q=error&cursor={cursor}",
+    refused = await client.get(f"/t/tenant-1/search?q={query}&cursor={cursor}",
                                headers=bearer(T0_TOKEN))  # fmt: skip
     assert refused.status_code == 404 and "tenant-1" not in hits_of(refused.text)
 
@@ -162,7 +163,7 @@ async def test_a_tenants_credential_finds_nothing_of_another_tenant(
         ("x" * 1025, None, "query: at most 1024 characters"),
         ("find\x00this", None, "control character (U+0000)"),
         ("-only", None, "query: nothing to find"),
-        ("error", "not-a-cursor", "cursor"),
+        ("replacement", "not-a-cursor", "cursor"),
         (
             "error",
             "eyJ2IjoxLCJmIjoiQUFBQUFBQUFBQUFBQUFBQUFBQUFBQSIsIngiOlsyLG51bGxdLCJuIjozLCJs"
@@ -245,7 +246,7 @@ async def test_encrypted_and_shredded_tenants_answer_as_their_other_pages(
 
 async def test_searching_writes_no_conversation(client: httpx.AsyncClient) -> None:
     with observe_all() as log:
-        for url in ("/t/tenant-0/search?q=error", "/t/tenant-0/search?q=%22bad",
+        for url in ("/t/tenant-0/search?q=replacement", "/t/tenant-0/search?q=%22bad",
                     "/t/tenant-1/search?q=secret"):  # fmt: skip
             await client.get(url, headers=bearer(ADMIN_TOKEN))
     writes = {c.collection for c in log if c.name.lower() in WRITE_COMMANDS}
@@ -293,20 +294,21 @@ async def test_hits_show_their_tasks_title_and_the_filters_narrow_them(
     client: httpx.AsyncClient, store: Store
 ) -> None:
     view = store.scoped("tenant-0")
-    found = await view.search("error", limit=PAGE_HITS)
+    found = await view.search("replacement", limit=PAGE_HITS)
     task_id = found.hits[0].task_id
     title = (await view.tasks.get(task_id)).title
-    page = (await client.get("/t/tenant-0/search?q=error", headers=bearer(ADMIN_TOKEN))).text
+    page = (await client.get("/t/tenant-0/search?q=replacement", headers=bearer(ADMIN_TOKEN))).text
     assert title and f">{title}</a>" in page
     for query, expected in [
-        (f"task={task_id}", await view.search("error", limit=PAGE_HITS, task_ids=[task_id])),
-        ("role=tool", await view.search("error", limit=PAGE_HITS, roles=["tool"])),
+        (f"task={task_id}", await view.search("replacement", limit=PAGE_HITS, task_ids=[task_id])),
+        ("role=tool", await view.search("replacement", limit=PAGE_HITS, roles=["tool"])),
         ("owner=tenant-0-user-1",
-         await view.search("error", limit=PAGE_HITS, owner="tenant-0-user-1")),
+         await view.search("replacement", limit=PAGE_HITS, owner="tenant-0-user-1")),
     ]:  # fmt: skip
-        narrowed = await client.get(f"/t/tenant-0/search?q=error&{query}",
+        narrowed = await client.get(f"/t/tenant-0/search?q=replacement&{query}",
                                     headers=bearer(ADMIN_TOKEN))  # fmt: skip
         assert f"{expected.total} message" in narrowed.text, query
         assert expected.total < found.total, query
-    refused = await client.get("/t/tenant-0/search?q=error&role=robot", headers=bearer(ADMIN_TOKEN))
+    robot = "/t/tenant-0/search?q=replacement&role=robot"
+    refused = await client.get(robot, headers=bearer(ADMIN_TOKEN))
     assert refused.status_code == 400 and "role: expected" in refused.text
