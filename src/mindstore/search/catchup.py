@@ -34,8 +34,17 @@ from mindstore.errors import ConfigurationError, NotFound
 from mindstore.ids import task_id_of
 
 from .codec import Codec, codec_for, entry_for
-from .lifecycle import delete_entries, drop_emptied, forget_task, pull_postings, task_terms
-from .postings import FORMAT, IndexState, pack_group, partition, postings_id, stats_filter, terms_id
+from .lifecycle import delete_entries, drop_emptied, forget_task, pull_postings, task_postings
+from .postings import (
+    FORMAT,
+    IndexState,
+    Packed,
+    block_of,
+    pack_group,
+    postings_id,
+    stats_filter,
+    terms_id,
+)
 from .tokenize import TOKENIZER_VERSION
 
 if TYPE_CHECKING:
@@ -75,6 +84,7 @@ class _Claim:
     token: str
     version: int
     terms: tuple[str, ...]
+    blocks: tuple[int, ...]
     entries: tuple[str, ...]
 
 
@@ -87,13 +97,22 @@ class _Batch:
     """Entries of tasks indexed whole again: deleted before the new ones go in."""
     pulls: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     pushes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
-    """(term, partition) -> groups ``{t: task, o: owner, p: "posting;posting"}``."""
+    """(term, block) -> groups ``{t: task, p: <packed postings>}`` (`pack_group`)."""
+    start: int = 0
+    written: int = 0
+    """The tenant's counter of postings bytes written, as this batch advanced it: each
+    group goes to the block the counter stood at (`postings.block_of`)."""
     terms: list[UpdateOne] = field(default_factory=list)
     """Each indexed task's terms document: what a later re-index or delete pulls."""
     claims: list[_Claim] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     docs: int = 0
     length: int = 0
+
+    @classmethod
+    def at(cls, written: int) -> _Batch:
+        """A batch starting where the tenant's counter of written bytes stands."""
+        return cls(start=written, written=written)
 
 
 async def _bulk(collection: Any, requests: Sequence[Any], *, ordered: bool = False) -> Any:
@@ -212,14 +231,14 @@ class CatchUp:
                 if vanished or carrier is None or carrier not in present:
                     return codec, None
                 return codec, [r["p"] for r in rows if r["_id"] == carrier and "p" in r]
-            batch, claimed, busy = _Batch(), 0, 0
+            batch, claimed, busy = _Batch.at(self.index.held(state).written), 0, 0
             for at, row in enumerate(stale):
                 busy += not await self._index_task(row, codec, batch)
                 if batch.claims and (len(batch.claims) >= FLUSH or at == len(stale) - 1):
                     await self._apply(batch, self.index.held(state))
                     mine.update((claim.key, claim.task_id) for claim in batch.claims)
                     claimed += len(batch.claims)
-                    batch = _Batch()
+                    batch = _Batch.at(self.index.held(state).written)
             if claimed or not busy:
                 worked += 1
                 pause = _WAIT_FIRST
@@ -353,28 +372,37 @@ class CatchUp:
                     return False
         except DuplicateKeyError:
             return False
-        part = partition(task_id)
         if not appended and old is not None:
-            for term in await task_terms(self.index.database, self.tenant, key):
-                batch.pulls.setdefault((term, part), []).append(task_id)
+            old_terms, old_blocks = await task_postings(self.index.database, self.tenant, key)
+            for term in old_terms:
+                for block in old_blocks:
+                    batch.pulls.setdefault((term, block), []).append(task_id)
             batch.gone += [f"{key}/{i}" for i in range(old_s)]
-        grouped: dict[str, list[str]] = {}
+        grouped: dict[str, list[Packed]] = {}
         for entry in entries:
             batch.documents.append(entry.document)
             for term, posting in entry.postings.items():
                 grouped.setdefault(term, []).append(posting)
+        blocks: set[int] = set()
         for term, packed in grouped.items():
-            batch.pushes.setdefault((term, part), []).append(
-                pack_group(task_id, owner, term, packed, codec.seal_places)
-            )
+            for group in pack_group(task_id, owner, term, packed, codec.seal_places):
+                block = block_of(batch.written)
+                batch.written += len(group["p"]) + len(group.get("x") or b"")
+                batch.pushes.setdefault((term, block), []).append(group)
+                blocks.add(block)
+        ordered = sorted(blocks)
         terms = (
-            {"$addToSet": {"k": {"$each": new_terms}}} if appended else {"$set": {"k": new_terms}}
+            {"$addToSet": {"k": {"$each": new_terms}, "b": {"$each": ordered}}}
+            if appended
+            else {"$set": {"k": new_terms, "b": ordered}}
         )
         batch.terms.append(
             UpdateOne({"_id": terms_id(key), "tenant": self.tenant}, terms, upsert=True)
         )
         ids = tuple(e.document["_id"] for e in entries)
-        batch.claims.append(_Claim(key, task_id, token, version, tuple(new_terms), ids))
+        batch.claims.append(
+            _Claim(key, task_id, token, version, tuple(new_terms), tuple(ordered), ids)
+        )
         batch.rows.append(row)
         batch.docs += total_d - (int(old.get("d", 0)) if old else 0)
         batch.length += total_l - (int(old.get("l", 0)) if old else 0)
@@ -407,8 +435,11 @@ class CatchUp:
             for (term, part), postings in batch.pushes.items()
         ]
         stats: dict[str, Any] = {}
-        if batch.docs or batch.length:
-            stats["$inc"] = {"docs": batch.docs, "length": batch.length}
+        grown = batch.written - batch.start
+        if batch.docs or batch.length or grown:
+            stats["$inc"] = {"docs": batch.docs, "length": batch.length, "q": grown}
+        state = replace(state, written=max(state.written, batch.written))
+        self.index.remember(state)
         marked = [row for row in batch.rows if row.get("updated_at") is not None]
         if marked:
             last = max(marked, key=lambda row: row["updated_at"])
@@ -449,13 +480,15 @@ class CatchUp:
             mark = marks.get(claim.key)
             if mark is not None and int(mark.get("v", 0)) >= claim.version:
                 continue
-            await pull_postings(self.index.database, self.tenant, claim.task_id, claim.terms)
+            await pull_postings(
+                self.index.database, self.tenant, claim.task_id, claim.terms, claim.blocks
+            )
             await delete_entries(self.index.database, self.tenant, claim.entries)
             terms = {"_id": terms_id(claim.key), "tenant": self.tenant}
             if mark is None:
                 await self.index.task_marks.delete_one(terms)
                 continue
-            await self.index.task_marks.update_one(terms, {"$set": {"k": []}})
+            await self.index.task_marks.update_one(terms, {"$set": {"k": [], "b": []}})
             await self.index.task_marks.update_one(
                 {"_id": claim.key, "tenant": self.tenant, "w": claim.token}, {"$set": {"w": ""}}
             )

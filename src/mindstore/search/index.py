@@ -12,6 +12,7 @@ their import path still works. docs/search.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
@@ -26,19 +27,20 @@ from .lifecycle import forget_message, forget_task, forget_tenant, reset_tenant
 from .lifecycle import pull_postings as pull_postings
 from .lifecycle import task_terms as task_terms
 from .postings import (
+    BLOCK_BYTES,
     FORMAT,
-    PARTITIONS,
     IndexState,
-    partition,
+    block_of,
     postings_id,
     stats_filter,
     stats_id,
 )
 from .postings import ROLE_CODES as ROLE_CODES
 from .postings import ROLES_BY_CODE as ROLES_BY_CODE
+from .postings import Packed as Packed
 from .postings import Posting as Posting
 from .postings import micros as micros
-from .postings import pack as pack
+from .postings import pack_group as pack_group
 from .postings import terms_id as terms_id
 from .postings import unpack as unpack
 from .tokenize import TOKENIZER_VERSION
@@ -47,10 +49,10 @@ if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
 
 __all__ = [
+    "BLOCK_BYTES",
     "FORMAT",
     "LEASE",
     "MARGIN",
-    "PARTITIONS",
     "Codec",
     "IndexState",
     "SearchStore",
@@ -58,7 +60,6 @@ __all__ = [
     "forget_message",
     "forget_task",
     "forget_tenant",
-    "partition",
     "postings_id",
     "reset_tenant",
     "stats_id",
@@ -96,7 +97,7 @@ class SearchStore:
             await self.postings.update_one(
                 stats_filter(self.tenant),
                 {"$setOnInsert": {"docs": 0, "length": 0, "epoch": 1, "stem": None, "kv": None,
-                                  "f": FORMAT, "tv": TOKENIZER_VERSION}},
+                                  "f": FORMAT, "tv": TOKENIZER_VERSION, "q": 0}},
                 upsert=True,
             )  # fmt: skip
             document = {"epoch": 1, "f": FORMAT, "tv": TOKENIZER_VERSION}
@@ -122,26 +123,49 @@ class SearchStore:
         codec and, when the last change check could answer it, the postings documents of
         `wanted(codec)`'s terms (with the statistics document), else None (then ask
         `lookup`)."""
-        return await CatchUp(self).run(wanted)
+        codec, found = await CatchUp(self).run(wanted)
+        if found is not None and wanted is not None:
+            found = await self._complete(wanted(codec), found)
+        return codec, found
 
     # ------------------------------------------------------------------ asking
-    def lookup_ids(self, stored_terms: Sequence[str]) -> list[str]:
-        """The `_id`s of every postings document of `stored_terms` and of the statistics
+    def lookup_ids(self, stored_terms: Sequence[str], first: int = 0) -> list[str]:
+        """The `_id`s of the postings documents of `stored_terms` in blocks `first` up to
+        the last this process knows of (`IndexState.written`), and of the statistics
         document."""
+        last = block_of(self.held(IndexState()).written)
         wanted = [
-            postings_id(self.tenant, term, part)
+            postings_id(self.tenant, term, block)
             for term in dict.fromkeys(stored_terms)
-            for part in range(PARTITIONS)
+            for block in range(first, last + 1)
         ]
         return [*wanted, stats_id(self.tenant)]
 
     async def lookup(self, stored_terms: Sequence[str]) -> list[dict[str, Any]]:
         """Every postings document of `stored_terms` and the statistics document: one
-        `_id` lookup."""
-        found = self.postings.find(
-            {"tenant": self.tenant, "_id": {"$in": self.lookup_ids(stored_terms)}}
-        )
-        return [document async for document in found]
+        `_id` lookup (two when another process wrote a block this one did not know of)."""
+        asked = self.lookup_ids(stored_terms)
+        found = self.postings.find({"tenant": self.tenant, "_id": {"$in": asked}})
+        return await self._complete(stored_terms, [document async for document in found])
+
+    async def _complete(
+        self, stored_terms: Sequence[str], found: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """`found` (read from the blocks this process knew of), with the blocks the
+        statistics document read with them shows another process has begun since: this
+        process's copy of the counter moves on, so the next search asks them at once."""
+        stats = next((d for d in found if d.get("_id") == stats_id(self.tenant)), None)
+        held = self.held(IndexState())
+        written = int((stats or {}).get("q") or 0)
+        if written <= held.written:
+            return found
+        known = block_of(held.written)
+        self.remember(replace(held, written=written))
+        if block_of(written) == known:
+            return found
+        more = self.lookup_ids(stored_terms, first=known + 1)[:-1]
+        extra = self.postings.find({"tenant": self.tenant, "_id": {"$in": more}})
+        return [*found, *[document async for document in extra]]
 
     async def texts(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored texts of entries, by `_id`."""
@@ -168,6 +192,7 @@ class SearchStore:
                     "kv": key_version,
                     "f": FORMAT,
                     "tv": TOKENIZER_VERSION,
+                    "q": 0,
                 },
                 "$unset": {"wm": ""},
             },
