@@ -227,11 +227,12 @@ def _gaps(out: bytearray, positions: Sequence[int]) -> None:
         last = at
 
 
-def split(items: Sequence[Packed], *, places: bool = True, bound: int = PART_BYTES) -> list[bytes]:
+def split(items: Sequence[Packed], *, places: bool = True, bound: int | None = None) -> list[bytes]:
     """One task's postings of one term (ascending indexes), packed into parts of at most
     `bound` bytes each (a part holding one posting may be longer: a posting is never cut);
     each part starts afresh (no difference reaches back into another part), so any part
-    reads alone. The owner is added by `pack_group`."""
+    reads alone (`bound` None: `PART_BYTES`). The owner is added by `pack_group`."""
+    bound = PART_BYTES if bound is None else bound
     parts: list[bytes] = []
     out, previous = bytearray(), None
     for item in items:
@@ -255,7 +256,7 @@ def pack_group(
     items: Sequence[Packed],
     seal_places: Callable[[bytes, str, str], Any] | None,
     *,
-    bound: int = PART_BYTES,
+    bound: int | None = None,
 ) -> list[dict[str, Any]]:
     """One task's groups in the postings of `term`: ``{t: task, p: <binary>}`` each, at
     most `bound` bytes of postings apiece (`split`). Under a keyring (`seal_places`: the
