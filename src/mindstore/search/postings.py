@@ -6,7 +6,7 @@ varint-coded, not a sub-document per message. docs/search.md ("The model").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -160,36 +160,6 @@ def _zigzag(number: int) -> int:
     return number * 2 if number >= 0 else -number * 2 - 1
 
 
-class _Reader:
-    """Varints read one after another from packed bytes."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.at = data, 0
-
-    def more(self) -> bool:
-        return self.at < len(self.data)
-
-    def number(self) -> int:
-        data, at, shift, value = self.data, self.at, 0, 0
-        while True:
-            byte = data[at]
-            at += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                self.at = at
-                return value
-            shift += 7
-
-    def signed(self) -> int:
-        value = self.number()
-        return value >> 1 if not value & 1 else -((value + 1) >> 1)
-
-    def text(self) -> str:
-        size = self.number()
-        start, self.at = self.at, self.at + size
-        return self.data[start : self.at].decode("utf-8", "surrogatepass")
-
-
 # ------------------------------------------------------------------ groups
 def _head(owner: str | None) -> bytearray:
     """A group's first bytes: its task's owner (0: none, else its length + 1, then UTF-8)."""
@@ -268,7 +238,7 @@ def pack_group(
     if seal_places is not None:  # the positions of each group's postings, in their order
         done = 0
         for group in groups:
-            count = sum(1 for _ in _walk(bytes(group["p"]), places=False))
+            count = len(_walk(bytes(group["p"]), places=False)[1])
             gaps = bytearray()
             for item in items[done : done + count]:
                 _varint(gaps, len(item.positions))
@@ -278,31 +248,71 @@ def pack_group(
     return groups
 
 
-def _walk(
-    data: bytes, *, places: bool
-) -> Iterator[tuple[str | None, int, int, str, int, int, tuple[int, ...]]]:
-    """(owner, index, length, role, time, count, positions) of each posting of a group."""
-    reader = _Reader(data)
-    size = reader.number()
+def _number(data: bytes, at: int) -> tuple[int, int]:
+    """The varint at `at` of `data`, and where the next begins."""
+    byte = data[at]
+    if byte < 0x80:
+        return byte, at + 1
+    value, shift = byte & 0x7F, 7
+    while True:
+        at += 1
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at + 1
+        shift += 7
+
+
+def _walk(data: bytes, *, places: bool) -> tuple[str | None, list[_Row]]:
+    """A group's owner, and (index, length, role, time, count, positions) of each of its
+    postings. (One loop, varints of one byte read inline: a search decodes every posting
+    of its terms.)"""
+    size, at = _number(data, 0)
     owner = None
     if size:
-        start = reader.at
-        reader.at += size - 1
-        owner = data[start : reader.at].decode("utf-8", "surrogatepass")
+        owner = data[at : at + size - 1].decode("utf-8", "surrogatepass")
+        at += size - 1
+    end, rows = len(data), []
     index = time = 0
-    while reader.more():
-        index += reader.number()
-        both = reader.number()
+    while at < end:
+        step = data[at]
+        if step < 0x80:
+            at += 1
+        else:
+            step, at = _number(data, at)
+        index += step
+        both, at = _number(data, at)
         code = both & 0xF
-        role = reader.text() if code == _OTHER_ROLE else ROLES_BY_CODE.get(code, "unknown")
-        time += reader.signed()
-        count = reader.number()
-        at, positions = 0, []
-        if places:
+        if code == _OTHER_ROLE:
+            length, at = _number(data, at)
+            role = data[at : at + length].decode("utf-8", "surrogatepass")
+            at += length
+        else:
+            role = ROLES_BY_CODE.get(code, "unknown")
+        shift, at = _number(data, at)
+        time += shift >> 1 if not shift & 1 else -((shift + 1) >> 1)
+        count = data[at]
+        if count < 0x80:
+            at += 1
+        else:
+            count, at = _number(data, at)
+        positions: tuple[int, ...] = ()
+        if places and count:
+            last, held = 0, []
             for _ in range(count):
-                at += reader.number()
-                positions.append(at)
-        yield owner, index, both >> 4, role, time, count, tuple(positions)
+                gap = data[at]
+                if gap < 0x80:
+                    at += 1
+                else:
+                    gap, at = _number(data, at)
+                last += gap
+                held.append(last)
+            positions = tuple(held)
+        rows.append((index, both >> 4, role, time, count, positions))
+    return owner, rows
+
+
+_Row = tuple[int, int, str, int, int, tuple[int, ...]]
 
 
 def unpack(
@@ -312,19 +322,21 @@ def unpack(
     are opened by `reveal(sealed, task)` when given, else left out (the counts stay)."""
     task = str(group.get("t"))
     sealed = "x" in group
-    hidden: _Reader | None = None
+    owner, rows = _walk(bytes(group.get("p") or b"\0"), places=not sealed)
+    opened: list[tuple[int, ...]] = []
     if sealed and reveal is not None:
-        hidden = _Reader(reveal(group["x"], task))
-    out = []
-    for owner, index, length, role, time, count, positions in _walk(
-        bytes(group.get("p") or b"\0"), places=not sealed
-    ):
-        places = positions
-        if hidden is not None:
-            at, opened = 0, []
-            for _ in range(hidden.number()):
-                at += hidden.number()
-                opened.append(at)
-            places = tuple(opened)
-        out.append(Posting(task, owner, index, count, length, role, time / 1_000_000, places))
-    return out
+        hidden = bytes(reveal(group["x"], task))
+        at = 0
+        for _ in rows:
+            count, at = _number(hidden, at)
+            last, held = 0, []
+            for _ in range(count):
+                gap, at = _number(hidden, at)
+                last += gap
+                held.append(last)
+            opened.append(tuple(held))
+    return [
+        Posting(task, owner, index, count, length, role, time / 1_000_000,
+                opened[n] if opened else positions)
+        for n, (index, length, role, time, count, positions) in enumerate(rows)
+    ]  # fmt: skip
