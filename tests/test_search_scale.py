@@ -143,6 +143,35 @@ async def test_a_frequent_term_splits_into_bounded_blocks(
     assert (await acme.search_index.verify()).ok
 
 
+async def test_a_store_whose_count_is_behind_a_rebuild_is_read_whole(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that indexed before another rebuilt the tenant still counts the bytes it
+    saw: its next catch-up writes past the rebuilt count's blocks. The statistics document
+    records the last block written, so a search of the rebuilt store reads that block."""
+    monkeypatch.setattr(postings, "BLOCK_BYTES", 400)
+    monkeypatch.setattr(postings, "PART_BYTES", 120)
+    stale, fresh = stores.sibling(), stores.sibling()
+    behind, current = stale.scoped("acme"), fresh.scoped("acme")
+    kept = await behind.tasks.create()
+    gone = await behind.tasks.create()
+    for task, count in ((kept, 5), (gone, 60)):
+        texts = [f"hotel room {n} hotel" for n in range(count)]
+        await behind.tasks.add_messages(
+            task.id, [UserMessage(content=[TextPart(text=text)]) for text in texts]
+        )
+    assert (await behind.search("hotel", limit=5)).total == 65
+    await behind.tasks.delete(gone.id)
+    await current.search_index.rebuild()  # the count starts again from the kept task
+    late = await behind.tasks.create()
+    await behind.tasks.add_human_message(late.id, "zebra crossing", message_id="z")
+    assert [h.message_id for h in (await behind.search("zebra")).hits] == ["z"]
+    stats = await fresh.database[SEARCH_POSTINGS].find_one({"_id": "acme/"})
+    assert postings.block_of(stats["q"]) < stats["qb"]  # written past the count's blocks
+    assert [h.message_id for h in (await current.search("zebra")).hits] == ["z"]
+    assert (await current.search("hotel", limit=5)).total == 5
+
+
 async def test_an_index_of_an_older_stored_form_is_rebuilt_not_misread(acme: Any) -> None:
     """Postings of stored form 2 (packed strings, partitions by task) under a statistics
     document that says so: the next search drops them and indexes again."""

@@ -438,12 +438,15 @@ class CatchUp:
         grown = batch.written - batch.start
         if batch.docs or batch.length or grown:
             stats["$inc"] = {"docs": batch.docs, "length": batch.length, "q": grown}
-        state = replace(state, written=max(state.written, batch.written))
+        top = max((block for _term, block in batch.pushes), default=0)
+        if batch.pushes:  # the last block written, whatever this process's count said
+            stats["$max"] = {"qb": top}
+        state = replace(state, written=max(state.written, batch.written), top=max(state.top, top))
         self.index.remember(state)
         marked = [row for row in batch.rows if row.get("updated_at") is not None]
         if marked:
             last = max(marked, key=lambda row: row["updated_at"])
-            stats["$max"] = {"wm": last["updated_at"]}
+            stats["$max"] = {**stats.get("$max", {}), "wm": last["updated_at"]}
             stats["$set"] = {"wt": last["_id"]}
             held = state.watermark
             watermark = last["updated_at"] if held is None else max(last["updated_at"], held)

@@ -30,7 +30,6 @@ from .postings import (
     BLOCK_BYTES,
     FORMAT,
     IndexState,
-    block_of,
     postings_id,
     stats_filter,
     stats_id,
@@ -133,7 +132,7 @@ class SearchStore:
         """The `_id`s of the postings documents of `stored_terms` in blocks `first` up to
         the last this process knows of (`IndexState.written`), and of the statistics
         document."""
-        last = block_of(self.held(IndexState()).written)
+        last = self.held(IndexState()).last_block
         wanted = [
             postings_id(self.tenant, term, block)
             for term in dict.fromkeys(stored_terms)
@@ -155,13 +154,17 @@ class SearchStore:
         statistics document read with them shows another process has begun since: this
         process's copy of the counter moves on, so the next search asks them at once."""
         stats = next((d for d in found if d.get("_id") == stats_id(self.tenant)), None)
-        held = self.held(IndexState())
-        written = int((stats or {}).get("q") or 0)
-        if written <= held.written:
+        if stats is None:
             return found
-        known = block_of(held.written)
-        self.remember(replace(held, written=written))
-        if block_of(written) == known:
+        held = self.held(IndexState())
+        seen = IndexState.of(stats)
+        if seen.written <= held.written and seen.top <= held.top:
+            return found
+        known = held.last_block
+        self.remember(
+            replace(held, written=max(held.written, seen.written), top=max(held.top, seen.top))
+        )
+        if seen.last_block <= known:
             return found
         more = self.lookup_ids(stored_terms, first=known + 1)[:-1]
         extra = self.postings.find({"tenant": self.tenant, "_id": {"$in": more}})

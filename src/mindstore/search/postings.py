@@ -80,7 +80,16 @@ class IndexState:
     """The `TOKENIZER_VERSION` the index was built with (1: built before it was recorded)."""
     written: int = 0
     """Bytes of postings the tenant's indexing has written (never decreases): which block
-    a catch-up writes to, and up to which block a search asks (`block_of`)."""
+    a catch-up writes to (`block_of`)."""
+    top: int = 0
+    """The last block any catch-up wrote to (``qb``, raised by each): a process whose count
+    was behind (it held a state from before a rebuild or an erase) may have written past
+    `block_of(written)`."""
+
+    @property
+    def last_block(self) -> int:
+        """The last block a search asks for."""
+        return max(block_of(self.written), self.top)
 
     @classmethod
     def of(cls, document: dict[str, Any] | None) -> IndexState:
@@ -97,6 +106,7 @@ class IndexState:
             format=int(document.get("f") or 0),
             tokenizer=int(document.get("tv") or 1),
             written=int(document.get("q") or 0),
+            top=int(document.get("qb") or 0),
         )
 
 
