@@ -2,7 +2,7 @@
 
 A search brings the index up to date itself (`catchup`: writes stay as they are), then
 asks it once. The index's parts live by job beside this module: `postings` (ids,
-partitions, the packing of postings: pure), `codec` (a message's entry under the tenant's
+blocks, the packing of postings: pure), `codec` (a message's entry under the tenant's
 codec), `catchup` (the change checks, claims, batched writes and take-backs of a
 catch-up), `lifecycle` (what a delete, a redaction, an erase or a restore removes). The
 names this module held before they moved are imported here as themselves (`X as X`), so
