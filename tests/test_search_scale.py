@@ -191,3 +191,25 @@ async def test_an_index_of_an_older_stored_form_is_rebuilt_not_misread(acme: Any
     assert stats["f"] == FORMAT == 3 and stats["q"] > 0
     assert await collection.find_one({"_id": "acme/hotel/3"}) is None
     assert (await acme.search_index.verify()).ok
+
+
+async def test_a_search_over_many_blocks_costs_two_round_trips(
+    acme: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hundreds of postings documents come back in the change check's first reply, not in
+    one more round trip per 101 documents."""
+    monkeypatch.setattr(postings, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(postings, "PART_BYTES", 16)
+    for _ in range(4):
+        task = await acme.tasks.create()
+        texts = [f"alpha bravo charlie delta echo {n}" for n in range(40)]
+        await acme.tasks.add_messages(
+            task.id, [UserMessage(content=[TextPart(text=text)]) for text in texts]
+        )
+    assert (await acme.search("alpha", limit=5)).total == 160
+    found = acme.store.database[SEARCH_POSTINGS].find({"tenant": "acme"})
+    assert len([d async for d in found]) > 300
+    with acme.store.backend.recorder.capture() as log:
+        page = await acme.search("alpha bravo charlie delta echo", limit=5)
+    assert page.total == 160
+    assert [(c.collection, c.round_trips) for c in log] == [("tasks", 1), ("search_entries", 1)]

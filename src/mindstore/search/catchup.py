@@ -71,6 +71,12 @@ FLUSH = 500
 """Tasks claimed before their writes go out: a claim is held for the reads of at most
 this many tasks (well inside `LEASE`), and a large catch-up is written in parts."""
 
+REPLY_DOCUMENTS = 10_000
+"""Documents the first reply of a change check or a postings lookup may hold (a server
+also caps it at 16 MiB): a term's postings lie in one document per block, so a search of
+a large tenant's common words reads hundreds of documents, which the default first
+batch (101) would spread over several round trips."""
+
 _WAIT_FIRST, _WAIT_MOST = 0.002, 0.2
 """Seconds between two asks while another search holds a claim (doubling)."""
 
@@ -311,7 +317,8 @@ class CatchUp:
             {"$match": keep},
             *ride,
         ]
-        return list(await (await self.index.database[TASKS].aggregate(pipeline)).to_list(None))
+        found = await self.index.database[TASKS].aggregate(pipeline, batchSize=REPLY_DOCUMENTS)
+        return list(await found.to_list(None))
 
     async def _index_task(self, row: dict[str, Any], codec: Codec, batch: _Batch) -> bool:
         """Read what changed of one task, claim it, and add its writes to `batch`; False:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
 
 from .catchup import FLUSH as FLUSH
-from .catchup import LEASE, MARGIN, CatchUp
+from .catchup import LEASE, MARGIN, REPLY_DOCUMENTS, CatchUp
 from .catchup import ROUNDS as ROUNDS
 from .codec import Codec, entry_for
 from .codec import Entry as Entry
@@ -144,7 +144,9 @@ class SearchStore:
         """Every postings document of `stored_terms` and the statistics document: one
         `_id` lookup (two when another process wrote a block this one did not know of)."""
         asked = self.lookup_ids(stored_terms)
-        found = self.postings.find({"tenant": self.tenant, "_id": {"$in": asked}})
+        found = self.postings.find(
+            {"tenant": self.tenant, "_id": {"$in": asked}}, batch_size=REPLY_DOCUMENTS
+        )
         return await self._complete(stored_terms, [document async for document in found])
 
     async def _complete(
@@ -167,7 +169,9 @@ class SearchStore:
         if seen.last_block <= known:
             return found
         more = self.lookup_ids(stored_terms, first=known + 1)[:-1]
-        extra = self.postings.find({"tenant": self.tenant, "_id": {"$in": more}})
+        extra = self.postings.find(
+            {"tenant": self.tenant, "_id": {"$in": more}}, batch_size=REPLY_DOCUMENTS
+        )
         return [*found, *[document async for document in extra]]
 
     async def texts(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
