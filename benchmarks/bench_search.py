@@ -1,18 +1,22 @@
-"""Search (docs/search.md) on the embedded backend, in one run:
+"""Search (docs/search.md) on the embedded backend, in one run, side by side at each size
+of `SIZES` (100,000 messages; 1,000,000 with ``MINDSTORE_BENCH_SEARCH_SIZES=100000,1000000``,
+see docs/search.md "Costs" for what a run of that size takes here):
 
-- a tenant of `MESSAGES` messages (the seeded corpus of tests/search_corpus.py: agent turns
+- a tenant of that many messages (the seeded corpus of tests/search_corpus.py: agent turns
   with tool calls, five languages), inserted with one create per task;
 - the first search, which builds the index (time, round trips);
-- steady searches: round trips of each (goal: at most 2 before the snippets' read, which
-  is reported apart), p50/p95 latency over `QUERIES` queries, beside a scan of
-  `tasks.messages` over every task for the same words (p95 over a few scans, and the
-  ratio);
+- steady searches in each mode the store offers (`modes`: lexical "all" today, lexical
+  "any" where `search` takes `match`, semantic and hybrid where the store has an embedder:
+  `embedder_for_bench` is the slot for it): round trips of each (goal: at most 2 before the
+  snippets' read, which is reported apart), p50/p95 latency over `QUERIES` queries; at the
+  first size only, beside a scan of `tasks.messages` over every task for the same words;
 - a phrase of the two commonest words (`"a the"`) and the same words unquoted: round trips
   and bytes (a phrase is checked on the postings' word positions, so it reads no text per
   candidate);
 - the first search after one append to one task: round trips and bytes (the catch-up of
   one message, then the answer);
-- the index's stored size (BSON of the three collections) against the indexed text's size;
+- each index's stored size (BSON of every `search*` collection: bytes, bytes per message,
+  the largest document) against the indexed text's size;
 - append cost with search on (the tenant indexed and searched between appends' rounds) and
   without (a tenant never searched): median warm `add_human_message` time, interleaved,
   goal at most 1.1x; bytes sent per append, which must be equal (an append writes nothing
@@ -21,6 +25,8 @@
 
 from __future__ import annotations
 
+import inspect
+import os
 import random
 import statistics
 import sys
@@ -37,13 +43,20 @@ from mindstore.search.tokenize import terms
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from search_corpus import CONFIG, FILLER, corpus
 
-MESSAGES = 100_000
+SIZES = (100_000,)
+"""Tenant sizes measured side by side (`MINDSTORE_BENCH_SEARCH_SIZES`: a comma list)."""
 PER_TASK = 100
 QUERIES = 60
-SCANS = 3
+SCANS = 1
 APPENDS = 60
 APPEND_GOAL = 1.1
 ROUND_TRIP_GOAL = 2
+
+
+def embedder_for_bench() -> object | None:
+    """The embedder the semantic and hybrid modes are measured with: None until the store
+    takes one (`mindstore.connect(uri, embedder=...)`); then a local model, no download."""
+    return None
 
 
 def _p(values: list[float], q: float) -> float:
@@ -51,13 +64,52 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _bytes(database: Any, name: str, tenant: str) -> int:
-    found = await database[name].find({"tenant": tenant}).to_list(None)
-    return sum(len(bson.encode(d)) for d in found)
+def _sizes() -> tuple[int, ...]:
+    raw = os.environ.get("MINDSTORE_BENCH_SEARCH_SIZES", "")
+    return tuple(int(n) for n in raw.split(",") if n.strip()) or SIZES
 
 
-async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = QUERIES) -> None:
-    store = await mindstore.connect("memory:")
+def _modes(view: Any, embedder: object | None) -> dict[str, dict[str, Any] | str]:
+    """Mode name -> the keyword arguments of `search` that select it, or why it is not run."""
+    accepted = inspect.signature(view.search).parameters
+    modes: dict[str, dict[str, Any] | str] = {}
+    lexical = {"mode": "lexical"} if "mode" in accepted else {}
+    if "match" in accepted:
+        modes["lexical-any"] = {**lexical, "match": "any"}
+        modes["lexical-all"] = {**lexical, "match": "all"}
+    else:
+        modes["lexical-all"] = {}
+    for mode in ("semantic", "hybrid"):
+        if "mode" not in accepted:
+            modes[mode] = "not run: this store's search has no `mode`"
+        elif embedder is None:
+            modes[mode] = "not run: no embedder (`embedder_for_bench`)"
+        else:
+            modes[mode] = {"mode": mode}
+    return modes
+
+
+async def _stored(database: Any, tenant: str, messages: int) -> dict[str, dict[str, Any]]:
+    """Every `search*` collection's documents of `tenant`: bytes, per message, largest."""
+    out = {}
+    for name in sorted(await database.list_collection_names()):
+        if not name.startswith("search"):
+            continue
+        sizes = [len(bson.encode(d)) async for d in database[name].find({"tenant": tenant})]
+        if sizes:
+            out[name] = {
+                "documents": len(sizes),
+                "bytes": sum(sizes),
+                "bytes_per_message": round(sum(sizes) / messages, 1),
+                "largest_document": max(sizes),
+            }
+    return out
+
+
+async def _one(messages: int, queries: int, scan: bool) -> dict[str, Any]:
+    embedder = embedder_for_bench()
+    options = {} if embedder is None else {"embedder": embedder}
+    store = await mindstore.connect("memory:", **options)
     acme = store.scoped("acme")
     rng = random.Random(7)
     started = time.perf_counter()
@@ -76,6 +128,7 @@ async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = 
                 words.append(found)
     loaded = time.perf_counter() - started
     recorder = store.backend.recorder
+    modes = _modes(acme, embedder)
 
     with recorder.capture() as log:
         started = time.perf_counter()
@@ -84,14 +137,32 @@ async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = 
     first_round_trips = log.round_trips
 
     drawn = [rng.sample(w, min(len(w), rng.randint(1, 2))) for w in rng.sample(words, queries)]
-    latencies, round_trips, before_snippets = [], [], []
-    for query in drawn:
-        with recorder.capture() as log:
-            started = time.perf_counter()
-            await acme.search(" ".join(query), limit=10)
-            latencies.append(time.perf_counter() - started)
-        round_trips.append(log.round_trips)
-        before_snippets.append(sum(c.round_trips for c in log if c.collection != "search_entries"))
+    by_mode: dict[str, Any] = {}
+    for mode, chosen in modes.items():
+        if isinstance(chosen, str):
+            by_mode[mode] = chosen
+            continue
+        latencies, round_trips, before_snippets, empty = [], [], [], 0
+        for query in drawn:
+            with recorder.capture() as log:
+                started = time.perf_counter()
+                page = await acme.search(" ".join(query), limit=10, **chosen)
+                latencies.append(time.perf_counter() - started)
+            empty += not page.hits
+            round_trips.append(log.round_trips)
+            before_snippets.append(
+                sum(c.round_trips for c in log if c.collection != "search_entries")
+            )
+        by_mode[mode] = {
+            "queries": queries,
+            "p50_ms": round(_p(latencies, 0.5) * 1000, 1),
+            "p95_ms": round(_p(latencies, 0.95) * 1000, 1),
+            "no_hit": empty,
+            "max_round_trips": max(round_trips),
+            "max_round_trips_before_snippets": max(before_snippets),
+            "round_trip_goal": ROUND_TRIP_GOAL,
+            "meets_round_trip_goal": max(before_snippets) <= ROUND_TRIP_GOAL,
+        }
 
     common: dict[str, Any] = {}
     for label, query in (("phrase", '"a the"'), ("words", "a the")):
@@ -112,7 +183,7 @@ async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = 
                     "bytes_received": log.bytes_received}  # fmt: skip
 
     scans = []
-    for query in drawn[:SCANS]:
+    for query in drawn[: SCANS if scan else 0]:
         started = time.perf_counter()
         found = 0
         for task_id in task_ids:
@@ -121,8 +192,9 @@ async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = 
                 found += all(w in held for w in query)
         scans.append(time.perf_counter() - started)
 
-    index_bytes = {name: await _bytes(store.database, name, "acme")
-                   for name in ("search_postings", "search_entries", "search_tasks")}  # fmt: skip
+    stored = await _stored(store.database, "acme", messages)
+    lexical = ("search_postings", "search_entries", "search_tasks")
+    lexical_bytes = sum(stored[name]["bytes"] for name in lexical if name in stored)
 
     # appends: a tenant that is searched between rounds, and one never searched
     searched, plain = store.scoped("with"), store.scoped("none")  # names of one length
@@ -145,26 +217,28 @@ async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = 
     ratio = statistics.median(with_search) / statistics.median(without)
     await store.close()
 
-    results["search"] = {
+    lexical_p95 = next(m for m in by_mode.values() if isinstance(m, dict))["p95_ms"]
+    return {
         "messages": messages,
         "load_seconds": round(loaded, 2),
         "first_search": {"seconds": round(first, 2), "round_trips": first_round_trips},
-        "search": {
-            "queries": queries,
-            "p50_ms": round(_p(latencies, 0.5) * 1000, 1),
-            "p95_ms": round(_p(latencies, 0.95) * 1000, 1),
-            "max_round_trips": max(round_trips),
-            "max_round_trips_before_snippets": max(before_snippets),
-            "round_trip_goal": ROUND_TRIP_GOAL,
-            "meets_round_trip_goal": max(before_snippets) <= ROUND_TRIP_GOAL,
-        },
+        "modes": by_mode,
         "common_words": common,
         "first_search_after_one_append": after_append,
-        "scan": {"scans": len(scans), "p95_ms": round(_p(scans, 0.95) * 1000, 1)},
-        "scan_to_search_p95_ratio": round(_p(scans, 0.95) / _p(latencies, 0.95), 1),
-        "index_bytes": index_bytes,
+        "scan": (
+            {
+                "scans": len(scans),
+                "p95_ms": round(_p(scans, 0.95) * 1000, 1),
+                "to_search_p95_ratio": round(_p(scans, 0.95) * 1000 / lexical_p95, 1),
+            }
+            if scans
+            else "not run at this size"
+        ),
+        "stored": stored,
         "text_bytes": text_bytes,
-        "index_to_text_ratio": round(sum(index_bytes.values()) / text_bytes, 2),
+        "lexical_index_bytes_per_message": round(lexical_bytes / messages, 1),
+        "lexical_index_to_text_ratio": round(lexical_bytes / text_bytes, 2),
+        "largest_document": max((s["largest_document"] for s in stored.values()), default=0),
         "append": {
             "median_us_search_on": round(statistics.median(with_search) * 1e6),
             "median_us_search_off": round(statistics.median(without) * 1e6),
@@ -175,3 +249,34 @@ async def run(results: dict[str, Any], messages: int = MESSAGES, queries: int = 
             "bytes_sent_off": statistics.median(sent["none"]),
         },
     }
+
+
+def _side(m: dict[str, Any]) -> dict[str, Any]:
+    """One size's figures in one row: the side-by-side table."""
+    timed = {mode: r for mode, r in m["modes"].items() if isinstance(r, dict)}
+    return {
+        "first_index_s": m["first_search"]["seconds"],
+        **{f"{mode}_p50_ms": r["p50_ms"] for mode, r in timed.items()},
+        **{f"{mode}_p95_ms": r["p95_ms"] for mode, r in timed.items()},
+        **{f"{name}_bytes_per_message": s["bytes_per_message"] for name, s in m["stored"].items()},
+        "lexical_index_to_text_ratio": m["lexical_index_to_text_ratio"],
+        "largest_document": m["largest_document"],
+        "append_ratio_on_off": m["append"]["ratio"],
+        "append_bytes_sent_on_off": [m["append"]["bytes_sent_on"], m["append"]["bytes_sent_off"]],
+    }
+
+
+async def run(
+    results: dict[str, Any],
+    messages: int | None = None,
+    queries: int = QUERIES,
+    sizes: tuple[int, ...] | None = None,
+) -> None:
+    """Measure each size in turn (`messages`: one size, as `--quick` asks)."""
+    chosen = (messages,) if messages is not None else sizes or _sizes()
+    measured = {}
+    for n, size in enumerate(chosen):
+        print(f"  search: {size:,} messages", file=sys.stderr, flush=True)
+        measured[str(size)] = await _one(size, queries, scan=n == 0)
+    side = {size: _side(m) for size, m in measured.items()}
+    results["search"] = {"side_by_side": side, "sizes": measured}

@@ -189,16 +189,17 @@ def test_the_fast_token_path_reads_like_the_character_walk(text: str) -> None:
 
 @given(st.integers(0, 10**7), st.lists(st.integers(0, 10**5), max_size=8, unique=True),
        st.integers(0, 10**6), st.sampled_from(["user", "assistant", "tool", "taskexit",
-                                               "custom_role"]),
-       st.integers(-(10**15), 10**16))  # fmt: skip
+                                               "custom_role", "a,b;c"]),
+       st.integers(-(10**15), 10**16), st.none() | st.text(max_size=8))  # fmt: skip
 @settings(max_examples=200, deadline=None)
 def test_a_posting_packs_and_unpacks(index: int, positions: list[int], length: int, role: str,
-                                     micros: int) -> None:  # fmt: skip
-    from mindstore.search.index import Posting, pack, unpack
+                                     micros: int, owner: str | None) -> None:  # fmt: skip
+    from mindstore.search.index import Packed, Posting, pack_group, unpack
 
     at = tuple(sorted(positions))
-    packed = pack(index, length, role, micros, at)
-    assert (
-        unpack({"t": "task", "o": "ann", "p": f"{packed};{packed}"})
-        == [Posting("task", "ann", index, len(at), length, role, micros / 1_000_000, at)] * 2
-    )
+    items = [Packed(index, length, role, micros, at), Packed(index + 1, length, role, micros, at)]
+    (group,) = pack_group("task", owner, "term", items, None)
+    assert unpack(group) == [
+        Posting("task", owner, n, len(at), length, role, micros / 1_000_000, at)
+        for n in (index, index + 1)
+    ]

@@ -3,7 +3,7 @@
 Pure parts: `tokenize` (text -> terms), `query` (the query language), `stopwords` (the
 words a `match="any"` search leaves out), `modes` (the mode and match, checked), `bm25` (the
 score), `snippet` (excerpts), `text` (what of a message is searchable), `blind` (keyed
-tokens under a keyring), `postings` (ids, partitions, packed postings), `codec` (a
+tokens under a keyring), `postings` (ids, blocks, binary postings), `codec` (a
 message's entry under the tenant's codec; only `codec_for` asks the keyring). I/O:
 `index` (a tenant's index: state and lookups), `catchup` (the index brought up to date by
 each search), `lifecycle` (what a delete, a redaction, an erase removes), `service` (a

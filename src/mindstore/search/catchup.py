@@ -34,8 +34,17 @@ from mindstore.errors import ConfigurationError, NotFound
 from mindstore.ids import task_id_of
 
 from .codec import Codec, codec_for, entry_for
-from .lifecycle import delete_entries, drop_emptied, forget_task, pull_postings, task_terms
-from .postings import FORMAT, IndexState, pack_group, partition, postings_id, stats_filter, terms_id
+from .lifecycle import delete_entries, drop_emptied, forget_task, pull_postings, task_postings
+from .postings import (
+    FORMAT,
+    IndexState,
+    Packed,
+    block_of,
+    pack_group,
+    postings_id,
+    stats_filter,
+    terms_id,
+)
 from .tokenize import TOKENIZER_VERSION
 from .vector_index import embed_sources, sources_of, write_vectors
 
@@ -65,6 +74,12 @@ FLUSH = 500
 """Tasks claimed before their writes go out: a claim is held for the reads of at most
 this many tasks (well inside `LEASE`), and a large catch-up is written in parts."""
 
+REPLY_DOCUMENTS = 10_000
+"""Documents the first reply of a change check or a postings lookup may hold (a server
+also caps it at 16 MiB): a term's postings lie in one document per block, so a search of
+a large tenant's common words reads hundreds of documents, which the default first
+batch (101) would spread over several round trips."""
+
 _WAIT_FIRST, _WAIT_MOST = 0.002, 0.2
 """Seconds between two asks while another search holds a claim (doubling)."""
 
@@ -78,6 +93,7 @@ class _Claim:
     token: str
     version: int
     terms: tuple[str, ...]
+    blocks: tuple[int, ...]
     entries: tuple[str, ...]
 
 
@@ -90,7 +106,11 @@ class _Batch:
     """Entries of tasks indexed whole again: deleted before the new ones go in."""
     pulls: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     pushes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
-    """(term, partition) -> groups ``{t: task, o: owner, p: "posting;posting"}``."""
+    """(term, block) -> groups ``{t: task, p: <packed postings>}`` (`pack_group`)."""
+    start: int = 0
+    written: int = 0
+    """The tenant's counter of postings bytes written, as this batch advanced it: each
+    group goes to the block the counter stood at (`postings.block_of`)."""
     terms: list[UpdateOne] = field(default_factory=list)
     """Each indexed task's terms document: what a later re-index or delete pulls."""
     claims: list[_Claim] = field(default_factory=list)
@@ -100,6 +120,11 @@ class _Batch:
     model: str | None = None
     docs: int = 0
     length: int = 0
+
+    @classmethod
+    def at(cls, written: int) -> _Batch:
+        """A batch starting where the tenant's counter of written bytes stands."""
+        return cls(start=written, written=written)
 
 
 async def _bulk(collection: Any, requests: Sequence[Any], *, ordered: bool = False) -> Any:
@@ -223,14 +248,14 @@ class CatchUp:
                 if vanished or carrier is None or carrier not in present:
                     return codec, None
                 return codec, [r["p"] for r in rows if r["_id"] == carrier and "p" in r]
-            batch, claimed, busy = _Batch(), 0, 0
+            batch, claimed, busy = _Batch.at(self.index.held(state).written), 0, 0
             for at, row in enumerate(stale):
                 busy += not await self._index_task(row, codec, batch)
                 if batch.claims and (len(batch.claims) >= FLUSH or at == len(stale) - 1):
                     await self._apply(batch, self.index.held(state))
                     mine.update((claim.key, claim.task_id) for claim in batch.claims)
                     claimed += len(batch.claims)
-                    batch = _Batch()
+                    batch = _Batch.at(self.index.held(state).written)
             if claimed or not busy:
                 worked += 1
                 pause = _WAIT_FIRST
@@ -303,7 +328,8 @@ class CatchUp:
             {"$match": keep},
             *ride,
         ]
-        return list(await (await self.index.database[TASKS].aggregate(pipeline)).to_list(None))
+        found = await self.index.database[TASKS].aggregate(pipeline, batchSize=REPLY_DOCUMENTS)
+        return list(await found.to_list(None))
 
     async def _index_task(self, row: dict[str, Any], codec: Codec, batch: _Batch) -> bool:
         """Read what changed of one task, claim it, and add its writes to `batch`; False:
@@ -367,28 +393,37 @@ class CatchUp:
                     return False
         except DuplicateKeyError:
             return False
-        part = partition(task_id)
         if not appended and old is not None:
-            for term in await task_terms(self.index.database, self.tenant, key):
-                batch.pulls.setdefault((term, part), []).append(task_id)
+            old_terms, old_blocks = await task_postings(self.index.database, self.tenant, key)
+            for term in old_terms:
+                for block in old_blocks:
+                    batch.pulls.setdefault((term, block), []).append(task_id)
             batch.gone += [f"{key}/{i}" for i in range(old_s)]
-        grouped: dict[str, list[str]] = {}
+        grouped: dict[str, list[Packed]] = {}
         for entry in entries:
             batch.documents.append(entry.document)
             for term, posting in entry.postings.items():
                 grouped.setdefault(term, []).append(posting)
+        blocks: set[int] = set()
         for term, packed in grouped.items():
-            batch.pushes.setdefault((term, part), []).append(
-                pack_group(task_id, owner, term, packed, codec.seal_places)
-            )
+            for group in pack_group(task_id, owner, term, packed, codec.seal_places):
+                block = block_of(batch.written)
+                batch.written += len(group["p"]) + len(group.get("x") or b"")
+                batch.pushes.setdefault((term, block), []).append(group)
+                blocks.add(block)
+        ordered = sorted(blocks)
         terms = (
-            {"$addToSet": {"k": {"$each": new_terms}}} if appended else {"$set": {"k": new_terms}}
+            {"$addToSet": {"k": {"$each": new_terms}, "b": {"$each": ordered}}}
+            if appended
+            else {"$set": {"k": new_terms, "b": ordered}}
         )
         batch.terms.append(
             UpdateOne({"_id": terms_id(key), "tenant": self.tenant}, terms, upsert=True)
         )
         ids = tuple(e.document["_id"] for e in entries)
-        batch.claims.append(_Claim(key, task_id, token, version, tuple(new_terms), ids))
+        batch.claims.append(
+            _Claim(key, task_id, token, version, tuple(new_terms), tuple(ordered), ids)
+        )
         batch.vectors += vectors
         batch.model = model or batch.model
         batch.rows.append(row)
@@ -424,12 +459,18 @@ class CatchUp:
             for (term, part), postings in batch.pushes.items()
         ]
         stats: dict[str, Any] = {}
-        if batch.docs or batch.length:
-            stats["$inc"] = {"docs": batch.docs, "length": batch.length}
+        grown = batch.written - batch.start
+        if batch.docs or batch.length or grown:
+            stats["$inc"] = {"docs": batch.docs, "length": batch.length, "q": grown}
+        top = max((block for _term, block in batch.pushes), default=0)
+        if batch.pushes:  # the last block written, whatever this process's count said
+            stats["$max"] = {"qb": top}
+        state = replace(state, written=max(state.written, batch.written), top=max(state.top, top))
+        self.index.remember(state)
         marked = [row for row in batch.rows if row.get("updated_at") is not None]
         if marked:
             last = max(marked, key=lambda row: row["updated_at"])
-            stats["$max"] = {"wm": last["updated_at"]}
+            stats["$max"] = {**stats.get("$max", {}), "wm": last["updated_at"]}
             stats["$set"] = {"wt": last["_id"]}
             held = state.watermark
             watermark = last["updated_at"] if held is None else max(last["updated_at"], held)
@@ -468,13 +509,15 @@ class CatchUp:
             mark = marks.get(claim.key)
             if mark is not None and int(mark.get("v", 0)) >= claim.version:
                 continue
-            await pull_postings(self.index.database, self.tenant, claim.task_id, claim.terms)
+            await pull_postings(
+                self.index.database, self.tenant, claim.task_id, claim.terms, claim.blocks
+            )
             await delete_entries(self.index.database, self.tenant, claim.entries)
             terms = {"_id": terms_id(claim.key), "tenant": self.tenant}
             if mark is None:
                 await self.index.task_marks.delete_one(terms)
                 continue
-            await self.index.task_marks.update_one(terms, {"$set": {"k": []}})
+            await self.index.task_marks.update_one(terms, {"$set": {"k": [], "b": []}})
             await self.index.task_marks.update_one(
                 {"_id": claim.key, "tenant": self.tenant, "w": claim.token}, {"$set": {"w": ""}}
             )

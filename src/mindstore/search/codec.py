@@ -15,7 +15,7 @@ from mindstore.ids import task_key
 from mindstore.model.plans.redaction import redaction_of
 
 from .blind import Blinder, derive_search_key
-from .postings import IndexState, micros, pack
+from .postings import IndexState, Packed, micros
 from .query import tool_term
 from .text import searchable
 from .tokenize import Stemmer, stemmer_for, terms
@@ -35,11 +35,11 @@ class Codec:
     open: Callable[[Any, str, str], str]
     stem: Stemmer | None
     key_version: int | None
-    seal_places: Callable[[str, str, str], Any] | None = None
-    """(positions, task id, stored term) -> their sealed form; None: kept in clear. Under a
-    keyring a posting's positions would show the order of the tokens in a message, so
-    each group's positions are sealed apart (opened only for a phrase)."""
-    open_places: Callable[[Any, str, str], str] | None = None
+    seal_places: Callable[[bytes, str, str], Any] | None = None
+    """(packed positions, task id, stored term) -> their sealed form; None: kept in clear.
+    Under a keyring a posting's positions would show the order of the tokens in a message,
+    so each group's positions are sealed apart (opened only for a phrase)."""
+    open_places: Callable[[Any, str, str], bytes] | None = None
 
 
 def _plain_codec(stem: Stemmer | None) -> Codec:
@@ -68,11 +68,11 @@ async def codec_for(tenant: str, cipher: TenantCipher | None, state: IndexState)
     def opened(value: Any, task_id: str, message_id: str) -> str:
         return str(open_value(value, keys.key, (tenant, task_id, message_id, "search.x")))
 
-    def seal_places(places: str, task_id: str, term: str) -> Any:
+    def seal_places(places: bytes, task_id: str, term: str) -> Any:
         return seal_value(places, data_key, version, (tenant, task_id, term, "search.p"))
 
-    def open_places(value: Any, task_id: str, term: str) -> str:
-        return str(open_value(value, keys.key, (tenant, task_id, term, "search.p")))
+    def open_places(value: Any, task_id: str, term: str) -> bytes:
+        return bytes(open_value(value, keys.key, (tenant, task_id, term, "search.p")))
 
     return Codec(blind, seal, opened, stem, version, seal_places, open_places)
 
@@ -82,8 +82,8 @@ class Entry:
     """One message as the index holds it: its entry document and its postings."""
 
     document: dict[str, Any]
-    postings: dict[str, str]
-    """Term -> its packed posting (`pack`)."""
+    postings: dict[str, Packed]
+    """Term -> its posting, to pack with the task's others (`postings.pack_group`)."""
     owner: str | None = None
 
 
@@ -116,5 +116,5 @@ def entry_for(
         "n": length,
         "x": codec.seal(found.text, task_id, message_id),
     }
-    postings = {term: pack(index, length, role, time, at) for term, at in places.items()}
+    postings = {term: Packed(index, length, role, time, tuple(at)) for term, at in places.items()}
     return Entry(document, postings)

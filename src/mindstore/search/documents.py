@@ -1,24 +1,25 @@
 """The search index's stored shapes and indexes (Beanie documents, among the core's models).
 
-``search_postings``: a tenant's inverted index. For each term, `index.PARTITIONS`
-documents (`_id` = ``<tenant>/<term>/<partition>``, the partition a hash of the task id) list the
-messages holding it: ``e`` = ``[{t: task, o: owner, p: "<posting>;<posting>..."}]``, one
-group per task and catch-up, each posting ``index,length,role,time,positions`` (packed:
-a few values per task, however many of its messages hold the term; the time in
-microseconds, the term's positions among the message's words, whose count is its
-frequency and on which a phrase is checked). A search names every
-document it needs by `_id` (terms times partitions), so one `_id` lookup returns every
-posting of the query's terms, on any server and on the embedded backend alike; a term's
-document frequency is its postings' count. One more document per tenant, ``_id`` =
-``<tenant>/``, holds its statistics (messages, terms, watermark, epoch, stemming, key
-version, stored form), and that lookup returns it too. ``search_entries``: one document per indexed
+``search_postings``: a tenant's inverted index. Each term's postings lie in blocks
+(`_id` = ``<tenant>/<term>/<block>``, `postings.BLOCK_BYTES` wide in bytes of postings the
+tenant's indexing wrote, so none grows without bound): ``e`` = ``[{t: task, p: <binary>}]``,
+one group per task, term and catch-up (split past `postings.PART_BYTES`), ``p`` the
+task's owner then its postings, varint- and delta-coded: the message's index, its length
+and role, its time in microseconds, the term's count and its positions among the
+message's words, on which a phrase is checked (under a keyring the positions are sealed
+apart, ``x``). A search names every block it needs by `_id` (terms times blocks), so one
+`_id` lookup returns every posting of the query's terms, on any server and on the
+embedded backend alike; a term's document frequency is its postings' count. One more
+document per tenant, ``_id`` = ``<tenant>/``, holds its statistics (messages, terms,
+watermark, epoch, stemming, key version, stored form, bytes of postings written), and
+that lookup returns it too. ``search_entries``: one document per indexed
 message (`_id` = ``<task key>/<index>``) with its id and its text ``x`` for snippets
 (sealed under a keyring). ``search_tasks``: per task (`_id` = the task's key) its mark:
 the version and message count it was indexed at, its entries' count and length, and the
 claim of a search indexing it (``w`` a token, empty once released, ``wa`` its time);
-beside it (``<key>~terms``) its terms. ``search_vectors``: one document per message
-embedded (the entry's `_id`), its vector and what the scope filters read
-(`search.vectors`; docs/search.md).
+beside it (``<key>~terms``) its terms and the blocks its groups went to (docs/search.md).
+``search_vectors``: one document per message embedded (the entry's `_id`), its vector and
+what the scope filters read (`search.vectors`; docs/search.md).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ TENANT_ID = IndexModel(
 
 
 class SearchPostingsDoc(Document):
-    """One partition of one term's postings (see the module doc)."""
+    """One block of one term's postings (see the module doc)."""
 
     id: str  # type: ignore[assignment]
     tenant: str

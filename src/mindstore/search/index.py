@@ -2,7 +2,7 @@
 
 A search brings the index up to date itself (`catchup`: writes stay as they are), then
 asks it once. The index's parts live by job beside this module: `postings` (ids,
-partitions, the packing of postings: pure), `codec` (a message's entry under the tenant's
+blocks, the packing of postings: pure), `codec` (a message's entry under the tenant's
 codec), `catchup` (the change checks, claims, batched writes and take-backs of a
 catch-up), `lifecycle` (what a delete, a redaction, an erase or a restore removes). The
 names this module held before they moved are imported here as themselves (`X as X`), so
@@ -12,6 +12,7 @@ their import path still works. docs/search.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mindstore.collection_names import (
@@ -22,7 +23,7 @@ from mindstore.collection_names import (
 )
 
 from .catchup import FLUSH as FLUSH
-from .catchup import LEASE, MARGIN, CatchUp
+from .catchup import LEASE, MARGIN, REPLY_DOCUMENTS, CatchUp
 from .catchup import ROUNDS as ROUNDS
 from .codec import Codec, entry_for
 from .codec import Entry as Entry
@@ -31,19 +32,19 @@ from .lifecycle import forget_message, forget_task, forget_tenant, reset_tenant
 from .lifecycle import pull_postings as pull_postings
 from .lifecycle import task_terms as task_terms
 from .postings import (
+    BLOCK_BYTES,
     FORMAT,
-    PARTITIONS,
     IndexState,
-    partition,
     postings_id,
     stats_filter,
     stats_id,
 )
 from .postings import ROLE_CODES as ROLE_CODES
 from .postings import ROLES_BY_CODE as ROLES_BY_CODE
+from .postings import Packed as Packed
 from .postings import Posting as Posting
 from .postings import micros as micros
-from .postings import pack as pack
+from .postings import pack_group as pack_group
 from .postings import terms_id as terms_id
 from .postings import unpack as unpack
 from .tokenize import TOKENIZER_VERSION
@@ -54,10 +55,10 @@ if TYPE_CHECKING:
     from .embedder import Embedder
 
 __all__ = [
+    "BLOCK_BYTES",
     "FORMAT",
     "LEASE",
     "MARGIN",
-    "PARTITIONS",
     "Codec",
     "IndexState",
     "SearchStore",
@@ -65,7 +66,6 @@ __all__ = [
     "forget_message",
     "forget_task",
     "forget_tenant",
-    "partition",
     "postings_id",
     "reset_tenant",
     "stats_id",
@@ -109,7 +109,7 @@ class SearchStore:
             await self.postings.update_one(
                 stats_filter(self.tenant),
                 {"$setOnInsert": {"docs": 0, "length": 0, "epoch": 1, "stem": None, "kv": None,
-                                  "f": FORMAT, "tv": TOKENIZER_VERSION}},
+                                  "f": FORMAT, "tv": TOKENIZER_VERSION, "q": 0}},
                 upsert=True,
             )  # fmt: skip
             document = {"epoch": 1, "f": FORMAT, "tv": TOKENIZER_VERSION}
@@ -135,26 +135,57 @@ class SearchStore:
         codec and, when the last change check could answer it, the postings documents of
         `wanted(codec)`'s terms (with the statistics document), else None (then ask
         `lookup`)."""
-        return await CatchUp(self).run(wanted)
+        codec, found = await CatchUp(self).run(wanted)
+        if found is not None and wanted is not None:
+            found = await self._complete(wanted(codec), found)
+        return codec, found
 
     # ------------------------------------------------------------------ asking
-    def lookup_ids(self, stored_terms: Sequence[str]) -> list[str]:
-        """The `_id`s of every postings document of `stored_terms` and of the statistics
+    def lookup_ids(self, stored_terms: Sequence[str], first: int = 0) -> list[str]:
+        """The `_id`s of the postings documents of `stored_terms` in blocks `first` up to
+        the last this process knows of (`IndexState.written`), and of the statistics
         document."""
+        last = self.held(IndexState()).last_block
         wanted = [
-            postings_id(self.tenant, term, part)
+            postings_id(self.tenant, term, block)
             for term in dict.fromkeys(stored_terms)
-            for part in range(PARTITIONS)
+            for block in range(first, last + 1)
         ]
         return [*wanted, stats_id(self.tenant)]
 
     async def lookup(self, stored_terms: Sequence[str]) -> list[dict[str, Any]]:
         """Every postings document of `stored_terms` and the statistics document: one
-        `_id` lookup."""
+        `_id` lookup (two when another process wrote a block this one did not know of)."""
+        asked = self.lookup_ids(stored_terms)
         found = self.postings.find(
-            {"tenant": self.tenant, "_id": {"$in": self.lookup_ids(stored_terms)}}
+            {"tenant": self.tenant, "_id": {"$in": asked}}, batch_size=REPLY_DOCUMENTS
         )
-        return [document async for document in found]
+        return await self._complete(stored_terms, [document async for document in found])
+
+    async def _complete(
+        self, stored_terms: Sequence[str], found: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """`found` (read from the blocks this process knew of), with the blocks the
+        statistics document read with them shows another process has begun since: this
+        process's copy of the counter moves on, so the next search asks them at once."""
+        stats = next((d for d in found if d.get("_id") == stats_id(self.tenant)), None)
+        if stats is None:
+            return found
+        held = self.held(IndexState())
+        seen = IndexState.of(stats)
+        if seen.written <= held.written and seen.top <= held.top:
+            return found
+        known = held.last_block
+        self.remember(
+            replace(held, written=max(held.written, seen.written), top=max(held.top, seen.top))
+        )
+        if seen.last_block <= known:
+            return found
+        more = self.lookup_ids(stored_terms, first=known + 1)[:-1]
+        extra = self.postings.find(
+            {"tenant": self.tenant, "_id": {"$in": more}}, batch_size=REPLY_DOCUMENTS
+        )
+        return [*found, *[document async for document in extra]]
 
     async def texts(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored texts of entries, by `_id`."""
@@ -181,6 +212,7 @@ class SearchStore:
                     "kv": key_version,
                     "f": FORMAT,
                     "tv": TOKENIZER_VERSION,
+                    "q": 0,
                 },
                 "$unset": {"wm": ""},
             },

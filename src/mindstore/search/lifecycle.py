@@ -23,13 +23,18 @@ from mindstore.collection_names import (
 )
 from mindstore.ids import task_key
 
-from .postings import partition, postings_id, stats_filter, terms_id
+from .postings import postings_id, stats_filter, terms_id
 
 
 async def task_terms(database: Any, tenant: str, key: str) -> list[str]:
     """The terms a task's postings were written under."""
+    return (await task_postings(database, tenant, key))[0]
+
+
+async def task_postings(database: Any, tenant: str, key: str) -> tuple[list[str], list[int]]:
+    """The terms a task's postings were written under, and the blocks they went to."""
     found = await database[SEARCH_TASKS].find_one({"_id": terms_id(key), "tenant": tenant})
-    return list((found or {}).get("k") or [])
+    return list((found or {}).get("k") or []), [int(b) for b in (found or {}).get("b") or []]
 
 
 def drop_emptied(tenant: str, ids: Iterable[str]) -> DeleteMany:
@@ -39,10 +44,13 @@ def drop_emptied(tenant: str, ids: Iterable[str]) -> DeleteMany:
     return DeleteMany({"tenant": tenant, "_id": {"$in": sorted(set(ids))}, "e": {"$size": 0}})
 
 
-async def pull_postings(database: Any, tenant: str, task_id: str, terms: Iterable[str]) -> None:
-    """Pull a task's postings from the documents of `terms`, and delete those left empty."""
-    part = partition(task_id)
-    ids = [postings_id(tenant, term, part) for term in dict.fromkeys(terms)]
+async def pull_postings(
+    database: Any, tenant: str, task_id: str, terms: Iterable[str], blocks: Iterable[int]
+) -> None:
+    """Pull a task's postings from the blocks `blocks` of `terms` (those its terms document
+    names), and delete the documents left empty."""
+    held = sorted(set(blocks))
+    ids = [postings_id(tenant, term, block) for term in dict.fromkeys(terms) for block in held]
     for chunk in range(0, len(ids), 1000):
         some = ids[chunk : chunk + 1000]
         requests: list[Any] = [
@@ -79,7 +87,7 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
     mark = await marks.find_one_and_delete({"_id": key, "tenant": tenant})
     found = next((d for d in held if d["_id"] == terms_id(key)), None)
     if found is not None:
-        await pull_postings(database, tenant, task_id, found.get("k") or [])
+        await pull_postings(database, tenant, task_id, found.get("k") or [], found.get("b") or [])
     if mark is not None:
         gone = [f"{key}/{i}" for i in range(int(mark.get("s", 0)))]
     else:  # another caller took the mark: the entries are found by task
@@ -114,8 +122,10 @@ async def forget_message(database: Any, tenant: str, task_id: str, message_id: s
     try:
         gone = await _entry_ids(database, {"tenant": tenant, "task": task_id, "m": message_id})
         await delete_entries(database, tenant, gone)
-        await pull_postings(database, tenant, task_id, await task_terms(database, tenant, key))
-        await marks.update_one({"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": []}})
+        await pull_postings(database, tenant, task_id, *await task_postings(database, tenant, key))
+        await marks.update_one(
+            {"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": [], "b": []}}
+        )
     finally:
         await marks.update_one({"_id": key, "tenant": tenant, "w": token}, {"$set": {"w": ""}})
 

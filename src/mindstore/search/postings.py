@@ -1,28 +1,38 @@
-"""The index's stored forms, as pure logic (no I/O): the `_id`s and partitions of its
+"""The index's stored forms, as pure logic (no I/O): the `_id`s and blocks of its
 documents, the statistics document read back (`IndexState`), and the packing of postings
-(`pack`, `pack_group`, `unpack`): one string per task and term, not a sub-document per message.
-docs/search.md ("The model").
+(`Packed`, `pack_group`, `unpack`): one binary value per task, term and part, delta- and
+varint-coded, not a sub-document per message. docs/search.md ("The model").
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bson import Binary
+
 from .tokenize import TOKENIZER_VERSION
 
-PARTITIONS = 8
-"""Postings documents per term: a term's postings are split by task so that no document
-grows past a few MB before a tenant holds millions of messages, and an indexing write
-touches a small document. (Beanie's documents are not imported here: `import mindstore`
-does not load Beanie.)"""
+BLOCK_BYTES = 1 << 20
+"""The width of a postings block, in bytes of postings the tenant's indexing writes: the
+postings a catch-up writes while the tenant's counter of written bytes (``q`` in the
+statistics document) lies in ``[b * BLOCK_BYTES, (b + 1) * BLOCK_BYTES)`` go to block ``b``
+of their term. So a block of one term holds at most `BLOCK_BYTES` (plus one part, per
+indexer writing at once), however frequent the term and however large the tenant; a
+search asks every block of its terms by `_id`. (Beanie's documents are not imported
+here: `import mindstore` does not load Beanie.)"""
 
-FORMAT = 2
-"""The stored form of postings (2: times in microseconds, word positions). A tenant's
-index of another form is dropped and rebuilt by its next search."""
+PART_BYTES = 1 << 14
+"""The most bytes of postings one group (one task's postings of one term) packs: a task
+whose postings of a term are longer is split into several groups, so one task of a
+million messages cannot grow one block past its bound either."""
+
+FORMAT = 3
+"""The stored form of postings (2: packed strings in 8 partitions by task; 3: binary,
+delta-coded groups in blocks bounded in bytes). A tenant's index of another form is
+dropped and rebuilt by its next search."""
 
 
 def stats_id(tenant: str) -> str:
@@ -30,15 +40,15 @@ def stats_id(tenant: str) -> str:
     return f"{tenant}/"
 
 
-def partition(task_id: str) -> int:
-    """The postings partition of a task's messages (stable across processes)."""
-    digest = hashlib.blake2b(task_id.encode("utf-8", "surrogatepass"), digest_size=4)
-    return int.from_bytes(digest.digest(), "big") % PARTITIONS
+def block_of(written: int) -> int:
+    """The block a group goes to when the tenant's indexing has written `written` bytes of
+    postings (and the last block a search asks, from the same counter)."""
+    return max(0, written) // BLOCK_BYTES
 
 
-def postings_id(tenant: str, term: str, part: int) -> str:
-    """The `_id` of partition `part` of `term`'s postings."""
-    return f"{tenant}/{term}/{part}"
+def postings_id(tenant: str, term: str, block: int) -> str:
+    """The `_id` of block `block` of `term`'s postings."""
+    return f"{tenant}/{term}/{block}"
 
 
 def stats_filter(tenant: str) -> dict[str, str]:
@@ -68,6 +78,18 @@ class IndexState:
     format: int = 0
     tokenizer: int = TOKENIZER_VERSION
     """The `TOKENIZER_VERSION` the index was built with (1: built before it was recorded)."""
+    written: int = 0
+    """Bytes of postings the tenant's indexing has written (never decreases): which block
+    a catch-up writes to (`block_of`)."""
+    top: int = 0
+    """The last block any catch-up wrote to (``qb``, raised by each): a process whose count
+    was behind (it held a state from before a rebuild or an erase) may have written past
+    `block_of(written)`."""
+
+    @property
+    def last_block(self) -> int:
+        """The last block a search asks for."""
+        return max(block_of(self.written), self.top)
 
     @classmethod
     def of(cls, document: dict[str, Any] | None) -> IndexState:
@@ -83,6 +105,8 @@ class IndexState:
             carrier=document.get("wt"),
             format=int(document.get("f") or 0),
             tokenizer=int(document.get("tv") or 1),
+            written=int(document.get("q") or 0),
+            top=int(document.get("qb") or 0),
         )
 
 
@@ -92,42 +116,28 @@ def micros(ts: float) -> int:
     return round(float(ts) * 1_000_000)
 
 
-ROLE_CODES = {
-    "system": "s", "user": "u", "assistant": "a", "tool": "t", "informational": "i",
-    "compression": "c", "taskconfig": "g", "taskentry": "e", "taskexit": "x",
-}  # fmt: skip
-"""A known role is stored as one letter; another (an unknown message's) as it is."""
-ROLES_BY_CODE = {code: role for role, code in ROLE_CODES.items()}
-_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+ROLES = (
+    "system", "user", "assistant", "tool", "informational", "compression", "taskconfig",
+    "taskentry", "taskexit",
+)  # fmt: skip
+"""A known role is stored as its place here (4 bits beside the message's length); another
+(an unknown message's) as code 15 and its name."""
+ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
+ROLES_BY_CODE = dict(enumerate(ROLES))
+_OTHER_ROLE = 15
 
 
-def _base36_slow(number: int) -> str:
-    if number <= 0:
-        return "0" if number == 0 else "-" + _base36_slow(-number)
-    out = []
-    while number:
-        number, digit = divmod(number, 36)
-        out.append(_DIGITS[digit])
-    return "".join(reversed(out))
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """One message's posting of one term, before packing: where, how long, whose, when, and
+    the term's positions among the message's words (none: a tool name, a filter)."""
 
-
-_SMALL = [_base36_slow(n) for n in range(36 * 36)]
-"""Indexes, counts, lengths and positions are mostly below 1,296: their digits are looked up."""
-
-
-def _base36(number: int) -> str:
-    return _SMALL[number] if 0 <= number < 1296 else _base36_slow(number)
-
-
-def pack(index: int, length: int, role: str, time: int, positions: Sequence[int]) -> str:
-    """One posting as stored: ``index,length,role,time,positions`` (a string, so a postings
-    document is a few values per task, not a sub-document per message): numbers in base
-    36, the role as one letter, the time in microseconds, the term's positions among the
-    message's words as gaps joined by ``.`` (their count is the term's frequency; none: a
-    tool name, a filter). A phrase is checked on the positions, never on the text."""
-    code = ROLE_CODES.get(role, role.replace(",", "_").replace(";", "_"))
-    gaps = ".".join(_base36(b - a) for a, b in zip((0, *positions), positions, strict=False))
-    return f"{_base36(index)},{_base36(length)},{code},{_base36(time)},{gaps}"
+    index: int
+    length: int
+    role: str
+    time: int
+    """Microseconds since the epoch."""
+    positions: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -146,49 +156,197 @@ class Posting:
     positions: tuple[int, ...] = ()
 
 
+# ------------------------------------------------------------------ varints
+def _varint(out: bytearray, number: int) -> None:
+    """`number` (>= 0) as LEB128: 7 bits a byte, low first."""
+    while number > 0x7F:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    out.append(number)
+
+
+def _zigzag(number: int) -> int:
+    """A signed number as an unsigned one (0, -1, 1, -2 ... -> 0, 1, 2, 3 ...)."""
+    return number * 2 if number >= 0 else -number * 2 - 1
+
+
+# ------------------------------------------------------------------ groups
+def _head(owner: str | None) -> bytearray:
+    """A group's first bytes: its task's owner (0: none, else its length + 1, then UTF-8)."""
+    out = bytearray()
+    if owner is None:
+        out.append(0)
+        return out
+    raw = owner.encode("utf-8", "surrogatepass")
+    _varint(out, len(raw) + 1)
+    out += raw
+    return out
+
+
+def _posting(out: bytearray, item: Packed, previous: Packed | None, *, places: bool) -> None:
+    """One posting after `previous` (the group's last, or None): the index and time as
+    differences, the length and the role's code in one varint, the count, then (`places`)
+    the positions as gaps."""
+    _varint(out, item.index - (previous.index if previous else 0))
+    code = ROLE_CODES.get(item.role, _OTHER_ROLE)
+    _varint(out, item.length << 4 | code)
+    if code == _OTHER_ROLE:
+        raw = item.role.encode("utf-8", "surrogatepass")
+        _varint(out, len(raw))
+        out += raw
+    _varint(out, _zigzag(item.time - (previous.time if previous else 0)))
+    _varint(out, len(item.positions))
+    if places:
+        _gaps(out, item.positions)
+
+
+def _gaps(out: bytearray, positions: Sequence[int]) -> None:
+    last = 0
+    for at in positions:
+        _varint(out, at - last)
+        last = at
+
+
+def split(items: Sequence[Packed], *, places: bool = True, bound: int | None = None) -> list[bytes]:
+    """One task's postings of one term (ascending indexes), packed into parts of at most
+    `bound` bytes each (a part holding one posting may be longer: a posting is never cut);
+    each part starts afresh (no difference reaches back into another part), so any part
+    reads alone (`bound` None: `PART_BYTES`). The owner is added by `pack_group`."""
+    bound = PART_BYTES if bound is None else bound
+    parts: list[bytes] = []
+    out, previous = bytearray(), None
+    for item in items:
+        one = bytearray()
+        _posting(one, item, previous, places=places)
+        if previous is not None and len(out) + len(one) > bound:
+            parts.append(bytes(out))
+            out, one = bytearray(), bytearray()
+            _posting(one, item, None, places=places)
+        out += one
+        previous = item
+    if out:
+        parts.append(bytes(out))
+    return parts
+
+
 def pack_group(
     task_id: str,
     owner: str | None,
     term: str,
-    packed: list[str],
-    seal_places: Callable[[str, str, str], Any] | None,
-) -> dict[str, Any]:
-    """One task's group in the postings document of `term`: ``{t, o, p}``, and under a
-    keyring (`seal_places`: the codec's) the positions sealed apart (``x``), each posting
-    keeping ``*<count>``."""
-    if seal_places is None:
-        return {"t": task_id, "o": owner, "p": ";".join(packed)}
-    heads, places = [], []
-    for item in packed:
-        head, gaps = item.rsplit(",", 1)
-        heads.append(f"{head},*{_base36(gaps.count('.') + 1 if gaps else 0)}")
-        places.append(gaps)
-    sealed = seal_places(";".join(places), task_id, term)
-    return {"t": task_id, "o": owner, "p": ";".join(heads), "x": sealed}
+    items: Sequence[Packed],
+    seal_places: Callable[[bytes, str, str], Any] | None,
+    *,
+    bound: int | None = None,
+) -> list[dict[str, Any]]:
+    """One task's groups in the postings of `term`: ``{t: task, p: <binary>}`` each, at
+    most `bound` bytes of postings apiece (`split`). Under a keyring (`seal_places`: the
+    codec's) each group's positions are sealed apart (``x``) and ``p`` keeps the counts."""
+    groups = []
+    for part in split(items, places=seal_places is None, bound=bound):
+        group: dict[str, Any] = {"t": task_id, "p": Binary(bytes(_head(owner)) + part)}
+        groups.append(group)
+    if seal_places is not None:  # the positions of each group's postings, in their order
+        done = 0
+        for group in groups:
+            count = len(_walk(bytes(group["p"]), places=False)[1])
+            gaps = bytearray()
+            for item in items[done : done + count]:
+                _varint(gaps, len(item.positions))
+                _gaps(gaps, item.positions)
+            done += count
+            group["x"] = seal_places(bytes(gaps), task_id, term)
+    return groups
 
 
-def unpack(group: dict[str, Any], reveal: Callable[[Any, str], str] | None = None) -> list[Posting]:
-    """The postings of one task's group in a postings document (``{t, o, p}``); sealed
-    positions (``x``, under a keyring) are opened by `reveal(sealed, task)` when given,
-    else left out (the counts stay)."""
-    task, owner = str(group.get("t")), group.get("o")
-    hidden: list[str] = []
-    if "x" in group and reveal is not None:
-        hidden = reveal(group["x"], task).split(";")
-    out = []
-    for n, item in enumerate(str(group.get("p") or "").split(";")):
-        if not item:
-            continue
-        index, length, code, time, gaps = item.split(",", 4)
-        count = None
-        if gaps.startswith("*"):
-            count = int(gaps[1:], 36)
-            gaps = hidden[n] if n < len(hidden) else ""
-        at, places = 0, []
-        for gap in gaps.split(".") if gaps else ():
-            at += int(gap, 36)
-            places.append(at)
-        out.append(Posting(task, owner, int(index, 36), len(places) if count is None else count,
-                           int(length, 36), ROLES_BY_CODE.get(code, code),
-                           int(time, 36) / 1_000_000, tuple(places)))  # fmt: skip
-    return out
+def _number(data: bytes, at: int) -> tuple[int, int]:
+    """The varint at `at` of `data`, and where the next begins."""
+    byte = data[at]
+    if byte < 0x80:
+        return byte, at + 1
+    value, shift = byte & 0x7F, 7
+    while True:
+        at += 1
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at + 1
+        shift += 7
+
+
+def _walk(data: bytes, *, places: bool) -> tuple[str | None, list[_Row]]:
+    """A group's owner, and (index, length, role, time, count, positions) of each of its
+    postings. (One loop, varints of one byte read inline: a search decodes every posting
+    of its terms.)"""
+    size, at = _number(data, 0)
+    owner = None
+    if size:
+        owner = data[at : at + size - 1].decode("utf-8", "surrogatepass")
+        at += size - 1
+    end, rows = len(data), []
+    index = time = 0
+    while at < end:
+        step = data[at]
+        if step < 0x80:
+            at += 1
+        else:
+            step, at = _number(data, at)
+        index += step
+        both, at = _number(data, at)
+        code = both & 0xF
+        if code == _OTHER_ROLE:
+            length, at = _number(data, at)
+            role = data[at : at + length].decode("utf-8", "surrogatepass")
+            at += length
+        else:
+            role = ROLES_BY_CODE.get(code, "unknown")
+        shift, at = _number(data, at)
+        time += shift >> 1 if not shift & 1 else -((shift + 1) >> 1)
+        count = data[at]
+        if count < 0x80:
+            at += 1
+        else:
+            count, at = _number(data, at)
+        positions: tuple[int, ...] = ()
+        if places and count:
+            last, held = 0, []
+            for _ in range(count):
+                gap = data[at]
+                if gap < 0x80:
+                    at += 1
+                else:
+                    gap, at = _number(data, at)
+                last += gap
+                held.append(last)
+            positions = tuple(held)
+        rows.append((index, both >> 4, role, time, count, positions))
+    return owner, rows
+
+
+_Row = tuple[int, int, str, int, int, tuple[int, ...]]
+
+
+def unpack(
+    group: dict[str, Any], reveal: Callable[[Any, str], bytes] | None = None
+) -> list[Posting]:
+    """The postings of one group (``{t, p}``); sealed positions (``x``, under a keyring)
+    are opened by `reveal(sealed, task)` when given, else left out (the counts stay)."""
+    task = str(group.get("t"))
+    sealed = "x" in group
+    owner, rows = _walk(bytes(group.get("p") or b"\0"), places=not sealed)
+    opened: list[tuple[int, ...]] = []
+    if sealed and reveal is not None:
+        hidden = bytes(reveal(group["x"], task))
+        at = 0
+        for _ in rows:
+            count, at = _number(hidden, at)
+            last, held = 0, []
+            for _ in range(count):
+                gap, at = _number(hidden, at)
+                last += gap
+                held.append(last)
+            opened.append(tuple(held))
+    return [
+        Posting(task, owner, index, count, length, role, time / 1_000_000,
+                opened[n] if opened else positions)
+        for n, (index, length, role, time, count, positions) in enumerate(rows)
+    ]  # fmt: skip

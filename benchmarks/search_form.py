@@ -1,0 +1,93 @@
+"""The search index's stored form at a size the embedded bench cannot reach in a session:
+what a catch-up writes for a tenant of N corpus messages (tests/search_corpus.py, 100 a
+task), computed by the index's own code (`entry_for`, `pack_group`, `block_of`) without a
+store. Prints bytes per message and the largest document of `search_postings`, the
+entries and the terms documents. Not a bench module (`python -m benchmarks` skips it):
+
+    PYTHONPATH=src python -m benchmarks.search_form 1000000 0      # bench-like times
+    PYTHONPATH=src python -m benchmarks.search_form 1000000 7.25   # messages 7.25 s apart
+
+The second argument is the seconds between a task's messages: the bench's store writes a
+task's 100 messages in one create, within microseconds, so its postings' time differences
+take one byte; a conversation's messages seconds apart take three or four. At 100,000
+messages and 0 s this agrees with the bench's measured postings within 1.5 % (docs/search.md).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import bson
+
+from mindstore.search import postings
+from mindstore.search.codec import Entry, _plain_codec, entry_for
+from mindstore.search.text import searchable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from search_corpus import conversation
+
+PER_TASK = 100
+TASK_ID_CHARS = 21
+"""The length of the ids the store makes for tasks."""
+
+
+def measure(messages: int, step: float) -> dict[str, Any]:
+    codec = _plain_codec(None)
+    rng = random.Random(3)  # the bench's corpus seed
+    blocks: dict[tuple[str, int], list[int]] = {}  # (term, block) -> [bytes of `e`, groups]
+    written = text_bytes = entries_bytes = entries_largest = terms_bytes = 0
+    started = time.perf_counter()
+    for t in range(messages // PER_TASK):
+        talk = conversation(rng, t, PER_TASK)
+        task_id = f"{t:0{TASK_ID_CHARS}d}"
+        grouped: dict[str, list[postings.Packed]] = {}
+        for index, message in enumerate(talk.messages):
+            message.started_ts = 1_765_000_000 + t * 1000 + index * step
+            text_bytes += len(searchable(message).text.encode())
+            entry: Entry | None = entry_for(message, index, "acme", task_id, talk.owner, codec)
+            if entry is None:
+                continue
+            size = len(bson.encode(entry.document))
+            entries_bytes += size
+            entries_largest = max(entries_largest, size)
+            for term, posting in entry.postings.items():
+                grouped.setdefault(term, []).append(posting)
+        used = set()
+        for term, items in grouped.items():
+            for group in postings.pack_group(task_id, talk.owner, term, items, None):
+                block = postings.block_of(written)
+                written += len(group["p"])
+                held = blocks.setdefault((term, block), [0, 0])
+                held[0] += len(bson.encode({str(held[1]): group})) - 5  # its array element
+                held[1] += 1
+                used.add(block)
+        terms = {"_id": f"acme\x1f{task_id}~terms", "tenant": "acme", "k": sorted(grouped),
+                 "b": sorted(used)}  # fmt: skip
+        terms_bytes += len(bson.encode(terms))
+    stored = largest = 0
+    for (term, block), (size, _groups) in blocks.items():
+        document = len(bson.encode({"_id": f"acme/{term}/{block}", "tenant": "acme", "e": []}))
+        stored += document + size
+        largest = max(largest, document + size)
+    return {
+        "messages": messages,
+        "seconds_between_messages": step,
+        "seconds": round(time.perf_counter() - started, 1),
+        "text_bytes": text_bytes,
+        "postings_documents": len(blocks),
+        "postings_bytes_per_message": round(stored / messages, 1),
+        "postings_largest_document": largest,
+        "blocks": postings.block_of(written) + 1,
+        "entries_bytes_per_message": round(entries_bytes / messages, 1),
+        "entries_largest_document": entries_largest,
+        "terms_documents_bytes_per_message": round(terms_bytes / messages, 1),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(int(sys.argv[1]), float(sys.argv[2]))))
