@@ -39,6 +39,7 @@ from mindstore.documents import (
 )
 from mindstore.integrations.langchain import MindstoreChatMessageHistory
 from mindstore.integrations.langgraph import MindstoreSaver
+from mindstore.integrations.langgraph_store import MindstoreStore
 from mindstore.integrations.openai_agents import MindstoreSession
 from mindstore.model.paging import PagePolicy
 from mindstore.portable import WRITE_COMMANDS
@@ -92,8 +93,9 @@ async def turn(view: Any, mark: str, i: int) -> None:
 
 
 async def plant(store: Any, tenant: str, mark: str = MARK) -> None:
-    """Ann's thread and session (owner-scoped), the tenant's own thread, an agent with a
-    dialog under an alias holding the marker, and a retention policy."""
+    """Ann's thread, session and a LangGraph-store memory (owner-scoped), the tenant's own
+    thread, an agent with a dialog under an alias holding the marker, and a retention
+    policy."""
     for owner in ("ann", None):
         view = store.scoped(tenant, owner=owner)
         for i in range(2):
@@ -101,6 +103,8 @@ async def plant(store: Any, tenant: str, mark: str = MARK) -> None:
         await MindstoreSession(f"s-{owner}", view).add_items(
             [{"role": "user", "content": f"id {mark}"}]
         )
+        if owner is not None:
+            await MindstoreStore(view).aput(("memories", owner), "note", {"text": f"is {mark}"})
     agent = await store.scoped(tenant).agents.get("ann", system_prompt=f"remember {mark}")
     await agent.open(f"id-{mark}")
     await agent.receive(f"it is {mark}")
@@ -186,7 +190,7 @@ async def test_erasing_a_tenant_leaves_nothing_of_it_in_any_collection(store: An
     await plant(store, "acme")
     await plant(store, "beta", OTHER)
     before = await everything(store.database)
-    assert set(holding(before, MARK)) == {"tasks", "agents", *SAVER}
+    assert set(holding(before, MARK)) == {"tasks", "agents", "memory_items", *SAVER}
     # (no keyring here: no data keys; tests/test_crypto_drills.py erases an encrypted tenant)
     assert set(holding(before, "acme")) == set(REGISTRY_NAMES) - {
         "task_pages",
@@ -257,8 +261,9 @@ async def test_a_restored_tenant_resumes_its_threads_sessions_and_agents_exactly
     await plant(store, "acme")
     await plant(store, "beta", OTHER)
     manifest = await backup(store, tmp_path / "acme", tenant="acme")
-    assert manifest.format_version == 3 and manifest.tenants == ["acme"]
-    assert all(manifest.counts[name] > 0 for name in (*SAVER, AGENTS, POLICIES))
+    # format 5: the first that holds memory items (docs/backup.md)
+    assert manifest.format_version == 5 and manifest.tenants == ["acme"]
+    assert all(manifest.counts[name] > 0 for name in (*SAVER, AGENTS, POLICIES, "memory_items"))
     report = await verify(tmp_path / "acme")
     assert report.counts == manifest.counts
 
@@ -275,7 +280,7 @@ async def test_a_restored_tenant_resumes_its_threads_sessions_and_agents_exactly
     restored_docs = await everything(fresh.database)
     assert holding(restored_docs, OTHER) == {}  # nothing of beta
     original_docs = await everything(store.database)
-    for name in (*SAVER, AGENTS, POLICIES):  # byte for byte
+    for name in (*SAVER, AGENTS, POLICIES, "memory_items"):  # byte for byte
         assert restored_docs[name] == [
             d for d in original_docs[name] if bson.decode(d)["tenant"] == "acme"
         ]
