@@ -54,9 +54,16 @@ ROUND_TRIP_GOAL = 2
 
 
 def embedder_for_bench() -> object | None:
-    """The embedder the semantic and hybrid modes are measured with: None until the store
-    takes one (`mindstore.connect(uri, embedder=...)`); then a local model, no download."""
-    return None
+    """The embedder the semantic and hybrid modes are measured with: the deterministic
+    `HashingEmbedder` at MiniLM's 384 dimensions, so the stored bytes and the ranking's
+    cost are a real model's while embedding costs nothing (a model's own time is its
+    vendor's figure; recall quality is benchmarks/bench_recall.py's). With
+    MINDSTORE_BENCH_SEARCH_EMBEDDER=none, lexical modes only."""
+    if os.environ.get("MINDSTORE_BENCH_SEARCH_EMBEDDER", "") == "none":
+        return None
+    from mindstore.search import HashingEmbedder
+
+    return HashingEmbedder(384)
 
 
 def _p(values: list[float], q: float) -> float:
