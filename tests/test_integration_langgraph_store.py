@@ -493,3 +493,36 @@ async def test_memory_items_read_api_outside_langgraph(store: Store) -> None:
     assert await items.namespaces() == [("memories",), ("memories", "work")]
     assert await MemoryItems.of(store, "acme", owner="bob").search(("memories",)) == []
     assert await stored(store) == before  # nothing written, expiry untouched
+
+
+@pytest.mark.parametrize("distance", ["cosine", "l2", "inner_product"])
+async def test_each_distance_ranks_as_its_formula(store: Any, distance: str) -> None:
+    """Scores and order by each `distance_type`, against the formula written out here."""
+    vectors = {"a": [1.0, 0.0], "b": [3.0, 3.0], "c": [-1.0, 0.5]}  # no ties in any order
+    query = [2.0, 1.0]
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [query if text == "q" else vectors[text] for text in texts]
+
+    memories = MindstoreStore(
+        store.scoped("acme"), index={"dims": 2, "embed": embed, "distance_type": distance}
+    )
+    for key in vectors:
+        await memories.aput(("n",), key, {"text": key}, index=["text"])
+    found = await memories.asearch(("n",), query="q")
+
+    def expected(v: list[float]) -> float:
+        dot = sum(a * b for a, b in zip(query, v, strict=True))
+        if distance == "inner_product":
+            return dot
+        if distance == "l2":
+            return -math.dist(query, v)
+        return dot / (math.hypot(*query) * math.hypot(*v))
+
+    want = sorted(vectors, key=lambda k: -expected(vectors[k]))
+    assert [item.key for item in found] == want
+    for item in found:
+        assert item.score == pytest.approx(expected(vectors[item.key]), rel=1e-5)
+    with pytest.raises(ValidationError, match="distance_type"):
+        MindstoreStore(store.scoped("acme"), index={"dims": 2, "embed": embed,
+                                                   "distance_type": "manhattan"})  # fmt: skip

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from mindstore import Store
-from mindstore.errors import ValidationError
 from mindstore.integrations.langgraph_store import MindstoreStore
 
 from .embed_test_utils import CharacterEmbeddings
@@ -87,13 +86,7 @@ def mindstore_fixture_store(store: Store, **options: Any) -> Iterator[MindstoreS
 
 @contextmanager
 def vector_store_of(index: dict[str, Any], ttl: dict[str, Any] | None) -> Iterator[MindstoreStore]:
-    """`_create_vector_store`: a store with `index`. mindstore ranks by cosine only: any
-    other `distance_type` is refused (shown here), and the test is an expected failure."""
-    distance = index.get("distance_type", "cosine")
-    if distance != "cosine":
-        with pytest.raises(ValidationError, match="distance_type"):
-            make_store(index=index, ttl=ttl)
-        pytest.xfail(f"mindstore ranks by cosine only: distance_type={distance!r} is refused")
+    """`_create_vector_store`: a store with `index` (cosine, l2 or inner_product)."""
     made = make_store(index=index, ttl=ttl)
     _made.append(made)
     yield made

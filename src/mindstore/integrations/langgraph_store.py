@@ -13,7 +13,9 @@ keyring (docs/integrations.md, "LangGraph store").
   search are embedded first, one call each (`IndexConfig`'s `embed`).
 * `IndexConfig` (`dims`, `embed`, `fields`): a put embeds the value's text at each field
   (``"$"``: the whole value; `index=` overrides, `False` skips); a search with `query`
-  ranks the items under its prefix by the best cosine of their vectors, in the process.
+  ranks the items under its prefix by the best similarity of their vectors (the index's
+  `distance_type`: cosine, l2 or inner_product, scored as LangGraph's Postgres store
+  scores them), in the process.
 * `TTLConfig` (`default_ttl` minutes, `refresh_on_read`, `sweep_interval_minutes`,
   `omit_expired`): an item expires `ttl` minutes after its last write or refreshing read;
   `start_ttl_sweeper` deletes expired items every interval, `sweep_ttl` once.
@@ -108,15 +110,12 @@ class MindstoreStore(BaseStore):
         )
         self.ttl_config = None if ttl is None else TTLConfig(**ttl)
         self.index_config: IndexConfig | None = None
+        self._distance = "cosine"
         self.embeddings = None
         self._fields: list[tuple[str, str | list[str]]] = []
         if index:
             self.index_config = IndexConfig(**index)
-            distance = index.get("distance_type", "cosine")
-            if distance != "cosine":
-                raise ValidationError(
-                    f"index: distance_type {distance!r}: mindstore ranks by cosine only"
-                )
+            self._distance = rules.check_distance(index.get("distance_type", "cosine"))
             dims = index.get("dims")
             if not isinstance(dims, int) or isinstance(dims, bool) or dims <= 0:
                 raise ValidationError("index: dims must be a positive int")
@@ -211,6 +210,7 @@ class MindstoreStore(BaseStore):
             limit=op.limit,
             offset=op.offset,
             omit_expired=self._omit_expired,
+            distance=self._distance,
         )
         if op.refresh_ttl:
             await self.items.refresh(found, live_only=self._omit_expired)

@@ -369,9 +369,11 @@ class MemoryItems:
         limit: int = 10,
         offset: int = 0,
         omit_expired: bool = False,
+        distance: str = "cosine",
     ) -> list[StoredItem]:
         """Items under `prefix` that pass `filter` (LangGraph's, `rules.matches`), ranked
-        by the best cosine of their vectors to `query_vector` (None: newest first), the
+        by the best similarity of their vectors to `query_vector` under `distance`
+        (`rules.SIMILARITIES`; None: newest first), the
         page [offset, offset + limit). Items with no vector follow the ranked ones when
         the page is not full."""
         conditions = rules.check_filter(filter)
@@ -383,7 +385,9 @@ class MemoryItems:
         kept = [e for e in entries if rules.matches(e.item.value, conditions)]
         if query_vector is None:
             return kept[offset : offset + limit]
-        page = rules.rank([e.vectors for e in kept], query_vector, limit=limit, offset=offset)
+        page = rules.rank(
+            [e.vectors for e in kept], query_vector, limit=limit, offset=offset, distance=distance
+        )
         return [
             replace(kept[index], item=replace(kept[index].item, score=score))
             for index, score in page

@@ -41,6 +41,8 @@ __all__ = [
     "MAX_LIMIT",
     "MAX_VALUE_BYTES",
     "MAX_VECTORS",
+    "SIMILARITIES",
+    "check_distance",
     "check_key",
     "check_namespace",
     "check_page",
@@ -50,9 +52,11 @@ __all__ = [
     "decode_vectors",
     "encode_value",
     "encode_vectors",
+    "inner_product",
     "item_id",
     "matches",
     "namespace_of",
+    "negative_l2",
     "path_of",
     "prefix_range",
 ]
@@ -175,13 +179,16 @@ def rank(
     *,
     limit: int,
     offset: int,
+    distance: str = "cosine",
 ) -> list[tuple[int, float | None]]:
     """(candidate index, score) of the page [offset, offset + limit) of `candidates`
-    (each a list of vectors) ranked by their best cosine to `query`, highest first (ties:
-    the candidates' order); candidates without a vector fill a page the ranked ones leave
-    short, unscored (as LangGraph's in-memory store does)."""
+    (each a list of vectors) ranked by their best similarity to `query` under `distance`
+    (`SIMILARITIES`), highest first (ties: the candidates' order); candidates without a
+    vector fill a page the ranked ones leave short, unscored (as LangGraph's in-memory
+    store does)."""
+    similarity = SIMILARITIES[check_distance(distance)]
     scored = [
-        (max(cosine(query, vector) for vector in vectors), index)
+        (max(similarity(query, vector) for vector in vectors), index)
         for index, vectors in enumerate(candidates)
         if vectors
     ]
@@ -245,6 +252,30 @@ def cosine(query: Sequence[float], vector: Sequence[float]) -> float:
     dot = sum(a * b for a, b in zip(query, vector, strict=False))
     norms = math.sqrt(sum(a * a for a in query)) * math.sqrt(sum(b * b for b in vector))
     return dot / norms if norms > 0 else 0.0
+
+
+def negative_l2(query: Sequence[float], vector: Sequence[float]) -> float:
+    """Minus the Euclidean distance: nearer is higher (LangGraph's Postgres store's `l2`)."""
+    return -math.sqrt(sum((a - b) * (a - b) for a, b in zip(query, vector, strict=False)))
+
+
+def inner_product(query: Sequence[float], vector: Sequence[float]) -> float:
+    """The dot product (LangGraph's Postgres store's `inner_product`)."""
+    return sum(a * b for a, b in zip(query, vector, strict=False))
+
+
+SIMILARITIES = {"cosine": cosine, "l2": negative_l2, "inner_product": inner_product}
+"""An `IndexConfig`'s `distance_type` -> the score a search ranks by, highest first: the
+scores LangGraph's Postgres store gives (1 - cosine distance, minus the L2 distance, the
+inner product)."""
+
+
+def check_distance(distance: Any) -> str:
+    if distance not in SIMILARITIES:
+        raise ValidationError(
+            f"index: distance_type must be one of {', '.join(SIMILARITIES)}, not {distance!r}"
+        )
+    return str(distance)
 
 
 def check_filter(filter: Any, what: str = "filter") -> dict[str, Any]:
