@@ -76,7 +76,8 @@ class AgentFrameworkKind:
         for file in files:
             provider = FileHistoryProvider(folder, serialization_format=FORMATS[file.suffix])
             session_id = session_id_of(file.stem)
-            if provider._session_file_path(session_id) != file.resolve():
+            path = provider._session_file_path(session_id)  # its file name: no public form
+            if path != file.resolve():
                 raise UnreadableSource(self.name, source, f"{file.name}: not a session file name")
             try:
                 messages = await provider.get_messages(session_id)
