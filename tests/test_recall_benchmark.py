@@ -61,8 +61,13 @@ def test_evidence_ids_as_the_annotators_spelled_them() -> None:
         "D11:26",
         "D30:5",
     ]
-    shared = {"text": "Look at this!", "blip_caption": "a photo of a dog", "dia_id": "D1:1"}
-    assert locomo.turn_text(shared) == "Look at this! [shared a photo of a dog]"
+    shared = {
+        "speaker": "Mel",
+        "text": "Look!",
+        "blip_caption": "a photo of a dog",
+        "dia_id": "D1:1",
+    }
+    assert locomo.turn_text(shared) == "Mel: Look! [shared a photo of a dog]"
 
 
 def test_recall_and_fusion() -> None:

@@ -1,13 +1,17 @@
 """LoCoMo (benchmarks/data/locomo/): its conversations, turns and questions, read as published.
 
-Pure: reads the vendored archive, returns dataclasses. A turn's text is what the speaker
-wrote, followed by the caption of the photo they shared when there is one (the LoCoMo
-paper's retrieval baselines do the same: the images are not released, their BLIP
-captions are). Questions of category 5 (adversarial: about something never said, so
-no evidence turn) are left out; every other question keeps the evidence ids that name
-a turn of its conversation (the annotations spell a few ids loosely, ``D8:6; D9:17`` in one
-string, ``D:11:26``, ``D30:05``: they are split and normalised), and a question left with none is
-counted and dropped.
+Pure: reads the vendored archive, returns dataclasses. A turn's text is the speaker's
+name and what they wrote, followed by the caption of the photo they shared when there
+is one, as the LoCoMo paper's retrieval baselines give a turn to a retriever (the images
+are not released, their BLIP captions are). The name matters: nearly every question
+names the person it is about ("When did Caroline ..."), and a message of mindstore has
+a role, not a name, so the name is in the text for every method alike.
+
+Questions of category 5 (adversarial: about something never said, so no evidence turn)
+are left out; every other question keeps the evidence ids that name a turn of its
+conversation (the annotations spell a few ids loosely, ``D8:6; D9:17`` in one string,
+``D:11:26``, ``D30:05``: they are split and normalised), and a question left with none
+is counted and dropped.
 """
 
 from __future__ import annotations
@@ -71,7 +75,8 @@ class Conversation:
 
 
 def turn_text(raw: dict[str, object]) -> str:
-    text = str(raw.get("text") or "").strip()
+    """``<speaker>: <text>``, and `` [shared <caption>]`` when a photo was shared."""
+    text = f"{str(raw.get('speaker') or '').strip()}: {str(raw.get('text') or '').strip()}"
     caption = raw.get("blip_caption")
     return f"{text} [shared {str(caption).strip()}]" if caption else text
 
