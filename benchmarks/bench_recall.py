@@ -3,8 +3,8 @@
 - the ten LoCoMo conversations (benchmarks/data/locomo/, CC BY-NC 4.0) in a tenant of the
   embedded backend: one owner per conversation, one task per session, one message per
   turn (benchmarks/recall/store_runs.py);
-- every question with evidence turns (1,536; LoCoMo's adversarial category 5, whose
-  questions have no evidence turn, is left out), asked as typed, scoped to its
+- every answerable question with evidence turns (1,536; LoCoMo's adversarial category 5,
+  whose questions are unanswerable by design, is left out), asked as typed, scoped to its
   conversation's owner, top 10 hits;
 - for each method: recall@5 and recall@10 of the evidence turns (the mean over questions
   of the fraction of a question's evidence turns in the first k hits), recall@10 by

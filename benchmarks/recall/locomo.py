@@ -7,8 +7,10 @@ are not released, their BLIP captions are). The name matters: nearly every quest
 names the person it is about ("When did Caroline ..."), and a message of mindstore has
 a role, not a name, so the name is in the text for every method alike.
 
-Questions of category 5 (adversarial: about something never said, so no evidence turn)
-are left out; every other question keeps the evidence ids that name a turn of its
+Questions of category 5 are left out: they are adversarial, asking about something the
+other speaker did ("What did Caroline realize after her charity race?" when the race was
+Melanie's), so the right answer is that it was never said, and the turn annotated with
+one is the trap, not an answer. Every other question keeps the evidence ids that name a turn of its
 conversation (the annotations spell a few ids loosely, ``D8:6; D9:17`` in one string,
 ``D:11:26``, ``D30:05``: they are split and normalised), and a question left with none
 is counted and dropped.
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ARCHIVE = Path(__file__).resolve().parent.parent / "data" / "locomo" / "locomo10.zip"
-NO_EVIDENCE_CATEGORIES = frozenset({5})
+UNANSWERABLE_CATEGORIES = frozenset({5})
 CATEGORY_NAMES = {
     1: "multi-hop",
     2: "temporal",
@@ -103,7 +105,7 @@ def parse(sample_id: str, data: dict[str, object]) -> Conversation:
     assert isinstance(qa, list)
     for item in qa:
         category = int(item["category"])
-        if category in NO_EVIDENCE_CATEGORIES:
+        if category in UNANSWERABLE_CATEGORIES:
             dropped["adversarial"] += 1
             continue
         named = evidence_ids(item.get("evidence") or [])
