@@ -37,6 +37,7 @@ QUICK_ARGS: dict[str, dict[str, Any]] = {
     "bench_langgraph_storage": {"turns": 20},
     "bench_model": {},
     "bench_paging": {"sizes": (100, 1_000, 10_000), "big_messages": 10_000},
+    "bench_recall": {"quick": True},
     "bench_storage": {"turns": 20},
 }
 
