@@ -80,6 +80,8 @@ def mindstore_fixture_store(store: Store, **options: Any) -> Iterator[MindstoreS
         _made.append(made)
         yield made
     finally:
+        for each in _made:  # as leaving PostgresStore's context does: no sweeper outlives
+            each.stop_ttl_sweeper()  # its test (a leaked one sweeps while others record)
         _made.clear()
         _current.pop()
 
