@@ -211,18 +211,27 @@ def _finite(value: object) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
+def cursor_data(cursor: object) -> dict[str, Any]:
+    """A cursor's JSON object: ASCII, at most `MAX_CURSOR_CHARS`, base64 of a JSON object
+    of this `CURSOR_VERSION` with no NaN or infinity (pure). Anything else raises
+    `ValueError` (or `RecursionError`, `TypeError`): the caller's `except` turns it into
+    the `ValidationError` naming `cursor`, as it does for its own fields."""
+    if not isinstance(cursor, str) or not cursor.isascii() or len(cursor) > MAX_CURSOR_CHARS:
+        raise ValueError("not a cursor's form")
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    data = json.loads(raw, parse_constant=_refuse_constant)
+    if not isinstance(data, dict) or data.get("v") != CURSOR_VERSION:
+        raise ValueError("not a cursor of this version")
+    return data
+
+
 def _position(cursor: object, fingerprint: str) -> Position | None:
     """The position a cursor names, checked (pure: before any I/O)."""
     if cursor is None:
         return None
     bad = ValidationError("cursor: not a cursor this search returned")
-    if not isinstance(cursor, str) or not cursor.isascii() or len(cursor) > MAX_CURSOR_CHARS:
-        raise bad
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        data = json.loads(raw, parse_constant=_refuse_constant)
-        if not isinstance(data, dict) or data.get("v") != CURSOR_VERSION:
-            raise ValueError("not a cursor")
+        data = cursor_data(cursor)
         seen = data["f"]
         version, stemming = data["x"]
         frequencies = data["d"]

@@ -37,7 +37,15 @@ from .fusion import fuse
 from .index import Codec, SearchStore, forget_tenant
 from .modes import NEEDS_EMBEDDER, check_match
 from .query import parse_query
-from .service import MAX_CURSOR_CHARS, MAX_LIMIT, Filters, SearchHit, SearchPage, check_filters
+from .service import (
+    CURSOR_VERSION,
+    MAX_LIMIT,
+    Filters,
+    SearchHit,
+    SearchPage,
+    check_filters,
+    cursor_data,
+)
 from .snippet import make_snippet
 from .vector_index import fill_missing
 from .vector_server import vector_search_pipeline
@@ -59,7 +67,6 @@ DEPTH = 100
 SERVER_LIMIT = 1000
 """The most vectors a `$vectorSearch` ranking returns (a semantic walk on a server ends
 there)."""
-CURSOR_VERSION = 1
 _HASH = 4
 
 LexicalSearch = Callable[..., Awaitable[SearchPage]]
@@ -152,22 +159,13 @@ def _encode(fingerprint: str, position: Position) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _refuse(name: str) -> float:
-    raise ValueError(name)
-
-
 def _decode(cursor: object, fingerprint: str, mode: str) -> Position | None:
     """The position a cursor names, checked before any I/O."""
     if cursor is None:
         return None
     bad = ValidationError("cursor: not a cursor this search returned")
-    if not isinstance(cursor, str) or not cursor.isascii() or len(cursor) > MAX_CURSOR_CHARS:
-        raise bad
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        data = json.loads(raw, parse_constant=_refuse)
-        if not isinstance(data, dict) or data.get("v") != CURSOR_VERSION:
-            raise ValueError("version")
+        data = cursor_data(cursor)
         seen = data["f"]
         if mode == "semantic":
             score, ts, entry = data["s"], data["t"], data["i"]
