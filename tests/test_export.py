@@ -38,6 +38,7 @@ from mindstore.formats import (
     to_openai_chat,
     to_responses,
 )
+from mindstore.integrations.langgraph_store import MindstoreStore
 from mindstore.model.messages import MESSAGE_LIST_ADAPTER, Usage
 from mindstore.store import Store, TenantStore
 
@@ -182,6 +183,9 @@ async def test_subject_export_gathers_the_owner_and_its_manifest_checks(
     acme = await seed(store)
     agent = await store.scoped("acme", "alice").agents.get("alice")
     await agent.open("main")
+    for owner in ("alice", "bob"):  # a LangGraph-store memory each
+        memories = MindstoreStore(store.scoped("acme", owner))
+        await memories.aput(("memories", owner), "food", {"likes": f"{owner}'s favourite"})
     folder = tmp_path / "alice"
     done = await export_subject(store, "acme", "alice", folder)
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -196,6 +200,9 @@ async def test_subject_export_gathers_the_owner_and_its_manifest_checks(
     }
     assert owners == {"alice"}
     assert manifest["files"]["agents.jsonl"]["records"] == 1
+    (memory,) = [json.loads(r) for r in (folder / "memories.jsonl").read_text().splitlines()]
+    assert memory["namespace"] == ["memories", "alice"] and memory["key"] == "food"
+    assert memory["value"] == {"likes": "alice's favourite"}
     everything = b"".join(p.read_bytes() for p in folder.iterdir())
     assert b"My order is late" not in everything and b"secret of other" not in everything
     listed = {record.id for record in (await acme.tasks.list(owner="alice")).items}

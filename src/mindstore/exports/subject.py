@@ -11,6 +11,8 @@ another owner can enter it:
 * ``langgraph_threads.jsonl``: each LangGraph thread of the owner: its id, the tasks
   holding its messages, its last activity, and its checkpoints (id, parent, metadata and
   channel values as JSON) when the `langgraph` extra is installed;
+* ``memories.jsonl``: the owner's long-term memory items (the LangGraph store's,
+  `mindstore.memory`): namespace, key, value and times;
 * ``manifest.json``: tenant, owner, time, and per file its records, bytes and sha256, so
   the receiver can check what arrived.
 """
@@ -21,7 +23,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from mindstore.clock import utcnow
 from mindstore.errors import NotFound, ValidationError
 from mindstore.exports.lines import ExportFormat, conversation_line
 from mindstore.exports.reader import conversations, messages_of
+from mindstore.memory import MemoryItems
 from mindstore.store import Store, TenantStore
 from mindstore.validation import check_owner
 
@@ -158,6 +161,7 @@ async def export_subject(
             "dialogs.jsonl",
             "agents.jsonl",
             "langgraph_threads.jsonl",
+            "memories.jsonl",
         )
     }
     messages = 0
@@ -181,6 +185,8 @@ async def export_subject(
             files["agents.jsonl"].write(await view.agents.state(name))
         for thread in await _threads(store, view, owner):
             files["langgraph_threads.jsonl"].write(thread)
+        for entry in await MemoryItems.of(store, tenant, owner=owner).under(()):
+            files["memories.jsonl"].write(asdict(entry.item))
     finally:
         written = {name: f.close() for name, f in files.items()}
     manifest = {
@@ -190,7 +196,6 @@ async def export_subject(
         "created_at": utcnow().isoformat(),
         "messages": messages,
         "files": written,
-        "memories": "held as conversations (memory adapters write tasks of the owner)",
     }
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     say(f"export: done, {written['conversations.jsonl']['records']} conversations")
