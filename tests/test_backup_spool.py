@@ -11,7 +11,7 @@ from typing import Any
 import bson
 import pytest
 from bson import Binary, Code, Decimal128, Int64, Regex
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 
 from mindstore.backup import BackupCorrupt, backup, restore
 from mindstore.backup.spool import CheckedSpool
@@ -119,9 +119,40 @@ def test_the_spool_gives_back_each_batch_as_it_was_added():
         spool.close()
 
 
+def _read_as_a_dbref_reordered(value: object) -> bool:
+    """Whether `value` holds a document that pymongo decodes as a DBRef (a string `$ref`
+    and an `$id`) whose keys do not start with them: it comes back re-ordered (see the
+    strict xfail below), so the byte-for-byte property leaves it to that test."""
+    if isinstance(value, dict):
+        keys = list(value)
+        if isinstance(value.get("$ref"), str) and "$id" in value and keys[:2] != ["$ref", "$id"]:
+            return True
+        return any(_read_as_a_dbref_reordered(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_read_as_a_dbref_reordered(v) for v in value)
+    return False
+
+
+@pytest.mark.xfail(strict=True, reason="known: pymongo decodes any document with a string "
+                   "$ref and an $id as a DBRef, which encodes $ref and $id first")  # fmt: skip
+def test_a_dbref_shaped_document_keeps_its_key_order():
+    """Found by the property below in a CI run (its shrink then crashed inside hypothesis on
+    a `bson.Code` value): the spool gives such a document back with the same fields and
+    values in another order. Not fixed yet: the spool would have to keep raw BSON."""
+    record = {"_id": "r", "v": {"a": 1, "$id": 2, "$ref": "x"}}
+    spool = CheckedSpool()
+    try:
+        spool.add("tasks", [record])
+        (batch,) = list(spool.batches("tasks"))
+        assert bson.encode(batch[0]) == bson.encode(record)
+    finally:
+        spool.close()
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values(16))
 def test_any_bson_value_comes_back_byte_identical(value):
+    assume(not _read_as_a_dbref_reordered(value))
     record = {"_id": "r", "v": value}
     try:
         expected = bson.encode(record)
