@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from bson import Binary
 from pymongo.errors import DuplicateKeyError
@@ -43,6 +43,15 @@ from . import rules
 __all__ = ["MemoryItem", "MemoryItems", "StoredItem"]
 
 Clock = Callable[[], datetime]
+
+
+class HoldsDatabase(Protocol):
+    """What `MemoryItems.of` reads of a `Store` (`mindstore.protocols.HasDatabase`, which
+    sits above this layer): its database handle; its keyring, when it has one, is read
+    as the LangGraph saver reads it (an attribute a view's store may lack)."""
+
+    @property
+    def database(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,7 @@ class MemoryItems:
     @classmethod
     def of(
         cls,
-        store: Any,
+        store: HoldsDatabase,
         tenant: str,
         *,
         owner: str | None = None,
