@@ -64,3 +64,37 @@ def test_specs_build_their_embedders(tmp_path: Path) -> None:
     assert build_embedder(None) is None and build_embedder("") is None
     with pytest.raises(mindstore.errors.ConfigurationError, match="model_or_path"):
         build_embedder(f"local:{tmp_path / 'missing'}")
+
+
+@pytest.mark.parametrize(
+    ("spec", "module", "extra"),
+    [
+        ("local:{folder}", "sentence_transformers", "recall-local"),
+        ("openai", "openai", "recall-openai"),
+        ("gemini:gemini-embedding-001", "google.genai", "recall-gemini"),
+    ],
+)
+def test_an_embedder_without_its_sdk_is_a_configuration_error_naming_the_extra(
+    spec: str, module: str, extra: str, data: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setitem(__import__("sys").modules, module, None)  # as if not installed
+    spec = spec.format(folder=tmp_path)
+    with pytest.raises(mindstore.errors.ConfigurationError, match=extra):
+        build_embedder(spec)
+    result = runner.invoke(app, ["--data", str(data), "--embedder", spec, "search", "--tenant",
+                                 "acme", "blender"])  # fmt: skip
+    assert result.exit_code == 7 and extra in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"), [("openai", "OpenAIEmbedder"), ("gemini", "GeminiEmbedder")]
+)
+def test_a_provider_without_its_key_is_a_configuration_error(
+    spec: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY",
+                 "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT"):  # fmt: skip
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(mindstore.errors.ConfigurationError, match=name):
+        build_embedder(spec)

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 __all__ = ["GeminiEmbedder", "OpenAIEmbedder", "SentenceTransformerEmbedder"]
 
 
+def _missing(extra: str, package: str) -> ConfigurationError:
+    """The error of an embedder whose SDK is not installed: which extra brings it."""
+    return ConfigurationError(f"this embedder needs {package}: pip install 'mindstore[{extra}]'")
+
+
 def _bounded(texts: Sequence[str], batch_size: int) -> list[str]:
     if len(texts) > batch_size:
         raise ValidationError(f"texts: at most {batch_size} a call")
@@ -45,9 +50,14 @@ class OpenAIEmbedder:
         batch_size: int = 512,
     ) -> None:
         if client is None:
-            from openai import AsyncOpenAI
-
-            client = AsyncOpenAI()
+            try:
+                from openai import AsyncOpenAI, OpenAIError
+            except ImportError:
+                raise _missing("recall-openai", "the openai package") from None
+            try:
+                client = AsyncOpenAI()
+            except OpenAIError as error:  # no OPENAI_API_KEY in the environment
+                raise ConfigurationError(f"OpenAIEmbedder: {error}") from None
         if not 0 < batch_size <= MAX_BATCH:
             raise ConfigurationError(f"batch_size: from 1 to {MAX_BATCH}")
         self.client = client
@@ -82,9 +92,14 @@ class GeminiEmbedder:
         batch_size: int = 100,
     ) -> None:
         if client is None:
-            from google.genai import Client
-
-            client = Client()
+            try:
+                from google.genai import Client
+            except ImportError:
+                raise _missing("recall-gemini", "the google-genai package") from None
+            try:
+                client = Client()
+            except ValueError as error:  # no API key (nor Vertex settings) in the environment
+                raise ConfigurationError(f"GeminiEmbedder: {error}") from None
         if not 0 < batch_size <= 250:
             raise ConfigurationError("batch_size: from 1 to 250 (the API's limit a request)")
         self.client = client
@@ -125,7 +140,10 @@ class SentenceTransformerEmbedder:
             if not folder.is_dir():
                 raise ConfigurationError(f"model_or_path: {folder} is not a model's folder")
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise _missing("recall-local", "sentence-transformers") from None
 
             loaded = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
             default_name = folder.name
