@@ -38,7 +38,12 @@ from mindstore.search.modes import Match, Mode, choose_recall
 from mindstore.search.service import SearchPage
 from mindstore.search.service import search as run_search
 from mindstore.search.vector_search import ranked_by_meaning
-from mindstore.search.vector_server import ON_SERVER, VectorPath, vector_path
+from mindstore.search.vector_server import (
+    ON_SERVER,
+    VectorPath,
+    create_vector_index,
+    vector_path,
+)
 from mindstore.services.agents import AgentRepository
 from mindstore.services.tasks import TaskService
 
@@ -248,6 +253,18 @@ class Store:
         if self._vector_path is None:
             self._vector_path = await vector_path(self.database, self.kind)
         return self._vector_path
+
+    async def create_vector_index(self, dimensions: int | None = None) -> None:
+        """Ask a server with a search process to index the vectors (`$vectorSearch`, MongoDB
+        8.2+ or Atlas), for `dimensions` (default: the embedder's). Stores opened once the
+        server reports it queryable rank there (`vector_path`); docs/search.md."""
+        if dimensions is None:
+            if self.embedder is None:
+                from mindstore.errors import ConfigurationError
+
+                raise ConfigurationError("dimensions: give them, or connect with an embedder")
+            dimensions = self.embedder.dimensions
+        await create_vector_index(self.database, self.kind, dimensions)
 
     def scoped(self, tenant: str, owner: str | None = None) -> TenantStore:
         """One tenant's view (`acme = store.scoped("acme")`), or one owner's within it:

@@ -8,6 +8,7 @@ from mindstore.commands import (
     backup,
     console,
     demo_data,
+    doctor,
     export,
     imports,
     keys,
@@ -19,5 +20,5 @@ from mindstore.commands import (
 )
 
 COMMAND_MODULES: list[ModuleType] = [
-    tasks, lifecycle, stats, demo_data, backup, export, imports, keys, console, search, mcp,
+    tasks, lifecycle, stats, demo_data, backup, export, imports, keys, console, search, mcp, doctor,
 ]  # fmt: skip

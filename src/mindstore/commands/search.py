@@ -125,6 +125,25 @@ def rebuild(
     typer.echo(f"indexed {run(body())} messages")
 
 
+@index_app.command("create-vector-index")
+def create_vector_index(
+    ctx: typer.Context,
+    dimensions: Annotated[
+        int | None,
+        typer.Option("--dimensions", help="The vectors' size (default: the --embedder's)."),
+    ] = None,
+) -> None:
+    """Ask the server to build the vector index for recall by meaning (MongoDB 8.2+ with its
+    search process, or Atlas); `mindstore doctor` says when it serves."""
+
+    async def body() -> None:
+        async with open_store(ctx, save=False) as store:
+            await store.create_vector_index(dimensions)
+
+    run(body())
+    typer.echo("vector index requested: the server builds it in the background", err=True)
+
+
 @index_app.command("verify")
 def verify(ctx: typer.Context, tenant: Tenant = None, fmt: Format = OutputFormat.table) -> None:
     """Compare the tenant's search index with its tasks; exit 1 when they differ."""

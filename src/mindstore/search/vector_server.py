@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from mindstore.collection_names import SEARCH_VECTORS
+from mindstore.errors import ConfigurationError, ValidationError
 
 __all__ = [
     "INDEX_NAME",
     "IN_PROCESS",
+    "MAX_DIMENSIONS",
     "ON_SERVER",
     "VectorPath",
+    "create_vector_index",
     "rank_fusion_stage",
     "vector_index_command",
     "vector_path",
@@ -43,6 +46,10 @@ class VectorPath:
 
     path: str
     reason: str
+
+
+MAX_DIMENSIONS = 8192
+"""The most dimensions a `vectorSearch` index takes (MongoDB's documented limit)."""
 
 
 def vector_index_command(dimensions: int) -> dict[str, Any]:
@@ -127,3 +134,20 @@ async def vector_path(database: Any, kind: str) -> VectorPath:
     if not found[0].get("queryable"):
         return VectorPath(IN_PROCESS, f"the index {INDEX_NAME!r} is not queryable yet")
     return VectorPath(ON_SERVER, f"vectorSearch index {INDEX_NAME!r}")
+
+
+async def create_vector_index(database: Any, kind: str, dimensions: int) -> None:
+    """Ask the server to build the `vectorSearch` index (`vector_index_command`). The
+    server builds it in the background: it serves queries once `$listSearchIndexes` says
+    it is queryable, which a store checks when it is opened (`vector_path`)."""
+    if (
+        isinstance(dimensions, bool)
+        or not isinstance(dimensions, int)
+        or not (1 <= dimensions <= MAX_DIMENSIONS)
+    ):
+        raise ValidationError(f"dimensions: a whole number from 1 to {MAX_DIMENSIONS}")
+    if kind == "embedded":
+        raise ConfigurationError(
+            "the embedded backend has no vector index: vectors are ranked in the process"
+        )
+    await database.command(vector_index_command(dimensions))
