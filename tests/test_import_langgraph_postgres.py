@@ -1,0 +1,213 @@
+"""`mindstore import --from langgraph postgresql://...`: the graph of the `SqliteSaver`
+tests (tool calls, a plain state channel, an interrupt left pending) run on
+langgraph-checkpoint-postgres's `PostgresSaver` against a real PostgreSQL server
+(tests/postgres_server.py), imported, and read back through `MindstoreSaver` compared
+with what `PostgresSaver` returns: every checkpoint tuple, state and history, and an
+interrupted thread resumed on both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.types import Command
+from typer.testing import CliRunner
+
+from mindstore.errors import ValidationError
+from mindstore.imports import UnreadableSource, import_from
+from mindstore.imports.langgraph_values import canonical_tuple
+from mindstore.integrations.langgraph import MindstoreSaver
+from mindstore.store import Store
+from postgres_server import PostgresServer
+from test_import_langgraph import THREADS, config, graph, ordered, served, with_subgraph
+from test_import_support import crash_then_resume, store_bytes
+
+KIND = "langgraph"
+
+
+def build_source(url: str) -> None:
+    """The SQLite tests' threads: each asks for a hotel; two confirm, one is left at the
+    interrupt (its pending write); one asks twice."""
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        app = graph(saver)
+        for thread, city in THREADS.items():
+            app.invoke({"messages": [HumanMessage(f"Find a hotel in {city}")]}, config(thread))
+            if thread != "trip-3":
+                app.invoke(Command(resume="yes"), config(thread))
+        app.invoke({"messages": [HumanMessage("And one in Braga")]}, config("trip-1"))
+        app.invoke(Command(resume="no"), config("trip-1"))
+
+
+def source_view(url: str) -> dict[str, Any]:
+    """What PostgresSaver gives for each thread: its tuples, state and history."""
+    with PostgresSaver.from_conn_string(url) as saver:
+        app = graph(saver)
+        return {
+            thread: {
+                "tuples": [canonical_tuple(t) for t in saver.list(config(thread))],
+                "state": app.get_state(config(thread)).values,
+                "next": app.get_state(config(thread)).next,
+                "history": [s.values for s in app.get_state_history(config(thread))],
+            }
+            for thread in THREADS
+        }
+
+
+def database_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table of the database's public schema: equal before and after
+    means the source was not written."""
+    with psycopg.connect(url) as connection:
+        tables = [row[0] for row in connection.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+            " ORDER BY table_name")]  # fmt: skip
+        return {
+            table: sorted(connection.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+            for table in tables
+        }
+
+
+@pytest.fixture
+def source(postgres_server: PostgresServer, postgres_database: str) -> str:
+    url = postgres_server.url(postgres_database)
+    build_source(url)
+    return url
+
+
+async def test_every_thread_reads_back_as_postgressaver_returns_it(
+    store: Store, source: str
+) -> None:
+    expected = source_view(source)
+    rows = database_rows(source)
+    receipt = await import_from(store, KIND, source, tenant="acme")
+    assert database_rows(source) == rows  # read, never written
+    assert await served(store, "acme") == expected
+    assert expected["trip-1"]["state"]["messages"][-1].content.startswith("Casa Central")
+    assert expected["trip-3"]["next"] == ("confirm",)  # interrupted, its write pending
+    checkpoints = sum(len(v["tuples"]) for v in expected.values())
+    messages = sum(len(v["state"]["messages"]) for v in expected.values())
+    assert receipt.read["conversations"] == 3
+    assert receipt.read["checkpoints"] == checkpoints == len(rows["checkpoints"])
+    assert receipt.read["messages"] == messages == 4 + 4 + 8
+    assert receipt.read["writes"] == len(rows["checkpoint_writes"]) > 0
+    assert receipt.written == receipt.read
+    assert receipt.read_sha256 == receipt.written_sha256
+
+
+async def test_an_imported_thread_resumes_on_mindstore(store: Store, source: str) -> None:
+    """The interrupted thread goes on where it stopped, on mindstore, as on PostgresSaver."""
+    await import_from(store, KIND, source, tenant="acme")
+    done = await graph(MindstoreSaver(store.scoped("acme"))).ainvoke(
+        Command(resume="yes"), config("trip-3")
+    )
+    with PostgresSaver.from_conn_string(source) as saver:
+        expected = graph(saver).invoke(Command(resume="yes"), config("trip-3"))
+    assert done == expected
+    assert done["confirmed"] == "yes"
+
+
+async def test_a_second_run_writes_nothing(store: Store, source: str) -> None:
+    first = await import_from(store, KIND, source, tenant="acme")
+    before = await store_bytes(store)
+    second = await import_from(store, KIND, source, tenant="acme")
+    assert await store_bytes(store) == before
+    assert set(second.written.values()) == {0} and second.unchanged == 3
+    assert second.written_sha256 == first.written_sha256 == first.read_sha256
+
+
+async def test_a_crash_at_any_write_then_a_rerun_completes_without_doubles(
+    store: Store, source: str
+) -> None:
+    expected = source_view(source)
+
+    async def run(hook: Any, tenant: str) -> Any:
+        return await import_from(store, KIND, source, tenant=tenant, on_step=hook)
+
+    async def check(tenant: str) -> None:
+        assert await served(store, tenant) == expected
+
+    writes = await crash_then_resume(run, check, every=7)  # 1, 8, 15, ... and the last
+    assert writes > 20
+
+
+async def test_dry_run_owner_and_bad_sources(
+    store: Store, source: str, postgres_server: PostgresServer
+) -> None:
+    before = await store_bytes(store)
+    receipt = await import_from(store, KIND, source, tenant="acme", dry_run=True)
+    assert receipt.written == receipt.read and receipt.written_sha256 is None
+    with pytest.raises(ValidationError, match="owner_from"):
+        await import_from(store, KIND, source, tenant="acme", owner_from="user_id")
+    empty = postgres_server.create_database()
+    partial = postgres_server.create_database()
+    try:
+        with psycopg.connect(postgres_server.url(partial), autocommit=True) as connection:
+            connection.execute("CREATE TABLE checkpoints (thread_id TEXT)")
+        for bad, reason in [
+            (postgres_server.url("no_such_database") + "&password=s3cret", "cannot connect"),
+            ("postgresql://ana:s3cret@127.0.0.1:1/db?connect_timeout=2", "cannot connect"),
+            (postgres_server.url(empty), "no 'checkpoints' table: not a langgraph store"),
+            (postgres_server.url(partial), "table 'checkpoints' lacks checkpoint,"),
+        ]:
+            with pytest.raises(UnreadableSource, match=reason) as refused:
+                await import_from(store, KIND, bad, tenant="acme")
+            assert refused.value.source.startswith("postgresql://")
+            assert "s3cret" not in str(refused.value)
+        # an empty database is refused, never given the saver's tables
+        assert database_rows(postgres_server.url(empty)) == {}
+    finally:
+        postgres_server.drop_database(empty)
+        postgres_server.drop_database(partial)
+    assert await store_bytes(store) == before
+    await import_from(store, KIND, source, tenant="acme", owner="ana")
+    assert await served(store, "acme", "ana") == source_view(source)
+
+
+def test_the_command_imports_a_postgres_url(source: str, tmp_path: Any) -> None:
+    """The CLI takes the URL as SOURCE; the receipt hides its password (the test server
+    trusts its socket's users, so any password is accepted)."""
+    import json
+
+    from mindstore.cli import app
+
+    data = tmp_path / "store.json.gz"
+    url = f"{source}&password=s3cret"
+    args = ["--data", str(data), "import", "--from", KIND, url, "--tenant", "acme"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    printed = json.loads(first.stdout)
+    assert "s3cret" not in first.output and printed["source"].endswith("&password=***")
+    assert printed["read"]["conversations"] == 3 and printed["written"] == printed["read"]
+    again = json.loads(CliRunner().invoke(app, args).stdout)
+    assert set(again["written"].values()) == {0}
+
+
+async def test_a_subgraph_thread_imports_with_its_namespace_and_resumes(
+    store: Store, postgres_server: PostgresServer, postgres_database: str
+) -> None:
+    url = postgres_server.url(postgres_database)
+    thread = config("plan-1")
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        source = with_subgraph(saver)
+        source.invoke({"messages": [HumanMessage("Plan my trip")]}, thread)
+        tuples = ordered([canonical_tuple(t) for t in saver.list(thread)])
+        state = source.get_state(thread, subgraphs=True)
+        receipt = await import_from(store, KIND, url, tenant="acme")
+        mine = MindstoreSaver(store.scoped("acme"))
+        assert ordered([canonical_tuple(t) async for t in mine.alist(thread)]) == tuples
+        assert len({t["checkpoint_ns"] for t in tuples}) == 2  # the root and the subgraph's
+        app = with_subgraph(mine)
+        imported = await app.aget_state(thread, subgraphs=True)
+        assert (imported.values, imported.next) == (state.values, state.next)
+        assert [t.state.values for t in imported.tasks] == [t.state.values for t in state.tasks]
+        done = await app.ainvoke(Command(resume="yes"), thread)
+        again = source.invoke(Command(resume="yes"), thread)
+        assert [(m.type, m.content) for m in done["messages"]] == [
+            (m.type, m.content) for m in again["messages"]]  # fmt: skip
+        assert done["messages"][:-1] == again["messages"][:-1]
+        assert done["messages"][-1].content == "approved: yes"
+    assert receipt.written == receipt.read and receipt.read["checkpoints"] == len(tuples)
