@@ -21,7 +21,7 @@ from mindstore.imports import UnreadableSource, import_from
 from mindstore.imports.langgraph_values import canonical_tuple
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import Store
-from postgres_server import PostgresServer
+from postgres_server import PROGRAMS, SKIP, PostgresServer, require_programs
 from test_import_langgraph import THREADS, config, graph, ordered, served, with_subgraph
 from test_import_support import crash_then_resume, store_bytes
 
@@ -57,19 +57,6 @@ def source_view(url: str) -> dict[str, Any]:
         }
 
 
-def database_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table of the database's public schema: equal before and after
-    means the source was not written."""
-    with psycopg.connect(url) as connection:
-        tables = [row[0] for row in connection.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
-            " ORDER BY table_name")]  # fmt: skip
-        return {
-            table: sorted(connection.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
-            for table in tables
-        }
-
-
 @pytest.fixture
 def source(postgres_server: PostgresServer, postgres_database: str) -> str:
     url = postgres_server.url(postgres_database)
@@ -78,12 +65,12 @@ def source(postgres_server: PostgresServer, postgres_database: str) -> str:
 
 
 async def test_every_thread_reads_back_as_postgressaver_returns_it(
-    store: Store, source: str
+    store: Store, source: str, postgres_server: PostgresServer, postgres_database: str
 ) -> None:
     expected = source_view(source)
-    rows = database_rows(source)
+    rows = postgres_server.rows(postgres_database)
     receipt = await import_from(store, KIND, source, tenant="acme")
-    assert database_rows(source) == rows  # read, never written
+    assert postgres_server.rows(postgres_database) == rows  # read, never written
     assert await served(store, "acme") == expected
     assert expected["trip-1"]["state"]["messages"][-1].content.startswith("Casa Central")
     assert expected["trip-3"]["next"] == ("confirm",)  # interrupted, its write pending
@@ -157,7 +144,7 @@ async def test_dry_run_owner_and_bad_sources(
             assert refused.value.source.startswith("postgresql://")
             assert "s3cret" not in str(refused.value)
         # an empty database is refused, never given the saver's tables
-        assert database_rows(postgres_server.url(empty)) == {}
+        assert postgres_server.rows(empty) == {}
     finally:
         postgres_server.drop_database(empty)
         postgres_server.drop_database(partial)
@@ -211,3 +198,18 @@ async def test_a_subgraph_thread_imports_with_its_namespace_and_resumes(
         assert done["messages"][:-1] == again["messages"][:-1]
         assert done["messages"][-1].content == "approved: yes"
     assert receipt.written == receipt.read and receipt.read["checkpoints"] == len(tuples)
+
+
+def test_without_postgresql_the_tests_fail_naming_it_unless_told_to_skip(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv(PROGRAMS, str(tmp_path))  # a folder without the server programs
+    monkeypatch.delenv(SKIP, raising=False)
+    with pytest.raises(pytest.fail.Exception, match=r"\(initdb, pg_ctl, postgres\) in "
+                       + str(tmp_path) + ".*MINDSTORE_SKIP_POSTGRES=1"):  # fmt: skip
+        require_programs()
+    monkeypatch.setenv(SKIP, "1")
+    with pytest.raises(pytest.skip.Exception, match="no PostgreSQL server programs"):
+        require_programs()
+    monkeypatch.delenv(PROGRAMS)
+    assert require_programs().joinpath("initdb").is_file()  # here they are: nothing skips
