@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres import PostgresSaver, ShallowPostgresSaver
 from langgraph.types import Command
 from typer.testing import CliRunner
 
@@ -130,14 +130,24 @@ async def test_dry_run_owner_and_bad_sources(
         await import_from(store, KIND, source, tenant="acme", owner_from="user_id")
     empty = postgres_server.create_database()
     partial = postgres_server.create_database()
+    shallow = postgres_server.create_database()
     try:
         with psycopg.connect(postgres_server.url(partial), autocommit=True) as connection:
             connection.execute("CREATE TABLE checkpoints (thread_id TEXT)")
+        with (
+            pytest.warns(DeprecationWarning),
+            ShallowPostgresSaver.from_conn_string(postgres_server.url(shallow)) as saver,
+        ):
+            saver.setup()
+            graph(saver).invoke({"messages": [HumanMessage("Find a hotel in Faro")]},
+                                config("trip-3"))  # fmt: skip
         for bad, reason in [
             (postgres_server.url("no_such_database") + "&password=s3cret", "cannot connect"),
             ("postgresql://ana:s3cret@127.0.0.1:1/db?connect_timeout=2", "cannot connect"),
             (postgres_server.url(empty), "no 'checkpoints' table: not a langgraph store"),
             (postgres_server.url(partial), "table 'checkpoints' lacks checkpoint,"),
+            (postgres_server.url(shallow), "lacks checkpoint_id, parent_checkpoint_id"),
+            (postgres_server.url(empty) + "&no_such_option=1", "cannot connect"),
         ]:
             with pytest.raises(UnreadableSource, match=reason) as refused:
                 await import_from(store, KIND, bad, tenant="acme")
@@ -148,6 +158,7 @@ async def test_dry_run_owner_and_bad_sources(
     finally:
         postgres_server.drop_database(empty)
         postgres_server.drop_database(partial)
+        postgres_server.drop_database(shallow)
     assert await store_bytes(store) == before
     await import_from(store, KIND, source, tenant="acme", owner="ana")
     assert await served(store, "acme", "ana") == source_view(source)

@@ -110,8 +110,8 @@ class LangGraphKind:
             tuples = self._listed(saver, source)
             paths: Paths = {}
             for row in path_rows():
-                thread, ns, checkpoint, task, path = ("" if v is None else str(v) for v in row)
-                paths[(thread, ns, checkpoint, task)] = path
+                where, ns, checkpoint, task, path = ("" if v is None else str(v) for v in row)
+                paths[(where, ns, checkpoint, task)] = path
         threads: dict[str, list[CheckpointTuple]] = defaultdict(list)
         for item in tuples:
             threads[str(item.config["configurable"]["thread_id"])].append(item)
