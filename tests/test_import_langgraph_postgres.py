@@ -7,18 +7,26 @@ interrupted thread resumed on both."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import os
+from typing import Annotated, Any, TypedDict
+from uuid import uuid4
 
 import psycopg
 import pytest
-from langchain_core.messages import HumanMessage
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.postgres import PostgresSaver, ShallowPostgresSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.types import Command
 from typer.testing import CliRunner
 
+import mindstore
 from mindstore.errors import ValidationError
 from mindstore.imports import UnreadableSource, import_from
-from mindstore.imports.langgraph_values import canonical_tuple
+from mindstore.imports.langgraph_values import canonical_tuple, unstorable
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import Store
 from postgres_server import PROGRAMS, SKIP, PostgresServer, require_programs
@@ -224,3 +232,140 @@ def test_without_postgresql_the_tests_fail_naming_it_unless_told_to_skip(
         require_programs()
     monkeypatch.delenv(PROGRAMS)
     assert require_programs().joinpath("initdb").is_file()  # here they are: nothing skips
+
+
+# -- property: any threads, any text, plain channels JSONB keeps inline ---------------------
+
+
+class Note(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    note: str
+    score: float
+
+
+def noting(saver: Any) -> Any:
+    """One node: an answer echoing the question, a plain string and a float (channels
+    `PostgresSaver` keeps inline in its JSONB checkpoint, not as blobs)."""
+
+    def reply(state: Note) -> dict[str, Any]:
+        asked = state["messages"][-1].content
+        return {"messages": [AIMessage(f"noted: {asked}")], "note": asked, "score": state["score"]}
+
+    builder = StateGraph(Note)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    return builder.compile(checkpointer=saver)
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+               max_size=12)  # PostgreSQL's text and JSONB hold no NUL  # fmt: skip
+IDS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=16)
+SCORES = st.floats(-1e18, 1e18, allow_nan=False)
+"""Finite floats within 64-bit integers: JSONB reads a float written with an exponent
+back as an integer, and one beyond 64 bits is refused (the test after this one)."""
+TURNS = st.lists(st.tuples(TEXT, SCORES), min_size=1, max_size=3)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(threads=st.dictionaries(IDS, TURNS, min_size=1, max_size=3))
+def test_any_threads_round_trip(
+    postgres_server: PostgresServer, threads: dict[str, list[tuple[str, float]]]
+) -> None:
+    """Whatever threads a `PostgresSaver` holds (any thread ids LangGraph takes, any text,
+    finite floats), importing them gives back through `MindstoreSaver` the tuples
+    `PostgresSaver` lists, and a second import writes nothing."""
+    name = postgres_server.create_database()
+    url = postgres_server.url(name)
+    try:
+        with PostgresSaver.from_conn_string(url) as saver:
+            saver.setup()
+            app = noting(saver)
+            expected = {}
+            for thread, turns in threads.items():
+                for text, score in turns:
+                    app.invoke({"messages": [HumanMessage(text)], "score": score}, config(thread))
+                expected[thread] = [canonical_tuple(t) for t in saver.list(config(thread))]
+        asyncio.run(_round_trip(url, expected))
+    finally:
+        postgres_server.drop_database(name)
+
+
+async def _round_trip(url: str, expected: dict[str, list[dict[str, Any]]]) -> None:
+    uri = os.environ.get("MINDSTORE_TEST_URI") or "embedded"
+    store = await mindstore.connect(uri, database=f"import_{uuid4().hex[:12]}")
+    try:
+        receipt = await import_from(store, KIND, url, tenant="acme")
+        saver = MindstoreSaver(store.scoped("acme"))
+        got = {thread: [canonical_tuple(t) async for t in saver.alist(config(thread))]
+               for thread in expected}  # fmt: skip
+        assert got == expected
+        assert receipt.read_sha256 == receipt.written_sha256
+        assert receipt.read["checkpoints"] == sum(len(v) for v in expected.values())
+        again = await import_from(store, KIND, url, tenant="acme")
+        assert set(again.written.values()) == {0}
+    finally:
+        if uri != "embedded":
+            await store.backend.client.drop_database(store.database.name)
+        await store.close()
+
+
+def run_noting(url: str, thread: str, score: float, metadata: dict[str, Any]) -> list[Any]:
+    """One turn of `noting` on `thread`; the tuples `PostgresSaver` then lists for it."""
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        noting(saver).invoke({"messages": [HumanMessage("hi")], "score": score},
+                             {**config(thread), "metadata": metadata})  # fmt: skip
+        return list(saver.list(config(thread)))
+
+
+async def test_a_number_jsonb_made_an_integer_beyond_64_bits_is_refused_before_any_write(
+    store: Store, postgres_server: PostgresServer, postgres_database: str
+) -> None:
+    """`PostgresSaver` keeps plain channel values and metadata in JSONB: a float written
+    with an exponent reads back as an integer. Within 64 bits it is carried as the saver
+    returns it; beyond, LangGraph's serializer cannot store it, and the import refuses
+    the source naming the thread and the value, before writing anything (not half-way
+    through the thread with a bare TypeError)."""
+    url = postgres_server.url(postgres_database)
+    carried = run_noting(url, "fine", 1e16, {"n": 2**63 + 5})
+    assert carried[0].checkpoint["channel_values"]["score"] == 10**16  # an int, from JSONB
+    receipt = await import_from(store, KIND, url, tenant="acme")
+    mine = MindstoreSaver(store.scoped("acme"))
+    assert [canonical_tuple(t) async for t in mine.alist(config("fine"))] == [
+        canonical_tuple(t) for t in carried]  # fmt: skip
+    assert receipt.written == receipt.read
+    for thread, score, metadata, what in [
+        ("big", 2.0**64, {}, "channel 'score'"),
+        ("low", -1e19, {}, "channel 'score'"),
+        ("meta", 1.0, {"big": 2**64}, r"metadata\['big'\]"),
+    ]:
+        other = postgres_server.create_database()
+        try:
+            run_noting(postgres_server.url(other), thread, score, metadata)
+            before = await store_bytes(store)
+            with pytest.raises(UnreadableSource,
+                               match=f"thread '{thread}', checkpoint '.+': {what} holds an "
+                               "integer beyond 64 bits"):  # fmt: skip
+                await import_from(store, KIND, postgres_server.url(other), tenant="acme")
+            assert await store_bytes(store) == before
+        finally:
+            postgres_server.drop_database(other)
+
+
+def test_an_integer_beyond_64_bits_is_found_anywhere_in_the_metadata() -> None:
+    """Metadata is any JSON a caller `put`: the search goes into lists and objects, and
+    stops at the 64-bit bounds msgpack has (signed below, unsigned above)."""
+    from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+
+    def found(metadata: Any, value: Any = None) -> str | None:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"n": value}
+        return unstorable(CheckpointTuple(config("t"), checkpoint, metadata))
+
+    assert (
+        found({"runs": [1, {"at": 2**64}]})
+        == "metadata['runs'][1]['at'] holds an integer beyond 64 bits"
+    )
+    assert found({"runs": [-(2**63), 2**64 - 1, True, 1.5e300, "2**64"]}, 2**64 - 1) is None
+    assert found({}, -(2**63) - 1) == "channel 'n' holds an integer beyond 64 bits"

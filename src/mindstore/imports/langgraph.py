@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from mindstore.imports.driver import Conversation, UnreadableSource, text_source
-from mindstore.imports.langgraph_values import canonical_tuple
+from mindstore.imports.langgraph_values import canonical_tuple, unstorable
 from mindstore.imports.mongo_sources import (
     MongoSource,
     is_mongo,
@@ -108,6 +108,12 @@ class LangGraphKind:
             opened = self._sqlite(text_source(self.name, given))
         with opened as (saver, source, path_rows):
             tuples = self._listed(saver, source)
+            for item in tuples:  # refused before anything is written
+                if reason := unstorable(item):
+                    at = item.config["configurable"]
+                    raise UnreadableSource(self.name, source, (
+                        f"thread {at['thread_id']!r}, checkpoint {at['checkpoint_id']!r}:"
+                        f" {reason}, which LangGraph's serializer cannot store"))  # fmt: skip
             paths: Paths = {}
             for row in path_rows():
                 where, ns, checkpoint, task, path = ("" if v is None else str(v) for v in row)
