@@ -17,6 +17,7 @@ from mindstore.backends.recorder import observe_all
 from mindstore.portable import MINDSTORE_COLLECTIONS, WRITE_COMMANDS, audit
 from mindstore.registry import COLLECTIONS as REGISTERED
 from mindstore.store import Store
+from postgres_server import postgres_database, postgres_server  # noqa: F401 (fixtures)
 
 TEST_URI = os.environ.get("MINDSTORE_TEST_URI") or None
 

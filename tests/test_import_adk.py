@@ -66,11 +66,12 @@ def answer(words: str, when: float, delta: dict[str, Any] | None = None) -> Even
     )
 
 
-def url(path: Path) -> str:
-    return f"sqlite+aiosqlite:///{path}"
+def url(path: Path | str) -> str:
+    """A SQLite file's URL; a URL (the PostgreSQL tests') as it is."""
+    return path if isinstance(path, str) else f"sqlite+aiosqlite:///{path}"
 
 
-async def build_source(path: Path) -> dict[str, Any]:
+async def build_source(path: Path | str) -> dict[str, Any]:
     """The sessions written with ADK's service; what its `get_session` returns for each."""
     service = DatabaseSessionService(url(path))
     try:

@@ -35,11 +35,12 @@ def chat(key: str) -> list[ChatMessage]:
     ]  # fmt: skip
 
 
-def url(path: Path) -> str:
-    return f"sqlite+aiosqlite:///{path}"
+def url(path: Path | str) -> str:
+    """A SQLite file's URL; a URL (the PostgreSQL tests') as it is."""
+    return path if isinstance(path, str) else f"sqlite+aiosqlite:///{path}"
 
 
-async def build_source(path: Path, table: str = "llama_index_memory") -> dict[str, Any]:
+async def build_source(path: Path | str, table: str = "llama_index_memory") -> dict[str, Any]:
     store = SQLAlchemyChatStore(table_name=table, async_database_uri=url(path))
     for key in KEYS:
         await store.add_messages(key, chat(key))

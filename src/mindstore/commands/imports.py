@@ -45,7 +45,10 @@ def _progress(step: object) -> None:
 def import_command(
     ctx: typer.Context,
     source: Annotated[
-        str, typer.Argument(help="The source: a file, folder, SQLAlchemy URL or MongoDB URI.")
+        str,
+        typer.Argument(
+            help="The source: a file, folder, SQLAlchemy or PostgreSQL URL, or MongoDB URI."
+        ),
     ],
     kind: Annotated[
         str,

@@ -81,7 +81,8 @@ async def import_from(
     Args:
         store: The store to write into.
         kind: The source's framework (`KINDS`).
-        source: Its file, folder, SQLAlchemy URL or MongoDB URI (or, for the MongoDB
+        source: Its file, folder, SQLAlchemy URL, PostgreSQL URL (LangGraph's
+            ``postgresql://user:pw@host/DB``) or MongoDB URI (or, for the MongoDB
             sources, a `MongoSource` holding an open client).
         tenant: The one tenant everything is written to.
         owner: The owner of every imported conversation.
@@ -103,6 +104,8 @@ async def import_from(
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
     if not isinstance(source, (str, MongoSource)) or not source:
-        raise ValidationError("source: a file, folder, SQLAlchemy URL or MongoDB URI")
+        raise ValidationError(
+            "source: a file, folder, SQLAlchemy or PostgreSQL URL, or MongoDB URI"
+        )
     return await run(kind_named(kind), store, source, tenant=tenant, owner=owner,
                      owner_from=owner_from, dry_run=dry_run, on_step=on_step)  # fmt: skip

@@ -1,8 +1,10 @@
-"""`langgraph`: a LangGraph `SqliteSaver` database file, or `MongoDBSaver` collections.
+"""`langgraph`: a LangGraph `SqliteSaver` file, `PostgresSaver` tables or `MongoDBSaver`
+collections.
 
-The source is a SQLite file, or a MongoDB URI (``mongodb://host/DB#checkpoints``; the
-writes collection is `checkpoint_writes` unless named after a comma) or `MongoSource`.
-Every thread of it (`SqliteSaver.list(None)` / `MongoDBSaver.list(None)`, the library's
+The source is a SQLite file, a PostgreSQL URL (``postgresql://user:pw@host/DB``,
+`postgres_sources`), or a MongoDB URI (``mongodb://host/DB#checkpoints``; the writes
+collection is `checkpoint_writes` unless named after a comma) or `MongoSource`. Only the
+opening of the saver differs: every thread of it (the saver's `list(None)`, the library's
 own reader) becomes the same thread of `MindstoreSaver`: each checkpoint, oldest first
 within its namespace, is put with its metadata, its parent and the channel versions it
 changed from its parent (what a run passes as `new_versions`), then its pending writes,
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -25,13 +28,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from mindstore.imports.driver import Conversation, UnreadableSource, text_source
-from mindstore.imports.langgraph_values import canonical_tuple
+from mindstore.imports.langgraph_values import canonical_tuple, unstorable
 from mindstore.imports.mongo_sources import (
     MongoSource,
     is_mongo,
     mongo_source,
     require_collection,
 )
+from mindstore.imports.postgres_sources import is_postgres, open_postgres
 from mindstore.imports.sqlite_files import require_tables, sqlite_file
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import TenantStore
@@ -44,6 +48,12 @@ TABLES = {
     "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel",
                "type", "value"},
 }  # fmt: skip
+POSTGRES_TABLES = {
+    "checkpoints": TABLES["checkpoints"],
+    "checkpoint_blobs": {"thread_id", "checkpoint_ns", "channel", "version", "type", "blob"},
+    "checkpoint_writes": TABLES["writes"] - {"value"} | {"blob"},
+}
+"""`PostgresSaver`'s tables (its channel values are in `checkpoint_blobs`)."""
 MONGO_CHECKPOINTS, MONGO_WRITES = "checkpoints", "checkpoint_writes"
 """`MongoDBSaver`'s default collection names."""
 MONGO_FIELDS = (
@@ -53,6 +63,8 @@ MONGO_FIELDS = (
 WRITE_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
 Paths = dict[tuple[str, str, str, str], str]
 """Task paths by (thread, namespace, checkpoint, task)."""
+Opened = tuple[BaseCheckpointSaver[Any], str, Callable[[], Iterable[Sequence[Any]]]]
+"""An opened source: its saver, its name, and a reader of its task paths' rows."""
 MESSAGES = "messages"
 """The channel whose length the receipt counts as messages (`MindstoreSaver`'s default)."""
 
@@ -89,9 +101,23 @@ class LangGraphKind:
 
     async def read(self, given: str | MongoSource) -> list[Conversation]:
         if is_mongo(given):
-            tuples, paths = self._read_mongo(given)
+            opened = self._mongo(given)
+        elif is_postgres(given):
+            opened = self._postgres(text_source(self.name, given))
         else:
-            tuples, paths = self._read_sqlite(text_source(self.name, given))
+            opened = self._sqlite(text_source(self.name, given))
+        with opened as (saver, source, path_rows):
+            tuples = self._listed(saver, source)
+            for item in tuples:  # refused before anything is written
+                if reason := unstorable(item):
+                    at = item.config["configurable"]
+                    raise UnreadableSource(self.name, source, (
+                        f"thread {at['thread_id']!r}, checkpoint {at['checkpoint_id']!r}:"
+                        f" {reason}, which LangGraph's serializer cannot store"))  # fmt: skip
+            paths: Paths = {}
+            for row in path_rows():
+                where, ns, checkpoint, task, path = ("" if v is None else str(v) for v in row)
+                paths[(where, ns, checkpoint, task)] = path
         threads: dict[str, list[CheckpointTuple]] = defaultdict(list)
         for item in tuples:
             threads[str(item.config["configurable"]["thread_id"])].append(item)
@@ -107,8 +133,13 @@ class LangGraphKind:
     def writer(self, view: TenantStore) -> SaverWriter:
         return SaverWriter(view)
 
-    def _read_sqlite(self, source: str) -> tuple[list[CheckpointTuple], Paths]:
-        """Every checkpoint of a `SqliteSaver` file (opened read-only), and task paths."""
+    # Each source differs only in how its saver is opened: an opener yields the saver (its
+    # `list(None)` is the reader), the source's name, and the task paths' rows (thread,
+    # namespace, checkpoint, task, path), which `CheckpointTuple` does not carry.
+
+    @contextmanager
+    def _sqlite(self, source: str) -> Iterator[Opened]:
+        """A `SqliteSaver` file, opened read-only."""
         path = sqlite_file(self.name, source)
         columns = require_tables(self.name, path, TABLES)
         connection = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,
@@ -116,21 +147,42 @@ class LangGraphKind:
         try:
             saver = SqliteSaver(connection)
             saver.is_setup = True  # the tables are there (checked); never write to a source
-            tuples = self._listed(saver, source)
-            paths: Paths = {}
-            if "task_path" in columns["writes"]:
-                for row in connection.execute(
-                    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path FROM writes"
-                ):
-                    paths[(str(row[0]), row[1], row[2], row[3])] = row[4] or ""
+
+            def path_rows() -> Iterable[Sequence[Any]]:
+                if "task_path" not in columns["writes"]:
+                    return []
+                return connection.execute(f"SELECT {', '.join(WRITE_KEYS)} FROM writes")
+
+            yield saver, source, path_rows
         finally:
             connection.close()
-        return tuples, paths
 
-    def _read_mongo(self, given: str | MongoSource) -> tuple[list[CheckpointTuple], Paths]:
-        """Every checkpoint of `MongoDBSaver` collections, and task paths. The collection
-        named is the checkpoints one; the writes are beside it (`MONGO_WRITES`, or the name
-        after a comma: ``#checkpoints,checkpoint_writes``)."""
+    @contextmanager
+    def _postgres(self, source: str) -> Iterator[Opened]:
+        """`PostgresSaver` tables, through a read-only session (`open_postgres`)."""
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import tuple_row
+
+        connection, columns = open_postgres(self.name, source, POSTGRES_TABLES)
+        try:
+
+            def path_rows() -> Iterable[Sequence[Any]]:
+                if "task_path" not in columns["checkpoint_writes"]:
+                    return []
+                with connection.cursor(row_factory=tuple_row) as cursor:
+                    return cursor.execute(
+                        f"SELECT {', '.join(WRITE_KEYS)} FROM checkpoint_writes"
+                    ).fetchall()
+
+            yield PostgresSaver(connection), source, path_rows
+        finally:
+            connection.close()
+
+    @contextmanager
+    def _mongo(self, given: str | MongoSource) -> Iterator[Opened]:
+        """`MongoDBSaver` collections. The collection named is the checkpoints one; the
+        writes are beside it (`MONGO_WRITES`, or the name after a comma:
+        ``#checkpoints,checkpoint_writes``)."""
         from langgraph.checkpoint.mongodb import MongoDBSaver
 
         where = mongo_source(self.name, given, MONGO_CHECKPOINTS)
@@ -139,13 +191,12 @@ class LangGraphKind:
         names = (checkpoints, writes)
         for name, fields in zip(names, MONGO_FIELDS, strict=True):
             require_collection(self.name, replace(where, collection=name), fields)
-        saver = MongoDBSaver(where.client, where.database, checkpoints, writes)
-        tuples = self._listed(saver, str(where))
-        paths: Paths = {}
-        for row in where.client[where.database][writes].find({}, dict.fromkeys(WRITE_KEYS, 1)):
-            key = tuple(str(row.get(f, "")) for f in WRITE_KEYS[:4])
-            paths[(key[0], key[1], key[2], key[3])] = str(row.get("task_path") or "")
-        return tuples, paths
+
+        def path_rows() -> Iterable[Sequence[Any]]:
+            found = where.client[where.database][writes].find({}, dict.fromkeys(WRITE_KEYS, 1))
+            return ([row.get(f) for f in WRITE_KEYS] for row in found)
+
+        yield MongoDBSaver(where.client, where.database, checkpoints, writes), str(where), path_rows
 
     def _listed(self, saver: BaseCheckpointSaver[Any], source: str) -> list[CheckpointTuple]:
         try:

@@ -21,7 +21,10 @@ from langchain_core.messages import BaseMessage, message_to_dict
 from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 from pydantic import BaseModel
 
-__all__ = ["canonical_tuple", "jsonable"]
+__all__ = ["canonical_tuple", "jsonable", "unstorable"]
+
+STORABLE_INTEGERS = range(-(2**63), 2**64)
+"""The integers LangGraph's serializer (msgpack) stores: signed or unsigned 64 bits."""
 
 
 def jsonable(value: Any) -> Any:
@@ -77,3 +80,32 @@ def in_write_order(writes: list[tuple[str, str, Any]]) -> list[tuple[str, str, A
             counters[task_id] += 1
         keyed.append(((task_id, index, position), (task_id, channel, value)))
     return [write for _, write in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def unstorable(item: CheckpointTuple) -> str | None:
+    """What of `item` LangGraph's serializer cannot store, if anything: an integer
+    outside 64 bits, as a channel's plain value or in the metadata. Only a saver that
+    keeps JSON numbers outside its serializer (`PostgresSaver`: plain channel values and
+    metadata in JSONB, where a float of 2**64 or more reads back as an integer) returns
+    one."""
+    for channel, value in item.checkpoint["channel_values"].items():
+        if isinstance(value, int) and value not in STORABLE_INTEGERS:
+            return f"channel {channel!r} holds an integer beyond 64 bits"
+    found = _big_integer(item.metadata, "metadata")
+    return f"{found} holds an integer beyond 64 bits" if found else None
+
+
+def _big_integer(value: Any, where: str) -> str | None:
+    if isinstance(value, int):
+        return where if value not in STORABLE_INTEGERS else None
+    if isinstance(value, Mapping):
+        items: Any = ((f"{where}[{key!r}]", v) for key, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{where}[{index}]", v) for index, v in enumerate(value))
+    else:
+        return None
+    for inner, v in items:
+        found = _big_integer(v, inner)
+        if found:
+            return found
+    return None

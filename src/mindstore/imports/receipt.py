@@ -17,6 +17,8 @@ from typing import Any
 __all__ = ["Receipt", "canonical_digest", "redacted"]
 
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:@/]*):[^@/]*@")
+_PASSWORD_PARAMETER = re.compile(r"(?P<key>[?&]password=)[^&#]*", re.IGNORECASE)
+"""A password given as a URL parameter (libpq and SQLAlchemy URLs accept one)."""
 
 
 def canonical_digest(conversations: Iterable[tuple[str, Any]]) -> str:
@@ -31,8 +33,10 @@ def canonical_digest(conversations: Iterable[tuple[str, Any]]) -> str:
 
 
 def redacted(source: str) -> str:
-    """`source` as a receipt may show it: a URL's password replaced by ``***``."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", source)
+    """`source` as a receipt may show it: a URL's password (in its user part or a
+    ``password=`` parameter) replaced by ``***``."""
+    source = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", source)
+    return _PASSWORD_PARAMETER.sub(lambda m: f"{m['key']}***", source)
 
 
 @dataclass(frozen=True)
