@@ -53,6 +53,7 @@ from google.adk.events.event import Event
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.sessions.session import Session
+from google.genai import types
 
 from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
 from mindstore.integrations._derived_ids import derived_id, digest
@@ -134,6 +135,40 @@ def memory_message_id(task_id: str, session_id: str | None, event: Event) -> str
 def memorable(event: Event) -> bool:
     """An event memory keeps: one with content parts (ADK's services skip the others)."""
     return bool(event.content and event.content.parts)
+
+
+def live_events(events: Sequence[Event]) -> list[Event]:
+    """`events` without what a rewind undid: an event whose `rewind_before_invocation_id`
+    names invocation X drops itself and every event back to X's first one, walking back
+    from the end (so a rewind that was itself rewound undoes nothing). These are the
+    events ADK still shows its agents, and those its in-memory memory service keeps from
+    google-adk 2.14 on: rewound content does not come back through memory."""
+    if not any(e.actions and e.actions.rewind_before_invocation_id for e in events):
+        return list(events)
+    first: dict[str, int] = {}
+    for index, event in enumerate(events):
+        if event.invocation_id:
+            first.setdefault(event.invocation_id, index)
+    kept: list[Event] = []
+    index = len(events) - 1
+    while index >= 0:
+        event = events[index]
+        target = event.actions.rewind_before_invocation_id if event.actions else None
+        if target:
+            start = first.get(target)
+            if start is not None and start < index:
+                index = start
+        else:
+            kept.append(event)
+        index -= 1
+    return kept[::-1]
+
+
+def visible(content: types.Content) -> types.Content:
+    """`content` without its thought parts: a memory is what was said, not the model's
+    reasoning (ADK's services neither match nor return thoughts from google-adk 2.14)."""
+    parts = [part for part in content.parts or [] if not part.thought]
+    return content.model_copy(update={"parts": parts})
 
 
 def query_terms(query: Any) -> list[str]:
@@ -225,7 +260,8 @@ class MindstoreMemoryService(BaseMemoryService):
     # -- add -------------------------------------------------------------------------------
 
     async def add_session_to_memory(self, session: Session) -> None:
-        """Add the session's events to memory; those already added are not added again.
+        """Add the session's events to memory; those already added are not added again,
+        nor those a rewind undid (`live_events`).
 
         Args:
             session: The ADK session (its app, user, id and events).
@@ -242,7 +278,7 @@ class MindstoreMemoryService(BaseMemoryService):
         await self.add_events_to_memory(
             app_name=session.app_name,
             user_id=session.user_id,
-            events=session.events,
+            events=live_events(session.events),
             session_id=session.id,
         )
 
@@ -422,7 +458,7 @@ class MindstoreMemoryService(BaseMemoryService):
             return None
         return MemoryEntry(
             id=event.id,
-            content=event.content,
+            content=visible(event.content),
             author=event.author,
             timestamp=timestamp_text(event.timestamp),
         )
