@@ -28,16 +28,18 @@ events the task already holds, and appends the others in one guarded update
 that guard: the one that loses reads again and appends what is still missing. What the
 task holds is read once per process and memory task, then only its new end
 (`_StoredIds`): re-adding a growing session after each turn reads the messages appended
-since the last add and writes the new events, whatever the session's length.
+since the last add and writes the new events, whatever the session's length. What a
+rewind undid is not added (`live_events`), as ADK's in-memory service from 2.14.
 
 **Search** goes through the store's search (`view.search`, BM25 over the tenant's index)
 restricted to the user's memory task: the query is taken as plain words (its terms, as
 the index folds them, at most 32), never as the query language's operators, so a model's
 ``-x``, ``role:user`` or quotes are words like any other. The ten best memories come
 back, ties in the order they were added (as ADK's in-memory service orders them), each a
-`MemoryEntry` of the event's content, author and time (ISO 8601, as ADK's services format
-it), its id the event's id. `delete_memory` redacts a memory's messages: gone from the
-store and the index, its id still taken, so it is not added again.
+`MemoryEntry` of the event's content without its thought parts (`visible`), author and
+time (ISO 8601, as ADK's services format it), its id the event's id. `delete_memory`
+redacts a memory's messages: gone from the store and the index, its id still taken, so
+it is not added again.
 """
 
 from __future__ import annotations
