@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import google.adk.sessions
 import hypothesis
 import pytest
 from google.adk.agents.llm_agent import LlmAgent
@@ -600,6 +601,37 @@ async def test_two_stores_racing_on_one_session_lose_nothing(
         assert [w for w in words if w[0] == name] == [f"{name}{i}" for i in range(25)]
         assert all(got.state[f"{name}{i}"] == i for i in range(25))
     assert sum(stale) > 0  # they really raced
+
+
+@pytest.mark.filterwarnings("ignore:.*BUFFERED_SESSION_SERVICE:UserWarning")
+async def test_adks_buffered_service_writes_through_it_as_through_adks_own(store: Store) -> None:
+    """google-adk 2.15's `BufferedSessionService` (it queues appends and sends them in the
+    background, through `append_event`, as mindstore does not override `append_events`):
+    two sessions' interleaved events with session, `app:`, `user:` and `temp:` deltas, then
+    a flush, read back from the wrapped service the same as from ADK's in-memory one."""
+    buffered = getattr(google.adk.sessions, "BufferedSessionService", None)
+    if buffered is None:
+        pytest.skip("this google-adk has no BufferedSessionService (2.15 added it)")
+    events = [said(f"turn {n}", {"n": n, "temp:t": n, "app:a": n, "user:u": -n})
+              for n in range(6)]  # fmt: skip
+    read: list[Any] = []
+    for delegate in (MindstoreSessionService(store.scoped("acme")), InMemorySessionService()):
+        async with buffered(delegate) as service:
+            sessions = [
+                await service.create_session(
+                    app_name=APP, user_id="u", session_id=name, state={"n": -1, "user:v": name}
+                )
+                for name in ("s1", "s2")
+            ]
+            for n, event in enumerate(events):
+                await service.append_event(sessions[n % 2], event.model_copy(deep=True))
+            for session in sessions:
+                await service.flush_session(app_name=APP, user_id="u", session_id=session.id)
+            got = [await delegate.get_session(app_name=APP, user_id="u", session_id=name)
+                   for name in ("s1", "s2")]  # fmt: skip
+            read.append([(s.state, s.events) for s in got if s is not None])
+    assert read[0] == read[1] and len(read[0]) == 2
+    assert [len(events) for _, events in read[0]] == [3, 3]
 
 
 # -- the event and its shared state: one commit point -------------------------------------
