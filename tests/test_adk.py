@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import google.adk.sessions
 import hypothesis
 import pytest
 from google.adk.agents.llm_agent import LlmAgent
@@ -25,10 +26,12 @@ from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.sessions.session import Session
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 import mindstore
 import mindstore.errors
@@ -314,12 +317,41 @@ def test_get_session_returns_the_events_appended_exactly(events: list[Event]) ->
 # -- state no stored state can hold -------------------------------------------------------
 
 NOT_UTF8 = b"\xff\xfe not text"
+
+
+class Blob(BaseModel):
+    """A model with a `bytes` field, as a tool might put in state."""
+
+    raw: bytes
+
+
+def adk_state_json(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON the installed ADK makes of a session state (its own serializer, the one
+    its database services follow), None when it refuses the state: bytes that are not
+    UTF-8 text are refused up to 2.13 and base64 text from 2.14."""
+    try:
+        dumped = Session(id="s", app_name=APP, user_id="u", state=state).model_dump(mode="json")
+    except ValueError:
+        return None
+    return dict(dumped["state"])
+
+
+ADK_REFUSES_BINARY = adk_state_json({"k": NOT_UTF8}) is None
+binary_refused = pytest.mark.skipif(
+    not ADK_REFUSES_BINARY,
+    reason="this google-adk stores bytes that are not UTF-8 text (as base64 text): "
+    "test_bytes_in_state_are_stored_as_adks_sqlite_service_stores_them holds that",
+)
 REFUSED = [  # a state (or delta) part, and where the error names the value
-    pytest.param({"k": NOT_UTF8}, "['k']", id="session"),
-    pytest.param({"app:k": NOT_UTF8}, "['app:k']", id="app"),
-    pytest.param({"user:k": bytearray(NOT_UTF8)}, "['user:k']", id="user"),
-    pytest.param({"k": {"deep": [1, NOT_UTF8]}}, "['k']['deep'][1]", id="nested"),
-    pytest.param({"user:k": {NOT_UTF8: 1}}, "['user:k'] (the key", id="nested-key"),
+    pytest.param({"k": NOT_UTF8}, "['k']", id="session", marks=binary_refused),
+    pytest.param({"app:k": NOT_UTF8}, "['app:k']", id="app", marks=binary_refused),
+    pytest.param({"user:k": bytearray(NOT_UTF8)}, "['user:k']", id="user", marks=binary_refused),
+    pytest.param(
+        {"k": {"deep": [1, NOT_UTF8]}}, "['k']['deep'][1]", id="nested", marks=binary_refused
+    ),
+    pytest.param(
+        {"user:k": {NOT_UTF8: 1}}, "['user:k'] (the key", id="nested-key", marks=binary_refused
+    ),
     pytest.param({"app:k": ["\ud800"]}, "['app:k'][0]", id="lone-surrogate"),
     pytest.param({"k": 2**64}, "['k']", id="beyond-8-bytes"),
 ]
@@ -369,14 +401,18 @@ async def test_state_no_store_can_hold_is_refused_naming_its_key_before_any_chan
 async def test_bytes_in_state_are_stored_as_adks_sqlite_service_stores_them(
     store: Store, tmp_path: Any
 ) -> None:
-    """Side by side with ADK's `SqliteSessionService`: UTF-8 bytes are stored as their
-    text, `temp:` keys take any value (never stored), and what it refuses (bytes that
-    are not UTF-8 text) is refused here too, as a `ValueError`."""
+    """Side by side with the installed ADK's `SqliteSessionService`: UTF-8 bytes are
+    stored as their text, `temp:` keys take any value (never stored), and bytes that are
+    not UTF-8 text (at any depth, as keys, in a model) are refused as a `ValueError` where
+    it refuses them (google-adk 2.13 and older) and stored as its base64 text where it
+    stores them (2.14 and later): the state read back, the stored event's delta and the
+    appended event alike."""
     sqlite = pytest.importorskip("google.adk.sessions.sqlite_session_service")
     theirs = sqlite.SqliteSessionService(str(tmp_path / "adk.db"))
     ours = MindstoreSessionService(store.scoped("acme"))
     cases = [{"k": b"text"}, {"user:k": {"deep": [b"\xc3\xa9"]}}, {"temp:t": NOT_UTF8, "n": 1},
-             {"k": NOT_UTF8}, {"app:k": [NOT_UTF8]}]  # fmt: skip
+             {"k": NOT_UTF8}, {"app:k": [NOT_UTF8]}, {"user:k": {NOT_UTF8: (b"a", NOT_UTF8)}},
+             {"k": Blob(raw=NOT_UTF8), "n": b"ok"}]  # fmt: skip
 
     async def outcome(service: BaseSessionService, case: dict[str, Any], user: str) -> Any:
         try:
@@ -394,7 +430,8 @@ async def test_bytes_in_state_are_stored_as_adks_sqlite_service_stores_them(
         assert got is not None and created is not None
         stored = await service.get_session(app_name=APP, user_id=user, session_id=created.id)
         assert stored is not None
-        return stored.state, got.state, event.actions.state_delta
+        stored_delta = got.events[-1].actions.state_delta
+        return stored.state, got.state, stored_delta, event.actions.state_delta
 
     for n, case in enumerate(cases):
         assert await outcome(ours, case, f"u{n}") == await outcome(theirs, case, f"u{n}"), case
@@ -409,28 +446,16 @@ WITH_BYTES = st.recursive(
 )  # fmt: skip
 
 
-def as_stored(value: Any) -> Any:
-    """The JSON a state value is stored as: bytes as their UTF-8 text (UnicodeDecodeError
-    when they are not text)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, dict):
-        return {key: as_stored(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [as_stored(item) for item in value]
-    return value
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=st.dictionaries(STATE_KEYS, WITH_BYTES, min_size=1, max_size=4))
-def test_any_state_with_bytes_is_stored_as_text_or_refused_unchanged(
+def test_any_state_with_bytes_is_stored_as_adk_serializes_it_or_refused_unchanged(
     state: dict[str, Any],
 ) -> None:
+    """The oracle is the installed ADK's own serializer of a session's state
+    (`adk_state_json`): what it makes of the state is what reads back, what it refuses is
+    refused with nothing stored."""
     kept = {key: value for key, value in state.items() if not key.startswith("temp:")}
-    try:
-        expected: dict[str, Any] | None = as_stored(kept)
-    except UnicodeDecodeError:
-        expected = None
+    expected = adk_state_json(kept)
     hypothesis.event("refused" if expected is None else "stored")
 
     async def scenario() -> None:
@@ -576,6 +601,37 @@ async def test_two_stores_racing_on_one_session_lose_nothing(
         assert [w for w in words if w[0] == name] == [f"{name}{i}" for i in range(25)]
         assert all(got.state[f"{name}{i}"] == i for i in range(25))
     assert sum(stale) > 0  # they really raced
+
+
+@pytest.mark.filterwarnings("ignore:.*BUFFERED_SESSION_SERVICE:UserWarning")
+async def test_adks_buffered_service_writes_through_it_as_through_adks_own(store: Store) -> None:
+    """google-adk 2.15's `BufferedSessionService` (it queues appends and sends them in the
+    background, through `append_event`, as mindstore does not override `append_events`):
+    two sessions' interleaved events with session, `app:`, `user:` and `temp:` deltas, then
+    a flush, read back from the wrapped service the same as from ADK's in-memory one."""
+    buffered = getattr(google.adk.sessions, "BufferedSessionService", None)
+    if buffered is None:
+        pytest.skip("this google-adk has no BufferedSessionService (2.15 added it)")
+    events = [said(f"turn {n}", {"n": n, "temp:t": n, "app:a": n, "user:u": -n})
+              for n in range(6)]  # fmt: skip
+    read: list[Any] = []
+    for delegate in (MindstoreSessionService(store.scoped("acme")), InMemorySessionService()):
+        async with buffered(delegate) as service:
+            sessions = [
+                await service.create_session(
+                    app_name=APP, user_id="u", session_id=name, state={"n": -1, "user:v": name}
+                )
+                for name in ("s1", "s2")
+            ]
+            for n, event in enumerate(events):
+                await service.append_event(sessions[n % 2], event.model_copy(deep=True))
+            for session in sessions:
+                await service.flush_session(app_name=APP, user_id="u", session_id=session.id)
+            got = [await delegate.get_session(app_name=APP, user_id="u", session_id=name)
+                   for name in ("s1", "s2")]  # fmt: skip
+            read.append([(s.state, s.events) for s in got if s is not None])
+    assert read[0] == read[1] and len(read[0]) == 2
+    assert [len(events) for _, events in read[0]] == [3, 3]
 
 
 # -- the event and its shared state: one commit point -------------------------------------

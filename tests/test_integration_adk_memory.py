@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.adk import version as adk_version
 from google.adk.agents.llm_agent import LlmAgent
+from google.adk.events._rewind_events import _apply_rewinds
 from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
 from google.adk.memory.base_memory_service import BaseMemoryService
 from google.adk.memory.in_memory_memory_service import InMemoryMemoryService
 from google.adk.models.base_llm import BaseLlm
@@ -38,7 +41,7 @@ from mindstore.crypto import Keyring, LocalMasterKey
 from mindstore.errors import KeyShredded, NotFound, ValidationError, WrongType
 from mindstore.integrations.adk import MindstoreMemoryService, MindstoreSessionService
 from mindstore.integrations.adk_events import event_of, owner_of
-from mindstore.integrations.adk_memory import memory_task_id
+from mindstore.integrations.adk_memory import live_events, memory_task_id
 from mindstore.store import Store
 
 APP = "trips"
@@ -454,6 +457,83 @@ async def test_memory_holds_and_finds_what_adks_in_memory_service_does(
             assert sorted((m.id, m.content.parts[0].text) for m in got.memories) == sorted(
                 (m.id, m.content.parts[0].text) for m in want.memories
             ), word
+
+
+ADK_VERSION = tuple(int(n) for n in adk_version.__version__.split(".")[:2])
+
+
+def part(text: str, thought: bool | None = None) -> types.Part:
+    return types.Part(text=text, thought=thought)
+
+
+def turn(event_id: str, invocation: str, *parts: types.Part, rewind: str | None = None) -> Event:
+    return Event(
+        id=event_id,
+        invocation_id=invocation,
+        author="model",
+        timestamp=float(len(event_id)),
+        content=types.Content(role="model", parts=list(parts)) if parts else None,
+        actions=EventActions(rewind_before_invocation_id=rewind),
+    )
+
+
+async def test_thoughts_and_rewound_turns_are_not_memories_as_on_adks_service(
+    store: Store,
+) -> None:
+    """A thought part neither matches nor comes back with its memory, what a rewind undid
+    (the rewound invocation, the events after it, the rewind itself) is not remembered,
+    and a query's Latin word inside Japanese finds an English memory: side by side with
+    the installed ADK's in-memory service from 2.14 (older ones still remember the first
+    two and miss the third, as 2.14 does), and as stored."""
+    session = session_of([
+        turn("a", "i1", part("planning lisbon trip", True), part("tea in porto")),
+        turn("b", "i1", part("only thinking of rivers", True)),
+        turn("c", "i2", part("cats are blue")),
+        turn("d", "i3", part("cats like tea")),
+        turn("e", "i4", rewind="i2"),
+        turn("f", "i5", part("dogs drink tea")),
+        turn("g", "i6", part("I like Python a lot")),
+    ])  # fmt: skip
+    ours, theirs = MindstoreMemoryService(store.scoped("acme")), InMemoryMemoryService()
+    found: dict[bool, list[list[tuple[str, list[tuple[str | None, bool | None]]]]]] = {}
+    for service in (ours, theirs):
+        await service.add_session_to_memory(session)
+        found[service is ours] = [
+            sorted(
+                (m.id or "", [(p.text, p.thought) for p in m.content.parts or []])
+                for m in (
+                    await service.search_memory(app_name=APP, user_id="ann", query=q)
+                ).memories
+            )
+            for q in ("lisbon", "rivers", "tea", "cats", "dogs", "Pythonについて教えて")
+        ]
+    # ADK hides thoughts and rewound turns from 2.14, splits mixed-script queries from 2.15
+    compared = 6 if ADK_VERSION >= (2, 15) else 5 if ADK_VERSION >= (2, 14) else 0
+    assert found[True][:compared] == found[False][:compared]
+    assert found[True][2] == [("a", [("tea in porto", None)]), ("f", [("dogs drink tea", None)])]
+    assert found[True][-1] == [("g", [("I like Python a lot", None)])]  # a mixed-script query
+    assert await stored_events(store) == [
+        ("a", "planning lisbon trip"),
+        ("b", "only thinking of rivers"),
+        ("f", "dogs drink tea"),
+        ("g", "I like Python a lot"),
+    ]
+
+
+INVOCATIONS = st.sampled_from(["i1", "i2", "i3", "i4"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    plan=st.lists(st.tuples(INVOCATIONS, st.none() | INVOCATIONS), max_size=10),
+)
+def test_live_events_are_the_events_adk_keeps_after_rewinds(
+    plan: list[tuple[str, str | None]],
+) -> None:
+    """The oracle is ADK's own rewind walk (the one its prompts and, from 2.14, its
+    in-memory memory service use), on any history of invocations and rewinds."""
+    events = [turn(f"e{n}", inv, rewind=target) for n, (inv, target) in enumerate(plan)]
+    assert [e.id for e in live_events(events)] == [e.id for e in _apply_rewinds(events)]
 
 
 async def test_a_deleted_memory_is_gone_and_stays_gone_as_on_adks_service(store: Store) -> None:

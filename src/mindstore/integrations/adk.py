@@ -43,6 +43,7 @@ two leaves nothing half done to a reader; no multi-document transaction is neede
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 import uuid
@@ -61,6 +62,7 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
@@ -107,13 +109,53 @@ class TenantView(Protocol):
     def tasks(self) -> TaskService: ...
 
 
+def _adk_stores_binary() -> bool:
+    """Whether the installed ADK stores `bytes` that are not UTF-8 text in session state
+    (as base64 text, from 2.14) rather than refusing them (2.13 and older); asked of ADK's
+    own serializer of a session, so mindstore follows whichever release is installed."""
+    probe = Session(id="probe", app_name="probe", user_id="probe", state={"k": b"\xff"})
+    try:
+        probe.model_dump(mode="json")
+    except ValueError:
+        return False
+    return True
+
+
+BINARY_AS_BASE64 = _adk_stores_binary()
+"""True on google-adk 2.14 and later: state `bytes` that are not UTF-8 text are stored as
+their base64 text (and read back as that text), as ADK's database services store them."""
+
+
+def _bytes_as_text(value: Any) -> Any:
+    """`value` with every `bytes` in it, at any depth, keys and models' fields included,
+    as ADK (2.14 and later) stores it: its UTF-8 text, else its base64 (standard alphabet,
+    padded). Tuples stay tuples, sets become lists; anything else is left as it is."""
+    if isinstance(value, (bytes, bytearray)):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(raw).decode("ascii")
+    if isinstance(value, BaseModel):
+        return _bytes_as_text(value.model_dump(mode="python"))
+    if isinstance(value, dict):
+        return {_bytes_as_text(key): _bytes_as_text(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_bytes_as_text(item) for item in value)
+    if isinstance(value, (list, set)):
+        return [_bytes_as_text(item) for item in value]
+    return value
+
+
 def _check_storable(value: Any, where: str) -> None:
     """Refuse, naming `where` (``state_delta['k'][0]``), what no stored state can hold, at
-    any depth, keys included: `bytes` that are not UTF-8 text (UTF-8 bytes are stored as
-    their text, as ADK's database services store them; those raise a bare
-    `UnicodeDecodeError` on the others), text with a lone surrogate, an integer beyond
-    MongoDB's 8 bytes."""
+    any depth, keys included: text with a lone surrogate, an integer beyond MongoDB's 8
+    bytes, and, on an ADK that refuses them (2.13 and older: a bare `UnicodeDecodeError`
+    from its database services), `bytes` that are not UTF-8 text (UTF-8 bytes are stored
+    as their text, as ADK's database services store them)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
+        if BINARY_AS_BASE64 and not isinstance(value, memoryview):
+            return
         try:
             bytes(value).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -142,12 +184,20 @@ def _check_storable(value: Any, where: str) -> None:
 
 def _json_safe(value: Any, where: str) -> JSON:
     """A state value as JSON; what JSON cannot say is stored as its string (ADK's database
-    service does the same), so a callable in a delta does not lose the event. What no
-    stored state can hold is a `ValidationError` naming `where` (`_check_storable`)."""
+    service does the same), so a callable in a delta does not lose the event. Bytes that
+    are not UTF-8 text, on an ADK that stores them, are stored as it stores them: the
+    value is serialized again with every `bytes` as text (`_bytes_as_text`), as ADK's
+    services do when the first attempt fails. What no stored state can hold is a
+    `ValidationError` naming `where` (`_check_storable`)."""
     _check_storable(value, where)
     try:
-        safe: JSON = to_jsonable_python(value, fallback=str)
-    except ValueError as exc:  # bytes inside an object (a model, a dataclass)
+        try:
+            safe: JSON = to_jsonable_python(value, fallback=str)
+        except ValueError:
+            if not BINARY_AS_BASE64:
+                raise
+            safe = to_jsonable_python(_bytes_as_text(value), fallback=str)
+    except ValueError as exc:  # bytes inside an object (a dataclass; a model before 2.14)
         raise ValidationError(f"{where}: cannot be stored in session state: {exc}") from None
     _check_storable(safe, where)  # what an object turned into
     return safe
@@ -294,9 +344,11 @@ class MindstoreSessionService(BaseSessionService):
 
         Raises:
             ValidationError: An id that is not 1-512 characters without control characters;
-                a state value no stored state can hold (`bytes` that are not UTF-8 text,
-                text with a lone surrogate, an integer beyond 8 bytes, at any depth), named
-                by its key. Nothing is stored.
+                a state value no stored state can hold (text with a lone surrogate, an
+                integer beyond 8 bytes, at any depth; on google-adk 2.13 and older,
+                `bytes` that are not UTF-8 text, which 2.14 and later store as base64
+                text, as ADK's database services do), named by its key. Nothing is
+                stored.
             WrongType: A state key that is not a string.
             google.adk.errors.already_exists_error.AlreadyExistsError: This app and user
                 already have a session of that id.

@@ -28,16 +28,18 @@ events the task already holds, and appends the others in one guarded update
 that guard: the one that loses reads again and appends what is still missing. What the
 task holds is read once per process and memory task, then only its new end
 (`_StoredIds`): re-adding a growing session after each turn reads the messages appended
-since the last add and writes the new events, whatever the session's length.
+since the last add and writes the new events, whatever the session's length. What a
+rewind undid is not added (`live_events`), as ADK's in-memory service from 2.14.
 
 **Search** goes through the store's search (`view.search`, BM25 over the tenant's index)
 restricted to the user's memory task: the query is taken as plain words (its terms, as
 the index folds them, at most 32), never as the query language's operators, so a model's
 ``-x``, ``role:user`` or quotes are words like any other. The ten best memories come
 back, ties in the order they were added (as ADK's in-memory service orders them), each a
-`MemoryEntry` of the event's content, author and time (ISO 8601, as ADK's services format
-it), its id the event's id. `delete_memory` redacts a memory's messages: gone from the
-store and the index, its id still taken, so it is not added again.
+`MemoryEntry` of the event's content without its thought parts (`visible`), author and
+time (ISO 8601, as ADK's services format it), its id the event's id. `delete_memory`
+redacts a memory's messages: gone from the store and the index, its id still taken, so
+it is not added again.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from google.adk.events.event import Event
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.sessions.session import Session
+from google.genai import types
 
 from mindstore.errors import Conflict, NotFound, ValidationError, WrongType
 from mindstore.integrations._derived_ids import derived_id, digest
@@ -134,6 +137,40 @@ def memory_message_id(task_id: str, session_id: str | None, event: Event) -> str
 def memorable(event: Event) -> bool:
     """An event memory keeps: one with content parts (ADK's services skip the others)."""
     return bool(event.content and event.content.parts)
+
+
+def live_events(events: Sequence[Event]) -> list[Event]:
+    """`events` without what a rewind undid: an event whose `rewind_before_invocation_id`
+    names invocation X drops itself and every event back to X's first one, walking back
+    from the end (so a rewind that was itself rewound undoes nothing). These are the
+    events ADK still shows its agents, and those its in-memory memory service keeps from
+    google-adk 2.14 on: rewound content does not come back through memory."""
+    if not any(e.actions and e.actions.rewind_before_invocation_id for e in events):
+        return list(events)
+    first: dict[str, int] = {}
+    for index, event in enumerate(events):
+        if event.invocation_id:
+            first.setdefault(event.invocation_id, index)
+    kept: list[Event] = []
+    index = len(events) - 1
+    while index >= 0:
+        event = events[index]
+        target = event.actions.rewind_before_invocation_id if event.actions else None
+        if target:
+            start = first.get(target)
+            if start is not None and start < index:
+                index = start
+        else:
+            kept.append(event)
+        index -= 1
+    return kept[::-1]
+
+
+def visible(content: types.Content) -> types.Content:
+    """`content` without its thought parts: a memory is what was said, not the model's
+    reasoning (ADK's services neither match nor return thoughts from google-adk 2.14)."""
+    parts = [part for part in content.parts or [] if not part.thought]
+    return content.model_copy(update={"parts": parts})
 
 
 def query_terms(query: Any) -> list[str]:
@@ -225,7 +262,8 @@ class MindstoreMemoryService(BaseMemoryService):
     # -- add -------------------------------------------------------------------------------
 
     async def add_session_to_memory(self, session: Session) -> None:
-        """Add the session's events to memory; those already added are not added again.
+        """Add the session's events to memory; those already added are not added again,
+        nor those a rewind undid (`live_events`).
 
         Args:
             session: The ADK session (its app, user, id and events).
@@ -242,7 +280,7 @@ class MindstoreMemoryService(BaseMemoryService):
         await self.add_events_to_memory(
             app_name=session.app_name,
             user_id=session.user_id,
-            events=session.events,
+            events=live_events(session.events),
             session_id=session.id,
         )
 
@@ -422,7 +460,7 @@ class MindstoreMemoryService(BaseMemoryService):
             return None
         return MemoryEntry(
             id=event.id,
-            content=event.content,
+            content=visible(event.content),
             author=event.author,
             timestamp=timestamp_text(event.timestamp),
         )
