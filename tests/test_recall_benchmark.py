@@ -150,7 +150,10 @@ def test_hybrid_is_as_good_as_the_better_of_its_two_rankings(measured: dict[str,
     hybrid = _method(measured, "mindstore hybrid")["recall_at_10"]
     lexical = _method(measured, "mindstore lexical any")["recall_at_10"]
     semantic = _method(measured, "mindstore semantic")["recall_at_10"]
-    assert hybrid >= max(lexical, semantic) - TOLERANCE
+    # no tolerance: both rankings are mindstore's own. On this slice hybrid gives 0.756
+    # against 0.656 and 0.622 (0.700 with the k = 60 of before, which fell below the
+    # lexical ranking only over the whole benchmark: docs/search.md, "Hybrid")
+    assert hybrid >= max(lexical, semantic)
 
 
 def test_semantic_recalls_what_the_model_does_searched_exhaustively(

@@ -31,6 +31,7 @@ def test_fused_scores_are_the_formulas(rankings: list[list[int]], k: int) -> Non
 def test_agreement_beats_a_single_first_place() -> None:
     fused = dict(fuse([["a", "b"], ["c", "b"]]))
     assert fused["b"] > fused["a"] and fused["b"] > fused["c"]
-    assert fuse([["x", "y"], []]) == [("x", 1 / 61), ("y", 1 / 62)]
+    assert fuse([["x", "y"], []]) == [("x", 1 / 3), ("y", 1 / 4)]  # k = 2 by default
+    assert fuse([["x", "y"], []], k=60) == [("x", 1 / 61), ("y", 1 / 62)]
     with pytest.raises(ValueError, match="k"):
         fuse([["a"]], k=0)

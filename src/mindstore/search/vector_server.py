@@ -114,7 +114,8 @@ def vector_search_pipeline(
 def rank_fusion_stage(pipelines: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """A `$rankFusion` stage over named input pipelines (reciprocal rank fusion, k = 60,
     on the server). Not used by mindstore's hybrid search: its lexical ranking is its own
-    index's, not a pipeline on ``search_vectors`` that the stage could take (docs/search.md)."""
+    index's, not a pipeline on ``search_vectors`` that the stage could take, and its
+    fusion takes k = 2 (`fusion.RRF_K`), which the stage cannot (docs/search.md)."""
     return {"$rankFusion": {"input": {"pipelines": pipelines}}}
 
 
