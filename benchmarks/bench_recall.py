@@ -153,6 +153,30 @@ async def measure(
     }
 
 
+def acceptance(measured: dict[str, Any]) -> dict[str, Any]:
+    """Issue 47's two rules on this run's recall@10, without tolerance: hybrid at least the
+    better of lexical-any and semantic; lexical-any at least the independent BM25 (bm25s,
+    no stemming, as mindstore's default). A rule whose methods did not run is None."""
+    methods = measured["methods"]
+
+    def at10(name: str) -> float | None:
+        row = methods.get(name, {})
+        return None if "skipped" in row or not row else float(row["recall_at_10"])
+
+    def rule(better: float | None, *others: float | None) -> bool | None:
+        known = [o for o in others if o is not None]
+        if better is None or len(known) < len(others):
+            return None
+        return better >= max(known)
+
+    return {
+        "hybrid >= max(lexical any, semantic)": rule(
+            at10("mindstore hybrid"), at10("mindstore lexical any"), at10("mindstore semantic")
+        ),
+        "lexical any >= bm25s": rule(at10("mindstore lexical any"), at10("bm25s")),
+    }
+
+
 def table(measured: dict[str, Any]) -> str:
     lines = [
         "| method | recall@5 | recall@10 | no hit | errors | s/question (mean, p95) "
@@ -189,7 +213,8 @@ async def run(
     measured["model_load_seconds"] = round(loaded, 3)
     measured["issue_47_figures"] = ISSUE_FIGURES
     measured["table"] = table(measured).splitlines()
-    print(table(measured), file=sys.stderr, flush=True)
+    measured["acceptance"] = acceptance(measured)
+    print(table(measured), measured["acceptance"], sep="\n", file=sys.stderr, flush=True)
     own = next(c for c in locomo.load(samples=[questions_module.SAMPLE]))
     typed = await measure([replace(own, questions=questions_module.natural_questions())], model)
     measured["natural_questions"] = {

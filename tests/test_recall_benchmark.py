@@ -164,3 +164,20 @@ def test_semantic_recalls_what_the_model_does_searched_exhaustively(
     semantic = _method(measured, "mindstore semantic")["recall_at_10"]
     exhaustive = _method(measured, "minilm exhaustive")["recall_at_10"]
     assert semantic >= exhaustive - TOLERANCE
+
+
+def test_the_bench_judges_the_rules_without_tolerance() -> None:
+    def row(value: float) -> dict[str, float]:
+        return {"recall_at_10": value}
+
+    methods = {"mindstore hybrid": row(0.55), "mindstore lexical any": row(0.56),
+               "mindstore semantic": row(0.45), "bm25s": row(0.56)}  # fmt: skip
+    assert bench_recall.acceptance({"methods": methods}) == {
+        "hybrid >= max(lexical any, semantic)": False,  # 0.01 short is short
+        "lexical any >= bm25s": True,  # a tie meets it
+    }
+    methods["mindstore semantic"] = {"skipped": "no embedder"}
+    assert (
+        bench_recall.acceptance({"methods": methods})["hybrid >= max(lexical any, semantic)"]
+        is None
+    )
