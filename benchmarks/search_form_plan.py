@@ -27,6 +27,7 @@ import random
 import string
 import sys
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ import bson
 
 from mindstore.search import postings
 from mindstore.search.codec import _plain_codec, entry_for
+from mindstore.search.entries import pack_chunks
 from mindstore.search.text import searchable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -73,15 +75,16 @@ def measure(messages: int, step: float) -> dict[str, Any]:
         task_id = f"{t:021d}"
         grouped: dict[str, list[postings.Packed]] = {}
         rows, table, last = [], bytearray(), 0
+        made = []
         for index, message in enumerate(talk.messages):
             message.started_ts = 1_765_000_000 + t * 1000 + index * step
             text += len(searchable(message).text.encode())
-            entry = entry_for(message, index, "acme", task_id, talk.owner, codec)
+            entry = entry_for(message, index, "acme", task_id, codec)
             if entry is None:
                 continue
-            now["entries"] += len(bson.encode(entry.document))
             drawn = "".join(ids.choice(ID_ALPHABET) for _ in range(21))
-            rows.append(f"{index}\x1f{drawn}\x1f{entry.document['x']}")
+            made.append(replace(entry, message_id=drawn))
+            rows.append(f"{index}\x1f{drawn}\x1f{entry.text}")
             first = next(iter(entry.postings.values()))
             code = postings.ROLE_CODES.get(first.role, 15)
             postings._varint(table, first.length << 4 | code)
@@ -89,6 +92,9 @@ def measure(messages: int, step: float) -> dict[str, Any]:
             last = first.time
             for term, posting in entry.postings.items():
                 grouped.setdefault(term, []).append(posting)
+        now["entries"] += sum(
+            len(bson.encode(c)) for c in pack_chunks(made, "acme", task_id, talk.owner, codec.seal)
+        )
         packed = zlib.compress("\n".join(rows).encode(), 6)
         chunk = {"_id": f"acme\x1f{task_id}/0", "tenant": "acme", "task": task_id,
                  "z": bson.Binary(packed)}  # fmt: skip

@@ -32,6 +32,7 @@ from mindstore.ids import check_key, check_name, task_key
 from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
+from .entries import StoredText
 from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
 from .modes import Recall, choose_recall
 from .query import MAX_TERMS, ROLES, ParsedQuery, parse_query
@@ -465,7 +466,7 @@ async def _page(
     after = ranked if position is None else [c for c in ranked if c.key() > position.key]
     hits: list[SearchHit] = []
     chosen = after[:limit]
-    texts = await index.texts([c.id for c in chosen])
+    texts = await index.texts([c.id for c in chosen], codec)
     for candidate in chosen:
         stored = texts.get(candidate.id)
         if stored is not None:  # else redacted or deleted while this search ran
@@ -473,20 +474,12 @@ async def _page(
     return hits, (chosen[-1] if chosen else None), len(after) > limit, len(ranked)
 
 
-def _text(stored: dict[str, Any] | None, codec: Codec) -> str:
-    if stored is None:
-        return ""
-    return codec.open(stored.get("x"), str(stored.get("task")), str(stored.get("m")))
-
-
-def _hit(
-    candidate: _Candidate, stored: dict[str, Any] | None, codec: Codec, words: set[str]
-) -> SearchHit:
+def _hit(candidate: _Candidate, stored: StoredText, codec: Codec, words: set[str]) -> SearchHit:
     posting = candidate.posting
-    text = _text(stored, codec)
+    text = stored.text
     return SearchHit(
         task_id=posting.task,
-        message_id=str((stored or {}).get("m") or ""),
+        message_id=stored.message_id,
         index=posting.index,
         role=posting.role,
         owner=posting.owner,

@@ -33,6 +33,7 @@ from mindstore.ids import task_key
 from mindstore.validation import check_int
 
 from .embedder import Embedder, embed_all, model_key
+from .entries import StoredText
 from .fusion import fuse
 from .index import Codec, SearchStore, forget_tenant
 from .modes import NEEDS_EMBEDDER, check_match
@@ -357,7 +358,7 @@ async def ranked_by_meaning(
             score, ts, entry = position.key
             after = [n for n in order if keys[n] > (-score, -ts, entry)]
         chosen = after[:limit]
-        texts = await index.texts([stored.ids[n] for n in chosen])
+        texts = await index.texts([stored.ids[n] for n in chosen], codec)
         hits = [
             _vector_hit(stored, n, rounded[n], texts.get(stored.ids[n]), codec, words)
             for n in chosen
@@ -381,7 +382,7 @@ async def ranked_by_meaning(
     remaining = [(entry, value) for entry, value in fused if _id_hash(entry) not in returned]
     chosen_ids = remaining[:limit]
     at_row = {entry: n for n, entry in enumerate(stored.ids)}
-    texts = await index.texts([e for e, _ in chosen_ids if e not in by_lexical])
+    texts = await index.texts([e for e, _ in chosen_ids if e not in by_lexical], codec)
     hits = []
     for entry, value in chosen_ids:
         score = round(value, 6)
@@ -403,14 +404,13 @@ def _rescored(hit: SearchHit, score: float) -> SearchHit:
 
 
 def _vector_hit(
-    stored: Stored, n: int, score: float, entry: dict[str, Any] | None, codec: Codec,
+    stored: Stored, n: int, score: float, entry: StoredText | None, codec: Codec,
     words: set[str],
 ) -> SearchHit:  # fmt: skip
-    entry = entry or {}
-    text = codec.open(entry.get("x"), str(entry.get("task")), str(entry.get("m"))) if entry else ""
+    text = entry.text if entry is not None else ""
     return SearchHit(
         task_id=stored.tasks[n],
-        message_id=str(entry.get("m") or ""),
+        message_id=entry.message_id if entry is not None else "",
         index=int(stored.ids[n].rpartition("/")[2]),
         role=stored.roles[n],
         owner=stored.owners[n],
