@@ -87,7 +87,9 @@ def test_a_chunk_is_closed_at_its_span_and_at_its_bytes() -> None:
     def entry(index: int, size: int) -> Entry:
         return Entry(f"acme/t/{index}", index, f"m{index}", 1, "x" * size, {})
 
-    small = pack_chunks([entry(i, 10) for i in range(70)], "acme", "t", None, _plain)
+    small = pack_chunks(
+        [entry(i, 10) for i in range(2 * CHUNK_SPAN + 6)], "acme", "t", None, _plain
+    )
     assert [chunk_indexes(c)[0] for c in small] == [0, CHUNK_SPAN, 2 * CHUNK_SPAN]
     large = pack_chunks([entry(i, CHUNK_TEXT // 3) for i in range(7)], "acme", "t", None, _plain)
     assert [len(chunk_indexes(c)) for c in large] == [3, 3, 1]

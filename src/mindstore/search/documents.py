@@ -16,11 +16,12 @@ that lookup returns it too. ``search_entries``: one document per task and chunk 
 consecutive messages a catch-up indexed (`_id` = ``<task key>/<first index, 10 digits>``,
 `search.entries`): the last index ``l``, the indexes held ``g`` (varint gaps, in clear),
 their length ``n``, the owner ``o``, and ``z``: each message's index, id and text for
-snippets, zlib-compressed (sealed whole under a keyring). ``search_tasks``: per task (`_id` = the task's key) its mark:
-the version and message count it was indexed at, its entries' count and length, and the
-claim of a search indexing it (``w`` a token, empty once released, ``wa`` its time);
-beside it (``<key>~terms``) its terms and the blocks its groups went to (docs/search.md).
-``search_vectors``: one document per message embedded (the entry's `_id`), its vector and
+snippets, zlib-compressed (sealed whole under a keyring). ``search_tasks``: per task
+(`_id` = the task's key) its mark: the version and message count it was indexed at, its
+entries' count and length, and the claim of a search indexing it (``w`` a token, empty
+once released, ``wa`` its time); beside it (``<key>~terms``) its terms and the blocks its
+groups went to (docs/search.md). ``search_vectors``: one document per message embedded
+(named ``<task key>/<index>``, as its entry is), its vector and
 what the scope filters read (`search.vectors`; docs/search.md).
 """
 

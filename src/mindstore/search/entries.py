@@ -26,7 +26,7 @@ from mindstore.ids import task_key
 
 from .postings import Packed, _number, _varint
 
-CHUNK_SPAN = 32
+CHUNK_SPAN = 64
 """The most message indexes one chunk covers (last - first + 1)."""
 
 CHUNK_TEXT = 8 << 10
