@@ -1,5 +1,5 @@
 """A projection, not a form mindstore writes: what a leaner stored form of the lexical
-index would take per message, beside today's (form 3), on the bench's corpus
+index would take per message, beside today's (form 4), on the bench's corpus
 (tests/search_corpus.py, 100 messages a task), computed without a store. It prices the
 plan docs/search.md gives for the goal of an index at most 2x the text ("Against the goal
 of 2x"), part by part, so the next form is built against figures rather than hopes:
@@ -11,7 +11,10 @@ of 2x"), part by part, so the next form is built against figures rather than hop
 - a per-task message table (length and role in one varint, then the time's difference),
   read for the tasks a query's postings name;
 - entries: a task's indexed messages packed in one document (index, id, text; zlib),
-  with 21-character random ids as the store draws them (the bench's ids are shorter);
+  with 21-character random ids as the store draws them (the bench's ids are shorter).
+  Form 4 built this part (`search.entries.pack_chunks`, which "today" is computed with,
+  with the same ids), bounded: chunks of at most 64 messages and 8 KiB of text, so it
+  takes a few bytes a message more than one document per task;
 - the task's terms (what a delete pulls) compressed in its mark.
 
     PYTHONPATH=src python -m benchmarks.search_form_plan 10000 7.25   # messages, seconds apart
