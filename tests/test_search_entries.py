@@ -184,3 +184,31 @@ async def test_a_redaction_rewrites_the_task_chunks_without_the_message(
     assert [(i, m) for i, m, _ in opened] == [(0, "m0"), (2, "m2")]
     assert not [t for _, _, t in opened if "quokkafy" in t]
     assert (await acme.search_index.verify()).ok
+
+
+async def test_a_task_whose_mark_another_caller_took_loses_its_chunks_and_vectors(
+    stores: Any,
+) -> None:
+    """`forget_task` after another caller deleted the mark: the task's chunks are found by
+    its `_id` range and their vectors by the indexes the chunks hold; the other task's
+    stay."""
+    from mindstore.collection_names import SEARCH_TASKS, SEARCH_VECTORS
+    from mindstore.search import HashingEmbedder
+    from mindstore.search.lifecycle import forget_task
+
+    store = Store(stores.store.backend, embedder=HashingEmbedder(16))
+    acme = store.scoped("acme")
+    gone, kept = [await acme.tasks.create() for _ in range(2)]
+    for task in (gone, kept):
+        texts = [f"wedding note {n}" for n in range(70)]  # two chunks each
+        await acme.tasks.add_messages(
+            task.id, [UserMessage(content=[TextPart(text=t)]) for t in texts]
+        )
+    assert (await acme.search("wedding", mode="lexical")).total == 140
+    database = store.database
+    assert await database[SEARCH_VECTORS].count_documents({"task": gone.id}) == 70
+    await database[SEARCH_TASKS].delete_one({"_id": f"acme/{gone.id}"})
+    await forget_task(database, "acme", gone.id)
+    for name, left in ((SEARCH_ENTRIES, 2), (SEARCH_VECTORS, 70)):
+        assert await database[name].count_documents({"task": gone.id}) == 0
+        assert await database[name].count_documents({"task": kept.id}) == left
