@@ -644,20 +644,23 @@ async def test_a_sealed_only_tenant_refuses_an_own_field_in_the_clear(
 async def test_a_snippet_moved_to_another_message_does_not_open(
     store_factory: Factory, tmp_path: Path, move: str
 ) -> None:
+    """A task's packed snippets (one chunk here) are sealed whole, bound to the tenant,
+    the task and the chunk's `_id`: swapped with another task's chunk, or said to be of
+    another task, they do not open."""
     sealed, _keys = await keyring_store(store_factory, "shared", tmp_path)
     acme = sealed.scoped("acme")
-    task = await acme.tasks.create()
-    await acme.tasks.add_human_message(task.id, "zebracorn in Lisbon", message_id="m1")
-    await acme.tasks.add_human_message(task.id, "zebracorn in Porto", message_id="m2")
+    tasks = [await acme.tasks.create() for _ in range(2)]
+    for task, (m, city) in zip(tasks, [("m1", "Lisbon"), ("m2", "Porto")], strict=True):
+        await acme.tasks.add_human_message(task.id, f"zebracorn in {city}", message_id=m)
     page = await acme.search("zebracorn", limit=10)
     assert sorted(hit.message_id for hit in page.hits) == ["m1", "m2"]
     entries = sealed.database["search_entries"]
-    one, two = [await entries.find_one({"tenant": "acme", "m": m}) for m in ("m1", "m2")]
-    assert is_sealed(one["x"]) and is_sealed(two["x"])
+    one, two = [await entries.find_one({"tenant": "acme", "task": t.id}) for t in tasks]
+    assert is_sealed(one["z"]) and is_sealed(two["z"])
     if move == "swapped":
-        await entries.update_one({"_id": one["_id"]}, {"$set": {"x": two["x"]}})
-        await entries.update_one({"_id": two["_id"]}, {"$set": {"x": one["x"]}})
+        await entries.update_one({"_id": one["_id"]}, {"$set": {"z": two["z"]}})
+        await entries.update_one({"_id": two["_id"]}, {"$set": {"z": one["z"]}})
     else:
-        await entries.update_one({"_id": one["_id"]}, {"$set": {"m": "m2"}})
-    with pytest.raises(CryptoError, match=r"search\.x"):
+        await entries.update_one({"_id": one["_id"]}, {"$set": {"task": tasks[1].id}})
+    with pytest.raises(CryptoError, match=r"search\.z"):
         await acme.search("zebracorn", limit=10)

@@ -238,7 +238,7 @@ async def test_rebuild_and_verify(acme: Any) -> None:
     assert await _ids(acme, "run") == []
     assert await acme.search_index.rebuild(stemming="english") == 1
     assert await _ids(acme, "run") == ["m"] and await _ids(acme, "runner") == ["m"]
-    await acme.store.database[SEARCH_ENTRIES].delete_one({"tenant": "acme", "m": "m"})
+    await acme.store.database[SEARCH_ENTRIES].delete_one({"tenant": "acme", "task": task.id})
     report = await acme.search_index.verify()
     assert not report.ok and report.missing == [f"acme/{task.id}/0"]
     await acme.search_index.rebuild(stemming=None)

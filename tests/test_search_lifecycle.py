@@ -20,6 +20,7 @@ from mindstore.backup.retention import erase_before
 from mindstore.collection_names import SEARCH_ENTRIES, SEARCH_POSTINGS, SEARCH_TASKS
 from mindstore.model.paging import PagePolicy
 from mindstore.model.parts import TaskConfigPart, TextPart
+from mindstore.search.entries import unpack_chunk
 
 SECRET = ("zanzibarq", "quokkafy")
 """Words only the erased message holds."""
@@ -31,10 +32,12 @@ async def _ids(acme: mindstore.TenantStore, query: str, **options: Any) -> list[
 
 
 async def _index_dump(store: Store) -> str:
-    """Every document of the three search collections, `_id`s included, as text."""
+    """Every document of the three search collections, `_id`s included, as text, with the
+    entries' chunks opened (their texts are compressed: a word in them shows only so)."""
     held = [await store.database[name].find({}).to_list(None)
             for name in (SEARCH_POSTINGS, SEARCH_ENTRIES, SEARCH_TASKS)]  # fmt: skip
-    return repr(held).casefold()
+    texts = [unpack_chunk(chunk, bytes(chunk["z"])) for chunk in held[1]]
+    return repr([held, texts]).casefold()
 
 
 Erasure = Callable[[Store, mindstore.TenantStore, dict[str, str]], Awaitable[Any]]
@@ -97,6 +100,8 @@ async def test_an_erase_leaves_no_trace_of_its_words(stores: Any, erasure: Erasu
     await acme.tasks.add_human_message(task.id, " ".join(SECRET) + " common", message_id="secret")
     assert await _ids(acme, " ".join(SECRET)) == ["secret"]
     assert SECRET[0] in await _index_dump(store)
+    chunks = await store.database[SEARCH_ENTRIES].find({}).to_list(None)
+    assert [m for c in chunks for _, m, t in unpack_chunk(c, bytes(c["z"])) if SECRET[1] in t]
     await erasure(store, acme, {"task": task.id})
     for moment in ("before any search", "after a search"):
         dump = await _index_dump(store)

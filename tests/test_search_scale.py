@@ -189,7 +189,7 @@ async def test_an_index_of_an_older_stored_form_is_rebuilt_not_misread(acme: Any
     store.search_states.clear()  # as a store started on the new version
     assert [hit.message_id for hit in (await acme.search("hotel")).hits] == ["m"]
     stats = await collection.find_one({"_id": "acme/"})
-    assert stats["f"] == FORMAT == 3 and stats["q"] > 0
+    assert stats["f"] == FORMAT == 4 and stats["q"] > 0
     assert await collection.find_one({"_id": "acme/hotel/3"}) is None
     assert (await acme.search_index.verify()).ok
 

@@ -182,11 +182,12 @@ DERIVED: tuple[Collection, ...] = (
     ),
     Collection(
         SEARCH_ENTRIES, Unit.TASK, owner="field `o` (its task's)",
-        key="`task` = the task id; `_id` = `<task key>/<index>` (and `<tenant>/`, the "
-        "tenant's statistics)", since="never backed up: rebuilt from the tasks",
+        key="`task` = the task id; `_id` = `<task key>/<first index>`: one chunk of a "
+        "task's indexed messages", since="never backed up: rebuilt from the tasks",
         format_version=0, owner_field="o",
-        redaction="a redacted message's entry is deleted with the redaction; deletes, "
-        "erase and retention remove their tasks' entries; a shred makes them unreadable "
+        redaction="a redaction deletes every chunk of its task (the message's text is "
+        "packed with its neighbours'; the next search packs the others anew); deletes, "
+        "erase and retention remove their tasks' chunks; a shred makes them unreadable "
         "and the next search deletes them (docs/search.md)",
     ),
     Collection(

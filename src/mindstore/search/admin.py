@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from mindstore.collection_names import TASKS
 from mindstore.ids import task_id_of
 
+from .entries import chunk_indexes, entry_id, key_of
 from .index import SearchStore, codec_for, entry_for, stats_id, unpack
 from .tokenize import stemmer_for
 
@@ -68,23 +69,26 @@ class SearchIndexAdmin:
         state = await index.state(fresh=True)
         codec = await codec_for(index.tenant, index.cipher, state)
         report = VerifyReport()
-        expected: dict[str, int] = {}
+        expected: set[str] = set()
         postings: set[tuple[str, str, int]] = set()
         tasks = index.database[TASKS].find({"tenant": index.tenant}, {"owner": 1})
         async for task in tasks:
             report.tasks += 1
             task_id = task_id_of(str(task["_id"]))
             for n, message in enumerate(await index.tasks.read_range(task_id)):
-                entry = entry_for(message, n, index.tenant, task_id, task.get("owner"), codec)
+                entry = entry_for(message, n, index.tenant, task_id, codec)
                 if entry is not None:
-                    expected[entry.document["_id"]] = entry.document["n"]
+                    expected.add(entry.id)
                     postings |= {(term, task_id, n) for term in entry.postings}
-        held: dict[str, int] = {}
-        async for entry in index.entries.find({"tenant": index.tenant}, {"n": 1}):
-            held[entry["_id"]] = int(entry.get("n") or 0)
+        held: list[str] = []
+        length = 0
+        async for chunk in index.entries.find({"tenant": index.tenant}, {"g": 1, "n": 1}):
+            key = key_of(str(chunk["_id"]))
+            held += [entry_id(key, i) for i in chunk_indexes(chunk)]
+            length += int(chunk.get("n") or 0)
         report.entries = len(held)
         report.missing = sorted(set(expected) - set(held))
-        report.extra = sorted(set(held) - set(expected))
+        report.extra = sorted(set(held) - expected)
         stored: list[tuple[str, str, int]] = []
         stats: dict[str, object] = {}
         prefix = len(index.tenant) + 1
@@ -97,7 +101,8 @@ class SearchIndexAdmin:
                 stored += [(term, p.task, p.index) for p in unpack(group)]
         report.postings_ok = len(stored) == len(set(stored)) and set(stored) == postings
         if held:
-            report.statistics_ok = int(str(stats.get("docs") or 0)) == len(held) and int(
-                str(stats.get("length") or 0)
-            ) == sum(held.values())
+            report.statistics_ok = (
+                int(str(stats.get("docs") or 0)) == len(held)
+                and int(str(stats.get("length") or 0)) == length
+            )
         return report

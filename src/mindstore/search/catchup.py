@@ -34,6 +34,7 @@ from mindstore.errors import ConfigurationError, NotFound
 from mindstore.ids import task_id_of
 
 from .codec import Codec, codec_for, entry_for
+from .entries import candidates, pack_chunks
 from .lifecycle import delete_entries, drop_emptied, forget_task, pull_postings, task_postings
 from .postings import (
     FORMAT,
@@ -94,7 +95,9 @@ class _Claim:
     version: int
     terms: tuple[str, ...]
     blocks: tuple[int, ...]
-    entries: tuple[str, ...]
+    chunks: tuple[str, ...]
+    vectors: tuple[str, ...]
+    """The `_id`s of the entries' chunks and vectors it wrote."""
 
 
 @dataclass
@@ -102,8 +105,11 @@ class _Batch:
     """The writes of one catch-up round, gathered across its tasks."""
 
     documents: list[dict[str, Any]] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
-    """Entries of tasks indexed whole again: deleted before the new ones go in."""
+    """The entries' chunks (`entries.pack_chunks`)."""
+    gone_chunks: list[str] = field(default_factory=list)
+    gone_vectors: list[str] = field(default_factory=list)
+    """Chunks and vectors of tasks indexed whole again (every `_id` they may hold, from
+    their marks' counts): deleted before the new ones go in."""
     pulls: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     pushes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     """(term, block) -> groups ``{t: task, p: <packed postings>}`` (`pack_group`)."""
@@ -358,8 +364,7 @@ class CatchUp:
             return True
         owner = row.get("owner")
         made = [
-            entry_for(m, start + n, self.tenant, task_id, owner, codec)
-            for n, m in enumerate(messages)
+            entry_for(m, start + n, self.tenant, task_id, codec) for n, m in enumerate(messages)
         ]
         entries = [e for e in made if e is not None]
         # embedded before the claim (an embedder's failure is kept, `embed_sources`)
@@ -369,7 +374,7 @@ class CatchUp:
         kept_d = int(old.get("d", 0)) if appended and old else 0
         kept_l = int(old.get("l", 0)) if appended and old else 0
         total_d = kept_d + len(entries)
-        total_l = kept_l + sum(e.document["n"] for e in entries)
+        total_l = kept_l + sum(e.length for e in entries)
         token = secrets.token_hex(8)
         mark = {
             "v": version,
@@ -398,10 +403,13 @@ class CatchUp:
             for term in old_terms:
                 for block in old_blocks:
                     batch.pulls.setdefault((term, block), []).append(task_id)
-            batch.gone += [f"{key}/{i}" for i in range(old_s)]
+            old_chunks, old_vectors = candidates(key, old_s)
+            batch.gone_chunks += old_chunks
+            batch.gone_vectors += old_vectors
+        written = pack_chunks(entries, self.tenant, task_id, owner, codec.seal)
+        batch.documents += written
         grouped: dict[str, list[Packed]] = {}
         for entry in entries:
-            batch.documents.append(entry.document)
             for term, posting in entry.postings.items():
                 grouped.setdefault(term, []).append(posting)
         blocks: set[int] = set()
@@ -420,10 +428,12 @@ class CatchUp:
         batch.terms.append(
             UpdateOne({"_id": terms_id(key), "tenant": self.tenant}, terms, upsert=True)
         )
-        ids = tuple(e.document["_id"] for e in entries)
         batch.claims.append(
-            _Claim(key, task_id, token, version, tuple(new_terms), tuple(ordered), ids)
-        )
+            _Claim(
+                key, task_id, token, version, tuple(new_terms), tuple(ordered),
+                tuple(c["_id"] for c in written), tuple(e.id for e in entries),
+            )
+        )  # fmt: skip
         batch.vectors += vectors
         batch.model = model or batch.model
         batch.rows.append(row)
@@ -446,7 +456,7 @@ class CatchUp:
                 for (term, part), tasks in batch.pulls.items()
             ]
             await _bulk(self.index.postings, [*pulls, drop_emptied(tenant, pulled)], ordered=True)
-        await delete_entries(self.index.database, tenant, batch.gone)
+        await delete_entries(self.index.database, tenant, batch.gone_chunks, batch.gone_vectors)
         for chunk in range(0, len(batch.documents), 1000):
             await self._insert(batch.documents[chunk : chunk + 1000])
         await write_vectors(self.index, batch.vectors)  # with the entries, before releases
@@ -512,7 +522,7 @@ class CatchUp:
             await pull_postings(
                 self.index.database, self.tenant, claim.task_id, claim.terms, claim.blocks
             )
-            await delete_entries(self.index.database, self.tenant, claim.entries)
+            await delete_entries(self.index.database, self.tenant, claim.chunks, claim.vectors)
             terms = {"_id": terms_id(claim.key), "tenant": self.tenant}
             if mark is None:
                 await self.index.task_marks.delete_one(terms)

@@ -1,7 +1,8 @@
 """How a message becomes what the index stores, for one tenant: the tenant's codec (terms
-and texts as they are, or blind tokens and sealed texts under its keys; docs/search.md
-"Under a keyring") and a message's entry under it (`entry_for`: its entry document and
-its packed postings). Pure but `codec_for`, which asks the tenant's cipher for its key.
+and texts as they are, or blind tokens and sealed chunks under its keys; docs/search.md
+"Under a keyring") and a message's entry under it (`entry_for`: what its chunk holds of it,
+`entries.pack_chunks`, and its postings). Pure but `codec_for`, which asks the tenant's
+cipher for its key.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bson import Binary
+
 from mindstore.crypto.aead import open_value, seal_value
 from mindstore.ids import task_key
 from mindstore.model.plans.redaction import redaction_of
 
 from .blind import Blinder, derive_search_key
+from .entries import Entry, entry_id
 from .postings import IndexState, Packed, micros
 from .query import tool_term
 from .text import searchable
@@ -30,9 +34,9 @@ class Codec:
     """How terms and texts are stored for one tenant: as they are, or under its keys."""
 
     term: Callable[[str], str]
-    seal: Callable[[str, str, str], Any]
-    """(text, task id, message id) -> the stored form."""
-    open: Callable[[Any, str, str], str]
+    seal: Callable[[bytes, str, str], Any]
+    """(a chunk's compressed payload, task id, chunk `_id`) -> its stored form."""
+    open: Callable[[Any, str, str], bytes]
     stem: Stemmer | None
     key_version: int | None
     seal_places: Callable[[bytes, str, str], Any] | None = None
@@ -43,7 +47,7 @@ class Codec:
 
 
 def _plain_codec(stem: Stemmer | None) -> Codec:
-    return Codec(lambda t: t, lambda x, _t, _m: x, lambda x, _t, _m: str(x or ""), stem, None)
+    return Codec(lambda t: t, lambda x, _t, _c: Binary(x), lambda x, _t, _c: bytes(x), stem, None)
 
 
 async def codec_for(tenant: str, cipher: TenantCipher | None, state: IndexState) -> Codec:
@@ -62,11 +66,11 @@ async def codec_for(tenant: str, cipher: TenantCipher | None, state: IndexState)
     keys = cipher.keys()
     blind = Blinder(derive_search_key(data_key, tenant))
 
-    def seal(text: str, task_id: str, message_id: str) -> Any:
-        return seal_value(text, data_key, version, (tenant, task_id, message_id, "search.x"))
+    def seal(payload: bytes, task_id: str, chunk: str) -> Any:
+        return seal_value(payload, data_key, version, (tenant, task_id, chunk, "search.z"))
 
-    def opened(value: Any, task_id: str, message_id: str) -> str:
-        return str(open_value(value, keys.key, (tenant, task_id, message_id, "search.x")))
+    def opened(value: Any, task_id: str, chunk: str) -> bytes:
+        return bytes(open_value(value, keys.key, (tenant, task_id, chunk, "search.z")))
 
     def seal_places(places: bytes, task_id: str, term: str) -> Any:
         return seal_value(places, data_key, version, (tenant, task_id, term, "search.p"))
@@ -77,18 +81,8 @@ async def codec_for(tenant: str, cipher: TenantCipher | None, state: IndexState)
     return Codec(blind, seal, opened, stem, version, seal_places, open_places)
 
 
-@dataclass
-class Entry:
-    """One message as the index holds it: its entry document and its postings."""
-
-    document: dict[str, Any]
-    postings: dict[str, Packed]
-    """Term -> its posting, to pack with the task's others (`postings.pack_group`)."""
-    owner: str | None = None
-
-
 def entry_for(
-    message: AnyMessage, index: int, tenant: str, task_id: str, owner: str | None, codec: Codec
+    message: AnyMessage, index: int, tenant: str, task_id: str, codec: Codec
 ) -> Entry | None:
     """The index entry of one message (None: nothing of it is searchable, or redacted)."""
     if redaction_of(message) is not None:
@@ -106,15 +100,7 @@ def entry_for(
     role = str(getattr(message, "role", "unknown"))
     time = micros(getattr(message, "started_ts", 0) or 0)
     length = len(words)
-    document = {
-        "_id": f"{task_key(tenant, task_id)}/{index}",
-        "tenant": tenant,
-        "task": task_id,
-        "i": index,
-        "m": message_id,
-        "o": owner,
-        "n": length,
-        "x": codec.seal(found.text, task_id, message_id),
-    }
     postings = {term: Packed(index, length, role, time, tuple(at)) for term, at in places.items()}
-    return Entry(document, postings)
+    return Entry(
+        entry_id(task_key(tenant, task_id), index), index, message_id, length, found.text, postings
+    )

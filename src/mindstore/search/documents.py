@@ -12,13 +12,16 @@ apart, ``x``). A search names every block it needs by `_id` (terms times blocks)
 embedded backend alike; a term's document frequency is its postings' count. One more
 document per tenant, ``_id`` = ``<tenant>/``, holds its statistics (messages, terms,
 watermark, epoch, stemming, key version, stored form, bytes of postings written), and
-that lookup returns it too. ``search_entries``: one document per indexed
-message (`_id` = ``<task key>/<index>``) with its id and its text ``x`` for snippets
-(sealed under a keyring). ``search_tasks``: per task (`_id` = the task's key) its mark:
-the version and message count it was indexed at, its entries' count and length, and the
-claim of a search indexing it (``w`` a token, empty once released, ``wa`` its time);
-beside it (``<key>~terms``) its terms and the blocks its groups went to (docs/search.md).
-``search_vectors``: one document per message embedded (the entry's `_id`), its vector and
+that lookup returns it too. ``search_entries``: one document per task and chunk of
+consecutive messages a catch-up indexed (`_id` = ``<task key>/<first index, 10 digits>``,
+`search.entries`): the last index ``l``, the indexes held ``g`` (varint gaps, in clear),
+their length ``n``, the owner ``o``, and ``z``: each message's index, id and text for
+snippets, zlib-compressed (sealed whole under a keyring). ``search_tasks``: per task
+(`_id` = the task's key) its mark: the version and message count it was indexed at, its
+entries' count and length, and the claim of a search indexing it (``w`` a token, empty
+once released, ``wa`` its time); beside it (``<key>~terms``) its terms and the blocks its
+groups went to (docs/search.md). ``search_vectors``: one document per message embedded
+(named ``<task key>/<index>``, as its entry is), its vector and
 what the scope filters read (`search.vectors`; docs/search.md).
 """
 
@@ -62,29 +65,30 @@ class SearchPostingsDoc(Document):
 
 
 class SearchEntryDoc(Document):
-    """One indexed message, or a tenant's statistics (see the module doc)."""
+    """One chunk of a task's indexed messages (see the module doc)."""
 
     id: str  # type: ignore[assignment]
     tenant: str
     task: str | None = None
-    i: int = 0
-    m: str | None = None
     o: str | None = None
+    l: int = 0  # noqa: E741
+    g: Any = None
     n: int = 0
-    x: Any = None
+    z: Any = None
 
     class Settings:
         name = SEARCH_ENTRIES
         use_state_management = False
         validate_on_save = False
         indexes: ClassVar[list[IndexModel]] = [
+            # a snippet's chunk: a range of `_id`s, its last index `l` checked on the keys
             IndexModel(
                 [
                     ("tenant", pymongo.ASCENDING),
-                    ("task", pymongo.ASCENDING),
-                    ("m", pymongo.ASCENDING),
+                    ("_id", pymongo.ASCENDING),
+                    ("l", pymongo.ASCENDING),
                 ],
-                name="tenant_task_message",
+                name="tenant_id_last",
             ),
             TENANT_ID,
         ]

@@ -26,8 +26,9 @@ from .catchup import FLUSH as FLUSH
 from .catchup import LEASE, MARGIN, REPLY_DOCUMENTS, CatchUp
 from .catchup import ROUNDS as ROUNDS
 from .codec import Codec, entry_for
-from .codec import Entry as Entry
 from .codec import codec_for as codec_for
+from .entries import Entry as Entry
+from .entries import StoredText, holding, key_of, unpack_chunk
 from .lifecycle import forget_message, forget_task, forget_tenant, reset_tenant
 from .lifecycle import pull_postings as pull_postings
 from .lifecycle import task_terms as task_terms
@@ -187,14 +188,28 @@ class SearchStore:
         )
         return [*found, *[document async for document in extra]]
 
-    async def texts(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The stored texts of entries, by `_id`."""
-        if not ids:
+    async def texts(self, ids: Sequence[str], codec: Codec) -> dict[str, StoredText]:
+        """The texts and message ids of the messages named `ids` (``<task key>/<index>``),
+        opened: one read of the chunks holding them, at most one per message
+        (`entries.holding`), each bounded (`entries.CHUNK_SPAN`, `entries.CHUNK_TEXT`).
+        A message no chunk holds (redacted or deleted meanwhile) is left out."""
+        wanted = set(ids)
+        if not wanted:
             return {}
         found = self.entries.find(
-            {"tenant": self.tenant, "_id": {"$in": list(ids)}}, {"x": 1, "task": 1, "m": 1}
+            {"tenant": self.tenant, "$or": [holding(name) for name in sorted(wanted)]},
+            {"task": 1, "z": 1},
+            batch_size=len(wanted) + 1,
         )
-        return {d["_id"]: d async for d in found}
+        out: dict[str, StoredText] = {}
+        async for chunk in found:
+            key, task = key_of(str(chunk["_id"])), str(chunk.get("task"))
+            opened = codec.open(chunk.get("z"), task, str(chunk["_id"]))
+            for index, message_id, text in unpack_chunk(chunk, opened):
+                name = f"{key}/{index}"
+                if name in wanted:
+                    out[name] = StoredText(task, message_id, text)
+        return out
 
     # ------------------------------------------------------------------ operators
     async def reset(self, *, stemming: str | None, key_version: int | None = None) -> None:

@@ -1,9 +1,9 @@
 """The index's side of the lifecycle: a deleted task, a redacted message, an erased or
 shredded tenant, a restore (`forget_task`, `forget_message`, `forget_tenant`,
 `reset_tenant`), and the removals they share with a catch-up's take-back (`pull_postings`,
-`delete_entries`). A message's vector (``search_vectors``) shares its entry's `_id` and
-goes wherever the entry goes. Every write names its documents by `_id`, or by task within
-the tenant. docs/search.md ("Lifecycle").
+`delete_entries`). A message's vector (``search_vectors``) is named as its entry is
+(``<task key>/<index>``) and goes wherever the entry's chunk goes. Every write names its
+documents by `_id`, or by task within the tenant. docs/search.md ("Lifecycle").
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from mindstore.collection_names import (
 )
 from mindstore.ids import task_key
 
+from .entries import candidates, chunk_indexes, entry_id, task_range
 from .postings import postings_id, stats_filter, terms_id
 
 
@@ -59,18 +60,24 @@ async def pull_postings(
         await database[SEARCH_POSTINGS].bulk_write([*requests, drop_emptied(tenant, some)])
 
 
-async def _entry_ids(database: Any, query: dict[str, Any]) -> list[str]:
-    found = database[SEARCH_ENTRIES].find(query, {"_id": 1})
-    return [str(document["_id"]) async for document in found]
+async def _held_entries(database: Any, tenant: str, key: str) -> tuple[list[str], list[str]]:
+    """The `_id`s of a task's chunks as stored, and of the vectors of the messages they
+    hold (read by the task's `_id` range: for a task whose mark is gone)."""
+    found = database[SEARCH_ENTRIES].find({"tenant": tenant, "_id": task_range(key)}, {"g": 1})
+    chunks = [document async for document in found]
+    vectors = [entry_id(key, i) for document in chunks for i in chunk_indexes(document)]
+    return [str(document["_id"]) for document in chunks], vectors
 
 
-async def delete_entries(database: Any, tenant: str, ids: Sequence[str]) -> None:
-    """Delete entries and their vectors by `_id` (in chunks: every write names its
-    documents)."""
-    for chunk in range(0, len(ids), 1000):
-        named = {"tenant": tenant, "_id": {"$in": list(ids[chunk : chunk + 1000])}}
-        await database[SEARCH_ENTRIES].delete_many(named)
-        await database[SEARCH_VECTORS].delete_many(named)
+async def delete_entries(
+    database: Any, tenant: str, chunks: Sequence[str], vectors: Sequence[str]
+) -> None:
+    """Delete entries' chunks and vectors by `_id` (in parts of 1,000: every write names
+    its documents)."""
+    for name, ids in ((SEARCH_ENTRIES, chunks), (SEARCH_VECTORS, vectors)):
+        for part in range(0, len(ids), 1000):
+            named = {"tenant": tenant, "_id": {"$in": list(ids[part : part + 1000])}}
+            await database[name].delete_many(named)
 
 
 async def forget_task(database: Any, tenant: str, task_id: str) -> None:
@@ -89,10 +96,10 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
     if found is not None:
         await pull_postings(database, tenant, task_id, found.get("k") or [], found.get("b") or [])
     if mark is not None:
-        gone = [f"{key}/{i}" for i in range(int(mark.get("s", 0)))]
-    else:  # another caller took the mark: the entries are found by task
-        gone = await _entry_ids(database, {"tenant": tenant, "task": task_id})
-    await delete_entries(database, tenant, gone)
+        chunks, vectors = candidates(key, int(mark.get("s", 0)))
+    else:  # another caller took the mark: the chunks are found by the task's `_id` range
+        chunks, vectors = await _held_entries(database, tenant, key)
+    await delete_entries(database, tenant, chunks, vectors)
     await marks.delete_one({"_id": terms_id(key), "tenant": tenant})
     if mark is not None:
         await database[SEARCH_POSTINGS].update_one(
@@ -102,16 +109,19 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
 
 
 async def forget_message(database: Any, tenant: str, task_id: str, message_id: str) -> None:
-    """Remove one (redacted) message from the index at once, before any search runs.
+    """Remove one (redacted) message, `message_id`, from the index at once, before any
+    search runs.
 
     The task's mark is reset and claimed first, as a search claims a task it indexes: a
     search that claimed the task before takes back what it wrote (its release finds the
     mark reset), and one that comes while this runs waits for the claim instead of
-    reading the task half pulled (`SearchStore.refresh`). Then the message's entry (its
-    text) goes and every posting of its task is pulled (no word of it stays, not in an
-    `_id`); the release leaves the mark reset, so the next search indexes the task again,
-    without the message. The release runs even if a step failed (the re-index removes what
-    the step left), so searches do not wait out the claim's lease for a failed call."""
+    reading the task half pulled (`SearchStore.refresh`). Then the task's entries go (the
+    message's text is packed with its neighbours': every chunk and vector of the task,
+    named by the mark's count) and every posting of its task is pulled (no word of it
+    stays, not in an `_id`); the release leaves the mark reset, so the next search indexes
+    the task again, whole, without the message. The release runs even if a step failed
+    (the re-index removes what the step left), so searches do not wait out the claim's
+    lease for a failed call."""
     key = task_key(tenant, task_id)
     marks = database[SEARCH_TASKS]
     token = secrets.token_hex(8)
@@ -120,8 +130,7 @@ async def forget_message(database: Any, tenant: str, task_id: str, message_id: s
     if mark is None:  # never indexed; a search indexing it now asks again before it answers
         return
     try:
-        gone = await _entry_ids(database, {"tenant": tenant, "task": task_id, "m": message_id})
-        await delete_entries(database, tenant, gone)
+        await delete_entries(database, tenant, *candidates(key, int(mark.get("s", 0))))
         await pull_postings(database, tenant, task_id, *await task_postings(database, tenant, key))
         await marks.update_one(
             {"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": [], "b": []}}

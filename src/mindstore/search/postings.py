@@ -29,10 +29,11 @@ PART_BYTES = 1 << 14
 whose postings of a term are longer is split into several groups, so one task of a
 million messages cannot grow one block past its bound either."""
 
-FORMAT = 3
-"""The stored form of postings (2: packed strings in 8 partitions by task; 3: binary,
-delta-coded groups in blocks bounded in bytes). A tenant's index of another form is
-dropped and rebuilt by its next search."""
+FORMAT = 4
+"""The stored form of the index (2: postings as packed strings in 8 partitions by task;
+3: binary, delta-coded groups in blocks bounded in bytes; 4: as 3, with a task's entries
+packed in compressed chunks, `entries`, not one document per message). A tenant's index
+of another form is dropped and rebuilt by its next search."""
 
 
 def stats_id(tenant: str) -> str:

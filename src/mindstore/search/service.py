@@ -32,6 +32,7 @@ from mindstore.ids import check_key, check_name, task_key
 from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
+from .entries import StoredText
 from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
 from .modes import Recall, choose_recall
 from .query import MAX_TERMS, ROLES, ParsedQuery, parse_query
@@ -382,10 +383,13 @@ async def search(
     mode: object = None,
     match: object = "any",
     has_embedder: bool = False,
+    snippets: bool = True,
 ) -> SearchPage:
     """Run one search (see `TenantStore.search`). Everything is checked before any I/O:
     the mode and match (`modes.choose_recall`), the limit, the filters, the query and the
-    cursor."""
+    cursor. `snippets=False` (hybrid's lexical ranking): the hits' texts are not read,
+    so their `message_id` and `snippet` are empty (the caller reads the texts of the hits
+    it keeps)."""
     recall = choose_recall(mode, match, has_embedder=has_embedder)
     check_int(limit, "limit", minimum=1, maximum=MAX_LIMIT)
     assert isinstance(limit, int)
@@ -396,7 +400,7 @@ async def search(
     position = _position(cursor, fingerprint)
     # the one place a mode is dispatched: only "lexical" ranks here (choose_recall refuses
     # the others while the store has no embedder)
-    return await _lexical(index, query, recall, filters, fingerprint, position, limit)
+    return await _lexical(index, query, recall, filters, fingerprint, position, limit, snippets)
 
 
 async def _lexical(
@@ -407,6 +411,7 @@ async def _lexical(
     fingerprint: str,
     position: Position | None,
     limit: int,
+    snippets: bool = True,
 ) -> SearchPage:
     """A lexical search: BM25 over the index's terms, under `recall.match`."""
     state = await index.state()
@@ -441,7 +446,7 @@ async def _lexical(
         )
     rows = [r for r in rows if r["_id"] != stats_id(index.tenant)]
     ranked, ranking = _rank(index.tenant, rows, parsed, codec, filters, stats, pinned)
-    hits, last, more, total = await _page(index, ranked, parsed, codec, position, limit)
+    hits, last, more, total = await _page(index, ranked, parsed, codec, position, limit, snippets)
     next_cursor = None
     if more and last is not None:
         at = Position(ranking, made_under, last.score, last.posting.ts, last.id)
@@ -456,6 +461,7 @@ async def _page(
     codec: Codec,
     position: Position | None,
     limit: int,
+    snippets: bool = True,
 ) -> tuple[list[SearchHit], _Candidate | None, bool, int]:
     """The page: up to `limit` hits that sort after `position`, with snippets (phrases
     were checked on the postings' positions: only the page's texts are read). Returns the
@@ -465,7 +471,10 @@ async def _page(
     after = ranked if position is None else [c for c in ranked if c.key() > position.key]
     hits: list[SearchHit] = []
     chosen = after[:limit]
-    texts = await index.texts([c.id for c in chosen])
+    if not snippets:
+        hits = [_hit(c, StoredText(c.posting.task, "", ""), codec, set()) for c in chosen]
+        return hits, (chosen[-1] if chosen else None), len(after) > limit, len(ranked)
+    texts = await index.texts([c.id for c in chosen], codec)
     for candidate in chosen:
         stored = texts.get(candidate.id)
         if stored is not None:  # else redacted or deleted while this search ran
@@ -473,20 +482,12 @@ async def _page(
     return hits, (chosen[-1] if chosen else None), len(after) > limit, len(ranked)
 
 
-def _text(stored: dict[str, Any] | None, codec: Codec) -> str:
-    if stored is None:
-        return ""
-    return codec.open(stored.get("x"), str(stored.get("task")), str(stored.get("m")))
-
-
-def _hit(
-    candidate: _Candidate, stored: dict[str, Any] | None, codec: Codec, words: set[str]
-) -> SearchHit:
+def _hit(candidate: _Candidate, stored: StoredText, codec: Codec, words: set[str]) -> SearchHit:
     posting = candidate.posting
-    text = _text(stored, codec)
+    text = stored.text
     return SearchHit(
         task_id=posting.task,
-        message_id=str((stored or {}).get("m") or ""),
+        message_id=stored.message_id,
         index=posting.index,
         role=posting.role,
         owner=posting.owner,

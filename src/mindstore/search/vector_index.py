@@ -9,7 +9,8 @@ the vectors. An append still writes nothing for search.
 
 Filling: messages indexed without a vector of the store's model (indexed by a store
 without an embedder, or under another model) are found by comparing the tenant's entry
-count with its vector count; their tasks' marks are reset (as a redaction resets one) and
+count with its vector count (the entries' indexes read from their chunks, unsealed
+or not); their tasks' marks are reset (as a redaction resets one) and
 the watermark dropped, so the next catch-up indexes those tasks whole again, under
 claims, and embeds them: a model change re-embeds lazily, at the next search, and a
 ranking reads only its model's vectors (`e`, the model's tag), never two models' at once.
@@ -24,6 +25,7 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from .embedder import Embedder, embed_all, model_key
+from .entries import chunk_indexes, entry_id, key_of
 from .lifecycle import reset_tenant
 from .postings import stats_filter
 from .vectors import VectorSource, model_tag, source_for, vector_document, vector_seal
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
     from mindstore.model.messages import AnyMessage
 
-    from .codec import Entry
+    from .entries import Entry
 
 __all__ = ["VectorTarget", "embed_sources", "fill_missing", "sources_of", "write_vectors"]
 
@@ -70,7 +72,7 @@ def sources_of(
     out: list[VectorSource] = []
     for message, entry in zip(messages, made, strict=True):
         if entry is not None:
-            source = source_for(message, str(entry.document["_id"]), task_id, owner)
+            source = source_for(message, entry.id, task_id, owner)
             if source is not None:
                 out.append(source)
     return out
@@ -126,9 +128,10 @@ async def fill_missing(index: VectorTarget, tag: str, held: int) -> bool:
         d["_id"] async for d in index.vectors.find({"tenant": index.tenant, "e": tag}, {"_id": 1})
     }
     tasks: dict[str, None] = {}
-    async for entry in index.entries.find({"tenant": index.tenant}, {"_id": 1, "task": 1}):
-        if entry["_id"] not in have and entry.get("task") is not None:
-            tasks[str(entry["_id"]).rpartition("/")[0]] = None
+    async for chunk in index.entries.find({"tenant": index.tenant}, {"g": 1}):
+        key = key_of(str(chunk["_id"]))  # the indexes it holds, read without unsealing
+        if any(entry_id(key, i) not in have for i in chunk_indexes(chunk)):
+            tasks[key] = None
             if len(tasks) >= MISSING_AT_ONCE:
                 break
     if not tasks:

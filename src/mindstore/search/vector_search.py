@@ -33,6 +33,7 @@ from mindstore.ids import task_key
 from mindstore.validation import check_int
 
 from .embedder import Embedder, embed_all, model_key
+from .entries import StoredText
 from .fusion import fuse
 from .index import Codec, SearchStore, forget_tenant
 from .modes import NEEDS_EMBEDDER, check_match
@@ -357,7 +358,7 @@ async def ranked_by_meaning(
             score, ts, entry = position.key
             after = [n for n in order if keys[n] > (-score, -ts, entry)]
         chosen = after[:limit]
-        texts = await index.texts([stored.ids[n] for n in chosen])
+        texts = await index.texts([stored.ids[n] for n in chosen], codec)
         hits = [
             _vector_hit(stored, n, rounded[n], texts.get(stored.ids[n]), codec, words)
             for n in chosen
@@ -373,6 +374,7 @@ async def ranked_by_meaning(
     found = await lexical(
         index, query, view_owner=view_owner, owner=owner, roles=roles, since=since,
         until=until, task_ids=task_ids, limit=DEPTH, mode="lexical", match=match,
+        snippets=False,
     )  # fmt: skip
     by_lexical = {f"{task_key(index.tenant, h.task_id)}/{h.index}": h for h in found.hits}
     nearest = [stored.ids[n] for n in order[:DEPTH]]
@@ -381,14 +383,18 @@ async def ranked_by_meaning(
     remaining = [(entry, value) for entry, value in fused if _id_hash(entry) not in returned]
     chosen_ids = remaining[:limit]
     at_row = {entry: n for n, entry in enumerate(stored.ids)}
-    texts = await index.texts([e for e, _ in chosen_ids if e not in by_lexical])
+    # one read of the texts of the hits returned (the lexical ranking read none)
+    texts = await index.texts([e for e, _ in chosen_ids], codec)
+    lexical_words = set(parse_query(query, codec.stem, match).scored)
     hits = []
     for entry, value in chosen_ids:
-        score = round(value, 6)
+        score, opened = round(value, 6), texts.get(entry)
+        if opened is None:  # redacted or deleted while this search ran
+            continue
         if entry in by_lexical:
-            hits.append(_rescored(by_lexical[entry], score))
-        elif entry in texts:
-            hits.append(_vector_hit(stored, at_row[entry], score, texts[entry], codec, words))
+            hits.append(_rescored(by_lexical[entry], score, opened, codec, lexical_words))
+        else:
+            hits.append(_vector_hit(stored, at_row[entry], score, opened, codec, words))
     next_cursor = None
     if len(remaining) > limit:
         done = returned | {_id_hash(e) for e, _ in chosen_ids}
@@ -396,21 +402,24 @@ async def ranked_by_meaning(
     return SearchPage(hits, next_cursor, len(fused))
 
 
-def _rescored(hit: SearchHit, score: float) -> SearchHit:
+def _rescored(
+    hit: SearchHit, score: float, stored: StoredText, codec: Codec, words: set[str]
+) -> SearchHit:
+    """A lexical hit (read without its text) with its fused score, message id and snippet."""
+    snippet = make_snippet(stored.text, words, codec.stem)
     return SearchHit(
-        hit.task_id, hit.message_id, hit.index, hit.role, hit.owner, hit.time, score, hit.snippet
+        hit.task_id, stored.message_id, hit.index, hit.role, hit.owner, hit.time, score, snippet
     )
 
 
 def _vector_hit(
-    stored: Stored, n: int, score: float, entry: dict[str, Any] | None, codec: Codec,
+    stored: Stored, n: int, score: float, entry: StoredText | None, codec: Codec,
     words: set[str],
 ) -> SearchHit:  # fmt: skip
-    entry = entry or {}
-    text = codec.open(entry.get("x"), str(entry.get("task")), str(entry.get("m"))) if entry else ""
+    text = entry.text if entry is not None else ""
     return SearchHit(
         task_id=stored.tasks[n],
-        message_id=str(entry.get("m") or ""),
+        message_id=entry.message_id if entry is not None else "",
         index=int(stored.ids[n].rpartition("/")[2]),
         role=stored.roles[n],
         owner=stored.owners[n],
