@@ -307,30 +307,38 @@ def ordered(tuples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(tuples, key=lambda t: (t["checkpoint_ns"], t["checkpoint_id"]))
 
 
+async def check_a_subgraph_thread(store: Store, saver: Any, source: str | Path) -> None:
+    """Run a graph with a subgraph on `saver` (a source saver, opened) up to its interrupt,
+    import `source` (where that saver keeps its data), then check the thread reads back
+    with both namespaces and resumes on mindstore as on the source (shared by each
+    saver's test)."""
+    thread = config("plan-1")
+    original = with_subgraph(saver)
+    original.invoke({"messages": [HumanMessage("Plan my trip")]}, thread)
+    tuples = ordered([canonical_tuple(t) for t in saver.list(thread)])
+    state = original.get_state(thread, subgraphs=True)
+    receipt = await import_from(store, KIND, source, tenant="acme")
+    mine = MindstoreSaver(store.scoped("acme"))
+    assert ordered([canonical_tuple(t) async for t in mine.alist(thread)]) == tuples
+    assert len({t["checkpoint_ns"] for t in tuples}) == 2  # the root and the subgraph's
+    app = with_subgraph(mine)
+    imported = await app.aget_state(thread, subgraphs=True)
+    assert (imported.values, imported.next) == (state.values, state.next)
+    assert [t.state.values for t in imported.tasks] == [t.state.values for t in state.tasks]
+    done = await app.ainvoke(Command(resume="yes"), thread)
+    again = original.invoke(Command(resume="yes"), thread)
+    # the same run (the new message's id is a fresh uuid on each side)
+    assert [(m.type, m.content) for m in done["messages"]] == [
+        (m.type, m.content) for m in again["messages"]]  # fmt: skip
+    assert done["messages"][:-1] == again["messages"][:-1]
+    assert done["messages"][-1].content == "approved: yes"
+    assert receipt.written == receipt.read and receipt.read["checkpoints"] == len(tuples)
+
+
 async def test_a_subgraph_thread_imports_with_its_namespace_and_resumes(
     store: Store, tmp_path: Path
 ) -> None:
     path = tmp_path / "sub.db"
-    thread = config("plan-1")
     with sqlite3.connect(path, check_same_thread=False) as connection:
-        source = with_subgraph(SqliteSaver(connection))
-        source.invoke({"messages": [HumanMessage("Plan my trip")]}, thread)
-        tuples = ordered([canonical_tuple(t) for t in SqliteSaver(connection).list(thread)])
-        state = source.get_state(thread, subgraphs=True)
-        receipt = await import_from(store, KIND, path, tenant="acme")
-        saver = MindstoreSaver(store.scoped("acme"))
-        assert ordered([canonical_tuple(t) async for t in saver.alist(thread)]) == tuples
-        assert len({t["checkpoint_ns"] for t in tuples}) == 2  # the root and the subgraph's
-        mine = with_subgraph(saver)
-        imported = await mine.aget_state(thread, subgraphs=True)
-        assert (imported.values, imported.next) == (state.values, state.next)
-        assert [t.state.values for t in imported.tasks] == [t.state.values for t in state.tasks]
-        done = await mine.ainvoke(Command(resume="yes"), thread)
-        again = source.invoke(Command(resume="yes"), thread)
-        # the same run (the new message's id is a fresh uuid on each side)
-        assert [(m.type, m.content) for m in done["messages"]] == [
-            (m.type, m.content) for m in again["messages"]]  # fmt: skip
-        assert done["messages"][:-1] == again["messages"][:-1]
-        assert done["messages"][-1].content == "approved: yes"
+        await check_a_subgraph_thread(store, SqliteSaver(connection), path)
     connection.close()
-    assert receipt.written == receipt.read and receipt.read["checkpoints"] == len(tuples)

@@ -30,7 +30,13 @@ from mindstore.imports.langgraph_values import canonical_tuple, unstorable
 from mindstore.integrations.langgraph import MindstoreSaver
 from mindstore.store import Store
 from postgres_server import PROGRAMS, SKIP, PostgresServer, require_programs
-from test_import_langgraph import THREADS, config, graph, ordered, served, with_subgraph
+from test_import_langgraph import (
+    THREADS,
+    check_a_subgraph_thread,
+    config,
+    graph,
+    served,
+)
 from test_import_support import crash_then_resume, store_bytes
 
 KIND = "langgraph"
@@ -195,28 +201,9 @@ async def test_a_subgraph_thread_imports_with_its_namespace_and_resumes(
     store: Store, postgres_server: PostgresServer, postgres_database: str
 ) -> None:
     url = postgres_server.url(postgres_database)
-    thread = config("plan-1")
     with PostgresSaver.from_conn_string(url) as saver:
         saver.setup()
-        source = with_subgraph(saver)
-        source.invoke({"messages": [HumanMessage("Plan my trip")]}, thread)
-        tuples = ordered([canonical_tuple(t) for t in saver.list(thread)])
-        state = source.get_state(thread, subgraphs=True)
-        receipt = await import_from(store, KIND, url, tenant="acme")
-        mine = MindstoreSaver(store.scoped("acme"))
-        assert ordered([canonical_tuple(t) async for t in mine.alist(thread)]) == tuples
-        assert len({t["checkpoint_ns"] for t in tuples}) == 2  # the root and the subgraph's
-        app = with_subgraph(mine)
-        imported = await app.aget_state(thread, subgraphs=True)
-        assert (imported.values, imported.next) == (state.values, state.next)
-        assert [t.state.values for t in imported.tasks] == [t.state.values for t in state.tasks]
-        done = await app.ainvoke(Command(resume="yes"), thread)
-        again = source.invoke(Command(resume="yes"), thread)
-        assert [(m.type, m.content) for m in done["messages"]] == [
-            (m.type, m.content) for m in again["messages"]]  # fmt: skip
-        assert done["messages"][:-1] == again["messages"][:-1]
-        assert done["messages"][-1].content == "approved: yes"
-    assert receipt.written == receipt.read and receipt.read["checkpoints"] == len(tuples)
+        await check_a_subgraph_thread(store, saver, url)
 
 
 def test_without_postgresql_the_tests_fail_naming_it_unless_told_to_skip(
