@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pymongo.errors import OperationFailure
 from typer.testing import CliRunner
 
 import mindstore
@@ -149,6 +150,18 @@ async def test_the_doctor_describes_a_server(
 async def test_the_vector_index_is_asked_for_with_the_documented_command() -> None:
     database = ServerDatabase({})
     await create_vector_index(database, "mongodb", 384)
+    assert database.sent == [vector_index_command(384)]
+
+
+async def test_a_server_that_refuses_the_vector_index_is_a_configuration_error() -> None:
+    class NoSearch(ServerDatabase):
+        async def command(self, command: Any) -> dict[str, Any]:
+            self.sent.append(command)
+            raise OperationFailure("Search index commands are only supported with Atlas", 115)
+
+    database = NoSearch({})
+    with pytest.raises(ConfigurationError, match=r"refused createSearchIndexes: .*Atlas"):
+        await create_vector_index(database, "mongodb", 384)
     assert database.sent == [vector_index_command(384)]
 
 

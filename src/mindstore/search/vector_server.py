@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pymongo.errors import OperationFailure
+
 from mindstore.collection_names import SEARCH_VECTORS
 from mindstore.errors import ConfigurationError, ValidationError
 
@@ -151,4 +153,9 @@ async def create_vector_index(database: Any, kind: str, dimensions: int) -> None
         raise ConfigurationError(
             "the embedded backend has no vector index: vectors are ranked in the process"
         )
-    await database.command(vector_index_command(dimensions))
+    try:
+        await database.command(vector_index_command(dimensions))
+    except OperationFailure as error:  # no search process, or the index exists already
+        raise ConfigurationError(
+            f"the server refused createSearchIndexes: {error.details or error}"
+        ) from None
