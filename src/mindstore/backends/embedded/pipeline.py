@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import mongomock.aggregate
+import mongomock.filtering
 
 from .collection_base import MockCollection
 from .finds import find_documents
@@ -83,6 +84,10 @@ def run_pipeline(
     documents: encode the results before letting go of the lock."""
     stages = list(pipeline)
     if not stages or set(stages[0]) != {"$match"} or _holds_datetime(stages[0]["$match"]):
+        if stages and set(stages[0]) == {"$match"}:
+            # a server refuses a bad filter (`$in` of a non-array, ...) whatever the data;
+            # mongomock's aggregate would only find out at its first document
+            mongomock.filtering.filter_applies(stages[0]["$match"], {})  # type: ignore[no-untyped-call]
         return list(collection.aggregate(stages))
     query = stages.pop(0)["$match"]
     projection = None
