@@ -159,10 +159,15 @@ def pack_chunks(
     return documents
 
 
+def _first_index(document: dict[str, Any]) -> int:
+    """The index of a chunk's first message, from its `_id` (`chunk_id`)."""
+    return int(str(document["_id"]).rpartition("/")[2])
+
+
 def chunk_indexes(document: dict[str, Any]) -> list[int]:
     """The message indexes a chunk holds, read from its clear ``g`` (no unsealing)."""
     data = bytes(document.get("g") or b"")
-    index = int(str(document["_id"]).rpartition("/")[2])
+    index = _first_index(document)
     out, at = [], 0
     while at < len(data):
         step, at = _number(data, at)
@@ -174,7 +179,7 @@ def chunk_indexes(document: dict[str, Any]) -> list[int]:
 def unpack_chunk(document: dict[str, Any], opened: bytes) -> list[tuple[int, str, str]]:
     """(index, message id, text) of each message of a chunk, from its opened payload."""
     data = zlib.decompress(opened)
-    index = int(str(document["_id"]).rpartition("/")[2])
+    index = _first_index(document)
     out: list[tuple[int, str, str]] = []
     at = 0
     while at < len(data):

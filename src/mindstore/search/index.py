@@ -28,7 +28,7 @@ from .catchup import ROUNDS as ROUNDS
 from .codec import Codec, entry_for
 from .codec import codec_for as codec_for
 from .entries import Entry as Entry
-from .entries import StoredText, holding, key_of, unpack_chunk
+from .entries import StoredText, entry_id, holding, key_of, unpack_chunk
 from .lifecycle import forget_message, forget_task, forget_tenant, reset_tenant
 from .lifecycle import pull_postings as pull_postings
 from .lifecycle import task_terms as task_terms
@@ -206,7 +206,7 @@ class SearchStore:
             key, task = key_of(str(chunk["_id"])), str(chunk.get("task"))
             opened = codec.open(chunk.get("z"), task, str(chunk["_id"]))
             for index, message_id, text in unpack_chunk(chunk, opened):
-                name = f"{key}/{index}"
+                name = entry_id(key, index)
                 if name in wanted:
                     out[name] = StoredText(task, message_id, text)
         return out

@@ -32,7 +32,7 @@ from mindstore.ids import check_key, check_name, task_key
 from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
-from .entries import StoredText
+from .entries import StoredText, entry_id
 from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
 from .modes import Recall, choose_recall
 from .query import MAX_TERMS, ROLES, ParsedQuery, parse_query
@@ -363,7 +363,7 @@ def _rank(
             continue
         counts = {term: p.count for term, p in found.items()}
         value = score(ranking.corpus, counts, posting.length, scored, frequencies)
-        out.append(_Candidate(f"{task_key(tenant, task_id)}/{index}", posting, value))
+        out.append(_Candidate(entry_id(task_key(tenant, task_id), index), posting, value))
     out.sort(key=_Candidate.key)
     return out, ranking
 

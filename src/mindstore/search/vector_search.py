@@ -33,7 +33,7 @@ from mindstore.ids import task_key
 from mindstore.validation import check_int
 
 from .embedder import Embedder, embed_all, model_key
-from .entries import StoredText
+from .entries import StoredText, entry_id
 from .fusion import fuse
 from .index import Codec, SearchStore, forget_tenant
 from .modes import NEEDS_EMBEDDER, check_match
@@ -376,7 +376,7 @@ async def ranked_by_meaning(
         until=until, task_ids=task_ids, limit=DEPTH, mode="lexical", match=match,
         snippets=False,
     )  # fmt: skip
-    by_lexical = {f"{task_key(index.tenant, h.task_id)}/{h.index}": h for h in found.hits}
+    by_lexical = {entry_id(task_key(index.tenant, h.task_id), h.index): h for h in found.hits}
     nearest = [stored.ids[n] for n in order[:DEPTH]]
     fused = fuse([list(by_lexical), nearest])
     returned = position.returned if position is not None else frozenset()
