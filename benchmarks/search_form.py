@@ -64,7 +64,7 @@ def measure(messages: int, step: float) -> dict[str, Any]:
             made.append(entry)
             for term, posting in entry.postings.items():
                 grouped.setdefault(term, []).append(posting)
-        for chunk in pack_chunks(made, "acme", task_id, talk.owner, codec.seal):
+        for chunk in pack_chunks(made, "acme", task_id, talk.owner, codec.seal, t + 1):
             size = len(bson.encode(chunk))
             entries_bytes += size
             entries_largest = max(entries_largest, size)
@@ -74,19 +74,21 @@ def measure(messages: int, step: float) -> dict[str, Any]:
             for e in made
         ]
         drawn_bytes += sum(
-            len(bson.encode(c)) for c in pack_chunks(drawn, "acme", task_id, talk.owner, codec.seal)
+            len(bson.encode(c))
+            for c in pack_chunks(drawn, "acme", task_id, talk.owner, codec.seal, t + 1)
         )
         used = set()
         for term, items in grouped.items():
-            for group in postings.pack_group(task_id, talk.owner, term, items, None):
+            for group in postings.pack_group(t + 1, term, items, None):
                 block = postings.block_of(written)
                 written += len(group["p"])
                 held = blocks.setdefault((term, block), [0, 0])
                 held[0] += len(bson.encode({str(held[1]): group})) - 5  # its array element
                 held[1] += 1
                 used.add(block)
-        terms = {"_id": f"acme\x1f{task_id}~terms", "tenant": "acme", "k": sorted(grouped),
-                 "b": sorted(used)}  # fmt: skip
+        terms = {"_id": f"acme\x1f{task_id}~terms", "tenant": "acme",
+                 "k": [postings.pack_terms(sorted(grouped))], "b": sorted(used),
+                 "r": t + 1}  # fmt: skip
         terms_bytes += len(bson.encode(terms))
     stored = largest = 0
     for (term, block), (size, _groups) in blocks.items():

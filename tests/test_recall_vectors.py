@@ -449,9 +449,9 @@ def test_a_hypothesis_store_runs_hybrid_over_any_texts() -> None:
 
 async def test_the_round_trips_of_a_search_by_meaning(stores: StoreFactory) -> None:
     """An unchanged tenant: the change check, the vectors, the statistics, the texts;
-    hybrid adds the lexical ranking (its change check, its postings riding on it; it reads
-    no text), then one read of the texts of the hits it returns (was two: the lexical
-    ranking's hundred hits' and the vector-only hits')."""
+    hybrid adds the lexical ranking (its change check, its postings riding on it, then its
+    tasks' tables; it reads no text), then one read of the texts of the hits it returns
+    (was two: the lexical ranking's hundred hits' and the vector-only hits')."""
     store = _embedded(stores.store)
     acme = store.scoped("acme")
     await _fill(acme)
@@ -464,7 +464,8 @@ async def test_the_round_trips_of_a_search_by_meaning(stores: StoreFactory) -> N
     assert sent["semantic"] == ["tasks: aggregate", "search_vectors: find",
                                 "search_postings: find", "search_entries: find"]  # fmt: skip
     assert sent["hybrid"] == ["tasks: aggregate", "search_vectors: find", "search_postings: find",
-                              "tasks: aggregate", "search_entries: find"]  # fmt: skip
+                              "tasks: aggregate", "search_entries: find",
+                              "search_entries: find"]  # fmt: skip
 
 
 async def test_redactions_racing_searches_leave_no_vector_of_a_redacted_message(

@@ -51,12 +51,18 @@ class Exposure:
 async def postings(store: Store, tenant: str) -> dict[str, set[tuple[str, int]]]:
     """Token -> the (task, message index) holding it, as a database reader sees them."""
     found: dict[str, set[tuple[str, int]]] = {}
+    tasks = {  # a group names its task by ordinal; the chunks, in clear, name both
+        chunk["r"]: chunk["task"]
+        async for chunk in store.database["search_entries"].find({"tenant": tenant})
+    }
     async for document in store.database["search_postings"].find({"tenant": tenant}):
         if document["_id"] == stats_id(tenant):
             continue
         token = str(document["_id"]).split("/")[1]
         for group in document.get("e") or []:
-            found.setdefault(token, set()).update((p.task, p.index) for p in unpack(group))
+            found.setdefault(token, set()).update(
+                (tasks[p.ordinal], p.index) for p in unpack(group)
+            )
     return found
 
 

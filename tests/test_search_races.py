@@ -23,15 +23,19 @@ async def _ids(acme: mindstore.TenantStore, query: str) -> list[str]:
 
 
 async def _held(store: Store, task_id: str) -> list[str]:
-    """What the index still holds of `task_id`: entries, postings groups, marks."""
+    """What the index still holds of `task_id` (deleted): entries, marks, and postings
+    groups of an ordinal no remaining mark holds (a group names its task by ordinal)."""
     found = [f"entry {d['_id']}" async for d in store.database[SEARCH_ENTRIES].find(
         {"tenant": "acme", "task": task_id})]  # fmt: skip
-    async for document in store.database[SEARCH_POSTINGS].find({"tenant": "acme"}):
-        found += [f"posting {document['_id']}" for g in document.get("e") or []
-                  if g.get("t") == task_id]  # fmt: skip
+    live = set()
     async for document in store.database[SEARCH_TASKS].find({"tenant": "acme"}):
         if task_id in document["_id"]:
             found.append(f"mark {document['_id']}")
+        elif not document["_id"].endswith("~terms"):
+            live.add(document["r"])
+    async for document in store.database[SEARCH_POSTINGS].find({"tenant": "acme"}):
+        found += [f"posting {document['_id']}" for g in document.get("e") or []
+                  if g["t"] not in live]  # fmt: skip
     return found
 
 

@@ -189,17 +189,32 @@ def test_the_fast_token_path_reads_like_the_character_walk(text: str) -> None:
 
 @given(st.integers(0, 10**7), st.lists(st.integers(0, 10**5), max_size=8, unique=True),
        st.integers(0, 10**6), st.sampled_from(["user", "assistant", "tool", "taskexit",
-                                               "custom_role", "a,b;c"]),
-       st.integers(-(10**15), 10**16), st.none() | st.text(max_size=8))  # fmt: skip
+                                               "custom_role", "a,b;c", "ü"]),
+       st.integers(-(10**15), 10**16), st.none() | st.text(max_size=8),
+       st.integers(1, 2**40))  # fmt: skip
 @settings(max_examples=200, deadline=None)
-def test_a_posting_packs_and_unpacks(index: int, positions: list[int], length: int, role: str,
-                                     micros: int, owner: str | None) -> None:  # fmt: skip
-    from mindstore.search.index import Packed, Posting, pack_group, unpack
+def test_a_posting_and_its_table_row_pack_and_unpack(
+    index: int, positions: list[int], length: int, role: str, micros: int,
+    owner: str | None, ordinal: int,
+) -> None:  # fmt: skip
+    """A posting keeps index, count and positions under its task's ordinal; the message's
+    length, role and time are its chunk's table's, and the two join back to the message."""
+    from bson import BSON
+
+    from mindstore.search.entries import Entry, Row, pack_chunks, tables_of
+    from mindstore.search.index import Packed, pack_group, unpack
+    from mindstore.search.postings import Occurrence
 
     at = tuple(sorted(positions))
-    items = [Packed(index, length, role, micros, at), Packed(index + 1, length, role, micros, at)]
-    (group,) = pack_group("task", owner, "term", items, None)
-    assert unpack(group) == [
-        Posting("task", owner, n, len(at), length, role, micros / 1_000_000, at)
-        for n in (index, index + 1)
-    ]
+    items = [Packed(n, length, role, micros, at) for n in (index, index + 1)]
+    (group,) = pack_group(ordinal, "term", items, None)
+    assert unpack(group) == [Occurrence(ordinal, n, len(at), at) for n in (index, index + 1)]
+    entries = [Entry(f"k/{n}", n, f"m{n}", length, "x", {}, role, micros + n) for n in (index,
+               index + 1)]  # fmt: skip
+    chunks = [
+        BSON.encode(c).decode()
+        for c in pack_chunks(entries, "t", "task", owner, lambda x, _t, _c: x, ordinal)
+    ]  # fmt: skip (stored and read back)
+    (table,) = tables_of(chunks).values()
+    assert (table.task, table.owner) == ("task", owner)
+    assert table.rows == {n: Row(length, role, micros + n) for n in (index, index + 1)}

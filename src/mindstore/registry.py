@@ -174,8 +174,9 @@ KEY_STORE = REGISTRY[-1]
 
 DERIVED: tuple[Collection, ...] = (
     Collection(
-        SEARCH_POSTINGS, Unit.TASK, owner="packed in each group (its task's)",
-        key="`_id` = `<tenant>/<term>/<block>`; each group names its task (`t`)",
+        SEARCH_POSTINGS, Unit.TASK, owner="its task's (field `o` of the task's chunks)",
+        key="`_id` = `<tenant>/<term>/<block>`; each group names its task by ordinal "
+        "(`t`, the `r` of the task's mark and chunks)",
         since="never backed up: rebuilt from the tasks", format_version=0,
         redaction="a redacted message's postings are pulled with the redaction; deletes, "
         "erase and retention pull their tasks' postings (docs/search.md)",

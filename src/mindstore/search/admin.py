@@ -82,10 +82,13 @@ class SearchIndexAdmin:
                     postings |= {(term, task_id, n) for term in entry.postings}
         held: list[str] = []
         length = 0
-        async for chunk in index.entries.find({"tenant": index.tenant}, {"g": 1, "n": 1}):
+        tasks_by_ordinal: dict[int, set[str]] = {}
+        chunks = index.entries.find({"tenant": index.tenant}, {"g": 1, "n": 1, "r": 1, "task": 1})
+        async for chunk in chunks:
             key = key_of(str(chunk["_id"]))
             held += [entry_id(key, i) for i in chunk_indexes(chunk)]
             length += int(chunk.get("n") or 0)
+            tasks_by_ordinal.setdefault(int(chunk.get("r") or 0), set()).add(str(chunk["task"]))
         report.entries = len(held)
         report.missing = sorted(set(expected) - set(held))
         report.extra = sorted(set(held) - expected)
@@ -98,7 +101,11 @@ class SearchIndexAdmin:
                 continue
             term = document["_id"][prefix : document["_id"].rindex("/")]
             for group in document.get("e") or []:
-                stored += [(term, p.task, p.index) for p in unpack(group)]
+                for occurrence in unpack(group):
+                    # an ordinal no chunk names, or two tasks' chunks name, matches nothing
+                    named = tasks_by_ordinal.get(occurrence.ordinal, set())
+                    task = next(iter(named)) if len(named) == 1 else "?"
+                    stored.append((term, task, occurrence.index))
         report.postings_ok = len(stored) == len(set(stored)) and set(stored) == postings
         if held:
             report.statistics_ok = (

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pymongo import UpdateOne
+from pymongo import ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from mindstore.clock import utcnow
@@ -40,8 +40,10 @@ from .postings import (
     FORMAT,
     IndexState,
     Packed,
+    as_ordinal,
     block_of,
     pack_group,
+    pack_terms,
     postings_id,
     stats_filter,
     terms_id,
@@ -91,6 +93,7 @@ class _Claim:
 
     key: str
     task_id: str
+    ordinal: int
     token: str
     version: int
     terms: tuple[str, ...]
@@ -110,9 +113,10 @@ class _Batch:
     gone_vectors: list[str] = field(default_factory=list)
     """Chunks and vectors of tasks indexed whole again (every `_id` they may hold, from
     their marks' counts): deleted before the new ones go in."""
-    pulls: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    pulls: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    """(term, block) -> the ordinals of the tasks indexed whole again, pulled from it."""
     pushes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
-    """(term, block) -> groups ``{t: task, p: <packed postings>}`` (`pack_group`)."""
+    """(term, block) -> groups ``{t: ordinal, p: <packed postings>}`` (`pack_group`)."""
     start: int = 0
     written: int = 0
     """The tenant's counter of postings bytes written, as this batch advanced it: each
@@ -155,6 +159,17 @@ def _pulled(row: dict[str, Any]) -> bool:
     reset to -1) and not indexed since: an answer without it would miss all its messages."""
     mark = (row.get("s") or [None])[0]
     return mark is not None and int(mark.get("v", 0)) == -1
+
+
+def _mark(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A change-check row's task mark (None: never indexed)."""
+    marks: list[dict[str, Any]] = row.get("s") or []
+    return marks[0] if marks else None
+
+
+def _ordinal_of(mark: dict[str, Any] | None) -> int | None:
+    """The ordinal a task's mark holds (None: none given yet)."""
+    return as_ordinal((mark or {}).get("r"))
 
 
 def _current(row: dict[str, Any]) -> bool:
@@ -255,8 +270,9 @@ class CatchUp:
                     return codec, None
                 return codec, [r["p"] for r in rows if r["_id"] == carrier and "p" in r]
             batch, claimed, busy = _Batch.at(self.index.held(state).written), 0, 0
+            ordinals = await self._ordinals(sum(_ordinal_of(_mark(r)) is None for r in stale))
             for at, row in enumerate(stale):
-                busy += not await self._index_task(row, codec, batch)
+                busy += not await self._index_task(row, codec, batch, ordinals)
                 if batch.claims and (len(batch.claims) >= FLUSH or at == len(stale) - 1):
                     await self._apply(batch, self.index.held(state))
                     mine.update((claim.key, claim.task_id) for claim in batch.claims)
@@ -268,6 +284,22 @@ class CatchUp:
             else:  # another search is indexing them: wait for it to release its claims
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, _WAIT_MOST)
+
+    async def _ordinals(self, count: int) -> Iterator[int]:
+        """`count` task ordinals never handed out before in the tenant (one `$inc` of its
+        counter, ``r``; none: no write). A task keeps its ordinal while its mark lives; an
+        ordinal a lost claim took is not handed out again."""
+        if not count:
+            return iter(())
+        after = await self.index.postings.find_one_and_update(
+            stats_filter(self.tenant),
+            {"$inc": {"r": count}},
+            projection={"r": 1},
+            upsert=True,  # erased meanwhile: a document without a form, rebuilt next time
+            return_document=ReturnDocument.AFTER,
+        )
+        last = int(after["r"])
+        return iter(range(last - count + 1, last + 1))
 
     async def _changed(
         self,
@@ -337,12 +369,16 @@ class CatchUp:
         found = await self.index.database[TASKS].aggregate(pipeline, batchSize=REPLY_DOCUMENTS)
         return list(await found.to_list(None))
 
-    async def _index_task(self, row: dict[str, Any], codec: Codec, batch: _Batch) -> bool:
+    async def _index_task(
+        self, row: dict[str, Any], codec: Codec, batch: _Batch, ordinals: Iterator[int]
+    ) -> bool:
         """Read what changed of one task, claim it, and add its writes to `batch`; False:
-        another search holds its claim (or took it first)."""
+        another search holds its claim (or took it first). A task without an ordinal
+        takes the next of `ordinals`."""
         key = row["_id"]
         task_id = task_id_of(key)
-        old: dict[str, Any] | None = (row.get("s") or [None])[0]
+        old = _mark(row)
+        ordinal = _ordinal_of(old) or next(ordinals)
         claimed_by = str(old.get("w") or "") if old else ""
         if old is not None and claimed_by and not _expired(old):
             return False
@@ -377,6 +413,7 @@ class CatchUp:
         total_l = kept_l + sum(e.length for e in entries)
         token = secrets.token_hex(8)
         mark = {
+            "r": ordinal,
             "v": version,
             "s": start + len(messages),
             "d": total_d,
@@ -399,14 +436,16 @@ class CatchUp:
         except DuplicateKeyError:
             return False
         if not appended and old is not None:
-            old_terms, old_blocks = await task_postings(self.index.database, self.tenant, key)
+            old_terms, old_blocks, pulled = await task_postings(
+                self.index.database, self.tenant, key
+            )
             for term in old_terms:
                 for block in old_blocks:
-                    batch.pulls.setdefault((term, block), []).append(task_id)
+                    batch.pulls.setdefault((term, block), []).append(pulled or ordinal)
             old_chunks, old_vectors = candidates(key, old_s)
             batch.gone_chunks += old_chunks
             batch.gone_vectors += old_vectors
-        written = pack_chunks(entries, self.tenant, task_id, owner, codec.seal)
+        written = pack_chunks(entries, self.tenant, task_id, owner, codec.seal, ordinal)
         batch.documents += written
         grouped: dict[str, list[Packed]] = {}
         for entry in entries:
@@ -414,23 +453,25 @@ class CatchUp:
                 grouped.setdefault(term, []).append(posting)
         blocks: set[int] = set()
         for term, packed in grouped.items():
-            for group in pack_group(task_id, owner, term, packed, codec.seal_places):
+            for group in pack_group(ordinal, term, packed, codec.seal_places):
                 block = block_of(batch.written)
                 batch.written += len(group["p"]) + len(group.get("x") or b"")
                 batch.pushes.setdefault((term, block), []).append(group)
                 blocks.add(block)
         ordered = sorted(blocks)
-        terms = (
-            {"$addToSet": {"k": {"$each": new_terms}, "b": {"$each": ordered}}}
+        packed_terms = [pack_terms(new_terms)] if new_terms else []
+        terms: dict[str, Any] = (
+            {"$push": {"k": {"$each": packed_terms}}, "$addToSet": {"b": {"$each": ordered}},
+             "$set": {"r": ordinal}}
             if appended
-            else {"$set": {"k": new_terms, "b": ordered}}
-        )
+            else {"$set": {"k": packed_terms, "b": ordered, "r": ordinal}}
+        )  # fmt: skip
         batch.terms.append(
             UpdateOne({"_id": terms_id(key), "tenant": self.tenant}, terms, upsert=True)
         )
         batch.claims.append(
             _Claim(
-                key, task_id, token, version, tuple(new_terms), tuple(ordered),
+                key, task_id, ordinal, token, version, tuple(new_terms), tuple(ordered),
                 tuple(c["_id"] for c in written), tuple(e.id for e in entries),
             )
         )  # fmt: skip
@@ -451,9 +492,9 @@ class CatchUp:
             pulls: list[Any] = [
                 UpdateOne(
                     {"_id": postings_id(tenant, term, part), "tenant": tenant},
-                    {"$pull": {"e": {"t": {"$in": tasks}}}},
+                    {"$pull": {"e": {"t": {"$in": ordinals}}}},
                 )
-                for (term, part), tasks in batch.pulls.items()
+                for (term, part), ordinals in batch.pulls.items()
             ]
             await _bulk(self.index.postings, [*pulls, drop_emptied(tenant, pulled)], ordered=True)
         await delete_entries(self.index.database, tenant, batch.gone_chunks, batch.gone_vectors)
@@ -520,7 +561,7 @@ class CatchUp:
             if mark is not None and int(mark.get("v", 0)) >= claim.version:
                 continue
             await pull_postings(
-                self.index.database, self.tenant, claim.task_id, claim.terms, claim.blocks
+                self.index.database, self.tenant, claim.ordinal, claim.terms, claim.blocks
             )
             await delete_entries(self.index.database, self.tenant, claim.chunks, claim.vectors)
             terms = {"_id": terms_id(claim.key), "tenant": self.tenant}

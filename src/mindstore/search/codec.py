@@ -102,5 +102,6 @@ def entry_for(
     length = len(words)
     postings = {term: Packed(index, length, role, time, tuple(at)) for term, at in places.items()}
     return Entry(
-        entry_id(task_key(tenant, task_id), index), index, message_id, length, found.text, postings
-    )
+        entry_id(task_key(tenant, task_id), index), index, message_id, length, found.text,
+        postings, role, time,
+    )  # fmt: skip

@@ -22,9 +22,19 @@ from typing import Any
 
 from bson import Binary
 
-from mindstore.ids import task_key
+from mindstore.ids import task_id_of, task_key
 
-from .postings import Packed, _number, _varint
+from .postings import (
+    OTHER_ROLE,
+    ROLE_CODES,
+    ROLES_BY_CODE,
+    Packed,
+    _number,
+    _unzigzag,
+    _varint,
+    _zigzag,
+    as_ordinal,
+)
 
 CHUNK_SPAN = 64
 """The most message indexes one chunk covers (last - first + 1)."""
@@ -49,6 +59,9 @@ class Entry:
     """Its searchable text, in clear (sealed only with its chunk)."""
     postings: dict[str, Packed]
     """Term -> its posting, to pack with the task's others (`postings.pack_group`)."""
+    role: str = "unknown"
+    time: int = 0
+    """Microseconds since the epoch (`postings.micros`)."""
 
 
 @dataclass(frozen=True)
@@ -131,15 +144,67 @@ def _payload(entries: Sequence[Entry]) -> bytes:
     return zlib.compress(bytes(out), ZLIB_LEVEL)
 
 
+def pack_table(entries: Sequence[Entry]) -> bytes:
+    """A chunk's message table, in the order of its indexes (``g``): each message's length
+    in words and its role's code in one varint (an unknown role: code `OTHER_ROLE` and its
+    name), then its time in microseconds as a difference from the previous message's
+    (zigzag-coded; the first from 0). What BM25 and the role and time filters read of a
+    message, once for all its terms."""
+    out, last = bytearray(), 0
+    for entry in entries:
+        code = ROLE_CODES.get(entry.role, OTHER_ROLE)
+        _varint(out, entry.length << 4 | code)
+        if code == OTHER_ROLE:
+            raw = entry.role.encode("utf-8", "surrogatepass")
+            _varint(out, len(raw))
+            out += raw
+        _varint(out, _zigzag(entry.time - last))
+        last = entry.time
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One message as its chunk's table holds it."""
+
+    length: int
+    role: str
+    time: int
+    """Microseconds since the epoch."""
+
+
+def unpack_table(document: dict[str, Any]) -> dict[int, Row]:
+    """Index -> `Row` of each message a chunk holds (its clear ``g`` and ``m``)."""
+    data = bytes(document.get("m") or b"")
+    out: dict[int, Row] = {}
+    at, last = 0, 0
+    for index in chunk_indexes(document):
+        both, at = _number(data, at)
+        code = both & 0xF
+        if code == OTHER_ROLE:
+            size, at = _number(data, at)
+            role = data[at : at + size].decode("utf-8", "surrogatepass")
+            at += size
+        else:
+            role = ROLES_BY_CODE.get(code, "unknown")
+        shift, at = _number(data, at)
+        last += _unzigzag(shift)
+        out[index] = Row(both >> 4, role, last)
+    return out
+
+
 def pack_chunks(
     entries: Sequence[Entry],
     tenant: str,
     task_id: str,
     owner: str | None,
     seal: Callable[[bytes, str, str], Any],
+    ordinal: int = 0,
 ) -> list[dict[str, Any]]:
     """The chunk documents of one catch-up's entries of a task (in index order); `seal`
-    ((compressed payload, task id, chunk `_id`) -> its stored form) binds each to them."""
+    ((compressed payload, task id, chunk `_id`) -> its stored form) binds each to them.
+    Each carries its task's `ordinal` (``r``: what the task's postings name it by) and
+    its messages' table (``m``, `pack_table`), in clear as the postings were."""
     key = task_key(tenant, task_id)
     documents = []
     for run in _runs(entries):
@@ -153,6 +218,8 @@ def pack_chunks(
                 "l": run[-1].index,
                 "g": Binary(bytes(_gaps(run))),
                 "n": sum(entry.length for entry in run),
+                "r": ordinal,
+                "m": Binary(pack_table(run)),
                 "z": seal(_payload(run), task_id, identifier),
             }
         )
@@ -192,3 +259,38 @@ def unpack_chunk(document: dict[str, Any], opened: bytes) -> list[tuple[int, str
             at += size
         out.append((index, parts[0], parts[1]))
     return out
+
+
+@dataclass(frozen=True)
+class TaskTable:
+    """What a task's chunks say of its indexed messages: the task, its owner, and each
+    message's `Row` by index (what a search joins its postings' occurrences with)."""
+
+    task: str
+    owner: str | None
+    rows: dict[int, Row]
+
+
+def tables_of(chunks: Sequence[dict[str, Any]]) -> dict[int, TaskTable]:
+    """Ordinal -> `TaskTable`, from chunks read by ordinal (``r``, ``o``, ``g``, ``m``).
+    A chunk's task is the one its `_id` names (what its sealed text is bound to), not its
+    ``task`` field, which a writer of the database could change alone. An ordinal whose
+    chunks name more than one task or owner is left out: a catch-up cut off by an erase
+    may leave, until its take-back, a chunk whose ordinal a later task was given, and no
+    posting may be read under another task's owner."""
+    tables: dict[int, TaskTable] = {}
+    clashing: set[int] = set()
+    for chunk in chunks:
+        ordinal = as_ordinal(chunk.get("r"))
+        if ordinal is None:
+            continue
+        task, owner = task_id_of(key_of(str(chunk["_id"]))), chunk.get("o")
+        held = tables.get(ordinal)
+        if held is None:
+            held = tables[ordinal] = TaskTable(task, owner, {})
+        elif (held.task, held.owner) != (task, owner):
+            clashing.add(ordinal)
+        held.rows.update(unpack_table(chunk))
+    for ordinal in clashing:
+        del tables[ordinal]
+    return tables

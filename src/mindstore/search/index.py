@@ -11,7 +11,7 @@ their import path still works. docs/search.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from .catchup import ROUNDS as ROUNDS
 from .codec import Codec, entry_for
 from .codec import codec_for as codec_for
 from .entries import Entry as Entry
-from .entries import StoredText, entry_id, holding, key_of, unpack_chunk
+from .entries import StoredText, TaskTable, entry_id, holding, key_of, tables_of, unpack_chunk
 from .lifecycle import forget_message, forget_task, forget_tenant, reset_tenant
 from .lifecycle import pull_postings as pull_postings
 from .lifecycle import task_terms as task_terms
@@ -188,6 +188,21 @@ class SearchStore:
         )
         return [*found, *[document async for document in extra]]
 
+    async def tables(self, ordinals: Iterable[int]) -> dict[int, TaskTable]:
+        """The tables of the tasks of `ordinals` (`entries.tables_of`): one find of their
+        chunks' clear fields (no text), by ordinal within the tenant. Scope (owner, tasks)
+        is applied to them by the search, as it was to postings, which hold every owner's
+        tasks."""
+        wanted = sorted(set(ordinals))
+        if not wanted:
+            return {}
+        found = self.entries.find(
+            {"tenant": self.tenant, "r": {"$in": wanted}},
+            {"r": 1, "o": 1, "g": 1, "m": 1},
+            batch_size=REPLY_DOCUMENTS,
+        )
+        return tables_of([chunk async for chunk in found])
+
     async def texts(self, ids: Sequence[str], codec: Codec) -> dict[str, StoredText]:
         """The texts and message ids of the messages named `ids` (``<task key>/<index>``),
         opened: one read of the chunks holding them, at most one per message
@@ -213,12 +228,15 @@ class SearchStore:
 
     # ------------------------------------------------------------------ operators
     async def reset(self, *, stemming: str | None, key_version: int | None = None) -> None:
-        """Drop the tenant's index; the next search rebuilds it (a new epoch)."""
+        """Drop the tenant's index; the next search rebuilds it (a new epoch). The counter of
+        task ordinals carries on: an ordinal is never handed out twice (a catch-up that
+        began before the reset still names its tasks by the ones it was given)."""
         state = await self.state(fresh=True)
         await forget_tenant(self.database, self.tenant)
         await self.postings.update_one(
             stats_filter(self.tenant),
             {
+                "$max": {"r": state.ordinals},
                 "$set": {
                     "docs": 0,
                     "length": 0,

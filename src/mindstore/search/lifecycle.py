@@ -24,7 +24,7 @@ from mindstore.collection_names import (
 from mindstore.ids import task_key
 
 from .entries import candidates, chunk_indexes, entry_id, task_range
-from .postings import postings_id, stats_filter, terms_id
+from .postings import as_ordinal, postings_id, stats_filter, terms_id, unpack_terms
 
 
 async def task_terms(database: Any, tenant: str, key: str) -> list[str]:
@@ -32,10 +32,23 @@ async def task_terms(database: Any, tenant: str, key: str) -> list[str]:
     return (await task_postings(database, tenant, key))[0]
 
 
-async def task_postings(database: Any, tenant: str, key: str) -> tuple[list[str], list[int]]:
-    """The terms a task's postings were written under, and the blocks they went to."""
+def _held_postings(found: dict[str, Any] | None) -> tuple[list[str], list[int], int | None]:
+    """A task's terms document read: its terms, its blocks, its ordinal (None: none)."""
+    held = found or {}
+    return (
+        unpack_terms(held.get("k") or []),
+        [int(b) for b in held.get("b") or []],
+        as_ordinal(held.get("r")),
+    )
+
+
+async def task_postings(
+    database: Any, tenant: str, key: str
+) -> tuple[list[str], list[int], int | None]:
+    """The terms a task's postings were written under, the blocks they went to, and the
+    ordinal they name the task by (None: never indexed)."""
     found = await database[SEARCH_TASKS].find_one({"_id": terms_id(key), "tenant": tenant})
-    return list((found or {}).get("k") or []), [int(b) for b in (found or {}).get("b") or []]
+    return _held_postings(found)
 
 
 def drop_emptied(tenant: str, ids: Iterable[str]) -> DeleteMany:
@@ -46,16 +59,23 @@ def drop_emptied(tenant: str, ids: Iterable[str]) -> DeleteMany:
 
 
 async def pull_postings(
-    database: Any, tenant: str, task_id: str, terms: Iterable[str], blocks: Iterable[int]
+    database: Any,
+    tenant: str,
+    ordinal: int | None,
+    terms: Iterable[str],
+    blocks: Iterable[int],
 ) -> None:
-    """Pull a task's postings from the blocks `blocks` of `terms` (those its terms document
-    names), and delete the documents left empty."""
+    """Pull the postings of the task of `ordinal` from the blocks `blocks` of `terms` (those
+    its terms document names), and delete the documents left empty (None: nothing to
+    pull)."""
+    if ordinal is None:
+        return
     held = sorted(set(blocks))
     ids = [postings_id(tenant, term, block) for term in dict.fromkeys(terms) for block in held]
     for chunk in range(0, len(ids), 1000):
         some = ids[chunk : chunk + 1000]
         requests: list[Any] = [
-            UpdateOne({"_id": i, "tenant": tenant}, {"$pull": {"e": {"t": task_id}}}) for i in some
+            UpdateOne({"_id": i, "tenant": tenant}, {"$pull": {"e": {"t": ordinal}}}) for i in some
         ]
         await database[SEARCH_POSTINGS].bulk_write([*requests, drop_emptied(tenant, some)])
 
@@ -94,7 +114,8 @@ async def forget_task(database: Any, tenant: str, task_id: str) -> None:
     mark = await marks.find_one_and_delete({"_id": key, "tenant": tenant})
     found = next((d for d in held if d["_id"] == terms_id(key)), None)
     if found is not None:
-        await pull_postings(database, tenant, task_id, found.get("k") or [], found.get("b") or [])
+        terms, blocks, ordinal = _held_postings(found)
+        await pull_postings(database, tenant, ordinal, terms, blocks)
     if mark is not None:
         chunks, vectors = candidates(key, int(mark.get("s", 0)))
     else:  # another caller took the mark: the chunks are found by the task's `_id` range
@@ -131,7 +152,8 @@ async def forget_message(database: Any, tenant: str, task_id: str, message_id: s
         return
     try:
         await delete_entries(database, tenant, *candidates(key, int(mark.get("s", 0))))
-        await pull_postings(database, tenant, task_id, *await task_postings(database, tenant, key))
+        terms, blocks, ordinal = await task_postings(database, tenant, key)
+        await pull_postings(database, tenant, ordinal, terms, blocks)
         await marks.update_one(
             {"_id": terms_id(key), "tenant": tenant}, {"$set": {"k": [], "b": []}}
         )

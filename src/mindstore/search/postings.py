@@ -1,11 +1,13 @@
 """The index's stored forms, as pure logic (no I/O): the `_id`s and blocks of its
 documents, the statistics document read back (`IndexState`), and the packing of postings
 (`Packed`, `pack_group`, `unpack`): one binary value per task, term and part, delta- and
-varint-coded, not a sub-document per message. docs/search.md ("The model").
+varint-coded, its task named by an ordinal, not a sub-document per message.
+docs/search.md ("The model").
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,10 +31,12 @@ PART_BYTES = 1 << 14
 whose postings of a term are longer is split into several groups, so one task of a
 million messages cannot grow one block past its bound either."""
 
-FORMAT = 4
+FORMAT = 5
 """The stored form of the index (2: postings as packed strings in 8 partitions by task;
 3: binary, delta-coded groups in blocks bounded in bytes; 4: as 3, with a task's entries
-packed in compressed chunks, `entries`, not one document per message). A tenant's index
+packed in compressed chunks, `entries`, not one document per message; 5: a group names
+its task by an ordinal and a posting keeps only index, count and positions, a message's
+length, role and time in its chunk's table, a task's terms compressed). A tenant's index
 of another form is dropped and rebuilt by its next search."""
 
 
@@ -82,6 +86,9 @@ class IndexState:
     written: int = 0
     """Bytes of postings the tenant's indexing has written (never decreases): which block
     a catch-up writes to (`block_of`)."""
+    ordinals: int = 0
+    """The last task ordinal handed out (``r``, raised by each catch-up that indexes a
+    task for the first time): a task's postings name it by its ordinal."""
     top: int = 0
     """The last block any catch-up wrote to (``qb``, raised by each): a process whose count
     was behind (it held a state from before a rebuild or an erase) may have written past
@@ -108,6 +115,7 @@ class IndexState:
             tokenizer=int(document.get("tv") or 1),
             written=int(document.get("q") or 0),
             top=int(document.get("qb") or 0),
+            ordinals=int(document.get("r") or 0),
         )
 
 
@@ -121,11 +129,11 @@ ROLES = (
     "system", "user", "assistant", "tool", "informational", "compression", "taskconfig",
     "taskentry", "taskexit",
 )  # fmt: skip
-"""A known role is stored as its place here (4 bits beside the message's length); another
-(an unknown message's) as code 15 and its name."""
+"""A known role is stored as its place here (4 bits beside the message's length, in its
+chunk's table); another (an unknown message's) as code 15 and its name."""
 ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
 ROLES_BY_CODE = dict(enumerate(ROLES))
-_OTHER_ROLE = 15
+OTHER_ROLE = 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,10 +149,22 @@ class Packed:
     positions: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One message holding a term, as its postings group stores it: the task's ordinal,
+    the message's index, the term's count and positions (empty when sealed and not
+    opened). Whose, how long and when are the message's chunk's (`entries.TaskTable`)."""
+
+    ordinal: int
+    index: int
+    count: int
+    positions: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True)
 class Posting:
     """One message holding a term: where, how often (at which of its words), how long,
-    whose, when."""
+    whose, when (an `Occurrence` joined with its task's table)."""
 
     task: str
     owner: str | None
@@ -171,31 +191,23 @@ def _zigzag(number: int) -> int:
     return number * 2 if number >= 0 else -number * 2 - 1
 
 
+def _unzigzag(number: int) -> int:
+    return number >> 1 if not number & 1 else -((number + 1) >> 1)
+
+
 # ------------------------------------------------------------------ groups
-def _head(owner: str | None) -> bytearray:
-    """A group's first bytes: its task's owner (0: none, else its length + 1, then UTF-8)."""
-    out = bytearray()
-    if owner is None:
-        out.append(0)
-        return out
-    raw = owner.encode("utf-8", "surrogatepass")
-    _varint(out, len(raw) + 1)
-    out += raw
-    return out
+def place_binding(ordinal: int) -> str:
+    """What a group's sealed positions are bound to in place of a task id: its task's
+    ordinal, which names one task of the tenant for the task's whole life (no task id
+    starts with ``#``, so the two never meet)."""
+    return f"#{ordinal}"
 
 
 def _posting(out: bytearray, item: Packed, previous: Packed | None, *, places: bool) -> None:
-    """One posting after `previous` (the group's last, or None): the index and time as
-    differences, the length and the role's code in one varint, the count, then (`places`)
-    the positions as gaps."""
+    """One posting after `previous` (the group's last, or None): the index as a
+    difference, the term's count, then (`places`) its positions as gaps. A message's
+    length, role and time are its chunk's (`entries.pack_table`), stated once."""
     _varint(out, item.index - (previous.index if previous else 0))
-    code = ROLE_CODES.get(item.role, _OTHER_ROLE)
-    _varint(out, item.length << 4 | code)
-    if code == _OTHER_ROLE:
-        raw = item.role.encode("utf-8", "surrogatepass")
-        _varint(out, len(raw))
-        out += raw
-    _varint(out, _zigzag(item.time - (previous.time if previous else 0)))
     _varint(out, len(item.positions))
     if places:
         _gaps(out, item.positions)
@@ -212,7 +224,7 @@ def split(items: Sequence[Packed], *, places: bool = True, bound: int | None = N
     """One task's postings of one term (ascending indexes), packed into parts of at most
     `bound` bytes each (a part holding one posting may be longer: a posting is never cut);
     each part starts afresh (no difference reaches back into another part), so any part
-    reads alone (`bound` None: `PART_BYTES`). The owner is added by `pack_group`."""
+    reads alone (`bound` None: `PART_BYTES`)."""
     bound = PART_BYTES if bound is None else bound
     parts: list[bytes] = []
     out, previous = bytearray(), None
@@ -231,31 +243,32 @@ def split(items: Sequence[Packed], *, places: bool = True, bound: int | None = N
 
 
 def pack_group(
-    task_id: str,
-    owner: str | None,
+    ordinal: int,
     term: str,
     items: Sequence[Packed],
     seal_places: Callable[[bytes, str, str], Any] | None,
     *,
     bound: int | None = None,
 ) -> list[dict[str, Any]]:
-    """One task's groups in the postings of `term`: ``{t: task, p: <binary>}`` each, at
-    most `bound` bytes of postings apiece (`split`). Under a keyring (`seal_places`: the
-    codec's) each group's positions are sealed apart (``x``) and ``p`` keeps the counts."""
-    groups = []
-    for part in split(items, places=seal_places is None, bound=bound):
-        group: dict[str, Any] = {"t": task_id, "p": Binary(bytes(_head(owner)) + part)}
-        groups.append(group)
+    """One task's groups in the postings of `term`: ``{t: ordinal, p: <binary>}`` each,
+    the task named by its ordinal (`IndexState.ordinals`), at most `bound` bytes of
+    postings apiece (`split`). Under a keyring (`seal_places`: the codec's) each group's
+    positions are sealed apart (``x``, bound to the ordinal: `place_binding`) and ``p``
+    keeps the counts."""
+    groups: list[dict[str, Any]] = [
+        {"t": ordinal, "p": Binary(part)}
+        for part in split(items, places=seal_places is None, bound=bound)
+    ]
     if seal_places is not None:  # the positions of each group's postings, in their order
         done = 0
         for group in groups:
-            count = len(_walk(bytes(group["p"]), places=False)[1])
+            count = len(_walk(bytes(group["p"]), places=False))
             gaps = bytearray()
             for item in items[done : done + count]:
                 _varint(gaps, len(item.positions))
                 _gaps(gaps, item.positions)
             done += count
-            group["x"] = seal_places(bytes(gaps), task_id, term)
+            group["x"] = seal_places(bytes(gaps), place_binding(ordinal), term)
     return groups
 
 
@@ -274,17 +287,14 @@ def _number(data: bytes, at: int) -> tuple[int, int]:
         shift += 7
 
 
-def _walk(data: bytes, *, places: bool) -> tuple[str | None, list[_Row]]:
-    """A group's owner, and (index, length, role, time, count, positions) of each of its
-    postings. (One loop, varints of one byte read inline: a search decodes every posting
-    of its terms.)"""
-    size, at = _number(data, 0)
-    owner = None
-    if size:
-        owner = data[at : at + size - 1].decode("utf-8", "surrogatepass")
-        at += size - 1
-    end, rows = len(data), []
-    index = time = 0
+_Row = tuple[int, int, tuple[int, ...]]
+
+
+def _walk(data: bytes, *, places: bool) -> list[_Row]:
+    """(index, count, positions) of each posting of a group. (One loop, varints of one
+    byte read inline: a search decodes every posting of its terms.)"""
+    at, end, rows = 0, len(data), []
+    index = 0
     while at < end:
         step = data[at]
         if step < 0x80:
@@ -292,16 +302,6 @@ def _walk(data: bytes, *, places: bool) -> tuple[str | None, list[_Row]]:
         else:
             step, at = _number(data, at)
         index += step
-        both, at = _number(data, at)
-        code = both & 0xF
-        if code == _OTHER_ROLE:
-            length, at = _number(data, at)
-            role = data[at : at + length].decode("utf-8", "surrogatepass")
-            at += length
-        else:
-            role = ROLES_BY_CODE.get(code, "unknown")
-        shift, at = _number(data, at)
-        time += shift >> 1 if not shift & 1 else -((shift + 1) >> 1)
         count = data[at]
         if count < 0x80:
             at += 1
@@ -319,24 +319,22 @@ def _walk(data: bytes, *, places: bool) -> tuple[str | None, list[_Row]]:
                 last += gap
                 held.append(last)
             positions = tuple(held)
-        rows.append((index, both >> 4, role, time, count, positions))
-    return owner, rows
-
-
-_Row = tuple[int, int, str, int, int, tuple[int, ...]]
+        rows.append((index, count, positions))
+    return rows
 
 
 def unpack(
     group: dict[str, Any], reveal: Callable[[Any, str], bytes] | None = None
-) -> list[Posting]:
-    """The postings of one group (``{t, p}``); sealed positions (``x``, under a keyring)
-    are opened by `reveal(sealed, task)` when given, else left out (the counts stay)."""
-    task = str(group.get("t"))
+) -> list[Occurrence]:
+    """The occurrences of one group (``{t, p}``); sealed positions (``x``, under a
+    keyring) are opened by `reveal(sealed, binding)` (`place_binding` of the group's
+    ordinal) when given, else left out (the counts stay)."""
+    ordinal = as_ordinal(group.get("t")) or -1  # -1: names no task
     sealed = "x" in group
-    owner, rows = _walk(bytes(group.get("p") or b"\0"), places=not sealed)
+    rows = _walk(bytes(group.get("p") or b""), places=not sealed)
     opened: list[tuple[int, ...]] = []
     if sealed and reveal is not None:
-        hidden = bytes(reveal(group["x"], task))
+        hidden = bytes(reveal(group["x"], place_binding(ordinal)))
         at = 0
         for _ in rows:
             count, at = _number(hidden, at)
@@ -347,7 +345,38 @@ def unpack(
                 held.append(last)
             opened.append(tuple(held))
     return [
-        Posting(task, owner, index, count, length, role, time / 1_000_000,
-                opened[n] if opened else positions)
-        for n, (index, length, role, time, count, positions) in enumerate(rows)
-    ]  # fmt: skip
+        Occurrence(ordinal, index, count, opened[n] if opened else positions)
+        for n, (index, count, positions) in enumerate(rows)
+    ]
+
+
+def as_ordinal(value: object) -> int | None:
+    """A task ordinal as stored (a positive int, BSON's int32 or int64), else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return int(value)
+
+
+# ------------------------------------------------------------------ a task's terms
+def pack_terms(terms: Sequence[str]) -> Binary:
+    """A catch-up's terms of one task (what a re-index or a delete pulls), each
+    length-prefixed, zlib-compressed: a task's terms document holds one per catch-up."""
+    out = bytearray()
+    for term in terms:
+        raw = term.encode("utf-8", "surrogatepass")
+        _varint(out, len(raw))
+        out += raw
+    return Binary(zlib.compress(bytes(out), 6))
+
+
+def unpack_terms(stored: Sequence[Any]) -> list[str]:
+    """Every term of a task's terms document (``k``: `pack_terms` values), each once."""
+    found: dict[str, None] = {}
+    for value in stored:
+        data = zlib.decompress(bytes(value))
+        at = 0
+        while at < len(data):
+            size, at = _number(data, at)
+            found[data[at : at + size].decode("utf-8", "surrogatepass")] = None
+            at += size
+    return list(found)

@@ -32,9 +32,10 @@ from mindstore.ids import check_key, check_name, task_key
 from mindstore.validation import check_int
 
 from .bm25 import Corpus, score
-from .entries import StoredText, entry_id
+from .entries import StoredText, TaskTable, entry_id
 from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
 from .modes import Recall, choose_recall
+from .postings import Occurrence
 from .query import MAX_TERMS, ROLES, ParsedQuery, parse_query
 from .snippet import Snippet, make_snippet
 from .tokenize import TOKENIZER_VERSION
@@ -274,33 +275,34 @@ class _Candidate:
         return (-self.score, -self.posting.ts, self.id)
 
 
+_Where = tuple[int, int]
+"""A message in the postings: its task's ordinal, its index."""
+
+
 def _gather(
     tenant: str, documents: list[dict[str, Any]], codec: Codec | None = None
-) -> tuple[dict[tuple[str, int], tuple[Posting, dict[str, Posting]]], dict[str, int]]:
-    """Postings documents -> per message (a posting of it, its posting per term) and each
-    term's document frequency. A posting seen twice (an indexing cut short and run again)
+) -> tuple[dict[_Where, dict[str, Occurrence]], dict[str, int]]:
+    """Postings documents -> per message its occurrence of each term, and each term's
+    document frequency. An occurrence seen twice (an indexing cut short and run again)
     counts once. With `codec` (a phrase), positions sealed under a keyring are opened."""
-    messages: dict[tuple[str, int], tuple[Posting, dict[str, Posting]]] = {}
+    messages: dict[_Where, dict[str, Occurrence]] = {}
     df: dict[str, int] = {}
     prefix = len(tenant) + 1
     for document in documents:
         term = document["_id"][prefix : document["_id"].rindex("/")]
         opened = codec.open_places if codec is not None else None
-        reveal = None if opened is None else (lambda x, task, o=opened, t=term: o(x, task, t))
+        reveal = None if opened is None else (lambda x, bound, o=opened, t=term: o(x, bound, t))
         for group in document.get("e") or []:
-            for posting in unpack(group, reveal):
-                where = (posting.task, posting.index)
-                held = messages.get(where)
-                if held is None:
-                    held = messages[where] = (posting, {})
-                if term in held[1]:
+            for occurrence in unpack(group, reveal):
+                held = messages.setdefault((occurrence.ordinal, occurrence.index), {})
+                if term in held:
                     continue
-                held[1][term] = posting
+                held[term] = occurrence
                 df[term] = df.get(term, 0) + 1
     return messages, df
 
 
-def _phrase_at(found: dict[str, Posting], phrase: tuple[str, ...]) -> bool:
+def _phrase_at(found: dict[str, Occurrence], phrase: tuple[str, ...]) -> bool:
     """Whether the stored terms of `phrase` occur next to each other, in order, in one
     message (by the positions its postings hold: no text is read)."""
     first, rest = phrase[0], phrase[1:]
@@ -315,57 +317,86 @@ def _distinct(parsed: ParsedQuery) -> tuple[str, ...]:
     return tuple(dict.fromkeys(parsed.scored))
 
 
+@dataclass(frozen=True)
+class _Terms:
+    """A query's terms as the index stores them (`Codec.term`)."""
+
+    required: tuple[str, ...]
+    any_of: frozenset[str]
+    excluded: frozenset[str]
+    scored: tuple[str, ...]
+    phrases: tuple[tuple[str, ...], ...]
+    distinct: tuple[str, ...]
+
+    @classmethod
+    def of(cls, parsed: ParsedQuery, codec: Codec) -> _Terms:
+        stored = {term: codec.term(term) for term in parsed.lookup}
+        return cls(
+            tuple(stored[t] for t in parsed.required),
+            frozenset(stored[t] for t in parsed.any_of),
+            frozenset(stored[t] for t in parsed.excluded),
+            tuple(stored[t] for t in parsed.scored),
+            tuple(tuple(stored[t] for t in phrase) for phrase in parsed.phrases),
+            tuple(stored[t] for t in _distinct(parsed)),
+        )
+
+
+def _matching(
+    messages: dict[_Where, dict[str, Occurrence]], terms: _Terms
+) -> dict[_Where, dict[str, Occurrence]]:
+    """The messages whose terms match the query (required, any of, excluded, phrases):
+    what the postings alone decide, before the tables are read."""
+    out = {}
+    for where, found in messages.items():
+        if any(t not in found for t in terms.required) or any(t in found for t in terms.excluded):
+            continue
+        if terms.any_of and terms.any_of.isdisjoint(found):
+            continue
+        if not all(_phrase_at(found, phrase) for phrase in terms.phrases):
+            continue
+        out[where] = found
+    return out
+
+
 def _rank(
     tenant: str,
-    documents: list[dict[str, Any]],
-    parsed: ParsedQuery,
-    codec: Codec,
+    matches: dict[_Where, dict[str, Occurrence]],
+    tables: dict[int, TaskTable],
+    terms: _Terms,
+    roles: frozenset[str],
     filters: Filters,
-    stats: dict[str, Any],
-    pinned: Ranking | None,
-) -> tuple[list[_Candidate], Ranking]:
-    """The matching messages, best first (BM25, then newest, then id), ranked under
-    `pinned` statistics (a walk's first page: the tenant's current ones, returned)."""
-    stored = {term: codec.term(term) for term in parsed.lookup}
-    required = [stored[t] for t in parsed.required]
-    any_of = {stored[t] for t in parsed.any_of}
-    excluded = {stored[t] for t in parsed.excluded}
-    scored = [stored[t] for t in parsed.scored]
-    phrases = [tuple(stored[t] for t in phrase) for phrase in parsed.phrases]
-    distinct = [stored[t] for t in _distinct(parsed)]
-    messages, df = _gather(tenant, documents, codec if phrases else None)
-    ranking = pinned or Ranking(
-        Corpus(int(stats.get("docs") or 0), int(stats.get("length") or 0)),
-        tuple(df.get(t, 0) for t in distinct),
-    )
-    frequencies = dict(zip(distinct, ranking.frequencies, strict=True))
+    ranking: Ranking,
+) -> list[_Candidate]:
+    """The matching messages, each joined with its task's table (a message no table holds
+    is left out: its task's chunks are being replaced or removed), filtered and ranked:
+    BM25 under `ranking`, then newest, then id (`roles`: the query's own role words)."""
+    frequencies = dict(zip(terms.distinct, ranking.frequencies, strict=True))
     out: list[_Candidate] = []
-    for (task_id, index), (posting, found) in messages.items():
-        if any(t not in found for t in required) or any(t in found for t in excluded):
+    for (ordinal, index), found in matches.items():
+        table = tables.get(ordinal)
+        row = table.rows.get(index) if table is not None else None
+        if table is None or row is None:
             continue
-        if any_of and any_of.isdisjoint(found):
+        if filters.owner is not None and table.owner != filters.owner:
             continue
-        if filters.owner is not None and posting.owner != filters.owner:
+        if (filters.roles and row.role not in filters.roles) or (roles and row.role not in roles):
             continue
-        role = posting.role
-        if (filters.roles and role not in filters.roles) or (
-            parsed.roles and role not in parsed.roles
-        ):
-            continue
-        ts = posting.ts
+        ts = row.time / 1_000_000
         if (filters.since is not None and ts < filters.since) or (
             filters.until is not None and ts >= filters.until
         ):
             continue
-        if filters.task_ids is not None and task_id not in filters.task_ids:
+        if filters.task_ids is not None and table.task not in filters.task_ids:
             continue
-        if not all(_phrase_at(found, phrase) for phrase in phrases):
-            continue
-        counts = {term: p.count for term, p in found.items()}
-        value = score(ranking.corpus, counts, posting.length, scored, frequencies)
-        out.append(_Candidate(entry_id(task_key(tenant, task_id), index), posting, value))
+        counts = {term: o.count for term, o in found.items()}
+        value = score(ranking.corpus, counts, row.length, list(terms.scored), frequencies)
+        first = next(iter(found.values()))
+        posting = Posting(
+            table.task, table.owner, index, first.count, row.length, row.role, ts, first.positions
+        )
+        out.append(_Candidate(entry_id(task_key(tenant, table.task), index), posting, value))
     out.sort(key=_Candidate.key)
-    return out, ranking
+    return out
 
 
 async def search(
@@ -445,7 +476,15 @@ async def _lexical(
             "stemming, or another tokenizer): search again from the first page"
         )
     rows = [r for r in rows if r["_id"] != stats_id(index.tenant)]
-    ranked, ranking = _rank(index.tenant, rows, parsed, codec, filters, stats, pinned)
+    terms = _Terms.of(parsed, codec)
+    messages, df = _gather(index.tenant, rows, codec if terms.phrases else None)
+    ranking = pinned or Ranking(
+        Corpus(int(stats.get("docs") or 0), int(stats.get("length") or 0)),
+        tuple(df.get(t, 0) for t in terms.distinct),
+    )
+    matches = _matching(messages, terms)
+    tables = await index.tables({ordinal for ordinal, _index in matches})
+    ranked = _rank(index.tenant, matches, tables, terms, parsed.roles, filters, ranking)
     hits, last, more, total = await _page(index, ranked, parsed, codec, position, limit, snippets)
     next_cursor = None
     if more and last is not None:
