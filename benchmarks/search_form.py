@@ -81,7 +81,7 @@ def measure(messages: int, step: float) -> dict[str, Any]:
         for term, items in grouped.items():
             for group in postings.pack_group(t + 1, term, items, None):
                 block = postings.block_of(written)
-                written += len(group["p"])
+                written += postings.group_bytes(group)
                 held = blocks.setdefault((term, block), [0, 0])
                 held[0] += len(bson.encode({str(held[1]): group})) - 5  # its array element
                 held[1] += 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from bson import BSON
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,6 +140,29 @@ async def test_a_frequent_term_splits_into_bounded_blocks(
     await acme.tasks.add_human_message(tasks[0], "one more hotel", message_id="late")
     found_late = await other.search("more hotel", match="all")  # "more" is a stop word
     assert "late" in [h.message_id for h in found_late.hits]
+    assert (await acme.search_index.verify()).ok
+
+
+async def test_a_block_of_one_posting_groups_stays_within_its_width(
+    acme: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word written once per task makes groups of a few packed bytes each, whose keys and
+    fields weigh more than their postings: each group counts its `GROUP_BYTES` too, so the
+    block's whole document stays within the width (plus one part and the document's own
+    fields), not the width in packed bytes alone (which here would be 9x the document)."""
+    monkeypatch.setattr(postings, "BLOCK_BYTES", 2000)
+    for n in range(300):
+        await acme.tasks.create(messages=[UserMessage(content=[TextPart(text=f"ahoy {n}")])])
+    assert (await acme.search("ahoy", limit=5)).total == 300
+    documents = (
+        await acme.store.database[SEARCH_POSTINGS]
+        .find({"tenant": "acme", "_id": {"$regex": "^acme/ahoy/"}})
+        .to_list(None)
+    )
+    sizes = [len(BSON.encode(d)) for d in documents]
+    packed = [sum(len(g["p"]) for g in d["e"]) for d in documents]
+    assert len(sizes) >= 5 and max(sizes) <= 2000 + 64 + 40
+    assert max(sizes) > 5 * max(packed)  # the fields outweigh the postings
     assert (await acme.search_index.verify()).ok
 
 

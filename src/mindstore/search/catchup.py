@@ -42,6 +42,7 @@ from .postings import (
     Packed,
     as_ordinal,
     block_of,
+    group_bytes,
     pack_group,
     pack_terms,
     postings_id,
@@ -455,7 +456,7 @@ class CatchUp:
         for term, packed in grouped.items():
             for group in pack_group(ordinal, term, packed, codec.seal_places):
                 block = block_of(batch.written)
-                batch.written += len(group["p"]) + len(group.get("x") or b"")
+                batch.written += group_bytes(group)
                 batch.pushes.setdefault((term, block), []).append(group)
                 blocks.add(block)
         ordered = sorted(blocks)

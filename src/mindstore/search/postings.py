@@ -18,13 +18,23 @@ from bson import Binary
 from .tokenize import TOKENIZER_VERSION
 
 BLOCK_BYTES = 1 << 20
-"""The width of a postings block, in bytes of postings the tenant's indexing writes: the
-postings a catch-up writes while the tenant's counter of written bytes (``q`` in the
-statistics document) lies in ``[b * BLOCK_BYTES, (b + 1) * BLOCK_BYTES)`` go to block ``b``
-of their term. So a block of one term holds at most `BLOCK_BYTES` (plus one part, per
-indexer writing at once), however frequent the term and however large the tenant; a
-search asks every block of its terms by `_id`. (Beanie's documents are not imported
-here: `import mindstore` does not load Beanie.)"""
+"""The width of a postings block, in bytes of postings the tenant's indexing writes (each
+group's packed bytes and its `GROUP_BYTES`): the postings a catch-up writes while the
+tenant's counter of written bytes (``q`` in the statistics document) lies in ``[b *
+BLOCK_BYTES, (b + 1) * BLOCK_BYTES)`` go to block ``b`` of their term. So a block of one
+term holds at most `BLOCK_BYTES` (plus one part, per indexer writing at once), however
+frequent the term and however large the tenant; a search asks every block of its terms by
+`_id`. (Beanie's documents are not imported here: `import mindstore` does not load
+Beanie.)"""
+
+GROUP_BYTES = 40
+"""What a group adds to its block's document beyond its packed bytes, at most: its key in
+the block's array (up to 6 digits), its sub-document's length and end, the ordinal (an
+int64 at worst) and the two binaries' headers (the sealed positions' too). A catch-up
+counts it with the packed bytes (`group_bytes`), so a block's document stays within
+`BLOCK_BYTES` however small its groups: a term written one posting per task fills a block
+with groups of 3 packed bytes, which counted alone would let its document reach 11x the
+width."""
 
 PART_BYTES = 1 << 14
 """The most bytes of postings one group (one task's postings of one term) packs: a task
@@ -49,6 +59,11 @@ def block_of(written: int) -> int:
     """The block a group goes to when the tenant's indexing has written `written` bytes of
     postings (and the last block a search asks, from the same counter)."""
     return max(0, written) // BLOCK_BYTES
+
+
+def group_bytes(group: dict[str, Any]) -> int:
+    """What one group counts toward the tenant's written bytes (`block_of`)."""
+    return len(group["p"]) + len(group.get("x") or b"") + GROUP_BYTES
 
 
 def postings_id(tenant: str, term: str, block: int) -> str:
