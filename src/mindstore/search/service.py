@@ -2,7 +2,9 @@
 
 The pure parts (query, tokens, BM25, snippets, the mode and match) are in their own
 modules; this one runs a search: choose the mode and match, bring the index up to date,
-look the terms up, rank, cut the page, make its snippets. An owner-scoped view finds only
+look the terms up, match on the postings, join the matches with their tasks' tables
+(length, role, time, owner: `SearchStore.tables`), rank, cut the page, make its
+snippets. An owner-scoped view finds only
 its owner's messages; every query names the tenant.
 
 Pages are a keyset walk: the first page pins the statistics it ranks by (the tenant's
