@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -151,31 +152,31 @@ async def test_every_thread_reads_back_as_sqlitesaver_returns_it(
     assert receipt.read_sha256 == receipt.written_sha256
 
 
-async def test_an_imported_thread_resumes_on_mindstore(store: Store, source: Path) -> None:
-    """The interrupted thread goes on where it stopped, on mindstore, as on SqliteSaver."""
+async def check_the_interrupted_thread_resumes(
+    store: Store, source: Path | str, resume_on_the_source: Callable[[], Any]
+) -> None:
+    """The interrupted thread goes on where it stopped, on mindstore, as on the source's
+    own saver (`resume_on_the_source`, called after the import, resumes it there)."""
     await import_from(store, KIND, source, tenant="acme")
     app = graph(MindstoreSaver(store.scoped("acme")))
     done = await app.ainvoke(Command(resume="yes"), config("trip-3"))
-    with sqlite3.connect(source, check_same_thread=False) as connection:
-        expected = graph(SqliteSaver(connection)).invoke(Command(resume="yes"), config("trip-3"))
-    connection.close()
-    assert done == expected
+    assert done == resume_on_the_source()
     assert done["confirmed"] == "yes"
 
 
-async def test_a_second_run_writes_nothing(store: Store, source: Path) -> None:
+async def check_a_second_run_writes_nothing(store: Store, source: Path | str) -> None:
     first = await import_from(store, KIND, source, tenant="acme")
     before = await store_bytes(store)
     second = await import_from(store, KIND, source, tenant="acme")
     assert await store_bytes(store) == before
     assert set(second.written.values()) == {0} and second.unchanged == 3
-    assert second.written_sha256 == first.written_sha256
+    assert second.written_sha256 == first.written_sha256 == first.read_sha256
 
 
-async def test_a_crash_at_any_write_then_a_rerun_completes_without_doubles(
-    store: Store, source: Path
+async def check_a_crash_then_a_rerun(
+    store: Store, source: Path | str, expected: dict[str, Any]
 ) -> None:
-    expected = source_view(source)
+    """A crash at every 7th write, then a rerun: each completes, nothing doubled."""
 
     async def run(hook: Any, tenant: str) -> Any:
         return await import_from(store, KIND, source, tenant=tenant, on_step=hook)
@@ -185,6 +186,26 @@ async def test_a_crash_at_any_write_then_a_rerun_completes_without_doubles(
 
     writes = await crash_then_resume(run, check, every=7)  # 1, 8, 15, ... and the last
     assert writes > 20
+
+
+async def test_an_imported_thread_resumes_on_mindstore(store: Store, source: Path) -> None:
+    def resume() -> Any:
+        with sqlite3.connect(source, check_same_thread=False) as connection:
+            done = graph(SqliteSaver(connection)).invoke(Command(resume="yes"), config("trip-3"))
+        connection.close()
+        return done
+
+    await check_the_interrupted_thread_resumes(store, source, resume)
+
+
+async def test_a_second_run_writes_nothing(store: Store, source: Path) -> None:
+    await check_a_second_run_writes_nothing(store, source)
+
+
+async def test_a_crash_at_any_write_then_a_rerun_completes_without_doubles(
+    store: Store, source: Path
+) -> None:
+    await check_a_crash_then_a_rerun(store, source, source_view(source))
 
 
 async def test_dry_run_owner_and_bad_sources(store: Store, source: Path, tmp_path: Path) -> None:

@@ -32,12 +32,15 @@ from mindstore.store import Store
 from postgres_server import PROGRAMS, SKIP, PostgresServer, require_programs
 from test_import_langgraph import (
     THREADS,
+    check_a_crash_then_a_rerun,
+    check_a_second_run_writes_nothing,
     check_a_subgraph_thread,
+    check_the_interrupted_thread_resumes,
     config,
     graph,
     served,
 )
-from test_import_support import crash_then_resume, store_bytes
+from test_import_support import store_bytes
 
 KIND = "langgraph"
 
@@ -99,39 +102,21 @@ async def test_every_thread_reads_back_as_postgressaver_returns_it(
 
 
 async def test_an_imported_thread_resumes_on_mindstore(store: Store, source: str) -> None:
-    """The interrupted thread goes on where it stopped, on mindstore, as on PostgresSaver."""
-    await import_from(store, KIND, source, tenant="acme")
-    done = await graph(MindstoreSaver(store.scoped("acme"))).ainvoke(
-        Command(resume="yes"), config("trip-3")
-    )
-    with PostgresSaver.from_conn_string(source) as saver:
-        expected = graph(saver).invoke(Command(resume="yes"), config("trip-3"))
-    assert done == expected
-    assert done["confirmed"] == "yes"
+    def resume() -> Any:
+        with PostgresSaver.from_conn_string(source) as saver:
+            return graph(saver).invoke(Command(resume="yes"), config("trip-3"))
+
+    await check_the_interrupted_thread_resumes(store, source, resume)
 
 
 async def test_a_second_run_writes_nothing(store: Store, source: str) -> None:
-    first = await import_from(store, KIND, source, tenant="acme")
-    before = await store_bytes(store)
-    second = await import_from(store, KIND, source, tenant="acme")
-    assert await store_bytes(store) == before
-    assert set(second.written.values()) == {0} and second.unchanged == 3
-    assert second.written_sha256 == first.written_sha256 == first.read_sha256
+    await check_a_second_run_writes_nothing(store, source)
 
 
 async def test_a_crash_at_any_write_then_a_rerun_completes_without_doubles(
     store: Store, source: str
 ) -> None:
-    expected = source_view(source)
-
-    async def run(hook: Any, tenant: str) -> Any:
-        return await import_from(store, KIND, source, tenant=tenant, on_step=hook)
-
-    async def check(tenant: str) -> None:
-        assert await served(store, tenant) == expected
-
-    writes = await crash_then_resume(run, check, every=7)  # 1, 8, 15, ... and the last
-    assert writes > 20
+    await check_a_crash_then_a_rerun(store, source, source_view(source))
 
 
 async def test_dry_run_owner_and_bad_sources(
