@@ -215,3 +215,31 @@ async def test_a_task_whose_mark_another_caller_took_loses_its_chunks_and_vector
     for name, left in ((SEARCH_ENTRIES, 2), (SEARCH_VECTORS, 70)):
         assert await database[name].count_documents({"task": gone.id}) == 0
         assert await database[name].count_documents({"task": kept.id}) == left
+
+
+async def test_a_text_whose_chunk_was_cut_anew_is_read_by_its_range(acme: Any) -> None:
+    """A page names each hit's chunk as the tables read saw it and reads those by `_id`; a
+    message that is no longer there (its task chunked anew between the two reads) is
+    read by the range that holds it, one more find, and not dropped from the page."""
+    from mindstore.ids import task_key
+    from mindstore.search.codec import codec_for
+
+    task = await acme.tasks.create()
+    await acme.tasks.add_messages(
+        task.id, [UserMessage(id=f"m{n}", content=[TextPart(text=f"word {n}")]) for n in range(70)]
+    )
+    assert (await acme.search("word")).total == 70
+    index = acme._search_store
+    codec = await codec_for("acme", None, await index.state())
+    key = task_key("acme", task.id)
+    names = [f"{key}/3", f"{key}/66"]
+    with acme.store.backend.recorder.capture() as log:
+        right = await index.texts(names, codec, {names[0]: f"{key}/0000000000",
+                                                 names[1]: f"{key}/0000000064"})  # fmt: skip
+    assert {n: t.message_id for n, t in right.items()} == {names[0]: "m3", names[1]: "m66"}
+    assert log.round_trips == 1
+    with acme.store.backend.recorder.capture() as log:
+        moved = await index.texts(names, codec, {names[0]: f"{key}/0000000000",
+                                                 names[1]: f"{key}/0000000009"})  # fmt: skip
+    assert {n: t.message_id for n, t in moved.items()} == {names[0]: "m3", names[1]: "m66"}
+    assert log.round_trips == 2

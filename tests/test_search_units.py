@@ -217,4 +217,5 @@ def test_a_posting_and_its_table_row_pack_and_unpack(
     ]  # fmt: skip (stored and read back)
     (table,) = tables_of(chunks).values()
     assert (table.task, table.owner) == ("task", owner)
-    assert table.rows == {n: Row(length, role, micros + n) for n in (index, index + 1)}
+    (chunk,) = {row.chunk for row in table.rows.values()}
+    assert table.rows == {n: Row(length, role, micros + n, chunk) for n in (index, index + 1)}

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Corpus", "idf", "score"]
+__all__ = ["Corpus", "Scorer", "idf", "score"]
 
 K1 = 1.2
 B = 0.75
@@ -37,6 +37,35 @@ def idf(corpus: Corpus, df: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
+@dataclass(frozen=True)
+class Scorer:
+    """`score` for one query under fixed statistics, each term's idf computed once: a
+    search scores every matching message (hundreds of thousands for common words)."""
+
+    average: float
+    weights: tuple[tuple[str, float], ...]
+    """Each query term, in query order, with its idf."""
+
+    @classmethod
+    def of(
+        cls, corpus: Corpus, query_terms: Iterable[str], document_frequencies: Mapping[str, int]
+    ) -> Scorer:
+        return cls(
+            corpus.average,
+            tuple((t, idf(corpus, document_frequencies.get(t, 0))) for t in query_terms),
+        )
+
+    def __call__(self, frequencies: Mapping[str, int], length: int) -> float:
+        norm = K1 * (1.0 - B + B * length / self.average)
+        total = 0.0
+        for term, weight in self.weights:
+            tf = frequencies.get(term, 0)
+            if tf <= 0:
+                continue
+            total += weight * tf * (K1 + 1.0) / (tf + norm)
+        return total
+
+
 def score(
     corpus: Corpus,
     frequencies: Mapping[str, int],
@@ -46,11 +75,4 @@ def score(
 ) -> float:
     """BM25 of one message: `frequencies` its term counts (of the query's terms at
     least), `length` its term count."""
-    norm = K1 * (1.0 - B + B * length / corpus.average)
-    total = 0.0
-    for term in query_terms:
-        tf = frequencies.get(term, 0)
-        if tf <= 0:
-            continue
-        total += idf(corpus, document_frequencies.get(term, 0)) * tf * (K1 + 1.0) / (tf + norm)
-    return total
+    return Scorer.of(corpus, query_terms, document_frequencies)(frequencies, length)

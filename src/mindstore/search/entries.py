@@ -16,9 +16,9 @@ message is still named ``<task key>/<index>`` (`entry_id`), the `_id` of its vec
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bson import Binary
 
@@ -163,33 +163,45 @@ def pack_table(entries: Sequence[Entry]) -> bytes:
     return bytes(out)
 
 
-@dataclass(frozen=True)
-class Row:
-    """One message as its chunk's table holds it."""
+class Row(NamedTuple):
+    """One message as its chunk's table holds it (a tuple: a search makes one per match)."""
 
     length: int
     role: str
     time: int
     """Microseconds since the epoch."""
+    chunk: str
+    """The `_id` of the chunk holding it (where its text is)."""
 
 
-def unpack_table(document: dict[str, Any]) -> dict[int, Row]:
-    """Index -> `Row` of each message a chunk holds (its clear ``g`` and ``m``)."""
+def unpack_table(document: dict[str, Any], wanted: Container[int] | None = None) -> dict[int, Row]:
+    """Index -> `Row` of each message a chunk holds (its clear ``g`` and ``m``), or of
+    those `wanted` names (the rest are stepped over: a search reads the tables of whole
+    tasks for the messages that match, often a few of them)."""
     data = bytes(document.get("m") or b"")
+    chunk = str(document["_id"])
     out: dict[int, Row] = {}
     at, last = 0, 0
     for index in chunk_indexes(document):
-        both, at = _number(data, at)
+        both = data[at]  # varints of one byte read inline, as most are
+        if both < 0x80:
+            at += 1
+        else:
+            both, at = _number(data, at)
         code = both & 0xF
+        role = ""
         if code == OTHER_ROLE:
             size, at = _number(data, at)
             role = data[at : at + size].decode("utf-8", "surrogatepass")
             at += size
+        shift = data[at]
+        if shift < 0x80:
+            at += 1
         else:
-            role = ROLES_BY_CODE.get(code, "unknown")
-        shift, at = _number(data, at)
+            shift, at = _number(data, at)
         last += _unzigzag(shift)
-        out[index] = Row(both >> 4, role, last)
+        if wanted is None or index in wanted:
+            out[index] = Row(both >> 4, role or ROLES_BY_CODE.get(code, "unknown"), last, chunk)
     return out
 
 
@@ -271,9 +283,12 @@ class TaskTable:
     rows: dict[int, Row]
 
 
-def tables_of(chunks: Sequence[dict[str, Any]]) -> dict[int, TaskTable]:
-    """Ordinal -> `TaskTable`, from chunks read by ordinal (``r``, ``o``, ``g``, ``m``).
-    A chunk's task is the one its `_id` names (what its sealed text is bound to), not its
+def tables_of(
+    chunks: Sequence[dict[str, Any]], wanted: Mapping[int, Collection[int]] | None = None
+) -> dict[int, TaskTable]:
+    """Ordinal -> `TaskTable`, from chunks read by ordinal (``r``, ``o``, ``l``, ``g``, ``m``),
+    with the rows of the indexes `wanted` names for each ordinal (None: every row). A
+    chunk's task is the one its `_id` names (what its sealed text is bound to), not its
     ``task`` field, which a writer of the database could change alone. An ordinal whose
     chunks name more than one task or owner is left out: a catch-up cut off by an erase
     may leave, until its take-back, a chunk whose ordinal a later task was given, and no
@@ -290,7 +305,13 @@ def tables_of(chunks: Sequence[dict[str, Any]]) -> dict[int, TaskTable]:
             held = tables[ordinal] = TaskTable(task, owner, {})
         elif (held.task, held.owner) != (task, owner):
             clashing.add(ordinal)
-        held.rows.update(unpack_table(chunk))
+        if wanted is None:
+            held.rows.update(unpack_table(chunk))
+            continue
+        asked = wanted.get(ordinal, ())
+        first, last = _first_index(chunk), int(chunk.get("l") or 0)
+        if any(first <= index <= last for index in asked):  # else none of its rows is asked
+            held.rows.update(unpack_table(chunk, asked))
     for ordinal in clashing:
         del tables[ordinal]
     return tables

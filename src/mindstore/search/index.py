@@ -11,7 +11,7 @@ their import path still works. docs/search.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,12 @@ from .postings import pack_group as pack_group
 from .postings import terms_id as terms_id
 from .postings import unpack as unpack
 from .tokenize import TOKENIZER_VERSION
+
+TABLE_REPLY_DOCUMENTS = 100_000
+"""Chunks the first reply of a tables read may hold: every chunk of the tasks a query's
+postings name (two for a task of 100 messages, some 350 bytes each), so a search of a
+million messages reads its 20,000 in the first reply (a server caps it at 16 MiB), not
+in one more round trip per 10,000."""
 
 if TYPE_CHECKING:
     from mindstore.crypto.tenant import TenantCipher
@@ -188,35 +194,51 @@ class SearchStore:
         )
         return [*found, *[document async for document in extra]]
 
-    async def tables(self, ordinals: Iterable[int]) -> dict[int, TaskTable]:
-        """The tables of the tasks of `ordinals` (`entries.tables_of`): one find of their
-        chunks' clear fields (no text), by ordinal within the tenant. Scope (owner, tasks)
-        is applied to them by the search, as it was to postings, which hold every owner's
-        tasks."""
-        wanted = sorted(set(ordinals))
+    async def tables(self, wanted: Mapping[int, Collection[int]]) -> dict[int, TaskTable]:
+        """The tables of the tasks of `wanted`'s ordinals, with the rows of the message
+        indexes it names (`entries.tables_of`): one find of their chunks' clear fields (no
+        text), by ordinal within the tenant. Scope (owner, tasks) is applied to them by
+        the search, as it was to postings, which hold every owner's tasks."""
         if not wanted:
             return {}
         found = self.entries.find(
-            {"tenant": self.tenant, "r": {"$in": wanted}},
-            {"r": 1, "o": 1, "g": 1, "m": 1},
-            batch_size=REPLY_DOCUMENTS,
+            {"tenant": self.tenant, "r": {"$in": sorted(wanted)}},
+            {"r": 1, "o": 1, "l": 1, "g": 1, "m": 1},
+            batch_size=TABLE_REPLY_DOCUMENTS,
         )
-        return tables_of([chunk async for chunk in found])
+        return tables_of([chunk async for chunk in found], wanted)
 
-    async def texts(self, ids: Sequence[str], codec: Codec) -> dict[str, StoredText]:
+    async def texts(
+        self, ids: Sequence[str], codec: Codec, chunks: Mapping[str, str] | None = None
+    ) -> dict[str, StoredText]:
         """The texts and message ids of the messages named `ids` (``<task key>/<index>``),
-        opened: one read of the chunks holding them, at most one per message
-        (`entries.holding`), each bounded (`entries.CHUNK_SPAN`, `entries.CHUNK_TEXT`).
-        A message no chunk holds (redacted or deleted meanwhile) is left out."""
+        opened: one read of the chunks holding them, at most one per message, each
+        bounded (`entries.CHUNK_SPAN`, `entries.CHUNK_TEXT`). With `chunks` (name -> the
+        `_id` of the chunk a table read saw holding it, for every name) the chunks are
+        read by `_id`; else, and for a message not found there (its task was chunked
+        anew meanwhile), by the range that holds it (`entries.holding`). A message no
+        chunk holds (redacted or deleted meanwhile) is left out."""
         wanted = set(ids)
         if not wanted:
             return {}
-        found = self.entries.find(
-            {"tenant": self.tenant, "$or": [holding(name) for name in sorted(wanted)]},
-            {"task": 1, "z": 1},
-            batch_size=len(wanted) + 1,
-        )
         out: dict[str, StoredText] = {}
+        if chunks is not None and wanted <= set(chunks):
+            named = sorted({chunks[name] for name in wanted})
+            await self._open_chunks({"_id": {"$in": named}}, wanted, codec, out)
+            wanted -= set(out)
+            if not wanted:
+                return out
+        clauses = [holding(name) for name in sorted(wanted)]
+        await self._open_chunks({"$or": clauses}, wanted, codec, out)
+        return out
+
+    async def _open_chunks(
+        self, query: dict[str, Any], wanted: set[str], codec: Codec, out: dict[str, StoredText]
+    ) -> None:
+        """Read the chunks `query` finds in the tenant; add the `wanted` messages to `out`."""
+        found = self.entries.find(
+            {"tenant": self.tenant, **query}, {"task": 1, "z": 1}, batch_size=len(wanted) + 1
+        )
         async for chunk in found:
             key, task = key_of(str(chunk["_id"])), str(chunk.get("task"))
             opened = codec.open(chunk.get("z"), task, str(chunk["_id"]))
@@ -224,7 +246,6 @@ class SearchStore:
                 name = entry_id(key, index)
                 if name in wanted:
                     out[name] = StoredText(task, message_id, text)
-        return out
 
     # ------------------------------------------------------------------ operators
     async def reset(self, *, stemming: str | None, key_version: int | None = None) -> None:

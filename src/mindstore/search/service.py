@@ -33,9 +33,9 @@ from mindstore.errors import KeyShredded, ValidationError
 from mindstore.ids import check_key, check_name, task_key
 from mindstore.validation import check_int
 
-from .bm25 import Corpus, score
-from .entries import StoredText, TaskTable, entry_id
-from .index import Codec, Posting, SearchStore, forget_tenant, stats_id, unpack
+from .bm25 import Corpus, Scorer
+from .entries import Row, StoredText, TaskTable, entry_id
+from .index import Codec, SearchStore, forget_tenant, stats_id, unpack
 from .modes import Recall, choose_recall
 from .postings import Occurrence
 from .query import MAX_TERMS, ROLES, ParsedQuery, parse_query
@@ -266,15 +266,21 @@ def _position(cursor: object, fingerprint: str) -> Position | None:
     return position
 
 
-@dataclass
+@dataclass(slots=True)
 class _Candidate:
+    """A matching message: its name, its score, and its task's table and row."""
+
     id: str
-    posting: Posting
     score: float
+    ts: float
+    """Epoch seconds, exact to the microsecond."""
+    index: int
+    table: TaskTable
+    row: Row
 
     def key(self) -> tuple[float, float, str]:
         """The sort key: best score first, then newest, then entry id (`Position.key`)."""
-        return (-self.score, -self.posting.ts, self.id)
+        return (-self.score, -self.ts, self.id)
 
 
 _Where = tuple[int, int]
@@ -372,7 +378,9 @@ def _rank(
     """The matching messages, each joined with its task's table (a message no table holds
     is left out: its task's chunks are being replaced or removed), filtered and ranked:
     BM25 under `ranking`, then newest, then id (`roles`: the query's own role words)."""
-    frequencies = dict(zip(terms.distinct, ranking.frequencies, strict=True))
+    scorer = Scorer.of(
+        ranking.corpus, terms.scored, dict(zip(terms.distinct, ranking.frequencies, strict=True))
+    )
     out: list[_Candidate] = []
     for (ordinal, index), found in matches.items():
         table = tables.get(ordinal)
@@ -390,13 +398,9 @@ def _rank(
             continue
         if filters.task_ids is not None and table.task not in filters.task_ids:
             continue
-        counts = {term: o.count for term, o in found.items()}
-        value = score(ranking.corpus, counts, row.length, list(terms.scored), frequencies)
-        first = next(iter(found.values()))
-        posting = Posting(
-            table.task, table.owner, index, first.count, row.length, row.role, ts, first.positions
-        )
-        out.append(_Candidate(entry_id(task_key(tenant, table.task), index), posting, value))
+        value = scorer({term: o.count for term, o in found.items()}, row.length)
+        name = entry_id(task_key(tenant, table.task), index)
+        out.append(_Candidate(name, value, ts, index, table, row))
     out.sort(key=_Candidate.key)
     return out
 
@@ -485,12 +489,15 @@ async def _lexical(
         tuple(df.get(t, 0) for t in terms.distinct),
     )
     matches = _matching(messages, terms)
-    tables = await index.tables({ordinal for ordinal, _index in matches})
+    wanted: dict[int, set[int]] = {}
+    for ordinal, index_in_task in matches:
+        wanted.setdefault(ordinal, set()).add(index_in_task)
+    tables = await index.tables(wanted)
     ranked = _rank(index.tenant, matches, tables, terms, parsed.roles, filters, ranking)
     hits, last, more, total = await _page(index, ranked, parsed, codec, position, limit, snippets)
     next_cursor = None
     if more and last is not None:
-        at = Position(ranking, made_under, last.score, last.posting.ts, last.id)
+        at = Position(ranking, made_under, last.score, last.ts, last.id)
         next_cursor = _cursor(fingerprint, at)
     return SearchPage(hits, next_cursor, total)
 
@@ -513,9 +520,9 @@ async def _page(
     hits: list[SearchHit] = []
     chosen = after[:limit]
     if not snippets:
-        hits = [_hit(c, StoredText(c.posting.task, "", ""), codec, set()) for c in chosen]
+        hits = [_hit(c, StoredText(c.table.task, "", ""), codec, set()) for c in chosen]
         return hits, (chosen[-1] if chosen else None), len(after) > limit, len(ranked)
-    texts = await index.texts([c.id for c in chosen], codec)
+    texts = await index.texts([c.id for c in chosen], codec, {c.id: c.row.chunk for c in chosen})
     for candidate in chosen:
         stored = texts.get(candidate.id)
         if stored is not None:  # else redacted or deleted while this search ran
@@ -524,15 +531,13 @@ async def _page(
 
 
 def _hit(candidate: _Candidate, stored: StoredText, codec: Codec, words: set[str]) -> SearchHit:
-    posting = candidate.posting
-    text = stored.text
     return SearchHit(
-        task_id=posting.task,
+        task_id=candidate.table.task,
         message_id=stored.message_id,
-        index=posting.index,
-        role=posting.role,
-        owner=posting.owner,
-        time=datetime.fromtimestamp(posting.ts, UTC),
+        index=candidate.index,
+        role=candidate.row.role,
+        owner=candidate.table.owner,
+        time=datetime.fromtimestamp(candidate.ts, UTC),
         score=round(candidate.score, 6),
-        snippet=make_snippet(text, words, codec.stem),
+        snippet=make_snippet(stored.text, words, codec.stem),
     )

@@ -66,7 +66,26 @@ def _not_listed_in(doc_val: Any, values: list[Any] | tuple[Any, ...]) -> bool:
     return not _listed_in(doc_val, values)
 
 
+_made: tuple[Any, bool, Check | None] = ((), False, None)
+"""The last list `_fast_in` made a check for, whether negated, and the check: a find
+tests every candidate document against the same filter objects, so a `$in` of thousands
+of values (a search's tables, by ordinal) is scanned and hashed once per find, not once
+per document (which made a million-message search's read of its tables take some 30 s).
+The list itself is held, so an identical `id` cannot be another list's."""
+
+
 def _fast_in(values: list[Any] | tuple[Any, ...], negated: bool) -> Check | None:
+    """`_check_in`, once per list object (`_made`)."""
+    global _made
+    held, was_negated, check = _made
+    if held is values and was_negated == negated:
+        return check
+    check = _check_in(values, negated)
+    _made = (values, negated, check)
+    return check
+
+
+def _check_in(values: list[Any] | tuple[Any, ...], negated: bool) -> Check | None:
     """mongomock's `_in_op(doc_val, values)` (negated for `$nin`), or None when a value of
     the list is a regular expression. From `_SET_FROM` values of the `_HASHED` types, the
     values are looked up through a set."""
