@@ -160,3 +160,24 @@ def test_an_ordinal_is_read_only_when_its_chunks_agree_on_task_and_owner(
     assert set(tables) == {r for r, named in expected.items() if len(named) == 1}
     for r, table in tables.items():
         assert {(table.task, table.owner)} == expected[r]
+
+
+async def test_the_tables_of_many_tasks_are_read_in_bounded_parts(
+    acme: mindstore.TenantStore, monkeypatch: Any
+) -> None:
+    """A query whose words are in more tasks than one read names reads their tables in
+    parts, and ranks the same."""
+    from mindstore.search import index as search_index
+
+    for n in range(7):
+        task = await acme.tasks.create()
+        await acme.tasks.add_human_message(task.id, f"beacon {'x ' * n}", message_id=f"b{n}")
+    whole = await acme.search("beacon", limit=10)
+    monkeypatch.setattr(search_index, "TABLE_ORDINALS", 2)
+    with acme.store.backend.recorder.capture() as log:
+        parts = await acme.search("beacon", limit=10)
+    assert [(h.message_id, h.score) for h in parts.hits] == [
+        (h.message_id, h.score) for h in whole.hits
+    ]
+    assert len(parts.hits) == 7
+    assert [c.collection for c in log].count(SEARCH_ENTRIES) == 4 + 1  # 4 parts, the texts

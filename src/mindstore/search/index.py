@@ -50,6 +50,11 @@ from .postings import terms_id as terms_id
 from .postings import unpack as unpack
 from .tokenize import TOKENIZER_VERSION
 
+TABLE_ORDINALS = 50_000
+"""The most ordinals one tables read names (some 600 KB of command): a tenant of millions
+of tasks whose common word is in most of them reads its tables in several finds, never
+in one command near a server's 16 MiB."""
+
 TABLE_REPLY_DOCUMENTS = 100_000
 """Chunks the first reply of a tables read may hold: every chunk of the tasks a query's
 postings name (two for a task of 100 messages, some 350 bytes each), so a search of a
@@ -199,14 +204,16 @@ class SearchStore:
         indexes it names (`entries.tables_of`): one find of their chunks' clear fields (no
         text), by ordinal within the tenant. Scope (owner, tasks) is applied to them by
         the search, as it was to postings, which hold every owner's tasks."""
-        if not wanted:
-            return {}
-        found = self.entries.find(
-            {"tenant": self.tenant, "r": {"$in": sorted(wanted)}},
-            {"r": 1, "o": 1, "l": 1, "g": 1, "m": 1},
-            batch_size=TABLE_REPLY_DOCUMENTS,
-        )
-        return tables_of([chunk async for chunk in found], wanted)
+        ordinals = sorted(wanted)
+        tables: dict[int, TaskTable] = {}
+        for part in range(0, len(ordinals), TABLE_ORDINALS):  # all of one ordinal in one part
+            found = self.entries.find(
+                {"tenant": self.tenant, "r": {"$in": ordinals[part : part + TABLE_ORDINALS]}},
+                {"r": 1, "o": 1, "l": 1, "g": 1, "m": 1},
+                batch_size=TABLE_REPLY_DOCUMENTS,
+            )
+            tables.update(tables_of([chunk async for chunk in found], wanted))
+        return tables
 
     async def texts(
         self, ids: Sequence[str], codec: Codec, chunks: Mapping[str, str] | None = None
