@@ -213,7 +213,7 @@ def test_a_phrase_on_positions_agrees_with_the_phrase_on_the_words(
     found = {}
     for term in set(words):
         places = [at for at, word in enumerate(words) if word == term]
-        (group,) = pack_group(1, term, [Packed(0, len(words), "user", 0, tuple(places))], None)
+        (group,) = pack_group(1, term, [Packed(0, tuple(places))], None)
         (found[term],) = unpack(group)
     expected = phrase_at(words, tuple(phrase))
     assert (all(t in found for t in phrase) and _phrase_at(found, tuple(phrase))) == expected

@@ -206,7 +206,7 @@ def test_a_posting_and_its_table_row_pack_and_unpack(
     from mindstore.search.postings import Occurrence
 
     at = tuple(sorted(positions))
-    items = [Packed(n, length, role, micros, at) for n in (index, index + 1)]
+    items = [Packed(n, at) for n in (index, index + 1)]
     (group,) = pack_group(ordinal, "term", items, None)
     assert unpack(group) == [Occurrence(ordinal, n, len(at), at) for n in (index, index + 1)]
     entries = [Entry(f"k/{n}", n, f"m{n}", length, "x", {}, role, micros + n) for n in (index,

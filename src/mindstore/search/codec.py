@@ -100,7 +100,7 @@ def entry_for(
     role = str(getattr(message, "role", "unknown"))
     time = micros(getattr(message, "started_ts", 0) or 0)
     length = len(words)
-    postings = {term: Packed(index, length, role, time, tuple(at)) for term, at in places.items()}
+    postings = {term: Packed(index, tuple(at)) for term, at in places.items()}
     return Entry(
         entry_id(task_key(tenant, task_id), index), index, message_id, length, found.text,
         postings, role, time,

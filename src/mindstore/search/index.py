@@ -43,7 +43,6 @@ from .postings import (
 from .postings import ROLE_CODES as ROLE_CODES
 from .postings import ROLES_BY_CODE as ROLES_BY_CODE
 from .postings import Packed as Packed
-from .postings import Posting as Posting
 from .postings import micros as micros
 from .postings import pack_group as pack_group
 from .postings import terms_id as terms_id

@@ -155,14 +155,11 @@ OTHER_ROLE = 15
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """One message's posting of one term, before packing: where, how long, whose, when, and
-    the term's positions among the message's words (none: a tool name, a filter)."""
+    """One message's posting of one term, before packing: where, and the term's positions
+    among the message's words (none: a tool name, a filter). The message's length, role
+    and time are its entry's (`entries.Entry`), packed once in its chunk's table."""
 
     index: int
-    length: int
-    role: str
-    time: int
-    """Microseconds since the epoch."""
     positions: tuple[int, ...]
 
 
@@ -175,22 +172,6 @@ class Occurrence:
     ordinal: int
     index: int
     count: int
-    positions: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Posting:
-    """One message holding a term: where, how often (at which of its words), how long,
-    whose, when (an `Occurrence` joined with its task's table)."""
-
-    task: str
-    owner: str | None
-    index: int
-    count: int
-    length: int
-    role: str
-    ts: float
-    """Epoch seconds, exact to the microsecond."""
     positions: tuple[int, ...] = ()
 
 
